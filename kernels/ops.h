@@ -1,0 +1,236 @@
+// kernels/ops.h — the op API between the trainer and its compute backends.
+//
+// The trainer (trainer/model.c) is written once against this table of function
+// pointers; each backend (kernels/cpu: fp32 and fp64 builds of the same C source;
+// kernels/cuda later) fills one. Same signatures, same semantics on every backend.
+//
+// Conventions (read these before adding an op):
+//  * Buffers are `void *` in the backend's memory. Activations and their gradients
+//    have the backend's activation element type (be->act_bytes wide); parameters,
+//    parameter gradients and optimizer state have its parameter element type
+//    (be->param_bytes). On the CPU backends both types are the same `real`
+//    (float for "cpu", double for "cpu64").
+//  * All tensors are dense row-major; shapes are given in the comment of each op,
+//    outer dimension first. Element counts are int64_t, dimensions int.
+//  * Output naming: `out`/`o` is overwritten. A gradient argument documented as
+//    "+=" is accumulated into (the caller zeroes it when it needs a fresh value).
+//    This is what lets several consumers of one tensor (q feeds three branches,
+//    the normed input feeds nine projections) sum their gradients in place, and
+//    what makes gradient accumulation over micro-batches free.
+//  * Determinism: every op must give bitwise-identical results for identical
+//    inputs, whatever the thread count. No floating-point atomics, no reductions
+//    whose order depends on scheduling. A row's result must not depend on how many
+//    other rows are in the call (this is what makes batched prefill bitwise equal to
+//    token-by-token sequential prefill on the CPU).
+//  * Optional pointers (NULL allowed) are marked "or NULL".
+#ifndef NSA_KERNELS_OPS_H
+#define NSA_KERNELS_OPS_H
+
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// Branch indices, used for gate columns and for naming.
+enum { NSA_BR_CMP = 0, NSA_BR_SEL = 1, NSA_BR_WIN = 2, NSA_NBRANCH = 3 };
+
+enum { NSA_GATE_SOFTMAX = 0, NSA_GATE_SIGMOID = 1 };
+
+// Geometry of one NSA attention call. Filled by nsa_geom_init (below).
+typedef struct {
+    int B;      // sequences in the micro-batch
+    int T;      // tokens per sequence
+    int H;      // query heads
+    int G;      // KV groups (heads of K/V per branch); H % G == 0
+    int D;      // head dimension
+    int l;      // compression block length
+    int d;      // compression stride (d divides l and lsel)
+    int lsel;   // selection block length l'
+    int n;      // selected blocks per query (incl. the forced ones), n >= 3
+    int w;      // sliding window (keys t-w+1 .. t)
+    int NC;     // compressed blocks: T >= l ? (T - l) / d + 1 : 0
+    int NS;     // selection blocks: ceil(T / lsel)
+    double scale; // softmax scale, 1/sqrt(D)
+} NsaGeom;
+
+static inline void nsa_geom_init(NsaGeom *g, int B, int T, int H, int G, int D,
+                                 int l, int d, int lsel, int n, int w) {
+    g->B = B; g->T = T; g->H = H; g->G = G; g->D = D;
+    g->l = l; g->d = d; g->lsel = lsel; g->n = n; g->w = w;
+    g->NC = T >= l ? (T - l) / d + 1 : 0;
+    g->NS = (T + lsel - 1) / lsel;
+    g->scale = 1.0 / sqrt((double)D);
+}
+
+// Number of compressed blocks visible to query t: blocks i with i*d + l - 1 <= t.
+static inline int nsa_cmp_visible(const NsaGeom *g, int t) {
+    if (t < g->l - 1) return 0;
+    int v = (t - g->l + 1) / g->d + 1;
+    return v < g->NC ? v : g->NC;
+}
+
+// Eq. 9 overlap weight w(i,j) = |[i*d, i*d+l) ∩ [j*lsel, (j+1)*lsel)| / d.
+static inline int nsa_overlap_num(const NsaGeom *g, int i, int j) {
+    int a0 = i * g->d, a1 = i * g->d + g->l, b0 = j * g->lsel, b1 = (j + 1) * g->lsel;
+    int lo = a0 > b0 ? a0 : b0, hi = a1 < b1 ? a1 : b1;
+    return hi > lo ? hi - lo : 0;   // divide by d for the weight
+}
+
+typedef struct Backend Backend;
+
+struct Backend {
+    const char *name;       // "cpu", "cpu64", "cuda"
+    int act_bytes;          // bytes per activation element
+    int param_bytes;        // bytes per parameter / gradient / optimizer element
+    int threads;            // worker threads the backend uses (informational)
+
+    // ---- memory -----------------------------------------------------------
+    void *(*alloc)(size_t bytes);                  // zero-filled; aborts on OOM
+    void (*free)(void *p);
+    void (*zero)(void *p, size_t bytes);
+    // host <-> backend copies of raw bytes
+    void (*to_host)(void *host, const void *dev, size_t bytes);
+    void (*from_host)(void *dev, const void *host, size_t bytes);
+    void (*copy)(void *dst, const void *src, size_t bytes);  // backend -> backend
+    void (*sync)(void);
+    // convert n elements of the backend's activation type to/from double (host side)
+    void (*act_to_f64)(double *host_out, const void *dev, int64_t n);
+    void (*act_from_f64)(void *dev, const double *host_in, int64_t n);
+    void (*param_to_f64)(double *host_out, const void *dev, int64_t n);
+    void (*param_from_f64)(void *dev, const double *host_in, int64_t n);
+
+    // ---- dense ops ---------------------------------------------------------
+    // out[M,N] = inp[M,K] · w[N,K]^T (+ bias[N]); w is a parameter (nn.Linear
+    // layout). Rows of inp and out may be strided: row m of inp starts at
+    // inp + m*ldi, row m of out at out + m*ldo (elements). bias or NULL.
+    void (*matmul_fwd)(void *out, int64_t ldo, const void *inp, int64_t ldi,
+                       const void *w, const void *bias, int M, int N, int K);
+    // Backward of matmul_fwd (dense rows, ld = K for inp, N for dout):
+    //   dinp[M,K]  (+= if dinp_accumulate else =)  dout[M,N] · w[N,K]   (or NULL)
+    //   dw[N,K]   += dout^T · inp                                       (or NULL)
+    //   dbias[N]  += sum over rows of dout                              (or NULL)
+    // dw's inner sum runs over m = 0..M-1 in order.
+    void (*matmul_bwd)(void *dinp, void *dw, void *dbias, const void *dout,
+                       const void *inp, const void *w, int M, int N, int K,
+                       int dinp_accumulate);
+    // out[N,C] = wte[tokens[n], :]
+    void (*embedding_fwd)(void *out, const int32_t *tokens, const void *wte, int N, int C);
+    // dwte[tokens[n], :] += dout[n, :], n ascending (deterministic scatter)
+    void (*embedding_bwd)(void *dwte, const void *dout, const int32_t *tokens, int N, int C);
+    // RMSNorm: rstd[n] = 1/sqrt(mean(inp[n,:]^2) + eps); out = inp * rstd * w
+    void (*rmsnorm_fwd)(void *out, void *rstd, const void *inp, const void *w,
+                        int N, int C, double eps);
+    // dinp[N,C] += ..., dw[C] += ... (sum over n in order)
+    void (*rmsnorm_bwd)(void *dinp, void *dw, const void *dout, const void *inp,
+                        const void *w, const void *rstd, int N, int C);
+    // RoPE, rotate-half convention (as HF Llama): for i < D/2, with
+    // (c, s) = rope_cs[pos][i] and pos = t (token index within its sequence),
+    //   x[i]     <- x[i] * c - x[i + D/2] * s
+    //   x[i+D/2] <- x[i+D/2] * c + x[i] * s
+    // x is [B, T, nh, D] in place; rows t0 .. t0+Tn-1 of each sequence are
+    // touched (x points at the start of the full [B,T,nh,D] buffer).
+    // rope_cs is [Tmax, D/2, 2] (activation type), built by rope_table.
+    void (*rope_fwd)(void *x, const void *rope_cs, int B, int T, int t0, int Tn, int nh, int D);
+    // inverse rotation, in place, applied to a gradient
+    void (*rope_bwd)(void *dx, const void *rope_cs, int B, int T, int t0, int Tn, int nh, int D);
+    // fill rope_cs[Tmax, D/2, 2] with cos/sin(p * theta^(-2i/D)) computed in fp64
+    void (*rope_table)(void *rope_cs, int Tmax, int D, double theta);
+    // h = silu(a) * b, elementwise over n
+    void (*swiglu_fwd)(void *h, const void *a, const void *b, int64_t n);
+    // da = dh * b * silu'(a), db = dh * silu(a)   (overwrite)
+    void (*swiglu_bwd)(void *da, void *db, const void *dh, const void *a, const void *b, int64_t n);
+    void (*silu_fwd)(void *out, const void *inp, int64_t n);
+    void (*silu_bwd)(void *dinp, const void *dout, const void *inp, int64_t n);   // overwrite
+    void (*add)(void *out, const void *a, const void *b, int64_t n);              // out = a + b
+    void (*add_inplace)(void *y, const void *x, int64_t n);                       // y += x
+    // Fused softmax cross-entropy (like llm.c's fused classifier):
+    //   losses[n] = logsumexp(logits[n,:]) - logits[n, targets[n]]
+    //   dlogits[n,:] = (softmax(logits[n,:]) - onehot(targets[n])) * dscale
+    // dlogits may alias logits (in-place). targets[n] < 0: ignored row (loss 0,
+    // gradient 0). dlogits or NULL (forward only).
+    void (*xent_fwd_bwd)(void *losses, void *dlogits, const void *logits,
+                         const int32_t *targets, int N, int V, double dscale);
+
+    // ---- reductions / checks on parameter-type buffers (host results) ------
+    double (*sumsq_param)(const void *x, int64_t n);   // fixed-order, deterministic
+    void (*scale_param)(void *x, double s, int64_t n);
+    // index of the first non-finite element, or -1
+    int64_t (*first_nonfinite_act)(const void *x, int64_t n);
+    int64_t (*first_nonfinite_param)(const void *x, int64_t n);
+    // AdamW on one tensor (decoupled weight decay):
+    //   m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2
+    //   p -= lr * ( (m / bc1) / (sqrt(v / bc2) + eps) + wd * p )
+    void (*adamw)(void *p, const void *g, void *m, void *v, int64_t n, double lr,
+                  double b1, double b2, double bc1, double bc2, double eps, double wd);
+
+    // ---- NSA ----------------------------------------------------------------
+    // Layouts: q, dq, o_b, do_b: [B,T,H,D]; k_b, v_b: [B,T,G,D];
+    // Kc, Vc: [B,NC,G,D]; lse: [B,T,H] (-inf where a row sees no key);
+    // sel_idx: [B,T,G,n] int32, ascending, -1 padded.
+    // Every forward computes query rows t0 .. t0+Tn-1 only (all of [0,T) in batched
+    // prefill, one row in sequential prefill) and reads only keys at positions
+    // <= its row, so calling it row by row gives the batched result bit for bit.
+    //
+    // Compression phi=avg: Kc[b,i,g,:] = (sum_{r<l} k[b,i*d+r,g,:]) / l for
+    // blocks i0 .. i0+Ni-1.
+    void (*compress_avg_fwd)(void *Kc, const void *k, const NsaGeom *g, int i0, int Ni);
+    // dk += scatter of dKc / l  (all blocks)
+    void (*compress_avg_bwd)(void *dk, const void *dKc, const NsaGeom *g);
+    // phi=mlp input: X[(b*NC+i)*G+g, r*D+e] = k[b,i*d+r,g,e] + pe[r,e] for blocks
+    // i0 .. i0+Ni-1. X is [B*NC*G, l*D] (activation), pe is [l,D] (parameter).
+    void (*block_gather_fwd)(void *X, const void *k, const void *pe, const NsaGeom *g, int i0, int Ni);
+    // dk += gather^T(dX); dpe += sum over rows of dX (rows in order)
+    void (*block_gather_bwd)(void *dk, void *dpe, const void *dX, const NsaGeom *g);
+
+    // Compressed attention over blocks visible to each row (nsa_cmp_visible).
+    void (*cmp_attn_fwd)(void *o, void *lse, const void *q, const void *Kc, const void *Vc,
+                         const NsaGeom *g, int t0, int Tn);
+    // dq += , dKc += , dVc +=  (all rows)
+    void (*cmp_attn_bwd)(void *dq, void *dKc, void *dVc, const void *dout, const void *q,
+                         const void *Kc, const void *Vc, const void *o, const void *lse,
+                         const NsaGeom *g);
+    // Selection: p_cmp[t,h,i] = exp(scale q·Kc_i - lse[t,h]) (i visible),
+    // score[j] = sum_{h in group} sum_i w(i,j) p_cmp[t,h,i]; forced blocks 0,
+    // cur = t/lsel and cur-1; the rest of the n: top scores among j < cur (not
+    // forced), ties to the lower index. Output ascending, -1 padded.
+    void (*select_blocks)(int32_t *sel_idx, const void *q, const void *Kc, const void *lse,
+                          const NsaGeom *g, int t0, int Tn);
+    // Attention over the selected blocks' keys s <= t (ascending key order).
+    void (*sel_attn_fwd)(void *o, void *lse, const void *q, const void *k, const void *v,
+                         const int32_t *sel_idx, const NsaGeom *g, int t0, int Tn);
+    void (*sel_attn_bwd)(void *dq, void *dk, void *dv, const void *dout, const void *q,
+                         const void *k, const void *v, const void *o, const void *lse,
+                         const int32_t *sel_idx, const NsaGeom *g);
+    // Sliding window: keys max(0,t-w+1) .. t.
+    void (*win_attn_fwd)(void *o, void *lse, const void *q, const void *k, const void *v,
+                         const NsaGeom *g, int t0, int Tn);
+    void (*win_attn_bwd)(void *dq, void *dk, void *dv, const void *dout, const void *q,
+                         const void *k, const void *v, const void *o, const void *lse,
+                         const NsaGeom *g);
+    // Gate activation over [N, G, 3] logits (N = rows): softmax over the 3
+    // branches of each group, or elementwise sigmoid.
+    void (*gate_act_fwd)(void *gate, const void *logits, int64_t NG, int act);
+    void (*gate_act_bwd)(void *dlogits, const void *dgate, const void *gate, int64_t NG, int act); // overwrite
+    // Combine: o[r,h,:] = sum_b gate[r,grp(h),b] * o_b[r,h,:] over the branches b
+    // whose pointer is non-NULL, in order cmp, sel, win. rows r in [0, N).
+    // gate == NULL means one-hot: exactly one o_b is non-NULL and o = o_b.
+    void (*combine_fwd)(void *o, const void *gate, const void *o_cmp, const void *o_sel,
+                        const void *o_win, int64_t N, int H, int G, int D);
+    // do_b = gate_b * dout (overwrite; NULL branches skipped; gate NULL: do_b = dout);
+    // dgate[r,g,b] = sum_{h in g} <dout[r,h,:], o_b[r,h,:]> (overwrite; or NULL)
+    void (*combine_bwd)(void *do_cmp, void *do_sel, void *do_win, void *dgate,
+                        const void *dout, const void *gate, const void *o_cmp,
+                        const void *o_sel, const void *o_win, int64_t N, int H, int G, int D);
+};
+
+// Backends available in this build. Returns NULL for an unknown or unavailable
+// name; `why` (if non-NULL) then points at a static explanation.
+const Backend *backend_get(const char *name, const char **why);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
