@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# nsa-harness — the two commands.
+#   ./run_all.sh          build if needed, then the main job. Until the scenario runner
+#                         lands this trains the tiny NSA model on the learnable task and
+#                         prints a falling loss.
+#   ./run_all.sh test     build and run every test (ctest); GPU-only tests show as SKIP
+#                         where no GPU is usable.
+# Environment: NSA_BUILD_DIR (default build), CI=true turns warnings into errors,
+# CMAKE_ARGS extra configure arguments (e.g. -DCMAKE_CUDA_ARCHITECTURES=90).
+set -euo pipefail
+cd "$(dirname "$0")"
+mode=${1:-run}
+BUILD=${NSA_BUILD_DIR:-build}
+
+# ---- dependencies: install what is missing (root + apt-get), else say how ----------
+need_pkgs=()
+command -v cmake >/dev/null 2>&1 || need_pkgs+=(cmake)
+command -v pkg-config >/dev/null 2>&1 || need_pkgs+=(pkg-config)
+command -v cc >/dev/null 2>&1 || need_pkgs+=(build-essential)
+command -v python3 >/dev/null 2>&1 || need_pkgs+=(python3)
+if command -v pkg-config >/dev/null 2>&1; then
+  pkg-config --exists jansson || need_pkgs+=(libjansson-dev)
+  if [ "$mode" = test ]; then pkg-config --exists cmocka || need_pkgs+=(libcmocka-dev); fi
+else
+  need_pkgs+=(libjansson-dev libcmocka-dev)
+fi
+if [ ${#need_pkgs[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "run_all.sh: installing ${need_pkgs[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq && apt-get install -y -qq "${need_pkgs[@]}" >/dev/null
+  else
+    echo "run_all.sh: missing packages: ${need_pkgs[*]}" >&2
+    echo "install them with:  sudo apt-get install -y ${need_pkgs[*]}" >&2
+    exit 2
+  fi
+fi
+
+# ---- configure + build (incremental) -------------------------------------------------
+cfg_args=()
+if [ "${CI:-}" = true ]; then cfg_args+=(-DNSA_WERROR=ON); fi
+if [ ! -f "$BUILD/CMakeCache.txt" ]; then
+  cmake -S . -B "$BUILD" "${cfg_args[@]}" ${CMAKE_ARGS:-} >/dev/null
+elif [ ${#cfg_args[@]} -gt 0 ]; then
+  cmake -S . -B "$BUILD" "${cfg_args[@]}" ${CMAKE_ARGS:-} >/dev/null
+fi
+jobs=$(nproc 2>/dev/null || echo 2)
+cmake --build "$BUILD" -j"$jobs"
+
+case "$mode" in
+  test)
+    # Tests run one at a time: each already uses every core through OpenMP.
+    ctest --test-dir "$BUILD" --output-on-failure --no-tests=error
+    ;;
+  run)
+    out="$BUILD/run_tiny"
+    echo "run_all.sh: training the tiny NSA model (configs/tiny.json) -> $out/metrics.jsonl"
+    "$BUILD/nsa-train" --config configs/tiny.json --out "$out"
+    ;;
+  *)
+    echo "usage: ./run_all.sh [test]" >&2
+    exit 2
+    ;;
+esac

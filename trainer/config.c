@@ -1,0 +1,1182 @@
+// trainer/config.c — the strict model/training config loader (schema: docs/config.md).
+//
+// Pipeline: read the file -> Jansson (duplicate keys rejected) -> apply `--set`
+// overrides to the JSON tree -> check every key against one schema table (type,
+// range, unknown keys, missing keys) -> resolve defaults that depend on other
+// values -> cross-field rules -> canonical JSON and its digest.
+//
+// Every problem is collected, not just the first, each as one line
+//   <file>:<line>:<col>: <dotted key>: <message>      (value from the file)
+//   --set <a.b=value>: <dotted key>: <message>        (value from an override)
+// and the lines are sorted by position, so a user fixes the file top to bottom
+// in one pass. Jansson keeps no positions, so jsonpos re-scans the raw text for
+// the key (unknown keys), the value (wrong type or range) or the enclosing
+// object's brace (missing keys).
+//
+// The schema table is the single source of truth: parsing, the "known:" lists in
+// messages, override validation and config_to_json all iterate it, so a key added
+// there is accepted, reported and serialized everywhere at once.
+#include "trainer/config.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/ops.h"
+#include "trainer/jsonpos.h"
+
+// ---- growable string ---------------------------------------------------------------
+// All text whose length depends on user input (messages, canonical JSON) goes
+// through this, so nothing is cut off or overflows; allocation failure is sticky
+// and checked once at the end.
+typedef struct {
+    char *p;
+    size_t len, cap;
+    int oom;
+} Buf;
+
+static int buf_reserve(Buf *b, size_t extra) {
+    if (b->oom) return -1;
+    if (b->len + extra + 1 <= b->cap) return 0;
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap < b->len + extra + 1) cap *= 2;
+    char *np = realloc(b->p, cap);
+    if (!np) {
+        b->oom = 1;
+        return -1;
+    }
+    b->p = np;
+    b->cap = cap;
+    return 0;
+}
+
+static void buf_add(Buf *b, const char *s) {
+    size_t n = strlen(s);
+    if (buf_reserve(b, n)) return;
+    memcpy(b->p + b->len, s, n + 1);
+    b->len += n;
+}
+
+static void buf_vprintf(Buf *b, const char *fmt, va_list ap) {
+    va_list ap2;
+    va_copy(ap2, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap2);
+    va_end(ap2);
+    if (n < 0) {
+        b->oom = 1;
+        return;
+    }
+    if (buf_reserve(b, (size_t)n)) return;
+    vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
+    b->len += (size_t)n;
+}
+
+static void buf_printf(Buf *b, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    buf_vprintf(b, fmt, ap);
+    va_end(ap);
+}
+
+// JSON string literal. Bytes >= 0x80 pass through (the loader only stores
+// strings Jansson validated as UTF-8); control characters are escaped.
+static void buf_json_string(Buf *b, const char *s) {
+    buf_add(b, "\"");
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        switch (c) {
+        case '"': buf_add(b, "\\\""); break;
+        case '\\': buf_add(b, "\\\\"); break;
+        case '\n': buf_add(b, "\\n"); break;
+        case '\r': buf_add(b, "\\r"); break;
+        case '\t': buf_add(b, "\\t"); break;
+        default:
+            if (c < 0x20 || c == 0x7f) {
+                buf_printf(b, "\\u%04x", c);
+            } else {
+                char one[2] = {(char)c, '\0'};
+                buf_add(b, one);
+            }
+        }
+    }
+    buf_add(b, "\"");
+}
+
+// Shortest text that reads back as exactly v, so canonical JSON is both exact
+// (a reloaded config has bitwise-identical values and the same digest) and
+// readable (3e-4, not 0.00029999999999999997). Jansson does the conversions so
+// the result is independent of the C locale's decimal point.
+static void buf_real(Buf *b, double v) {
+    if (!isfinite(v)) {   // never produced by config_load; keep the output valid JSON
+        buf_add(b, "null");
+        return;
+    }
+    if (v == floor(v) && fabs(v) < 1e15) {   // integral: "10000.0", no exponent
+        buf_printf(b, "%.0f.0", v);
+        return;
+    }
+    for (int prec = 1; prec <= 17; prec++) {
+        json_t *j = json_real(v);
+        char *s = j ? json_dumps(j, JSON_ENCODE_ANY | JSON_REAL_PRECISION(prec)) : NULL;
+        json_decref(j);
+        if (!s) {
+            b->oom = 1;
+            return;
+        }
+        json_t *back = json_loads(s, JSON_DECODE_ANY, NULL);
+        int exact = back && json_is_real(back) && json_real_value(back) == v;
+        json_decref(back);
+        if (exact || prec == 17) {   // 17 significant digits always round-trip
+            buf_add(b, s);
+            free(s);
+            return;
+        }
+        free(s);
+    }
+}
+
+// ---- schema ------------------------------------------------------------------------
+enum {
+    T_INT,    // JSON integer in [imin, INT_MAX], stored as int
+    T_REAL,   // JSON number (integers accepted) within `range`, stored as double
+    T_BOOL,   // true/false, stored as int 0/1
+    T_ENUM,   // one of names[]: stored as vals[i] (int), or as the name (char array)
+    T_NAME,   // the config name: 1..63 chars of [A-Za-z0-9_.-] (it ends up in file names)
+    T_PATH,   // non-empty string that fits the destination char array
+    T_SEED,   // non-negative integer, stored as uint64_t
+    T_PAIR,   // checkpoint_layers: [begin, end], two non-negative ints
+};
+enum { R_ANY, R_POS, R_NONNEG, R_UNIT, R_UNIT_OPEN };   // T_REAL ranges
+
+typedef struct {
+    const char *sec;          // section, NULL for a top-level key
+    const char *key;
+    int type;                 // T_*
+    int required;
+    int imin;                 // T_INT: smallest valid value
+    int range;                // T_REAL: R_*
+    const char *desc;         // what a valid value is, for "expected <desc>, got ..."
+    const char *const *names; // T_ENUM: accepted strings, NULL-terminated
+    const int *vals;          // T_ENUM: value stored for names[i]; NULL: store the name
+    size_t off, size;         // destination member in NsaConfig and its size
+    const char *why;          // T_INT: replaces "expected <desc>" when below imin
+} Field;
+
+static const char *const PHI_NAMES[] = {"avg", "mlp", NULL};
+static const int PHI_VALS[] = {NSA_PHI_AVG, NSA_PHI_MLP};
+static const char *const GATE_NAMES[] = {"softmax", "sigmoid", NULL};
+static const int GATE_VALS[] = {NSA_GATE_SOFTMAX, NSA_GATE_SIGMOID};
+static const char *const BRANCH_NAMES[] = {"none", "cmp", "sel", "win", NULL};
+static const int BRANCH_VALS[] = {-1, NSA_BR_CMP, NSA_BR_SEL, NSA_BR_WIN};
+static const char *const PREFILL_NAMES[] = {"batched", "sequential", NULL};
+static const int PREFILL_VALS[] = {NSA_PREFILL_BATCHED, NSA_PREFILL_SEQUENTIAL};
+static const char *const BACKEND_NAMES[] = {"cpu", "cpu64", "cuda", NULL};
+static const char *const PRECISION_NAMES[] = {"fp32", "fp64", "bf16", "fp16", NULL};
+static const char *const DATA_NAMES[] = {"synthetic", "learnable", "shards", "text", NULL};
+static const int DATA_VALS[] = {NSA_DATA_SYNTHETIC, NSA_DATA_LEARNABLE, NSA_DATA_SHARDS,
+                                NSA_DATA_TEXT};
+
+// Field ids, so cross-field rules can name the fields they involve.
+enum {
+    F_NAME,
+    F_VOCAB, F_DIM, F_LAYERS, F_HEADS, F_KV_HEADS, F_HEAD_DIM, F_FFN, F_MAX_SEQ,
+    F_ROPE_THETA, F_NORM_EPS, F_TIE,
+    F_L, F_D, F_L_SEL, F_N, F_W, F_PHI, F_GATE_ACT, F_GATE_HIDDEN, F_FORCE_BRANCH,
+    F_SEQ_LEN, F_BATCH, F_ACCUM, F_STEPS, F_LR, F_MIN_LR, F_WARMUP, F_WD, F_BETA1,
+    F_BETA2, F_ADAM_EPS, F_CLIP, F_SEED, F_CKPT, F_PREFILL, F_BACKEND, F_PRECISION,
+    F_KIND, F_PATH,
+    F_COUNT
+};
+
+// Designated initializers: members a kind does not use stay 0/NULL.
+#define DEST(member) .off = offsetof(NsaConfig, member), .size = sizeof(((NsaConfig *)0)->member)
+#define INT(s, k, req, min, d, member) \
+    {.sec = s, .key = k, .type = T_INT, .required = req, .imin = min, .desc = d, DEST(member)}
+#define POSINT(s, k, req, member) INT(s, k, req, 1, "a positive integer", member)
+#define REAL(s, k, r, d, member) \
+    {.sec = s, .key = k, .type = T_REAL, .range = r, .desc = d, DEST(member)}
+#define ENUM(s, k, n, v, member) \
+    {.sec = s, .key = k, .type = T_ENUM, .names = n, .vals = v, DEST(member)}
+
+// Order within a section is the order of the "known:" lists and of docs/config.md.
+static const Field FIELDS[F_COUNT] = {
+    [F_NAME] = {.key = "name", .type = T_NAME, .required = 1, DEST(name),
+                .desc = "a name of 1 to 63 characters from A-Z a-z 0-9 _ . -"},
+    [F_VOCAB] = INT("model", "vocab_size", 1, 2, "an integer >= 2", vocab_size),
+    [F_DIM] = POSINT("model", "dim", 1, dim),
+    [F_LAYERS] = POSINT("model", "n_layers", 1, n_layers),
+    [F_HEADS] = POSINT("model", "n_heads", 1, n_heads),
+    [F_KV_HEADS] = POSINT("model", "n_kv_heads", 1, n_kv_heads),
+    [F_HEAD_DIM] = POSINT("model", "head_dim", 1, head_dim),
+    [F_FFN] = POSINT("model", "ffn_dim", 1, ffn_dim),
+    [F_MAX_SEQ] = POSINT("model", "max_seq_len", 1, max_seq_len),
+    [F_ROPE_THETA] = REAL("model", "rope_theta", R_POS, "a number > 0", rope_theta),
+    [F_NORM_EPS] = REAL("model", "norm_eps", R_POS, "a number > 0", norm_eps),
+    [F_TIE] = {.sec = "model", .key = "tie_embeddings", .type = T_BOOL, .desc = "true or false",
+               DEST(tie_embeddings)},
+    [F_L] = POSINT("nsa", "l", 1, l),
+    [F_D] = POSINT("nsa", "d", 1, d),
+    [F_L_SEL] = POSINT("nsa", "l_sel", 1, l_sel),
+    [F_N] = {.sec = "nsa", .key = "n", .type = T_INT, .required = 1, .imin = 3,
+             .desc = "an integer >= 3", DEST(n),
+             .why = "n must be >= 3: block 0, the current block and the one before it are "
+                    "always selected"},
+    [F_W] = POSINT("nsa", "w", 1, w),
+    [F_PHI] = ENUM("nsa", "phi", PHI_NAMES, PHI_VALS, phi),
+    [F_GATE_ACT] = ENUM("nsa", "gate_act", GATE_NAMES, GATE_VALS, gate_act),
+    [F_GATE_HIDDEN] = INT("nsa", "gate_hidden", 0, 0,
+                          "a non-negative integer (0: model.dim/4)", gate_hidden),
+    [F_FORCE_BRANCH] = ENUM("nsa", "force_branch", BRANCH_NAMES, BRANCH_VALS, force_branch),
+    [F_SEQ_LEN] = POSINT("train", "seq_len", 0, seq_len),
+    [F_BATCH] = POSINT("train", "batch_size", 0, batch_size),
+    [F_ACCUM] = POSINT("train", "grad_accum", 0, grad_accum),
+    [F_STEPS] = POSINT("train", "steps", 0, steps),
+    [F_LR] = REAL("train", "lr", R_POS, "a number > 0", lr),
+    [F_MIN_LR] = REAL("train", "min_lr_frac", R_UNIT, "a number in [0, 1]", min_lr_frac),
+    [F_WARMUP] = INT("train", "warmup_steps", 0, 0, "a non-negative integer", warmup_steps),
+    [F_WD] = REAL("train", "weight_decay", R_NONNEG, "a number >= 0", weight_decay),
+    [F_BETA1] = REAL("train", "beta1", R_UNIT_OPEN, "a number in [0, 1)", beta1),
+    [F_BETA2] = REAL("train", "beta2", R_UNIT_OPEN, "a number in [0, 1)", beta2),
+    [F_ADAM_EPS] = REAL("train", "adam_eps", R_POS, "a number > 0", adam_eps),
+    [F_CLIP] = REAL("train", "grad_clip", R_ANY, "a number (<= 0 disables clipping)",
+                    grad_clip),
+    [F_SEED] = {.sec = "train", .key = "seed", .type = T_SEED,
+                .desc = "a non-negative integer", DEST(seed)},
+    [F_CKPT] = {.sec = "train", .key = "checkpoint_layers", .type = T_PAIR,
+                .desc = "[begin, end], two non-negative integers", DEST(ckpt_begin)},
+    [F_PREFILL] = ENUM("train", "prefill", PREFILL_NAMES, PREFILL_VALS, prefill),
+    [F_BACKEND] = ENUM("train", "backend", BACKEND_NAMES, NULL, backend),
+    [F_PRECISION] = ENUM("train", "precision", PRECISION_NAMES, NULL, precision),
+    [F_KIND] = ENUM("data", "kind", DATA_NAMES, DATA_VALS, data_kind),
+    [F_PATH] = {.sec = "data", .key = "path", .type = T_PATH, .desc = "a non-empty file path",
+                DEST(data_path)},
+};
+
+static const char *const SECTIONS[] = {"model", "nsa", "train", "data", NULL};
+static const int SECTION_REQUIRED[] = {1, 1, 0, 0};
+
+static void set_defaults(NsaConfig *c) {
+    memset(c, 0, sizeof *c);
+    c->rope_theta = 10000.0;
+    c->norm_eps = 1e-5;
+    c->phi = NSA_PHI_AVG;
+    c->gate_act = NSA_GATE_SOFTMAX;
+    c->gate_hidden = 0;       // resolved to dim/4
+    c->force_branch = -1;
+    c->seq_len = 0;           // resolved to max_seq_len
+    c->batch_size = 1;
+    c->grad_accum = 1;
+    c->steps = 100;
+    c->lr = 3e-4;
+    c->min_lr_frac = 0.1;
+    c->warmup_steps = 0;
+    c->weight_decay = 0.1;
+    c->beta1 = 0.9;
+    c->beta2 = 0.95;
+    c->adam_eps = 1e-8;
+    c->grad_clip = 1.0;
+    c->seed = 1337;
+    c->prefill = NSA_PREFILL_BATCHED;
+    snprintf(c->backend, sizeof c->backend, "cpu");
+    c->precision[0] = '\0';   // resolved from the backend
+    c->data_kind = NSA_DATA_LEARNABLE;
+}
+
+static int section_index(const char *s) {
+    for (int i = 0; SECTIONS[i]; i++)
+        if (!strcmp(SECTIONS[i], s)) return i;
+    return -1;
+}
+
+// sec NULL: top-level keys.
+static int field_index(const char *sec, const char *key) {
+    for (int i = 0; i < F_COUNT; i++) {
+        const Field *f = &FIELDS[i];
+        if ((sec == NULL) != (f->sec == NULL)) continue;
+        if (sec && strcmp(sec, f->sec)) continue;
+        if (!strcmp(f->key, key)) return i;
+    }
+    return -1;
+}
+
+static void dotted(int id, char *out, size_t n) {
+    const Field *f = &FIELDS[id];
+    if (f->sec) snprintf(out, n, "%s.%s", f->sec, f->key);
+    else snprintf(out, n, "%s", f->key);
+}
+
+static const char *enum_name(const char *const *names, const int *vals, int v) {
+    for (int i = 0; names[i]; i++)
+        if (vals[i] == v) return names[i];
+    return "?";
+}
+
+const char *config_phi_name(int phi) { return enum_name(PHI_NAMES, PHI_VALS, phi); }
+const char *config_gate_act_name(int act) { return enum_name(GATE_NAMES, GATE_VALS, act); }
+const char *config_branch_name(int branch) {
+    return enum_name(BRANCH_NAMES, BRANCH_VALS, branch);
+}
+const char *config_data_name(int kind) { return enum_name(DATA_NAMES, DATA_VALS, kind); }
+
+// ---- problems ----------------------------------------------------------------------
+typedef struct {
+    char *path;        // dotted path the override set (or a section it created)
+    const char *flag;  // the override text "a.b=value" (the caller's string)
+    int index;         // its position among the overrides
+} Origin;
+
+typedef struct {
+    int line, col, seq;   // sort key; overrides: line INT_MAX, col = override index
+    char *text;
+} Problem;
+
+typedef struct {
+    const char *path;     // config file as given
+    const char *text;     // its contents, for jsonpos (NULL until read)
+    Origin *origins;
+    int n_origins;
+    int cur_ov;           // index of the override being applied
+    Problem *probs;
+    int n_probs, cap_probs;
+    int oom;
+    unsigned char ok[F_COUNT];     // field holds a valid value (given or default)
+    unsigned char given[F_COUNT];  // field present in the (overridden) document
+} Loader;
+
+static char *dup_str(const char *s) {
+    size_t n = strlen(s) + 1;
+    char *p = malloc(n);
+    if (p) memcpy(p, s, n);
+    return p;
+}
+
+static void add_origin(Loader *L, const char *path, const char *flag) {
+    Origin *o = realloc(L->origins, (size_t)(L->n_origins + 1) * sizeof *o);
+    char *p = dup_str(path);
+    if (!o || !p) {
+        if (o) L->origins = o;
+        free(p);
+        L->oom = 1;
+        return;
+    }
+    L->origins = o;
+    o[L->n_origins].path = p;
+    o[L->n_origins].flag = flag;
+    o[L->n_origins].index = L->cur_ov;
+    L->n_origins++;
+}
+
+// The override responsible for the value at `where` (the latest one wins, as in
+// the tree), or NULL if it came from the file. An override of "a.b" covers
+// "a.b[0]"; a section created by an override covers its keys.
+static const Origin *origin_of(const Loader *L, const char *where) {
+    for (int i = L->n_origins - 1; i >= 0; i--) {
+        size_t n = strlen(L->origins[i].path);
+        if (!strncmp(where, L->origins[i].path, n) &&
+            (where[n] == '\0' || where[n] == '.' || where[n] == '['))
+            return &L->origins[i];
+    }
+    return NULL;
+}
+
+static void add_problem(Loader *L, const char *loc, int line, int col, const char *dk,
+                        const char *fmt, va_list ap) {
+    Buf b = {0};
+    buf_add(&b, loc);
+    buf_add(&b, ": ");
+    if (dk && *dk) buf_printf(&b, "%s: ", dk);
+    buf_vprintf(&b, fmt, ap);
+    if (L->n_probs == L->cap_probs) {
+        int cap = L->cap_probs ? 2 * L->cap_probs : 16;
+        Problem *np = realloc(L->probs, (size_t)cap * sizeof *np);
+        if (!np) b.oom = 1;
+        else {
+            L->probs = np;
+            L->cap_probs = cap;
+        }
+    }
+    if (b.oom) {
+        free(b.p);
+        L->oom = 1;
+        return;
+    }
+    L->probs[L->n_probs] = (Problem){line, col, L->n_probs, b.p};
+    L->n_probs++;
+}
+
+// A problem with the value (want_key 0) or key (want_key 1) at dotted path
+// `where`, reported under dotted key `dk`. Located, in order: at the override
+// that set it; at its position in the file; at the nearest enclosing value that
+// exists in the file (so a missing key points at its object's brace); at the file.
+static void problem(Loader *L, const char *where, int want_key, const char *dk,
+                    const char *fmt, ...) {
+    Buf loc = {0};
+    int line = 0, col = 0;
+    const Origin *o = origin_of(L, where);
+    char *path = dup_str(where);   // shortened in place while walking up
+    if (o) {
+        buf_printf(&loc, "--set %s", o->flag);
+        line = INT_MAX;
+        col = o->index;
+    } else if (path) {
+        for (;;) {
+            if (L->text && jsonpos_find(L->text, path, want_key, &line, &col) == 0) {
+                buf_printf(&loc, "%s:%d:%d", L->path, line, col);
+                break;
+            }
+            if (!path[0]) {
+                buf_add(&loc, L->path);
+                break;
+            }
+            char *cut = strrchr(path, '.'), *br = strrchr(path, '[');
+            if (br > cut) cut = br;
+            if (cut) *cut = '\0';
+            else path[0] = '\0';
+            want_key = 0;
+        }
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    if (!loc.p || loc.oom) L->oom = 1;
+    else add_problem(L, loc.p, line, col, dk, fmt, ap);
+    va_end(ap);
+    free(loc.p);
+    free(path);
+}
+
+// A problem whose location the caller already knows (Jansson's, or the file itself).
+static void located_problem(Loader *L, const char *loc, int line, int col, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    add_problem(L, loc, line, col, NULL, fmt, ap);
+    va_end(ap);
+}
+
+// A problem with an override string itself (malformed, unknown key).
+static void flag_problem(Loader *L, const char *flag, const char *dk, const char *fmt, ...) {
+    Buf loc = {0};
+    buf_printf(&loc, "--set %s", flag);
+    va_list ap;
+    va_start(ap, fmt);
+    if (loc.oom) L->oom = 1;
+    else add_problem(L, loc.p, INT_MAX, L->cur_ov, dk, fmt, ap);
+    va_end(ap);
+    free(loc.p);
+}
+
+// A rule relating two fields: reported at `blame`, unless only `other`'s value
+// came from --set, in which case the override is what the user just changed.
+static void relation(Loader *L, int blame, int other, const char *fmt, ...) {
+    char b[64], o[64], msg[512];
+    dotted(blame, b, sizeof b);
+    dotted(other, o, sizeof o);
+    const char *use = (!origin_of(L, b) && origin_of(L, o)) ? o : b;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    problem(L, use, 0, use, "%s", msg);
+}
+
+// Copy of a user string safe to print on one line: control bytes become '?',
+// long strings are cut with "...".
+static void printable(const char *s, char *out, size_t n) {
+    size_t i = 0;
+    for (; s[i] && i + 1 < n; i++)
+        out[i] = ((unsigned char)s[i] < 0x20 || s[i] == 0x7f) ? '?' : s[i];
+    out[i] = '\0';
+    if (s[i] && n >= 4) memcpy(out + n - 4, "...", 4);
+}
+
+// "got ..." text for a value of the wrong type or out of range.
+static void describe(const json_t *v, int want_int, char *out, size_t n) {
+    char s[48];
+    Buf b = {0};
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: snprintf(out, n, "object"); return;
+    case JSON_ARRAY:
+        snprintf(out, n, "array of %zu element%s", json_array_size(v),
+                 json_array_size(v) == 1 ? "" : "s");
+        return;
+    case JSON_STRING:
+        printable(json_string_value(v), s, sizeof s);
+        snprintf(out, n, "string \"%s\"", s);
+        return;
+    case JSON_INTEGER:
+        snprintf(out, n, "integer %" JSON_INTEGER_FORMAT, json_integer_value(v));
+        return;
+    case JSON_REAL:
+        buf_real(&b, json_real_value(v));
+        // 64.0 or 6.4e1 where an integer belongs: Jansson reads those as reals
+        snprintf(out, n, "real %s%s", b.oom ? "" : b.p,
+                 want_int && json_real_value(v) == floor(json_real_value(v))
+                     ? " (write integers without a decimal point or exponent)" : "");
+        free(b.p);
+        return;
+    case JSON_TRUE: snprintf(out, n, "boolean true"); return;
+    case JSON_FALSE: snprintf(out, n, "boolean false"); return;
+    case JSON_NULL: snprintf(out, n, "null"); return;
+    }
+    snprintf(out, n, "?");
+}
+
+static void type_problem(Loader *L, const char *dk, const char *desc, const json_t *v,
+                         int want_int) {
+    char got[160];
+    describe(v, want_int, got, sizeof got);
+    problem(L, dk, 0, dk, "expected %s, got %s", desc, got);
+}
+
+// Edit distance, for "did you mean" on unknown keys (short strings only).
+static int edit_distance(const char *a, const char *b) {
+    size_t la = strlen(a), lb = strlen(b);
+    int row[65];
+    if (la > 64 || lb > 64) return INT_MAX;
+    for (size_t j = 0; j <= lb; j++) row[j] = (int)j;
+    for (size_t i = 1; i <= la; i++) {
+        int diag = row[0];
+        row[0] = (int)i;
+        for (size_t j = 1; j <= lb; j++) {
+            int up = row[j];
+            int best = diag + (a[i - 1] != b[j - 1]);
+            if (up + 1 < best) best = up + 1;
+            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[lb];
+}
+
+// "unknown key 'x' in 'sec' (known: a, b; did you mean 'y'?)". sec NULL: top level,
+// where sections and top-level keys are both known. flag != NULL: report at the
+// override instead of the key's position in the file.
+static void unknown_key(Loader *L, const char *sec, const char *key, const char *flag) {
+    Buf known = {0};
+    const char *best = NULL;
+    int best_d = INT_MAX;
+    const char *cand[F_COUNT + 8];
+    int nc = 0;
+    for (int i = 0; i < F_COUNT; i++)
+        if ((sec == NULL) == (FIELDS[i].sec == NULL) && (!sec || !strcmp(sec, FIELDS[i].sec)))
+            cand[nc++] = FIELDS[i].key;
+    if (!sec)
+        for (int i = 0; SECTIONS[i]; i++) cand[nc++] = SECTIONS[i];
+    for (int i = 0; i < nc; i++) {
+        buf_printf(&known, "%s%s", i ? ", " : "", cand[i]);
+        int d = edit_distance(key, cand[i]);
+        if (d < best_d) {
+            best_d = d;
+            best = cand[i];
+        }
+    }
+    // one typo in a short key, two in a longer one
+    if (best_d > (strlen(key) <= 3 ? 1 : 2)) best = NULL;
+    char k[80], dk[160];
+    printable(key, k, sizeof k);
+    snprintf(dk, sizeof dk, "%s%s%s", sec ? sec : "", sec ? "." : "", k);
+    Buf where = {0};   // the key in full: a shortened one would not be found
+    buf_printf(&where, "%s%s%s", sec ? sec : "", sec ? "." : "", key);
+    char in[40];
+    if (sec) snprintf(in, sizeof in, "in '%s'", sec);
+    else snprintf(in, sizeof in, "at the top level");
+    const char *list = known.oom ? "?" : known.p;
+    if (flag) {
+        if (best) flag_problem(L, flag, dk, "unknown key '%s' %s (known: %s; did you mean '%s'?)",
+                               k, in, list, best);
+        else flag_problem(L, flag, dk, "unknown key '%s' %s (known: %s)", k, in, list);
+    } else if (where.oom) {
+        L->oom = 1;
+    } else {
+        if (best) problem(L, where.p, 1, dk, "unknown key '%s' %s (known: %s; did you mean '%s'?)",
+                          k, in, list, best);
+        else problem(L, where.p, 1, dk, "unknown key '%s' %s (known: %s)", k, in, list);
+    }
+    free(known.p);
+    free(where.p);
+}
+
+// ---- reading values ----------------------------------------------------------------
+static int real_in_range(int range, double v) {
+    switch (range) {
+    case R_POS: return v > 0;
+    case R_NONNEG: return v >= 0;
+    case R_UNIT: return v >= 0 && v <= 1;
+    case R_UNIT_OPEN: return v >= 0 && v < 1;
+    default: return 1;
+    }
+}
+
+// Shared by T_INT, T_SEED and the elements of T_PAIR: a JSON integer >= imin
+// (and <= INT_MAX unless wide). Returns 0 and sets *out, or reports and returns -1.
+// why: the message for a too-small value, when the generic one would not say why.
+static int read_int(Loader *L, const char *dk, const char *desc, const char *why,
+                    const json_t *v, int imin, int wide, json_int_t *out) {
+    if (!json_is_integer(v)) {
+        type_problem(L, dk, desc, v, 1);
+        return -1;
+    }
+    json_int_t x = json_integer_value(v);
+    if (x < imin) {
+        if (why)
+            problem(L, dk, 0, dk, "%s (got %" JSON_INTEGER_FORMAT ")", why, x);
+        else
+            problem(L, dk, 0, dk, "expected %s, got %" JSON_INTEGER_FORMAT, desc, x);
+        return -1;
+    }
+    if (!wide && x > INT_MAX) {
+        problem(L, dk, 0, dk, "expected %s, got %" JSON_INTEGER_FORMAT
+                " (larger than %d, the largest supported value)", desc, x, INT_MAX);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+static void read_field(Loader *L, NsaConfig *cfg, int id, const json_t *v) {
+    const Field *f = &FIELDS[id];
+    char dk[64];
+    dotted(id, dk, sizeof dk);
+    char *dst = (char *)cfg + f->off;
+    json_int_t x;
+    switch (f->type) {
+    case T_INT:
+        if (read_int(L, dk, f->desc, f->why, v, f->imin, 0, &x)) return;
+        *(int *)dst = (int)x;
+        break;
+    case T_SEED:
+        if (read_int(L, dk, f->desc, NULL, v, 0, 1, &x)) return;
+        *(uint64_t *)dst = (uint64_t)x;
+        break;
+    case T_REAL: {
+        if (!json_is_number(v)) {
+            type_problem(L, dk, f->desc, v, 0);
+            return;
+        }
+        double r = json_number_value(v);
+        if (!real_in_range(f->range, r)) {   // "got 0", not "got integer 0"
+            Buf got = {0};
+            if (json_is_integer(v)) buf_printf(&got, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
+            else buf_real(&got, r);
+            problem(L, dk, 0, dk, "expected %s, got %s", f->desc, got.oom ? "?" : got.p);
+            free(got.p);
+            return;
+        }
+        *(double *)dst = r;
+        break;
+    }
+    case T_BOOL:
+        if (!json_is_boolean(v)) {
+            type_problem(L, dk, f->desc, v, 0);
+            return;
+        }
+        *(int *)dst = json_is_true(v);
+        break;
+    case T_ENUM: {
+        Buf one_of = {0};
+        buf_add(&one_of, "one of ");
+        for (int i = 0; f->names[i]; i++) buf_printf(&one_of, "%s\"%s\"", i ? ", " : "", f->names[i]);
+        const char *desc = one_of.oom ? "a known name" : one_of.p;
+        int hit = -1;
+        if (!json_is_string(v)) {
+            type_problem(L, dk, desc, v, 0);
+        } else {
+            for (int i = 0; f->names[i]; i++)
+                if (!strcmp(f->names[i], json_string_value(v))) hit = i;
+            if (hit < 0) type_problem(L, dk, desc, v, 0);   // "got string \"gpu\""
+        }
+        free(one_of.p);
+        if (hit < 0) return;
+        if (f->vals) *(int *)dst = f->vals[hit];
+        else snprintf(dst, f->size, "%s", f->names[hit]);   // names fit: checked by tests
+        break;
+    }
+    case T_NAME: {
+        if (!json_is_string(v)) {
+            type_problem(L, dk, f->desc, v, 0);
+            return;
+        }
+        const char *s = json_string_value(v);
+        size_t n = strlen(s);
+        int good = n >= 1 && n < f->size;
+        for (size_t i = 0; good && i < n; i++)
+            good = (s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
+                   (s[i] >= '0' && s[i] <= '9') || s[i] == '_' || s[i] == '.' || s[i] == '-';
+        if (!good) {
+            type_problem(L, dk, f->desc, v, 0);
+            return;
+        }
+        memcpy(dst, s, n + 1);
+        break;
+    }
+    case T_PATH: {
+        if (!json_is_string(v) || !*json_string_value(v)) {
+            type_problem(L, dk, f->desc, v, 0);
+            return;
+        }
+        const char *s = json_string_value(v);
+        size_t n = strlen(s);
+        if (n >= f->size) {
+            problem(L, dk, 0, dk, "path is %zu bytes long; at most %zu are supported", n,
+                    f->size - 1);
+            return;
+        }
+        memcpy(dst, s, n + 1);
+        break;
+    }
+    case T_PAIR: {
+        if (!json_is_array(v) || json_array_size(v) != 2) {
+            type_problem(L, dk, f->desc, v, 0);
+            return;
+        }
+        json_int_t be[2];
+        int bad = 0;
+        for (size_t i = 0; i < 2; i++) {
+            char edk[80];
+            snprintf(edk, sizeof edk, "%s[%zu]", dk, i);
+            bad |= read_int(L, edk, "a non-negative integer", NULL, json_array_get(v, i), 0,
+                            0, &be[i]);
+        }
+        if (bad) return;
+        cfg->ckpt_begin = (int)be[0];
+        cfg->ckpt_end = (int)be[1];
+        break;
+    }
+    }
+    L->ok[id] = 1;
+}
+
+// ---- overrides ---------------------------------------------------------------------
+// "sec.key=value" or "key=value" (top-level keys). The value is JSON if it parses
+// as JSON, else the raw text as a string, so `--set train.backend=cuda` works
+// unquoted while `--set train.lr=1e-3` is a number.
+static void apply_override(Loader *L, json_t *root, const char *ov) {
+    const char *eq = strchr(ov, '=');
+    if (!eq || eq == ov) {
+        flag_problem(L, ov, NULL, "expected section.key=value (e.g. --set train.lr=1e-3)");
+        return;
+    }
+    char path[128], dk[160];
+    size_t plen = (size_t)(eq - ov);
+    if (plen >= sizeof path) {
+        flag_problem(L, ov, NULL, "key path is longer than %zu bytes", sizeof path - 1);
+        return;
+    }
+    memcpy(path, ov, plen);
+    path[plen] = '\0';
+    printable(path, dk, sizeof dk);
+    char *dot = strchr(path, '.');
+    const char *sec = NULL, *key = path;
+    if (dot) {
+        *dot = '\0';
+        sec = path;
+        key = dot + 1;
+    }
+    int s = sec ? section_index(sec) : -1;
+    if (!sec && section_index(key) >= 0) {
+        int first = 0;
+        for (int i = 0; i < F_COUNT; i++)
+            if (FIELDS[i].sec && !strcmp(FIELDS[i].sec, key)) {
+                first = i;
+                break;
+            }
+        flag_problem(L, ov, dk, "'%s' is a section: set its keys one at a time "
+                     "(e.g. --set %s.%s=...)", key, key, FIELDS[first].key);
+        return;
+    }
+    if (sec && s < 0) {
+        char sp[80];
+        printable(sec, sp, sizeof sp);
+        Buf known = {0};
+        for (int i = 0; SECTIONS[i]; i++) buf_printf(&known, "%s%s", i ? ", " : "", SECTIONS[i]);
+        flag_problem(L, ov, dk, "unknown section '%s' (known: %s)", sp, known.oom ? "?" : known.p);
+        free(known.p);
+        return;
+    }
+    if (field_index(sec, key) < 0) {
+        unknown_key(L, sec, key, ov);
+        return;
+    }
+    json_t *v = json_loads(eq + 1, JSON_DECODE_ANY, NULL);
+    if (!v) v = json_string(eq + 1);
+    if (!v) {
+        flag_problem(L, ov, dk, "the value is not valid UTF-8");
+        return;
+    }
+    json_t *obj = root;
+    if (sec) {
+        obj = json_object_get(root, sec);
+        if (!obj) {
+            obj = json_object();
+            if (!obj || json_object_set_new(root, sec, obj)) {
+                json_decref(v);
+                L->oom = 1;
+                return;
+            }
+            add_origin(L, sec, ov);   // errors about the new section point here
+        } else if (!json_is_object(obj)) {
+            json_decref(v);
+            flag_problem(L, ov, dk, "cannot set a key: '%s' in the file is not an object", sec);
+            return;
+        }
+    }
+    if (json_object_set_new(obj, key, v)) {
+        L->oom = 1;
+        return;
+    }
+    char full[128];   // the dotted path as written (path[] had its '.' cut)
+    memcpy(full, ov, plen);
+    full[plen] = '\0';
+    add_origin(L, full, ov);
+}
+
+// ---- validation --------------------------------------------------------------------
+static int backend_allows(const char *backend, const char *precision) {
+    if (!strcmp(backend, "cpu")) return !strcmp(precision, "fp32");
+    if (!strcmp(backend, "cpu64")) return !strcmp(precision, "fp64");
+    return strcmp(precision, "fp64") != 0;   // cuda: bf16, fp32, fp16
+}
+
+static void validate(Loader *L, json_t *root, NsaConfig *c) {
+    if (!json_is_object(root)) {
+        char got[80];
+        describe(root, 0, got, sizeof got);
+        problem(L, "", 0, NULL, "expected the config to be a JSON object, got %s", got);
+        return;
+    }
+    const char *k;
+    json_t *v;
+    // unknown keys (at the key), sections of the wrong type, missing sections
+    json_object_foreach(root, k, v) {
+        if (section_index(k) < 0 && field_index(NULL, k) < 0) unknown_key(L, NULL, k, NULL);
+    }
+    json_t *sec_obj[4] = {NULL, NULL, NULL, NULL};
+    int sec_bad[4] = {0, 0, 0, 0};   // missing-required or not an object: skip its keys
+    for (int s = 0; SECTIONS[s]; s++) {
+        json_t *sv = json_object_get(root, SECTIONS[s]);
+        if (!sv) {
+            if (SECTION_REQUIRED[s]) {
+                problem(L, "", 0, SECTIONS[s], "missing required key '%s' at the top level",
+                        SECTIONS[s]);
+                sec_bad[s] = 1;
+            }
+            continue;
+        }
+        if (!json_is_object(sv)) {
+            type_problem(L, SECTIONS[s], "an object", sv, 0);
+            sec_bad[s] = 1;
+            continue;
+        }
+        sec_obj[s] = sv;
+        json_object_foreach(sv, k, v) {
+            if (field_index(SECTIONS[s], k) < 0) unknown_key(L, SECTIONS[s], k, NULL);
+        }
+    }
+    // each key: missing, default, or read and checked on its own
+    for (int id = 0; id < F_COUNT; id++) {
+        const Field *f = &FIELDS[id];
+        json_t *obj = root;
+        if (f->sec) {
+            int s = section_index(f->sec);
+            if (sec_bad[s]) continue;
+            obj = sec_obj[s];
+        }
+        json_t *fv = obj ? json_object_get(obj, f->key) : NULL;
+        if (!fv) {
+            if (f->required) {
+                char dk[64];
+                dotted(id, dk, sizeof dk);
+                if (f->sec) problem(L, f->sec, 0, dk, "missing required key '%s' in '%s'",
+                                    f->key, f->sec);
+                else problem(L, "", 0, dk, "missing required key '%s' at the top level", f->key);
+            } else {
+                L->ok[id] = 1;   // the default
+            }
+            continue;
+        }
+        L->given[id] = 1;
+        read_field(L, c, id, fv);
+    }
+
+    unsigned char *ok = L->ok;
+    // defaults that depend on other values
+    if (!L->given[F_SEQ_LEN]) {
+        c->seq_len = c->max_seq_len;
+        ok[F_SEQ_LEN] = ok[F_MAX_SEQ];
+    }
+    if (ok[F_GATE_HIDDEN] && c->gate_hidden == 0) {
+        if (!ok[F_DIM]) {
+            ok[F_GATE_HIDDEN] = 0;
+        } else if ((c->gate_hidden = c->dim / 4) < 1) {
+            relation(L, F_GATE_HIDDEN, F_DIM, "defaults to model.dim/4, which is 0 "
+                     "(model.dim is %d); set nsa.gate_hidden to a positive integer", c->dim);
+            ok[F_GATE_HIDDEN] = 0;
+        }
+    }
+    if (!L->given[F_PRECISION] && ok[F_BACKEND])
+        snprintf(c->precision, sizeof c->precision, "%s",
+                 !strcmp(c->backend, "cpu64") ? "fp64" : !strcmp(c->backend, "cuda") ? "bf16"
+                                                                                      : "fp32");
+
+    // model shape
+    if (ok[F_HEADS] && ok[F_KV_HEADS] && c->n_heads % c->n_kv_heads)
+        relation(L, F_KV_HEADS, F_HEADS, "n_kv_heads (%d) must divide n_heads (%d): each KV "
+                 "group serves the same number of query heads", c->n_kv_heads, c->n_heads);
+    if (ok[F_HEAD_DIM] && c->head_dim % 2)
+        relation(L, F_HEAD_DIM, F_HEAD_DIM, "head_dim (%d) must be even: RoPE rotates pairs "
+                 "of dimensions", c->head_dim);
+    if (ok[F_HEADS] && ok[F_HEAD_DIM] && (long long)c->n_heads * c->head_dim > INT_MAX)
+        relation(L, F_HEAD_DIM, F_HEADS, "n_heads * head_dim (%lld) exceeds %d",
+                 (long long)c->n_heads * c->head_dim, INT_MAX);
+    // NSA geometry
+    if (ok[F_D] && ok[F_L] && c->l % c->d)
+        relation(L, F_D, F_L, "d (%d) must divide l (%d): compression blocks of length l "
+                 "start every d tokens", c->d, c->l);
+    if (ok[F_D] && ok[F_L_SEL] && c->l_sel % c->d)
+        relation(L, F_D, F_L_SEL, "d (%d) must divide l_sel (%d): selection scores are sums "
+                 "of whole compression strides", c->d, c->l_sel);
+    if (ok[F_L] && ok[F_L_SEL] && c->l > c->l_sel)
+        relation(L, F_L, F_L_SEL, "l (%d) must be <= l_sel (%d)", c->l, c->l_sel);
+    // training
+    if (ok[F_SEQ_LEN] && ok[F_MAX_SEQ] && c->seq_len > c->max_seq_len)
+        relation(L, F_SEQ_LEN, F_MAX_SEQ, "seq_len (%d) must be <= model.max_seq_len (%d)",
+                 c->seq_len, c->max_seq_len);
+    if (ok[F_SEQ_LEN] && ok[F_BATCH] && (long long)c->batch_size * c->seq_len > INT_MAX)
+        relation(L, F_BATCH, F_SEQ_LEN, "batch_size * seq_len (%lld tokens) exceeds %d",
+                 (long long)c->batch_size * c->seq_len, INT_MAX);
+    if (ok[F_CKPT] && c->ckpt_begin > c->ckpt_end)
+        relation(L, F_CKPT, F_CKPT, "begin (%d) must be <= end (%d): the range is [begin, end)",
+                 c->ckpt_begin, c->ckpt_end);
+    else if (ok[F_CKPT] && ok[F_LAYERS] && c->ckpt_end > c->n_layers)
+        relation(L, F_CKPT, F_LAYERS, "end (%d) must be <= model.n_layers (%d)", c->ckpt_end,
+                 c->n_layers);
+    if (ok[F_BACKEND] && ok[F_PRECISION] && !backend_allows(c->backend, c->precision))
+        relation(L, F_PRECISION, F_BACKEND, "precision \"%s\" is not available on backend "
+                 "\"%s\" (cpu: fp32; cpu64: fp64; cuda: bf16, fp32, fp16)", c->precision,
+                 c->backend);
+    // data
+    if (ok[F_KIND]) {
+        const char *kind = config_data_name(c->data_kind);
+        int needs_path = c->data_kind == NSA_DATA_SHARDS || c->data_kind == NSA_DATA_TEXT;
+        if (needs_path && !L->given[F_PATH])
+            relation(L, F_PATH, F_KIND, "missing required key 'path' in 'data' (required "
+                     "when kind is \"%s\")", kind);
+        if (!needs_path && L->given[F_PATH])
+            relation(L, F_PATH, F_KIND, "only allowed when data.kind is \"shards\" or "
+                     "\"text\" (kind is \"%s\"%s)", kind, L->given[F_KIND] ? "" : ", the default");
+        if (c->data_kind == NSA_DATA_TEXT && ok[F_VOCAB] && c->vocab_size < 256)
+            relation(L, F_VOCAB, F_KIND, "vocab_size (%d) must be >= 256 for data.kind "
+                     "\"text\": the byte-level tokenizer uses one token per byte value",
+                     c->vocab_size);
+    }
+}
+
+// ---- canonical JSON and digest -----------------------------------------------------
+// Top-level order key: the section for section keys, the key itself otherwise.
+static int field_order(const void *a, const void *b) {
+    const Field *fa = &FIELDS[*(const int *)a], *fb = &FIELDS[*(const int *)b];
+    int t = strcmp(fa->sec ? fa->sec : fa->key, fb->sec ? fb->sec : fb->key);
+    if (t) return t;
+    return strcmp(fa->key, fb->key);
+}
+
+static void put_value(Buf *b, const NsaConfig *c, int id) {
+    const Field *f = &FIELDS[id];
+    const char *src = (const char *)c + f->off;
+    switch (f->type) {
+    case T_INT: buf_printf(b, "%d", *(const int *)src); break;
+    case T_SEED: buf_printf(b, "%" PRIu64, *(const uint64_t *)src); break;
+    case T_REAL: buf_real(b, *(const double *)src); break;
+    case T_BOOL: buf_add(b, *(const int *)src ? "true" : "false"); break;
+    case T_ENUM:
+        buf_json_string(b, f->vals ? enum_name(f->names, f->vals, *(const int *)src) : src);
+        break;
+    case T_NAME:
+    case T_PATH: buf_json_string(b, src); break;
+    case T_PAIR: buf_printf(b, "[%d, %d]", c->ckpt_begin, c->ckpt_end); break;
+    }
+}
+
+// Same schema as the input (a --check-config dump loads back as a config with the
+// same digest), every key present with its resolved value, keys sorted at every
+// level, two-space indent. data.path is left out when empty: it is only allowed
+// for the kinds that need it.
+char *config_to_json(const NsaConfig *c) {
+    int order[F_COUNT];
+    for (int i = 0; i < F_COUNT; i++) order[i] = i;
+    qsort(order, F_COUNT, sizeof order[0], field_order);
+    Buf b = {0};
+    buf_add(&b, "{");
+    const char *open = NULL;   // section whose object is open
+    int n_top = 0, n_in = 0;
+    for (int i = 0; i < F_COUNT; i++) {
+        const Field *f = &FIELDS[order[i]];
+        if (order[i] == F_PATH && !c->data_path[0]) continue;
+        if (open && (!f->sec || strcmp(open, f->sec))) {
+            buf_add(&b, "\n  }");
+            open = NULL;
+        }
+        if (!f->sec) {
+            buf_printf(&b, "%s\n  \"%s\": ", n_top++ ? "," : "", f->key);
+            put_value(&b, c, order[i]);
+            continue;
+        }
+        if (!open) {
+            buf_printf(&b, "%s\n  \"%s\": {", n_top++ ? "," : "", f->sec);
+            open = f->sec;
+            n_in = 0;
+        }
+        buf_printf(&b, "%s\n    \"%s\": ", n_in++ ? "," : "", f->key);
+        put_value(&b, c, order[i]);
+    }
+    if (open) buf_add(&b, "\n  }");
+    buf_add(&b, "\n}\n");
+    if (b.oom) {
+        free(b.p);
+        return NULL;
+    }
+    return b.p;
+}
+
+// 64-bit FNV-1a.
+static void digest_hex(const char *s, char out[17]) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (; *s; s++) {
+        h ^= (unsigned char)*s;
+        h *= 0x100000001b3ull;
+    }
+    snprintf(out, 17, "%016" PRIx64, h);
+}
+
+// ---- loading -----------------------------------------------------------------------
+// Whole file into memory, NUL-terminated. Read once and parsed from memory (the
+// same bytes feed Jansson and jsonpos), so `--config <(generate)` works and an
+// edit between two reads cannot make positions point at the wrong text.
+static char *read_file(const char *path, size_t *len, Buf *why) {
+    FILE *fp = fopen(path, "rb");
+    if (!fp) {
+        buf_printf(why, "cannot open: %s", strerror(errno));
+        return NULL;
+    }
+    Buf b = {0};
+    char chunk[65536];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk, fp)) > 0) {
+        if (b.len + n > ((size_t)64 << 20)) {
+            buf_printf(why, "file is larger than 64 MiB; not a config");
+            break;
+        }
+        if (buf_reserve(&b, n)) break;
+        memcpy(b.p + b.len, chunk, n);
+        b.len += n;
+        b.p[b.len] = '\0';
+    }
+    int err = ferror(fp) ? errno : 0;
+    fclose(fp);
+    if (err) buf_printf(why, "cannot read: %s", strerror(err));
+    else if (b.oom) buf_printf(why, "out of memory");
+    if (why->len) {
+        free(b.p);
+        return NULL;
+    }
+    if (!b.p) buf_add(&b, "");   // empty file: Jansson reports it
+    if (b.oom) {
+        buf_printf(why, "out of memory");
+        return NULL;
+    }
+    *len = b.len;
+    return b.p;
+}
+
+static int problem_order(const void *a, const void *b) {
+    const Problem *pa = a, *pb = b;
+    if (pa->line != pb->line) return pa->line < pb->line ? -1 : 1;
+    if (pa->col != pb->col) return pa->col < pb->col ? -1 : 1;
+    return pa->seq - pb->seq;
+}
+
+// Problems into err, one per line, sorted by position; if err is too small, as
+// many whole lines as fit and a count of the rest (room for it is kept).
+static void write_problems(Loader *L, char *err, size_t errlen) {
+    if (!err || !errlen) return;
+    err[0] = '\0';
+    qsort(L->probs, (size_t)L->n_probs, sizeof *L->probs, problem_order);
+    size_t used = 0;
+    for (int i = 0; i < L->n_probs; i++) {
+        size_t n = strlen(L->probs[i].text);
+        size_t tail = i + 1 < L->n_probs ? 32 : 0;   // "(N more problems)\n" fits in 32
+        if (used + n + 1 + tail >= errlen) {
+            snprintf(err + used, errlen - used, "(%d more problems)\n", L->n_probs - i);
+            return;
+        }
+        memcpy(err + used, L->probs[i].text, n);
+        err[used + n] = '\n';
+        err[used + n + 1] = '\0';
+        used += n + 1;
+    }
+    if (L->oom) snprintf(err + used, errlen - used, "out of memory while loading the config\n");
+}
+
+int config_load(NsaConfig *cfg, const char *path, const char *const *overrides,
+                int n_overrides, char *err, size_t errlen) {
+    Loader L;
+    memset(&L, 0, sizeof L);
+    L.path = path;
+    set_defaults(cfg);
+    json_t *root = NULL;
+    char *text = NULL;
+    size_t len = 0;
+    Buf why = {0};
+    if (!path) {
+        located_problem(&L, "config", 0, 0, "no config file given");
+        goto done;
+    }
+    if (strlen(path) >= sizeof cfg->source) {
+        located_problem(&L, "config", 0, 0, "path is longer than %zu bytes",
+                        sizeof cfg->source - 1);
+        goto done;
+    }
+    snprintf(cfg->source, sizeof cfg->source, "%s", path);
+    if (!(text = read_file(path, &len, &why))) {
+        located_problem(&L, path, 0, 0, "%s", why.oom ? "out of memory" : why.p);
+        goto done;
+    }
+    json_error_t je;
+    root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
+    if (!root) {   // syntax: Jansson's own position and text
+        char loc[1100];
+        snprintf(loc, sizeof loc, "%s:%d:%d", path, je.line, je.column);
+        located_problem(&L, loc, je.line, je.column, "%s", je.text);
+        goto done;
+    }
+    L.text = text;
+    for (int i = 0; i < n_overrides; i++) {
+        if (!json_is_object(root)) break;   // validate() reports the root
+        L.cur_ov = i;
+        apply_override(&L, root, overrides[i]);
+    }
+    validate(&L, root, cfg);
+    if (!L.n_probs && !L.oom) {
+        char *canon = config_to_json(cfg);
+        if (!canon) L.oom = 1;
+        else digest_hex(canon, cfg->digest);
+        free(canon);
+    }
+done:
+    write_problems(&L, err, errlen);
+    int rc = (L.n_probs || L.oom) ? -1 : 0;
+    for (int i = 0; i < L.n_probs; i++) free(L.probs[i].text);
+    for (int i = 0; i < L.n_origins; i++) free(L.origins[i].path);
+    free(L.probs);
+    free(L.origins);
+    free(why.p);
+    free(text);
+    json_decref(root);
+    return rc;
+}

@@ -1,0 +1,50 @@
+// trainer/optim.c — AdamW, global-norm clipping, LR schedule (see optim.h).
+#include <math.h>
+#include "trainer/optim.h"
+
+void optim_init(Optim *o, const Model *m) {
+    size_t bytes = (size_t)m->n_elems * m->be->param_bytes;
+    o->m_mem = m->be->alloc(bytes);
+    o->v_mem = m->be->alloc(bytes);
+    o->t = 0;
+}
+
+void optim_free(Optim *o, const Model *m) {
+    m->be->free(o->m_mem);
+    m->be->free(o->v_mem);
+    o->m_mem = o->v_mem = NULL;
+}
+
+double optim_lr(const NsaConfig *c, int64_t step) {
+    if (c->warmup_steps > 0 && step <= c->warmup_steps)
+        return c->lr * (double)step / (double)c->warmup_steps;
+    double span = (double)(c->steps - c->warmup_steps);
+    double frac = span > 0 ? (double)(step - c->warmup_steps) / span : 1.0;
+    if (frac > 1) frac = 1;
+    if (frac < 0) frac = 0;
+    double lo = c->lr * c->min_lr_frac;
+    return lo + 0.5 * (c->lr - lo) * (1.0 + cos(3.14159265358979323846 * frac));
+}
+
+double optim_grad_norm(const Model *m) {
+    double s = 0;
+    for (int i = 0; i < m->n_params; i++) {
+        s += m->be->sumsq_param(model_grad_ptr(m, i), m->params[i].numel);
+    }
+    return sqrt(s);
+}
+
+void optim_step(Optim *o, Model *m, double lr, double grad_norm) {
+    const NsaConfig *c = &m->cfg;
+    if (c->grad_clip > 0 && grad_norm > c->grad_clip)
+        m->be->scale_param(m->grad_mem, c->grad_clip / grad_norm, m->n_elems);
+    o->t++;
+    double bc1 = 1.0 - pow(c->beta1, (double)o->t), bc2 = 1.0 - pow(c->beta2, (double)o->t);
+    const int pb = m->be->param_bytes;
+    for (int i = 0; i < m->n_params; i++) {
+        const ParamInfo *p = &m->params[i];
+        m->be->adamw(model_param_ptr(m, i), model_grad_ptr(m, i), (char *)o->m_mem + p->offset * pb,
+                     (char *)o->v_mem + p->offset * pb, p->numel, lr, c->beta1, c->beta2, bc1, bc2,
+                     c->adam_eps, p->decay ? c->weight_decay : 0.0);
+    }
+}

@@ -1,0 +1,238 @@
+// trainer/train.c — the training loop: data -> forward/backward (gradient
+// accumulation) -> global-norm clip -> AdamW, with metrics, checkpoints, the
+// step-1 dump and anomaly localisation.
+//
+// Anomaly localisation costs nothing while training is healthy: only the loss and
+// the gradient norm (computed anyway) are checked. When either is non-finite the
+// step is replayed with every op's output checked (model.check_finite); training
+// is deterministic, so the replay meets the same values and names the first
+// non-finite tensor (layer, branch, op, position).
+#define _POSIX_C_SOURCE 200809L   // clock_gettime, mkdir
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "trainer/checkpoint.h"
+#include "trainer/data.h"
+#include "trainer/model.h"
+#include "trainer/optim.h"
+#include "trainer/safetensors.h"
+#include "trainer/train.h"
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int mkdir_p(const char *dir) {
+    char tmp[1024];
+    snprintf(tmp, sizeof tmp, "%s", dir);
+    for (char *p = tmp + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = 0;
+        if (mkdir(tmp, 0775) && errno != EEXIST) return -1;
+        *p = '/';
+    }
+    return mkdir(tmp, 0775) && errno != EEXIST ? -1 : 0;
+}
+
+static void write_anomaly(const char *out_dir, int64_t step, int micro, const Anomaly *a) {
+    fprintf(stderr,
+            "[ANOMALY] step=%" PRId64 " micro=%d phase=%s tensor=%s layer=%d branch=%s op=%s b=%d t=%d col=%d value=%g\n",
+            step, micro, a->phase, a->tensor, a->layer, a->branch[0] ? a->branch : "-", a->op, a->b, a->t,
+            a->col, a->value);
+    char path[1100];
+    snprintf(path, sizeof path, "%s/anomaly.json", out_dir);
+    FILE *f = fopen(path, "w");
+    if (!f) { fprintf(stderr, "nsa-train: cannot write %s: %s\n", path, strerror(errno)); return; }
+    fprintf(f,
+            "{\"step\": %" PRId64 ", \"micro_batch\": %d, \"phase\": \"%s\", \"tensor\": \"%s\", \"layer\": %d, "
+            "\"branch\": \"%s\", \"op\": \"%s\", \"position\": {\"b\": %d, \"t\": %d, \"col\": %d}, "
+            "\"value\": \"%g\"}\n",
+            step, micro, a->phase, a->tensor, a->layer, a->branch, a->op, a->b, a->t, a->col, a->value);
+    fclose(f);
+}
+
+// Replay the step (same data position, unchanged weights) with every op checked.
+static void localise_anomaly(Model *m, DataSource *ds, DataPos pos, int32_t *in, int32_t *tg,
+                             double dscale, int64_t step, const char *out_dir) {
+    data_set_pos(ds, pos);
+    m->check_finite = 1;
+    model_zero_grad(m);
+    for (int k = 0; k < m->cfg.grad_accum; k++) {
+        data_next(ds, in, tg);
+        model_forward(m, in, tg, dscale);
+        if (!m->anomaly.found) model_backward(m);
+        if (m->anomaly.found) { write_anomaly(out_dir, step, k, &m->anomaly); return; }
+    }
+    Anomaly a = {0};
+    a.layer = -1;
+    snprintf(a.tensor, sizeof a.tensor, "unlocalised (replay stayed finite)");
+    snprintf(a.phase, sizeof a.phase, "unknown");
+    write_anomaly(out_dir, step, -1, &a);
+}
+
+static int dump_step(const char *path, Model *m, const int32_t *in, const int32_t *tg, double loss,
+                     const double *loss_store, void *logits_host) {
+    StFile f;
+    st_init(&f);
+    int64_t bt[2] = {m->B, m->T}, btv[3] = {m->B, m->T, m->V};
+    StDtype adt = m->be->act_bytes == 8 ? ST_F64 : ST_F32;
+    StDtype pdt = m->be->param_bytes == 8 ? ST_F64 : ST_F32;
+    st_add(&f, "inputs", ST_I32, 2, bt, in);
+    st_add(&f, "targets", ST_I32, 2, bt, tg);
+    st_add(&f, "logits", adt, 3, btv, logits_host);
+    st_add(&f, "loss", ST_F64, 0, NULL, loss_store);
+    size_t bytes = (size_t)m->n_elems * m->be->param_bytes;
+    char *hg = malloc(bytes);
+    m->be->to_host(hg, m->grad_mem, bytes);
+    char (*names)[96] = malloc(sizeof(*names) * (size_t)m->n_params);
+    for (int i = 0; i < m->n_params; i++) {
+        snprintf(names[i], sizeof names[i], "grads.%s", m->params[i].name);
+        st_add(&f, names[i], pdt, m->params[i].ndim, m->params[i].shape, hg + m->params[i].offset * m->be->param_bytes);
+    }
+    char *cfg = config_to_json(&m->cfg), lbuf[64];
+    st_add_meta(&f, "config", cfg);
+    st_add_meta(&f, "backend", m->be->name);
+    snprintf(lbuf, sizeof lbuf, "%.17g", loss);
+    st_add_meta(&f, "loss", lbuf);
+    char err[512];
+    int rc = st_write(&f, path, err, sizeof err);
+    if (rc) fprintf(stderr, "nsa-train: --dump-step: %s\n", err);
+    st_free(&f);
+    free(cfg); free(hg); free(names);
+    return rc;
+}
+
+int train_run(const TrainOpts *opts) {
+    const NsaConfig *cfg = &opts->cfg;
+    const char *out_dir = opts->out_dir ? opts->out_dir : ".";
+    char err[1024];
+    int rc = NSA_EXIT_RUNTIME;
+    if (mkdir_p(out_dir)) { fprintf(stderr, "nsa-train: cannot create %s: %s\n", out_dir, strerror(errno)); return rc; }
+    const char *why = NULL;
+    const Backend *be = backend_get(cfg->backend, &why);
+    if (!be) { fprintf(stderr, "nsa-train: backend '%s': %s\n", cfg->backend, why); return NSA_EXIT_USAGE; }
+
+    Model m;
+    if (model_init(&m, cfg, be, err, sizeof err)) { fprintf(stderr, "nsa-train: %s\n", err); return rc; }
+    m.keep_logits = opts->dump_step != NULL;
+    const int B = cfg->batch_size, T = cfg->seq_len;
+    if (model_alloc_acts(&m, B, T, err, sizeof err)) { fprintf(stderr, "nsa-train: %s\n", err); model_free(&m); return rc; }
+    model_init_weights(&m, cfg->seed);
+    Optim opt;
+    optim_init(&opt, &m);
+    DataSource *ds = data_open(cfg->data_kind, cfg->data_path, cfg->vocab_size, B, T, cfg->seed, 0, 1, err, sizeof err);
+    int32_t *in = malloc(sizeof(int32_t) * (size_t)B * T), *tg = malloc(sizeof(int32_t) * (size_t)B * T);
+    FILE *metrics = NULL;
+    if (!ds) { fprintf(stderr, "nsa-train: data: %s\n", err); rc = NSA_EXIT_USAGE; goto out; }
+
+    int64_t step0 = 0;
+    if (opts->resume) {
+        DataPos pos;
+        char digest[17];
+        if (checkpoint_load(opts->resume, &m, &opt, &step0, &pos, digest, err, sizeof err)) {
+            fprintf(stderr, "nsa-train: --resume: %s\n", err);
+            goto out;
+        }
+        data_set_pos(ds, pos);
+        if (strcmp(digest, cfg->digest))
+            fprintf(stderr, "nsa-train: note: %s was written with config digest %s, this run's is %s\n",
+                    opts->resume, digest, cfg->digest);
+    }
+    char path[1100];
+    snprintf(path, sizeof path, "%s/metrics.jsonl", out_dir);
+    metrics = fopen(path, opts->resume ? "a" : "w");
+    if (!metrics) { fprintf(stderr, "nsa-train: cannot write %s: %s\n", path, strerror(errno)); goto out; }
+
+    if (!opts->quiet) {
+        printf("nsa-train: config %s (digest %s) | backend %s | %lld parameters | %s\n", cfg->name, cfg->digest,
+               be->name, (long long)m.n_elems, data_describe(ds));
+        printf("nsa-train: B=%d T=%d grad_accum=%d steps=%d | NSA l=%d d=%d l'=%d n=%d w=%d phi=%s gate=%s "
+               "force_branch=%s | prefill=%s | checkpoint layers [%d,%d) | activations %.1f MiB\n",
+               B, T, cfg->grad_accum, cfg->steps, cfg->l, cfg->d, cfg->l_sel, cfg->n, cfg->w,
+               config_phi_name(cfg->phi), config_gate_act_name(cfg->gate_act), config_branch_name(cfg->force_branch),
+               cfg->prefill == NSA_PREFILL_SEQUENTIAL ? "sequential" : "batched", cfg->ckpt_begin, cfg->ckpt_end,
+               (double)m.act_bytes / (1 << 20));
+        fflush(stdout);
+    }
+    const double dscale = 1.0 / ((double)B * T * cfg->grad_accum);
+    const int64_t last = opts->stop_after > 0 && opts->stop_after < cfg->steps ? opts->stop_after : cfg->steps;
+    for (int64_t step = step0 + 1; step <= last; step++) {
+        double t0 = now_s();
+        DataPos pos = data_get_pos(ds);
+        model_zero_grad(&m);
+        double loss = 0;
+        for (int k = 0; k < cfg->grad_accum; k++) {
+            if (data_next(ds, in, tg)) { fprintf(stderr, "nsa-train: data source failed at step %" PRId64 "\n", step); goto out; }
+            loss += model_forward(&m, in, tg, dscale);
+            model_backward(&m);
+        }
+        loss /= cfg->grad_accum;
+        double gnorm = optim_grad_norm(&m);
+        if (!isfinite(loss) || !isfinite(gnorm)) {
+            fprintf(stderr, "nsa-train: step %" PRId64 ": non-finite %s (loss %g, grad norm %g); replaying the step to localise\n",
+                    step, !isfinite(loss) ? "loss" : "gradient", loss, gnorm);
+            fprintf(metrics, "{\"step\": %" PRId64 ", \"loss\": \"%g\", \"grad_norm\": \"%g\", \"anomaly\": true}\n", step, loss, gnorm);
+            fflush(metrics);
+            localise_anomaly(&m, ds, pos, in, tg, dscale, step, out_dir);
+            rc = NSA_EXIT_ANOMALY;
+            goto out;
+        }
+        if (step == 1 && opts->dump_step) {
+            // the dump describes the first micro-batch of step 1: replay it alone so
+            // that logits and gradients belong to the same batch
+            DataSource *ds1 = data_open(cfg->data_kind, cfg->data_path, cfg->vocab_size, B, T, cfg->seed, 0, 1, err, sizeof err);
+            int32_t *in1 = malloc(sizeof(int32_t) * (size_t)B * T), *tg1 = malloc(sizeof(int32_t) * (size_t)B * T);
+            data_set_pos(ds1, pos);
+            data_next(ds1, in1, tg1);
+            data_close(ds1);
+            void *saved = malloc((size_t)m.n_elems * be->param_bytes);
+            be->to_host(saved, m.grad_mem, (size_t)m.n_elems * be->param_bytes);
+            model_zero_grad(&m);
+            double l1 = model_forward(&m, in1, tg1, 1.0 / ((double)B * T));
+            size_t lb = (size_t)B * T * m.V * be->act_bytes;
+            void *lh = malloc(lb);
+            be->to_host(lh, m.logits, lb);
+            model_backward(&m);
+            int drc = dump_step(opts->dump_step, &m, in1, tg1, l1, &l1, lh);
+            be->from_host(m.grad_mem, saved, (size_t)m.n_elems * be->param_bytes);
+            free(lh); free(saved); free(in1); free(tg1);
+            if (drc) goto out;
+        }
+        double lr = optim_lr(cfg, step);
+        optim_step(&opt, &m, lr, gnorm);
+        be->sync();
+        double dt = now_s() - t0;
+        double toks = (double)B * T * cfg->grad_accum;
+        if (!opts->quiet) {
+            printf("step %5" PRId64 "/%d | loss %.6f | grad_norm %.4f | lr %.3e | %8.1f ms | %9.0f tok/s\n", step,
+                   cfg->steps, loss, gnorm, lr, dt * 1e3, toks / dt);
+            fflush(stdout);
+        }
+        fprintf(metrics,
+                "{\"step\": %" PRId64 ", \"loss\": %.17g, \"grad_norm\": %.17g, \"lr\": %.17g, \"ms\": %.3f, "
+                "\"tok_per_s\": %.1f, \"tokens\": %.0f}\n",
+                step, loss, gnorm, lr, dt * 1e3, toks / dt, toks);
+        fflush(metrics);
+        int save_now = opts->save && ((opts->save_every > 0 && step % opts->save_every == 0) || step == last);
+        if (save_now && checkpoint_save(opts->save, &m, &opt, step, data_get_pos(ds), err, sizeof err)) {
+            fprintf(stderr, "nsa-train: --save: %s\n", err);
+            goto out;
+        }
+    }
+    rc = NSA_EXIT_OK;
+out:
+    if (metrics) fclose(metrics);
+    if (ds) data_close(ds);
+    free(in); free(tg);
+    optim_free(&opt, &m);
+    model_free(&m);
+    return rc;
+}

@@ -1,0 +1,28 @@
+// trainer/train.h — the training loop behind nsa-train.
+#ifndef NSA_TRAINER_TRAIN_H
+#define NSA_TRAINER_TRAIN_H
+#include "trainer/config.h"
+
+// Exit codes of nsa-train (and train_run's return values).
+enum {
+    NSA_EXIT_OK = 0,
+    NSA_EXIT_RUNTIME = 1,   // I/O failure, bad checkpoint, backend failure
+    NSA_EXIT_USAGE = 2,     // bad flag or invalid config
+    NSA_EXIT_ANOMALY = 3,   // a non-finite loss/activation/gradient (anomaly record written)
+};
+
+typedef struct {
+    NsaConfig cfg;
+    const char *out_dir;      // metrics.jsonl, anomaly.json go here (created); NULL: "."
+    const char *resume;       // checkpoint to resume from, or NULL
+    const char *save;         // checkpoint written at the end (and at save_every), or NULL
+    int save_every;           // also save every N steps (0: only at the end)
+    int stop_after;           // stop after this step (0: run to cfg.steps); the LR schedule still uses cfg.steps
+    const char *dump_step;    // safetensors dump of step 1 (batch, logits, loss, grads), or NULL
+    int quiet;                // no per-step lines on stdout
+} TrainOpts;
+
+// Runs training; prints one line per step and appends metrics.jsonl. Returns an
+// NSA_EXIT_* code; on failure a message has been printed to stderr.
+int train_run(const TrainOpts *opts);
+#endif

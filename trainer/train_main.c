@@ -1,0 +1,139 @@
+// trainer/train_main.c — the nsa-train command line.
+//
+//   nsa-train --config FILE [--set KEY=VALUE]... [--steps N] [options]
+//
+// Exit codes: 0 ok, 1 runtime failure, 2 usage or invalid config,
+// 3 non-finite value (anomaly record written). See `nsa-train --help`.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "trainer/config.h"
+#include "trainer/train.h"
+
+#ifdef NSA_HAVE_CUDA
+int nsa_cuda_describe(char *buf, size_t n);   // kernels/cuda/cuda_probe.cu
+#endif
+
+static void usage(FILE *f) {
+    fprintf(f,
+        "usage: nsa-train --config FILE [options]\n"
+        "\n"
+        "Trains the NSA decoder described by a JSON config (configs/*.json, docs/config.md)\n"
+        "and prints one line per step: step, loss, grad norm, lr, ms, tok/s.\n"
+        "\n"
+        "options:\n"
+        "  --config FILE        model/training config (required)\n"
+        "  --set KEY=VALUE      override a config value, e.g. --set nsa.w=64 --set train.checkpoint_layers=[0,2]\n"
+        "                       (VALUE is JSON; anything that is not JSON is taken as a string); repeatable\n"
+        "  --steps N            same as --set train.steps=N\n"
+        "  --backend NAME       same as --set train.backend=NAME (cpu, cpu64, cuda)\n"
+        "  --out DIR            write metrics.jsonl (and anomaly.json) here (default .)\n"
+        "  --save FILE          write a checkpoint (safetensors) at the end of the run\n"
+        "  --save-every N       with --save: also every N steps\n"
+        "  --resume FILE        continue from a checkpoint (weights, AdamW state, data position)\n"
+        "  --stop-after N       stop after step N (the LR schedule still spans train.steps)\n"
+        "  --dump-step FILE     write step 1's batch, logits, loss and every gradient (safetensors)\n"
+        "  --threads N          CPU threads (default: all cores)\n"
+        "  --check-config       validate the config, print it as canonical JSON, exit\n"
+        "  --devices            print the CUDA devices this build can use, exit\n"
+        "  --quiet              no per-step lines\n"
+        "  --help               this text\n"
+        "\n"
+        "exit codes: 0 ok, 1 runtime failure, 2 usage or invalid config, 3 non-finite value\n"
+        "(the first non-finite tensor is named on stderr and in OUT/anomaly.json)\n");
+}
+
+static int parse_int(const char *flag, const char *s, int *out) {
+    char *end = NULL;
+    long v = strtol(s, &end, 10);
+    if (!*s || *end || v < 0 || v > 1000000000L) {
+        fprintf(stderr, "nsa-train: %s %s: expected a non-negative integer\n", flag, s);
+        return -1;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    TrainOpts opts;
+    memset(&opts, 0, sizeof opts);
+    const char *config_path = NULL;
+    int check_only = 0, threads = 0;
+    const char **sets = calloc((size_t)argc + 2, sizeof(char *));
+    char **owned = calloc((size_t)argc + 2, sizeof(char *));
+    int n_sets = 0, n_owned = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+#define NEED_VALUE                                                                   \
+    if (!v) { fprintf(stderr, "nsa-train: %s needs a value (see --help)\n", a); return 2; } \
+    i++
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
+        else if (!strcmp(a, "--config")) { NEED_VALUE; config_path = v; }
+        else if (!strcmp(a, "--set")) { NEED_VALUE; sets[n_sets++] = v; }
+        else if (!strcmp(a, "--steps") || !strcmp(a, "--backend")) {
+            NEED_VALUE;
+            size_t n = strlen(v) + 32;
+            char *s = malloc(n);
+            snprintf(s, n, "train.%s=%s", a + 2, v);
+            owned[n_owned++] = s;
+            sets[n_sets++] = s;
+        }
+        else if (!strcmp(a, "--out")) { NEED_VALUE; opts.out_dir = v; }
+        else if (!strcmp(a, "--save")) { NEED_VALUE; opts.save = v; }
+        else if (!strcmp(a, "--save-every")) { NEED_VALUE; if (parse_int(a, v, &opts.save_every)) return 2; }
+        else if (!strcmp(a, "--resume")) { NEED_VALUE; opts.resume = v; }
+        else if (!strcmp(a, "--stop-after")) { NEED_VALUE; if (parse_int(a, v, &opts.stop_after)) return 2; }
+        else if (!strcmp(a, "--dump-step")) { NEED_VALUE; opts.dump_step = v; }
+        else if (!strcmp(a, "--threads")) { NEED_VALUE; if (parse_int(a, v, &threads) || threads < 1) { fprintf(stderr, "nsa-train: --threads must be >= 1\n"); return 2; } }
+        else if (!strcmp(a, "--check-config")) check_only = 1;
+        else if (!strcmp(a, "--devices")) {
+#ifdef NSA_HAVE_CUDA
+            char buf[2048];
+            int n = nsa_cuda_describe(buf, sizeof buf);
+            printf("%s\n", buf);
+            return n > 0 ? 0 : 1;
+#else
+            printf("this build has no CUDA support (CUDA toolkit not found at configure time)\n");
+            return 1;
+#endif
+        }
+        else if (!strcmp(a, "--quiet")) opts.quiet = 1;
+        else {
+            fprintf(stderr, "nsa-train: unknown option '%s' (see --help)\n", a);
+            return 2;
+        }
+#undef NEED_VALUE
+    }
+    if (!config_path) {
+        fprintf(stderr, "nsa-train: --config FILE is required (see --help)\n");
+        return 2;
+    }
+    if (opts.save_every && !opts.save) {
+        fprintf(stderr, "nsa-train: --save-every needs --save FILE\n");
+        return 2;
+    }
+    char err[8192];
+    if (config_load(&opts.cfg, config_path, sets, n_sets, err, sizeof err)) {
+        fputs(err, stderr);
+        if (err[0] && err[strlen(err) - 1] != '\n') fputc('\n', stderr);
+        return 2;
+    }
+    for (int i = 0; i < n_owned; i++) free(owned[i]);
+    free(owned);
+    free(sets);
+    if (check_only) {
+        char *js = config_to_json(&opts.cfg);
+        printf("%s\n", js);
+        free(js);
+        return 0;
+    }
+#ifdef _OPENMP
+    if (threads > 0) omp_set_num_threads(threads);
+#endif
+    return train_run(&opts);
+}
