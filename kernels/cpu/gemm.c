@@ -10,14 +10,17 @@
 // The arithmetic every element goes through, whatever its position:
 //   for each K block [p, p+kc) of the fixed compile-time size GEMM_KC (last one
 //   shorter), in ascending order:
-//     acc = 0;  acc = fma(a[k], b[k], acc) for k ascending       (one rounding per k)
-//     C   = alpha*acc                     first block, beta == 0  (C never read)
-//           beta*C + alpha*acc            first block, beta != 0, 1
-//           C + alpha*acc                 later blocks, and the first when beta == 1
-// (the products are fused multiply-adds where the target has FMA: -ffp-contract=fast
-// contracts the single micro-kernel below, which is the only place that arithmetic
-// is written). Only GEMM_KC enters the arithmetic; MR, NR, MC, NC and the thread split
-// are pure scheduling, so a build with AVX2 and one with AVX-512 give the same bits.
+//     acc = 0;  acc = fma(a[k], b[k], acc) for k ascending
+//     C   = fma(alpha, acc, base),  base = 0        first block, beta == 0 (C not read)
+//                                   base = beta*C   first block, beta != 0
+//                                   base = C        later blocks
+// fma is a fused multiply-add (one rounding). It is spelled out with intrinsics on
+// x86 with FMA/AVX-512 rather than left to -ffp-contract=fast: contraction is decided
+// per compiled copy of the code (inlining, unswitching, cloning), and an early
+// version whose C update was left to the compiler fused it in the 8-row kernel but
+// not in the 1-row one, so row-at-a-time results differed from batched ones in the
+// last bit. Only GEMM_KC enters the arithmetic; MR, NR, MC, NC and the thread split
+// are pure scheduling, so e.g. an AVX2 build and an AVX-512 build give the same bits.
 //
 // Structure (the GotoBLAS/BLIS scheme):
 //   * op(A) is packed into MR-row slivers (a[k*MR + i]) and op(B) into NR-column
@@ -56,6 +59,9 @@
 // Registers: MR*NV accumulators + NV B vectors + 1 broadcast must fit the register
 // file (32 with AVX-512, 16 with AVX/SSE).
 #if defined(__GNUC__) || defined(__clang__)
+#if defined(__AVX512F__) || defined(__FMA__)
+#include <immintrin.h>
+#endif
 #if defined(__AVX512F__)
 #define GEMM_VBYTES 64
 #define GEMM_MR 8
@@ -71,6 +77,12 @@ typedef real vreal __attribute__((vector_size(GEMM_VBYTES)));
 #define GEMM_NV 2
 #define GEMM_INLINE static inline __attribute__((always_inline))
 #define VZERO ((vreal){0})
+// a broadcast to every lane
+GEMM_INLINE vreal vbcast(real a) {
+    vreal v;
+    for (int l = 0; l < GEMM_VL; l++) v[l] = a;
+    return v;
+}
 #else
 typedef real vreal;
 #define GEMM_VL 1
@@ -78,6 +90,25 @@ typedef real vreal;
 #define GEMM_MR 4
 #define GEMM_INLINE static inline
 #define VZERO ((real)0)
+#define vbcast(a) (a)
+#endif
+
+// vfma(a, b, c) = a*b + c with one rounding, lane by lane. Explicit where the ISA
+// macros say FMA exists (see the header for why). Elsewhere a plain a*b + c, which
+// is exact-to-spec without FMA hardware (x86-64 before Haswell, generic SSE builds:
+// nothing can be fused). On other FMA hardware (e.g. AArch64) fusion is left to the
+// compiler; the row-independence tests of tests/kernels/test_dense_ops.c are what
+// vouch for such a build.
+#if defined(__AVX512F__) && defined(NSA_REAL_F64)
+#define vfma(a, b, c) ((vreal)_mm512_fmadd_pd((__m512d)(a), (__m512d)(b), (__m512d)(c)))
+#elif defined(__AVX512F__)
+#define vfma(a, b, c) ((vreal)_mm512_fmadd_ps((__m512)(a), (__m512)(b), (__m512)(c)))
+#elif defined(__AVX__) && defined(__FMA__) && defined(NSA_REAL_F64)
+#define vfma(a, b, c) ((vreal)_mm256_fmadd_pd((__m256d)(a), (__m256d)(b), (__m256d)(c)))
+#elif defined(__AVX__) && defined(__FMA__)
+#define vfma(a, b, c) ((vreal)_mm256_fmadd_ps((__m256)(a), (__m256)(b), (__m256)(c)))
+#else
+#define vfma(a, b, c) ((a) * (b) + (c))
 #endif
 #define GEMM_NR (GEMM_VL * GEMM_NV)
 // MC x KC block of packed A: ~192 KiB, well inside a 1 MiB+ L2 (multiple of MR).
@@ -85,7 +116,7 @@ typedef real vreal;
 // KC x NC panel of packed B: 4 MiB, shared by the threads (L3).
 #define GEMM_NC ((4194304 / (GEMM_KC * (int)sizeof(real))) / GEMM_NR * GEMM_NR)
 
-// How the tile of C is updated after a K block (see the header).
+// The base the tile of C is updated from after a K block (see the header).
 enum { UPD_SET = 0, UPD_SCALE = 1, UPD_ADD = 2 };
 
 // ---- micro-kernel ---------------------------------------------------------------------
@@ -104,22 +135,22 @@ GEMM_INLINE void ukernel(const int mr, int kc, const real *restrict ap,
         vreal b[GEMM_NV];
         for (int v = 0; v < GEMM_NV; v++) b[v] = bv[k * GEMM_NV + v];
         for (int i = 0; i < mr; i++) {
-            real a = ap[k * GEMM_MR + i];
-            for (int v = 0; v < GEMM_NV; v++) acc[i][v] += a * b[v];
+            vreal a = vbcast(ap[k * GEMM_MR + i]);
+            for (int v = 0; v < GEMM_NV; v++) acc[i][v] = vfma(a, b[v], acc[i][v]);
         }
     }
     // C rows are not aligned in general: load/store through memcpy (one unaligned
     // vector move each).
+    vreal va = vbcast(alpha), vb = vbcast(beta);
     for (int i = 0; i < mr; i++) {
         for (int v = 0; v < GEMM_NV; v++) {
             real *cp = c + i * ldc + v * GEMM_VL;
-            vreal cv;
-            if (upd == UPD_SET) {
-                cv = alpha * acc[i][v];
-            } else {
-                memcpy(&cv, cp, sizeof cv);
-                cv = upd == UPD_SCALE ? beta * cv + alpha * acc[i][v] : cv + alpha * acc[i][v];
+            vreal base = VZERO;
+            if (upd != UPD_SET) {
+                memcpy(&base, cp, sizeof base);
+                if (upd == UPD_SCALE) base = vb * base;
             }
+            vreal cv = vfma(va, acc[i][v], base);
             memcpy(cp, &cv, sizeof cv);
         }
     }
@@ -404,7 +435,7 @@ void CPU_FN(gemm)(int transA, int transB, int M, int N, int K, real alpha,
         return;
     }
     GemmArgs g = {transA, transB, M, N, K, alpha, beta, A, B, lda, ldb, ldc, C,
-                  beta == 0 ? UPD_SET : beta == 1 ? UPD_ADD : UPD_SCALE};
+                  beta == 0 ? UPD_SET : UPD_SCALE};
     // Below ~4 MFLOP a parallel region costs more than it saves (the thread count
     // never changes results, so this is purely a speed choice).
     int par = 2.0 * M * N * K >= 4e6;

@@ -24,52 +24,81 @@
 #include "nsa_common.h"
 
 // ---- row kernels --------------------------------------------------------------------
+//
+// One query row (b, t) of one KV group: the hpg = H/G heads of the group share the
+// row's key list, so they are processed together key by key (each K/V row is
+// loaded once for all heads while it is in L1). Heads of a group are consecutive
+// in q/o/dq/dout ([B,T,H,D]: stride D) and in lse (stride 1). The arithmetic of
+// each head is exactly that of a lone head: the head loop is innermost but no
+// value crosses heads.
 
-// One query head over nk keys at positions pos[] (rows of K/V with stride ks):
-//   s_j = sc * q·K_j,  lse = max_j s_j + log sum_j exp(s_j - max),
-//   o = sum_j exp(s_j - lse) V_j      (computed as sum_j exp(s_j - max) V_j / sum).
-// No keys: o = 0, lse = -inf. p is scratch for nk scores.
+// Forward, for every head h of the group, over nk keys at positions pos[] (rows
+// of K/V with stride ks):
+//   s_j = sc * q_h·K_j,  m = max_j s_j,  sum = sum_j exp(s_j - m) (j ascending),
+//   o_h = (sum_j exp(s_j - m) V_j) / sum,  lse_h = m + log(sum).
+// No keys: o = 0, lse = -inf. p: scratch of hpg*nk + hpg reals.
 static void attn_row_fwd(real *o, real *lse, const real *q, const real *K, const real *V,
-                         int64_t ks, const int *pos, int nk, int D, real sc, real *p) {
-    nsa_zero(o, D);
+                         int64_t ks, const int *pos, int nk, int hpg, int D, real sc, real *p) {
+    nsa_zero(o, hpg * D);
     if (nk == 0) {
-        *lse = -INFINITY;
+        for (int h = 0; h < hpg; h++) lse[h] = -INFINITY;
         return;
     }
-    real m = -INFINITY;
-    for (int j = 0; j < nk; j++) {
-        p[j] = sc * nsa_dot(q, K + pos[j] * ks, D);
-        if (p[j] > m) m = p[j];
+    real *sum = p + (int64_t)hpg * nk;
+    for (int j = 0; j < nk; j++) {   // scores, p[h*nk + j]
+        const real *kj = K + pos[j] * ks;
+        for (int h = 0; h < hpg; h++) p[h * nk + j] = sc * nsa_dot(q + h * D, kj, D);
     }
-    real sum = 0;
-    for (int j = 0; j < nk; j++) {
-        p[j] = R_EXP(p[j] - m);
-        sum += p[j];
+    for (int h = 0; h < hpg; h++) {   // max-subtracted exponentials
+        real *ph = p + h * nk, m = -INFINITY, s = 0;
+        for (int j = 0; j < nk; j++) m = ph[j] > m ? ph[j] : m;
+        for (int j = 0; j < nk; j++) {
+            ph[j] = R_EXP(ph[j] - m);
+            s += ph[j];
+        }
+        sum[h] = s;
+        lse[h] = m + R_LOG(s);
     }
-    for (int j = 0; j < nk; j++) nsa_axpy(o, p[j], V + pos[j] * ks, D);
-    for (int e = 0; e < D; e++) o[e] /= sum;
-    *lse = m + R_LOG(sum);
+    for (int j = 0; j < nk; j++) {   // weighted values
+        const real *vj = V + pos[j] * ks;
+        for (int h = 0; h < hpg; h++) nsa_axpy(o + h * D, p[h * nk + j], vj, D);
+    }
+    for (int h = 0; h < hpg; h++)
+        for (int e = 0; e < D; e++) o[h * D + e] /= sum[h];
 }
 
 // Backward of attn_row_fwd with the saved lse (one pass over the keys):
-//   p_j = exp(s_j - lse), Drow = do·o, ds_j = p_j (do·V_j - Drow)
-//   dq += sc * sum_j ds_j K_j;  dK_j += sc * ds_j * q;  dV_j += p_j * do.
-// A row that saw no key (lse = -inf) contributes nothing. acc: scratch of D.
+//   p_j = exp(s_j - lse_h), Drow = do_h·o_h, ds_j = p_j (do_h·V_j - Drow)
+//   dq_h += sc * sum_j ds_j K_j;  dK_j += sc * ds_j * q_h;  dV_j += p_j * do_h.
+// Keys go in tiles of NSA_KTILE, heads outer within a tile: the tile's K/V/dK/dV
+// rows stay in L1 for all heads, and consecutive updates of one dK_j/dV_j are a
+// tile apart (no store-to-load chain). Each dK_j/dV_j still receives the heads in
+// ascending order. A head whose row saw no key (lse = -inf) contributes nothing.
+// acc: scratch of hpg*D + hpg reals.
+#define NSA_KTILE 16
 static void attn_row_bwd(real *dq, real *dK, real *dV, const real *dout, const real *q,
-                         const real *K, const real *V, const real *o, real lse, int64_t ks,
-                         const int *pos, int nk, int D, real sc, real *acc) {
-    if (nk == 0 || lse == -INFINITY) return;
-    const real Drow = nsa_dot(dout, o, D);
-    nsa_zero(acc, D);
-    for (int j = 0; j < nk; j++) {
-        const int64_t off = pos[j] * ks;
-        const real p = R_EXP(sc * nsa_dot(q, K + off, D) - lse);
-        const real ds = p * (nsa_dot(dout, V + off, D) - Drow);
-        nsa_axpy(acc, ds, K + off, D);
-        nsa_axpy(dK + off, sc * ds, q, D);
-        nsa_axpy(dV + off, p, dout, D);
+                         const real *K, const real *V, const real *o, const real *lse,
+                         int64_t ks, const int *pos, int nk, int hpg, int D, real sc, real *acc) {
+    if (nk == 0) return;
+    real *Drow = acc + (int64_t)hpg * D;
+    nsa_zero(acc, hpg * D);
+    for (int h = 0; h < hpg; h++) Drow[h] = nsa_dot(dout + h * D, o + h * D, D);
+    for (int j0 = 0; j0 < nk; j0 += NSA_KTILE) {
+        const int j1 = j0 + NSA_KTILE < nk ? j0 + NSA_KTILE : nk;
+        for (int h = 0; h < hpg; h++) {
+            if (lse[h] == -INFINITY) continue;
+            const real *qh = q + h * D, *doh = dout + h * D;
+            for (int j = j0; j < j1; j++) {
+                const int64_t off = pos[j] * ks;
+                const real p = R_EXP(sc * nsa_dot(qh, K + off, D) - lse[h]);
+                const real ds = p * (nsa_dot(doh, V + off, D) - Drow[h]);
+                nsa_axpy(acc + h * D, ds, K + off, D);
+                nsa_axpy(dK + off, sc * ds, qh, D);
+                nsa_axpy(dV + off, p, doh, D);
+            }
+        }
     }
-    nsa_axpy(dq, sc, acc, D);
+    for (int h = 0; h < hpg; h++) nsa_axpy(dq + h * D, sc, acc + h * D, D);
 }
 
 // ---- key lists of the branches ---------------------------------------------------------
@@ -129,17 +158,15 @@ static void attn_fwd(const KeySet *ks, real *o, real *lse, const real *q, const 
 #pragma omp parallel if (units > 1)
     {
         int *pos = nsa_scratch(sizeof(int) * cap);
-        real *p = nsa_scratch(sizeof(real) * cap);
+        real *p = nsa_scratch(sizeof(real) * hpg * (cap + 1));
 #pragma omp for schedule(dynamic, 4)
         for (int u = 0; u < units; u++) {
             int b = u / (Tn * G), t = t0 + (u / G) % Tn, gr = u % G;
             int nk = row_keys(ks, b, t, gr, pos);
             const int64_t kv = (int64_t)b * NK * kstride + gr * D;
-            for (int h = gr * hpg; h < (gr + 1) * hpg; h++) {
-                int64_t row = ((int64_t)b * g->T + t) * H + h;
-                attn_row_fwd(o + row * D, lse + row, q + row * D, K + kv, V + kv, kstride,
-                             pos, nk, D, sc, p);
-            }
+            const int64_t row = ((int64_t)b * g->T + t) * H + gr * hpg;   // first head
+            attn_row_fwd(o + row * D, lse + row, q + row * D, K + kv, V + kv, kstride, pos, nk,
+                         hpg, D, sc, p);
         }
         free(pos);
         free(p);
@@ -157,19 +184,16 @@ static void attn_bwd(const KeySet *ks, real *dq, real *dK, real *dV, const real 
 #pragma omp parallel if (g->B * G > 1)
     {
         int *pos = nsa_scratch(sizeof(int) * cap);
-        real *acc = nsa_scratch(sizeof(real) * D);
+        real *acc = nsa_scratch(sizeof(real) * hpg * (D + 1));
 #pragma omp for schedule(static)
         for (int u = 0; u < g->B * G; u++) {
             int b = u / G, gr = u % G;
             const int64_t kv = (int64_t)b * NK * kstride + gr * D;
             for (int t = 0; t < g->T; t++) {
                 int nk = row_keys(ks, b, t, gr, pos);
-                for (int h = gr * hpg; h < (gr + 1) * hpg; h++) {
-                    int64_t row = ((int64_t)b * g->T + t) * H + h;
-                    attn_row_bwd(dq + row * D, dK + kv, dV + kv, dout + row * D, q + row * D,
-                                 K + kv, V + kv, o + row * D, lse[row], kstride, pos, nk, D,
-                                 sc, acc);
-                }
+                const int64_t row = ((int64_t)b * g->T + t) * H + gr * hpg;   // first head
+                attn_row_bwd(dq + row * D, dK + kv, dV + kv, dout + row * D, q + row * D, K + kv,
+                             V + kv, o + row * D, lse + row, kstride, pos, nk, hpg, D, sc, acc);
             }
         }
         free(pos);

@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# tests/cli/train_cli.sh — nsa-train end to end: flags and exit codes, per-step
+# lines and metrics.jsonl, --dump-step contents, bitwise resume, anomaly exit,
+# every data source. Usage: bash tests/cli/train_cli.sh <build dir>  (from the repo root)
+set -u
+BUILD=${1:?usage: train_cli.sh <build dir>}
+BIN="$BUILD/nsa-train"
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+pass=0; fail=0
+ok()  { echo "PASS  $1"; pass=$((pass + 1)); }
+bad() { echo "FAIL  $1"; fail=$((fail + 1)); }
+check() { local name=$1; shift; if "$@"; then ok "$name"; else bad "$name"; fi; }
+# expect_rc NAME RC CMD...: exit status must be RC
+expect_rc() { local name=$1 want=$2; shift 2; "$@" >"$TMP/out" 2>"$TMP/err"; local rc=$?
+  if [ "$rc" = "$want" ]; then ok "$name (exit $rc)"; else bad "$name: exit $rc, want $want"; sed 's/^/    /' "$TMP/err" | head -5; fi; }
+TINY="--config configs/tiny.json --threads 2"
+
+expect_rc "--help" 0 "$BIN" --help
+check "--help lists every flag" grep -q -- "--dump-step" "$TMP/out"
+expect_rc "unknown flag" 2 "$BIN" $TINY --frobnicate
+check "unknown flag is named" grep -q "unknown option '--frobnicate'" "$TMP/err"
+expect_rc "missing --config" 2 "$BIN" --steps 3
+expect_rc "flag without value" 2 "$BIN" --config
+expect_rc "bad --steps" 2 "$BIN" $TINY --steps x
+expect_rc "unknown backend" 2 "$BIN" $TINY --backend tpu
+check "unknown backend names the flag" grep -q -- "--set train.backend=tpu" "$TMP/err"
+
+# ---- a short run: one line per step, metrics.jsonl ----------------------------------
+expect_rc "3 steps" 0 "$BIN" $TINY --steps 3 --out "$TMP/run"
+check "one line per step with loss, grad norm, lr, ms, tok/s" \
+  test "$(grep -cE '^step +[0-9]+/3 \| loss [0-9.]+ \| grad_norm [0-9.]+ \| lr [0-9.e+-]+ \| +[0-9.]+ ms \| +[0-9]+ tok/s$' "$TMP/out")" = 3
+check "metrics.jsonl has 3 JSON records with the step fields" python3 - "$TMP/run/metrics.jsonl" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+assert [r["step"] for r in rows] == [1, 2, 3], rows
+for r in rows:
+    for k in ("loss", "grad_norm", "lr", "ms", "tok_per_s", "tokens"):
+        assert isinstance(r[k], (int, float)), (k, r)
+PY
+
+# ---- --dump-step: batch, logits, loss and every parameter gradient --------------------
+expect_rc "--dump-step" 0 "$BIN" $TINY --steps 1 --out "$TMP/dump" --dump-step "$TMP/dump/step1.safetensors"
+check "dump holds inputs, targets, logits, loss and a gradient per parameter" python3 - "$TMP/dump/step1.safetensors" <<'PY'
+import json, struct, sys, math
+raw = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+hdr = json.loads(raw[8:8 + n]); data = raw[8 + n:]
+meta = hdr.pop("__metadata__")
+assert hdr["inputs"]["dtype"] == "I32" and hdr["inputs"]["shape"] == [4, 128], hdr["inputs"]
+assert hdr["logits"]["shape"] == [4, 128, 256] and hdr["logits"]["dtype"] == "F32"
+grads = [k for k in hdr if k.startswith("grads.")]
+assert "grads.tok_emb.weight" in grads and "grads.blocks.1.attn.gate.fc2.weight" in grads and "grads.norm_f.weight" in grads
+assert len(grads) == 2 * 17 + 3, len(grads)   # tiny (phi=avg): 2 blocks x 17 tensors + tok_emb, norm_f, lm_head
+b, e = hdr["loss"]["data_offsets"]
+loss = struct.unpack("<d", data[b:e])[0]
+assert abs(loss - float(meta["loss"])) < 1e-12 and 4 < loss < 7, loss
+# the logits reproduce the loss: mean over rows of logsumexp - logit[target]
+b, e = hdr["logits"]["data_offsets"]; lg = struct.unpack("<%df" % (4 * 128 * 256), data[b:e])
+b, e = hdr["targets"]["data_offsets"]; tg = struct.unpack("<%di" % (4 * 128), data[b:e])
+tot = 0.0
+for r in range(4 * 128):
+    row = lg[r * 256:(r + 1) * 256]; mx = max(row)
+    tot += mx + math.log(sum(math.exp(v - mx) for v in row)) - row[tg[r]]
+assert abs(tot / 512 - loss) < 1e-4, (tot / 512, loss)
+PY
+
+# ---- resume is bitwise: 20 steps straight == 10 + save + resume 10 --------------------
+"$BIN" $TINY --steps 20 --out "$TMP/full" --quiet
+"$BIN" $TINY --steps 20 --stop-after 10 --save "$TMP/ck.safetensors" --out "$TMP/half" --quiet
+expect_rc "resume from step 10" 0 "$BIN" $TINY --steps 20 --resume "$TMP/ck.safetensors" --out "$TMP/half" --quiet
+check "resumed losses and grad norms equal the straight run bit for bit (steps 11-20)" python3 - "$TMP/full/metrics.jsonl" "$TMP/half/metrics.jsonl" <<'PY'
+import json, sys
+a = [json.loads(l) for l in open(sys.argv[1])]
+b = [json.loads(l) for l in open(sys.argv[2])]
+assert [r["step"] for r in b] == list(range(1, 21)), [r["step"] for r in b]
+for x, y in zip(a, b):
+    assert x["loss"] == y["loss"] and x["grad_norm"] == y["grad_norm"], (x, y)
+PY
+check "checkpoint is safetensors with weights under their names" python3 - "$TMP/ck.safetensors" <<'PY'
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read(); n = struct.unpack("<Q", raw[:8])[0]; h = json.loads(raw[8:8 + n])
+assert h["tok_emb.weight"]["shape"] == [256, 64] and h["tok_emb.weight"]["dtype"] == "F32"
+assert "optim.m.blocks.0.attn.q_proj.weight" in h and h["__metadata__"]["step"] == "10"
+PY
+expect_rc "resume from a missing file" 1 "$BIN" $TINY --steps 20 --resume "$TMP/nope.safetensors" --out "$TMP/x"
+expect_rc "resume with another shape" 1 "$BIN" $TINY --set model.dim=32 --set model.head_dim=8 --steps 20 --resume "$TMP/ck.safetensors" --out "$TMP/x"
+check "shape mismatch is named" grep -q "tok_emb.weight" "$TMP/err"
+
+# ---- a diverging run stops with exit 3 and names the first non-finite tensor ---------
+expect_rc "diverging run (lr 1e30)" 3 "$BIN" $TINY --steps 5 --set train.lr=1e30 --set train.warmup_steps=0 --set train.grad_clip=0 --out "$TMP/nan"
+check "anomaly line on stderr" grep -q '^\[ANOMALY\] step=.* tensor=' "$TMP/err"
+check "anomaly.json written" python3 -c "import json,sys; a=json.load(open(sys.argv[1])); assert a['tensor'] and a['op'] and a['phase'] in ('forward','backward')" "$TMP/nan/anomaly.json"
+
+# ---- data sources: text and llm.c shards ------------------------------------------------
+python3 -c "
+import struct
+open('$TMP/a.txt','w').write('the quick brown fox jumps over the lazy dog. ' * 200)
+toks = [(i * 7) % 256 for i in range(5000)]
+open('$TMP/s0.bin','wb').write(struct.pack('<256i', 20240520, 1, len(toks), *([0]*253)) + struct.pack('<%dH' % len(toks), *toks))
+open('$TMP/bad.bin','wb').write(struct.pack('<256i', 123, 1, 10, *([0]*253)) + b'\0' * 20)
+"
+expect_rc "text data" 0 "$BIN" $TINY --steps 2 --set data.kind=text --set data.path="$TMP/a.txt" --out "$TMP/text"
+expect_rc "shard data" 0 "$BIN" $TINY --steps 2 --set data.kind=shards --set data.path="$TMP/s*.bin" --out "$TMP/shard"
+expect_rc "synthetic data" 0 "$BIN" $TINY --steps 2 --set data.kind=synthetic --out "$TMP/syn"
+expect_rc "bad shard magic" 2 "$BIN" $TINY --steps 2 --set data.kind=shards --set data.path="$TMP/bad.bin" --out "$TMP/x"
+check "bad shard is named" grep -q "bad.bin" "$TMP/err"
+expect_rc "missing text file" 2 "$BIN" $TINY --steps 2 --set data.kind=text --set data.path="$TMP/none.txt" --out "$TMP/x"
+
+echo "$pass passed, $fail failed"
+[ "$fail" = 0 ]
