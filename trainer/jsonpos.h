@@ -3,8 +3,9 @@
 // Jansson parses a document but keeps no positions, so a semantic error ("n must
 // be >= 3") could not say file:line:col. jsonpos re-scans the (already valid) text
 // and returns the line and column of the value (or of the key) at a path such as
-// "nsa.w" or "matrix.branch[2]". Lines and columns are 1-based, columns count
-// bytes, as Jansson's own error positions do.
+// "nsa.w" or "matrix.branch[2]". Lines and columns are 1-based; columns count
+// bytes (Jansson's syntax-error columns count characters, so the two differ
+// only after non-ASCII text on the same line).
 #ifndef NSA_TRAINER_JSONPOS_H
 #define NSA_TRAINER_JSONPOS_H
 

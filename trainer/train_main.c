@@ -127,8 +127,8 @@ int main(int argc, char **argv) {
     free(owned);
     free(sets);
     if (check_only) {
-        char *js = config_to_json(&opts.cfg);
-        printf("%s\n", js);
+        char *js = config_to_json(&opts.cfg);   // ends with a newline
+        fputs(js, stdout);
         free(js);
         return 0;
     }

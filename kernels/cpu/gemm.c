@@ -77,12 +77,6 @@ typedef real vreal __attribute__((vector_size(GEMM_VBYTES)));
 #define GEMM_NV 2
 #define GEMM_INLINE static inline __attribute__((always_inline))
 #define VZERO ((vreal){0})
-// a broadcast to every lane
-GEMM_INLINE vreal vbcast(real a) {
-    vreal v;
-    for (int l = 0; l < GEMM_VL; l++) v[l] = a;
-    return v;
-}
 #else
 typedef real vreal;
 #define GEMM_VL 1
@@ -93,21 +87,29 @@ typedef real vreal;
 #define vbcast(a) (a)
 #endif
 
-// vfma(a, b, c) = a*b + c with one rounding, lane by lane. Explicit where the ISA
+// vbcast(a): a in every lane. vfma(a, b, c) = a*b + c with one rounding, lane by lane. Explicit where the ISA
 // macros say FMA exists (see the header for why). Elsewhere a plain a*b + c, which
 // is exact-to-spec without FMA hardware (x86-64 before Haswell, generic SSE builds:
 // nothing can be fused). On other FMA hardware (e.g. AArch64) fusion is left to the
 // compiler; the row-independence tests of tests/kernels/test_dense_ops.c are what
 // vouch for such a build.
 #if defined(__AVX512F__) && defined(NSA_REAL_F64)
+#define vbcast(a) ((vreal)_mm512_set1_pd(a))
 #define vfma(a, b, c) ((vreal)_mm512_fmadd_pd((__m512d)(a), (__m512d)(b), (__m512d)(c)))
 #elif defined(__AVX512F__)
+#define vbcast(a) ((vreal)_mm512_set1_ps(a))
 #define vfma(a, b, c) ((vreal)_mm512_fmadd_ps((__m512)(a), (__m512)(b), (__m512)(c)))
 #elif defined(__AVX__) && defined(__FMA__) && defined(NSA_REAL_F64)
+#define vbcast(a) ((vreal)_mm256_set1_pd(a))
 #define vfma(a, b, c) ((vreal)_mm256_fmadd_pd((__m256d)(a), (__m256d)(b), (__m256d)(c)))
 #elif defined(__AVX__) && defined(__FMA__)
+#define vbcast(a) ((vreal)_mm256_set1_ps(a))
 #define vfma(a, b, c) ((vreal)_mm256_fmadd_ps((__m256)(a), (__m256)(b), (__m256)(c)))
 #else
+#if defined(__GNUC__) || defined(__clang__)
+#define vbcast(a) (VZERO + (a))    // scalar operand of a vector op: broadcast (+0: exact
+                                   // except -0 -> +0, harmless as a product factor)
+#endif
 #define vfma(a, b, c) ((a) * (b) + (c))
 #endif
 #define GEMM_NR (GEMM_VL * GEMM_NV)

@@ -7,8 +7,8 @@
 // deterministic output); a file built byte by byte in this test is read
 // correctly; every malformed file gives -1 and "path: why" (never a crash),
 // including every truncation and many header byte flips of a valid file; the
-// writer rejects invalid tensors and leaves no .tmp behind and the old file
-// intact. With NSA_ST_PY_OUT set, the fixture is also written there for
+// writer rejects invalid tensors, and a failed write leaves no .tmp behind
+// and the old file intact. With NSA_ST_PY_OUT set, the fixture is also written there for
 // tests/cli/safetensors_py.sh to check with tools/st_dump.py.
 #define _POSIX_C_SOURCE 200809L
 #include <setjmp.h>
@@ -43,7 +43,7 @@ static int teardown_dir(void **state) {
     while ((e = readdir(d)) != NULL) {
         if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
         snprintf(p, sizeof p, "%s/%s", g_dir, e->d_name);
-        unlink(p);
+        remove(p);   // files and the (empty) directory test_writer_errors makes
     }
     closedir(d);
     return rmdir(g_dir);
@@ -558,6 +558,16 @@ static void test_writer_errors_keep_old_file(void **state) {
     // The failed writes left the old file as it was.
     if (st_read(&f, path, err, sizeof err) != 0) fail_msg("old file damaged: %s", err);
     assert_int_equal(f.n_tensors, N_FIXTURE);
+    st_free(&f);
+
+    // A failure after path.tmp was written (here: the rename, onto a
+    // directory) removes path.tmp.
+    char dirpath[512];
+    path_in_dir(dirpath, sizeof dirpath, "a_directory");
+    assert_int_equal(mkdir(dirpath, 0755), 0);
+    st_init(&f);
+    st_add(&f, "a", ST_F32, 1, s2, x);
+    expect_write_fail(&f, dirpath, "renaming");
     st_free(&f);
 
     char missing[600];
