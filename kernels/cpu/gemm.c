@@ -58,11 +58,16 @@
 // compiler without them gets vreal = real (VL = 1), i.e. plain scalar loops.
 // Registers: MR*NV accumulators + NV B vectors + 1 broadcast must fit the register
 // file (32 with AVX-512, 16 with AVX/SSE).
+//
+// vbcast(a): a in every lane. vfma(a, b, c) = a*b + c with one rounding, lane by
+// lane: explicit (intrinsics) where the ISA macros say FMA exists, see the header
+// for why. Elsewhere a plain a*b + c, which is exactly the arithmetic of the header
+// without FMA hardware (x86-64 before Haswell, generic SSE builds: nothing can be
+// fused). On other FMA hardware (e.g. AArch64) fusion is left to the compiler, and
+// the row-independence tests of tests/kernels/test_dense_ops.c vouch for the build.
 #if defined(__GNUC__) || defined(__clang__)
-#if defined(__AVX512F__) || defined(__FMA__)
-#include <immintrin.h>
-#endif
 #if defined(__AVX512F__)
+#define GEMM_AVX512 1            // also enables the transposing B packer below
 #define GEMM_VBYTES 64
 #define GEMM_MR 8
 #elif defined(__AVX__)
@@ -77,22 +82,9 @@ typedef real vreal __attribute__((vector_size(GEMM_VBYTES)));
 #define GEMM_NV 2
 #define GEMM_INLINE static inline __attribute__((always_inline))
 #define VZERO ((vreal){0})
-#else
-typedef real vreal;
-#define GEMM_VL 1
-#define GEMM_NV 8
-#define GEMM_MR 4
-#define GEMM_INLINE static inline
-#define VZERO ((real)0)
-#define vbcast(a) (a)
+#if defined(__AVX512F__) || (defined(__AVX__) && defined(__FMA__))
+#include <immintrin.h>
 #endif
-
-// vbcast(a): a in every lane. vfma(a, b, c) = a*b + c with one rounding, lane by lane. Explicit where the ISA
-// macros say FMA exists (see the header for why). Elsewhere a plain a*b + c, which
-// is exact-to-spec without FMA hardware (x86-64 before Haswell, generic SSE builds:
-// nothing can be fused). On other FMA hardware (e.g. AArch64) fusion is left to the
-// compiler; the row-independence tests of tests/kernels/test_dense_ops.c are what
-// vouch for such a build.
 #if defined(__AVX512F__) && defined(NSA_REAL_F64)
 #define vbcast(a) ((vreal)_mm512_set1_pd(a))
 #define vfma(a, b, c) ((vreal)_mm512_fmadd_pd((__m512d)(a), (__m512d)(b), (__m512d)(c)))
@@ -106,10 +98,19 @@ typedef real vreal;
 #define vbcast(a) ((vreal)_mm256_set1_ps(a))
 #define vfma(a, b, c) ((vreal)_mm256_fmadd_ps((__m256)(a), (__m256)(b), (__m256)(c)))
 #else
-#if defined(__GNUC__) || defined(__clang__)
-#define vbcast(a) (VZERO + (a))    // scalar operand of a vector op: broadcast (+0: exact
-                                   // except -0 -> +0, harmless as a product factor)
+// A scalar operand of a vector op is broadcast. (+0 is exact except -0 -> +0,
+// harmless for a factor of a product.)
+#define vbcast(a) (VZERO + (a))
+#define vfma(a, b, c) ((a) * (b) + (c))
 #endif
+#else
+typedef real vreal;
+#define GEMM_VL 1
+#define GEMM_NV 8
+#define GEMM_MR 4
+#define GEMM_INLINE static inline
+#define VZERO ((real)0)
+#define vbcast(a) (a)
 #define vfma(a, b, c) ((a) * (b) + (c))
 #endif
 #define GEMM_NR (GEMM_VL * GEMM_NV)
@@ -217,8 +218,7 @@ static void pack_a(int transA, const real *A, int64_t lda, int m0, int mc, int k
     }
 }
 
-#if defined(__AVX512F__)
-#include <immintrin.h>
+#ifdef GEMM_AVX512
 // In-register transpose of a VL x VL block (16x16 floats / 8x8 doubles) for packing
 // B[N,K] (transB): rows of B (contiguous in k) become rows of the sliver (contiguous
 // in n). Four (three) shuffle stages; the last two transpose the 4x4 grid of 128-bit
@@ -285,7 +285,7 @@ static void pack_b_sliver(int transB, const real *B, int64_t ldb, int n0, int nr
         }
     } else {                     // B[N,K]: column n of op(B) is row n, contiguous in k
         int k = 0;
-#if defined(__AVX512F__)
+#ifdef GEMM_AVX512
         if (nr == GEMM_NR)           // full sliver: VL x VL blocks, then the k tail
             for (; k + GEMM_VL <= kc; k += GEMM_VL)
                 for (int h = 0; h < GEMM_NV; h++)

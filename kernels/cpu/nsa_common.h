@@ -39,6 +39,26 @@ static inline void nsa_axpy(real *y, real a, const real *x, int D) {
     for (int e = 0; e < D; e++) y[e] += a * x[e];
 }
 
+// y[e] += c[r] * x[r][e] for r = 0 .. n-1 in order: per element exactly the chain
+// of n successive nsa_axpy calls, but each 16-element chunk of y stays in a
+// register while the n rows stream through (no store/reload of y per row). The
+// `omp simd` keeps GCC from vectorising across r with gathers instead.
+static inline void nsa_axpy_rows(real *y, const real *c, const real *const *x, int n, int D) {
+    int e = 0;
+    for (; e + NSA_NACC <= D; e += NSA_NACC) {
+        real a[NSA_NACC];
+        for (int u = 0; u < NSA_NACC; u++) a[u] = y[e + u];
+        for (int r = 0; r < n; r++) {
+            const real *xr = x[r] + e, cr = c[r];
+#pragma omp simd
+            for (int u = 0; u < NSA_NACC; u++) a[u] += cr * xr[u];
+        }
+        for (int u = 0; u < NSA_NACC; u++) y[e + u] = a[u];
+    }
+    for (; e < D; e++)
+        for (int r = 0; r < n; r++) y[e] += c[r] * x[r][e];
+}
+
 static inline void nsa_zero(real *y, int D) {
     for (int e = 0; e < D; e++) y[e] = 0;
 }

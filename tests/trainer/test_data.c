@@ -13,8 +13,8 @@
 // format; a glob of shards is read back exactly, following an independent model
 // of the consumption rule through shard changes and wrap-around; bad magic,
 // bad version, truncation, trailing bytes, tokens >= V (first shard: at open;
-// later shard: when reached), shards too small and missing files are errors
-// naming the file. text: batches are the file's bytes with wrap-around;
+// later shard: when reached), a shard rewritten after open, shards too small,
+// positions outside the data and missing files are errors naming the file. text: batches are the file's bytes with wrap-around;
 // V < 256, empty and too-small files are errors.
 #define _POSIX_C_SOURCE 200809L
 #include <setjmp.h>
@@ -566,6 +566,22 @@ static void test_shard_errors(void **state) {
     data_set_pos(ds, (DataPos){.shard = 0, .offset = 17});
     next_ok(ds, &x);
     assert_int_equal(x.in[0], 17);
+    batch_free(&x);
+    data_close(ds);
+
+    // A shard rewritten with another token count after open is refused when
+    // reached (the position bookkeeping assumed the old count).
+    path_in_dir(first, sizeof first, "grow_0.bin");
+    path_in_dir(path, sizeof path, "grow_1.bin");
+    assert_int_equal(data_write_shard(first, toks + 4, 34), 0);   // 2 batches
+    assert_int_equal(data_write_shard(path, toks + 4, 34), 0);
+    path_in_dir(pattern, sizeof pattern, "grow_?.bin");
+    ds = open_ok(NSA_DATA_SHARDS, pattern, V, B, T, 0, 0, 1);
+    assert_int_equal(data_write_shard(path, toks + 4, 36), 0);
+    x = batch_new(B, T);
+    next_ok(ds, &x);
+    next_ok(ds, &x);
+    assert_int_equal(data_next(ds, x.in, x.tg), -1);
     batch_free(&x);
     data_close(ds);
 
