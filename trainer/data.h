@@ -5,8 +5,8 @@
 // state is its position (DataPos): saving and restoring it makes resume bitwise.
 //   synthetic  seeded uniform tokens in [0, V): a pure throughput/numerics load.
 //   learnable  a seeded task a small model can learn (so loss visibly falls):
-//              a sparse first-order Markov chain over the vocabulary with copied
-//              spans (see data.c for the exact generator and its entropies).
+//              a sparse first-order Markov chain over the vocabulary (see data.c
+//              for the exact generator and its exactly computed entropies).
 //   shards     llm.c token shards: 256 x int32 header (magic 20240520, version 1,
 //              token count), then uint16 tokens; a file or a glob of files, read
 //              in order, wrapping around.

@@ -181,30 +181,16 @@ static json_t *build_header(const StFile *f, const char *path, char *err, size_t
             json_decref(root);
             return NULL;
         }
-        json_t *shape = json_array(), *offs = json_array(), *e = json_object();
-        int bad = !shape || !offs || !e;
-        for (int d = 0; !bad && d < t->ndim; d++)
-            bad = json_array_append_new(shape, json_integer((json_int_t)t->shape[d])) != 0;
-        bad = bad || json_array_append_new(offs, json_integer((json_int_t)off)) != 0 ||
-              json_array_append_new(offs, json_integer((json_int_t)(off + nb))) != 0 ||
-              json_object_set_new(e, "dtype", json_string(DTYPES[t->dtype].name)) != 0;
-        // set_new steals the reference even on failure, so each object is
-        // released exactly once whichever step fails.
-        if (bad) {
-            json_decref(shape);
-            json_decref(offs);
-            json_decref(e);
-            goto oom;
-        }
-        if (json_object_set_new(e, "shape", shape) != 0) {
-            json_decref(offs);
-            json_decref(e);
-            goto oom;
-        }
-        if (json_object_set_new(e, "data_offsets", offs) != 0) {
-            json_decref(e);
-            goto oom;
-        }
+        json_t *shape = json_array();
+        for (int d = 0; shape && d < t->ndim; d++)
+            if (json_array_append_new(shape, json_integer((json_int_t)t->shape[d])) != 0) {
+                json_decref(shape);
+                shape = NULL;
+            }
+        // "o" steals shape, also when packing fails (and fails on a NULL shape).
+        json_t *e = json_pack("{s:s, s:o, s:[I,I]}", "dtype", DTYPES[t->dtype].name, "shape",
+                              shape, "data_offsets", (json_int_t)off, (json_int_t)(off + nb));
+        if (!e) goto oom;
         // Fails on a name that is not valid UTF-8 (allocation is the other cause).
         if (json_object_set_new(root, t->name, e) != 0) {
             set_err(err, errlen, "%s: tensor name '%s' is not valid UTF-8", path, t->name);
@@ -352,7 +338,8 @@ static const char *parse_entry(const json_t *e, StTensor *t, int64_t dsize, int6
         t->shape[i] = json_nonneg(json_array_get(shape, (size_t)i), INT64_MAX);
         if (t->shape[i] < 0) return "shape is not a list of non-negative integers";
     }
-    if (!json_is_array(offs) || json_array_size(offs) != 2) return "data_offsets is not [begin, end]";
+    if (!json_is_array(offs) || json_array_size(offs) != 2)
+        return "data_offsets is not [begin, end]";
     *begin = json_nonneg(json_array_get(offs, 0), dsize);
     *end = json_nonneg(json_array_get(offs, 1), dsize);
     if (*begin < 0 || *end < 0 || *begin > *end)
@@ -388,8 +375,9 @@ int st_read(StFile *f, const char *path, char *err, size_t errlen) {
     uint64_t hlen;
     memcpy(&hlen, lenb, 8);
     if (hlen > ST_MAX_HEADER) {
-        set_err(err, errlen, "%s: header length %llu is absurd (limit %llu): not a safetensors file?",
-                path, (unsigned long long)hlen, (unsigned long long)ST_MAX_HEADER);
+        set_err(err, errlen,
+                "%s: header length %llu is absurd (limit %llu): not a safetensors file?", path,
+                (unsigned long long)hlen, (unsigned long long)ST_MAX_HEADER);
         goto fail;
     }
     if (hlen > (uint64_t)(fsize - 8)) {
@@ -467,7 +455,9 @@ int st_read(StFile *f, const char *path, char *err, size_t errlen) {
             goto fail;
         }
         if (spans[i].begin > at) {
-            set_err(err, errlen, "%s: gap in the data section: bytes [%lld, %lld) before tensor '%s' belong to no tensor",
+            set_err(err, errlen,
+                    "%s: gap in the data section: bytes [%lld, %lld) before tensor '%s' "
+                    "belong to no tensor",
                     path, (long long)at, (long long)spans[i].begin, name);
             goto fail;
         }

@@ -20,7 +20,9 @@
 // version whose C update was left to the compiler fused it in the 8-row kernel but
 // not in the 1-row one, so row-at-a-time results differed from batched ones in the
 // last bit. Only GEMM_KC enters the arithmetic; MR, NR, MC, NC and the thread split
-// are pure scheduling, so e.g. an AVX2 build and an AVX-512 build give the same bits.
+// are pure scheduling, so builds for different vector widths agree bit for bit as
+// long as both have FMA (checked: GCC AVX2+FMA, GCC AVX-512 and Clang AVX-512 builds
+// give identical results; a build without FMA rounds every product and differs).
 //
 // Structure (the GotoBLAS/BLIS scheme):
 //   * op(A) is packed into MR-row slivers (a[k*MR + i]) and op(B) into NR-column
@@ -305,8 +307,9 @@ static void pack_b_sliver(int transB, const real *B, int64_t ldb, int n0, int nr
 // Per-thread, grow-only, 64-byte aligned (packed slivers are read as aligned vectors).
 // Kept for the life of the thread: gemm is called thousands of times per step with
 // the same shapes, and a fresh multi-MiB allocation per call costs page faults.
-// Slot 0: packed A (each thread its own); slot 1: packed B (the calling thread's
-// buffer is the panel its whole team shares).
+// Small M: the caller's slot 0 holds packed A, shared by its team; each thread's
+// slot 1 its current B sliver. Large M: the caller's slot 1 holds the panel of
+// packed B, shared by its team; each thread's slot 0 its block of A.
 static _Thread_local real *scratch_p[2];
 static _Thread_local size_t scratch_cap[2];
 
@@ -334,29 +337,35 @@ typedef struct {
     int upd0;                    // update of the first K block (UPD_SET/SCALE/ADD)
 } GemmArgs;
 
-// Small M (M <= MC, one block of rows: every trainer call in row-at-a-time prefill,
-// and the M edge of nothing else). There is no reuse of B across M blocks to share,
-// so each thread owns a range of NR-column slivers of C outright, walks all K blocks
-// for it, and packs each B sliver just before use (it is then still in L1). No
-// barriers. The rows of A are packed once per K block per work item (tiny).
-static void gemm_small_m(const GemmArgs *g) {
+// Small M (M <= MC: one block of rows, e.g. every call of row-at-a-time prefill).
+// There is no reuse of B across blocks of rows to organise, so each thread owns a
+// range of NR-column slivers of C outright, walks all K blocks for it, and packs each
+// B sliver just before use (it is then still in L1). op(A) (at most MC rows) is packed
+// once for all K blocks, by the team, into apanel: K block p at p * mslv*MR*KC.
+static void gemm_small_m(const GemmArgs *g, real *apanel) {
     int nsl = (g->N + GEMM_NR - 1) / GEMM_NR;
+    int nkb = (g->K + GEMM_KC - 1) / GEMM_KC;
+    int mslv = (g->M + GEMM_MR - 1) / GEMM_MR;
+    size_t ablk = (size_t)mslv * GEMM_MR * GEMM_KC;
     int nth = 1;
 #ifdef _OPENMP
     nth = omp_get_num_threads();
 #endif
+    GEMM_OMP(omp for schedule(static))
+    for (int p = 0; p < nkb; p++) {
+        int kc = g->K - p * GEMM_KC < GEMM_KC ? g->K - p * GEMM_KC : GEMM_KC;
+        pack_a(g->transA, g->A, g->lda, 0, g->M, p * GEMM_KC, kc, apanel + p * ablk);
+    }
     // 4 items per thread: dynamic scheduling then evens out threads slowed by others.
     int items = nth == 1 ? 1 : (nsl < 4 * nth ? nsl : 4 * nth);
-    int mslv = (g->M + GEMM_MR - 1) / GEMM_MR;
-    real *ap = scratch(0, (size_t)mslv * GEMM_MR * GEMM_KC);
     real *bp = scratch(1, (size_t)GEMM_KC * GEMM_NR);
     GEMM_OMP(omp for schedule(dynamic, 1))
     for (int it = 0; it < items; it++) {
         int s0 = (int)((int64_t)nsl * it / items), s1 = (int)((int64_t)nsl * (it + 1) / items);
-        for (int pc = 0; pc < g->K; pc += GEMM_KC) {
-            int kc = g->K - pc < GEMM_KC ? g->K - pc : GEMM_KC;
-            int upd = pc == 0 ? g->upd0 : UPD_ADD;
-            pack_a(g->transA, g->A, g->lda, 0, g->M, pc, kc, ap);
+        for (int p = 0; p < nkb; p++) {
+            int pc = p * GEMM_KC, kc = g->K - pc < GEMM_KC ? g->K - pc : GEMM_KC;
+            int upd = p == 0 ? g->upd0 : UPD_ADD;
+            const real *ap = apanel + p * ablk;
             for (int s = s0; s < s1; s++) {
                 int n0 = s * GEMM_NR, nr = g->N - n0 < GEMM_NR ? g->N - n0 : GEMM_NR;
                 pack_b_sliver(g->transB, g->B, g->ldb, n0, nr, pc, kc, bp);
@@ -371,25 +380,29 @@ static void gemm_small_m(const GemmArgs *g) {
 }
 
 // Large M: for each NC panel of columns and each K block, the team packs the
-// KC x NC panel of B together (shared), then splits the (MC rows x group of
-// slivers) tiles of C among threads; each thread packs the MC x KC block of A its
-// tile needs. Barriers separate the K blocks, so each tile's K blocks are applied in
+// KC x NC panel of B together (shared), then splits the (block of rows x group of
+// slivers) tiles of C among threads; each thread packs the block of A its tile
+// needs. Barriers separate the K blocks, so each tile's K blocks are applied in
 // order even when different threads own it in different blocks.
 static void gemm_large_m(const GemmArgs *g, real *bpanel) {
     int nth = 1;
 #ifdef _OPENMP
     nth = omp_get_num_threads();
 #endif
-    int mblk = (g->M + GEMM_MC - 1) / GEMM_MC;
+    // Row blocks of at most MC rows, their count rounded up to a multiple of the
+    // thread count so that equal blocks split evenly (2048 rows, 2 threads: 12 blocks
+    // of 176 rather than 11 of 192, one thread idle for the last). Pure scheduling.
+    int nb = (g->M + GEMM_MC - 1) / GEMM_MC;
+    nb = (nb + nth - 1) / nth * nth;
+    int mcb = ((g->M + nb - 1) / nb + GEMM_MR - 1) / GEMM_MR * GEMM_MR;
+    int mblk = (g->M + mcb - 1) / mcb;
     real *ap = scratch(0, (size_t)GEMM_MC * GEMM_KC);
     for (int jc = 0; jc < g->N; jc += GEMM_NC) {
         int nc = g->N - jc < GEMM_NC ? g->N - jc : GEMM_NC;
         int nsl = (nc + GEMM_NR - 1) / GEMM_NR;
-        // Split the panel's columns into groups so that there are at least ~4 tiles
-        // per thread (load balance), but no more groups than needed: each group
-        // re-packs its MC x KC block of A.
-        int ngrp = (4 * nth + mblk - 1) / mblk;
-        if (nth == 1) ngrp = 1;
+        // With fewer than 2 row blocks per thread, split the columns into groups as
+        // well (each group re-packs its block of A, so no more than that).
+        int ngrp = (2 * nth + mblk - 1) / mblk;
         if (ngrp > nsl) ngrp = nsl;
         int items = mblk * ngrp;
         for (int pc = 0; pc < g->K; pc += GEMM_KC) {
@@ -405,7 +418,7 @@ static void gemm_large_m(const GemmArgs *g, real *bpanel) {
             GEMM_OMP(omp for schedule(dynamic, 1))
             for (int it = 0; it < items; it++) {
                 int ib = it / ngrp, grp = it % ngrp;
-                int m0 = ib * GEMM_MC, mc = g->M - m0 < GEMM_MC ? g->M - m0 : GEMM_MC;
+                int m0 = ib * mcb, mc = g->M - m0 < mcb ? g->M - m0 : mcb;
                 if (packed_blk != ib) {
                     pack_a(g->transA, g->A, g->lda, m0, mc, pc, kc, ap);
                     packed_blk = ib;
@@ -443,8 +456,10 @@ void CPU_FN(gemm)(int transA, int transB, int M, int N, int K, real alpha,
     int par = 2.0 * M * N * K >= 4e6;
     (void)par;
     if (M <= GEMM_MC) {
+        size_t mslv = (size_t)(M + GEMM_MR - 1) / GEMM_MR, nkb = (size_t)(K + GEMM_KC - 1) / GEMM_KC;
+        real *apanel = scratch(0, nkb * mslv * GEMM_MR * GEMM_KC);
         GEMM_OMP(omp parallel if (par))
-        gemm_small_m(&g);
+        gemm_small_m(&g, apanel);
     } else {
         size_t nc = N < GEMM_NC ? (size_t)(N + GEMM_NR - 1) / GEMM_NR * GEMM_NR : GEMM_NC;
         real *bpanel = scratch(1, nc * GEMM_KC);

@@ -9,9 +9,9 @@
 // All three are plain softmax attention of one query row over an explicit,
 // ascending list of key positions, so one pair of row kernels does the math
 // (attn_row_fwd / attn_row_bwd) and each branch only says which keys a row sees
-// (the *_keys functions). Keys and values of a KV group are rows of a
-// [B, T or NC, G, D] tensor: key position s of group gr in sequence b lives at
-// base + s*G*D with base = K + (b*T + 0)*G*D + gr*D.
+// (row_keys). Keys and values are [B, NK, G, D] tensors (NK = NC for cmp, T
+// otherwise): key position s of group gr in sequence b is the row at
+// (b*NK + s)*G*D + gr*D, i.e. rows of one (b, gr) are G*D apart.
 //
 // Forward: work is split over (b, t, group) units; a unit builds its key list once
 // and computes every head of the group. Each row's bits depend only on its own
@@ -23,82 +23,125 @@
 // one fixed order (no atomics).
 #include "nsa_common.h"
 
+// ---- per-thread scratch ----------------------------------------------------------------
+
+// The backward goes through a row's keys in tiles of NSA_KTILE (see attn_row_bwd).
+#define NSA_KTILE 16
+
+typedef struct {
+    int *pos;     // key positions of the current row                      [cap]
+    int *act;     // heads of the row that saw keys (bwd)                  [hpg]
+    real *p;      // fwd: scores, then exp(s - max), per head              [hpg * cap]
+                  // bwd: p and ds of a tile, per head                     [2 * hpg * KTILE]
+    real *acc;    // bwd: per-head dq accumulators                         [hpg * D]
+    real *hval;   // per-head scalar: softmax sum (fwd) or Drow (bwd)      [hpg]
+} Scratch;
+
+static Scratch scratch_new(int cap, int hpg, int D) {
+    Scratch w;
+    int np = cap > 2 * NSA_KTILE ? cap : 2 * NSA_KTILE;
+    w.pos = nsa_scratch(sizeof(int) * cap);
+    w.act = nsa_scratch(sizeof(int) * hpg);
+    w.p = nsa_scratch(sizeof(real) * hpg * np);
+    w.acc = nsa_scratch(sizeof(real) * hpg * D);
+    w.hval = nsa_scratch(sizeof(real) * hpg);
+    return w;
+}
+
+static void scratch_free(Scratch *w) {
+    free(w->pos);
+    free(w->act);
+    free(w->p);
+    free(w->acc);
+    free(w->hval);
+}
+
 // ---- row kernels --------------------------------------------------------------------
 //
 // One query row (b, t) of one KV group: the hpg = H/G heads of the group share the
-// row's key list, so they are processed together key by key (each K/V row is
-// loaded once for all heads while it is in L1). Heads of a group are consecutive
-// in q/o/dq/dout ([B,T,H,D]: stride D) and in lse (stride 1). The arithmetic of
-// each head is exactly that of a lone head: the head loop is innermost but no
-// value crosses heads.
+// row's key list w->pos[0..nk), so they are processed together. Heads of a group
+// are consecutive in q/o/dq/dout ([B,T,H,D]: stride D) and in lse (stride 1). The
+// arithmetic of each head is exactly that of a lone head (no value crosses heads
+// except dK/dV, which receive the heads in ascending order); the loop orders only
+// decide which independent updates are interleaved, so that consecutive updates
+// of one accumulator row are far apart (no store-to-load latency chains) and a
+// K/V row is used by all heads while it is in L1.
 
-// Forward, for every head h of the group, over nk keys at positions pos[] (rows
-// of K/V with stride ks):
-//   s_j = sc * q_h·K_j,  m = max_j s_j,  sum = sum_j exp(s_j - m) (j ascending),
+// Forward, for every head h of the group, over the nk keys (rows of K/V at
+// stride ks):
+//   s_j = sc * q_h·K_j,  m = max_j s_j,  sum = sum_j exp(s_j - m) (nsa_sum order),
 //   o_h = (sum_j exp(s_j - m) V_j) / sum,  lse_h = m + log(sum).
-// No keys: o = 0, lse = -inf. p: scratch of hpg*nk + hpg reals.
+// No keys: o = 0, lse = -inf.
 static void attn_row_fwd(real *o, real *lse, const real *q, const real *K, const real *V,
-                         int64_t ks, const int *pos, int nk, int hpg, int D, real sc, real *p) {
+                         int64_t ks, int nk, int hpg, int D, real sc, Scratch *w) {
     nsa_zero(o, hpg * D);
     if (nk == 0) {
         for (int h = 0; h < hpg; h++) lse[h] = -INFINITY;
         return;
     }
-    real *sum = p + (int64_t)hpg * nk;
-    for (int j = 0; j < nk; j++) {   // scores, p[h*nk + j]
-        const real *kj = K + pos[j] * ks;
-        for (int h = 0; h < hpg; h++) p[h * nk + j] = sc * nsa_dot(q + h * D, kj, D);
+    for (int j = 0; j < nk; j++) {   // scores p[h*nk + j]
+        const real *kj = K + w->pos[j] * ks;
+        for (int h = 0; h < hpg; h++) w->p[h * nk + j] = sc * nsa_dot(q + h * D, kj, D);
     }
-    for (int h = 0; h < hpg; h++) {   // max-subtracted exponentials
-        real *ph = p + h * nk, m = -INFINITY, s = 0;
+    for (int h = 0; h < hpg; h++) {   // max-subtracted exponentials, their sum, lse
+        real *ph = w->p + h * nk, m = -INFINITY;
         for (int j = 0; j < nk; j++) m = ph[j] > m ? ph[j] : m;
-        for (int j = 0; j < nk; j++) {
-            ph[j] = R_EXP(ph[j] - m);
-            s += ph[j];
-        }
-        sum[h] = s;
-        lse[h] = m + R_LOG(s);
+        for (int j = 0; j < nk; j++) ph[j] = nsa_exp(ph[j] - m);
+        const real sum = nsa_sum(ph, nk);
+        w->hval[h] = sum;
+        lse[h] = m + R_LOG(sum);
     }
-    for (int j = 0; j < nk; j++) {   // weighted values
-        const real *vj = V + pos[j] * ks;
-        for (int h = 0; h < hpg; h++) nsa_axpy(o + h * D, p[h * nk + j], vj, D);
+    for (int j = 0; j < nk; j++) {   // o_h += p_hj V_j, keys ascending
+        const real *vj = V + w->pos[j] * ks;
+        for (int h = 0; h < hpg; h++) nsa_axpy(o + h * D, w->p[h * nk + j], vj, D);
     }
     for (int h = 0; h < hpg; h++)
-        for (int e = 0; e < D; e++) o[h * D + e] /= sum[h];
+        for (int e = 0; e < D; e++) o[h * D + e] /= w->hval[h];
 }
 
 // Backward of attn_row_fwd with the saved lse (one pass over the keys):
-//   p_j = exp(s_j - lse_h), Drow = do_h·o_h, ds_j = p_j (do_h·V_j - Drow)
+//   p_j = exp(s_j - lse_h), Drow_h = do_h·o_h, ds_j = p_j (do_h·V_j - Drow_h)
 //   dq_h += sc * sum_j ds_j K_j;  dK_j += sc * ds_j * q_h;  dV_j += p_j * do_h.
-// Keys go in tiles of NSA_KTILE, heads outer within a tile: the tile's K/V/dK/dV
-// rows stay in L1 for all heads, and consecutive updates of one dK_j/dV_j are a
-// tile apart (no store-to-load chain). Each dK_j/dV_j still receives the heads in
-// ascending order. A head whose row saw no key (lse = -inf) contributes nothing.
-// acc: scratch of hpg*D + hpg reals.
-#define NSA_KTILE 16
+// Per tile of keys: p and ds for every (head, key), then the dq accumulators
+// (keys ascending per head), then dK_j/dV_j (heads ascending per key).
+// A head whose row saw no key (lse = -inf) contributes nothing.
 static void attn_row_bwd(real *dq, real *dK, real *dV, const real *dout, const real *q,
                          const real *K, const real *V, const real *o, const real *lse,
-                         int64_t ks, const int *pos, int nk, int hpg, int D, real sc, real *acc) {
-    if (nk == 0) return;
-    real *Drow = acc + (int64_t)hpg * D;
-    nsa_zero(acc, hpg * D);
-    for (int h = 0; h < hpg; h++) Drow[h] = nsa_dot(dout + h * D, o + h * D, D);
+                         int64_t ks, int nk, int hpg, int D, real sc, Scratch *w) {
+    int na = 0;   // active heads
+    for (int h = 0; h < hpg; h++)
+        if (nk > 0 && lse[h] != -INFINITY) w->act[na++] = h;
+    if (na == 0) return;
+    real *P = w->p, *DS = w->p + na * NSA_KTILE;   // [na][KTILE] each
+    for (int a = 0; a < na; a++) {
+        const int h = w->act[a];
+        w->hval[a] = nsa_dot(dout + h * D, o + h * D, D);   // Drow
+        nsa_zero(w->acc + a * D, D);
+    }
     for (int j0 = 0; j0 < nk; j0 += NSA_KTILE) {
-        const int j1 = j0 + NSA_KTILE < nk ? j0 + NSA_KTILE : nk;
-        for (int h = 0; h < hpg; h++) {
-            if (lse[h] == -INFINITY) continue;
-            const real *qh = q + h * D, *doh = dout + h * D;
-            for (int j = j0; j < j1; j++) {
-                const int64_t off = pos[j] * ks;
-                const real p = R_EXP(sc * nsa_dot(qh, K + off, D) - lse[h]);
-                const real ds = p * (nsa_dot(doh, V + off, D) - Drow[h]);
-                nsa_axpy(acc + h * D, ds, K + off, D);
-                nsa_axpy(dK + off, sc * ds, qh, D);
-                nsa_axpy(dV + off, p, doh, D);
+        const int n = nk - j0 < NSA_KTILE ? nk - j0 : NSA_KTILE;
+        const int *pos = w->pos + j0;
+        for (int a = 0; a < na; a++) {   // p and ds of every (head, key) of the tile
+            const int h = w->act[a];
+            real *Pa = P + a * NSA_KTILE, *DSa = DS + a * NSA_KTILE;
+            for (int jj = 0; jj < n; jj++) Pa[jj] = sc * nsa_dot(q + h * D, K + pos[jj] * ks, D) - lse[h];
+            for (int jj = 0; jj < n; jj++) Pa[jj] = nsa_exp(Pa[jj]);
+            for (int jj = 0; jj < n; jj++)
+                DSa[jj] = Pa[jj] * (nsa_dot(dout + h * D, V + pos[jj] * ks, D) - w->hval[a]);
+        }
+        for (int jj = 0; jj < n; jj++)
+            for (int a = 0; a < na; a++)
+                nsa_axpy(w->acc + a * D, DS[a * NSA_KTILE + jj], K + pos[jj] * ks, D);
+        for (int a = 0; a < na; a++) {
+            const int h = w->act[a];
+            for (int jj = 0; jj < n; jj++) {
+                const int64_t off = pos[jj] * ks;
+                nsa_axpy(dK + off, sc * DS[a * NSA_KTILE + jj], q + h * D, D);
+                nsa_axpy(dV + off, P[a * NSA_KTILE + jj], dout + h * D, D);
             }
         }
     }
-    for (int h = 0; h < hpg; h++) nsa_axpy(dq + h * D, sc, acc + h * D, D);
+    for (int a = 0; a < na; a++) nsa_axpy(dq + w->act[a] * D, sc, w->acc + a * D, D);
 }
 
 // ---- key lists of the branches ---------------------------------------------------------
@@ -157,19 +200,17 @@ static void attn_fwd(const KeySet *ks, real *o, real *lse, const real *q, const 
     const int units = g->B * Tn * G;
 #pragma omp parallel if (units > 1)
     {
-        int *pos = nsa_scratch(sizeof(int) * cap);
-        real *p = nsa_scratch(sizeof(real) * hpg * (cap + 1));
+        Scratch w = scratch_new(cap, hpg, D);
 #pragma omp for schedule(dynamic, 4)
         for (int u = 0; u < units; u++) {
             int b = u / (Tn * G), t = t0 + (u / G) % Tn, gr = u % G;
-            int nk = row_keys(ks, b, t, gr, pos);
+            int nk = row_keys(ks, b, t, gr, w.pos);
             const int64_t kv = (int64_t)b * NK * kstride + gr * D;
             const int64_t row = ((int64_t)b * g->T + t) * H + gr * hpg;   // first head
-            attn_row_fwd(o + row * D, lse + row, q + row * D, K + kv, V + kv, kstride, pos, nk,
-                         hpg, D, sc, p);
+            attn_row_fwd(o + row * D, lse + row, q + row * D, K + kv, V + kv, kstride, nk, hpg,
+                         D, sc, &w);
         }
-        free(pos);
-        free(p);
+        scratch_free(&w);
     }
 }
 
@@ -183,21 +224,19 @@ static void attn_bwd(const KeySet *ks, real *dq, real *dK, real *dV, const real 
     const real sc = (real)g->scale;
 #pragma omp parallel if (g->B * G > 1)
     {
-        int *pos = nsa_scratch(sizeof(int) * cap);
-        real *acc = nsa_scratch(sizeof(real) * hpg * (D + 1));
+        Scratch w = scratch_new(cap, hpg, D);
 #pragma omp for schedule(static)
         for (int u = 0; u < g->B * G; u++) {
             int b = u / G, gr = u % G;
             const int64_t kv = (int64_t)b * NK * kstride + gr * D;
             for (int t = 0; t < g->T; t++) {
-                int nk = row_keys(ks, b, t, gr, pos);
+                int nk = row_keys(ks, b, t, gr, w.pos);
                 const int64_t row = ((int64_t)b * g->T + t) * H + gr * hpg;   // first head
                 attn_row_bwd(dq + row * D, dK + kv, dV + kv, dout + row * D, q + row * D, K + kv,
-                             V + kv, o + row * D, lse + row, kstride, pos, nk, hpg, D, sc, acc);
+                             V + kv, o + row * D, lse + row, kstride, nk, hpg, D, sc, &w);
             }
         }
-        free(pos);
-        free(acc);
+        scratch_free(&w);
     }
 }
 

@@ -26,7 +26,7 @@ static void block_scores(double *score, const real *q, const real *lse, const re
     for (int j = 0; j <= cur; j++) score[j] = 0;
     for (int h = 0; h < hpg; h++) {
         for (int i = 0; i < nv; i++) {
-            real p = R_EXP(sc * nsa_dot(q + h * g->D, Kc + i * kstride, g->D) - lse[h]);
+            real p = nsa_exp(sc * nsa_dot(q + h * g->D, Kc + i * kstride, g->D) - lse[h]);
             // blocks overlapping [i*d, i*d+l); all <= cur since the block ends <= t
             int j0 = i * g->d / g->lsel, j1 = (i * g->d + g->l - 1) / g->lsel;
             for (int j = j0; j <= j1; j++)

@@ -7,7 +7,8 @@
 # written by trainer/safetensors.c; then tools/st_dump.py (pure Python, its own
 # parser) must read back exactly the names, order, dtypes, shapes, offsets,
 # values and metadata below, print them in its text form, and reject a
-# truncated copy with "path: why". Skips (77) without python3.
+# truncated copy and hand-built malformed files with "path: why". Skips (77)
+# without python3.
 set -u
 build=${1:?usage: bash tests/cli/safetensors_py.sh <build dir>}
 if ! command -v python3 >/dev/null 2>&1; then
@@ -92,4 +93,34 @@ if python3 tools/st_dump.py "$tmp/torn.safetensors" >/dev/null 2>"$tmp/torn.err"
 fi
 grep -qF "$tmp/torn.safetensors: " "$tmp/torn.err" || { cat "$tmp/torn.err"; echo "FAIL: no 'path: why'"; exit 1; }
 
-echo "PASS: st_dump.py reads test_safetensors' fixture exactly"
+# st_dump.py's own checks, on hand-built malformed files (name, header JSON,
+# data bytes).
+python3 - "$tmp" <<'EOF' || exit 1
+import struct, sys
+cases = [
+    ("gap", '{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},'
+            '"b":{"dtype":"U8","shape":[1],"data_offsets":[2,3]}}', 3),
+    ("overlap", '{"a":{"dtype":"U8","shape":[2],"data_offsets":[0,2]},'
+                '"b":{"dtype":"U8","shape":[2],"data_offsets":[1,3]}}', 3),
+    ("dup", '{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},'
+            '"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}', 1),
+    ("dtype", '{"a":{"dtype":"F33","shape":[1],"data_offsets":[0,4]}}', 4),
+    ("size", '{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,4]}}', 4),
+    ("shape", '{"a":{"dtype":"U8","shape":[-1],"data_offsets":[0,0]}}', 0),
+    ("meta", '{"__metadata__":{"k":1}}', 0),
+    ("json", '{"a":', 0),
+]
+for name, hdr, n in cases:
+    h = hdr.encode()
+    with open("%s/bad_%s.safetensors" % (sys.argv[1], name), "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + bytes(n))
+EOF
+for f in "$tmp"/bad_*.safetensors; do
+    if python3 tools/st_dump.py "$f" >/dev/null 2>"$tmp/bad.err"; then
+        echo "FAIL: st_dump.py accepted malformed $f"
+        exit 1
+    fi
+    grep -qF "$f: " "$tmp/bad.err" || { cat "$tmp/bad.err"; echo "FAIL: no 'path: why' for $f"; exit 1; }
+done
+
+echo "PASS: st_dump.py reads test_safetensors' fixture exactly and rejects malformed files"

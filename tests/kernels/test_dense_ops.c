@@ -105,7 +105,14 @@ static const Prec PRECS[2] = {PREC(f32, 0, 1e-5, float), PREC(f64, 1, 1e-13, dou
 
 // ---- helpers -----------------------------------------------------------------------------
 
-static uint64_t rng = 0x2545F4914F6CDD1Dull;
+static uint64_t rng;
+// Every test starts from the same seed: its data do not depend on which tests ran
+// before it (or on where an earlier one failed).
+static int reset_rng(void **state) {
+    (void)state;
+    rng = 0x2545F4914F6CDD1Dull;
+    return 0;
+}
 static double urand(void) {                   // uniform [0, 1)
     rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
     return (double)(rng >> 11) / 9007199254740992.0;
@@ -942,7 +949,9 @@ static double xent_loss(void *ctx) {
     return c->dscale * s;
 }
 
-// Reference: losses and (softmax - onehot) * dscale in double.
+// Reference: losses and (softmax - onehot) * dscale in double. The probabilities are
+// exp(x - max) / s: exp(x - lse) would carry the rounding of lse = max + log(s), an ulp
+// of the logits (1.8e-12 at |x| ~ 1e4), into every probability.
 static void xent_ref(const double *X, const int32_t *tg, int N, int V, double dscale,
                      double *loss, double *d) {
     for (int n = 0; n < N; n++) {
@@ -958,7 +967,7 @@ static void xent_ref(const double *X, const int32_t *tg, int N, int V, double ds
         double lse = mx + log(s);
         loss[n] = lse - x[tg[n]];
         for (int i = 0; i < V; i++)
-            d[(int64_t)n * V + i] = (exp(x[i] - lse) - (i == tg[n])) * dscale;
+            d[(int64_t)n * V + i] = (exp(x[i] - mx) / s - (i == tg[n])) * dscale;
     }
 }
 
@@ -1166,23 +1175,23 @@ static void test_adamw(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_gemm_vs_naive),
-        cmocka_unit_test(test_gemm_k0),
-        cmocka_unit_test(test_gemm_row_independence),
-        cmocka_unit_test(test_gemm_threads),
-        cmocka_unit_test(test_matmul_fwd),
-        cmocka_unit_test(test_matmul_bwd),
-        cmocka_unit_test(test_matmul_fd),
-        cmocka_unit_test(test_matmul_bwd_threads),
-        cmocka_unit_test(test_embedding),
-        cmocka_unit_test(test_rmsnorm),
-        cmocka_unit_test(test_rope),
-        cmocka_unit_test(test_swiglu_silu),
-        cmocka_unit_test(test_add),
-        cmocka_unit_test(test_xent),
-        cmocka_unit_test(test_sumsq_scale),
-        cmocka_unit_test(test_first_nonfinite),
-        cmocka_unit_test(test_adamw),
+        cmocka_unit_test_setup(test_gemm_vs_naive, reset_rng),
+        cmocka_unit_test_setup(test_gemm_k0, reset_rng),
+        cmocka_unit_test_setup(test_gemm_row_independence, reset_rng),
+        cmocka_unit_test_setup(test_gemm_threads, reset_rng),
+        cmocka_unit_test_setup(test_matmul_fwd, reset_rng),
+        cmocka_unit_test_setup(test_matmul_bwd, reset_rng),
+        cmocka_unit_test_setup(test_matmul_fd, reset_rng),
+        cmocka_unit_test_setup(test_matmul_bwd_threads, reset_rng),
+        cmocka_unit_test_setup(test_embedding, reset_rng),
+        cmocka_unit_test_setup(test_rmsnorm, reset_rng),
+        cmocka_unit_test_setup(test_rope, reset_rng),
+        cmocka_unit_test_setup(test_swiglu_silu, reset_rng),
+        cmocka_unit_test_setup(test_add, reset_rng),
+        cmocka_unit_test_setup(test_xent, reset_rng),
+        cmocka_unit_test_setup(test_sumsq_scale, reset_rng),
+        cmocka_unit_test_setup(test_first_nonfinite, reset_rng),
+        cmocka_unit_test_setup(test_adamw, reset_rng),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

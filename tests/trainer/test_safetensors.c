@@ -54,6 +54,9 @@ static void path_in_dir(char *out, size_t n, const char *name) {
 }
 
 static void write_bytes(const char *path, const void *buf, size_t n) {
+    // A new file rather than a truncated one: ext4 flushes a truncated file's
+    // data on close (auto_da_alloc), which makes thousands of rewrites slow.
+    unlink(path);
     FILE *fp = fopen(path, "wb");
     assert_non_null(fp);
     if (n) assert_int_equal(fwrite(buf, 1, n, fp), n);
@@ -415,9 +418,10 @@ static void test_malformed(void **state) {
     expect_fail(g_dir, "not a regular file");
 }
 
-// Checks a successfully read (possibly fuzzed) file for internal consistency and
-// that it survives a write/read round trip unchanged.
-static void check_consistent(const StFile *f, size_t dsize) {
+// Checks a successfully read (possibly fuzzed) file for internal consistency
+// and, with rewrite set, that it survives a write/read round trip unchanged
+// (st_write fsyncs, so this is done for a sample only).
+static void check_consistent(const StFile *f, size_t dsize, int rewrite) {
     size_t total = 0;
     for (int i = 0; i < f->n_tensors; i++) {
         const StTensor *t = &f->tensors[i];
@@ -429,6 +433,7 @@ static void check_consistent(const StFile *f, size_t dsize) {
         total += n;
     }
     assert_int_equal(total, dsize);
+    if (!rewrite) return;
     char path[512], err[512] = "";
     path_in_dir(path, sizeof path, "fuzz_rt.safetensors");
     StFile w, r;
@@ -482,7 +487,7 @@ static void test_fuzz_truncate_and_flip(void **state) {
             err[0] = '\0';
             if (st_read(&f, path, err, sizeof err) == 0) {
                 accepted++;
-                check_consistent(&f, n - 8 - (size_t)hlen);
+                check_consistent(&f, n - 8 - (size_t)hlen, accepted % 10 == 1);
                 st_free(&f);
             } else {
                 rejected++;
@@ -491,6 +496,7 @@ static void test_fuzz_truncate_and_flip(void **state) {
             }
         }
     }
+    print_message("byte flips: %d accepted, %d rejected\n", accepted, rejected);
     assert_true(accepted > 0);   // e.g. flipped name letters
     assert_true(rejected > accepted);
     free(buf);
