@@ -165,6 +165,13 @@ struct Backend {
     //   p -= lr * ( (m / bc1) / (sqrt(v / bc2) + eps) + wd * p )
     void (*adamw)(void *p, const void *g, void *m, void *v, int64_t n, double lr,
                   double b1, double b2, double bc1, double bc2, double eps, double wd);
+    // The parameter buffer [param_mem, param_mem + n elements) was written by
+    // something other than adamw (initialisation, a checkpoint load, a test).
+    // Backends that compute from a low-precision copy of the weights refresh it
+    // here (and register param_mem as the buffer whose copy they keep); the
+    // trainer calls it before the first forward and after every such write.
+    // NULL when the backend computes from the parameters themselves (CPU).
+    void (*params_changed)(void *param_mem, int64_t n);
 
     // ---- NSA ----------------------------------------------------------------
     // Layouts: q, dq, o_b, do_b: [B,T,H,D]; k_b, v_b: [B,T,G,D];
@@ -226,9 +233,11 @@ struct Backend {
                         const void *o_sel, const void *o_win, int64_t N, int H, int G, int D);
 };
 
-// Backends available in this build. Returns NULL for an unknown or unavailable
-// name; `why` (if non-NULL) then points at a static explanation.
-const Backend *backend_get(const char *name, const char **why);
+// Backends available in this build, by name and compute precision ("fp32",
+// "fp64", "bf16", "fp16"; NULL = the backend's default: cpu fp32, cpu64 fp64,
+// cuda bf16). Returns NULL for an unknown or unavailable combination; `why` (if
+// non-NULL) then points at a static explanation.
+const Backend *backend_get(const char *name, const char *precision, const char **why);
 
 #ifdef __cplusplus
 }

@@ -48,6 +48,8 @@ int checkpoint_save(const char *path, const Model *m, const Optim *o, int64_t st
     snprintf(buf, sizeof buf, "%" PRId64, pos.offset);           st_add_meta(&f, "data_offset", buf);
     snprintf(buf, sizeof buf, "%" PRIu64, m->cfg.seed);          st_add_meta(&f, "seed", buf);
     st_add_meta(&f, "backend", be->name);
+    snprintf(buf, sizeof buf, "%.17g", o->loss_scale);          st_add_meta(&f, "loss_scale", buf);
+    snprintf(buf, sizeof buf, "%" PRId64, o->good_steps);        st_add_meta(&f, "loss_scale_good_steps", buf);
     int rc = st_write(&f, path, err, errlen);
     free(cfg);
     st_free(&f);   // frees the writer's tables; tensor data was borrowed
@@ -104,6 +106,17 @@ int checkpoint_load(const char *path, Model *m, Optim *o, int64_t *step, DataPos
     pos->batches = (uint64_t)v;
     if (meta_i64(&f, path, "data_shard", &pos->shard, err, errlen)) goto done;
     if (meta_i64(&f, path, "data_offset", &pos->offset, err, errlen)) goto done;
+    model_params_changed(m);
+    if (st_meta(&f, "loss_scale")) {   // fp16 dynamic loss scaling state
+        const char *s = st_meta(&f, "loss_scale");
+        char *end = NULL;
+        o->loss_scale = strtod(s, &end);
+        if (!end || *end || !(o->loss_scale > 0)) {
+            snprintf(err, errlen, "%s: metadata 'loss_scale' is not a positive number", path);
+            goto done;
+        }
+        if (meta_i64(&f, path, "loss_scale_good_steps", &o->good_steps, err, errlen)) goto done;
+    }
     const char *dg = st_meta(&f, "config_digest");
     snprintf(digest_out, 17, "%s", dg ? dg : "");
     rc = 0;

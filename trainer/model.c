@@ -150,6 +150,10 @@ int model_init(Model *m, const NsaConfig *cfg, const Backend *be, char *err, siz
     return 0;
 }
 
+void model_params_changed(Model *m) {
+    if (m->be->params_changed) m->be->params_changed(m->param_mem, m->n_elems);
+}
+
 void model_init_weights(Model *m, uint64_t seed) {
     int64_t maxn = 0;
     for (int i = 0; i < m->n_params; i++) if (m->params[i].numel > maxn) maxn = m->params[i].numel;
@@ -174,6 +178,7 @@ void model_init_weights(Model *m, uint64_t seed) {
         m->be->param_from_f64(model_param_ptr(m, i), h, p->numel);
     }
     free(h);
+    model_params_changed(m);
 }
 
 void model_expected_unused(const Model *m, uint8_t *out) {

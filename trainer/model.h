@@ -145,6 +145,9 @@ double model_forward(Model *m, const int32_t *inputs, const int32_t *targets, do
 // Returns 0, or -1 if check_finite found a non-finite gradient (m->anomaly).
 int model_backward(Model *m);
 void model_zero_grad(Model *m);
+// Tell the backend that the parameter buffer was written outside its adamw op
+// (init, checkpoint load, a test poking weights): see Backend.params_changed.
+void model_params_changed(Model *m);
 
 // Helpers over the parameter table.
 int model_find_param(const Model *m, const char *name);   // id or -1

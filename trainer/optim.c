@@ -1,5 +1,6 @@
 // trainer/optim.c — AdamW, global-norm clipping, LR schedule (see optim.h).
 #include <math.h>
+#include <string.h>
 #include "trainer/optim.h"
 
 void optim_init(Optim *o, const Model *m) {
@@ -7,6 +8,24 @@ void optim_init(Optim *o, const Model *m) {
     o->m_mem = m->be->alloc(bytes);
     o->v_mem = m->be->alloc(bytes);
     o->t = 0;
+    o->loss_scale = !strcmp(m->cfg.precision, "fp16") ? OPTIM_SCALE_INIT : 1.0;
+    o->good_steps = 0;
+}
+
+int optim_unscale(Optim *o, Model *m, double *grad_norm) {
+    if (o->loss_scale == 1.0 && strcmp(m->cfg.precision, "fp16")) return 1;
+    if (!isfinite(*grad_norm)) {
+        o->loss_scale = o->loss_scale > 1.0 ? o->loss_scale / 2 : 1.0;
+        o->good_steps = 0;
+        return 0;
+    }
+    m->be->scale_param(m->grad_mem, 1.0 / o->loss_scale, m->n_elems);
+    *grad_norm /= o->loss_scale;
+    if (++o->good_steps >= OPTIM_SCALE_WINDOW && o->loss_scale < OPTIM_SCALE_MAX) {
+        o->loss_scale *= 2;
+        o->good_steps = 0;
+    }
+    return 1;
 }
 
 void optim_free(Optim *o, const Model *m) {

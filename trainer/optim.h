@@ -7,9 +7,24 @@
 typedef struct {
     void *m_mem, *v_mem;   // [n_elems] first/second moments, parameter type, same layout as params
     int64_t t;             // optimizer steps taken (bias correction)
+    // Dynamic loss scaling (precision fp16 only; 1 and unused otherwise): the loss
+    // gradient is multiplied by loss_scale; a step whose scaled gradients overflow
+    // is skipped and the scale halved; after OPTIM_SCALE_WINDOW good steps in a
+    // row it doubles (at most OPTIM_SCALE_MAX).
+    double loss_scale;
+    int64_t good_steps;    // good steps since the last change of loss_scale
 } Optim;
 
-void optim_init(Optim *o, const Model *m);
+#define OPTIM_SCALE_INIT 65536.0
+#define OPTIM_SCALE_MAX 16777216.0
+#define OPTIM_SCALE_WINDOW 1000
+
+void optim_init(Optim *o, const Model *m);   // loss_scale from the model's precision
+// fp16 loss scaling after a backward with scaled gradients: returns 1 if the step
+// may go on (gradients unscaled in place, *grad_norm unscaled) or 0 if it
+// overflowed (scale halved, the caller skips the optimizer step). No-op returning
+// 1 when loss_scale is 1 (every other precision).
+int optim_unscale(Optim *o, Model *m, double *grad_norm);
 void optim_free(Optim *o, const Model *m);
 // LR at 1-based step s: linear warmup over warmup_steps, then cosine from lr to
 // lr*min_lr_frac at cfg.steps.

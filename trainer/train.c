@@ -117,7 +117,7 @@ int train_run(const TrainOpts *opts) {
     int rc = NSA_EXIT_RUNTIME;
     if (mkdir_p(out_dir)) { fprintf(stderr, "nsa-train: cannot create %s: %s\n", out_dir, strerror(errno)); return rc; }
     const char *why = NULL;
-    const Backend *be = backend_get(cfg->backend, &why);
+    const Backend *be = backend_get(cfg->backend, cfg->precision, &why);
     if (!be) { fprintf(stderr, "nsa-train: backend '%s': %s\n", cfg->backend, why); return NSA_EXIT_USAGE; }
 
     Model m;
@@ -171,11 +171,23 @@ int train_run(const TrainOpts *opts) {
         double loss = 0;
         for (int k = 0; k < cfg->grad_accum; k++) {
             if (data_next(ds, in, tg)) { fprintf(stderr, "nsa-train: data source failed at step %" PRId64 "\n", step); goto out; }
-            loss += model_forward(&m, in, tg, dscale);
+            loss += model_forward(&m, in, tg, dscale * opt.loss_scale);
             model_backward(&m);
         }
         loss /= cfg->grad_accum;
         double gnorm = optim_grad_norm(&m);
+        if (isfinite(loss) && !isfinite(gnorm) && opt.loss_scale > 1.0) {
+            // fp16: the scaled gradients overflowed. Skip the update, halve the scale.
+            double was = opt.loss_scale;
+            optim_unscale(&opt, &m, &gnorm);
+            fprintf(stderr, "nsa-train: step %" PRId64 ": fp16 gradient overflow at loss scale %g: step skipped, scale now %g\n",
+                    step, was, opt.loss_scale);
+            fprintf(metrics, "{\"step\": %" PRId64 ", \"loss\": %.17g, \"skipped\": true, \"loss_scale\": %g}\n", step,
+                    loss, opt.loss_scale);
+            fflush(metrics);
+            continue;
+        }
+        optim_unscale(&opt, &m, &gnorm);
         if (!isfinite(loss) || !isfinite(gnorm)) {
             fprintf(stderr, "nsa-train: step %" PRId64 ": non-finite %s (loss %g, grad norm %g); replaying the step to localise\n",
                     step, !isfinite(loss) ? "loss" : "gradient", loss, gnorm);

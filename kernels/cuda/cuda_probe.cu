@@ -30,7 +30,8 @@ extern "C" int nsa_cuda_describe(char *buf, size_t n) {
     return count;
 }
 
-extern "C" const Backend *cuda_backend_get(const char **why) {
+extern "C" const Backend *cuda_backend_get(const char *precision, const char **why) {
+    (void)precision;
     if (why) *why = "the CUDA op backend is not implemented yet (CUDA toolkit found; device probe only)";
     return NULL;
 }

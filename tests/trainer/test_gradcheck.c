@@ -123,7 +123,7 @@ static double fd_slope(Fd *f, int64_t e, double orig, int *flip) {
 
 static void build(Model *m, const NsaConfig *cfg) {
     char err[512];
-    const Backend *be = backend_get("cpu64", NULL);
+    const Backend *be = backend_get("cpu64", NULL, NULL);
     assert_non_null(be);
     assert_int_equal(model_init(m, cfg, be, err, sizeof err), 0);
     assert_int_equal(model_alloc_acts(m, cfg->batch_size, cfg->seq_len, err, sizeof err), 0);

@@ -36,7 +36,7 @@ static void load_cfg(NsaConfig *cfg, const char **sets, int n) {
 
 static void make_model(Model *m, const NsaConfig *cfg) {
     char err[512];
-    const Backend *be = backend_get(cfg->backend, NULL);
+    const Backend *be = backend_get(cfg->backend, cfg->precision, NULL);
     assert_non_null(be);
     assert_int_equal(model_init(m, cfg, be, err, sizeof err), 0);
     assert_int_equal(model_alloc_acts(m, cfg->batch_size, cfg->seq_len, err, sizeof err), 0);
