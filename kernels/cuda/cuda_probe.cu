@@ -2,8 +2,7 @@
 //
 // Built whenever the CUDA toolkit is present (also in CI, which has nvcc but no
 // GPU), so the CUDA toolchain path is compiled and linked on every commit.
-// The CUDA op backend itself (bf16 NSA kernels on cuBLASLt) is a later issue:
-// until it exists, cuda_backend_get says so instead of returning a table.
+// The CUDA op backend itself lives in cuda_backend.cu.
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include "kernels/ops.h"
@@ -28,10 +27,4 @@ extern "C" int nsa_cuda_describe(char *buf, size_t n) {
                                  p.minor, (double)p.totalGlobalMem / (1 << 30), p.multiProcessorCount);
     }
     return count;
-}
-
-extern "C" const Backend *cuda_backend_get(const char *precision, const char **why) {
-    (void)precision;
-    if (why) *why = "the CUDA op backend is not implemented yet (CUDA toolkit found; device probe only)";
-    return NULL;
 }
