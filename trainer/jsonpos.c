@@ -10,6 +10,7 @@
 
 #include <limits.h>
 #include <stddef.h>
+#include <string.h>
 
 static const char *skip_ws(const char *p) {
     while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') p++;
@@ -130,13 +131,54 @@ static int key_matches(const char *p, const char *seg, size_t len) {
     return i == len;
 }
 
+// The member of the object at `obj` whose key is seg[0..len): its key string and
+// value. Scans every member: with duplicate keys (where a caller allowed them)
+// Jansson keeps the last one, so the last match is the one reported. 0 or -1.
+static int member(const char *obj, const char *seg, size_t len, const char **key_out, const char **val_out) {
+    if (*obj != '{') return -1;
+    const char *found_key = NULL, *found_val = NULL;
+    const char *q = skip_ws(obj + 1);
+    if (*q != '}') {
+        for (;;) {
+            if (*q != '"') return -1;
+            const char *k = q;
+            if (!(q = skip_string(q))) return -1;
+            q = skip_ws(q);
+            if (*q != ':') return -1;
+            const char *v = skip_ws(q + 1);
+            if (!(q = skip_value(v))) return -1;
+            if (key_matches(k, seg, len)) {
+                found_key = k;
+                found_val = v;
+            }
+            q = skip_ws(q);
+            if (*q == '}') break;
+            if (*q != ',') return -1;
+            q = skip_ws(q + 1);
+        }
+    }
+    if (!found_val) return -1;
+    *key_out = found_key;
+    *val_out = found_val;
+    return 0;
+}
+
 int jsonpos_find(const char *text, const char *path, int want_key, int *line, int *col) {
     if (!text || !path) return -1;
     const char *cur = skip_ws(text);   // the value the path has reached so far
     const char *key = NULL;            // its key, when it is an object member
     int first = 1;
     while (*path) {
-        if (*path == '[') {            // array element [i]
+        if (path[0] == '[' && path[1] == '"') {   // object member written ["key"]
+            const char *seg = path + 2, *end = strstr(seg, "\"]");
+            if (!end || *cur != '{') return -1;
+            size_t len = (size_t)(end - seg);
+            path = end + 2;
+            const char *found_key = NULL, *found_val = NULL;
+            if (member(cur, seg, len, &found_key, &found_val)) return -1;
+            cur = found_val;
+            key = found_key;
+        } else if (*path == '[') {            // array element [i]
             long idx = 0;
             const char *q = path + 1;
             if (*q < '0' || *q > '9') return -1;
@@ -161,34 +203,13 @@ int jsonpos_find(const char *text, const char *path, int want_key, int *line, in
                 if (*path != '.') return -1;
                 path++;
             }
+            if (path[0] == '[' && path[1] == '"') continue;   // .["key"]
             const char *seg = path;
             while (*path && *path != '.' && *path != '[') path++;
             size_t len = (size_t)(path - seg);
             if (len == 0 || *cur != '{') return -1;
-            // Scan every member: with duplicate keys (where a caller allowed them)
-            // Jansson keeps the last one, so the last match is the one reported.
             const char *found_key = NULL, *found_val = NULL;
-            const char *q = skip_ws(cur + 1);
-            if (*q != '}') {
-                for (;;) {
-                    if (*q != '"') return -1;
-                    const char *k = q;
-                    if (!(q = skip_string(q))) return -1;
-                    q = skip_ws(q);
-                    if (*q != ':') return -1;
-                    const char *v = skip_ws(q + 1);
-                    if (!(q = skip_value(v))) return -1;
-                    if (key_matches(k, seg, len)) {
-                        found_key = k;
-                        found_val = v;
-                    }
-                    q = skip_ws(q);
-                    if (*q == '}') break;
-                    if (*q != ',') return -1;
-                    q = skip_ws(q + 1);
-                }
-            }
-            if (!found_val) return -1;
+            if (member(cur, seg, len, &found_key, &found_val)) return -1;
             cur = found_val;
             key = found_key;
         }

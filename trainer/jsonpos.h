@@ -10,6 +10,8 @@
 #define NSA_TRAINER_JSONPOS_H
 
 // Path syntax: keys separated by '.', array elements as [i]; "" is the root.
+// A key that contains '.' or '[' is written ["key"] (e.g. overrides["train.steps"]);
+// such a key may not contain the two characters "].
 // want_key != 0: position of the key string of the last path element (objects
 // only), else of its value. Returns 0 and sets *line/*col, or -1 if not found.
 int jsonpos_find(const char *text, const char *path, int want_key, int *line, int *col);

@@ -868,6 +868,15 @@ static void test_jsonpos(void **state) {
     expect_no_pos(t, "a.b[0", 0);
     expect_no_pos(t, "a.b[1]c", 0);
     expect_no_pos(t, "\xc3\xa9t", 0);   // a prefix of a key is not the key
+    // keys with dots or brackets, written ["key"]
+    const char *dots = "{\"ov\": {\"train.steps\": 2, \"a[1]\": {\"x.y\": [5, 6]}}}";
+    expect_pos(dots, "ov[\"train.steps\"]", 0, 1, 24);
+    expect_pos(dots, "ov.[\"train.steps\"]", 1, 1, 9);
+    expect_pos(dots, "ov[\"a[1]\"][\"x.y\"][1]", 0, 1, 47);
+    expect_pos(dots, "[\"ov\"]", 1, 1, 2);
+    expect_no_pos(dots, "ov.train.steps", 0);    // the plain syntax splits at the dot
+    expect_no_pos(dots, "ov[\"train.steps", 0);  // unterminated
+    expect_no_pos(dots, "ov[\"train\"]", 0);
     // whitespace: CRLF and tabs; root arrays; empty containers
     expect_pos("{\r\n\t\"x\": 1}", "x", 1, 2, 2);
     expect_pos("  [ {\"a\": []}, {} ]", "[0].a", 0, 1, 11);
