@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "trainer/faults.h"
 #include "trainer/model.h"
 #include "trainer/rng.h"
 
@@ -51,8 +52,11 @@ int model_find_param(const Model *m, const char *name) {
 }
 
 static void grad_ready(Model *m, int id) {
-    if (id >= 0 && m->grad_ready) m->grad_ready(m->grad_ready_ctx, id);
+    if (id >= 0 && m->grad_ready && !(m->faults && faults_grad_dropped(m->faults, id)))
+        m->grad_ready(m->grad_ready_ctx, id);
 }
+// diagnostics hook (trainer/train.c); a pointer test when off
+#define EVENT(m, ev, L, t) do { if ((m)->event) (m)->event((m)->event_ctx, (m), (ev), (L), (t)); } while (0)
 
 // ---- parameter table ----------------------------------------------------------
 
@@ -211,6 +215,8 @@ static void *act_alloc(Model *m, int64_t elems, int bytes) {
     m->act_bytes += sz;
     return p;
 }
+
+void *model_alloc_tracked(Model *m, size_t bytes) { return act_alloc(m, (int64_t)bytes, 1); }
 
 static void free_acts(Model *m) {
     for (int i = 0; i < m->n_allocs; i++) m->be->free(m->allocs[i]);
@@ -457,7 +463,7 @@ static int layer_forward(Model *m, int L, LayerActs *a, int t0, int Tn) {
     if (m->cmp_needed) {
         int i0 = t0 - g->l + 1 <= 0 ? 0 : (t0 - g->l + 1 + g->d - 1) / g->d;
         int i1 = nsa_cmp_visible(g, t0 + Tn - 1);   // blocks [0, i1) complete after the last row
-        if (i0 < i1) {
+        if (i0 < i1 && !(m->faults && faults_keep_stale_cmp(m, L, t0, Tn))) {
             compress_fwd(m, L, a, 0, i0, i1 - i0);
             compress_fwd(m, L, a, 1, i0, i1 - i0);
         }
@@ -465,15 +471,18 @@ static int layer_forward(Model *m, int L, LayerActs *a, int t0, int Tn) {
         if (check(m, a->Kc, ncg, D, L, "cmp", "compress_fwd", "forward", "blocks.%d.attn.cmp.Kc", L)) return 1;
         if (check(m, a->Vc, ncg, D, L, "cmp", "compress_fwd", "forward", "blocks.%d.attn.cmp.Vc", L)) return 1;
         be->cmp_attn_fwd(a->o[0], a->lse[0], a->q, a->Kc, a->Vc, g, t0, Tn);
+        if (m->faults) faults_after_branch_fwd(m, L, NSA_BR_CMP, a->o[0], t0, Tn);
         CK(a->o[0], HD, "cmp", "cmp_attn_fwd", "blocks.%d.attn.cmp.o", L);
     }
     if (m->used[NSA_BR_SEL]) {
         be->select_blocks(a->sel_idx, a->q, a->Kc, a->lse[0], g, t0, Tn);
         be->sel_attn_fwd(a->o[1], a->lse[1], a->q, a->k[1], a->v[1], a->sel_idx, g, t0, Tn);
+        if (m->faults) faults_after_branch_fwd(m, L, NSA_BR_SEL, a->o[1], t0, Tn);
         CK(a->o[1], HD, "sel", "sel_attn_fwd", "blocks.%d.attn.sel.o", L);
     }
     if (m->used[NSA_BR_WIN]) {
         be->win_attn_fwd(a->o[2], a->lse[2], a->q, a->k[2], a->v[2], g, t0, Tn);
+        if (m->faults) faults_after_branch_fwd(m, L, NSA_BR_WIN, a->o[2], t0, Tn);
         CK(a->o[2], HD, "win", "win_attn_fwd", "blocks.%d.attn.win.o", L);
     }
 
@@ -545,8 +554,12 @@ double model_forward(Model *m, const int32_t *inputs, const int32_t *targets, do
     if (!sequential) {
         embed_rows(m, 0, m->T);
         if (check(m, m->res[0], N, m->C, -1, "", "embedding_fwd", "forward", "tok_emb.out")) return NAN;
-        for (int L = 0; L < m->L; L++)
+        for (int L = 0; L < m->L; L++) {
+            EVENT(m, MODEL_EV_LAYER_FWD, L, 0);
             if (layer_forward(m, L, &m->acts[L], 0, m->T)) return NAN;
+            EVENT(m, MODEL_EV_LAYER_FWD_DONE, L, 0);
+        }
+        EVENT(m, MODEL_EV_HEAD, -1, 0);
         head_rows(m, 0, m->T, targets != NULL, dscale);
         // (logits overwritten in place by their gradient are checked through the loss)
         if (check(m, (m->logits == m->dlogits && targets) ? NULL : m->logits, N, m->V, -1, "",
@@ -555,10 +568,16 @@ double model_forward(Model *m, const int32_t *inputs, const int32_t *targets, do
         // the decode algorithm: token t flows through every block before t+1 starts
         for (int t = 0; t < m->T; t++) {
             embed_rows(m, t, 1);
-            for (int L = 0; L < m->L; L++) layer_forward(m, L, &m->acts[L], t, 1);
+            for (int L = 0; L < m->L; L++) {
+                EVENT(m, MODEL_EV_LAYER_FWD, L, t);
+                layer_forward(m, L, &m->acts[L], t, 1);
+                if (t == m->T - 1) EVENT(m, MODEL_EV_LAYER_FWD_DONE, L, t);
+            }
+            EVENT(m, MODEL_EV_HEAD, -1, t);
             head_rows(m, t, 1, targets != NULL, dscale);
         }
     }
+    if (m->faults) faults_after_forward(m);   // clobber_activation
     if (!targets) return 0.0;
     // mean loss, summed on the host in a fixed order
     double *h = malloc(sizeof(double) * (size_t)N), s = 0;
@@ -694,6 +713,7 @@ int model_backward(Model *m) {
     const Backend *be = m->be;
     const int C = m->C, V = m->V, N = m->B * m->T;
     // LM head and final norm
+    EVENT(m, MODEL_EV_BWD_HEAD, -1, 0);
     be->matmul_bwd(m->dxf, model_grad_ptr(m, m->id_lm_head), NULL, m->dlogits, m->xf,
                    model_param_ptr(m, m->id_lm_head), N, V, C, 0);
     if (!m->cfg.tie_embeddings) grad_ready(m, m->id_lm_head);
@@ -704,11 +724,19 @@ int model_backward(Model *m) {
     if (check(m, m->dres, N, C, -1, "", "rmsnorm_bwd(norm_f)", "backward", "norm_f.in.grad")) return -1;
     for (int L = m->L - 1; L >= 0; L--) {
         LayerActs *a = &m->acts[L];
-        if (in_ckpt(m, L)) layer_forward(m, L, a, 0, m->T);   // recompute from res[L]
+        if (in_ckpt(m, L)) {   // recompute from res[L]
+            EVENT(m, MODEL_EV_LAYER_RECOMPUTE, L, 0);
+            if (m->faults) faults_before_recompute(m, L);   // gc_recompute_mismatch
+            layer_forward(m, L, a, 0, m->T);
+            if (m->faults) faults_after_recompute(m, L);
+        }
+        EVENT(m, MODEL_EV_LAYER_BWD, L, 0);
         if (layer_backward(m, L, a)) return -1;
     }
+    EVENT(m, MODEL_EV_EMBED_BWD, -1, 0);
     be->embedding_bwd(model_grad_ptr(m, m->id_tok_emb), m->dres, m->d_inputs, N, C);
     grad_ready(m, m->id_tok_emb);
+    if (m->faults) faults_after_backward(m);   // drop_grad: the dropped gradients stay zero
     if (m->check_finite) {
         for (int i = 0; i < m->n_params; i++) {
             int64_t j = be->first_nonfinite_param(model_grad_ptr(m, i), m->params[i].numel);

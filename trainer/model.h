@@ -81,6 +81,24 @@ typedef struct {
 // (used by gradient-arrival traces and data-parallel buckets).
 typedef void (*GradReadyFn)(void *ctx, int param_id);
 
+// Diagnostics hook (flight recorder, gate statistics; trainer/train.c): called at
+// the points below with the layer (-1 outside the blocks) and the first row t of
+// the call (0 in batched prefill and in backward; the token in sequential prefill).
+enum {
+    MODEL_EV_LAYER_FWD,       // a layer's forward starts (rows from t)
+    MODEL_EV_LAYER_FWD_DONE,  // a layer's forward is complete over all T rows: its
+                              // activations are valid until the next layer runs
+                              // (checkpointed layers share one scratch)
+    MODEL_EV_HEAD,            // final norm, LM head, loss (rows from t)
+    MODEL_EV_BWD_HEAD,        // backward starts: LM head, final norm
+    MODEL_EV_LAYER_RECOMPUTE, // a checkpointed layer's forward runs again in backward
+    MODEL_EV_LAYER_BWD,       // a layer's backward starts
+    MODEL_EV_EMBED_BWD,       // embedding backward (last of the backward)
+};
+struct Model;
+typedef void (*ModelEventFn)(void *ctx, struct Model *m, int ev, int layer, int t);
+struct Faults;   // trainer/faults.h: opt-in fault injection, NULL when none
+
 typedef struct Model {
     NsaConfig cfg;
     const Backend *be;
@@ -122,6 +140,8 @@ typedef struct Model {
     int check_finite;              // check every op output (anomaly localisation)
     Anomaly anomaly;
     GradReadyFn grad_ready; void *grad_ready_ctx;
+    ModelEventFn event; void *event_ctx;   // diagnostics hook, NULL = off
+    struct Faults *faults;                 // fault injection, NULL = off (a pointer test per hook)
 
     double last_loss;              // mean loss of the last forward
 } Model;
@@ -145,6 +165,9 @@ double model_forward(Model *m, const int32_t *inputs, const int32_t *targets, do
 // Returns 0, or -1 if check_finite found a non-finite gradient (m->anomaly).
 int model_backward(Model *m);
 void model_zero_grad(Model *m);
+// A backend allocation owned by the model's activation list (freed with the
+// activations, counted in act_bytes). Used by the prefill_state_leak fault.
+void *model_alloc_tracked(Model *m, size_t bytes);
 // Tell the backend that the parameter buffer was written outside its adamw op
 // (init, checkpoint load, a test poking weights): see Backend.params_changed.
 void model_params_changed(Model *m);

@@ -7,6 +7,12 @@
 // step is replayed with every op's output checked (model.check_finite); training
 // is deterministic, so the replay meets the same values and names the first
 // non-finite tensor (layer, branch, op, position).
+//
+// Diagnostics (docs/diagnostics.md), each off by default and a pointer test when
+// off: the flight recorder (phase events here, per-layer events through the
+// model's diagnostics hook), the gradient-arrival trace (the model's grad_ready
+// hook), gate statistics (the same diagnostics hook), and fault injection
+// (faults_on_phase on entering each phase, model hooks in model.c).
 #define _POSIX_C_SOURCE 200809L   // clock_gettime, mkdir
 #include <errno.h>
 #include <inttypes.h>
@@ -19,15 +25,69 @@
 
 #include "trainer/checkpoint.h"
 #include "trainer/data.h"
+#include "trainer/faults.h"
+#include "trainer/flightrec.h"
+#include "trainer/gatestats.h"
 #include "trainer/model.h"
 #include "trainer/optim.h"
 #include "trainer/safetensors.h"
+#include "trainer/trace.h"
 #include "trainer/train.h"
 
 static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+// Resident set size from /proc/self/statm (0 if unreadable).
+static int64_t rss_bytes(void) {
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (!f) return 0;
+    long long size = 0, res = 0;
+    int n = fscanf(f, "%lld %lld", &size, &res);
+    fclose(f);
+    return n == 2 ? (int64_t)res * 4096 : 0;   // statm counts 4 KiB pages on Linux
+}
+
+// ---- diagnostics wiring ------------------------------------------------------------------
+
+typedef struct {
+    int64_t step;          // current optimizer step
+    GateStats *gs;         // --gate-stats, or NULL
+    const Faults *faults;  // --fault, or NULL
+} TrainDiag;
+
+// The model's diagnostics hook: flight-recorder events per layer, gate statistics.
+// In sequential prefill the per-token calls only refresh the state and heartbeat,
+// so the ring keeps whole steps rather than 128 copies of one layer.
+static void on_model_event(void *ctx, Model *m, int ev, int L, int t) {
+    TrainDiag *d = ctx;
+    switch (ev) {
+    case MODEL_EV_LAYER_FWD:
+        if (t == 0) flightrec_event(FR_PHASE_FORWARD, FR_KIND_BEGIN, d->step, L, "layer_fwd");
+        else flightrec_state(FR_PHASE_FORWARD, d->step, L, "layer_fwd");
+        break;
+    case MODEL_EV_LAYER_FWD_DONE:
+        if (d->gs) gatestats_layer(d->gs, m, L);
+        break;
+    case MODEL_EV_HEAD:
+        if (t == 0) flightrec_event(FR_PHASE_FORWARD, FR_KIND_BEGIN, d->step, -1, "head");
+        else flightrec_state(FR_PHASE_FORWARD, d->step, -1, "head");
+        break;
+    case MODEL_EV_BWD_HEAD: flightrec_event(FR_PHASE_BACKWARD, FR_KIND_BEGIN, d->step, -1, "head_bwd"); break;
+    case MODEL_EV_LAYER_RECOMPUTE: flightrec_event(FR_PHASE_BACKWARD, FR_KIND_BEGIN, d->step, L, "recompute"); break;
+    case MODEL_EV_LAYER_BWD: flightrec_event(FR_PHASE_BACKWARD, FR_KIND_BEGIN, d->step, L, "layer_bwd"); break;
+    case MODEL_EV_EMBED_BWD: flightrec_event(FR_PHASE_BACKWARD, FR_KIND_BEGIN, d->step, -1, "embedding_bwd"); break;
+    default: break;
+    }
+}
+
+// Entering a phase of the step: record it, then let the hang/crash faults act
+// (a hung rank's recorder therefore shows the phase it hung in).
+static void enter_phase(const TrainDiag *d, int phase, const char *op) {
+    flightrec_event(phase, FR_KIND_BEGIN, d->step, -1, op);
+    if (d->faults) faults_on_phase(d->faults, phase, d->step);
 }
 
 static int mkdir_p(const char *dir) {
@@ -110,24 +170,86 @@ static int dump_step(const char *path, Model *m, const int32_t *in, const int32_
     return rc;
 }
 
+static int train_run_inner(const TrainOpts *opts);
+
 int train_run(const TrainOpts *opts) {
+    if (opts->flight_recorder) {
+        char err[1200];
+        if (flightrec_open(opts->flight_recorder, opts->rank, err, sizeof err)) {
+            fprintf(stderr, "nsa-train: --flight-recorder %s\n", err);
+            return NSA_EXIT_RUNTIME;
+        }
+    }
+    int rc = train_run_inner(opts);
+    flightrec_finish(rc);   // exited = 1 + the code; no-op without a recorder
+    return rc;
+}
+
+static int train_run_inner(const TrainOpts *opts) {
     const NsaConfig *cfg = &opts->cfg;
     const char *out_dir = opts->out_dir ? opts->out_dir : ".";
     char err[1024];
     int rc = NSA_EXIT_RUNTIME;
+    flightrec_event(FR_PHASE_INIT, FR_KIND_BEGIN, 0, -1, "init");
     if (mkdir_p(out_dir)) { fprintf(stderr, "nsa-train: cannot create %s: %s\n", out_dir, strerror(errno)); return rc; }
     const char *why = NULL;
     const Backend *be = backend_get(cfg->backend, cfg->precision, &why);
     if (!be) { fprintf(stderr, "nsa-train: backend '%s': %s\n", cfg->backend, why); return NSA_EXIT_USAGE; }
+    Faults *faults = opts->faults && opts->faults->n_active ? opts->faults : NULL;
+    if (faults && faults_check_config(faults, cfg, err, sizeof err)) {
+        fprintf(stderr, "nsa-train: %s\n", err);
+        return NSA_EXIT_USAGE;
+    }
 
     Model m;
     if (model_init(&m, cfg, be, err, sizeof err)) { fprintf(stderr, "nsa-train: %s\n", err); return rc; }
     m.keep_logits = opts->dump_step != NULL;
     const int B = cfg->batch_size, T = cfg->seq_len;
     if (model_alloc_acts(&m, B, T, err, sizeof err)) { fprintf(stderr, "nsa-train: %s\n", err); model_free(&m); return rc; }
+    if (faults) {
+        if (faults_bind(faults, &m, opts->rank, err, sizeof err)) {
+            fprintf(stderr, "nsa-train: %s\n", err);
+            model_free(&m);
+            return NSA_EXIT_USAGE;
+        }
+        fprintf(stderr, "nsa-train: rank %d: FAULT INJECTION ACTIVE: %s\n", opts->rank, faults->desc);
+    }
     model_init_weights(&m, cfg->seed);
+    if (faults) faults_after_init_weights(faults, &m);   // gate_zero_init
     Optim opt;
     optim_init(&opt, &m);
+    // diagnostics
+    TrainDiag diag = {0, NULL, faults};
+    GradTrace trace;
+    GateStats gstats;
+    int tracing = 0;
+    if (opts->trace_grads) {
+        if (gradtrace_open(&trace, &m, out_dir, opts->rank, 1, err, sizeof err)) {
+            fprintf(stderr, "nsa-train: %s\n", err);
+            optim_free(&opt, &m);
+            if (faults) faults_unbind(faults, &m);
+            model_free(&m);
+            return rc;
+        }
+        tracing = 1;
+        m.grad_ready = gradtrace_ready;
+        m.grad_ready_ctx = &trace;
+    }
+    if (opts->gate_stats) {
+        if (gatestats_open(&gstats, out_dir, opts->rank, m.L, err, sizeof err)) {
+            fprintf(stderr, "nsa-train: %s\n", err);
+            if (tracing) gradtrace_close(&trace);
+            optim_free(&opt, &m);
+            if (faults) faults_unbind(faults, &m);
+            model_free(&m);
+            return rc;
+        }
+        diag.gs = &gstats;
+    }
+    if (diag.gs || flightrec_header()) {
+        m.event = on_model_event;
+        m.event_ctx = &diag;
+    }
     DataSource *ds = data_open(cfg->data_kind, cfg->data_path, cfg->vocab_size, B, T, cfg->seed, 0, 1, err, sizeof err);
     int32_t *in = malloc(sizeof(int32_t) * (size_t)B * T), *tg = malloc(sizeof(int32_t) * (size_t)B * T);
     FILE *metrics = NULL;
@@ -135,6 +257,7 @@ int train_run(const TrainOpts *opts) {
 
     int64_t step0 = 0;
     if (opts->resume) {
+        flightrec_event(FR_PHASE_CHECKPOINT, FR_KIND_BEGIN, 0, -1, "resume_load");
         DataPos pos;
         char digest[17];
         if (checkpoint_load(opts->resume, &m, &opt, &step0, &pos, digest, err, sizeof err)) {
@@ -166,15 +289,29 @@ int train_run(const TrainOpts *opts) {
     const int64_t last = opts->stop_after > 0 && opts->stop_after < cfg->steps ? opts->stop_after : cfg->steps;
     for (int64_t step = step0 + 1; step <= last; step++) {
         double t0 = now_s();
+        diag.step = step;
+        flightrec_event(FR_PHASE_DATA, FR_KIND_BEGIN, step, -1, "step");
+        if (faults) faults_begin_step(faults, &m, step);
+        if (tracing) gradtrace_begin_step(&trace, step);
+        if (diag.gs) gatestats_arm(diag.gs);
         DataPos pos = data_get_pos(ds);
         model_zero_grad(&m);
         double loss = 0;
         for (int k = 0; k < cfg->grad_accum; k++) {
+            enter_phase(&diag, FR_PHASE_DATA, "data_next");
             if (data_next(ds, in, tg)) { fprintf(stderr, "nsa-train: data source failed at step %" PRId64 "\n", step); goto out; }
+            enter_phase(&diag, FR_PHASE_FORWARD, "forward");
             loss += model_forward(&m, in, tg, dscale * opt.loss_scale);
+            if (k == 0 && diag.gs) free(gatestats_finish_step(diag.gs, &m, step));
+            enter_phase(&diag, FR_PHASE_BACKWARD, "backward");
+            if (tracing) gradtrace_begin_micro(&trace, k);
             model_backward(&m);
         }
+        // the trace goes out before any anomaly handling, so a non-finite
+        // gradient is on record even when the run halts below
+        if (tracing) free(gradtrace_end_step(&trace));
         loss /= cfg->grad_accum;
+        enter_phase(&diag, FR_PHASE_OPTIMIZER, "grad_norm");
         double gnorm = optim_grad_norm(&m);
         if (isfinite(loss) && !isfinite(gnorm) && opt.loss_scale > 1.0) {
             // fp16: the scaled gradients overflowed. Skip the update, halve the scale.
@@ -219,6 +356,7 @@ int train_run(const TrainOpts *opts) {
             if (drc) goto out;
         }
         double lr = optim_lr(cfg, step);
+        flightrec_event(FR_PHASE_OPTIMIZER, FR_KIND_BEGIN, step, -1, "adamw");
         optim_step(&opt, &m, lr, gnorm);
         be->sync();
         double dt = now_s() - t0;
@@ -228,23 +366,35 @@ int train_run(const TrainOpts *opts) {
                    cfg->steps, loss, gnorm, lr, dt * 1e3, toks / dt);
             fflush(stdout);
         }
+        // mem_bytes: what the model holds on its backend (parameters, gradients,
+        // AdamW moments, activations and scratch); rss_bytes: the process's RSS
+        const int64_t mem = (int64_t)m.param_bytes_total + (int64_t)m.act_bytes + 2 * m.n_elems * be->param_bytes;
         fprintf(metrics,
                 "{\"step\": %" PRId64 ", \"loss\": %.17g, \"grad_norm\": %.17g, \"lr\": %.17g, \"ms\": %.3f, "
-                "\"tok_per_s\": %.1f, \"tokens\": %.0f}\n",
-                step, loss, gnorm, lr, dt * 1e3, toks / dt, toks);
+                "\"tok_per_s\": %.1f, \"tokens\": %.0f, \"mem_bytes\": %" PRId64 ", \"rss_bytes\": %" PRId64 "}\n",
+                step, loss, gnorm, lr, dt * 1e3, toks / dt, toks, mem, rss_bytes());
         fflush(metrics);
         int save_now = opts->save && ((opts->save_every > 0 && step % opts->save_every == 0) || step == last);
-        if (save_now && checkpoint_save(opts->save, &m, &opt, step, data_get_pos(ds), err, sizeof err)) {
-            fprintf(stderr, "nsa-train: --save: %s\n", err);
-            goto out;
+        if (save_now) {
+            flightrec_event(FR_PHASE_CHECKPOINT, FR_KIND_BEGIN, step, -1, "checkpoint_save");
+            if (checkpoint_save(opts->save, &m, &opt, step, data_get_pos(ds), err, sizeof err)) {
+                fprintf(stderr, "nsa-train: --save: %s\n", err);
+                goto out;
+            }
         }
+        flightrec_event(save_now ? FR_PHASE_CHECKPOINT : FR_PHASE_OPTIMIZER, FR_KIND_END, step, -1, "step");
     }
     rc = NSA_EXIT_OK;
 out:
     if (metrics) fclose(metrics);
     if (ds) data_close(ds);
     free(in); free(tg);
+    if (tracing) gradtrace_close(&trace);
+    if (diag.gs) gatestats_close(diag.gs);
+    m.grad_ready = NULL;
+    m.event = NULL;
     optim_free(&opt, &m);
+    if (faults) faults_unbind(faults, &m);
     model_free(&m);
     return rc;
 }

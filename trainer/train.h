@@ -20,6 +20,12 @@ typedef struct {
     int stop_after;           // stop after this step (0: run to cfg.steps); the LR schedule still uses cfg.steps
     const char *dump_step;    // safetensors dump of step 1 (batch, logits, loss, grads), or NULL
     int quiet;                // no per-step lines on stdout
+    // diagnostics (docs/diagnostics.md); all off by default, and free when off
+    int rank;                 // --rank: recorded in traces and the flight recorder; rank-targeted faults
+    int trace_grads;          // --trace-grads: OUT/grad_trace.jsonl + [GRAD-TRACE] lines on stdout
+    int gate_stats;           // --gate-stats: OUT/gate_stats.jsonl
+    const char *flight_recorder; // --flight-recorder FILE (memory-mapped, trainer/flightrec.h), or NULL
+    struct Faults *faults;    // --fault NAME[=ARG] (trainer/faults.h), or NULL
 } TrainOpts;
 
 // Runs training; prints one line per step and appends metrics.jsonl. Returns an

@@ -3,7 +3,9 @@
 //   nsa-train --config FILE [--set KEY=VALUE]... [--steps N] [options]
 //
 // Exit codes: 0 ok, 1 runtime failure, 2 usage or invalid config,
-// 3 non-finite value (anomaly record written). See `nsa-train --help`.
+// 3 non-finite value (anomaly record written), 138 stall dump after SIGUSR1;
+// a crash ends by its signal after the crash dump. See `nsa-train --help` and
+// docs/diagnostics.md for the diagnostics flags.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +14,10 @@
 #endif
 
 #include "trainer/config.h"
+#include "trainer/envinfo.h"
+#include "trainer/faults.h"
+#include "trainer/flightrec.h"
+#include "trainer/stackdump.h"
 #include "trainer/train.h"
 
 #ifdef NSA_HAVE_CUDA
@@ -43,8 +49,24 @@ static void usage(FILE *f) {
         "  --quiet              no per-step lines\n"
         "  --help               this text\n"
         "\n"
+        "diagnostics (docs/diagnostics.md; each off by default and free when off):\n"
+        "  --rank R             this process's rank (default 0): in every trace, targets the rank faults\n"
+        "  --trace-grads        gradient-arrival trace: OUT/grad_trace.jsonl (one line per step) and\n"
+        "                       [GRAD-TRACE] step=S rank=R arrived=N missing=M lines on stdout\n"
+        "  --gate-stats         per-layer gate statistics of each step's first forward: OUT/gate_stats.jsonl\n"
+        "  --flight-recorder FILE  memory-mapped recorder of phase/step/layer/op, heartbeat and the last\n"
+        "                       256 events, readable by another process while this one runs or hangs\n"
+        "  --show-flight-recorder FILE  print a recorder file (state and events) as JSON, exit\n"
+        "  --stack-file FILE    where stack dumps go (default stderr): SIGUSR1 dumps the main thread's\n"
+        "                       stack and the flight recorder and exits 138; SIGSEGV/SIGBUS/SIGFPE/SIGILL/\n"
+        "                       SIGABRT dump the faulting thread's stack and re-raise the signal\n"
+        "  --fault NAME[=ARG]   inject a fault (repeatable); --list-faults describes them\n"
+        "  --list-faults        list the faults: name, argument, what it breaks, who catches it; exit\n"
+        "  --print-env          print build/CUDA/host/env facts (and --config's) as JSON, exit\n"
+        "\n"
         "exit codes: 0 ok, 1 runtime failure, 2 usage or invalid config, 3 non-finite value\n"
-        "(the first non-finite tensor is named on stderr and in OUT/anomaly.json)\n");
+        "(the first non-finite tensor is named on stderr and in OUT/anomaly.json),\n"
+        "138 stall dump after SIGUSR1; a crash ends by its signal (shell status 128+signal)\n");
 }
 
 static int parse_int(const char *flag, const char *s, int *out) {
@@ -61,8 +83,10 @@ static int parse_int(const char *flag, const char *s, int *out) {
 int main(int argc, char **argv) {
     TrainOpts opts;
     memset(&opts, 0, sizeof opts);
-    const char *config_path = NULL;
-    int check_only = 0, threads = 0;
+    const char *config_path = NULL, *stack_file = NULL;
+    int check_only = 0, threads = 0, print_env = 0;
+    static Faults faults;
+    faults_init(&faults);
     const char **sets = calloc((size_t)argc + 2, sizeof(char *));
     char **owned = calloc((size_t)argc + 2, sizeof(char *));
     int n_sets = 0, n_owned = 0;
@@ -103,11 +127,32 @@ int main(int argc, char **argv) {
 #endif
         }
         else if (!strcmp(a, "--quiet")) opts.quiet = 1;
+        else if (!strcmp(a, "--rank")) { NEED_VALUE; if (parse_int(a, v, &opts.rank)) return 2; }
+        else if (!strcmp(a, "--trace-grads")) opts.trace_grads = 1;
+        else if (!strcmp(a, "--gate-stats")) opts.gate_stats = 1;
+        else if (!strcmp(a, "--flight-recorder")) { NEED_VALUE; opts.flight_recorder = v; }
+        else if (!strcmp(a, "--stack-file")) { NEED_VALUE; stack_file = v; }
+        else if (!strcmp(a, "--fault")) {
+            NEED_VALUE;
+            char ferr[1024];
+            if (faults_parse(&faults, v, ferr, sizeof ferr)) { fprintf(stderr, "nsa-train: %s\n", ferr); return 2; }
+        }
+        else if (!strcmp(a, "--list-faults")) { faults_list(stdout); return 0; }
+        else if (!strcmp(a, "--print-env")) print_env = 1;
+        else if (!strcmp(a, "--show-flight-recorder")) { NEED_VALUE; return flightrec_show(v) ? 1 : 0; }
         else {
             fprintf(stderr, "nsa-train: unknown option '%s' (see --help)\n", a);
             return 2;
         }
 #undef NEED_VALUE
+    }
+    // stall/crash handlers first: a rank can be stalled or crash from here on
+    if (stackdump_install(stack_file, opts.rank)) return 1;
+    if (print_env && !config_path) {
+        char *js = envinfo_json(NULL);
+        puts(js);
+        free(js);
+        return 0;
     }
     if (!config_path) {
         fprintf(stderr, "nsa-train: --config FILE is required (see --help)\n");
@@ -126,6 +171,12 @@ int main(int argc, char **argv) {
     for (int i = 0; i < n_owned; i++) free(owned[i]);
     free(owned);
     free(sets);
+    if (print_env) {
+        char *js = envinfo_json(&opts.cfg);
+        puts(js);
+        free(js);
+        return 0;
+    }
     if (check_only) {
         char *js = config_to_json(&opts.cfg);   // ends with a newline
         fputs(js, stdout);
@@ -135,5 +186,6 @@ int main(int argc, char **argv) {
 #ifdef _OPENMP
     if (threads > 0) omp_set_num_threads(threads);
 #endif
+    if (faults.n_active) opts.faults = &faults;
     return train_run(&opts);
 }
