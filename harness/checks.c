@@ -1,0 +1,476 @@
+// harness/checks.c — the check table (see checks.h). Each check reads the
+// artifacts the trainer wrote (metrics.jsonl, grad_trace.jsonl, gate_stats.jsonl,
+// anomaly.json; formats in docs/diagnostics.md) and records findings: a one-line
+// summary for the verdict table and Markdown details for the evidence section.
+#define _POSIX_C_SOURCE 200809L
+#include "harness/checks.h"
+
+#include <fnmatch.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+// ---- helpers ----------------------------------------------------------------------------
+
+static const char *const FINITE_KEYS[] = {"check", NULL};
+static const char *const ARRIVAL_KEYS[] = {"check", "expect_missing", "match_trainer", NULL};
+static const char *const GATE_KEYS[] = {"check", "step", "fc2_gain", "fc2_std_tolerance", "min_output_std", NULL};
+static const char *const DROP_KEYS[] = {"check", "min_drop", NULL};
+
+static void only_keys(const Scenario *s, const json_t *params, const char *jpath, const char *const *known,
+                      Problems *ps) {
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)params, k, v) {
+        int ok = 0;
+        for (int i = 0; known[i]; i++) ok |= !strcmp(known[i], k);
+        if (ok) continue;
+        Str list = {0};
+        for (int i = 1; known[i]; i++) str_printf(&list, "%s%s", i > 1 ? ", " : "", known[i]);
+        char kp[256];
+        snprintf(kp, sizeof kp, "%s.%s", jpath, k);
+        scenario_problem(s, ps, kp, 1, "unknown key '%s' for check '%s' (known: %s)", k,
+                         json_string_value(json_object_get(params, "check")), list.len ? str_c(&list) : "none");
+        str_free(&list);
+    }
+}
+
+// A number parameter in (lo, hi]; returns def when absent.
+static double num_param(const Scenario *s, const json_t *params, const char *jpath, const char *key, double def,
+                        double lo, double hi, Problems *ps) {
+    const json_t *v = json_object_get(params, key);
+    if (!v) return def;
+    char kp[256];
+    snprintf(kp, sizeof kp, "%s.%s", jpath, key);
+    if (!json_is_number(v) || !(json_number_value(v) > lo) || json_number_value(v) > hi) {
+        if (ps) scenario_problem(s, ps, kp, 0, "%s: expected a number in (%g, %g]", key, lo, hi);
+        return def;
+    }
+    return json_number_value(v);
+}
+
+static double jnum(const json_t *o, const char *key, double def) {
+    const json_t *v = json_object_get(o, key);
+    if (json_is_number(v)) return json_number_value(v);
+    if (json_is_string(v)) return strtod(json_string_value(v), NULL);   // "nan", "inf" as the trainer writes them
+    return def;
+}
+
+static void add_name_list(Str *s, const json_t *names, int max) {
+    size_t i;
+    json_t *n;
+    json_array_foreach(names, i, n) {
+        if ((int)i == max) {
+            str_printf(s, ", … (%zu more)", json_array_size(names) - i);
+            break;
+        }
+        str_printf(s, "%s%s", i ? ", " : "", json_string_value(n));
+    }
+}
+
+// ---- finite: loss and gradient norm finite at every step ------------------------------------
+
+static void finite_validate(const Scenario *s, const json_t *params, const char *jpath, Problems *ps) {
+    only_keys(s, params, jpath, FINITE_KEYS, ps);
+}
+
+static void finite_evaluate(const json_t *params, CaseResult *r) {
+    (void)params;
+    if (r->anomaly) {
+        const json_t *a = r->anomaly, *pos = json_object_get(a, "position");
+        Finding *f = result_finding(
+            r, "finite", 0, "non-finite at step %d: %s (layer %d, branch %s, op %s, t=%d)",
+            (int)jnum(a, "step", -1), json_string_value(json_object_get(a, "tensor")), (int)jnum(a, "layer", -1),
+            json_string_value(json_object_get(a, "branch")) && json_string_value(json_object_get(a, "branch"))[0]
+                ? json_string_value(json_object_get(a, "branch"))
+                : "-",
+            json_string_value(json_object_get(a, "op")), (int)jnum(pos, "t", -1));
+        char *js = json_dumps(a, JSON_COMPACT);
+        str_printf(&f->details, "- first non-finite tensor (anomaly.json): `%s`\n", js ? js : "?");
+        free(js);
+        json_object_set_new(r->facts, "first_nonfinite", json_deep_copy(a));
+        return;
+    }
+    if (!r->metrics || json_array_size(r->metrics) == 0) {
+        result_finding(r, "finite", 0, "no metrics were written (metrics.jsonl missing or empty)");
+        return;
+    }
+    size_t i, n = json_array_size(r->metrics);
+    json_t *m;
+    double first = NAN, last = NAN;
+    int skipped = 0;
+    json_array_foreach(r->metrics, i, m) {
+        if (json_is_true(json_object_get(m, "skipped"))) {   // fp16 overflow: a skipped step, not an error
+            skipped++;
+            continue;
+        }
+        double loss = jnum(m, "loss", NAN), gn = jnum(m, "grad_norm", NAN);
+        if (!isfinite(loss) || !isfinite(gn) || json_is_true(json_object_get(m, "anomaly"))) {
+            result_finding(r, "finite", 0, "step %d: loss %g, grad norm %g", (int)jnum(m, "step", -1), loss, gn);
+            return;
+        }
+        if (isnan(first)) first = loss;
+        last = loss;
+    }
+    result_finding(r, "finite", 1, "loss %.4g → %.4g over %zu steps, all finite%s", first, last, n,
+                   skipped ? " (fp16 overflow steps skipped)" : "");
+}
+
+// ---- grad_arrival: exactly the expected parameters get no gradient ----------------------------
+
+// The expect_missing patterns for a case: an array, or an object whose first key
+// (a case-name glob) matching the case gives the array.
+static const json_t *patterns_for(const json_t *em, const char *case_name) {
+    if (!em || json_is_array(em)) return em;
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)em, k, v) if (fnmatch(k, case_name, 0) == 0) return v;
+    return NULL;
+}
+
+static int matches_any(const json_t *pats, const char *name) {
+    size_t i;
+    json_t *p;
+    json_array_foreach(pats, i, p) if (fnmatch(json_string_value(p), name, 0) == 0) return 1;
+    return 0;
+}
+
+static void arrival_validate(const Scenario *s, const json_t *params, const char *jpath, Problems *ps) {
+    only_keys(s, params, jpath, ARRIVAL_KEYS, ps);
+    char kp[256];
+    snprintf(kp, sizeof kp, "%s.match_trainer", jpath);
+    const json_t *mt = json_object_get(params, "match_trainer");
+    if (mt && !json_is_boolean(mt)) scenario_problem(s, ps, kp, 0, "match_trainer: expected true or false");
+    const json_t *em = json_object_get(params, "expect_missing");
+    snprintf(kp, sizeof kp, "%s.expect_missing", jpath);
+    if (!em) {
+        scenario_problem(s, ps, jpath, 0, "grad_arrival needs \"expect_missing\": the parameters (globs) that "
+                                          "receive no gradient, [] for none, or per case {case glob: [...]}");
+        return;
+    }
+    enum { MAX_LISTS = 256, PATH_LEN = 320 };
+    const json_t *lists[MAX_LISTS];
+    int nl = 0;
+    char (*paths)[PATH_LEN] = xcalloc(MAX_LISTS, PATH_LEN);
+    if (json_is_array(em)) {
+        lists[nl] = em;
+        snprintf(paths[nl++], sizeof paths[0], "%s", kp);
+    } else if (json_is_object(em)) {
+        const char *k;
+        json_t *v;
+        json_object_foreach((json_t *)em, k, v) {
+            if (nl == MAX_LISTS) break;
+            char ep[PATH_LEN];
+            snprintf(ep, sizeof ep, "%s[\"%s\"]", kp, k);
+            int hit = 0;
+            for (int c = 0; c < s->n_cases; c++) hit |= scenario_case_matches(&s->cases[c], k);
+            if (!hit) scenario_problem(s, ps, ep, 1, "expect_missing: '%s' matches no case of this scenario", k);
+            lists[nl] = v;
+            snprintf(paths[nl++], sizeof paths[0], "%s", ep);
+        }
+        for (int c = 0; c < s->n_cases; c++)
+            if (!patterns_for(em, s->cases[c].name))
+                scenario_problem(s, ps, kp, 0, "expect_missing says nothing about case %s", s->cases[c].name);
+    } else {
+        scenario_problem(s, ps, kp, 0, "expect_missing: expected an array of parameter-name globs or an object "
+                                       "{case glob: [globs]}");
+        free(paths);
+        return;
+    }
+    for (int i = 0; i < nl; i++) {
+        if (!json_is_array(lists[i])) {
+            scenario_problem(s, ps, paths[i], 0, "expect_missing: expected an array of parameter-name globs");
+            continue;
+        }
+        size_t j;
+        json_t *p;
+        json_array_foreach(lists[i], j, p) {
+            if (!json_is_string(p) || !json_string_value(p)[0]) {
+                char ip[PATH_LEN + 32];
+                snprintf(ip, sizeof ip, "%s[%zu]", paths[i], j);
+                scenario_problem(s, ps, ip, 0, "expect_missing: expected a parameter name or glob (string)");
+            }
+        }
+    }
+    free(paths);
+}
+
+static void arrival_evaluate(const json_t *params, CaseResult *r) {
+    const json_t *pats = patterns_for(json_object_get(params, "expect_missing"), r->c->name);
+    int match_trainer = !json_is_false(json_object_get(params, "match_trainer"));
+    if (!r->grad_trace || json_array_size(r->grad_trace) == 0) {
+        result_finding(r, "grad_arrival", 0, "no gradient-arrival trace (grad_trace.jsonl missing or empty)");
+        return;
+    }
+    size_t i;
+    json_t *rec;
+    int n_params = 0, arrived = 0;
+    json_t *exp_names = json_array();
+    json_array_foreach(r->grad_trace, i, rec) {
+        const json_t *missing = json_object_get(rec, "missing"), *order = json_object_get(rec, "order");
+        const json_t *nonfin = json_object_get(rec, "nonfinite"), *texp = json_object_get(rec, "expected_missing");
+        int step = (int)jnum(rec, "step", -1), rank = (int)jnum(rec, "rank", 0);
+        n_params = (int)jnum(rec, "n_params", 0);
+        arrived = (int)jnum(rec, "arrived", 0);
+        json_t *unexpected = json_array(), *unexp_arrived = json_array();
+        size_t j;
+        json_t *n;
+        json_array_foreach(missing, j, n) if (!matches_any(pats, json_string_value(n)))
+            json_array_append(unexpected, n);
+        json_array_foreach(order, j, n) if (matches_any(pats, json_string_value(n)))
+            json_array_append(unexp_arrived, n);
+        int trainer_disagrees = 0;
+        if (match_trainer && json_is_array(texp)) {
+            json_array_foreach(texp, j, n) trainer_disagrees |= !matches_any(pats, json_string_value(n));
+            size_t k;
+            json_t *m;
+            json_array_foreach(missing, k, m) {
+                if (!matches_any(pats, json_string_value(m))) continue;
+                int in_t = 0;
+                json_array_foreach(texp, j, n) in_t |= !strcmp(json_string_value(n), json_string_value(m));
+                trainer_disagrees |= !in_t;
+            }
+        }
+        if (i == 0) json_array_extend(exp_names, (json_t *)missing);
+        int bad = json_array_size(unexpected) || json_array_size(unexp_arrived) || json_array_size(nonfin) ||
+                  trainer_disagrees;
+        if (bad) {
+            Str sum = {0};
+            if (json_array_size(nonfin)) {
+                str_printf(&sum, "%zu non-finite gradient(s): ", json_array_size(nonfin));
+                add_name_list(&sum, nonfin, 4);
+            } else if (json_array_size(unexpected)) {
+                str_printf(&sum, "%zu unexpected missing: ", json_array_size(unexpected));
+                add_name_list(&sum, unexpected, 4);
+            } else if (json_array_size(unexp_arrived)) {
+                str_printf(&sum, "%zu expected-missing gradient(s) arrived: ", json_array_size(unexp_arrived));
+                add_name_list(&sum, unexp_arrived, 4);
+            } else {
+                str_printf(&sum, "the trainer's expected-missing set differs from the scenario's");
+            }
+            Finding *f = result_finding(r, "grad_arrival", 0, "step %d rank %d: %s", step, rank, str_c(&sum));
+            str_printf(&f->details, "- gradient arrival, step %d rank %d: %d/%d arrived, %zu missing\n", step, rank,
+                       arrived, n_params, json_array_size(missing));
+            if (json_array_size(unexpected)) {
+                str_add(&f->details, "- missing but not expected: ");
+                add_name_list(&f->details, unexpected, 1000);
+                str_add(&f->details, "\n");
+            }
+            if (json_array_size(unexp_arrived)) {
+                str_add(&f->details, "- expected missing but arrived: ");
+                add_name_list(&f->details, unexp_arrived, 1000);
+                str_add(&f->details, "\n");
+            }
+            if (json_array_size(nonfin)) {
+                str_add(&f->details, "- non-finite: ");
+                add_name_list(&f->details, nonfin, 1000);
+                str_add(&f->details, "\n");
+            }
+            if (trainer_disagrees) {
+                str_add(&f->details, "- the trainer's own expectation (`expected_missing`): ");
+                add_name_list(&f->details, texp, 1000);
+                str_add(&f->details, "\n");
+            }
+            json_object_set_new(r->facts, "unexpected_missing", unexpected);
+            json_object_set_new(r->facts, "unexpected_arrived", unexp_arrived);
+            json_object_set(r->facts, "nonfinite_grads", (json_t *)nonfin);
+            json_object_set_new(r->facts, "arrival_step", json_integer(step));
+            json_object_set_new(r->facts, "arrival_rank", json_integer(rank));
+            json_decref(exp_names);
+            str_free(&sum);
+            return;
+        }
+        json_decref(unexpected);
+        json_decref(unexp_arrived);
+    }
+    json_object_set_new(r->facts, "missing", exp_names);
+    json_object_set_new(r->facts, "arrived", json_integer(arrived));
+    json_object_set_new(r->facts, "n_params", json_integer(n_params));
+    result_finding(r, "grad_arrival", 1, "%d/%d grads arrived; missing = expected (%d) in %zu step(s)", arrived,
+                   n_params, n_params - arrived, json_array_size(r->grad_trace));
+}
+
+// ---- gate_init: the gate starts neither zero nor uniform ---------------------------------------
+
+static void gate_validate(const Scenario *s, const json_t *params, const char *jpath, Problems *ps) {
+    only_keys(s, params, jpath, GATE_KEYS, ps);
+    num_param(s, params, jpath, "fc2_gain", 0.1, 0, 100, ps);
+    num_param(s, params, jpath, "fc2_std_tolerance", 0.3, 0, 10, ps);
+    num_param(s, params, jpath, "min_output_std", 1e-4, 0, 1, ps);
+    const json_t *st = json_object_get(params, "step");
+    if (st && (!json_is_integer(st) || json_integer_value(st) < 1)) {
+        char kp[256];
+        snprintf(kp, sizeof kp, "%s.step", jpath);
+        scenario_problem(s, ps, kp, 0, "step: expected a positive integer (the step whose forward is inspected)");
+    }
+    for (int c = 0; c < s->n_cases; c++)
+        if (s->cases[c].cfg.steps < (st ? (int)json_integer_value(st) : 1))
+            scenario_problem(s, ps, jpath, 0, "gate_init inspects step %lld but case %s trains %d step(s)",
+                             st ? (long long)json_integer_value(st) : 1LL, s->cases[c].name, s->cases[c].cfg.steps);
+}
+
+static const char *BR3[3] = {"cmp", "sel", "win"};
+
+static void gate_evaluate(const json_t *params, CaseResult *r) {
+    const double gain = num_param(NULL, params, "", "fc2_gain", 0.1, 0, 100, NULL);
+    const double tol = num_param(NULL, params, "", "fc2_std_tolerance", 0.3, 0, 10, NULL);
+    const double min_std = num_param(NULL, params, "", "min_output_std", 1e-4, 0, 1, NULL);
+    const int want_step = json_is_integer(json_object_get(params, "step"))
+                              ? (int)json_integer_value(json_object_get(params, "step")) : 1;
+    const json_t *rec = NULL;
+    size_t i;
+    json_t *g;
+    json_array_foreach(r->gate_stats, i, g) if ((int)jnum(g, "step", -1) == want_step) rec = g;
+    if (!rec) {
+        result_finding(r, "gate_init", 0, "no gate statistics for step %d (gate_stats.jsonl)", want_step);
+        return;
+    }
+    if (!json_is_true(json_object_get(rec, "gated"))) {
+        result_finding(r, "gate_init", 0, "the gate is bypassed in this case (force_branch): nothing to inspect");
+        return;
+    }
+    const NsaConfig *cfg = &r->c->cfg;
+    const int fan_in = cfg->gate_hidden, fan_out = 3 * cfg->n_kv_heads;
+    // Xavier-uniform: U(-b, b), b = gain*sqrt(6/(fan_in+fan_out)), std = b/sqrt(3)
+    const double want = gain * sqrt(2.0 / (fan_in + fan_out));
+    const int softmax = !strcmp(json_string_value(json_object_get(rec, "gate_act")) ? json_string_value(json_object_get(rec, "gate_act")) : "", "softmax");
+    const double uniform_value = softmax ? 1.0 / 3.0 : 0.5;
+    const json_t *layers = json_object_get(rec, "layers");
+    json_t *bad_fc2 = json_array(), *uniform = json_array(), *collapsed = json_array(), *table = json_array();
+    Str det = {0};
+    str_printf(&det, "| layer | fc2 weight std (expected %.4g ±%.0f%%) | fc2 bias mean | out std cmp | out std sel | "
+                     "out std win | out mean cmp / sel / win |\n|---|---|---|---|---|---|---|\n",
+               want, tol * 100);
+    json_array_foreach(layers, i, g) {
+        int L = (int)jnum(g, "layer", -1);
+        double wstd = jnum(g, "fc2_weight_std", NAN), bmean = jnum(g, "fc2_bias_mean", NAN);
+        const json_t *os = json_object_get(g, "out_std"), *om = json_object_get(g, "out_mean");
+        double sd[3], mu[3];
+        int all_low = 1, any_low = 0, all_uniform_value = 1;
+        for (int b = 0; b < 3; b++) {
+            sd[b] = json_number_value(json_array_get(os, (size_t)b));
+            mu[b] = json_number_value(json_array_get(om, (size_t)b));
+            if (!(sd[b] >= min_std)) any_low = 1;
+            else all_low = 0;
+            if (fabs(mu[b] - uniform_value) > 1e-6) all_uniform_value = 0;
+        }
+        if (!(fabs(wstd - want) <= tol * want)) json_array_append_new(bad_fc2, json_integer(L));
+        if (all_low && all_uniform_value) json_array_append_new(uniform, json_integer(L));
+        else if (any_low) json_array_append_new(collapsed, json_integer(L));
+        str_printf(&det, "| %d | %.4g | %.3g | %.3g | %.3g | %.3g | %.6f / %.6f / %.6f |\n", L, wstd, bmean, sd[0],
+                   sd[1], sd[2], mu[0], mu[1], mu[2]);
+        json_t *row = json_pack("{s:i,s:f,s:[f,f,f],s:[f,f,f]}", "layer", L, "fc2_weight_std", isfinite(wstd) ? wstd : -1.0,
+                                "out_std", sd[0], sd[1], sd[2], "out_mean", mu[0], mu[1], mu[2]);
+        if (row) json_array_append_new(table, row);
+    }
+    json_object_set_new(r->facts, "gate_layers", table);
+    json_object_set_new(r->facts, "gate_expected_fc2_std", json_real(want));
+    json_object_set_new(r->facts, "gate_uniform_layers", json_deep_copy(uniform));
+    json_object_set_new(r->facts, "gate_uniform_value", json_real(uniform_value));
+    json_object_set_new(r->facts, "gate_bad_fc2_layers", json_deep_copy(bad_fc2));
+    json_object_set_new(r->facts, "gate_collapsed_layers", json_deep_copy(collapsed));
+    size_t nl = json_array_size(layers);
+    Finding *f;
+    if (json_array_size(uniform)) {
+        Str ls = {0};
+        json_t *x;
+        size_t k;
+        json_array_foreach(uniform, k, x) str_printf(&ls, "%s%lld", k ? ", " : "", (long long)json_integer_value(x));
+        f = result_finding(r, "gate_init", 0, "uniform gate in %zu/%zu layers (%s): every output %.6f for cmp, sel, win, std 0",
+                           json_array_size(uniform), nl, str_c(&ls), uniform_value);
+        str_free(&ls);
+    } else if (json_array_size(collapsed)) {
+        f = result_finding(r, "gate_init", 0, "gate output std below %g in %zu/%zu layers", min_std,
+                           json_array_size(collapsed), nl);
+    } else if (json_array_size(bad_fc2)) {
+        f = result_finding(r, "gate_init", 0, "fc2 weight std off the Xavier(gain %g) expectation %.4g in %zu/%zu layers",
+                           gain, want, json_array_size(bad_fc2), nl);
+    } else {
+        double lo = INFINITY, hi = 0, olo = INFINITY;
+        json_array_foreach(layers, i, g) {
+            double w = jnum(g, "fc2_weight_std", 0);
+            lo = w < lo ? w : lo;
+            hi = w > hi ? w : hi;
+            for (int b = 0; b < 3; b++) {
+                double s = json_number_value(json_array_get(json_object_get(g, "out_std"), (size_t)b));
+                olo = s < olo ? s : olo;
+            }
+        }
+        f = result_finding(r, "gate_init", 1, "fc2 std %.4g–%.4g (expected %.4g); output std ≥ %.3g in all %zu layers", lo,
+                           hi, want, olo, nl);
+    }
+    if (json_array_size(bad_fc2) && !f->ok) {
+        str_printf(&f->details, "- fc2 weight std outside %.4g ±%.0f%% in layers:", want, tol * 100);
+        json_t *x;
+        size_t k;
+        json_array_foreach(bad_fc2, k, x) str_printf(&f->details, " %lld", (long long)json_integer_value(x));
+        str_add(&f->details, "\n");
+    }
+    str_add(&f->details, "\n");
+    str_add(&f->details, str_c(&det));
+    str_add(&f->details, "\n");
+    str_free(&det);
+    json_decref(bad_fc2);
+    json_decref(uniform);
+    json_decref(collapsed);
+    (void)BR3;
+}
+
+// ---- loss_decrease: training makes progress ----------------------------------------------------
+
+static void drop_validate(const Scenario *s, const json_t *params, const char *jpath, Problems *ps) {
+    only_keys(s, params, jpath, DROP_KEYS, ps);
+    num_param(s, params, jpath, "min_drop", 0.0, -1e30, 1e30, ps);
+    for (int c = 0; c < s->n_cases; c++)
+        if (s->cases[c].cfg.steps < 2)
+            scenario_problem(s, ps, jpath, 0, "loss_decrease needs at least 2 steps (case %s trains %d)",
+                             s->cases[c].name, s->cases[c].cfg.steps);
+}
+
+static void drop_evaluate(const json_t *params, CaseResult *r) {
+    double min_drop = num_param(NULL, params, "", "min_drop", 0.0, -1e30, 1e30, NULL);
+    size_t n = r->metrics ? json_array_size(r->metrics) : 0;
+    if (n < 2) {
+        result_finding(r, "loss_decrease", 0, "fewer than 2 steps of metrics");
+        return;
+    }
+    double first = jnum(json_array_get(r->metrics, 0), "loss", NAN), last = jnum(json_array_get(r->metrics, n - 1), "loss", NAN);
+    int ok = isfinite(first) && isfinite(last) && last <= first - min_drop;
+    result_finding(r, "loss_decrease", ok, "loss %.4f → %.4f (drop %.4f, required ≥ %g)", first, last, first - last, min_drop);
+}
+
+// ---- the table -----------------------------------------------------------------------------------
+
+static const CheckDef CHECKS[] = {
+    {"finite", "loss and gradient norm finite at every step; on a non-finite value, the first non-finite tensor",
+     0, finite_validate, finite_evaluate},
+    {"grad_arrival", "exactly the expected parameters receive no gradient (per case), none non-finite",
+     NEED_GRAD_TRACE, arrival_validate, arrival_evaluate},
+    {"gate_init", "gate fc2 init matches Xavier(gain), gate outputs not uniform/collapsed per layer and branch",
+     NEED_GATE_STATS, gate_validate, gate_evaluate},
+    {"loss_decrease", "the last step's loss is at least min_drop below the first's",
+     0, drop_validate, drop_evaluate},
+};
+#define N_CHECKS ((int)(sizeof CHECKS / sizeof CHECKS[0]))
+
+const CheckDef *check_find(const char *name) {
+    for (int i = 0; i < N_CHECKS; i++)
+        if (!strcmp(CHECKS[i].name, name)) return &CHECKS[i];
+    return NULL;
+}
+const CheckDef *check_at(int i) { return i >= 0 && i < N_CHECKS ? &CHECKS[i] : NULL; }
+const char *check_names(void) {
+    static char buf[512];
+    if (!buf[0]) {
+        size_t used = 0;
+        for (int i = 0; i < N_CHECKS; i++)
+            used += (size_t)snprintf(buf + used, sizeof buf - used, "%s%s", i ? ", " : "", CHECKS[i].name);
+    }
+    return buf;
+}
+unsigned checks_needs(const Scenario *s) {
+    unsigned n = 0;
+    for (int i = 0; i < s->n_checks; i++) n |= check_find(s->checks[i].kind)->needs;
+    return n;
+}

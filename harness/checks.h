@@ -1,0 +1,32 @@
+// harness/checks.h — the checks a scenario can list, one small struct of
+// callbacks each (in the manner of nccl-tests' test engine): validate the
+// check's parameters when the scenario is loaded, say which trainer diagnostics
+// it needs, and evaluate a finished case into findings.
+#ifndef NSA_HARNESS_CHECKS_H
+#define NSA_HARNESS_CHECKS_H
+#include <jansson.h>
+
+#include "harness/result.h"
+#include "harness/scenario.h"
+
+// Trainer diagnostics a check reads (nsa-train flags the runner then passes).
+enum { NEED_GRAD_TRACE = 1u, NEED_GATE_STATS = 2u };
+
+typedef struct {
+    const char *name;      // as written in "check": ...
+    const char *summary;   // one line, for `nsa-harness list --checks` and the docs
+    unsigned needs;        // NEED_* bits
+    // Problems with the parameters (the check's object at jpath, e.g. "checks[1]").
+    // Runs once per expanded profile, so it may look at s->cases.
+    void (*validate)(const Scenario *s, const json_t *params, const char *jpath, Problems *ps);
+    // Evaluate a case that ran to completion (or stopped with an anomaly): add
+    // findings with result_finding().
+    void (*evaluate)(const json_t *params, CaseResult *r);
+} CheckDef;
+
+const CheckDef *check_find(const char *name);
+const CheckDef *check_at(int i);   // NULL past the end
+const char *check_names(void);     // "finite, grad_arrival, ..."
+// The union of the needs of a scenario's checks.
+unsigned checks_needs(const Scenario *s);
+#endif

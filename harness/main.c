@@ -1,0 +1,707 @@
+// harness/main.c — the nsa-harness command line: run, list, validate, show.
+//
+// Exit codes (DESIGN 7): 0 every case passed (or was skipped); 1 a case FAIL,
+// HANG or CRASH; 2 usage error, invalid scenario, or a case the trainer could not
+// start (ERROR); 125 with --bisect instead of 2 (git bisect run: "skip this
+// commit"); 130 interrupted (SIGINT/SIGTERM), which also makes git bisect stop.
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fnmatch.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "harness/checks.h"
+#include "harness/families.h"
+#include "harness/proc.h"
+#include "harness/report.h"
+#include "harness/runner.h"
+#include "harness/scenario.h"
+#include "harness/util.h"
+
+#ifndef NSA_SOURCE_DIR
+#define NSA_SOURCE_DIR "."
+#endif
+
+enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2, EXIT_BISECT_SKIP = 125, EXIT_INTERRUPTED = 130 };
+
+static volatile sig_atomic_t g_interrupted = 0;
+static void on_signal(int sig) {
+    (void)sig;
+    g_interrupted = 1;
+}
+
+// ---- help --------------------------------------------------------------------------------
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: nsa-harness COMMAND [options]\n"
+            "\n"
+            "Runs declarative NSA training diagnostics (scenarios/*.json, docs/scenarios.md) against\n"
+            "nsa-train, one supervised process per rank, and writes a report directory with\n"
+            "RESULTS.md, summary.json, junit.xml, env.json and every case's logs and traces.\n"
+            "\n"
+            "commands:\n"
+            "  run [SCENARIO...]      run scenarios (files, or directories of *.json;\n"
+            "                         default: %s/scenarios)\n"
+            "  list [SCENARIO...]     list scenarios, their families and cases\n"
+            "  validate [FILE...]     validate scenario files against the schema, every profile\n"
+            "  show REPORT_DIR        print a report's verdicts and diagnosis\n"
+            "  help [COMMAND]         this text, or a command's options\n"
+            "\n"
+            "exit codes: 0 all passed (or skipped); 1 a case FAIL/HANG/CRASH; 2 usage error or\n"
+            "invalid scenario; 125 instead of 2 with --bisect; 130 interrupted\n",
+            NSA_SOURCE_DIR);
+}
+
+static void usage_run(FILE *f) {
+    fprintf(f,
+            "usage: nsa-harness run [SCENARIO...] [options]\n"
+            "\n"
+            "options:\n"
+            "  --profile ci|gpu      sizes to run (default: gpu when a CUDA device is usable, else ci)\n"
+            "  --out DIR             report directory (default: %s/reports/<UTC time>_<short sha>)\n"
+            "  --filter GLOB         run only cases whose name, scenario/case or scenario matches GLOB\n"
+            "                        (fnmatch; without * ? [ a substring match); repeatable (any matches)\n"
+            "  --fault NAME[=ARG]    inject a trainer fault into every case (nsa-train --list-faults);\n"
+            "                        repeatable\n"
+            "  --timeout-scale X     multiply every case's timeout_s and stall_s by X (> 0)\n"
+            "  --trainer PATH        the nsa-train executable (default: the one beside nsa-harness)\n"
+            "  --bisect              for git bisect run: exit 125 (skip) where it would exit 2\n"
+            "  --quiet               no progress lines\n"
+            "\n"
+            "Every case writes <out>/<scenario>/<case>/: output.log env.json metrics.jsonl\n"
+            "grad_trace.jsonl gate_stats.jsonl ranks/rank_R.log ranks/rank_R.fr stacks/rank_R.txt.\n",
+            NSA_SOURCE_DIR);
+}
+
+static void usage_list(FILE *f) {
+    fprintf(f, "usage: nsa-harness list [SCENARIO...] [--profile ci|gpu] [--checks]\n"
+               "  lists each scenario's family, description, profiles and the cases of the profile\n"
+               "  (both profiles when none is given); --checks lists the checks and families instead\n");
+}
+static void usage_validate(FILE *f) {
+    fprintf(f, "usage: nsa-harness validate [FILE...]\n"
+               "  validates scenario files (default: every file in %s/scenarios) for every profile\n"
+               "  they define: schema, matrix, and each case's config overrides through the trainer's\n"
+               "  config loader. Problems are printed as file:line:col: message; exit 2 if any.\n",
+               NSA_SOURCE_DIR);
+}
+static void usage_show(FILE *f) {
+    fprintf(f, "usage: nsa-harness show REPORT_DIR\n"
+               "  prints the verdicts, counts and diagnosis of a report (its summary.json and RESULTS.md);\n"
+               "  exits with the code the run exited with (2 if the report is unreadable)\n");
+}
+
+// ---- scenario files ------------------------------------------------------------------------
+
+typedef struct {
+    char **v;
+    int n;
+} Paths;
+
+static void paths_add(Paths *p, const char *s) {
+    p->v = xrealloc(p->v, sizeof(char *) * (size_t)(p->n + 1));
+    p->v[p->n++] = xstrdup(s);
+}
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+// Files as given; directories expand to their *.json files, sorted (not recursive).
+static int collect(Paths *out, char **args, int n) {
+    Paths in = {0};
+    if (n == 0) paths_add(&in, NSA_SOURCE_DIR "/scenarios");
+    else
+        for (int i = 0; i < n; i++) paths_add(&in, args[i]);
+    int rc = 0;
+    for (int i = 0; i < in.n; i++) {
+        if (!is_dir(in.v[i])) {
+            paths_add(out, in.v[i]);
+            continue;
+        }
+        DIR *d = opendir(in.v[i]);
+        if (!d) {
+            fprintf(stderr, "nsa-harness: %s: %s\n", in.v[i], strerror(errno));
+            rc = -1;
+            continue;
+        }
+        Paths found = {0};
+        struct dirent *e;
+        while ((e = readdir(d))) {
+            size_t l = strlen(e->d_name);
+            if (l > 5 && !strcmp(e->d_name + l - 5, ".json") && e->d_name[0] != '.') {
+                char p[2048];
+                snprintf(p, sizeof p, "%s/%s", in.v[i], e->d_name);
+                if (!is_dir(p)) paths_add(&found, p);
+            }
+        }
+        closedir(d);
+        qsort(found.v, (size_t)found.n, sizeof(char *), cmp_str);
+        for (int k = 0; k < found.n; k++) {
+            paths_add(out, found.v[k]);
+            free(found.v[k]);
+        }
+        free(found.v);
+    }
+    for (int i = 0; i < in.n; i++) free(in.v[i]);
+    free(in.v);
+    return rc;
+}
+
+static char *problems_text(Problems *ps) {
+    problems_sort(ps);
+    Str s = {0};
+    for (int i = 0; i < ps->n; i++) {
+        str_add(&s, ps->v[i].text);
+        str_add(&s, "\n");
+    }
+    return str_take(&s);
+}
+
+// ---- environment probes ----------------------------------------------------------------------
+
+static void self_dir(char *out, size_t n) {
+    char exe[4096];
+    ssize_t l = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (l <= 0) {
+        snprintf(out, n, ".");
+        return;
+    }
+    exe[l] = '\0';
+    path_dirname(exe, out, n);
+}
+
+static void chomp(char *s) {
+    size_t n = strlen(s);
+    while (n && (s[n - 1] == '\n' || s[n - 1] == '\r' || s[n - 1] == ' ')) s[--n] = '\0';
+}
+
+// git sha (short) and dirty flag of the source tree at run time; 0 or -1.
+static int git_state(char *sha, size_t n, int *dirty) {
+    char *out = NULL;
+    char *const a1[] = {"git", "-C", NSA_SOURCE_DIR, "rev-parse", "--short=7", "HEAD", NULL};
+    int rc = proc_capture(a1, 10, &out);
+    if (rc != 0 || !out[0]) {
+        free(out);
+        return -1;
+    }
+    chomp(out);
+    snprintf(sha, n, "%s", out);
+    free(out);
+    char *const a2[] = {"git", "-C", NSA_SOURCE_DIR, "status", "--porcelain", "--untracked-files=no", NULL};
+    rc = proc_capture(a2, 10, &out);
+    *dirty = rc == 0 && out[0] != '\0';
+    free(out);
+    return 0;
+}
+
+static char *first_line_of(char *const argv[]) {
+    char *out = NULL;
+    int rc = proc_capture(argv, 10, &out);
+    if (rc != 0 || !out[0]) {
+        free(out);
+        return NULL;
+    }
+    char *nl = strchr(out, '\n');
+    if (nl) *nl = '\0';
+    chomp(out);
+    return out;
+}
+
+// ---- filters -----------------------------------------------------------------------------------
+
+static int filter_match(const char *pat, const char *scenario, const char *cname) {
+    char full[512];
+    snprintf(full, sizeof full, "%s/%s", scenario, cname);
+    if (!has_glob_meta(pat)) return strstr(full, pat) != NULL;
+    return fnmatch(pat, cname, 0) == 0 || fnmatch(pat, full, 0) == 0 || fnmatch(pat, scenario, 0) == 0;
+}
+
+// ---- run -------------------------------------------------------------------------------------------
+
+static int parse_profile(const char *v) {
+    for (int p = 0; p < PROFILE_COUNT; p++)
+        if (!strcmp(v, PROFILE_NAMES[p])) return p;
+    return -1;
+}
+
+static int cmd_run(int argc, char **argv) {
+    int profile = -1, bisect = 0, quiet = 0;
+    const char *out_dir = NULL, *trainer_arg = NULL;
+    double scale = 1.0;
+    Paths files_in = {0}, filters = {0}, faults = {0};
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+#define NEED                                                                                   \
+    if (!v) {                                                                                  \
+        fprintf(stderr, "nsa-harness run: %s needs a value (see nsa-harness help run)\n", a);  \
+        return EXIT_USAGE;                                                                     \
+    }                                                                                          \
+    i++
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage_run(stdout);
+            return EXIT_OK;
+        } else if (!strcmp(a, "--profile")) {
+            NEED;
+            if ((profile = parse_profile(v)) < 0) {
+                fprintf(stderr, "nsa-harness run: --profile %s: expected ci or gpu\n", v);
+                return EXIT_USAGE;
+            }
+        } else if (!strcmp(a, "--out")) {
+            NEED;
+            out_dir = v;
+        } else if (!strcmp(a, "--filter")) {
+            NEED;
+            paths_add(&filters, v);
+        } else if (!strcmp(a, "--fault")) {
+            NEED;
+            if (!v[0] || v[0] == '=') {
+                fprintf(stderr, "nsa-harness run: --fault '%s': expected NAME or NAME=ARG\n", v);
+                return EXIT_USAGE;
+            }
+            paths_add(&faults, v);
+        } else if (!strcmp(a, "--timeout-scale")) {
+            NEED;
+            char *end = NULL;
+            scale = strtod(v, &end);
+            if (!end || *end || !(scale > 0) || scale > 1000) {
+                fprintf(stderr, "nsa-harness run: --timeout-scale %s: expected a number > 0 (at most 1000)\n", v);
+                return EXIT_USAGE;
+            }
+        } else if (!strcmp(a, "--trainer")) {
+            NEED;
+            trainer_arg = v;
+        } else if (!strcmp(a, "--bisect")) bisect = 1;
+        else if (!strcmp(a, "--quiet")) quiet = 1;
+        else if (a[0] == '-' && a[1]) {
+            fprintf(stderr, "nsa-harness run: unknown option '%s' (see nsa-harness help run)\n", a);
+            return EXIT_USAGE;
+        } else paths_add(&files_in, a);
+#undef NEED
+    }
+    const int usage_rc = bisect ? EXIT_BISECT_SKIP : EXIT_USAGE;
+    char here[4096], trainer[4200], harness[4200];
+    self_dir(here, sizeof here);
+    snprintf(harness, sizeof harness, "%s/nsa-harness", here);
+    if (trainer_arg) snprintf(trainer, sizeof trainer, "%s", trainer_arg);
+    else snprintf(trainer, sizeof trainer, "%s/nsa-train", here);
+    if (access(trainer, X_OK) != 0) {
+        fprintf(stderr, "nsa-harness: the trainer %s is not an executable: %s (build it, or pass --trainer PATH)\n",
+                trainer, strerror(errno));
+        return usage_rc;
+    }
+    // the environment, through the trainer (it knows the build, CUDA devices, versions)
+    char *env_text = NULL;
+    char *const pe[] = {trainer, "--print-env", NULL};
+    int prc = proc_capture(pe, 120, &env_text);
+    json_t *env = prc == 0 ? json_loads(env_text, 0, NULL) : NULL;
+    free(env_text);
+    if (!env || !json_is_object(env)) {
+        fprintf(stderr, "nsa-harness: `%s --print-env` failed (status %d): is the trainer built from this tree?\n",
+                trainer, prc);
+        json_decref(env);
+        return usage_rc;
+    }
+    int gpus = (int)json_array_size(json_object_get(json_object_get(env, "cuda"), "devices"));
+    if (profile < 0) profile = gpus > 0 ? PROFILE_GPU : PROFILE_CI;
+    Paths files = {0};
+    if (collect(&files, files_in.v, files_in.n)) return usage_rc;
+    if (files.n == 0) {
+        fprintf(stderr, "nsa-harness: no scenario files found\n");
+        return usage_rc;
+    }
+
+    // load every scenario: the valid ones run, the invalid ones are reported as ERROR
+    Report rp;
+    memset(&rp, 0, sizeof rp);
+    rp.profile = PROFILE_NAMES[profile];
+    Scenario *scen = xcalloc((size_t)files.n, sizeof(Scenario));
+    rp.runs = xcalloc((size_t)files.n, sizeof(ScenarioRun));
+    rp.invalid = xcalloc((size_t)files.n, sizeof(InvalidScenario));
+    for (int i = 0; i < files.n; i++) {
+        Problems ps = {0};
+        Scenario *s = &scen[rp.n_runs];
+        if (scenario_load(s, files.v[i], profile, 0, &ps) == 0) {
+            for (int k = 0; k < rp.n_runs; k++)
+                if (!strcmp(rp.runs[k].s->name, s->name))
+                    problems_add(&ps, 0, 0, "%s: scenario name '%s' is already used by %s", files.v[i], s->name,
+                                 rp.runs[k].s->path);
+        }
+        if (ps.n) {
+            if (s->root) scenario_free(s);
+            InvalidScenario *iv = &rp.invalid[rp.n_invalid++];
+            snprintf(iv->file, sizeof iv->file, "%s", files.v[i]);
+            iv->problems = problems_text(&ps);
+            fputs(iv->problems, stderr);
+            problems_free(&ps);
+            continue;
+        }
+        // the cases the filters select
+        ScenarioRun *sr = &rp.runs[rp.n_runs++];
+        sr->s = s;
+        sr->results = xcalloc((size_t)s->n_cases + 1, sizeof(CaseResult));
+        for (int c = 0; c < s->n_cases; c++) {
+            int take = filters.n == 0;
+            for (int f = 0; f < filters.n && !take; f++) take = filter_match(filters.v[f], s->name, s->cases[c].name);
+            if (!take) continue;
+            CaseResult *r = &sr->results[sr->n++];
+            result_init(r, s, &s->cases[c]);
+            r->verdict = V_SKIP;
+            snprintf(r->summary, sizeof r->summary, "not run yet");
+            snprintf(r->rel_dir, sizeof r->rel_dir, "%s/%s", s->name, s->cases[c].dir);
+        }
+        if (!s->has_profile[profile] && filters.n == 0) {
+            // a scenario without this profile: say so rather than silently run nothing
+            fprintf(stderr, "nsa-harness: %s has no '%s' profile: skipped\n", s->path, PROFILE_NAMES[profile]);
+        }
+        rp.total += sr->n;
+    }
+    if (filters.n && rp.total == 0 && rp.n_invalid == 0) {
+        fprintf(stderr, "nsa-harness: no case matches the --filter pattern(s)\n");
+        return usage_rc;
+    }
+
+    // the report directory
+    char sha[48] = "nogit";
+    int dirty = 0;
+    if (git_state(sha, sizeof sha, &dirty)) {
+        const char *bs = json_string_value(json_object_get(json_object_get(env, "build"), "git_sha"));
+        if (bs) snprintf(sha, sizeof sha, "%.12s", bs);
+    }
+    snprintf(rp.sha, sizeof rp.sha, "%s", sha);
+    rp.dirty = dirty;
+    char stamp[32];
+    utc_stamp(stamp, sizeof stamp);
+    if (out_dir) snprintf(rp.dir, sizeof rp.dir, "%s", out_dir);
+    else snprintf(rp.dir, sizeof rp.dir, "%s/reports/%s_%s", NSA_SOURCE_DIR, stamp, sha);
+    if (mkdir_p(rp.dir)) {
+        fprintf(stderr, "nsa-harness: cannot create %s: %s\n", rp.dir, strerror(errno));
+        return usage_rc;
+    }
+    utc_iso(rp.started, sizeof rp.started);
+    rp.t0 = mono_s();
+    {
+        Str c = {0};
+        str_add(&c, "nsa-harness run");
+        for (int i = 0; i < argc; i++) str_printf(&c, " %s", argv[i]);
+        rp.command = str_take(&c);
+    }
+    // device summary and the top-level env.json
+    const json_t *cuda = json_object_get(env, "cuda");
+    if (gpus > 0) {
+        const json_t *d0 = json_array_get(json_object_get(cuda, "devices"), 0);
+        snprintf(rp.device, sizeof rp.device, "%d× %s · CUDA %s / driver %s", gpus,
+                 json_string_value(json_object_get(d0, "name")) ? json_string_value(json_object_get(d0, "name")) : "GPU",
+                 json_string_value(json_object_get(cuda, "runtime")) ? json_string_value(json_object_get(cuda, "runtime")) : "?",
+                 json_string_value(json_object_get(cuda, "driver")) ? json_string_value(json_object_get(cuda, "driver")) : "?");
+    } else {
+        const json_t *h = json_object_get(env, "host");
+        snprintf(rp.device, sizeof rp.device, "CPU: %s, %lld cores (no CUDA device)",
+                 json_string_value(json_object_get(h, "cpu_model")) ? json_string_value(json_object_get(h, "cpu_model")) : "?",
+                 (long long)json_integer_value(json_object_get(h, "cores")));
+    }
+    {
+        json_t *runner = json_object();
+        json_t *cmd = json_array();
+        json_array_append_new(cmd, json_string("nsa-harness"));
+        json_array_append_new(cmd, json_string("run"));
+        for (int i = 0; i < argc; i++) json_array_append_new(cmd, json_string(argv[i]));
+        json_object_set_new(runner, "command", cmd);
+        char cwd[4096] = "";
+        if (getcwd(cwd, sizeof cwd)) json_object_set_new(runner, "cwd", json_string(cwd));
+        json_object_set_new(runner, "started", json_string(rp.started));
+        json_object_set_new(runner, "profile", json_string(rp.profile));
+        json_object_set_new(runner, "report_dir", json_string(rp.dir));
+        json_object_set_new(runner, "trainer", json_string(trainer));
+        json_object_set_new(runner, "git", json_pack("{s:s,s:b}", "sha", sha, "dirty", dirty));
+        json_object_set_new(runner, "timeout_scale", json_real(scale));
+        json_t *fl = json_array();
+        for (int i = 0; i < faults.n; i++) json_array_append_new(fl, json_string(faults.v[i]));
+        json_object_set_new(runner, "faults", fl);
+        json_object_set_new(env, "runner", runner);
+        char *const mv[] = {"mpirun", "--version", NULL};
+        char *mpi = first_line_of(mv);
+        if (!json_object_get(env, "mpi") || json_is_null(json_object_get(env, "mpi")))
+            json_object_set_new(env, "mpi", mpi ? json_string(mpi) : json_null());
+        free(mpi);
+        char *const nv[] = {"nvidia-smi", "--query-gpu=name,uuid,memory.total,driver_version", "--format=csv,noheader", NULL};
+        char *smi = first_line_of(nv);
+        json_object_set_new(env, "nvidia_smi", smi ? json_string(smi) : json_null());
+        free(smi);
+        char *js = json_dumps(env, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+        char p[2200];
+        snprintf(p, sizeof p, "%s/env.json", rp.dir);
+        Str s = {0};
+        str_add(&s, js ? js : "{}");
+        str_add(&s, "\n");
+        write_file_atomic(p, str_c(&s), s.len);
+        str_free(&s);
+        free(js);
+    }
+    rp.env = env;
+    {
+        Str f = {0};
+        for (int i = 0; i < faults.n; i++) str_printf(&f, "%s%s", i ? ", " : "", faults.v[i]);
+        rp.faults = str_take(&f);
+    }
+    report_write(&rp);
+
+    // run
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    proc_become_subreaper();
+    const int tty = !quiet && isatty(fileno(stdout));
+    FILE *con = quiet ? NULL : stdout;
+    RunCtx ctx = {trainer, harness, rp.dir, rp.profile, scale, (const char *const *)faults.v, faults.n, gpus,
+                  &g_interrupted, con, tty, 0, rp.total};
+    if (con) fprintf(con, "nsa-harness: %d case%s in %d scenario%s, profile %s, report %s\n", rp.total,
+                     rp.total == 1 ? "" : "s", rp.n_runs, rp.n_runs == 1 ? "" : "s", rp.profile, rp.dir);
+    for (int i = 0; i < rp.n_runs && !g_interrupted; i++) {
+        ScenarioRun *sr = &rp.runs[i];
+        for (int k = 0; k < sr->n && !g_interrupted; k++) {
+            CaseResult *r = &sr->results[k];
+            ctx.index = rp.done + 1;
+            if (con && !tty) fprintf(con, "[%d/%d] run   %s/%s\n", ctx.index, rp.total, sr->s->name, r->c->name), fflush(con);
+            r->verdict = V_PASS;
+            r->summary[0] = '\0';
+            run_case(&ctx, r);
+            sr->done = k + 1;
+            rp.done++;
+            if (con) {
+                char t[32];
+                fmt_duration(t, sizeof t, r->wall_s);
+                fprintf(con, "[%d/%d] %-5s %s/%s (%s): %s\n", ctx.index, rp.total, VERDICT_NAMES[r->verdict],
+                        sr->s->name, r->c->name, t, r->summary);
+                fflush(con);
+            }
+            if (report_write(&rp)) fprintf(stderr, "nsa-harness: cannot write the report in %s: %s\n", rp.dir, strerror(errno));
+        }
+    }
+    int counts[V_COUNT];
+    report_counts(&rp, counts);
+    int rc = EXIT_OK;
+    if (counts[V_FAIL] + counts[V_HANG] + counts[V_CRASH]) rc = EXIT_FAIL;
+    if (counts[V_ERROR]) rc = usage_rc;
+    if (g_interrupted) {
+        rp.interrupted = 1;
+        rc = EXIT_INTERRUPTED;
+        // cases never started: SKIP "not run"
+        for (int i = 0; i < rp.n_runs; i++) {
+            ScenarioRun *sr = &rp.runs[i];
+            for (int k = sr->done; k < sr->n; k++) snprintf(sr->results[k].summary, sizeof sr->results[k].summary, "not run: interrupted");
+        }
+    } else rp.finished = 1;
+    rp.exit_code = rc;
+    report_write(&rp);
+    report_github_summary(&rp);
+    if (con) {
+        Str line = {0};
+        for (int v = 0; v < V_COUNT; v++)
+            if (counts[v]) str_printf(&line, "%s%d %s", line.len ? ", " : "", counts[v], VERDICT_NAMES[v]);
+        fprintf(con, "nsa-harness: %s%s\nRESULTS: %s/RESULTS.md\n", line.len ? str_c(&line) : "no cases",
+                g_interrupted ? " (interrupted)" : "", rp.dir);
+        str_free(&line);
+    }
+    // (the process exits: the OS frees the rest)
+    return rc;
+}
+
+// ---- list / validate / show --------------------------------------------------------------------------
+
+static int cmd_list(int argc, char **argv) {
+    int profile = -1, checks = 0;
+    Paths in = {0};
+    for (int i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            usage_list(stdout);
+            return EXIT_OK;
+        } else if (!strcmp(argv[i], "--profile") && i + 1 < argc) {
+            if ((profile = parse_profile(argv[++i])) < 0) {
+                fprintf(stderr, "nsa-harness list: --profile %s: expected ci or gpu\n", argv[i]);
+                return EXIT_USAGE;
+            }
+        } else if (!strcmp(argv[i], "--checks")) checks = 1;
+        else if (argv[i][0] == '-') {
+            fprintf(stderr, "nsa-harness list: unknown option '%s'\n", argv[i]);
+            return EXIT_USAGE;
+        } else paths_add(&in, argv[i]);
+    }
+    if (checks) {
+        printf("checks:\n");
+        for (int i = 0; check_at(i); i++) printf("  %-16s %s\n", check_at(i)->name, check_at(i)->summary);
+        printf("families:\n");
+        for (int i = 0; family_at(i); i++) printf("  %-16s %s\n", family_at(i)->name, family_at(i)->summary);
+        return EXIT_OK;
+    }
+    Paths files = {0};
+    if (collect(&files, in.v, in.n)) return EXIT_USAGE;
+    int rc = EXIT_OK;
+    for (int i = 0; i < files.n; i++) {
+        for (int p = 0; p < PROFILE_COUNT; p++) {
+            if (profile >= 0 && p != profile) continue;
+            Problems ps = {0};
+            Scenario s;
+            if (scenario_load(&s, files.v[i], p, 0, &ps)) {
+                if (p == 0 || profile >= 0) {
+                    char *t = problems_text(&ps);
+                    fputs(t, stderr);
+                    free(t);
+                    rc = EXIT_USAGE;
+                }
+                problems_free(&ps);
+                break;
+            }
+            if (p == 0 || profile >= 0 || (profile < 0 && !s.has_profile[0]))
+                printf("%s  [%s]  %s\n    %s\n", s.name, s.family, s.path, s.description);
+            if (s.has_profile[p]) {
+                printf("    profile %s: %d case%s, config %s\n", PROFILE_NAMES[p], s.n_cases, s.n_cases == 1 ? "" : "s",
+                       s.config_path);
+                for (int c = 0; c < s.n_cases; c++) printf("      %s\n", s.cases[c].name);
+            }
+            scenario_free(&s);
+        }
+    }
+    return rc;
+}
+
+static int cmd_validate(int argc, char **argv) {
+    Paths in = {0};
+    for (int i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            usage_validate(stdout);
+            return EXIT_OK;
+        }
+        if (argv[i][0] == '-' && argv[i][1]) {
+            fprintf(stderr, "nsa-harness validate: unknown option '%s'\n", argv[i]);
+            return EXIT_USAGE;
+        }
+        paths_add(&in, argv[i]);
+    }
+    Paths files = {0};
+    if (collect(&files, in.v, in.n)) return EXIT_USAGE;
+    int bad = 0;
+    for (int i = 0; i < files.n; i++) {
+        Problems ps = {0};
+        Scenario s;
+        int counts[PROFILE_COUNT] = {0}, has[PROFILE_COUNT] = {0}, ok = 1;
+        for (int p = 0; p < PROFILE_COUNT && ok; p++) {
+            // the first load validates every profile; then count each profile's cases
+            if (scenario_load(&s, files.v[i], p, p == 0, &ps)) {
+                ok = 0;
+                break;
+            }
+            has[p] = s.has_profile[p];
+            counts[p] = s.n_cases;
+            scenario_free(&s);
+        }
+        if (!ok) {
+            char *t = problems_text(&ps);
+            fputs(t, stderr);
+            free(t);
+            bad++;
+        } else {
+            printf("ok  %s", files.v[i]);
+            for (int p = 0; p < PROFILE_COUNT; p++)
+                if (has[p]) printf("  %s: %d case%s", PROFILE_NAMES[p], counts[p], counts[p] == 1 ? "" : "s");
+            printf("\n");
+        }
+        problems_free(&ps);
+    }
+    if (bad) fprintf(stderr, "nsa-harness validate: %d of %d file%s invalid\n", bad, files.n, files.n == 1 ? "" : "s");
+    return bad ? EXIT_USAGE : EXIT_OK;
+}
+
+static int cmd_show(int argc, char **argv) {
+    if (argc >= 1 && (!strcmp(argv[0], "--help") || !strcmp(argv[0], "-h"))) {
+        usage_show(stdout);
+        return EXIT_OK;
+    }
+    if (argc != 1) {
+        usage_show(stderr);
+        return EXIT_USAGE;
+    }
+    char p[4200];
+    snprintf(p, sizeof p, "%s/summary.json", argv[0]);
+    json_error_t je;
+    json_t *sj = json_load_file(p, 0, &je);
+    if (!sj) {
+        fprintf(stderr, "nsa-harness show: %s:%d:%d: %s\n", p, je.line, je.column, je.text);
+        return EXIT_USAGE;
+    }
+    printf("report %s — started %s, git %s%s, profile %s%s\n", argv[0],
+           json_string_value(json_object_get(sj, "started")),
+           json_string_value(json_object_get(json_object_get(sj, "git"), "sha")),
+           json_is_true(json_object_get(json_object_get(sj, "git"), "dirty")) ? " (dirty)" : "",
+           json_string_value(json_object_get(sj, "profile")),
+           json_is_true(json_object_get(sj, "finished")) ? ""
+           : json_is_true(json_object_get(sj, "interrupted")) ? " — INTERRUPTED"
+                                                               : " — PARTIAL (run did not finish)");
+    size_t i;
+    json_t *c;
+    json_array_foreach(json_object_get(sj, "invalid_scenarios"), i, c)
+        printf("  %-6s %s: %s\n", "ERROR", json_string_value(json_object_get(c, "file")),
+               json_string_value(json_array_get(json_object_get(c, "problems"), 0)));
+    json_array_foreach(json_object_get(sj, "cases"), i, c) {
+        const json_t *v = json_object_get(c, "verdict");
+        printf("  %-6s %s/%s: %s\n", json_is_string(v) ? json_string_value(v) : "-",
+               json_string_value(json_object_get(c, "scenario")), json_string_value(json_object_get(c, "case")),
+               json_string_value(json_object_get(c, "summary")));
+    }
+    const json_t *counts = json_object_get(sj, "counts");
+    const char *k;
+    json_t *v;
+    printf("counts:");
+    json_object_foreach((json_t *)counts, k, v) if (json_integer_value(v)) printf(" %s %lld", k, (long long)json_integer_value(v));
+    printf("\n");
+    snprintf(p, sizeof p, "%s/RESULTS.md", argv[0]);
+    char *md = read_file(p, NULL);
+    if (md) {
+        char *d = strstr(md, "\n## Diagnosis\n");
+        if (d) {
+            char *end = strstr(d + 14, "\n## ");
+            if (end) *end = '\0';
+            printf("%s\n", d + 1);
+        }
+        free(md);
+    }
+    const json_t *ec = json_object_get(sj, "exit_code");
+    int rc = json_is_integer(ec) ? (int)json_integer_value(ec) : EXIT_OK;
+    json_decref(sj);
+    return rc;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return EXIT_USAGE;
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
+        usage(stdout);
+        return EXIT_OK;
+    }
+    if (!strcmp(cmd, "help")) {
+        const char *t = argc > 2 ? argv[2] : "";
+        if (!strcmp(t, "run")) usage_run(stdout);
+        else if (!strcmp(t, "list")) usage_list(stdout);
+        else if (!strcmp(t, "validate")) usage_validate(stdout);
+        else if (!strcmp(t, "show")) usage_show(stdout);
+        else usage(stdout);
+        return EXIT_OK;
+    }
+    if (!strcmp(cmd, "run")) return cmd_run(argc - 2, argv + 2);
+    if (!strcmp(cmd, "list")) return cmd_list(argc - 2, argv + 2);
+    if (!strcmp(cmd, "validate")) return cmd_validate(argc - 2, argv + 2);
+    if (!strcmp(cmd, "show")) return cmd_show(argc - 2, argv + 2);
+    fprintf(stderr, "nsa-harness: unknown command '%s' (run, list, validate, show, help)\n", cmd);
+    return EXIT_USAGE;
+}

@@ -1,0 +1,255 @@
+// harness/proc.c — see proc.h.
+#define _GNU_SOURCE   // prctl constants, execvpe
+#include "harness/proc.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness/util.h"
+
+extern char **environ;
+
+// The child's environment: ours plus the extra entries (which replace ours).
+static char **child_env(char *const *env, int n_env) {
+    int n = 0;
+    while (environ[n]) n++;
+    char **e = xcalloc((size_t)n + (size_t)n_env + 1, sizeof(char *));
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        int replaced = 0;
+        const char *eq = strchr(environ[i], '=');
+        size_t nl = eq ? (size_t)(eq - environ[i]) : strlen(environ[i]);
+        for (int j = 0; j < n_env && !replaced; j++) replaced = !strncmp(env[j], environ[i], nl) && env[j][nl] == '=';
+        if (!replaced) e[k++] = environ[i];
+    }
+    for (int j = 0; j < n_env; j++) e[k++] = env[j];
+    e[k] = NULL;
+    return e;
+}
+
+pid_t proc_spawn(char *const argv[], const char *log_path, char *const *env, int n_env) {
+    char **e = child_env(env, n_env);   // built before fork: no allocation in the child
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid < 0) {
+        free(e);
+        return -1;
+    }
+    if (pid == 0) {
+        setpgid(0, 0);
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent) _exit(127);   // the runner died before prctl took effect
+        // default dispositions and an empty mask for the trainer
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        signal(SIGINT, SIG_DFL);
+        signal(SIGTERM, SIG_DFL);
+        signal(SIGPIPE, SIG_DFL);
+        int in = open("/dev/null", O_RDONLY);
+        if (in >= 0) dup2(in, 0);
+        if (log_path) {
+            int fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND, 0664);
+            if (fd < 0) _exit(126);
+            dup2(fd, 1);
+            dup2(fd, 2);
+        }
+        execve(argv[0], argv, e);
+        dprintf(2, "nsa-harness: cannot execute %s: %s\n", argv[0], strerror(errno));
+        _exit(127);
+    }
+    setpgid(pid, pid);   // also in the parent: no race with the first signal
+    free(e);
+    return pid;
+}
+
+void proc_kill_group(pid_t pgid, int sig) {
+    if (pgid > 1) kill(-pgid, sig);
+}
+
+int proc_wait(pid_t pid, double timeout_s, int *status) {
+    double end = mono_s() + timeout_s;
+    for (;;) {
+        pid_t w = waitpid(pid, status, WNOHANG);
+        if (w == pid) return 1;
+        if (w < 0 && errno != EINTR) return 1;   // not our child any more (already reaped)
+        if (mono_s() >= end) return 0;
+        struct timespec ts = {0, 20 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+void proc_reap_orphans(void) {
+    int st;
+    while (waitpid(-1, &st, WNOHANG) > 0) {
+    }
+}
+
+int proc_kill_children(void) {
+    int killed = 0;
+    for (int round = 0; round < 5; round++) {   // a dying child may reparent its own children to us
+        DIR *d = opendir("/proc");
+        if (!d) return killed;
+        struct dirent *e;
+        int n = 0;
+        pid_t self = getpid();
+        while ((e = readdir(d))) {
+            if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
+            char path[300], buf[1024];
+            snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
+            int fd = open(path, O_RDONLY);
+            if (fd < 0) continue;
+            ssize_t r = read(fd, buf, sizeof buf - 1);
+            close(fd);
+            if (r <= 0) continue;
+            buf[r] = '\0';
+            // "pid (comm) state ppid ...": comm may hold spaces and parentheses
+            char *rp = strrchr(buf, ')');
+            char state = 0;
+            int ppid = 0;
+            if (!rp || sscanf(rp + 1, " %c %d", &state, &ppid) != 2) continue;
+            if (ppid != self || state == 'Z') continue;
+            kill((pid_t)atoi(e->d_name), SIGKILL);
+            n++;
+        }
+        closedir(d);
+        struct timespec ts = {0, 20 * 1000 * 1000};
+        if (n) nanosleep(&ts, NULL);
+        proc_reap_orphans();
+        killed += n;
+        if (!n) break;
+    }
+    return killed;
+}
+
+void proc_become_subreaper(void) {
+#ifdef PR_SET_CHILD_SUBREAPER
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
+#endif
+}
+
+int proc_capture(char *const argv[], double timeout_s, char **out) {
+    *out = xstrdup("");
+    int pfd[2];
+    if (pipe(pfd)) return -1;
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(pfd[0]);
+        close(pfd[1]);
+        return -1;
+    }
+    if (pid == 0) {
+        setpgid(0, 0);
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        close(pfd[0]);
+        dup2(pfd[1], 1);
+        int nul = open("/dev/null", O_RDWR);
+        if (nul >= 0) {
+            dup2(nul, 0);
+            dup2(nul, 2);
+        }
+        execvp(argv[0], argv);
+        _exit(127);
+    }
+    setpgid(pid, pid);
+    close(pfd[1]);
+    Str s = {0};
+    double end = mono_s() + timeout_s;
+    int timed_out = 0;
+    for (;;) {
+        double left = end - mono_s();
+        if (left <= 0) {
+            timed_out = 1;
+            break;
+        }
+        struct pollfd p = {pfd[0], POLLIN, 0};
+        int r = poll(&p, 1, (int)(left * 1000) + 1);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) continue;
+        char buf[4096];
+        ssize_t n = read(pfd[0], buf, sizeof buf);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        if (s.len < (1u << 22)) str_addn(&s, buf, (size_t)n);
+    }
+    close(pfd[0]);
+    int status = 0;
+    if (timed_out) {
+        proc_kill_group(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+        free(*out);
+        *out = str_take(&s);
+        return -2;
+    }
+    if (!proc_wait(pid, end - mono_s() > 1 ? end - mono_s() : 1, &status)) {
+        proc_kill_group(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+        free(*out);
+        *out = str_take(&s);
+        return -2;
+    }
+    proc_kill_group(pid, SIGKILL);   // anything it left behind
+    free(*out);
+    *out = str_take(&s);
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 127) return -1;
+    return status;
+}
+
+const char *proc_signal_name(int sig) {
+    switch (sig) {
+    case SIGHUP: return "SIGHUP";
+    case SIGINT: return "SIGINT";
+    case SIGQUIT: return "SIGQUIT";
+    case SIGILL: return "SIGILL";
+    case SIGTRAP: return "SIGTRAP";
+    case SIGABRT: return "SIGABRT";
+    case SIGBUS: return "SIGBUS";
+    case SIGFPE: return "SIGFPE";
+    case SIGKILL: return "SIGKILL";
+    case SIGUSR1: return "SIGUSR1";
+    case SIGSEGV: return "SIGSEGV";
+    case SIGUSR2: return "SIGUSR2";
+    case SIGPIPE: return "SIGPIPE";
+    case SIGALRM: return "SIGALRM";
+    case SIGTERM: return "SIGTERM";
+    case SIGXCPU: return "SIGXCPU";
+    case SIGXFSZ: return "SIGXFSZ";
+    case SIGSYS: return "SIGSYS";
+    default: return "signal";
+    }
+}
+
+int proc_any_with_cmdline(const char *needle) {
+    DIR *d = opendir("/proc");
+    if (!d) return 0;
+    struct dirent *e;
+    int found = 0;
+    while (!found && (e = readdir(d))) {
+        if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+        char path[300];
+        snprintf(path, sizeof path, "/proc/%s/cmdline", e->d_name);
+        int fd = open(path, O_RDONLY);
+        if (fd < 0) continue;
+        char buf[8192];
+        ssize_t n = read(fd, buf, sizeof buf - 1);
+        close(fd);
+        if (n <= 0) continue;
+        for (ssize_t i = 0; i < n; i++)
+            if (!buf[i]) buf[i] = ' ';
+        buf[n] = '\0';
+        // a zombie has an empty cmdline: it is not running
+        if (strstr(buf, needle) && (pid_t)atoi(e->d_name) != getpid()) found = 1;
+    }
+    closedir(d);
+    return found;
+}

@@ -1,0 +1,44 @@
+// harness/report.h — the run's reports: RESULTS.md (for people), summary.json
+// (for programs), junit.xml (for CI systems) and, when $GITHUB_STEP_SUMMARY is
+// set, the verdict table appended there. All three files are rewritten after
+// every case (write to a temporary, then rename), so a run that is killed leaves
+// a complete, readable report of the cases done so far, marked partial.
+#ifndef NSA_HARNESS_REPORT_H
+#define NSA_HARNESS_REPORT_H
+#include <jansson.h>
+
+#include "harness/families.h"
+
+typedef struct {
+    char file[1024];
+    char *problems;          // newline-separated "file:line:col: message"
+} InvalidScenario;
+
+typedef struct {
+    char dir[2048];          // the report directory
+    char started[32];        // UTC ISO time
+    double t0;               // mono_s() at the start
+    char sha[48];
+    int dirty;
+    const char *profile;
+    const char *faults;      // injected faults ("a, b"), or "" 
+    char *command;           // the runner's command line
+    char device[512];        // one-line device summary
+    ScenarioRun *runs;
+    int n_runs;
+    InvalidScenario *invalid;
+    int n_invalid;
+    const json_t *env;       // the top-level env.json object
+    int done, total;         // cases finished / planned
+    int finished;            // the run ended normally
+    int interrupted;
+    int exit_code;           // valid when finished or interrupted
+} Report;
+
+// Rewrite RESULTS.md, summary.json and junit.xml. Returns 0 or -1 (I/O; errno).
+int report_write(const Report *rp);
+// Append the verdict table to $GITHUB_STEP_SUMMARY if set. 0 or -1.
+int report_github_summary(const Report *rp);
+// Counts of verdicts over all cases (invalid scenarios count as ERROR).
+void report_counts(const Report *rp, int counts[V_COUNT]);
+#endif

@@ -1,0 +1,69 @@
+// harness/result.c — see result.h.
+#define _POSIX_C_SOURCE 200809L
+#include "harness/result.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *const VERDICT_NAMES[V_COUNT] = {"PASS", "FAIL", "HANG", "CRASH", "SKIP", "ERROR"};
+
+void result_init(CaseResult *r, const Scenario *s, const Case *c) {
+    memset(r, 0, sizeof *r);
+    r->s = s;
+    r->c = c;
+    r->verdict = V_PASS;
+    r->facts = json_object();
+}
+
+void result_free(CaseResult *r) {
+    str_free(&r->evidence);
+    for (int i = 0; i < r->n_findings; i++) {
+        free(r->findings[i].summary);
+        str_free(&r->findings[i].details);
+    }
+    free(r->findings);
+    free(r->ranks);
+    json_decref(r->metrics);
+    json_decref(r->grad_trace);
+    json_decref(r->gate_stats);
+    json_decref(r->anomaly);
+    json_decref(r->facts);
+    memset(r, 0, sizeof *r);
+}
+
+Finding *result_finding(CaseResult *r, const char *check, int ok, const char *fmt, ...) {
+    r->findings = xrealloc(r->findings, sizeof(Finding) * (size_t)(r->n_findings + 1));
+    Finding *f = &r->findings[r->n_findings++];
+    memset(f, 0, sizeof *f);
+    snprintf(f->check, sizeof f->check, "%s", check);
+    f->ok = ok;
+    Str s = {0};
+    va_list ap;
+    va_start(ap, fmt);
+    str_vprintf(&s, fmt, ap);
+    va_end(ap);
+    f->summary = str_take(&s);
+    return f;
+}
+
+json_t *read_jsonl(const char *path, int *bad) {
+    size_t len = 0;
+    char *text = read_file(path, &len);
+    if (!text) return NULL;
+    json_t *arr = json_array();
+    int nbad = 0;
+    char *save = NULL;
+    for (char *ln = strtok_r(text, "\n", &save); ln; ln = strtok_r(NULL, "\n", &save)) {
+        if (!ln[0]) continue;
+        json_t *v = json_loads(ln, 0, NULL);
+        if (v && json_is_object(v)) json_array_append_new(arr, v);
+        else {
+            json_decref(v);
+            nbad++;   // a torn last line of a killed run, typically
+        }
+    }
+    free(text);
+    if (bad) *bad = nbad;
+    return arr;
+}

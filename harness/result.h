@@ -1,0 +1,69 @@
+// harness/result.h — what running one case produced: per-rank outcomes, the
+// artifacts read back, the checks' findings and the verdict.
+#ifndef NSA_HARNESS_RESULT_H
+#define NSA_HARNESS_RESULT_H
+#include <jansson.h>
+
+#include "harness/scenario.h"
+#include "harness/util.h"
+
+enum { V_PASS, V_FAIL, V_HANG, V_CRASH, V_SKIP, V_ERROR, V_COUNT };
+extern const char *const VERDICT_NAMES[V_COUNT];   // "PASS", "FAIL", ...
+
+typedef struct {
+    int rank;
+    int pid;
+    int exited;              // the process ended (by exit or signal)
+    int exit_code;           // valid when exited && !term_signal
+    int term_signal;         // the signal that ended it, or 0
+    int stalled;             // the watchdog judged it stalled
+    int dumped;              // it answered SIGUSR1 with a stack dump
+    double heartbeat_age_s;  // at the moment the case ended (or was judged stalled)
+    // last flight-recorder state (have_state: the recorder was readable)
+    int have_state;
+    char phase[16];
+    int step;
+    int layer;
+    char op[48];
+    long long coll_enqueued, coll_started, coll_completed;
+    char coll_name[48];
+    char log_path[2112];     // ranks/rank_R.log
+    char stack_path[2112];   // stacks/rank_R.txt
+    char fr_path[2112];      // ranks/rank_R.fr (flight recorder)
+} RankResult;
+
+typedef struct {
+    char check[32];          // the check that found it
+    int ok;
+    char *summary;           // one line for the verdict table
+    Str details;             // Markdown for the evidence section
+} Finding;
+
+typedef struct {
+    const Scenario *s;
+    const Case *c;
+    int verdict;             // V_*
+    char summary[768];       // the evidence cell of the verdict table
+    Str evidence;            // Markdown: evidence of a non-PASS case (runner + findings)
+    double wall_s;
+    char dir[2048];          // the case's artifact directory
+    char rel_dir[1024];      // the same, relative to the report directory
+    char repro[2048];        // a command that reruns just this case
+    RankResult *ranks;
+    int n_ranks;
+    Finding *findings;
+    int n_findings;
+    // artifacts, parsed (NULL when absent): arrays of JSONL records, one object
+    json_t *metrics, *grad_trace, *gate_stats, *anomaly;
+    json_t *facts;           // structured outcomes (for diagnosis and summary.json)
+} CaseResult;
+
+void result_init(CaseResult *r, const Scenario *s, const Case *c);
+void result_free(CaseResult *r);
+// Record a check's outcome; details may be NULL. Returns the finding for more details.
+Finding *result_finding(CaseResult *r, const char *check, int ok, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+// JSONL file -> array of objects (lines that do not parse are skipped and counted
+// into *bad if non-NULL). NULL if the file does not exist.
+json_t *read_jsonl(const char *path, int *bad);
+#endif

@@ -1,0 +1,603 @@
+// harness/runner.c — see runner.h.
+#define _POSIX_C_SOURCE 200809L
+#include "harness/runner.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness/checks.h"
+#include "harness/proc.h"
+#include "trainer/flightrec.h"
+
+#define POLL_NS (50 * 1000 * 1000)
+// After SIGUSR1 a stalled rank gets DUMP_GRACE_S x timeout scale (clamped to
+// [DUMP_GRACE_MIN_S, DUMP_GRACE_S]) to write its stack and exit; then SIGTERM,
+// TERM_GRACE_S later SIGKILL, both to its whole process group.
+#define DUMP_GRACE_S 15.0
+#define DUMP_GRACE_MIN_S 2.0
+#define TERM_GRACE_S 3.0
+#define LOG_TAIL_BYTES 3000
+
+// ---- the case log (output.log): the runner's own timeline of the case -------------------
+
+typedef struct {
+    FILE *f;
+    double t0;
+} CaseLog;
+
+static void case_log(CaseLog *cl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void case_log(CaseLog *cl, const char *fmt, ...) {
+    if (!cl->f) return;
+    char ts[32];
+    utc_iso(ts, sizeof ts);
+    fprintf(cl->f, "[harness %s +%.2fs] ", ts, mono_s() - cl->t0);
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(cl->f, fmt, ap);
+    va_end(ap);
+    fputc('\n', cl->f);
+    fflush(cl->f);   // flushed as written: a killed runner leaves a readable log
+}
+
+// ---- a mapped flight recorder --------------------------------------------------------------
+
+typedef struct {
+    const volatile FrHeader *h;
+    size_t bytes;
+} FrMap;
+
+static void fr_try_map(FrMap *m, const char *path) {
+    if (m->h) return;
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) return;
+    struct stat st;
+    if (fstat(fd, &st) == 0 && st.st_size >= (off_t)FR_FILE_BYTES) {
+        void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+        if (p != MAP_FAILED) {
+            if (fr_check_header(p, (size_t)st.st_size) == 0) {
+                m->h = p;
+                m->bytes = (size_t)st.st_size;
+            } else munmap(p, (size_t)st.st_size);   // magic not written yet: try again later
+        }
+    }
+    close(fd);
+}
+
+static void fr_unmap(FrMap *m) {
+    if (m->h) munmap((void *)m->h, m->bytes);
+    m->h = NULL;
+}
+
+// Copy the recorder's state into the rank result.
+static void fr_snapshot(const FrMap *m, RankResult *rk, uint64_t now_ns) {
+    if (!m->h) return;
+    FrState st;
+    fr_read_state(m->h, &st);
+    rk->have_state = 1;
+    snprintf(rk->phase, sizeof rk->phase, "%s", fr_phase_name(st.phase));
+    rk->step = (int)st.step;
+    rk->layer = st.layer;
+    snprintf(rk->op, sizeof rk->op, "%.*s", FR_OP_LEN, st.op);
+    rk->coll_enqueued = st.coll_enqueued;
+    rk->coll_started = st.coll_started;
+    rk->coll_completed = st.coll_completed;
+    snprintf(rk->coll_name, sizeof rk->coll_name, "%.*s", FR_OP_LEN, st.coll_name);
+    rk->heartbeat_age_s = st.heartbeat_ns > 0 ? ((double)now_ns - (double)st.heartbeat_ns) * 1e-9 : -1;
+}
+
+// ---- progress ----------------------------------------------------------------------------------
+
+static void progress(const RunCtx *ctx, const CaseResult *r, double elapsed, const RankResult *rk) {
+    if (!ctx->console || !ctx->tty) return;
+    char where[160] = "starting";
+    if (rk->have_state) {
+        if (rk->layer >= 0)
+            snprintf(where, sizeof where, "step %d %s layer %d %s", rk->step, rk->phase, rk->layer, rk->op);
+        else snprintf(where, sizeof where, "step %d %s %s", rk->step, rk->phase, rk->op);
+    }
+    fprintf(ctx->console, "\r\033[K[%d/%d] %s/%s  %5.1f s  %s", ctx->index, ctx->total, r->s->name, r->c->name,
+            elapsed, where);
+    fflush(ctx->console);
+}
+
+// ---- argv ----------------------------------------------------------------------------------------
+
+typedef struct {
+    char **v;
+    int n, cap;
+} Argv;
+
+static void av_add(Argv *a, const char *s) {
+    if (a->n + 2 > a->cap) {
+        a->cap = a->cap ? 2 * a->cap : 32;
+        a->v = xrealloc(a->v, sizeof(char *) * (size_t)a->cap);
+    }
+    a->v[a->n++] = xstrdup(s);
+    a->v[a->n] = NULL;
+}
+static void av_free(Argv *a) {
+    for (int i = 0; i < a->n; i++) free(a->v[i]);
+    free(a->v);
+    memset(a, 0, sizeof *a);
+}
+
+// Shell-quoted command line, for logs and reproduce commands.
+static void shell_join(Str *s, char *const *argv) {
+    for (int i = 0; argv[i]; i++) {
+        const char *a = argv[i];
+        int plain = a[0] != '\0';
+        for (const char *p = a; *p && plain; p++)
+            plain = strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./=:,+@%", *p) != NULL;
+        if (i) str_add(s, " ");
+        if (plain) str_add(s, a);
+        else {
+            str_add(s, "'");
+            for (const char *p = a; *p; p++) {
+                if (*p == '\'') str_add(s, "'\\''");
+                else str_addn(s, p, 1);
+            }
+            str_add(s, "'");
+        }
+    }
+}
+
+// The trainer's command line for rank `rank` of the case.
+static void trainer_argv(const RunCtx *ctx, const CaseResult *r, int rank, int for_env, Argv *a) {
+    const Scenario *s = r->s;
+    const Case *c = r->c;
+    char buf[4600];
+    av_add(a, ctx->trainer);
+    if (for_env) av_add(a, "--print-env");
+    av_add(a, "--config");
+    av_add(a, s->config_path);
+    for (int i = 0; i < c->n_ov; i++) {
+        av_add(a, "--set");
+        snprintf(buf, sizeof buf, "%s=%s", c->ov[i].key, c->ov[i].value);
+        av_add(a, buf);
+    }
+    if (for_env) return;
+    av_add(a, "--out");
+    av_add(a, r->dir);
+    av_add(a, "--rank");
+    snprintf(buf, sizeof buf, "%d", rank);
+    av_add(a, buf);
+    av_add(a, "--flight-recorder");
+    snprintf(buf, sizeof buf, "%s/ranks/rank_%d.fr", r->dir, rank);
+    av_add(a, buf);
+    av_add(a, "--stack-file");
+    snprintf(buf, sizeof buf, "%s/stacks/rank_%d.txt", r->dir, rank);
+    av_add(a, buf);
+    unsigned needs = checks_needs(s);
+    if (needs & NEED_GRAD_TRACE) av_add(a, "--trace-grads");
+    if (needs & NEED_GATE_STATS) av_add(a, "--gate-stats");
+    for (int i = 0; i < ctx->n_faults; i++) {
+        av_add(a, "--fault");
+        av_add(a, ctx->faults[i]);
+    }
+}
+
+// The per-case env.json: the trainer's view of the environment for this case's
+// config (digest, seed, devices, versions) plus the exact command and env.
+static void write_case_env(const RunCtx *ctx, const CaseResult *r, char *const *train_argv) {
+    Argv a = {0};
+    trainer_argv(ctx, r, 0, 1, &a);
+    char *out = NULL;
+    int rc = proc_capture(a.v, 60, &out);
+    json_t *env = rc == 0 ? json_loads(out, 0, NULL) : NULL;
+    if (!env || !json_is_object(env)) {
+        json_decref(env);
+        env = json_object();
+        json_object_set_new(env, "error", json_sprintf("nsa-train --print-env failed (status %d)", rc));
+    }
+    json_t *cmd = json_array();
+    for (int i = 0; train_argv[i]; i++) json_array_append_new(cmd, json_string(train_argv[i]));
+    json_object_set_new(env, "command", cmd);
+    json_t *extra = json_object();
+    for (int i = 0; i < r->c->run.n_env; i++) {
+        const char *e = r->c->run.env[i], *eq = strchr(e, '=');
+        char name[256];
+        snprintf(name, sizeof name, "%.*s", (int)(eq - e), e);
+        json_object_set_new(extra, name, json_string(eq + 1));
+    }
+    json_object_set_new(env, "scenario_env", extra);
+    json_object_set_new(env, "scenario", json_string(r->s->name));
+    json_object_set_new(env, "scenario_file", json_string(r->s->path));
+    json_object_set_new(env, "case", json_string(r->c->name));
+    json_object_set_new(env, "profile", json_string(ctx->profile));
+    char path[2200];
+    snprintf(path, sizeof path, "%s/env.json", r->dir);
+    char *js = json_dumps(env, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    if (js) {
+        Str s = {0};
+        str_add(&s, js);
+        str_add(&s, "\n");
+        write_file_atomic(path, str_c(&s), s.len);
+        str_free(&s);
+    }
+    free(js);
+    json_decref(env);
+    free(out);
+    av_free(&a);
+}
+
+// ---- evidence helpers --------------------------------------------------------------------------------
+
+static void add_code_block(Str *ev, const char *title, const char *text, int max_lines) {
+    if (!text || !text[0]) return;
+    // the last max_lines lines
+    int lines = 0;
+    const char *start = text + strlen(text);
+    while (start > text) {
+        start--;
+        if (*start == '\n' && start[1] && ++lines > max_lines) {
+            start++;
+            break;
+        }
+    }
+    str_printf(ev, "- %s:\n\n```\n", title);
+    str_add(ev, start);
+    if (ev->len && ev->p[ev->len - 1] != '\n') str_add(ev, "\n");
+    str_add(ev, "```\n");
+}
+
+static void rank_table(Str *ev, const CaseResult *r) {
+    str_add(ev, "\n```\n");
+    for (int k = 0; k < r->n_ranks; k++) {
+        const RankResult *rk = &r->ranks[k];
+        str_printf(ev, "rank %d  ", rk->rank);
+        if (rk->have_state) {
+            str_printf(ev, "step %d %-9s ", rk->step, rk->phase);
+            if (rk->layer >= 0) str_printf(ev, "layer %-3d ", rk->layer);
+            else str_add(ev, "          ");
+            str_printf(ev, "op %-16s ", rk->op[0] ? rk->op : "-");
+            if (rk->coll_enqueued || rk->coll_started || rk->coll_completed)
+                str_printf(ev, "coll enq %lld start %lld done %lld (%s)  ", rk->coll_enqueued, rk->coll_started,
+                           rk->coll_completed, rk->coll_name);
+            str_printf(ev, "heartbeat %.1f s ago", rk->heartbeat_age_s);
+        } else {
+            str_add(ev, "no flight recorder (never started recording)");
+        }
+        if (rk->exited) {
+            if (rk->term_signal) str_printf(ev, "  killed by %s", proc_signal_name(rk->term_signal));
+            else str_printf(ev, "  exit %d", rk->exit_code);
+        }
+        str_add(ev, "\n");
+    }
+    str_add(ev, "```\n");
+}
+
+static void read_artifacts(CaseResult *r) {
+    char p[2300];
+    snprintf(p, sizeof p, "%s/metrics.jsonl", r->dir);
+    r->metrics = read_jsonl(p, NULL);
+    snprintf(p, sizeof p, "%s/grad_trace.jsonl", r->dir);
+    r->grad_trace = read_jsonl(p, NULL);
+    snprintf(p, sizeof p, "%s/gate_stats.jsonl", r->dir);
+    r->gate_stats = read_jsonl(p, NULL);
+    snprintf(p, sizeof p, "%s/anomaly.json", r->dir);
+    r->anomaly = json_load_file(p, 0, NULL);
+}
+
+static void set_summary(CaseResult *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void set_summary(CaseResult *r, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->summary, sizeof r->summary, fmt, ap);
+    va_end(ap);
+}
+
+// ---- run one case ---------------------------------------------------------------------------------------
+
+void run_case(const RunCtx *ctx, CaseResult *r) {
+    const Scenario *s = r->s;
+    const Case *c = r->c;
+    snprintf(r->dir, sizeof r->dir, "%s/%s/%s", ctx->report_dir, s->name, c->dir);
+    snprintf(r->rel_dir, sizeof r->rel_dir, "%s/%s", s->name, c->dir);
+    {
+        Str rep = {0};
+        char *const av[] = {(char *)ctx->harness, "run", (char *)s->path, "--profile", (char *)ctx->profile,
+                            "--filter", (char *)c->name, NULL};
+        shell_join(&rep, av);
+        for (int i = 0; i < ctx->n_faults; i++) {
+            char *const fv[] = {"--fault", (char *)ctx->faults[i], NULL};
+            str_add(&rep, " ");
+            shell_join(&rep, fv);
+        }
+        snprintf(r->repro, sizeof r->repro, "%s", str_c(&rep));
+        str_free(&rep);
+    }
+    // requirements
+    if (s->requires_gpus > ctx->gpus) {
+        r->verdict = V_SKIP;
+        set_summary(r, "needs %d GPU%s, found %d", s->requires_gpus, s->requires_gpus == 1 ? "" : "s", ctx->gpus);
+        return;
+    }
+    if (c->run.world_size > 1) {
+        r->verdict = V_SKIP;
+        set_summary(r, "needs %d ranks over %s: this runner launches single-rank cases only (multi-rank launch "
+                       "comes with the data-parallel layer)", c->run.world_size, c->run.transport);
+        return;
+    }
+    char sub[2300];
+    snprintf(sub, sizeof sub, "%s/ranks", r->dir);
+    int mk = mkdir_p(sub);
+    snprintf(sub, sizeof sub, "%s/stacks", r->dir);
+    mk |= mkdir_p(sub);
+    if (mk) {
+        r->verdict = V_ERROR;
+        set_summary(r, "cannot create %s: %s", r->dir, strerror(errno));
+        return;
+    }
+    CaseLog cl = {0};
+    snprintf(sub, sizeof sub, "%s/output.log", r->dir);
+    cl.f = fopen(sub, "w");
+    cl.t0 = mono_s();
+
+    const int W = c->run.world_size;
+    r->n_ranks = W;
+    r->ranks = xcalloc((size_t)W, sizeof(RankResult));
+    Argv *argvs = xcalloc((size_t)W, sizeof(Argv));
+    for (int k = 0; k < W; k++) {
+        RankResult *rk = &r->ranks[k];
+        rk->rank = k;
+        rk->layer = -1;
+        snprintf(rk->log_path, sizeof rk->log_path, "%s/ranks/rank_%d.log", r->dir, k);
+        snprintf(rk->stack_path, sizeof rk->stack_path, "%s/stacks/rank_%d.txt", r->dir, k);
+        snprintf(rk->fr_path, sizeof rk->fr_path, "%s/ranks/rank_%d.fr", r->dir, k);
+        trainer_argv(ctx, r, k, 0, &argvs[k]);
+    }
+    write_case_env(ctx, r, argvs[0].v);
+    Str cmd = {0};
+    shell_join(&cmd, argvs[0].v);
+    case_log(&cl, "case %s/%s (profile %s), timeout %.0f s, stall %.0f s (scale %g)", s->name, c->name, ctx->profile,
+         c->run.timeout_s, c->run.stall_s, ctx->timeout_scale);
+    for (int i = 0; i < c->run.n_env; i++) case_log(&cl, "env %s", c->run.env[i]);
+
+    // launch
+    pid_t *pids = xcalloc((size_t)W, sizeof(pid_t));
+    FrMap *frs = xcalloc((size_t)W, sizeof(FrMap));
+    for (int k = 0; k < W; k++) {
+        pids[k] = proc_spawn(argvs[k].v, r->ranks[k].log_path, c->run.env, c->run.n_env);
+        r->ranks[k].pid = (int)pids[k];
+        case_log(&cl, "rank %d pid %d: %s", k, (int)pids[k], str_c(&cmd));
+        if (pids[k] < 0) {
+            r->verdict = V_ERROR;
+            set_summary(r, "cannot start %s: %s", ctx->trainer, strerror(errno));
+        }
+    }
+    const double timeout = c->run.timeout_s * ctx->timeout_scale, stall = c->run.stall_s * ctx->timeout_scale;
+    const double t0 = mono_s();
+    int stalled = 0, interrupted = 0, alive = 0;
+    double last_progress = 0;
+    char why[256] = "";
+    for (int k = 0; k < W; k++) alive += pids[k] > 0;
+    // supervise until every rank has exited, or a stall/interrupt
+    while (alive > 0 && !stalled && !interrupted) {
+        struct timespec ts = {0, POLL_NS};
+        nanosleep(&ts, NULL);
+        const double el = mono_s() - t0;
+        const uint64_t now = mono_ns();
+        alive = 0;
+        for (int k = 0; k < W; k++) {
+            RankResult *rk = &r->ranks[k];
+            if (pids[k] <= 0 || rk->exited) continue;
+            int st;
+            pid_t w = waitpid(pids[k], &st, WNOHANG);
+            fr_try_map(&frs[k], rk->fr_path);
+            fr_snapshot(&frs[k], rk, now);
+            if (w == pids[k]) {
+                rk->exited = 1;
+                if (WIFSIGNALED(st)) rk->term_signal = WTERMSIG(st);
+                else rk->exit_code = WEXITSTATUS(st);
+                case_log(&cl, "rank %d exited: %s %d", k, rk->term_signal ? "signal" : "code",
+                     rk->term_signal ? rk->term_signal : rk->exit_code);
+                continue;
+            }
+            alive++;
+            double age = frs[k].h ? rk->heartbeat_age_s : el;
+            if (age > stall) {
+                rk->stalled = 1;
+                stalled = 1;
+                snprintf(why, sizeof why, "no heartbeat from rank %d for %.1f s (stall_s %.0f)", k, age, stall);
+            }
+        }
+        if (!stalled && alive > 0 && el > timeout) {
+            stalled = 1;
+            snprintf(why, sizeof why, "case still running after %.1f s (timeout_s %.0f)", el, timeout);
+            for (int k = 0; k < W; k++) r->ranks[k].stalled = !r->ranks[k].exited;
+        }
+        if (ctx->interrupted && *ctx->interrupted) interrupted = 1;
+        if (el - last_progress > 0.25) {
+            progress(ctx, r, el, &r->ranks[0]);
+            last_progress = el;
+        }
+    }
+    // stalled: ask for stacks, then escalate
+    if (stalled) {
+        case_log(&cl, "watchdog: %s", why);
+        for (int k = 0; k < W; k++) {
+            RankResult *rk = &r->ranks[k];
+            if (!rk->stalled || rk->exited) continue;
+            case_log(&cl, "rank %d stalled in phase %s step %d layer %d op %s; sending SIGUSR1", k,
+                 rk->have_state ? rk->phase : "?", rk->step, rk->layer, rk->op);
+            kill(pids[k], SIGUSR1);
+        }
+        for (int k = 0; k < W; k++) {
+            RankResult *rk = &r->ranks[k];
+            if (rk->exited || pids[k] <= 0) continue;
+            int st;
+            double grace = DUMP_GRACE_S * ctx->timeout_scale;
+            grace = grace < DUMP_GRACE_MIN_S ? DUMP_GRACE_MIN_S : grace > DUMP_GRACE_S ? DUMP_GRACE_S : grace;
+            if (proc_wait(pids[k], grace, &st)) {
+                rk->exited = 1;
+                if (WIFSIGNALED(st)) rk->term_signal = WTERMSIG(st);
+                else rk->exit_code = WEXITSTATUS(st);
+            } else {
+                case_log(&cl, "rank %d did not exit %.1f s after SIGUSR1; SIGTERM to its process group", k, grace);
+                proc_kill_group(pids[k], SIGTERM);
+                if (!proc_wait(pids[k], TERM_GRACE_S, &st)) {
+                    case_log(&cl, "rank %d: SIGKILL to its process group", k);
+                    proc_kill_group(pids[k], SIGKILL);
+                    proc_wait(pids[k], 30, &st);
+                }
+                rk->exited = 1;
+                rk->term_signal = WIFSIGNALED(st) ? WTERMSIG(st) : 0;
+                rk->exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : 0;
+            }
+            struct stat sst;
+            rk->dumped = stat(rk->stack_path, &sst) == 0 && sst.st_size > 0;
+            case_log(&cl, "rank %d ended (%s %d); stack %s", k, rk->term_signal ? "signal" : "code",
+                 rk->term_signal ? rk->term_signal : rk->exit_code, rk->dumped ? "written" : "not written");
+        }
+    }
+    if (interrupted) {
+        case_log(&cl, "interrupted: stopping every rank");
+        for (int k = 0; k < W; k++)
+            if (pids[k] > 0 && !r->ranks[k].exited) proc_kill_group(pids[k], SIGTERM);
+        for (int k = 0; k < W; k++) {
+            int st;
+            if (pids[k] > 0 && !r->ranks[k].exited && !proc_wait(pids[k], TERM_GRACE_S, &st)) {
+                proc_kill_group(pids[k], SIGKILL);
+                proc_wait(pids[k], 30, &st);
+            }
+            r->ranks[k].exited = 1;
+        }
+    }
+    // nothing of the case survives it: kill each rank's group, reap orphans
+    for (int k = 0; k < W; k++) {
+        if (pids[k] <= 0) continue;
+        proc_kill_group(pids[k], SIGKILL);
+        int st;
+        if (!r->ranks[k].exited) proc_wait(pids[k], 30, &st);
+        fr_snapshot(&frs[k], &r->ranks[k], mono_ns());
+        fr_unmap(&frs[k]);
+    }
+    proc_reap_orphans();
+    int stray = proc_kill_children();   // orphans that left the group (setsid), now ours as subreaper
+    if (stray) case_log(&cl, "killed %d process%s the case left behind outside its process group", stray, stray == 1 ? "" : "es");
+    r->wall_s = mono_s() - t0;
+    if (ctx->console && ctx->tty) fprintf(ctx->console, "\r\033[K");
+    read_artifacts(r);
+
+    // ---- verdict ----
+    const RankResult *bad = NULL;
+    for (int k = 0; k < W && !bad; k++)
+        if (r->ranks[k].term_signal || (r->ranks[k].exited && r->ranks[k].exit_code != 0 && r->ranks[k].exit_code != 3))
+            bad = &r->ranks[k];
+    if (r->verdict == V_ERROR) {
+        // could not start
+    } else if (interrupted) {
+        r->verdict = V_ERROR;
+        set_summary(r, "interrupted by the user after %.1f s", r->wall_s);
+        str_printf(&r->evidence, "- the run was interrupted (SIGINT/SIGTERM) while this case ran; its ranks were stopped\n");
+    } else if (stalled) {
+        r->verdict = V_HANG;
+        const RankResult *rk = NULL;
+        for (int k = 0; k < W && !rk; k++)
+            if (r->ranks[k].stalled) rk = &r->ranks[k];
+        if (rk && rk->have_state) {
+            Str sm = {0};
+            str_printf(&sm, "rank %d stalled at step %d, phase %s", rk->rank, rk->step, rk->phase);
+            if (rk->layer >= 0) str_printf(&sm, ", layer %d", rk->layer);
+            if (rk->op[0] && strcmp(rk->op, rk->phase)) str_printf(&sm, ", op %s", rk->op);
+            if (rk->coll_enqueued || rk->coll_completed)
+                str_printf(&sm, ", collective seq %lld started / %lld completed", rk->coll_started, rk->coll_completed);
+            str_printf(&sm, "; no heartbeat for %.0f s", rk->heartbeat_age_s);
+            set_summary(r, "%s", str_c(&sm));
+            str_free(&sm);
+        } else set_summary(r, "%s", why);
+        str_printf(&r->evidence, "- watchdog: %s; stalled ranks got SIGUSR1 (stack dump), then SIGTERM/SIGKILL\n", why);
+        rank_table(&r->evidence, r);
+        for (int k = 0; k < W; k++) {
+            const RankResult *q = &r->ranks[k];
+            char *stack = q->dumped ? read_file(q->stack_path, NULL) : NULL;
+            char title[1400];
+            snprintf(title, sizeof title, "rank %d stack and flight recorder (`%s/stacks/rank_%d.txt`)", k, r->rel_dir, k);
+            if (stack) add_code_block(&r->evidence, title, stack, 60);
+            else if (q->stalled) str_printf(&r->evidence, "- rank %d wrote no stack (it did not answer SIGUSR1)\n", k);
+            free(stack);
+        }
+    } else if (bad) {
+        r->verdict = V_CRASH;
+        if (bad->term_signal)
+            set_summary(r, "rank %d killed by %s (signal %d)", bad->rank, proc_signal_name(bad->term_signal),
+                        bad->term_signal);
+        else if (bad->exit_code == 2) {
+            r->verdict = V_ERROR;
+            set_summary(r, "the trainer rejected its arguments (exit 2): see ranks/rank_%d.log", bad->rank);
+        } else
+            set_summary(r, "rank %d exited with code %d%s", bad->rank, bad->exit_code,
+                        bad->exit_code == 1 ? " (runtime failure)" : "");
+        rank_table(&r->evidence, r);
+        char *stack = read_file(bad->stack_path, NULL);
+        char title[1400];
+        snprintf(title, sizeof title, "rank %d stack (`%s/stacks/rank_%d.txt`)", bad->rank, r->rel_dir, bad->rank);
+        if (stack && stack[0]) add_code_block(&r->evidence, title, stack, 60);
+        free(stack);
+    }
+    if (r->verdict == V_PASS) {
+        // the ranks finished (exit 0, or 3: a non-finite value was localised): evaluate the checks
+        int any_anomaly = 0;
+        for (int k = 0; k < W; k++) any_anomaly |= r->ranks[k].exit_code == 3;
+        int has_finite = 0;
+        for (int i = 0; i < s->n_checks; i++) {
+            const CheckDef *def = check_find(s->checks[i].kind);
+            has_finite |= !strcmp(def->name, "finite");
+            if (any_anomaly && strcmp(def->name, "finite")) continue;   // artifacts are partial
+            def->evaluate(s->checks[i].params, r);
+        }
+        if (any_anomaly && !has_finite) {
+            Finding *f = result_finding(r, "anomaly", 0, "the trainer stopped on a non-finite value (exit 3)");
+            if (r->anomaly) {
+                char *js = json_dumps(r->anomaly, JSON_COMPACT);
+                str_printf(&f->details, "- anomaly.json: `%s`\n", js ? js : "?");
+                free(js);
+            }
+        }
+        Str sum = {0};
+        int failed = 0;
+        for (int i = 0; i < r->n_findings; i++) failed |= !r->findings[i].ok;
+        for (int i = 0; i < r->n_findings; i++) {
+            if (failed && r->findings[i].ok) continue;
+            if (sum.len) str_add(&sum, "; ");
+            str_add(&sum, r->findings[i].summary);
+        }
+        r->verdict = failed ? V_FAIL : V_PASS;
+        snprintf(r->summary, sizeof r->summary, "%s", str_c(&sum));
+        str_free(&sum);
+        for (int i = 0; i < r->n_findings; i++) {
+            const Finding *f = &r->findings[i];
+            if (f->ok) continue;
+            str_printf(&r->evidence, "- **%s**: %s\n", f->check, f->summary);
+            if (f->details.len) str_add(&r->evidence, str_c(&f->details));
+        }
+    }
+    if (r->verdict != V_PASS && r->verdict != V_SKIP) {
+        int lead = -1;
+        for (int k = 0; k < W && lead < 0; k++)
+            if (r->ranks[k].stalled || r->ranks[k].term_signal || r->ranks[k].exit_code) lead = k;
+        if (lead < 0) lead = 0;
+        char *tail = read_tail(r->ranks[lead].log_path, LOG_TAIL_BYTES);
+        char title[1400];
+        snprintf(title, sizeof title, "rank %d log, last lines (`%s/ranks/rank_%d.log`)", lead, r->rel_dir, lead);
+        if (tail && tail[0]) add_code_block(&r->evidence, title, tail, 15);
+        free(tail);
+    }
+    case_log(&cl, "verdict %s: %s", VERDICT_NAMES[r->verdict], r->summary);
+    if (cl.f) fclose(cl.f);
+    str_free(&cmd);
+    for (int k = 0; k < W; k++) av_free(&argvs[k]);
+    free(argvs);
+    free(pids);
+    free(frs);
+}

@@ -1,0 +1,36 @@
+// harness/runner.h — run one case under supervision and judge it.
+//
+// The case's trainer runs as a child process in its own process group, its
+// output appended to ranks/rank_R.log. The runner polls (every 50 ms) the child's
+// exit status and its flight recorder (trainer/flightrec.h), a memory-mapped file
+// whose heartbeat advances at every recorded event. A rank whose heartbeat is
+// older than stall_s, or a case older than timeout_s, is stalled: it gets
+// SIGUSR1 (it writes its symbolized stack and flight recorder to
+// stacks/rank_R.txt and exits), then SIGTERM, then SIGKILL for its whole process
+// group. The verdict is HANG. Whatever happened, the process group is killed
+// and reaped before run_case returns: no process outlives its case.
+#ifndef NSA_HARNESS_RUNNER_H
+#define NSA_HARNESS_RUNNER_H
+#include <signal.h>
+#include <stdio.h>
+
+#include "harness/result.h"
+
+typedef struct {
+    const char *trainer;                 // nsa-train
+    const char *harness;                 // this executable (for reproduce commands)
+    const char *report_dir;
+    const char *profile;                 // "ci" / "gpu"
+    double timeout_scale;                // --timeout-scale
+    const char *const *faults;           // --fault values passed to every trainer
+    int n_faults;
+    int gpus;                            // usable CUDA devices (for requires.gpus)
+    volatile sig_atomic_t *interrupted;  // set by the runner's SIGINT/SIGTERM handler
+    FILE *console;                       // progress output
+    int tty;                             // console is a terminal: a live line per case
+    int index, total;                    // this case's number, for progress
+} RunCtx;
+
+// Run (or skip) case r->c of scenario r->s; fills r. Never leaves a process behind.
+void run_case(const RunCtx *ctx, CaseResult *r);
+#endif

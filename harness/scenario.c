@@ -1,0 +1,1000 @@
+// harness/scenario.c — strict loading, validation and case expansion of scenario
+// files (see scenario.h; the schema is docs/scenarios.md).
+//
+// Validation walks the document by hand rather than with json_unpack: every
+// problem must name the file:line:col of the offending key or value (jsonpos),
+// every problem is reported (not only the first), and messages say what was
+// expected and what was found. Overrides are finally validated by the trainer's
+// own config loader (trainer/config.c, linked as a small library), case by case,
+// and its complaints are moved to where the offending value stands in the
+// scenario file.
+#define _POSIX_C_SOURCE 200809L
+#include "harness/scenario.h"
+
+#include <errno.h>
+#include <fnmatch.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness/checks.h"
+#include "harness/families.h"
+#include "trainer/jsonpos.h"
+
+const char *const PROFILE_NAMES[PROFILE_COUNT] = {"ci", "gpu"};
+
+static const char *const TOP_KEYS[] = {"name", "description", "family", "config", "overrides",
+                                       "run", "profiles", "matrix", "checks", NULL};
+static const char *const RUN_KEYS[] = {"steps", "world_size", "precision", "transport",
+                                       "timeout_s", "stall_s", "env", NULL};
+static const char *const PROFILE_KEYS[] = {"config", "overrides", "run", "matrix", "requires", NULL};
+static const char *const AXIS_KEYS[] = {"key", "values", NULL};
+static const char *const REQUIRES_KEYS[] = {"gpus", NULL};
+static const char *const TRANSPORTS[] = {"none", "mpi", "nccl", NULL};
+static const char *const PRECISIONS[] = {"fp32", "fp64", "bf16", "fp16", NULL};
+
+#define DEFAULT_TIMEOUT_S 300.0
+
+// ---- positions and problems ----------------------------------------------------------
+
+int scenario_pos(const Scenario *s, const char *jpath, int want_key, int *line, int *col) {
+    return s->text ? jsonpos_find(s->text, jpath, want_key, line, col) : -1;
+}
+
+// Report at jpath; if it is not in the text (a missing key), walk up to the
+// enclosing value so the message still points somewhere useful.
+static void vproblem(const Scenario *s, Problems *ps, const char *jpath, int want_key, const char *fmt,
+                     va_list ap) {
+    char path[512];
+    snprintf(path, sizeof path, "%s", jpath);
+    int line = 0, col = 0;
+    for (;;) {
+        if (scenario_pos(s, path, want_key, &line, &col) == 0) break;
+        if (!path[0]) {
+            line = col = 0;
+            break;
+        }
+        // cut the last segment: .key, [i] or ["key"]
+        size_t n = strlen(path);
+        char *cut = NULL;
+        if (n >= 2 && path[n - 1] == ']' && path[n - 2] == '"') {
+            for (char *p = path + n - 3; p >= path; p--)
+                if (p[0] == '[' && p[1] == '"') {
+                    cut = p;
+                    break;
+                }
+        }
+        if (!cut) {
+            char *dot = strrchr(path, '.'), *br = strrchr(path, '[');
+            cut = br > dot ? br : dot;
+        }
+        if (cut) *cut = '\0';
+        else path[0] = '\0';
+        want_key = 0;
+    }
+    Str msg = {0};
+    str_vprintf(&msg, fmt, ap);
+    if (line > 0) problems_add(ps, line, col, "%s:%d:%d: %s", s->path, line, col, str_c(&msg));
+    else problems_add(ps, 0, 0, "%s: %s", s->path, str_c(&msg));
+    str_free(&msg);
+}
+
+void scenario_problem(const Scenario *s, Problems *ps, const char *jpath, int want_key, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vproblem(s, ps, jpath, want_key, fmt, ap);
+    va_end(ap);
+}
+#define PROBLEM(...) scenario_problem(s, ps, __VA_ARGS__)
+
+// A short description of a JSON value for messages: `string "x"`, `integer 4`, ...
+static void describe(const json_t *v, char *out, size_t n) {
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: snprintf(out, n, "an object"); break;
+    case JSON_ARRAY: snprintf(out, n, "an array"); break;
+    case JSON_STRING: snprintf(out, n, "string \"%.60s\"", json_string_value(v)); break;
+    case JSON_INTEGER: snprintf(out, n, "integer %lld", (long long)json_integer_value(v)); break;
+    case JSON_REAL: snprintf(out, n, "real %g", json_real_value(v)); break;
+    case JSON_TRUE: snprintf(out, n, "true"); break;
+    case JSON_FALSE: snprintf(out, n, "false"); break;
+    default: snprintf(out, n, "null"); break;
+    }
+}
+
+// The known keys as "a, b, c".
+static void known_list(const char *const *keys, char *out, size_t n) {
+    size_t used = 0;
+    out[0] = '\0';
+    for (int i = 0; keys[i] && used < n; i++)
+        used += (size_t)snprintf(out + used, n - used, "%s%s", i ? ", " : "", keys[i]);
+}
+
+static int in_list(const char *const *keys, const char *k) {
+    for (int i = 0; keys[i]; i++)
+        if (!strcmp(keys[i], k)) return 1;
+    return 0;
+}
+
+// jpath of a member: base.key, or base["key"] when the key needs quoting.
+static void member_path(char *out, size_t n, const char *base, const char *key) {
+    int plain = key[0] && !strpbrk(key, ".[]\"");
+    if (plain) snprintf(out, n, "%s%s%s", base, base[0] ? "." : "", key);
+    else snprintf(out, n, "%s[\"%s\"]", base, key);
+}
+
+// Every key of obj must be in `known`; reports the others at their key.
+static void check_keys(const Scenario *s, Problems *ps, const json_t *obj, const char *jpath,
+                       const char *const *known, const char *where) {
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)obj, k, v) {
+        if (in_list(known, k)) continue;
+        char mp[512], list[512];
+        member_path(mp, sizeof mp, jpath, k);
+        known_list(known, list, sizeof list);
+        PROBLEM(mp, 1, "unknown key '%s' in %s (known: %s)", k, where, list);
+    }
+}
+
+// Typed getters: NULL/0 when absent (and not required) or wrong (reported).
+static const json_t *get_typed(const Scenario *s, Problems *ps, const json_t *obj, const char *jpath,
+                               const char *key, int type, int required, const char *what) {
+    const json_t *v = json_object_get(obj, key);
+    char mp[512];
+    member_path(mp, sizeof mp, jpath, key);
+    if (!v) {
+        if (required) PROBLEM(mp, 0, "missing required key '%s'", key);
+        return NULL;
+    }
+    int ok = type == JSON_REAL ? json_is_number(v) : (int)json_typeof(v) == type;
+    if (!ok) {
+        char got[96];
+        describe(v, got, sizeof got);
+        PROBLEM(mp, 0, "%s: expected %s, got %s", key, what, got);
+        return NULL;
+    }
+    return v;
+}
+
+static int name_ok(const char *n, size_t max) {
+    size_t len = strlen(n);
+    if (len == 0 || len > max) return 0;
+    for (const char *p = n; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '_' ||
+              *p == '-' || *p == '.'))
+            return 0;
+    return 1;
+}
+
+// ---- overrides ---------------------------------------------------------------------------
+
+typedef struct {
+    Override *v;
+    int n, cap;
+} OvList;
+
+static void ov_add(OvList *l, const char *key, const json_t *value, int line, int col) {
+    if (l->n == l->cap) {
+        l->cap = l->cap ? 2 * l->cap : 16;
+        l->v = xrealloc(l->v, sizeof(Override) * (size_t)l->cap);
+    }
+    Override *o = &l->v[l->n++];
+    snprintf(o->key, sizeof o->key, "%s", key);
+    o->value = json_dumps(value, JSON_COMPACT | JSON_ENCODE_ANY);
+    if (!o->value) o->value = xstrdup("null");
+    o->line = line;
+    o->col = col;
+}
+
+static void ov_copy(OvList *dst, const OvList *src) {
+    for (int i = 0; i < src->n; i++) {
+        if (dst->n == dst->cap) {
+            dst->cap = dst->cap ? 2 * dst->cap : 16;
+            dst->v = xrealloc(dst->v, sizeof(Override) * (size_t)dst->cap);
+        }
+        dst->v[dst->n] = src->v[i];
+        dst->v[dst->n].value = xstrdup(src->v[i].value);
+        dst->n++;
+    }
+}
+
+static void ov_free(OvList *l) {
+    for (int i = 0; i < l->n; i++) free(l->v[i].value);
+    free(l->v);
+    l->v = NULL;
+    l->n = l->cap = 0;
+}
+
+// A config key as the trainer's loader knows them: "section.key". The loader
+// itself rejects unknown ones (the message is then moved here).
+static int override_key_ok(const char *k) {
+    const char *dot = strchr(k, '.');
+    return dot && dot != k && dot[1] && !strchr(dot + 1, '.') && strlen(k) < 96;
+}
+
+// "overrides" object at jpath into l.
+static void read_overrides(const Scenario *s, Problems *ps, const json_t *obj, const char *jpath, OvList *l) {
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)obj, k, v) {
+        char mp[512];
+        member_path(mp, sizeof mp, jpath, k);
+        if (!override_key_ok(k)) {
+            PROBLEM(mp, 1, "override key '%s': expected section.key (e.g. \"train.steps\", \"nsa.w\")", k);
+            continue;
+        }
+        if (json_is_null(v)) {
+            PROBLEM(mp, 0, "%s: null is not a value (leave the key out for the config's value)", k);
+            continue;
+        }
+        int line = 0, col = 0;
+        scenario_pos(s, mp, 0, &line, &col);
+        ov_add(l, k, v, line, col);
+    }
+}
+
+// ---- run -----------------------------------------------------------------------------------
+
+typedef struct {
+    RunSpec run;
+    int have_stall;
+    // run.steps / run.precision become config overrides
+    OvList sugar;
+} RunBuild;
+
+static void run_defaults(RunBuild *rb) {
+    memset(rb, 0, sizeof *rb);
+    rb->run.world_size = 1;
+    snprintf(rb->run.transport, sizeof rb->run.transport, "none");
+    rb->run.timeout_s = DEFAULT_TIMEOUT_S;
+}
+
+static void env_set(RunSpec *r, const char *name, const char *value) {
+    size_t nl = strlen(name);
+    for (int i = 0; i < r->n_env; i++)
+        if (!strncmp(r->env[i], name, nl) && r->env[i][nl] == '=') {
+            free(r->env[i]);
+            r->n_env--;
+            memmove(&r->env[i], &r->env[i + 1], sizeof(char *) * (size_t)(r->n_env - i));
+            break;
+        }
+    r->env = xrealloc(r->env, sizeof(char *) * (size_t)(r->n_env + 1));
+    Str e = {0};
+    str_printf(&e, "%s=%s", name, value);
+    r->env[r->n_env++] = str_take(&e);
+}
+
+static void run_copy(RunSpec *dst, const RunSpec *src) {
+    *dst = *src;
+    dst->env = NULL;
+    dst->n_env = 0;
+    for (int i = 0; i < src->n_env; i++) {
+        dst->env = xrealloc(dst->env, sizeof(char *) * (size_t)(dst->n_env + 1));
+        dst->env[dst->n_env++] = xstrdup(src->env[i]);
+    }
+}
+
+static void run_free(RunSpec *r) {
+    for (int i = 0; i < r->n_env; i++) free(r->env[i]);
+    free(r->env);
+    r->env = NULL;
+    r->n_env = 0;
+}
+
+// Apply a "run" object (top level or a profile's) over rb.
+static void read_run(const Scenario *s, Problems *ps, const json_t *obj, const char *jpath, RunBuild *rb) {
+    check_keys(s, ps, obj, jpath, RUN_KEYS, "'run'");
+    char mp[512];
+    const json_t *v;
+    if ((v = get_typed(s, ps, obj, jpath, "steps", JSON_INTEGER, 0, "a positive integer"))) {
+        member_path(mp, sizeof mp, jpath, "steps");
+        if (json_integer_value(v) < 1 || json_integer_value(v) > 1000000000)
+            PROBLEM(mp, 0, "steps: expected a positive integer, got %lld", (long long)json_integer_value(v));
+        else {
+            int line = 0, col = 0;
+            scenario_pos(s, mp, 0, &line, &col);
+            ov_add(&rb->sugar, "train.steps", v, line, col);
+        }
+    }
+    if ((v = get_typed(s, ps, obj, jpath, "world_size", JSON_INTEGER, 0, "a positive integer"))) {
+        member_path(mp, sizeof mp, jpath, "world_size");
+        if (json_integer_value(v) < 1 || json_integer_value(v) > 4096)
+            PROBLEM(mp, 0, "world_size: expected an integer from 1 to 4096, got %lld",
+                    (long long)json_integer_value(v));
+        else rb->run.world_size = (int)json_integer_value(v);
+    }
+    if ((v = get_typed(s, ps, obj, jpath, "precision", JSON_STRING, 0, "a string"))) {
+        member_path(mp, sizeof mp, jpath, "precision");
+        if (!in_list(PRECISIONS, json_string_value(v)))
+            PROBLEM(mp, 0, "precision: expected one of \"fp32\", \"fp64\", \"bf16\", \"fp16\", got \"%s\"",
+                    json_string_value(v));
+        else {
+            int line = 0, col = 0;
+            scenario_pos(s, mp, 0, &line, &col);
+            ov_add(&rb->sugar, "train.precision", v, line, col);
+        }
+    }
+    if ((v = get_typed(s, ps, obj, jpath, "transport", JSON_STRING, 0, "a string"))) {
+        member_path(mp, sizeof mp, jpath, "transport");
+        if (!in_list(TRANSPORTS, json_string_value(v)))
+            PROBLEM(mp, 0, "transport: expected one of \"none\", \"mpi\", \"nccl\", got \"%s\"", json_string_value(v));
+        else snprintf(rb->run.transport, sizeof rb->run.transport, "%s", json_string_value(v));
+    }
+    if ((v = get_typed(s, ps, obj, jpath, "timeout_s", JSON_REAL, 0, "a positive number of seconds"))) {
+        member_path(mp, sizeof mp, jpath, "timeout_s");
+        double t = json_number_value(v);
+        if (!(t > 0) || t > 7 * 24 * 3600.0) PROBLEM(mp, 0, "timeout_s: expected a positive number of seconds, got %g", t);
+        else rb->run.timeout_s = t;
+    }
+    if ((v = get_typed(s, ps, obj, jpath, "stall_s", JSON_REAL, 0, "a positive number of seconds"))) {
+        member_path(mp, sizeof mp, jpath, "stall_s");
+        double t = json_number_value(v);
+        if (!(t > 0) || t > 7 * 24 * 3600.0) PROBLEM(mp, 0, "stall_s: expected a positive number of seconds, got %g", t);
+        else {
+            rb->run.stall_s = t;
+            rb->have_stall = 1;
+        }
+    }
+    if ((v = get_typed(s, ps, obj, jpath, "env", JSON_OBJECT, 0, "an object of strings"))) {
+        const char *k;
+        json_t *e;
+        char ep[512];
+        member_path(ep, sizeof ep, jpath, "env");
+        json_object_foreach((json_t *)v, k, e) {
+            member_path(mp, sizeof mp, ep, k);
+            int name_valid = k[0] && !strchr(k, '=') && !(k[0] >= '0' && k[0] <= '9');
+            for (const char *p = k; *p && name_valid; p++)
+                name_valid = (*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '_';
+            if (!name_valid) {
+                PROBLEM(mp, 1, "env: '%s' is not an environment variable name", k);
+                continue;
+            }
+            if (!json_is_string(e)) {
+                char got[96];
+                describe(e, got, sizeof got);
+                PROBLEM(mp, 0, "env.%s: expected a string, got %s", k, got);
+                continue;
+            }
+            env_set(&rb->run, k, json_string_value(e));
+        }
+    }
+}
+
+// ---- matrix -----------------------------------------------------------------------------------
+
+// One value of an axis: its label and what it sets.
+typedef struct {
+    char label[96];
+    OvList ov;            // config overrides
+    int world_size;       // 0 = unchanged
+    char transport[8];    // "" = unchanged
+} AxisValue;
+
+typedef struct {
+    char name[32];
+    char jpath[512];      // where the axis is (for problems)
+    AxisValue *vals;
+    int n_vals;
+} AxisBuild;
+
+static void axis_free(AxisBuild *a) {
+    for (int i = 0; i < a->n_vals; i++) ov_free(&a->vals[i].ov);
+    free(a->vals);
+    a->vals = NULL;
+    a->n_vals = 0;
+}
+
+// The label of a scalar/array axis value: strings unquoted, others as compact JSON.
+static void value_label(const json_t *v, char *out, size_t n) {
+    if (json_is_string(v)) {
+        snprintf(out, n, "%s", json_string_value(v));
+        return;
+    }
+    char *js = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+    snprintf(out, n, "%s", js ? js : "?");
+    free(js);
+}
+
+// A "run.X" key inside the matrix (sets run settings rather than the config).
+static int apply_run_key(const Scenario *s, Problems *ps, const char *mp, const char *key, const json_t *v,
+                         AxisValue *av) {
+    if (!strcmp(key, "run.world_size")) {
+        if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > 4096) {
+            char got[96];
+            describe(v, got, sizeof got);
+            PROBLEM(mp, 0, "run.world_size: expected an integer from 1 to 4096, got %s", got);
+        } else av->world_size = (int)json_integer_value(v);
+        return 1;
+    }
+    if (!strcmp(key, "run.transport")) {
+        if (!json_is_string(v) || !in_list(TRANSPORTS, json_string_value(v))) {
+            char got[96];
+            describe(v, got, sizeof got);
+            PROBLEM(mp, 0, "run.transport: expected one of \"none\", \"mpi\", \"nccl\", got %s", got);
+        } else snprintf(av->transport, sizeof av->transport, "%s", json_string_value(v));
+        return 1;
+    }
+    if (!strncmp(key, "run.", 4)) {
+        PROBLEM(mp, 1, "'%s': the matrix can vary run.world_size and run.transport (run.steps and "
+                       "run.precision: use train.steps and train.precision)", key);
+        return 1;
+    }
+    return 0;
+}
+
+static int axis_name_ok(const char *n) {
+    if (!n[0] || strlen(n) >= 32) return 0;
+    for (const char *p = n; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '_')) return 0;
+    return 1;
+}
+
+// Parse one axis (its object at jpath). Returns 0 if usable.
+static int read_axis(const Scenario *s, Problems *ps, const char *name, const json_t *ax, const char *jpath,
+                     AxisBuild *out) {
+    memset(out, 0, sizeof *out);
+    snprintf(out->name, sizeof out->name, "%s", name);
+    snprintf(out->jpath, sizeof out->jpath, "%s", jpath);
+    if (!axis_name_ok(name)) {
+        PROBLEM(jpath, 1, "bad matrix: axis name '%s' (letters, digits and _ only, at most 31)", name);
+        return -1;
+    }
+    if (!json_is_object(ax)) {
+        char got[96];
+        describe(ax, got, sizeof got);
+        PROBLEM(jpath, 0, "bad matrix: axis '%s': expected an object {\"key\": ..., \"values\": [...]} or "
+                          "{\"values\": {label: {overrides}}}, got %s", name, got);
+        return -1;
+    }
+    int before = ps->n;
+    check_keys(s, ps, ax, jpath, AXIS_KEYS, "a matrix axis");
+    const json_t *key = json_object_get(ax, "key"), *vals = json_object_get(ax, "values");
+    char kp[512], vp[512];
+    member_path(kp, sizeof kp, jpath, "key");
+    member_path(vp, sizeof vp, jpath, "values");
+    if (!vals) {
+        PROBLEM(jpath, 0, "bad matrix: axis '%s' has no \"values\"", name);
+        return -1;
+    }
+    if (key && !json_is_string(key)) {
+        char got[96];
+        describe(key, got, sizeof got);
+        PROBLEM(kp, 0, "bad matrix: axis '%s': key: expected a string, got %s", name, got);
+        return -1;
+    }
+    if (json_is_array(vals)) {
+        if (!key) {
+            PROBLEM(vp, 0, "bad matrix: axis '%s': a list of values needs \"key\" (the config key they set); "
+                           "or give \"values\" as an object of labelled overrides", name);
+            return -1;
+        }
+        const char *k = json_string_value(key);
+        if (strncmp(k, "run.", 4) && !override_key_ok(k)) {
+            PROBLEM(kp, 0, "bad matrix: axis '%s': key '%s': expected section.key (e.g. \"nsa.w\") or "
+                           "run.world_size / run.transport", name, k);
+            return -1;
+        }
+        if (json_array_size(vals) == 0) {
+            PROBLEM(vp, 0, "bad matrix: axis '%s' has no values", name);
+            return -1;
+        }
+        out->vals = xcalloc(json_array_size(vals), sizeof(AxisValue));
+        size_t i;
+        json_t *v;
+        json_array_foreach(vals, i, v) {
+            char ip[600];
+            snprintf(ip, sizeof ip, "%s[%zu]", vp, i);
+            if (json_is_object(v) || json_is_null(v)) {
+                char got[96];
+                describe(v, got, sizeof got);
+                PROBLEM(ip, 0, "bad matrix: axis '%s': values[%zu]: expected a string, number, boolean or "
+                               "array, got %s", name, i, got);
+                continue;
+            }
+            AxisValue *av = &out->vals[out->n_vals];
+            value_label(v, av->label, sizeof av->label);
+            int dup = 0;
+            for (int j = 0; j < out->n_vals; j++) dup |= !strcmp(out->vals[j].label, av->label);
+            if (dup) {
+                PROBLEM(ip, 0, "bad matrix: axis '%s': value %s appears twice", name, av->label);
+                continue;
+            }
+            if (!apply_run_key(s, ps, ip, k, v, av)) {
+                int line = 0, col = 0;
+                scenario_pos(s, ip, 0, &line, &col);
+                ov_add(&av->ov, k, v, line, col);
+            }
+            out->n_vals++;
+        }
+    } else if (json_is_object(vals)) {
+        if (key) {
+            PROBLEM(kp, 1, "bad matrix: axis '%s': \"key\" goes with a list of values; labelled values "
+                           "(an object) name their keys themselves", name);
+            return -1;
+        }
+        if (json_object_size(vals) == 0) {
+            PROBLEM(vp, 0, "bad matrix: axis '%s' has no values", name);
+            return -1;
+        }
+        out->vals = xcalloc(json_object_size(vals), sizeof(AxisValue));
+        const char *label;
+        json_t *set;
+        json_object_foreach((json_t *)vals, label, set) {
+            char lp[600];
+            member_path(lp, sizeof lp, vp, label);
+            if (!label[0] || strlen(label) >= 96 || strpbrk(label, ",/=")) {
+                PROBLEM(lp, 1, "bad matrix: axis '%s': label '%s' (non-empty, at most 95 bytes, no ',' '/' '=')",
+                        name, label);
+                continue;
+            }
+            if (!json_is_object(set)) {
+                char got[96];
+                describe(set, got, sizeof got);
+                PROBLEM(lp, 0, "bad matrix: axis '%s': value '%s': expected an object of overrides, got %s", name,
+                        label, got);
+                continue;
+            }
+            AxisValue *av = &out->vals[out->n_vals++];
+            snprintf(av->label, sizeof av->label, "%s", label);
+            const char *ok;
+            json_t *ov;
+            json_object_foreach(set, ok, ov) {
+                char op[700];
+                member_path(op, sizeof op, lp, ok);
+                if (apply_run_key(s, ps, op, ok, ov, av)) continue;
+                if (!override_key_ok(ok)) {
+                    PROBLEM(op, 1, "override key '%s': expected section.key (e.g. \"train.steps\")", ok);
+                    continue;
+                }
+                if (json_is_null(ov)) {
+                    PROBLEM(op, 0, "%s: null is not a value", ok);
+                    continue;
+                }
+                int line = 0, col = 0;
+                scenario_pos(s, op, 0, &line, &col);
+                ov_add(&av->ov, ok, ov, line, col);
+            }
+        }
+    } else {
+        char got[96];
+        describe(vals, got, sizeof got);
+        PROBLEM(vp, 0, "bad matrix: axis '%s': values: expected an array or an object, got %s", name, got);
+        return -1;
+    }
+    return ps->n == before ? 0 : -1;
+}
+
+// ---- config validation per case -----------------------------------------------------------------
+
+// Run the trainer's config loader on the case's overrides; move its problems to
+// the scenario positions of the overrides they name. `seen` dedupes problems that
+// every case shares (an overrides typo would otherwise repeat once per case).
+static int resolve_config(const Scenario *s, Problems *ps, Case *c, const char *config_path,
+                          const char *config_jpath, int profile, Str *seen) {
+    // "(profile gpu, case x=1)": which expansion the problem belongs to, when it is not obvious
+    char tag[400] = "";
+    if (profile != s->profile && s->n_axes) snprintf(tag, sizeof tag, " (profile %s, case %s)", PROFILE_NAMES[profile], c->name);
+    else if (profile != s->profile) snprintf(tag, sizeof tag, " (profile %s)", PROFILE_NAMES[profile]);
+    else if (s->n_axes) snprintf(tag, sizeof tag, " (case %s)", c->name);
+    const char **sets = xcalloc((size_t)c->n_ov + 1, sizeof(char *));
+    char **owned = xcalloc((size_t)c->n_ov + 1, sizeof(char *));
+    for (int i = 0; i < c->n_ov; i++) {
+        Str o = {0};
+        str_printf(&o, "%s=%s", c->ov[i].key, c->ov[i].value);
+        owned[i] = str_take(&o);
+        sets[i] = owned[i];
+    }
+    char err[8192];
+    int rc = config_load(&c->cfg, config_path, sets, c->n_ov, err, sizeof err);
+    if (rc) {
+        char *save = NULL;
+        for (char *ln = strtok_r(err, "\n", &save); ln; ln = strtok_r(NULL, "\n", &save)) {
+            Str one = {0};
+            int line = 0, col = 0;
+            // "--set KEY=VALUE: message" -> the override's own position
+            int mapped = 0;
+            for (int i = c->n_ov - 1; i >= 0 && !mapped; i--) {
+                size_t n = strlen(owned[i]);
+                if (!strncmp(ln, "--set ", 6) && !strncmp(ln + 6, owned[i], n) && ln[6 + n] == ':') {
+                    line = c->ov[i].line;
+                    col = c->ov[i].col;
+                    str_printf(&one, "%s:%d:%d: %s%s", s->path, line, col, ln + 6 + n + 2, tag);
+                    mapped = 1;
+                }
+            }
+            if (!mapped) {
+                // the config file's own problems keep their position; a missing file
+                // or similar is reported at the scenario's "config" value
+                const char *colon = strchr(ln, ':');
+                int in_config = colon && !strncmp(ln, config_path, strlen(config_path)) &&
+                                colon == ln + strlen(config_path) && colon[1] >= '0' && colon[1] <= '9';
+                if (in_config) str_printf(&one, "%s (the config of %s%s)", ln, s->path, tag);
+                else {
+                    scenario_pos(s, config_jpath, 0, &line, &col);
+                    str_printf(&one, "%s:%d:%d: config: %s", s->path, line, col, ln);
+                }
+            }
+            // dedupe on the message without the case name
+            const char *txt = str_c(&one);
+            const char *cs = tag[0] ? strstr(txt, tag) : NULL;
+            Str key = {0};
+            str_addn(&key, txt, cs ? (size_t)(cs - txt) : strlen(txt));
+            str_add(&key, "\n");
+            if (!strstr(str_c(seen), str_c(&key))) {
+                str_add(seen, str_c(&key));
+                problems_add(ps, line ? line : (mapped ? 0 : 1 << 29), col, "%s", txt);
+            }
+            str_free(&key);
+            str_free(&one);
+        }
+    }
+    for (int i = 0; i < c->n_ov; i++) free(owned[i]);
+    free(owned);
+    free(sets);
+    return rc;
+}
+
+// ---- expansion of one profile ------------------------------------------------------------------
+
+static void case_free(Case *c, int n_axes) {
+    for (int i = 0; i < c->n_ov; i++) free(c->ov[i].value);
+    free(c->ov);
+    if (c->labels)
+        for (int a = 0; a < n_axes; a++) free(c->labels[a]);
+    free(c->labels);
+    run_free(&c->run);
+}
+
+static void free_cases(Scenario *s) {
+    for (int i = 0; i < s->n_cases; i++) case_free(&s->cases[i], s->n_axes);
+    free(s->cases);
+    s->cases = NULL;
+    s->n_cases = 0;
+    free(s->axes);
+    s->axes = NULL;
+    s->n_axes = 0;
+}
+
+// Expand the scenario for profile p into s->cases (replacing any). Returns 0 if
+// every case is valid.
+static int expand_profile(Scenario *s, Problems *ps, int p, Str *seen) {
+    free_cases(s);
+    const json_t *root = s->root;
+    const json_t *prof = json_object_get(json_object_get(root, "profiles"), PROFILE_NAMES[p]);
+    char pp[64];
+    snprintf(pp, sizeof pp, "profiles.%s", PROFILE_NAMES[p]);
+    int before = ps->n;
+
+    // config: the profile's, else the top level's
+    const json_t *cfgv = prof ? json_object_get(prof, "config") : NULL;
+    char cjp[96];
+    snprintf(cjp, sizeof cjp, "%s.config", pp);
+    if (!cfgv) {
+        cfgv = json_object_get(root, "config");
+        snprintf(cjp, sizeof cjp, "config");
+    }
+    if (!cfgv || !json_is_string(cfgv)) {
+        if (!json_object_get(root, "config"))
+            PROBLEM("", 0, "missing required key 'config' (the model config file, relative to the scenario)");
+        return -1;   // type problems were reported when reading
+    }
+    path_join(s->config_path, sizeof s->config_path, s->dir, json_string_value(cfgv));
+
+    // overrides: top level, then the profile's (later ones win in the config loader)
+    OvList base = {0};
+    const json_t *o;
+    if ((o = json_object_get(root, "overrides")) && json_is_object(o)) read_overrides(s, ps, o, "overrides", &base);
+    if (prof && (o = json_object_get(prof, "overrides"))) {
+        char op[96];
+        snprintf(op, sizeof op, "%s.overrides", pp);
+        if (json_is_object(o)) read_overrides(s, ps, o, op, &base);
+    }
+    // run: defaults, top level, the profile's
+    RunBuild rb;
+    run_defaults(&rb);
+    if ((o = json_object_get(root, "run")) && json_is_object(o)) read_run(s, ps, o, "run", &rb);
+    if (prof && (o = json_object_get(prof, "run"))) {
+        char rp[96];
+        snprintf(rp, sizeof rp, "%s.run", pp);
+        if (json_is_object(o)) read_run(s, ps, o, rp, &rb);
+        else {
+            char got[96];
+            describe(o, got, sizeof got);
+            PROBLEM(rp, 0, "run: expected an object, got %s", got);
+        }
+    }
+    if (!rb.have_stall) rb.run.stall_s = rb.run.timeout_s;
+    ov_copy(&base, &rb.sugar);
+    // requires
+    s->requires_gpus = 0;
+    if (prof && (o = json_object_get(prof, "requires"))) {
+        char rq[96];
+        snprintf(rq, sizeof rq, "%s.requires", pp);
+        if (!json_is_object(o)) {
+            char got[96];
+            describe(o, got, sizeof got);
+            PROBLEM(rq, 0, "requires: expected an object, got %s", got);
+        } else {
+            check_keys(s, ps, o, rq, REQUIRES_KEYS, "'requires'");
+            const json_t *g = get_typed(s, ps, o, rq, "gpus", JSON_INTEGER, 0, "a non-negative integer");
+            if (g) {
+                char gp[128];
+                snprintf(gp, sizeof gp, "%s.gpus", rq);
+                if (json_integer_value(g) < 0 || json_integer_value(g) > 4096)
+                    PROBLEM(gp, 0, "gpus: expected an integer from 0 to 4096, got %lld", (long long)json_integer_value(g));
+                else s->requires_gpus = (int)json_integer_value(g);
+            }
+        }
+    }
+
+    // matrix: top-level axes, a profile's axis of the same name replaces it, new ones append
+    AxisBuild *axes = NULL;
+    int n_axes = 0, matrix_ok = 1;
+    for (int pass = 0; pass < 2; pass++) {
+        const json_t *m = pass == 0 ? json_object_get(root, "matrix") : (prof ? json_object_get(prof, "matrix") : NULL);
+        if (!m) continue;
+        char mp[96];
+        snprintf(mp, sizeof mp, "%s", pass == 0 ? "matrix" : "");
+        if (pass == 1) snprintf(mp, sizeof mp, "%s.matrix", pp);
+        if (!json_is_object(m)) {
+            char got[96];
+            describe(m, got, sizeof got);
+            PROBLEM(mp, 0, "bad matrix: expected an object of axes, got %s", got);
+            matrix_ok = 0;
+            continue;
+        }
+        const char *an;
+        json_t *ax;
+        json_object_foreach((json_t *)m, an, ax) {
+            char ap[512];
+            member_path(ap, sizeof ap, mp, an);
+            AxisBuild b;
+            if (read_axis(s, ps, an, ax, ap, &b)) {
+                axis_free(&b);
+                matrix_ok = 0;
+                continue;
+            }
+            int slot = n_axes;
+            for (int i = 0; i < n_axes; i++)
+                if (!strcmp(axes[i].name, an)) slot = i;
+            if (slot == n_axes) {
+                axes = xrealloc(axes, sizeof(AxisBuild) * (size_t)(n_axes + 1));
+                n_axes++;
+            } else axis_free(&axes[slot]);
+            axes[slot] = b;
+        }
+    }
+    int ok = matrix_ok && ps->n == before;
+    size_t n_cases = 1;
+    for (int a = 0; a < n_axes; a++) n_cases *= (size_t)axes[a].n_vals;
+    if (ok && n_cases > 10000) {
+        PROBLEM("matrix", 0, "bad matrix: %zu cases (more than 10000)", n_cases);
+        ok = 0;
+    }
+    if (ok) {
+        s->axes = xcalloc((size_t)n_axes + 1, sizeof(Axis));
+        s->n_axes = n_axes;
+        for (int a = 0; a < n_axes; a++) snprintf(s->axes[a].name, sizeof s->axes[a].name, "%s", axes[a].name);
+        s->cases = xcalloc(n_cases, sizeof(Case));
+        for (size_t ci = 0; ci < n_cases; ci++) {
+            Case *c = &s->cases[s->n_cases++];
+            OvList ovs = {0};
+            ov_copy(&ovs, &base);
+            run_copy(&c->run, &rb.run);
+            c->labels = xcalloc((size_t)n_axes + 1, sizeof(char *));
+            Str name = {0};
+            size_t rest = ci;
+            // the last axis varies fastest, so cases list in reading order
+            size_t *idx = xcalloc((size_t)n_axes + 1, sizeof(size_t));
+            for (int a = n_axes - 1; a >= 0; a--) {
+                idx[a] = rest % (size_t)axes[a].n_vals;
+                rest /= (size_t)axes[a].n_vals;
+            }
+            for (int a = 0; a < n_axes; a++) {
+                AxisValue *av = &axes[a].vals[idx[a]];
+                str_printf(&name, "%s%s=%s", a ? "," : "", axes[a].name, av->label);
+                c->labels[a] = xstrdup(av->label);
+                ov_copy(&ovs, &av->ov);
+                if (av->world_size) c->run.world_size = av->world_size;
+                if (av->transport[0]) snprintf(c->run.transport, sizeof c->run.transport, "%s", av->transport);
+            }
+            free(idx);
+            snprintf(c->name, sizeof c->name, "%s", n_axes ? str_c(&name) : "default");
+            str_free(&name);
+            safe_name(c->dir, sizeof c->dir, c->name);
+            c->ov = ovs.v;
+            c->n_ov = ovs.n;
+            if (c->run.world_size > 1 && !strcmp(c->run.transport, "none")) {
+                PROBLEM("run.world_size", 0, "world_size %d needs a transport (\"mpi\" or \"nccl\")%s%s",
+                        c->run.world_size, s->n_axes ? ": case " : "", s->n_axes ? c->name : "");
+                ok = 0;
+            }
+            if (resolve_config(s, ps, c, s->config_path, cjp, p, seen)) ok = 0;
+        }
+    }
+    for (int a = 0; a < n_axes; a++) axis_free(&axes[a]);
+    free(axes);
+    ov_free(&base);
+    ov_free(&rb.sugar);
+    run_free(&rb.run);
+    return ok ? 0 : -1;
+}
+
+// ---- the top level ------------------------------------------------------------------------------
+
+static void read_checks(Scenario *s, Problems *ps) {
+    const json_t *checks = json_object_get(s->root, "checks");
+    if (!checks) {
+        PROBLEM("", 0, "missing required key 'checks' (a list of checks; see docs/scenarios.md)");
+        return;
+    }
+    if (!json_is_array(checks) || json_array_size(checks) == 0) {
+        char got[96];
+        describe(checks, got, sizeof got);
+        PROBLEM("checks", 0, "checks: expected a non-empty array of check objects, got %s", got);
+        return;
+    }
+    s->checks = xcalloc(json_array_size(checks), sizeof(CheckSpec));
+    size_t i;
+    json_t *c;
+    json_array_foreach(checks, i, c) {
+        char cp[64];
+        snprintf(cp, sizeof cp, "checks[%zu]", i);
+        if (!json_is_object(c)) {
+            char got[96];
+            describe(c, got, sizeof got);
+            PROBLEM(cp, 0, "checks[%zu]: expected an object {\"check\": NAME, ...}, got %s", i, got);
+            continue;
+        }
+        const json_t *k = json_object_get(c, "check");
+        char kp[96];
+        snprintf(kp, sizeof kp, "%s.check", cp);
+        if (!k || !json_is_string(k)) {
+            PROBLEM(k ? kp : cp, 0, "checks[%zu]: needs \"check\": the name of a check (%s)", i, check_names());
+            continue;
+        }
+        const CheckDef *def = check_find(json_string_value(k));
+        if (!def) {
+            PROBLEM(kp, 0, "unknown check '%s' (known: %s)", json_string_value(k), check_names());
+            continue;
+        }
+        s->checks[s->n_checks++] = (CheckSpec){def->name, c, (int)i};
+    }
+}
+
+static void validate_checks(Scenario *s, Problems *ps) {
+    for (int i = 0; i < s->n_checks; i++) {
+        char cp[64];
+        snprintf(cp, sizeof cp, "checks[%d]", s->checks[i].index);
+        const CheckDef *def = check_find(s->checks[i].kind);
+        def->validate(s, s->checks[i].params, cp, ps);
+    }
+}
+
+// Drop problems whose text repeats (validation runs per profile).
+static void dedupe_from(Problems *ps, int from) {
+    int w = from;
+    for (int r = from; r < ps->n; r++) {
+        int dup = 0;
+        for (int j = 0; j < w && !dup; j++) dup = !strcmp(ps->v[j].text, ps->v[r].text);
+        if (dup) free(ps->v[r].text);
+        else ps->v[w++] = ps->v[r];
+    }
+    ps->n = w;
+}
+
+int scenario_load(Scenario *s, const char *path, int profile, int all_profiles, Problems *ps) {
+    memset(s, 0, sizeof *s);
+    snprintf(s->path, sizeof s->path, "%s", path);
+    path_dirname(path, s->dir, sizeof s->dir);
+    s->profile = profile;
+    int before = ps->n;
+    size_t len = 0;
+    s->text = read_file(path, &len);
+    if (!s->text) {
+        problems_add(ps, 0, 0, "%s: cannot read: %s", path, strerror(errno));
+        scenario_free(s);
+        return -1;
+    }
+    json_error_t je;
+    s->root = json_loadb(s->text, len, JSON_REJECT_DUPLICATES, &je);
+    if (!s->root) {
+        problems_add(ps, je.line, je.column, "%s:%d:%d: %s", path, je.line, je.column, je.text);
+        scenario_free(s);
+        return -1;
+    }
+    if (!json_is_object(s->root)) {
+        char got[96];
+        describe(s->root, got, sizeof got);
+        PROBLEM("", 0, "expected the scenario to be a JSON object, got %s", got);
+        scenario_free(s);
+        return -1;
+    }
+    check_keys(s, ps, s->root, "", TOP_KEYS, "the scenario's top level");
+    const json_t *v;
+    if ((v = get_typed(s, ps, s->root, "", "name", JSON_STRING, 1, "a string"))) {
+        if (!name_ok(json_string_value(v), 63))
+            PROBLEM("name", 0, "name: \"%s\": 1 to 63 characters from A-Z a-z 0-9 _ . -", json_string_value(v));
+        else snprintf(s->name, sizeof s->name, "%s", json_string_value(v));
+    }
+    if ((v = get_typed(s, ps, s->root, "", "description", JSON_STRING, 1, "a string"))) {
+        if (!json_string_value(v)[0]) PROBLEM("description", 0, "description: say what the scenario proves");
+        s->description = xstrdup(json_string_value(v));
+    }
+    if ((v = get_typed(s, ps, s->root, "", "family", JSON_STRING, 1, "a string"))) {
+        if (!family_find(json_string_value(v)))
+            PROBLEM("family", 0, "unknown family '%s' (known: %s)", json_string_value(v), family_names());
+        else snprintf(s->family, sizeof s->family, "%s", json_string_value(v));
+    }
+    get_typed(s, ps, s->root, "", "config", JSON_STRING, 0, "a path (string)");
+    get_typed(s, ps, s->root, "", "overrides", JSON_OBJECT, 0, "an object of \"section.key\": value");
+    get_typed(s, ps, s->root, "", "run", JSON_OBJECT, 0, "an object");
+    get_typed(s, ps, s->root, "", "matrix", JSON_OBJECT, 0, "an object of axes");
+    const json_t *profs = get_typed(s, ps, s->root, "", "profiles", JSON_OBJECT, 1, "an object");
+    if (profs) {
+        const char *pn;
+        json_t *pv;
+        json_object_foreach((json_t *)profs, pn, pv) {
+            char pp[128];
+            member_path(pp, sizeof pp, "profiles", pn);
+            int known = -1;
+            for (int p = 0; p < PROFILE_COUNT; p++)
+                if (!strcmp(pn, PROFILE_NAMES[p])) known = p;
+            if (known < 0) {
+                PROBLEM(pp, 1, "unknown profile '%s' (known: ci, gpu)", pn);
+                continue;
+            }
+            if (!json_is_object(pv)) {
+                char got[96];
+                describe(pv, got, sizeof got);
+                PROBLEM(pp, 0, "profiles.%s: expected an object (may be empty), got %s", pn, got);
+                continue;
+            }
+            check_keys(s, ps, pv, pp, PROFILE_KEYS, "a profile");
+            char sub[160];
+            snprintf(sub, sizeof sub, "%s.config", pp);
+            get_typed(s, ps, pv, pp, "config", JSON_STRING, 0, "a path (string)");
+            get_typed(s, ps, pv, pp, "overrides", JSON_OBJECT, 0, "an object of \"section.key\": value");
+            s->has_profile[known] = 1;
+        }
+        if (json_object_size(profs) == 0) PROBLEM("profiles", 0, "profiles: name at least one of \"ci\", \"gpu\"");
+    }
+    read_checks(s, ps);
+    if (ps->n != before) {   // structural problems: expansion would only add noise
+        dedupe_from(ps, before);
+        scenario_free(s);
+        return -1;
+    }
+    Str seen = {0};
+    // expand every profile the file has (validate) or just the selected one; the
+    // selected profile goes last so its cases are the ones kept
+    for (int p = 0; p < PROFILE_COUNT; p++) {
+        if (p == profile || !all_profiles || !s->has_profile[p]) continue;
+        if (expand_profile(s, ps, p, &seen) == 0) validate_checks(s, ps);
+    }
+    if (s->has_profile[profile]) {
+        if (expand_profile(s, ps, profile, &seen) == 0) validate_checks(s, ps);
+    } else {
+        free_cases(s);
+    }
+    str_free(&seen);
+    dedupe_from(ps, before);
+    if (ps->n != before) {
+        scenario_free(s);
+        return -1;
+    }
+    return 0;
+}
+
+void scenario_free(Scenario *s) {
+    free_cases(s);
+    free(s->checks);
+    free(s->description);
+    free(s->text);
+    json_decref(s->root);
+    memset(s, 0, sizeof *s);
+}
+
+int scenario_case_matches(const Case *c, const char *glob) { return fnmatch(glob, c->name, 0) == 0; }

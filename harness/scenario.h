@@ -1,0 +1,96 @@
+// harness/scenario.h — a scenario file, validated and expanded into cases.
+//
+// A scenario (scenarios/*.json, schema in docs/scenarios.md) names a model config
+// and overrides, run settings, per-profile adjustments, a matrix of variations and
+// a list of checks. Loading is strict: every problem (syntax, unknown key, wrong
+// type, bad matrix, an override the config rejects, a check parameter out of
+// range) is reported as `file:line:col: message`, all of them, sorted by position.
+//
+// Expansion: the matrix axes (in file order) form a cartesian product; each case
+// is named `axis=label,axis=label` (or `default` without a matrix) and carries the
+// full list of config overrides that makes it, each remembering where in the
+// scenario file it came from, so that a value the config loader rejects is
+// reported at that position.
+#ifndef NSA_HARNESS_SCENARIO_H
+#define NSA_HARNESS_SCENARIO_H
+#include <jansson.h>
+
+#include "harness/util.h"
+#include "trainer/config.h"
+
+enum { PROFILE_CI = 0, PROFILE_GPU = 1, PROFILE_COUNT };
+extern const char *const PROFILE_NAMES[PROFILE_COUNT];   // "ci", "gpu"
+
+typedef struct {
+    char key[96];      // dotted config key, e.g. "nsa.force_branch"
+    char *value;       // compact JSON text of the value
+    int line, col;     // where the value stands in the scenario file
+} Override;
+
+typedef struct {
+    int world_size;        // ranks (processes); 1 unless the scenario says otherwise
+    char transport[8];     // "none" (1 rank), "mpi", "nccl"
+    double timeout_s;      // wall-clock limit of the case (before --timeout-scale)
+    double stall_s;        // heartbeat older than this => stalled (default: timeout_s)
+    char **env;            // "NAME=value" strings added to the trainer's environment
+    int n_env;
+} RunSpec;
+
+typedef struct {
+    char name[256];        // "branch=cmp,precision=bf16", or "default"
+    char dir[256];         // the name made safe for the file system
+    char **labels;         // [n_axes] this case's label on each axis
+    Override *ov;          // every override, in application order
+    int n_ov;
+    RunSpec run;
+    NsaConfig cfg;         // the resolved, validated config of the case
+} Case;
+
+typedef struct {
+    char name[32];         // axis name, e.g. "branch"
+} Axis;
+
+typedef struct {
+    const char *kind;      // the check's name ("grad_arrival"), from the check table
+    const json_t *params;  // its object in the scenario document (borrowed)
+    int index;             // position in "checks"
+} CheckSpec;
+
+typedef struct {
+    char path[1024];       // as given
+    char dir[1024];        // its directory (relative paths inside are relative to it)
+    char *text;            // file contents (for positions)
+    json_t *root;          // the parsed document
+    char name[64];
+    char family[32];
+    char *description;
+    int profile;           // PROFILE_* the cases were expanded for
+    int has_profile[PROFILE_COUNT];
+    int requires_gpus;     // of the selected profile
+    char config_path[1024];   // resolved config file of the selected profile
+    Axis *axes;
+    int n_axes;
+    Case *cases;
+    int n_cases;
+    CheckSpec *checks;
+    int n_checks;
+} Scenario;
+
+// Load, validate and expand `path` for `profile`. Every problem is appended to ps
+// (already "file:line:col: message"). Returns 0 if the scenario is valid; -1
+// otherwise (the scenario is then freed). With all_profiles, every profile the
+// file defines is expanded and validated too (used by `validate`), and the
+// cases kept are those of `profile` (none if the file lacks it).
+int scenario_load(Scenario *s, const char *path, int profile, int all_profiles, Problems *ps);
+void scenario_free(Scenario *s);
+
+// Where a JSON path of the scenario document is (jsonpos syntax); 0 or -1.
+int scenario_pos(const Scenario *s, const char *jpath, int want_key, int *line, int *col);
+// Report a problem at a JSON path of the scenario (falls back to the enclosing
+// value, then to the file).
+void scenario_problem(const Scenario *s, Problems *ps, const char *jpath, int want_key, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+// The case whose name matches a glob (fnmatch), first match; NULL if none.
+int scenario_case_matches(const Case *c, const char *glob);
+#endif

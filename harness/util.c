@@ -1,0 +1,282 @@
+// harness/util.c — see util.h.
+#define _POSIX_C_SOURCE 200809L
+#include "harness/util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+// ---- allocation ---------------------------------------------------------------------
+static void oom(size_t n) {
+    fprintf(stderr, "nsa-harness: out of memory (%zu bytes)\n", n);
+    exit(125);
+}
+void *xmalloc(size_t n) {
+    void *p = malloc(n ? n : 1);
+    if (!p) oom(n);
+    return p;
+}
+void *xcalloc(size_t n, size_t size) {
+    void *p = calloc(n ? n : 1, size ? size : 1);
+    if (!p) oom(n * size);
+    return p;
+}
+void *xrealloc(void *p, size_t n) {
+    void *q = realloc(p, n ? n : 1);
+    if (!q) oom(n);
+    return q;
+}
+char *xstrdup(const char *s) {
+    size_t n = strlen(s) + 1;
+    char *p = xmalloc(n);
+    memcpy(p, s, n);
+    return p;
+}
+
+// ---- Str ------------------------------------------------------------------------------
+static void str_reserve(Str *s, size_t extra) {
+    if (s->len + extra + 1 <= s->cap) return;
+    size_t cap = s->cap ? s->cap : 64;
+    while (cap < s->len + extra + 1) cap *= 2;
+    s->p = xrealloc(s->p, cap);
+    s->cap = cap;
+}
+void str_addn(Str *s, const char *text, size_t n) {
+    str_reserve(s, n);
+    memcpy(s->p + s->len, text, n);
+    s->len += n;
+    s->p[s->len] = '\0';
+}
+void str_add(Str *s, const char *text) { str_addn(s, text, strlen(text)); }
+void str_vprintf(Str *s, const char *fmt, va_list ap) {
+    va_list cp;
+    va_copy(cp, ap);
+    int n = vsnprintf(NULL, 0, fmt, cp);
+    va_end(cp);
+    if (n < 0) return;
+    str_reserve(s, (size_t)n);
+    vsnprintf(s->p + s->len, (size_t)n + 1, fmt, ap);
+    s->len += (size_t)n;
+}
+void str_printf(Str *s, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    str_vprintf(s, fmt, ap);
+    va_end(ap);
+}
+void str_free(Str *s) {
+    free(s->p);
+    s->p = NULL;
+    s->len = s->cap = 0;
+}
+const char *str_c(const Str *s) { return s->p ? s->p : ""; }
+char *str_take(Str *s) {
+    char *p = s->p ? s->p : xstrdup("");
+    s->p = NULL;
+    s->len = s->cap = 0;
+    return p;
+}
+
+// ---- files ------------------------------------------------------------------------------
+int mkdir_p(const char *dir) {
+    char tmp[4096];
+    if (snprintf(tmp, sizeof tmp, "%s", dir) >= (int)sizeof tmp) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    for (char *p = tmp + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = 0;
+        if (mkdir(tmp, 0775) && errno != EEXIST) return -1;
+        *p = '/';
+    }
+    if (mkdir(tmp, 0775) && errno != EEXIST) return -1;
+    return 0;
+}
+
+char *read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    Str s = {0};
+    char buf[65536];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0) str_addn(&s, buf, n);
+    int bad = ferror(f);
+    fclose(f);
+    if (bad) {
+        str_free(&s);
+        errno = EIO;
+        return NULL;
+    }
+    if (len) *len = s.len;
+    return str_take(&s);
+}
+
+char *read_tail(const char *path, size_t max) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    long start = size > (long)max ? size - (long)max : 0;
+    fseek(f, start, SEEK_SET);
+    char *buf = xmalloc((size_t)(size - start) + 1);
+    size_t n = fread(buf, 1, (size_t)(size - start), f);
+    fclose(f);
+    buf[n] = '\0';
+    if (start > 0) {   // begin at a line
+        char *nl = strchr(buf, '\n');
+        if (nl && nl[1]) memmove(buf, nl + 1, strlen(nl + 1) + 1);
+    }
+    return buf;
+}
+
+int write_file_atomic(const char *path, const char *data, size_t len) {
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0664);
+    if (fd < 0) return -1;
+    size_t off = 0;
+    while (off < len) {
+        ssize_t w = write(fd, data + off, len - off);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            close(fd);
+            unlink(tmp);
+            return -1;
+        }
+        off += (size_t)w;
+    }
+    if (close(fd)) return -1;
+    return rename(tmp, path);
+}
+
+int file_exists(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+int is_dir(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+void path_dirname(const char *path, char *out, size_t n) {
+    const char *slash = strrchr(path, '/');
+    if (!slash) snprintf(out, n, ".");
+    else if (slash == path) snprintf(out, n, "/");
+    else snprintf(out, n, "%.*s", (int)(slash - path), path);
+}
+const char *path_basename(const char *path) {
+    const char *slash = strrchr(path, '/');
+    return slash ? slash + 1 : path;
+}
+void path_join(char *out, size_t n, const char *dir, const char *rel) {
+    if (rel[0] == '/' || !dir[0] || !strcmp(dir, ".")) snprintf(out, n, "%s", rel);
+    else snprintf(out, n, "%s/%s", dir, rel);
+}
+
+// ---- clocks ------------------------------------------------------------------------------
+uint64_t mono_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+double mono_s(void) { return (double)mono_ns() * 1e-9; }
+void utc_iso(char *out, size_t n) {
+    time_t t = time(NULL);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(out, n, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+void utc_stamp(char *out, size_t n) {
+    time_t t = time(NULL);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(out, n, "%Y%m%dT%H%M%SZ", &tm);
+}
+void fmt_duration(char *out, size_t n, double s) {
+    if (s < 60) snprintf(out, n, "%.1f s", s);
+    else if (s < 3600) snprintf(out, n, "%d m %02d s", (int)s / 60, (int)s % 60);
+    else snprintf(out, n, "%d h %02d m", (int)s / 3600, ((int)s % 3600) / 60);
+}
+
+// ---- escaping -------------------------------------------------------------------------------
+void str_add_xml(Str *s, const char *t) {
+    for (const unsigned char *p = (const unsigned char *)t; *p; p++) {
+        switch (*p) {
+        case '&': str_add(s, "&amp;"); break;
+        case '<': str_add(s, "&lt;"); break;
+        case '>': str_add(s, "&gt;"); break;
+        case '"': str_add(s, "&quot;"); break;
+        case '\'': str_add(s, "&apos;"); break;
+        default:
+            // XML 1.0 allows only tab, newline and carriage return below 0x20
+            if (*p < 0x20 && *p != '\t' && *p != '\n' && *p != '\r') continue;
+            str_addn(s, (const char *)p, 1);
+        }
+    }
+}
+void str_add_md_cell(Str *s, const char *t) {
+    for (const char *p = t; *p; p++) {
+        if (*p == '|') str_add(s, "\\|");
+        else if (*p == '\n' || *p == '\r') str_add(s, " ");
+        else str_addn(s, p, 1);
+    }
+}
+void str_add_json_string(Str *s, const char *t) {
+    str_add(s, "\"");
+    for (const unsigned char *p = (const unsigned char *)t; *p; p++) {
+        if (*p == '"') str_add(s, "\\\"");
+        else if (*p == '\\') str_add(s, "\\\\");
+        else if (*p == '\n') str_add(s, "\\n");
+        else if (*p == '\t') str_add(s, "\\t");
+        else if (*p < 0x20) str_printf(s, "\\u%04x", *p);
+        else str_addn(s, (const char *)p, 1);
+    }
+    str_add(s, "\"");
+}
+
+// ---- names ----------------------------------------------------------------------------------
+void safe_name(char *out, size_t n, const char *name) {
+    size_t i = 0;
+    for (; name[i] && i + 1 < n; i++) {
+        unsigned char c = (unsigned char)name[i];
+        out[i] = (c == '/' || c < 0x20 || c == 0x7f) ? '_' : (char)c;
+    }
+    out[i] = '\0';
+    if (!strcmp(out, ".") || !strcmp(out, "..") || !out[0]) snprintf(out, n, "_");
+}
+int has_glob_meta(const char *p) { return strpbrk(p, "*?[") != NULL; }
+
+// ---- problems -----------------------------------------------------------------------------------
+void problems_add(Problems *ps, int line, int col, const char *fmt, ...) {
+    if (ps->n == ps->cap) {
+        ps->cap = ps->cap ? 2 * ps->cap : 16;
+        ps->v = xrealloc(ps->v, sizeof(Problem) * (size_t)ps->cap);
+    }
+    Str s = {0};
+    va_list ap;
+    va_start(ap, fmt);
+    str_vprintf(&s, fmt, ap);
+    va_end(ap);
+    ps->v[ps->n] = (Problem){line, col, ps->n, str_take(&s)};
+    ps->n++;
+}
+static int problem_cmp(const void *a, const void *b) {
+    const Problem *x = a, *y = b;
+    if (x->line != y->line) return x->line < y->line ? -1 : 1;
+    if (x->col != y->col) return x->col < y->col ? -1 : 1;
+    return x->seq - y->seq;
+}
+void problems_sort(Problems *ps) {
+    if (ps->n > 1) qsort(ps->v, (size_t)ps->n, sizeof(Problem), problem_cmp);
+}
+void problems_free(Problems *ps) {
+    for (int i = 0; i < ps->n; i++) free(ps->v[i].text);
+    free(ps->v);
+    ps->v = NULL;
+    ps->n = ps->cap = 0;
+}

@@ -1,0 +1,77 @@
+// harness/util.h — small host utilities of the runner: a growable string, files,
+// directories, clocks, escaping for Markdown/XML, and a list of problems that
+// sort by file position (the scenario loader reports every problem it finds).
+#ifndef NSA_HARNESS_UTIL_H
+#define NSA_HARNESS_UTIL_H
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+// ---- growable string ----------------------------------------------------------
+typedef struct {
+    char *p;      // NUL-terminated once anything was added ("" never NULL after str_add)
+    size_t len;   // bytes, excluding the NUL
+    size_t cap;
+} Str;
+
+void str_add(Str *s, const char *text);
+void str_addn(Str *s, const char *text, size_t n);
+void str_printf(Str *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void str_vprintf(Str *s, const char *fmt, va_list ap);
+void str_free(Str *s);
+// the contents, "" when empty (never NULL)
+const char *str_c(const Str *s);
+// hands the buffer to the caller (free()), leaving s empty
+char *str_take(Str *s);
+
+char *xstrdup(const char *s);                 // aborts on OOM (as do all allocations here)
+void *xmalloc(size_t n);
+void *xcalloc(size_t n, size_t size);
+void *xrealloc(void *p, size_t n);
+
+// ---- files and directories --------------------------------------------------------
+int mkdir_p(const char *dir);                 // 0 or -1 (errno)
+// whole file, NUL-terminated; NULL on error (errno); *len if non-NULL
+char *read_file(const char *path, size_t *len);
+// the last `max` bytes of a file (from a line start when possible); NULL if unreadable
+char *read_tail(const char *path, size_t max);
+// write via PATH.tmp + rename, so a reader never sees half a file; 0 or -1
+int write_file_atomic(const char *path, const char *data, size_t len);
+int file_exists(const char *path);
+int is_dir(const char *path);
+// directory part of a path ("." when none), into out
+void path_dirname(const char *path, char *out, size_t n);
+const char *path_basename(const char *path);
+// join a relative `rel` to directory `dir` (absolute rel is copied unchanged)
+void path_join(char *out, size_t n, const char *dir, const char *rel);
+
+// ---- clocks -------------------------------------------------------------------------
+double mono_s(void);                          // CLOCK_MONOTONIC seconds
+uint64_t mono_ns(void);
+void utc_iso(char *out, size_t n);            // 2026-11-23T14:02:11Z
+void utc_stamp(char *out, size_t n);          // 20261123T140211Z (for directory names)
+void fmt_duration(char *out, size_t n, double s);   // "8.2 s", "1 m 12 s"
+
+// ---- escaping -------------------------------------------------------------------------
+void str_add_xml(Str *s, const char *text);   // & < > " ' escaped, invalid control bytes dropped
+void str_add_md_cell(Str *s, const char *text);   // | escaped, newlines -> space
+void str_add_json_string(Str *s, const char *text);   // with quotes
+
+// ---- names ------------------------------------------------------------------------------
+// a file-system-safe copy of a case name: '/' and control bytes become '_'
+void safe_name(char *out, size_t n, const char *name);
+int has_glob_meta(const char *pattern);
+
+// ---- problems (sorted by line, then column, then order of discovery) --------------------
+typedef struct {
+    int line, col, seq;
+    char *text;   // "file:line:col: message"
+} Problem;
+typedef struct {
+    Problem *v;
+    int n, cap;
+} Problems;
+void problems_add(Problems *ps, int line, int col, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+void problems_sort(Problems *ps);
+void problems_free(Problems *ps);
+#endif
