@@ -30,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -537,8 +538,22 @@ static void find_addr2line(void) {
     }
 }
 
+// mkdir -p of the stack file's directory, now rather than in the handler (a
+// missing directory would send the dump to stderr)
+static void make_parent_dirs(const char *path) {
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s", path);
+    for (char *p = dir + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = 0;
+        mkdir(dir, 0775);
+        *p = '/';
+    }
+}
+
 int stackdump_install(const char *stack_file, int rank) {
     snprintf(g_path, sizeof g_path, "%s", stack_file ? stack_file : "");
+    if (g_path[0]) make_parent_dirs(g_path);
     g_rank = rank;
     g_main_tid = my_tid();
     find_addr2line();

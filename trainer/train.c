@@ -172,9 +172,24 @@ static int dump_step(const char *path, Model *m, const int32_t *in, const int32_
 
 static int train_run_inner(const TrainOpts *opts);
 
+// mkdir -p of the directory part of `path` (nothing if it has none)
+static int mkdir_parent(const char *path) {
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (!slash || slash == dir) return 0;
+    *slash = 0;
+    return mkdir_p(dir);
+}
+
 int train_run(const TrainOpts *opts) {
     if (opts->flight_recorder) {
         char err[1200];
+        if (mkdir_parent(opts->flight_recorder)) {
+            fprintf(stderr, "nsa-train: --flight-recorder %s: cannot create its directory: %s\n", opts->flight_recorder,
+                    strerror(errno));
+            return NSA_EXIT_RUNTIME;
+        }
         if (flightrec_open(opts->flight_recorder, opts->rank, err, sizeof err)) {
             fprintf(stderr, "nsa-train: --flight-recorder %s\n", err);
             return NSA_EXIT_RUNTIME;
