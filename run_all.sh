@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # nsa-harness — the two commands.
-#   ./run_all.sh          build if needed, then the main job. Until the scenario runner
-#                         lands this trains the tiny NSA model on the learnable task and
-#                         prints a falling loss.
+#   ./run_all.sh          build if needed, then the main job: run every scenario in
+#                         scenarios/ with the profile that fits the machine (gpu when a
+#                         CUDA device is usable, else ci) and print the RESULTS.md path.
+#                         Extra arguments go to `nsa-harness run` (e.g. --filter, --fault).
+#                         Exit code: nsa-harness's (0 pass, 1 FAIL/HANG/CRASH, 2 invalid).
 #   ./run_all.sh test     build and run every test (ctest); GPU-only tests show as SKIP
 #                         where no GPU is usable.
 # Environment: NSA_BUILD_DIR (default build), CI=true turns warnings into errors,
@@ -10,6 +12,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 mode=${1:-run}
+case "$mode" in test|run) ;; -*) mode=run; set -- run "$@" ;; esac
 BUILD=${NSA_BUILD_DIR:-build}
 
 # ---- dependencies: install what is missing (root + apt-get), else say how ----------
@@ -53,12 +56,11 @@ case "$mode" in
     ctest --test-dir "$BUILD" --output-on-failure --no-tests=error
     ;;
   run)
-    out="$BUILD/run_tiny"
-    echo "run_all.sh: training the tiny NSA model (configs/tiny.json) -> $out/metrics.jsonl"
-    "$BUILD/nsa-train" --config configs/tiny.json --out "$out"
+    shift $(( $# > 0 ? 1 : 0 ))
+    exec "$BUILD/nsa-harness" run "$@"
     ;;
   *)
-    echo "usage: ./run_all.sh [test]" >&2
+    echo "usage: ./run_all.sh [run [nsa-harness run options...]] | ./run_all.sh test" >&2
     exit 2
     ;;
 esac
