@@ -61,7 +61,9 @@ static json_t *build_section(void) {
     return b;
 }
 
-static json_t *cuda_section(json_t *root) {
+// The "cuda" section, or null with the reason in why (why[0] == 0: no CUDA build).
+static json_t *cuda_section(char *why, size_t whylen) {
+    why[0] = 0;
 #ifdef NSA_HAVE_CUDA
     char *buf = malloc(1 << 16);
     int n = nsa_cuda_env_json(buf, 1 << 16);
@@ -69,14 +71,14 @@ static json_t *cuda_section(json_t *root) {
     if (n > 0) {
         json_error_t e;
         c = json_loads(buf, 0, &e);
-        if (!c) json_object_set_new(root, "cuda_error", json_sprintf("cuda_probe gave invalid JSON: %s", e.text));
+        if (!c) snprintf(why, whylen, "cuda_probe gave invalid JSON: %s", e.text);
     } else {
-        json_object_set_new(root, "cuda_error", json_string(buf));   // why there is no device
+        snprintf(why, whylen, "%s", buf);   // why there is no device
     }
     free(buf);
     return c ? c : json_null();
 #else
-    (void)root;
+    (void)whylen;
     return json_null();
 #endif
 }
@@ -143,7 +145,9 @@ static json_t *env_section(void) {
 char *envinfo_json(const NsaConfig *cfg) {
     json_t *root = json_object();
     json_object_set_new(root, "build", build_section());
-    json_object_set_new(root, "cuda", cuda_section(root));
+    char why[512];
+    json_object_set_new(root, "cuda", cuda_section(why, sizeof why));
+    if (why[0]) json_object_set_new(root, "cuda_error", json_string(why));   // CUDA build, no usable device
     // Data parallel (DESIGN 4) is not built yet: the comm layer fills these with the
     // NCCL version / MPI library it was built and run with.
     json_object_set_new(root, "nccl", json_null());
