@@ -1,9 +1,494 @@
-// kernels/cuda/cuda_backend.cu — the CUDA op table (issue 4).
-// Until the kernels exist, cuda_backend_get says so instead of returning a table.
-#include "kernels/ops.h"
+// kernels/cuda/cuda_backend.cu — the CUDA backend: context (device, one stream),
+// memory hooks, the registries that back the low-precision weight copies and the
+// fp32 statistic shadows (cuda_common.cuh), and the three op tables
+// (activations bf16 = default, fp32, fp16; parameters/gradients/AdamW state fp32).
+#include <string.h>
+#include <map>
+#include <vector>
+#include "kernels/cuda/cuda_common.cuh"
+
+NsaCudaCtx g_nsa_cuda;
+
+void nsa_cuda_gemm_init(void);   // cuda_gemm.cu
+
+void nsa_cuda_fail(const char *what, const char *detail, const char *file, int line) {
+    fprintf(stderr, "%s:%d: CUDA error: %s: %s\n", file, line, what, detail);
+    fflush(stderr);
+    exit(1);
+}
+
+void nsa_cuda_after_launch(const char *file, int line) {
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) nsa_cuda_fail("kernel launch", cudaGetErrorString(e), file, line);
+    if (g_nsa_cuda.sync_check) {
+        e = cudaStreamSynchronize(g_nsa_cuda.stream);
+        if (e != cudaSuccess) nsa_cuda_fail("kernel execution (NSA_CUDA_SYNC_CHECK)", cudaGetErrorString(e), file, line);
+    }
+}
+
+// ---- accounting ------------------------------------------------------------------------
+static size_t g_in_use = 0, g_peak = 0;
+static void account(int64_t delta) {
+    g_in_use = (size_t)((int64_t)g_in_use + delta);
+    if (g_in_use > g_peak) g_peak = g_in_use;
+}
+extern "C" size_t nsa_cuda_bytes_in_use(void) { return g_in_use; }
+extern "C" size_t nsa_cuda_peak_bytes(void) { return g_peak; }
+
+static void *dev_malloc(size_t bytes) {
+    void *p = NULL;
+    if (bytes == 0) bytes = 256;
+    cudaError_t e = cudaMalloc(&p, bytes);
+    if (e != cudaSuccess) {
+        size_t fr = 0, tot = 0;
+        cudaMemGetInfo(&fr, &tot);
+        fprintf(stderr, "nsa cuda: out of device memory allocating %zu bytes (%.2f GiB in use by the backend, %.2f GiB free of %.2f): %s\n",
+                bytes, g_in_use / 1073741824.0, fr / 1073741824.0, tot / 1073741824.0, cudaGetErrorString(e));
+        exit(1);
+    }
+    account((int64_t)bytes);
+    return p;
+}
+static void dev_free(void *p, size_t bytes) {
+    if (!p) return;
+    cudaCheck(cudaFree(p));
+    account(-(int64_t)bytes);
+}
+
+// ---- init ----------------------------------------------------------------------------------
+static int g_init_state = 0;   // 0 untried, 1 ok, -1 failed
+static char g_init_why[256];
+
+static void print_stats(void) {
+    fprintf(stderr, "nsa cuda: peak device memory held by the backend %.3f GiB (%zu bytes)\n",
+            g_peak / 1073741824.0, g_peak);
+}
+
+extern "C" int nsa_cuda_init(const char **why) {
+    if (g_init_state == 0) {
+        int count = 0;
+        cudaError_t e = cudaGetDeviceCount(&count);
+        if (e != cudaSuccess || count == 0) {
+            snprintf(g_init_why, sizeof g_init_why, "no usable CUDA device (%s)",
+                     e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+            g_init_state = -1;
+        } else {
+            const char *dv = getenv("NSA_CUDA_DEVICE");
+            g_nsa_cuda.device = dv ? atoi(dv) : 0;
+            e = cudaSetDevice(g_nsa_cuda.device);
+            if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&g_nsa_cuda.stream, cudaStreamNonBlocking);
+            if (e != cudaSuccess) {
+                snprintf(g_init_why, sizeof g_init_why, "no usable CUDA device (%s)", cudaGetErrorString(e));
+                g_init_state = -1;
+            } else {
+                cudaDeviceProp p;
+                cudaCheck(cudaGetDeviceProperties(&p, g_nsa_cuda.device));
+                g_nsa_cuda.sms = p.multiProcessorCount;
+                const char *sc = getenv("NSA_CUDA_SYNC_CHECK");
+                g_nsa_cuda.sync_check = sc && atoi(sc) != 0;
+                const char *ai = getenv("NSA_CUDA_ATTN");
+                g_nsa_cuda.attn_impl = ai && !strcmp(ai, "simple") ? 1 : 0;
+                nsa_cuda_gemm_init();
+                if (getenv("NSA_CUDA_STATS")) atexit(print_stats);
+                g_init_state = 1;
+            }
+        }
+    }
+    if (g_init_state < 0 && why) *why = g_init_why;
+    return g_init_state > 0;
+}
+
+extern "C" void nsa_cuda_set_attn_impl(int impl) { g_nsa_cuda.attn_impl = impl; }
+extern "C" int nsa_cuda_get_attn_impl(void) { return g_nsa_cuda.attn_impl; }
+extern "C" void nsa_cuda_sync(void) { cudaCheck(cudaStreamSynchronize(NSA_STREAM)); }
+
+// ---- scratch -------------------------------------------------------------------------------
+static void *g_scr[SCR_NSLOTS];
+static size_t g_scr_bytes[SCR_NSLOTS];
+
+void *nsa_cuda_scratch(int slot, size_t bytes) {
+    if (bytes <= g_scr_bytes[slot] && g_scr[slot]) return g_scr[slot];
+    size_t nb = bytes + bytes / 4 + 256;
+    dev_free(g_scr[slot], g_scr_bytes[slot]);
+    g_scr[slot] = dev_malloc(nb);
+    g_scr_bytes[slot] = nb;
+    return g_scr[slot];
+}
+
+// ---- allocation registry and fp32 shadows -------------------------------------------------
+struct AllocRec {
+    size_t bytes;
+    float *shadow;
+    size_t shadow_bytes;
+    bool valid;
+};
+static std::map<uintptr_t, AllocRec> g_allocs;
+
+static std::map<uintptr_t, AllocRec>::iterator find_alloc(const void *p) {
+    uintptr_t a = (uintptr_t)p;
+    auto it = g_allocs.upper_bound(a);
+    if (it == g_allocs.begin()) return g_allocs.end();
+    --it;
+    if (a >= it->first && a < it->first + it->second.bytes) return it;
+    return g_allocs.end();
+}
+
+static void invalidate(const void *p) {
+    auto it = find_alloc(p);
+    if (it != g_allocs.end()) it->second.valid = false;
+}
+
+const float *nsa_cuda_stat_read(int dt, const void *p, int64_t n, int slot) {
+    if (dt == NSA_DT_F32) return (const float *)p;
+    auto it = find_alloc(p);
+    if (it != g_allocs.end() && it->second.shadow && it->second.valid)
+        return it->second.shadow + ((uintptr_t)p - it->first) / dt_bytes(dt);
+    float *dst = (float *)nsa_cuda_scratch(slot, (size_t)(n > 0 ? n : 1) * 4);
+    nsa_cuda_act_to_f32(dt, dst, p, n);
+    return dst;
+}
+
+float *nsa_cuda_stat_write(int dt, const void *p) {
+    if (dt == NSA_DT_F32) return NULL;
+    auto it = find_alloc(p);
+    if (it == g_allocs.end()) return NULL;
+    AllocRec &r = it->second;
+    if (!r.shadow) {
+        r.shadow_bytes = (r.bytes / dt_bytes(dt) + 1) * 4;
+        r.shadow = (float *)dev_malloc(r.shadow_bytes);
+    }
+    r.valid = true;
+    return r.shadow + ((uintptr_t)p - it->first) / dt_bytes(dt);
+}
+
+// ---- low-precision weight copies ----------------------------------------------------------
+struct WCopy {
+    uintptr_t base;   // fp32 parameter buffer
+    int64_t n;
+    int dt;
+    void *copy;       // n elements of dt
+};
+static std::vector<WCopy> g_wcopies;
+
+static WCopy *find_wcopy(const void *p, int dt) {
+    uintptr_t a = (uintptr_t)p;
+    for (auto &c : g_wcopies)
+        if (c.dt == dt && a >= c.base && a < c.base + (uintptr_t)c.n * 4) return &c;
+    return NULL;
+}
+
+const void *nsa_cuda_weight(int dt, const void *w, int64_t n, int slot) {
+    if (dt == NSA_DT_F32 || !w) return w;
+    WCopy *c = find_wcopy(w, dt);
+    if (c) {
+        int64_t off = (int64_t)(((uintptr_t)w - c->base) / 4);
+        if (off + n <= c->n) return (const char *)c->copy + off * dt_bytes(dt);
+    }
+    void *dst = nsa_cuda_scratch(slot, (size_t)n * dt_bytes(dt));
+    nsa_cuda_f32_to_act(dt, dst, (const float *)w, n);
+    return dst;
+}
+
+// A write into [p, p+bytes) of fp32 parameter memory outside adamw: refresh the
+// overlapping part of every copy (robust to writers that forget params_changed).
+static void refresh_copies(const void *p, size_t bytes) {
+    uintptr_t a0 = (uintptr_t)p, a1 = a0 + bytes;
+    for (auto &c : g_wcopies) {
+        uintptr_t c1 = c.base + (uintptr_t)c.n * 4;
+        uintptr_t lo = a0 > c.base ? a0 : c.base, hi = a1 < c1 ? a1 : c1;
+        if (hi <= lo) continue;
+        int64_t e0 = (int64_t)((lo - c.base) / 4), e1 = (int64_t)((hi - c.base + 3) / 4);
+        nsa_cuda_f32_to_act(c.dt, (char *)c.copy + e0 * dt_bytes(c.dt), (const float *)(c.base + e0 * 4), e1 - e0);
+    }
+}
+
+static void params_changed_dt(int dt, void *param_mem, int64_t n) {
+    if (dt == NSA_DT_F32 || !param_mem) return;
+    WCopy *c = NULL;
+    for (auto &x : g_wcopies)
+        if (x.base == (uintptr_t)param_mem && x.dt == dt) c = &x;
+    if (c && c->n != n) {
+        dev_free(c->copy, (size_t)c->n * dt_bytes(dt));
+        c->copy = dev_malloc((size_t)n * dt_bytes(dt));
+        c->n = n;
+    }
+    if (!c) {
+        WCopy w = {(uintptr_t)param_mem, n, dt, dev_malloc((size_t)n * dt_bytes(dt))};
+        g_wcopies.push_back(w);
+        c = &g_wcopies.back();
+    }
+    nsa_cuda_f32_to_act(dt, c->copy, (const float *)param_mem, n);
+}
+
+// ---- memory hooks ----------------------------------------------------------------------
+static void *cu_alloc(size_t bytes) {
+    size_t sz = (bytes + 255) & ~(size_t)255;
+    void *p = dev_malloc(sz);
+    cudaCheck(cudaMemsetAsync(p, 0, sz, NSA_STREAM));
+    AllocRec r = {sz, NULL, 0, false};
+    g_allocs[(uintptr_t)p] = r;
+    return p;
+}
+
+static void cu_free(void *p) {
+    if (!p) return;
+    auto it = g_allocs.find((uintptr_t)p);
+    size_t bytes = 0;
+    if (it != g_allocs.end()) {
+        bytes = it->second.bytes;
+        dev_free(it->second.shadow, it->second.shadow_bytes);
+        g_allocs.erase(it);
+    }
+    for (size_t i = 0; i < g_wcopies.size(); i++) {
+        if (g_wcopies[i].base != (uintptr_t)p) continue;
+        dev_free(g_wcopies[i].copy, (size_t)g_wcopies[i].n * dt_bytes(g_wcopies[i].dt));
+        g_wcopies.erase(g_wcopies.begin() + (long)i);
+        i--;
+    }
+    cudaCheck(cudaFree(p));
+    account(-(int64_t)bytes);
+}
+
+static void cu_zero(void *p, size_t bytes) {
+    if (!bytes) return;
+    cudaCheck(cudaMemsetAsync(p, 0, bytes, NSA_STREAM));
+    invalidate(p);
+    refresh_copies(p, bytes);
+}
+static void cu_to_host(void *h, const void *d, size_t bytes) {
+    if (!bytes) return;
+    cudaCheck(cudaMemcpyAsync(h, d, bytes, cudaMemcpyDeviceToHost, NSA_STREAM));
+    cudaCheck(cudaStreamSynchronize(NSA_STREAM));
+}
+static void cu_from_host(void *d, const void *h, size_t bytes) {
+    if (!bytes) return;
+    cudaCheck(cudaMemcpyAsync(d, h, bytes, cudaMemcpyHostToDevice, NSA_STREAM));
+    cudaCheck(cudaStreamSynchronize(NSA_STREAM));
+    invalidate(d);
+    refresh_copies(d, bytes);
+}
+static void cu_copy(void *dst, const void *src, size_t bytes) {
+    if (!bytes) return;
+    cudaCheck(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, NSA_STREAM));
+    invalidate(dst);
+    refresh_copies(dst, bytes);
+}
+static void cu_sync(void) { cudaCheck(cudaStreamSynchronize(NSA_STREAM)); }
+
+// host-side element conversions
+static inline double h_tod(int dt, const void *p, int64_t i) {
+    if (dt == NSA_DT_F32) return ((const float *)p)[i];
+    if (dt == NSA_DT_BF16) return (double)__bfloat162float(((const bf16 *)p)[i]);
+    return (double)__half2float(((const f16 *)p)[i]);
+}
+static inline void h_fromd(int dt, void *p, int64_t i, double x) {
+    if (dt == NSA_DT_F32) ((float *)p)[i] = (float)x;
+    else if (dt == NSA_DT_BF16) ((bf16 *)p)[i] = __float2bfloat16_rn((float)x);
+    else ((f16 *)p)[i] = __float2half_rn((float)x);
+}
+
+static void to_f64_dt(int dt, double *h, const void *d, int64_t n) {
+    if (n <= 0) return;
+    size_t bytes = (size_t)n * dt_bytes(dt);
+    void *tmp = malloc(bytes);
+    cu_to_host(tmp, d, bytes);
+    for (int64_t i = 0; i < n; i++) h[i] = h_tod(dt, tmp, i);
+    free(tmp);
+}
+static void from_f64_dt(int dt, void *d, const double *h, int64_t n) {
+    if (n <= 0) return;
+    size_t bytes = (size_t)n * dt_bytes(dt);
+    void *tmp = malloc(bytes);
+    for (int64_t i = 0; i < n; i++) h_fromd(dt, tmp, i, h[i]);
+    cu_from_host(d, tmp, bytes);
+    free(tmp);
+}
+
+// ---- the op tables ---------------------------------------------------------------------
+template <int DT> struct Ops {
+    static void act_to_f64(double *h, const void *d, int64_t n) { to_f64_dt(DT, h, d, n); }
+    static void act_from_f64(void *d, const double *h, int64_t n) { from_f64_dt(DT, d, h, n); }
+    static void matmul_fwd(void *out, int64_t ldo, const void *inp, int64_t ldi, const void *w, const void *bias,
+                           int M, int N, int K) {
+        nsa_cuda_matmul_fwd(DT, out, ldo, inp, ldi, w, bias, M, N, K);
+    }
+    static void matmul_bwd(void *dinp, void *dw, void *dbias, const void *dout, const void *inp, const void *w,
+                           int M, int N, int K, int acc) {
+        nsa_cuda_matmul_bwd(DT, dinp, dw, dbias, dout, inp, w, M, N, K, acc);
+    }
+    static void embedding_fwd(void *out, const int32_t *tok, const void *wte, int N, int C) {
+        nsa_cuda_embedding_fwd(DT, out, tok, wte, N, C);
+    }
+    static void embedding_bwd(void *dwte, const void *dout, const int32_t *tok, int N, int C) {
+        nsa_cuda_embedding_bwd(DT, dwte, dout, tok, N, C);
+    }
+    static void rmsnorm_fwd(void *out, void *rstd, const void *inp, const void *w, int N, int C, double eps) {
+        nsa_cuda_rmsnorm_fwd(DT, out, rstd, inp, w, N, C, eps);
+    }
+    static void rmsnorm_bwd(void *dinp, void *dw, const void *dout, const void *inp, const void *w,
+                            const void *rstd, int N, int C) {
+        nsa_cuda_rmsnorm_bwd(DT, dinp, dw, dout, inp, w, rstd, N, C);
+    }
+    static void rope_fwd(void *x, const void *cs, int B, int T, int t0, int Tn, int nh, int D) {
+        nsa_cuda_rope_fwd(DT, x, cs, B, T, t0, Tn, nh, D);
+    }
+    static void rope_bwd(void *x, const void *cs, int B, int T, int t0, int Tn, int nh, int D) {
+        nsa_cuda_rope_bwd(DT, x, cs, B, T, t0, Tn, nh, D);
+    }
+    static void rope_table(void *cs, int Tmax, int D, double theta) { nsa_cuda_rope_table(DT, cs, Tmax, D, theta); }
+    static void swiglu_fwd(void *h, const void *a, const void *b, int64_t n) { nsa_cuda_swiglu_fwd(DT, h, a, b, n); }
+    static void swiglu_bwd(void *da, void *db, const void *dh, const void *a, const void *b, int64_t n) {
+        nsa_cuda_swiglu_bwd(DT, da, db, dh, a, b, n);
+    }
+    static void silu_fwd(void *o, const void *i, int64_t n) { nsa_cuda_silu_fwd(DT, o, i, n); }
+    static void silu_bwd(void *di, const void *dout, const void *i, int64_t n) { nsa_cuda_silu_bwd(DT, di, dout, i, n); }
+    static void add(void *o, const void *a, const void *b, int64_t n) { nsa_cuda_add(DT, o, a, b, n); }
+    static void add_inplace(void *y, const void *x, int64_t n) { nsa_cuda_add_inplace(DT, y, x, n); }
+    static void xent(void *losses, void *dlogits, const void *logits, const int32_t *tg, int N, int V, double ds) {
+        nsa_cuda_xent_fwd_bwd(DT, losses, dlogits, logits, tg, N, V, ds);
+    }
+    static int64_t nonfinite_act(const void *x, int64_t n) { return nsa_cuda_first_nonfinite(DT, x, n); }
+    static void adamw(void *p, const void *g, void *m, void *v, int64_t n, double lr, double b1, double b2,
+                      double bc1, double bc2, double eps, double wd) {
+        WCopy *c = DT == NSA_DT_F32 ? NULL : find_wcopy(p, DT);
+        void *wc = NULL;
+        if (c) wc = (char *)c->copy + (((uintptr_t)p - c->base) / 4) * dt_bytes(DT);
+        nsa_cuda_adamw(p, g, m, v, n, lr, b1, b2, bc1, bc2, eps, wd, wc, DT);
+    }
+    static void params_changed(void *param_mem, int64_t n) { params_changed_dt(DT, param_mem, n); }
+    static void compress_avg_fwd(void *Kc, const void *k, const NsaGeom *g, int i0, int Ni) {
+        nsa_cuda_compress_avg_fwd(DT, Kc, k, g, i0, Ni);
+    }
+    static void compress_avg_bwd(void *dk, const void *dKc, const NsaGeom *g) { nsa_cuda_compress_avg_bwd(DT, dk, dKc, g); }
+    static void block_gather_fwd(void *X, const void *k, const void *pe, const NsaGeom *g, int i0, int Ni) {
+        nsa_cuda_block_gather_fwd(DT, X, k, pe, g, i0, Ni);
+    }
+    static void block_gather_bwd(void *dk, void *dpe, const void *dX, const NsaGeom *g) {
+        nsa_cuda_block_gather_bwd(DT, dk, dpe, dX, g);
+    }
+    static void cmp_attn_fwd(void *o, void *lse, const void *q, const void *Kc, const void *Vc, const NsaGeom *g,
+                             int t0, int Tn) {
+        nsa_cuda_cmp_attn_fwd(DT, o, lse, q, Kc, Vc, g, t0, Tn);
+    }
+    static void cmp_attn_bwd(void *dq, void *dKc, void *dVc, const void *dout, const void *q, const void *Kc,
+                             const void *Vc, const void *o, const void *lse, const NsaGeom *g) {
+        nsa_cuda_cmp_attn_bwd(DT, dq, dKc, dVc, dout, q, Kc, Vc, o, lse, g);
+    }
+    static void select_blocks(int32_t *sel, const void *q, const void *Kc, const void *lse, const NsaGeom *g, int t0,
+                              int Tn) {
+        nsa_cuda_select_blocks(DT, sel, q, Kc, lse, g, t0, Tn);
+    }
+    static void sel_attn_fwd(void *o, void *lse, const void *q, const void *k, const void *v, const int32_t *sel,
+                             const NsaGeom *g, int t0, int Tn) {
+        nsa_cuda_sel_attn_fwd(DT, o, lse, q, k, v, sel, g, t0, Tn);
+    }
+    static void sel_attn_bwd(void *dq, void *dk, void *dv, const void *dout, const void *q, const void *k,
+                             const void *v, const void *o, const void *lse, const int32_t *sel, const NsaGeom *g) {
+        nsa_cuda_sel_attn_bwd(DT, dq, dk, dv, dout, q, k, v, o, lse, sel, g);
+    }
+    static void win_attn_fwd(void *o, void *lse, const void *q, const void *k, const void *v, const NsaGeom *g,
+                             int t0, int Tn) {
+        nsa_cuda_win_attn_fwd(DT, o, lse, q, k, v, g, t0, Tn);
+    }
+    static void win_attn_bwd(void *dq, void *dk, void *dv, const void *dout, const void *q, const void *k,
+                             const void *v, const void *o, const void *lse, const NsaGeom *g) {
+        nsa_cuda_win_attn_bwd(DT, dq, dk, dv, dout, q, k, v, o, lse, g);
+    }
+    static void gate_act_fwd(void *gate, const void *logits, int64_t NG, int act) {
+        nsa_cuda_gate_act_fwd(DT, gate, logits, NG, act);
+    }
+    static void gate_act_bwd(void *dl, const void *dg, const void *gate, int64_t NG, int act) {
+        nsa_cuda_gate_act_bwd(DT, dl, dg, gate, NG, act);
+    }
+    static void combine_fwd(void *o, const void *gate, const void *oc, const void *os, const void *ow, int64_t N,
+                            int H, int G, int D) {
+        nsa_cuda_combine_fwd(DT, o, gate, oc, os, ow, N, H, G, D);
+    }
+    static void combine_bwd(void *dc, void *ds, void *dw, void *dgate, const void *dout, const void *gate,
+                            const void *oc, const void *os, const void *ow, int64_t N, int H, int G, int D) {
+        nsa_cuda_combine_bwd(DT, dc, ds, dw, dgate, dout, gate, oc, os, ow, N, H, G, D);
+    }
+
+    static void fill(Backend *b) {
+        memset(b, 0, sizeof *b);
+        b->name = "cuda";
+        b->act_bytes = (int)dt_bytes(DT);
+        b->param_bytes = 4;
+        b->threads = 0;
+        b->alloc = cu_alloc;
+        b->free = cu_free;
+        b->zero = cu_zero;
+        b->to_host = cu_to_host;
+        b->from_host = cu_from_host;
+        b->copy = cu_copy;
+        b->sync = cu_sync;
+        b->act_to_f64 = act_to_f64;
+        b->act_from_f64 = act_from_f64;
+        b->param_to_f64 = Ops<NSA_DT_F32>::act_to_f64;
+        b->param_from_f64 = Ops<NSA_DT_F32>::act_from_f64;
+        b->matmul_fwd = matmul_fwd;
+        b->matmul_bwd = matmul_bwd;
+        b->embedding_fwd = embedding_fwd;
+        b->embedding_bwd = embedding_bwd;
+        b->rmsnorm_fwd = rmsnorm_fwd;
+        b->rmsnorm_bwd = rmsnorm_bwd;
+        b->rope_fwd = rope_fwd;
+        b->rope_bwd = rope_bwd;
+        b->rope_table = rope_table;
+        b->swiglu_fwd = swiglu_fwd;
+        b->swiglu_bwd = swiglu_bwd;
+        b->silu_fwd = silu_fwd;
+        b->silu_bwd = silu_bwd;
+        b->add = add;
+        b->add_inplace = add_inplace;
+        b->xent_fwd_bwd = xent;
+        b->sumsq_param = nsa_cuda_sumsq_f32;
+        b->scale_param = scale_param;
+        b->first_nonfinite_act = nonfinite_act;
+        b->first_nonfinite_param = nonfinite_param;
+        b->adamw = adamw;
+        b->params_changed = DT == NSA_DT_F32 ? NULL : params_changed;
+        b->compress_avg_fwd = compress_avg_fwd;
+        b->compress_avg_bwd = compress_avg_bwd;
+        b->block_gather_fwd = block_gather_fwd;
+        b->block_gather_bwd = block_gather_bwd;
+        b->cmp_attn_fwd = cmp_attn_fwd;
+        b->cmp_attn_bwd = cmp_attn_bwd;
+        b->select_blocks = select_blocks;
+        b->sel_attn_fwd = sel_attn_fwd;
+        b->sel_attn_bwd = sel_attn_bwd;
+        b->win_attn_fwd = win_attn_fwd;
+        b->win_attn_bwd = win_attn_bwd;
+        b->gate_act_fwd = gate_act_fwd;
+        b->gate_act_bwd = gate_act_bwd;
+        b->combine_fwd = combine_fwd;
+        b->combine_bwd = combine_bwd;
+    }
+    static void scale_param(void *x, double s, int64_t n) {
+        nsa_cuda_scale_f32(x, s, n);
+        refresh_copies(x, (size_t)n * 4);   // only matters if x is parameter memory
+    }
+    static int64_t nonfinite_param(const void *x, int64_t n) { return nsa_cuda_first_nonfinite(NSA_DT_F32, x, n); }
+};
+
+static Backend g_tables[3];
+static int g_tables_filled = 0;
 
 extern "C" const Backend *cuda_backend_get(const char *precision, const char **why) {
-    (void)precision;
-    if (why) *why = "the CUDA op backend is not implemented yet (CUDA toolkit found; device probe only)";
-    return NULL;
+    int dt;
+    if (!precision || !strcmp(precision, "bf16")) dt = NSA_DT_BF16;
+    else if (!strcmp(precision, "fp32")) dt = NSA_DT_F32;
+    else if (!strcmp(precision, "fp16")) dt = NSA_DT_F16;
+    else {
+        if (why) *why = "the CUDA backend computes in bf16 (default), fp32 or fp16";
+        return NULL;
+    }
+    if (!nsa_cuda_init(why)) return NULL;
+    if (!g_tables_filled) {
+        Ops<NSA_DT_F32>::fill(&g_tables[NSA_DT_F32]);
+        Ops<NSA_DT_BF16>::fill(&g_tables[NSA_DT_BF16]);
+        Ops<NSA_DT_F16>::fill(&g_tables[NSA_DT_F16]);
+        g_tables_filled = 1;
+    }
+    return &g_tables[dt];
 }

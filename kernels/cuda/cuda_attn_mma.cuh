@@ -1,0 +1,975 @@
+// kernels/cuda/cuda_attn_mma.cuh — tensor-core (mma.sync m16n8k16, bf16/fp16 in,
+// fp32 accumulate) attention kernels of the three NSA branches. Included by
+// cuda_attn_mma_d{16,64,128}.cu, which instantiate them per head dimension.
+//
+// Three kernel shapes, all flash-style (scores live in registers, never a T x T
+// matrix):
+//
+//  k_rows_fwd / k_rows_dq (compressed and window branches): a CTA of 4 warps owns
+//    64 query rows, the flattened (t, head) pairs of BQ consecutive positions x the
+//    HB heads of one KV group (HB = min(H/G, 64), BQ = 64 / HB), 16 rows per warp.
+//    It walks the union of its rows' keys in chunks of 64 staged in shared memory
+//    (cp.async, double-buffered) and shared by the 4 warps; a per-(row, key)
+//    predicate masks what a row does not see. Forward: online softmax; dq: P and
+//    dP recomputed from the saved lse, dq accumulated in registers.
+//
+//  k_sel_fwd / k_sel_dq (selection branch): a CTA per (b, t, KV group, 16-head
+//    tile). The group's heads are the 16 rows of the A operand (padded with zero
+//    rows when H/G < 16: any group size works; H/G > 16 takes several tiles), so
+//    each selected block is loaded once for all heads of the group. The 4 warps
+//    split the selected blocks (chunks of KT keys) and keep their own softmax
+//    state; a fixed-order merge of the 4 partial results ends the CTA.
+//
+//  k_dkdv (all branches): key-centric. A CTA owns KT keys of one (b, group) and a
+//    chunk of the rows that see them: for the window and compressed branches a
+//    contiguous range of positions, for the selection branch the inverted index
+//    (the positions that selected the block, ascending). Rows are flattened
+//    (t, head) pairs, so every MMA row is useful whatever the group size. Each warp
+//    owns 16 keys and accumulates dK, dV over the CTA's rows in order; the CTA
+//    writes fp32 partials that k_reduce_parts (cuda_nsa.cu) adds in row-chunk
+//    order: deterministic without atomics.
+//
+// Fragment layouts (PTX ISA, mma.m16n8k16, g = lane/4, c = lane%4):
+//   A (16x16, row): a0 (g, 2c..2c+1) a1 (g+8, 2c..) a2 (g, 2c+8..) a3 (g+8, 2c+8..)
+//   B (16x8, col):  b0 (k = 2c..2c+1, n = g)  b1 (k = 2c+8.., n = g)
+//   C (16x8):       c0,c1 (g, 2c..2c+1)  c2,c3 (g+8, 2c..2c+1)
+// An accumulator pair of n-tiles (16 columns) is an A fragment of the next product
+// after rounding to 16 bits (pack2), as in FlashAttention-2.
+#ifndef NSA_KERNELS_CUDA_ATTN_MMA_CUH
+#define NSA_KERNELS_CUDA_ATTN_MMA_CUH
+#include "kernels/cuda/cuda_common.cuh"
+
+#define MMA_LOG2E 1.4426950408889634f
+#define MMA_LN2 0.6931471805599453f
+
+// ---- primitives ------------------------------------------------------------------------
+template <typename T> __device__ __forceinline__ void mma16816(float *c, const uint32_t *a, uint32_t b0, uint32_t b1);
+template <> __device__ __forceinline__ void mma16816<bf16>(float *c, const uint32_t *a, uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+template <> __device__ __forceinline__ void mma16816<f16>(float *c, const uint32_t *a, uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+template <typename T> __device__ __forceinline__ uint32_t pack2(float lo, float hi);
+template <> __device__ __forceinline__ uint32_t pack2<bf16>(float lo, float hi) {
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t *>(&v);
+}
+template <> __device__ __forceinline__ uint32_t pack2<f16>(float lo, float hi) {
+    __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<uint32_t *>(&v);
+}
+// p[0] += x0, p[1] += x1 (rounded once), p 4-byte aligned
+template <typename T> __device__ __forceinline__ void add2(T *p, float x0, float x1) {
+    uint32_t u = *reinterpret_cast<const uint32_t *>(p);
+    const T *e = reinterpret_cast<const T *>(&u);
+    *reinterpret_cast<uint32_t *>(p) = pack2<T>(tof(e[0]) + x0, tof(e[1]) + x1);
+}
+
+__device__ __forceinline__ void ldsm4(uint32_t *r, const void *p) {
+    uint32_t a = (uint32_t)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a)
+                 : "memory");
+}
+__device__ __forceinline__ void ldsm4t(uint32_t *r, const void *p) {
+    uint32_t a = (uint32_t)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a)
+                 : "memory");
+}
+// 16-byte global -> shared copy; pred false zero-fills the destination
+__device__ __forceinline__ void cp16(void *s, const void *g, bool pred) {
+    uint32_t sa = (uint32_t)__cvta_generic_to_shared(s);
+    int n = pred ? 16 : 0;
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(sa), "l"(g), "r"(n) : "memory");
+}
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N> __device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
+
+// Fragments from a shared tile S stored [rows][DP] (row-major, DP = D + 8 elements:
+// the 16-byte pad makes the 8 row addresses of an ldmatrix hit distinct banks).
+// A (16 x 16) at (row0, k0)
+template <int DP, typename T> __device__ __forceinline__ void frag_a(uint32_t *r, const T *S, int row0, int k0, int lane) {
+    ldsm4(r, S + (row0 + (lane & 7) + ((lane >> 3) & 1) * 8) * DP + k0 + (lane >> 4) * 8);
+}
+// B of C = A · M^T with M stored [n][k]: n-tiles n0 (r[0], r[1]) and n0 + 8 (r[2], r[3]) at k0
+template <int DP, typename T> __device__ __forceinline__ void frag_b_nk(uint32_t *r, const T *S, int n0, int k0, int lane) {
+    ldsm4(r, S + (n0 + (lane & 7) + (lane >> 4) * 8) * DP + k0 + ((lane >> 3) & 1) * 8);
+}
+// B of C = A · M with M stored [k][n]: n-tiles n0 (r[0], r[1]) and n0 + 8 (r[2], r[3]) at k0
+template <int DP, typename T> __device__ __forceinline__ void frag_b_kn(uint32_t *r, const T *S, int k0, int n0, int lane) {
+    ldsm4t(r, S + (k0 + (lane & 7) + ((lane >> 3) & 1) * 8) * DP + n0 + (lane >> 4) * 8);
+}
+
+__device__ __forceinline__ int mma_cmp_visible(int t, int l, int d, int NC) {
+    if (t < l - 1) return 0;
+    int v = (t - l + 1) / d + 1;
+    return v < NC ? v : NC;
+}
+// does query t see key s (a key of the branch's K: token or compressed block)?
+template <int BR> __device__ __forceinline__ bool sees(const AttnArgs &a, int t, int s) {
+    if (BR == BR_WIN) return s <= t && s > t - a.w;
+    if (BR == BR_CMP) return s * a.d + a.l - 1 <= t;
+    return s <= t;
+}
+
+template <typename K> static void mma_smem_attr(K kernel, size_t bytes) {
+    if (bytes > 48 * 1024) cudaCheck(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+}
+
+// ============================================================================================
+// rows kernels (cmp, win)
+// ============================================================================================
+#define ROWS_KC 64
+
+struct RowsGeom {
+    int HB, BQ, nhb;
+};
+__host__ __device__ __forceinline__ RowsGeom rows_geom(int hpg) {
+    RowsGeom r;
+    r.HB = hpg < 64 ? hpg : 64;
+    r.BQ = 64 / r.HB;
+    r.nhb = (hpg + r.HB - 1) / r.HB;
+    return r;
+}
+
+// key range [kstart, kend) of the CTA's rows
+template <int BR>
+__device__ __forceinline__ void rows_keys(const AttnArgs &a, int tbase, int t_last, int &kstart, int &kend) {
+    if (BR == BR_WIN) {
+        kstart = tbase - a.w + 1 > 0 ? tbase - a.w + 1 : 0;
+        kend = t_last + 1;
+    } else {
+        kstart = 0;
+        kend = mma_cmp_visible(t_last, a.l, a.d, a.NC);
+    }
+}
+
+template <typename T, int D> __device__ __forceinline__ void load_kv_chunk(T *Ks, T *Vs, const T *Kg, const T *Vg, int64_t ks,
+                                                                             int kb, int kend, int tid, int nthreads) {
+    constexpr int DP = D + 8, CH = D / 8;
+    for (int i = tid; i < ROWS_KC * CH; i += nthreads) {
+        int r = i / CH, cc = i % CH, s = kb + r;
+        bool ok = s < kend;
+        cp16(Ks + r * DP + cc * 8, ok ? Kg + s * ks + cc * 8 : Kg, ok);
+        cp16(Vs + r * DP + cc * 8, ok ? Vg + s * ks + cc * 8 : Vg, ok);
+    }
+}
+
+template <int D> constexpr size_t rows_fwd_smem() { return (size_t)(64 + 4 * ROWS_KC) * (D + 8) * 2; }
+template <int D> constexpr size_t rows_dq_smem() { return (size_t)(128 + 4 * ROWS_KC) * (D + 8) * 2; }
+
+template <typename T, int D, int BR> __global__ void __launch_bounds__(128) k_rows_fwd(AttnArgs a) {
+    constexpr int DP = D + 8, NKS = D / 16, NDT = D / 8;
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    T *Qs = reinterpret_cast<T *>(smem_raw);
+    T *Ks = Qs + 64 * DP;                 // [2][KC][DP]
+    T *Vs = Ks + 2 * ROWS_KC * DP;        // [2][KC][DP]
+    __shared__ int trow[64];
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, gid = lane >> 2, tig = lane & 3;
+    const int hpg = a.hpg;
+    const RowsGeom rg = rows_geom(hpg);
+    const int b = blockIdx.z, g = blockIdx.y / rg.nhb, hb = blockIdx.y % rg.nhb;
+    const int tbase = a.t0 + blockIdx.x * rg.BQ, tend = a.t0 + a.Tn;
+    if (tid < 64) {
+        int tq = tid / rg.HB, h = hb * rg.HB + tid % rg.HB, t = tbase + tq;
+        trow[tid] = (tq < rg.BQ && t < tend && h < hpg) ? t : -1;
+    }
+    for (int c = tid; c < 64 * (D / 8); c += 128) {
+        int r = c / (D / 8), cc = c % (D / 8);
+        int tq = r / rg.HB, h = hb * rg.HB + r % rg.HB, t = tbase + tq;
+        bool ok = tq < rg.BQ && t < tend && h < hpg;
+        const T *src = ok ? (const T *)a.q + (((int64_t)b * a.T + t) * a.H + (int64_t)g * hpg + h) * D + cc * 8 : (const T *)a.q;
+        cp16(Qs + r * DP + cc * 8, src, ok);
+    }
+    int t_last = tbase + rg.BQ - 1 < tend - 1 ? tbase + rg.BQ - 1 : tend - 1;
+    int kstart, kend;
+    rows_keys<BR>(a, tbase, t_last, kstart, kend);
+    const int nchunks = kend > kstart ? (kend - kstart + ROWS_KC - 1) / ROWS_KC : 0;
+    const int64_t ks = (int64_t)a.G * D;
+    const T *Kg = (const T *)a.k + (int64_t)b * a.NK * ks + (int64_t)g * D;
+    const T *Vg = (const T *)a.v + (int64_t)b * a.NK * ks + (int64_t)g * D;
+    if (nchunks > 0) load_kv_chunk<T, D>(Ks, Vs, Kg, Vg, ks, kstart, kend, tid, 128);
+    cp_commit();
+    __syncthreads();
+    const int r0 = warp * 16 + gid;
+    const int tr[2] = {trow[r0], trow[r0 + 8]};
+
+    float m[2] = {-INFINITY, -INFINITY}, lsum[2] = {0.f, 0.f};
+    float oacc[NDT][4];
+#pragma unroll
+    for (int i = 0; i < NDT; i++) oacc[i][0] = oacc[i][1] = oacc[i][2] = oacc[i][3] = 0.f;
+    uint32_t qf[NKS][4];
+
+    for (int c = 0; c < nchunks; c++) {
+        const int buf = c & 1;
+        if (c + 1 < nchunks)
+            load_kv_chunk<T, D>(Ks + (buf ^ 1) * ROWS_KC * DP, Vs + (buf ^ 1) * ROWS_KC * DP, Kg, Vg, ks,
+                                kstart + (c + 1) * ROWS_KC, kend, tid, 128);
+        cp_commit();
+        cp_wait<1>();
+        __syncthreads();
+        if (c == 0) {
+#pragma unroll
+            for (int kk = 0; kk < NKS; kk++) frag_a<DP>(qf[kk], Qs, warp * 16, kk * 16, lane);
+        }
+        const T *Kb = Ks + buf * ROWS_KC * DP, *Vb = Vs + buf * ROWS_KC * DP;
+        const int kb = kstart + c * ROWS_KC;
+        float s[8][4];
+#pragma unroll
+        for (int i = 0; i < 8; i++) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
+#pragma unroll
+        for (int kk = 0; kk < NKS; kk++)
+#pragma unroll
+            for (int np = 0; np < 4; np++) {
+                uint32_t bf[4];
+                frag_b_nk<DP>(bf, Kb, np * 16, kk * 16, lane);
+                mma16816<T>(s[2 * np], qf[kk], bf[0], bf[1]);
+                mma16816<T>(s[2 * np + 1], qf[kk], bf[2], bf[3]);
+            }
+        float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+        for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int key = kb + nt * 8 + 2 * tig + (e & 1), t = tr[e >> 1];
+                const bool vis = t >= 0 && key < kend && sees<BR>(a, t, key);
+                s[nt][e] = vis ? s[nt][e] * a.scale_log2 : -INFINITY;
+                mx[e >> 1] = fmaxf(mx[e >> 1], s[nt][e]);
+            }
+        float muse[2];
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+            const float mnew = fmaxf(m[r], mx[r]);
+            muse[r] = mnew == -INFINITY ? 0.f : mnew;
+            const float alpha = exp2f(m[r] - muse[r]);
+            m[r] = mnew;
+            lsum[r] *= alpha;
+#pragma unroll
+            for (int i = 0; i < NDT; i++) {
+                oacc[i][2 * r] *= alpha;
+                oacc[i][2 * r + 1] *= alpha;
+            }
+        }
+#pragma unroll
+        for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                s[nt][e] = exp2f(s[nt][e] - muse[e >> 1]);
+                lsum[e >> 1] += s[nt][e];
+            }
+#pragma unroll
+        for (int kk = 0; kk < ROWS_KC / 16; kk++) {
+            uint32_t pa[4] = {pack2<T>(s[2 * kk][0], s[2 * kk][1]), pack2<T>(s[2 * kk][2], s[2 * kk][3]),
+                              pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]), pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+            for (int dp = 0; dp < D / 16; dp++) {
+                uint32_t bf[4];
+                frag_b_kn<DP>(bf, Vb, kk * 16, dp * 16, lane);
+                mma16816<T>(oacc[2 * dp], pa, bf[0], bf[1]);
+                mma16816<T>(oacc[2 * dp + 1], pa, bf[2], bf[3]);
+            }
+        }
+        __syncthreads();
+    }
+    cp_wait<0>();
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        lsum[r] += __shfl_xor_sync(0xffffffffu, lsum[r], 1);
+        lsum[r] += __shfl_xor_sync(0xffffffffu, lsum[r], 2);
+    }
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const int row = r0 + 8 * r, t = tr[r];
+        if (t < 0) continue;
+        const int h = hb * rg.HB + row % rg.HB;
+        const int64_t R = ((int64_t)b * a.T + t) * a.H + (int64_t)g * hpg + h;
+        const bool any = lsum[r] > 0.f;
+        const float inv = any ? 1.0f / lsum[r] : 0.f;
+        T *o = (T *)a.o + R * D;
+#pragma unroll
+        for (int nt = 0; nt < NDT; nt++)
+            *reinterpret_cast<uint32_t *>(o + nt * 8 + 2 * tig) = pack2<T>(oacc[nt][2 * r] * inv, oacc[nt][2 * r + 1] * inv);
+        if (tig == 0) {
+            const float lse = any ? (m[r] + log2f(lsum[r])) * MMA_LN2 : -INFINITY;
+            ((T *)a.lse)[R] = fromf<T>(lse);
+            if (a.lse32) a.lse32[R] = lse;
+        }
+    }
+}
+
+template <typename T, int D, int BR> __global__ void __launch_bounds__(128) k_rows_dq(AttnArgs a) {
+    constexpr int DP = D + 8, NKS = D / 16, NDT = D / 8;
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    T *Qs = reinterpret_cast<T *>(smem_raw);
+    T *Ys = Qs + 64 * DP;                 // dO
+    T *Ks = Ys + 64 * DP;                 // [2][KC][DP]
+    T *Vs = Ks + 2 * ROWS_KC * DP;
+    __shared__ int trow[64];
+    __shared__ float lse2[64], drw[64];
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, gid = lane >> 2, tig = lane & 3;
+    const int hpg = a.hpg;
+    const RowsGeom rg = rows_geom(hpg);
+    const int b = blockIdx.z, g = blockIdx.y / rg.nhb, hb = blockIdx.y % rg.nhb;
+    const int tbase = a.t0 + blockIdx.x * rg.BQ, tend = a.t0 + a.Tn;
+    if (tid < 64) {
+        int tq = tid / rg.HB, h = hb * rg.HB + tid % rg.HB, t = tbase + tq;
+        bool ok = tq < rg.BQ && t < tend && h < hpg;
+        float l2 = -INFINITY, dr = 0.f;
+        if (ok) {
+            int64_t R = ((int64_t)b * a.T + t) * a.H + (int64_t)g * hpg + h;
+            l2 = a.lse_in[R] * MMA_LOG2E;
+            dr = a.drow[R];
+        }
+        trow[tid] = ok && l2 != -INFINITY ? t : -1;
+        lse2[tid] = l2;
+        drw[tid] = dr;
+    }
+    for (int c = tid; c < 64 * (D / 8); c += 128) {
+        int r = c / (D / 8), cc = c % (D / 8);
+        int tq = r / rg.HB, h = hb * rg.HB + r % rg.HB, t = tbase + tq;
+        bool ok = tq < rg.BQ && t < tend && h < hpg;
+        int64_t off = ok ? (((int64_t)b * a.T + t) * a.H + (int64_t)g * hpg + h) * D + cc * 8 : 0;
+        cp16(Qs + r * DP + cc * 8, (const T *)a.q + off, ok);
+        cp16(Ys + r * DP + cc * 8, (const T *)a.dout + off, ok);
+    }
+    int t_last = tbase + rg.BQ - 1 < tend - 1 ? tbase + rg.BQ - 1 : tend - 1;
+    int kstart, kend;
+    rows_keys<BR>(a, tbase, t_last, kstart, kend);
+    const int nchunks = kend > kstart ? (kend - kstart + ROWS_KC - 1) / ROWS_KC : 0;
+    const int64_t ks = (int64_t)a.G * D;
+    const T *Kg = (const T *)a.k + (int64_t)b * a.NK * ks + (int64_t)g * D;
+    const T *Vg = (const T *)a.v + (int64_t)b * a.NK * ks + (int64_t)g * D;
+    if (nchunks > 0) load_kv_chunk<T, D>(Ks, Vs, Kg, Vg, ks, kstart, kend, tid, 128);
+    cp_commit();
+    __syncthreads();
+    const int r0 = warp * 16 + gid;
+    const int tr[2] = {trow[r0], trow[r0 + 8]};
+    const float l2r[2] = {lse2[r0], lse2[r0 + 8]}, drr[2] = {drw[r0], drw[r0 + 8]};
+
+    float dqa[NDT][4];
+#pragma unroll
+    for (int i = 0; i < NDT; i++) dqa[i][0] = dqa[i][1] = dqa[i][2] = dqa[i][3] = 0.f;
+    uint32_t qf[NKS][4], yf[NKS][4];
+
+    for (int c = 0; c < nchunks; c++) {
+        const int buf = c & 1;
+        if (c + 1 < nchunks)
+            load_kv_chunk<T, D>(Ks + (buf ^ 1) * ROWS_KC * DP, Vs + (buf ^ 1) * ROWS_KC * DP, Kg, Vg, ks,
+                                kstart + (c + 1) * ROWS_KC, kend, tid, 128);
+        cp_commit();
+        cp_wait<1>();
+        __syncthreads();
+        if (c == 0) {
+#pragma unroll
+            for (int kk = 0; kk < NKS; kk++) {
+                frag_a<DP>(qf[kk], Qs, warp * 16, kk * 16, lane);
+                frag_a<DP>(yf[kk], Ys, warp * 16, kk * 16, lane);
+            }
+        }
+        const T *Kb = Ks + buf * ROWS_KC * DP, *Vb = Vs + buf * ROWS_KC * DP;
+#pragma unroll
+        for (int half = 0; half < 2; half++) {
+            const int kb = kstart + c * ROWS_KC + half * 32;
+            float s[4][4], dp[4][4];
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) s[i][e] = dp[i][e] = 0.f;
+#pragma unroll
+            for (int kk = 0; kk < NKS; kk++)
+#pragma unroll
+                for (int np = 0; np < 2; np++) {
+                    uint32_t bf[4];
+                    frag_b_nk<DP>(bf, Kb, half * 32 + np * 16, kk * 16, lane);
+                    mma16816<T>(s[2 * np], qf[kk], bf[0], bf[1]);
+                    mma16816<T>(s[2 * np + 1], qf[kk], bf[2], bf[3]);
+                    frag_b_nk<DP>(bf, Vb, half * 32 + np * 16, kk * 16, lane);
+                    mma16816<T>(dp[2 * np], yf[kk], bf[0], bf[1]);
+                    mma16816<T>(dp[2 * np + 1], yf[kk], bf[2], bf[3]);
+                }
+#pragma unroll
+            for (int nt = 0; nt < 4; nt++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int key = kb + nt * 8 + 2 * tig + (e & 1), t = tr[e >> 1];
+                    const bool vis = t >= 0 && key < kend && sees<BR>(a, t, key);
+                    const float p = vis ? exp2f(s[nt][e] * a.scale_log2 - l2r[e >> 1]) : 0.f;
+                    s[nt][e] = p * (dp[nt][e] - drr[e >> 1]);   // dS
+                }
+#pragma unroll
+            for (int kk = 0; kk < 2; kk++) {
+                uint32_t da[4] = {pack2<T>(s[2 * kk][0], s[2 * kk][1]), pack2<T>(s[2 * kk][2], s[2 * kk][3]),
+                                  pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]), pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+                for (int dd = 0; dd < D / 16; dd++) {
+                    uint32_t bf[4];
+                    frag_b_kn<DP>(bf, Kb, half * 32 + kk * 16, dd * 16, lane);
+                    mma16816<T>(dqa[2 * dd], da, bf[0], bf[1]);
+                    mma16816<T>(dqa[2 * dd + 1], da, bf[2], bf[3]);
+                }
+            }
+        }
+        __syncthreads();
+    }
+    cp_wait<0>();
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const int row = r0 + 8 * r, t = tr[r];
+        if (t < 0) continue;
+        const int h = hb * rg.HB + row % rg.HB;
+        const int64_t R = ((int64_t)b * a.T + t) * a.H + (int64_t)g * hpg + h;
+        T *dq = (T *)a.dq + R * D;
+#pragma unroll
+        for (int nt = 0; nt < NDT; nt++)
+            add2<T>(dq + nt * 8 + 2 * tig, a.scale * dqa[nt][2 * r], a.scale * dqa[nt][2 * r + 1]);
+    }
+}
+
+// ============================================================================================
+// selection kernels: a CTA per (b, t, group, 16-head tile), warps split the blocks
+// ============================================================================================
+template <int D, int KT> constexpr size_t sel_smem() {
+    // Q and dO tiles [16][DP] + per warp K and V [KT][DP]; the merge area reuses the K/V space
+    return (size_t)(2 * 16 + 4 * 2 * KT) * (D + 8) * 2;
+}
+template <int D, int KT> __host__ __device__ constexpr bool sel_merge_fits() {
+    return (size_t)4 * 16 * D * 4 + 4 * 16 * 2 * 4 <= (size_t)4 * 2 * KT * (D + 8) * 2;
+}
+
+template <typename T, int D, int KT>
+__device__ __forceinline__ void sel_load_block(T *Kw, T *Vw, const T *Kg, const T *Vg, int64_t ks, int kb, int t, int lane) {
+    constexpr int DP = D + 8, CH = D / 8;
+    for (int i = lane; i < KT * CH; i += 32) {
+        int r = i / CH, cc = i % CH, s = kb + r;
+        bool ok = s <= t;
+        cp16(Kw + r * DP + cc * 8, ok ? Kg + s * ks + cc * 8 : Kg, ok);
+        cp16(Vw + r * DP + cc * 8, ok ? Vg + s * ks + cc * 8 : Vg, ok);
+    }
+}
+
+template <typename T, int D, int KT> __global__ void __launch_bounds__(128) k_sel_fwd(AttnArgs a) {
+    constexpr int DP = D + 8, NKS = D / 16, NDT = D / 8, NT = KT / 8;
+    static_assert(sel_merge_fits<D, KT>(), "merge area");
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    T *Qs = reinterpret_cast<T *>(smem_raw);
+    T *KV = Qs + 32 * DP;   // per warp: K [KT][DP], V [KT][DP]
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, gid = lane >> 2, tig = lane & 3;
+    const int hpg = a.hpg, nrt = (hpg + 15) / 16;
+    const int t = a.t0 + blockIdx.x, g = blockIdx.y / nrt, rt = blockIdx.y % nrt, b = blockIdx.z;
+    const int hrows = hpg - rt * 16 < 16 ? hpg - rt * 16 : 16;
+    const int64_t R0 = ((int64_t)b * a.T + t) * a.H + (int64_t)g * hpg + rt * 16;   // first row of the tile
+    for (int c = tid; c < 16 * (D / 8); c += 128) {
+        int r = c / (D / 8), cc = c % (D / 8);
+        bool ok = r < hrows;
+        cp16(Qs + r * DP + cc * 8, ok ? (const T *)a.q + (R0 + r) * D + cc * 8 : (const T *)a.q, ok);
+    }
+    cp_commit();
+    cp_wait<0>();
+    __syncthreads();
+    uint32_t qf[NKS][4];
+#pragma unroll
+    for (int kk = 0; kk < NKS; kk++) frag_a<DP>(qf[kk], Qs, 0, kk * 16, lane);
+    const int64_t ks = (int64_t)a.G * D;
+    const T *Kg = (const T *)a.k + (int64_t)b * a.NK * ks + (int64_t)g * D;
+    const T *Vg = (const T *)a.v + (int64_t)b * a.NK * ks + (int64_t)g * D;
+    const int32_t *selrow = a.sel + (((int64_t)b * a.T + t) * a.G + g) * a.n;
+    T *Kw = KV + warp * 2 * KT * DP, *Vw = Kw + KT * DP;
+    const int per = a.lsel / KT, nch = a.n * per;
+    const bool rv[2] = {gid < hrows, gid + 8 < hrows};
+
+    float m[2] = {-INFINITY, -INFINITY}, lsum[2] = {0.f, 0.f};
+    float oacc[NDT][4];
+#pragma unroll
+    for (int i = 0; i < NDT; i++) oacc[i][0] = oacc[i][1] = oacc[i][2] = oacc[i][3] = 0.f;
+
+    for (int c = warp; c < nch; c += 4) {
+        const int j = selrow[c / per];
+        if (j < 0) continue;
+        const int kb = j * a.lsel + (c % per) * KT;
+        if (kb > t) continue;
+        sel_load_block<T, D, KT>(Kw, Vw, Kg, Vg, ks, kb, t, lane);
+        cp_commit();
+        cp_wait<0>();
+        __syncwarp();
+        float s[NT][4];
+#pragma unroll
+        for (int i = 0; i < NT; i++) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
+#pragma unroll
+        for (int kk = 0; kk < NKS; kk++)
+#pragma unroll
+            for (int np = 0; np < NT / 2; np++) {
+                uint32_t bf[4];
+                frag_b_nk<DP>(bf, Kw, np * 16, kk * 16, lane);
+                mma16816<T>(s[2 * np], qf[kk], bf[0], bf[1]);
+                mma16816<T>(s[2 * np + 1], qf[kk], bf[2], bf[3]);
+            }
+        float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int key = kb + nt * 8 + 2 * tig + (e & 1);
+                const bool vis = rv[e >> 1] && key <= t;
+                s[nt][e] = vis ? s[nt][e] * a.scale_log2 : -INFINITY;
+                mx[e >> 1] = fmaxf(mx[e >> 1], s[nt][e]);
+            }
+        float muse[2];
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+            const float mnew = fmaxf(m[r], mx[r]);
+            muse[r] = mnew == -INFINITY ? 0.f : mnew;
+            const float alpha = exp2f(m[r] - muse[r]);
+            m[r] = mnew;
+            lsum[r] *= alpha;
+#pragma unroll
+            for (int i = 0; i < NDT; i++) {
+                oacc[i][2 * r] *= alpha;
+                oacc[i][2 * r + 1] *= alpha;
+            }
+        }
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                s[nt][e] = exp2f(s[nt][e] - muse[e >> 1]);
+                lsum[e >> 1] += s[nt][e];
+            }
+#pragma unroll
+        for (int kk = 0; kk < KT / 16; kk++) {
+            uint32_t pa[4] = {pack2<T>(s[2 * kk][0], s[2 * kk][1]), pack2<T>(s[2 * kk][2], s[2 * kk][3]),
+                              pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]), pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+            for (int dp = 0; dp < D / 16; dp++) {
+                uint32_t bf[4];
+                frag_b_kn<DP>(bf, Vw, kk * 16, dp * 16, lane);
+                mma16816<T>(oacc[2 * dp], pa, bf[0], bf[1]);
+                mma16816<T>(oacc[2 * dp + 1], pa, bf[2], bf[3]);
+            }
+        }
+        __syncwarp();
+    }
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        lsum[r] += __shfl_xor_sync(0xffffffffu, lsum[r], 1);
+        lsum[r] += __shfl_xor_sync(0xffffffffu, lsum[r], 2);
+    }
+    // merge the 4 warps' partial softmax states in warp order
+    __syncthreads();
+    float *Om = reinterpret_cast<float *>(KV);   // [4][16][D]
+    float *Mm = Om + 4 * 16 * D, *Lm = Mm + 4 * 16;
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const int row = gid + 8 * r;
+#pragma unroll
+        for (int nt = 0; nt < NDT; nt++) {
+            Om[(warp * 16 + row) * D + nt * 8 + 2 * tig] = oacc[nt][2 * r];
+            Om[(warp * 16 + row) * D + nt * 8 + 2 * tig + 1] = oacc[nt][2 * r + 1];
+        }
+        if (tig == 0) {
+            Mm[warp * 16 + row] = m[r];
+            Lm[warp * 16 + row] = lsum[r];
+        }
+    }
+    __syncthreads();
+    for (int idx = tid; idx < hrows * D; idx += 128) {
+        const int row = idx / D, dd = idx % D;
+        float M = -INFINITY;
+#pragma unroll
+        for (int w = 0; w < 4; w++) M = fmaxf(M, Mm[w * 16 + row]);
+        float L = 0.f, O = 0.f;
+        if (M != -INFINITY) {
+#pragma unroll
+            for (int w = 0; w < 4; w++) {
+                const float mw = Mm[w * 16 + row];
+                if (mw == -INFINITY) continue;
+                const float f = exp2f(mw - M);
+                L += Lm[w * 16 + row] * f;
+                O += Om[(w * 16 + row) * D + dd] * f;
+            }
+        }
+        const bool any = L > 0.f;
+        ((T *)a.o)[(R0 + row) * D + dd] = fromf<T>(any ? O / L : 0.f);
+        if (dd == 0) {
+            const float lse = any ? (M + log2f(L)) * MMA_LN2 : -INFINITY;
+            ((T *)a.lse)[R0 + row] = fromf<T>(lse);
+            if (a.lse32) a.lse32[R0 + row] = lse;
+        }
+    }
+}
+
+template <typename T, int D, int KT> __global__ void __launch_bounds__(128) k_sel_dq(AttnArgs a) {
+    constexpr int DP = D + 8, NKS = D / 16, NDT = D / 8, NT = KT / 8;
+    static_assert(sel_merge_fits<D, KT>(), "merge area");
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    T *Qs = reinterpret_cast<T *>(smem_raw);
+    T *Ys = Qs + 16 * DP;
+    T *KV = Qs + 32 * DP;
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, gid = lane >> 2, tig = lane & 3;
+    const int hpg = a.hpg, nrt = (hpg + 15) / 16;
+    const int t = blockIdx.x, g = blockIdx.y / nrt, rt = blockIdx.y % nrt, b = blockIdx.z;
+    const int hrows = hpg - rt * 16 < 16 ? hpg - rt * 16 : 16;
+    const int64_t R0 = ((int64_t)b * a.T + t) * a.H + (int64_t)g * hpg + rt * 16;
+    for (int c = tid; c < 16 * (D / 8); c += 128) {
+        int r = c / (D / 8), cc = c % (D / 8);
+        bool ok = r < hrows;
+        int64_t off = ok ? (R0 + r) * D + cc * 8 : 0;
+        cp16(Qs + r * DP + cc * 8, (const T *)a.q + off, ok);
+        cp16(Ys + r * DP + cc * 8, (const T *)a.dout + off, ok);
+    }
+    cp_commit();
+    cp_wait<0>();
+    __syncthreads();
+    uint32_t qf[NKS][4], yf[NKS][4];
+#pragma unroll
+    for (int kk = 0; kk < NKS; kk++) {
+        frag_a<DP>(qf[kk], Qs, 0, kk * 16, lane);
+        frag_a<DP>(yf[kk], Ys, 0, kk * 16, lane);
+    }
+    float l2r[2], drr[2];
+    bool rv[2];
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const int row = gid + 8 * r;
+        rv[r] = row < hrows;
+        l2r[r] = rv[r] ? a.lse_in[R0 + row] * MMA_LOG2E : -INFINITY;
+        drr[r] = rv[r] ? a.drow[R0 + row] : 0.f;
+        rv[r] = rv[r] && l2r[r] != -INFINITY;
+    }
+    const int64_t ks = (int64_t)a.G * D;
+    const T *Kg = (const T *)a.k + (int64_t)b * a.NK * ks + (int64_t)g * D;
+    const T *Vg = (const T *)a.v + (int64_t)b * a.NK * ks + (int64_t)g * D;
+    const int32_t *selrow = a.sel + (((int64_t)b * a.T + t) * a.G + g) * a.n;
+    T *Kw = KV + warp * 2 * KT * DP, *Vw = Kw + KT * DP;
+    const int per = a.lsel / KT, nch = a.n * per;
+
+    float dqa[NDT][4];
+#pragma unroll
+    for (int i = 0; i < NDT; i++) dqa[i][0] = dqa[i][1] = dqa[i][2] = dqa[i][3] = 0.f;
+
+    for (int c = warp; c < nch; c += 4) {
+        const int j = selrow[c / per];
+        if (j < 0) continue;
+        const int kb = j * a.lsel + (c % per) * KT;
+        if (kb > t) continue;
+        sel_load_block<T, D, KT>(Kw, Vw, Kg, Vg, ks, kb, t, lane);
+        cp_commit();
+        cp_wait<0>();
+        __syncwarp();
+        float s[NT][4], dp[NT][4];
+#pragma unroll
+        for (int i = 0; i < NT; i++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) s[i][e] = dp[i][e] = 0.f;
+#pragma unroll
+        for (int kk = 0; kk < NKS; kk++)
+#pragma unroll
+            for (int np = 0; np < NT / 2; np++) {
+                uint32_t bf[4];
+                frag_b_nk<DP>(bf, Kw, np * 16, kk * 16, lane);
+                mma16816<T>(s[2 * np], qf[kk], bf[0], bf[1]);
+                mma16816<T>(s[2 * np + 1], qf[kk], bf[2], bf[3]);
+                frag_b_nk<DP>(bf, Vw, np * 16, kk * 16, lane);
+                mma16816<T>(dp[2 * np], yf[kk], bf[0], bf[1]);
+                mma16816<T>(dp[2 * np + 1], yf[kk], bf[2], bf[3]);
+            }
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int key = kb + nt * 8 + 2 * tig + (e & 1);
+                const bool vis = rv[e >> 1] && key <= t;
+                const float p = vis ? exp2f(s[nt][e] * a.scale_log2 - l2r[e >> 1]) : 0.f;
+                s[nt][e] = p * (dp[nt][e] - drr[e >> 1]);
+            }
+#pragma unroll
+        for (int kk = 0; kk < KT / 16; kk++) {
+            uint32_t da[4] = {pack2<T>(s[2 * kk][0], s[2 * kk][1]), pack2<T>(s[2 * kk][2], s[2 * kk][3]),
+                              pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]), pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+            for (int dd = 0; dd < D / 16; dd++) {
+                uint32_t bf[4];
+                frag_b_kn<DP>(bf, Kw, kk * 16, dd * 16, lane);
+                mma16816<T>(dqa[2 * dd], da, bf[0], bf[1]);
+                mma16816<T>(dqa[2 * dd + 1], da, bf[2], bf[3]);
+            }
+        }
+        __syncwarp();
+    }
+    __syncthreads();
+    float *Om = reinterpret_cast<float *>(KV);   // [4][16][D]
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const int row = gid + 8 * r;
+#pragma unroll
+        for (int nt = 0; nt < NDT; nt++) {
+            Om[(warp * 16 + row) * D + nt * 8 + 2 * tig] = dqa[nt][2 * r];
+            Om[(warp * 16 + row) * D + nt * 8 + 2 * tig + 1] = dqa[nt][2 * r + 1];
+        }
+    }
+    __syncthreads();
+    for (int idx = tid; idx < hrows * D; idx += 128) {
+        const int row = idx / D, dd = idx % D;
+        const float s = ((Om[row * D + dd] + Om[(16 + row) * D + dd]) + Om[(32 + row) * D + dd]) + Om[(48 + row) * D + dd];
+        T *p = (T *)a.dq + (R0 + row) * D + dd;
+        *p = fromf<T>(tof(*p) + a.scale * s);
+    }
+}
+
+// ============================================================================================
+// dK/dV: key-centric, partials per (key chunk, row chunk)
+// ============================================================================================
+#define DKDV_RT 32   // rows per tile
+
+template <int D, int KT> constexpr size_t dkdv_smem() {
+    return (size_t)(2 * KT + 4 * DKDV_RT) * (D + 8) * 2 + 2 * 3 * DKDV_RT * 4;
+}
+
+template <typename T, int D, int KT, int BR> __global__ void __launch_bounds__(KT * 2) k_dkdv(AttnArgs a, int NKC) {
+    constexpr int DP = D + 8, NKS = D / 16, NDT = D / 8, NW = KT / 16, NTH = NW * 32;
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    T *Ks = reinterpret_cast<T *>(smem_raw);
+    T *Vs = Ks + KT * DP;
+    T *Qs = Vs + KT * DP;                       // [2][RT][DP]
+    T *Ys = Qs + 2 * DKDV_RT * DP;              // [2][RT][DP]
+    float *l2s = reinterpret_cast<float *>(Ys + 2 * DKDV_RT * DP);   // [2][RT]
+    float *drs = l2s + 2 * DKDV_RT;
+    int *trs = reinterpret_cast<int *>(drs + 2 * DKDV_RT);
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, gid = lane >> 2, tig = lane & 3;
+    const int e = blockIdx.x, rc = blockIdx.y;
+    const int4 ch = a.chunks[e];
+    const int kb = ch.x, nk = ch.y, rb = ch.z, nrows = ch.w;
+    const int r_lo = rc * a.rch;
+    if (r_lo >= nrows) return;
+    const int r_hi = r_lo + a.rch < nrows ? r_lo + a.rch : nrows;
+    const int bg = e / NKC, b = bg / a.G, g = bg % a.G, hpg = a.hpg;
+    const int64_t ks = (int64_t)a.G * D;
+    const T *Kg = (const T *)a.k + (int64_t)b * a.NK * ks + (int64_t)g * D;
+    const T *Vg = (const T *)a.v + (int64_t)b * a.NK * ks + (int64_t)g * D;
+    const int32_t *list = BR == BR_SEL ? a.ilist + rb : NULL;
+    for (int i = tid; i < KT * (D / 8); i += NTH) {
+        int r = i / (D / 8), cc = i % (D / 8), s = kb + r;
+        bool ok = r < nk;
+        cp16(Ks + r * DP + cc * 8, ok ? Kg + s * ks + cc * 8 : Kg, ok);
+        cp16(Vs + r * DP + cc * 8, ok ? Vg + s * ks + cc * 8 : Vg, ok);
+    }
+    auto load_rows = [&](int it, int buf) {
+        const int f0 = r_lo + it * DKDV_RT;
+        for (int i = tid; i < DKDV_RT * (D / 8); i += NTH) {
+            int r = i / (D / 8), cc = i % (D / 8), f = f0 + r;
+            bool ok = f < r_hi;
+            int64_t off = 0;
+            if (ok) {
+                int ti = f / hpg, hh = f % hpg;
+                int t = list ? list[ti] : rb + ti;
+                off = (((int64_t)b * a.T + t) * a.H + (int64_t)g * hpg + hh) * D + cc * 8;
+            }
+            cp16(Qs + (buf * DKDV_RT + r) * DP + cc * 8, (const T *)a.q + off, ok);
+            cp16(Ys + (buf * DKDV_RT + r) * DP + cc * 8, (const T *)a.dout + off, ok);
+        }
+        for (int r = tid; r < DKDV_RT; r += NTH) {
+            int f = f0 + r, t = -1;
+            float l2 = -INFINITY, dr = 0.f;
+            if (f < r_hi) {
+                int ti = f / hpg, hh = f % hpg;
+                t = list ? list[ti] : rb + ti;
+                int64_t R = ((int64_t)b * a.T + t) * a.H + (int64_t)g * hpg + hh;
+                l2 = a.lse_in[R] * MMA_LOG2E;
+                dr = a.drow[R];
+                if (l2 == -INFINITY) t = -1;
+            }
+            trs[buf * DKDV_RT + r] = t;
+            l2s[buf * DKDV_RT + r] = l2;
+            drs[buf * DKDV_RT + r] = dr;
+        }
+    };
+    const int ntiles = (r_hi - r_lo + DKDV_RT - 1) / DKDV_RT;
+    load_rows(0, 0);
+    cp_commit();
+
+    float dka[NDT][4], dva[NDT][4];
+#pragma unroll
+    for (int i = 0; i < NDT; i++)
+#pragma unroll
+        for (int q = 0; q < 4; q++) dka[i][q] = dva[i][q] = 0.f;
+    const int kw = warp * 16;   // this warp's first key (local)
+    const int key0 = kb + kw + gid, key1 = key0 + 8;
+    const bool kv0 = kw + gid < nk, kv1 = kw + gid + 8 < nk;
+
+    for (int it = 0; it < ntiles; it++) {
+        const int buf = it & 1;
+        __syncthreads();   // buffer buf^1 free (its last reader finished at it-1)
+        if (it + 1 < ntiles) load_rows(it + 1, buf ^ 1);
+        cp_commit();
+        cp_wait<1>();
+        __syncthreads();
+        const T *Qb = Qs + buf * DKDV_RT * DP, *Yb = Ys + buf * DKDV_RT * DP;
+        const int *tb = trs + buf * DKDV_RT;
+        const float *lb = l2s + buf * DKDV_RT, *db = drs + buf * DKDV_RT;
+        float s[4][4], dp[4][4];
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+#pragma unroll
+            for (int q = 0; q < 4; q++) s[i][q] = dp[i][q] = 0.f;
+#pragma unroll
+        for (int kk = 0; kk < NKS; kk++) {
+            uint32_t ka[4], va[4];
+            frag_a<DP>(ka, Ks, kw, kk * 16, lane);
+            frag_a<DP>(va, Vs, kw, kk * 16, lane);
+#pragma unroll
+            for (int np = 0; np < 2; np++) {
+                uint32_t bf[4];
+                frag_b_nk<DP>(bf, Qb, np * 16, kk * 16, lane);
+                mma16816<T>(s[2 * np], ka, bf[0], bf[1]);
+                mma16816<T>(s[2 * np + 1], ka, bf[2], bf[3]);
+                frag_b_nk<DP>(bf, Yb, np * 16, kk * 16, lane);
+                mma16816<T>(dp[2 * np], va, bf[0], bf[1]);
+                mma16816<T>(dp[2 * np + 1], va, bf[2], bf[3]);
+            }
+        }
+        // element (nt, q): key = key0 / key1 (q >> 1), row = nt*8 + 2*tig + (q & 1)
+#pragma unroll
+        for (int nt = 0; nt < 4; nt++)
+#pragma unroll
+            for (int q = 0; q < 4; q++) {
+                const int row = nt * 8 + 2 * tig + (q & 1), t = tb[row];
+                const int key = (q >> 1) ? key1 : key0;
+                const bool vis = t >= 0 && ((q >> 1) ? kv1 : kv0) && sees<BR>(a, t, key);
+                const float p = vis ? exp2f(s[nt][q] * a.scale_log2 - lb[row]) : 0.f;
+                s[nt][q] = p;
+                dp[nt][q] = p * (dp[nt][q] - db[row]);
+            }
+#pragma unroll
+        for (int kk = 0; kk < 2; kk++) {
+            uint32_t pa[4] = {pack2<T>(s[2 * kk][0], s[2 * kk][1]), pack2<T>(s[2 * kk][2], s[2 * kk][3]),
+                              pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]), pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+            uint32_t da[4] = {pack2<T>(dp[2 * kk][0], dp[2 * kk][1]), pack2<T>(dp[2 * kk][2], dp[2 * kk][3]),
+                              pack2<T>(dp[2 * kk + 1][0], dp[2 * kk + 1][1]), pack2<T>(dp[2 * kk + 1][2], dp[2 * kk + 1][3])};
+#pragma unroll
+            for (int dd = 0; dd < D / 16; dd++) {
+                uint32_t bf[4];
+                frag_b_kn<DP>(bf, Yb, kk * 16, dd * 16, lane);
+                mma16816<T>(dva[2 * dd], pa, bf[0], bf[1]);
+                mma16816<T>(dva[2 * dd + 1], pa, bf[2], bf[3]);
+                frag_b_kn<DP>(bf, Qb, kk * 16, dd * 16, lane);
+                mma16816<T>(dka[2 * dd], da, bf[0], bf[1]);
+                mma16816<T>(dka[2 * dd + 1], da, bf[2], bf[3]);
+            }
+        }
+    }
+    float *pk = a.part + (int64_t)(a.chunk_part[e] + rc) * 2 * KT * D;
+    float *pv = pk + KT * D;
+#pragma unroll
+    for (int nt = 0; nt < NDT; nt++)
+#pragma unroll
+        for (int q = 0; q < 4; q++) {
+            const int kl = kw + gid + 8 * (q >> 1), dd = nt * 8 + 2 * tig + (q & 1);
+            pk[kl * D + dd] = a.scale * dka[nt][q];
+            pv[kl * D + dd] = dva[nt][q];
+        }
+}
+
+// ============================================================================================
+// host launchers
+// ============================================================================================
+template <typename T, int D> void mma_attn_fwd(const AttnArgs &a, int br) {
+    if (br == BR_SEL) {
+        const int nrt = (a.hpg + 15) / 16;
+        dim3 grid(a.Tn, a.G * nrt, a.B);
+        if (a.lsel % 32 == 0) {
+            const size_t sm = sel_smem<D, 32>();
+            mma_smem_attr(k_sel_fwd<T, D, 32>, sm);
+            k_sel_fwd<T, D, 32><<<grid, 128, sm, NSA_STREAM>>>(a);
+        } else {
+            const size_t sm = sel_smem<D, 16>();
+            mma_smem_attr(k_sel_fwd<T, D, 16>, sm);
+            k_sel_fwd<T, D, 16><<<grid, 128, sm, NSA_STREAM>>>(a);
+        }
+    } else {
+        const RowsGeom rg = rows_geom(a.hpg);
+        dim3 grid((a.Tn + rg.BQ - 1) / rg.BQ, a.G * rg.nhb, a.B);
+        const size_t sm = rows_fwd_smem<D>();
+        if (br == BR_WIN) {
+            mma_smem_attr(k_rows_fwd<T, D, BR_WIN>, sm);
+            k_rows_fwd<T, D, BR_WIN><<<grid, 128, sm, NSA_STREAM>>>(a);
+        } else {
+            mma_smem_attr(k_rows_fwd<T, D, BR_CMP>, sm);
+            k_rows_fwd<T, D, BR_CMP><<<grid, 128, sm, NSA_STREAM>>>(a);
+        }
+    }
+    CUDA_LAUNCHED();
+}
+
+template <typename T, int D> void mma_attn_dq(const AttnArgs &a, int br) {
+    if (br == BR_SEL) {
+        const int nrt = (a.hpg + 15) / 16;
+        dim3 grid(a.T, a.G * nrt, a.B);
+        if (a.lsel % 32 == 0) {
+            const size_t sm = sel_smem<D, 32>();
+            mma_smem_attr(k_sel_dq<T, D, 32>, sm);
+            k_sel_dq<T, D, 32><<<grid, 128, sm, NSA_STREAM>>>(a);
+        } else {
+            const size_t sm = sel_smem<D, 16>();
+            mma_smem_attr(k_sel_dq<T, D, 16>, sm);
+            k_sel_dq<T, D, 16><<<grid, 128, sm, NSA_STREAM>>>(a);
+        }
+    } else {
+        const RowsGeom rg = rows_geom(a.hpg);
+        dim3 grid((a.T + rg.BQ - 1) / rg.BQ, a.G * rg.nhb, a.B);
+        const size_t sm = rows_dq_smem<D>();
+        if (br == BR_WIN) {
+            mma_smem_attr(k_rows_dq<T, D, BR_WIN>, sm);
+            k_rows_dq<T, D, BR_WIN><<<grid, 128, sm, NSA_STREAM>>>(a);
+        } else {
+            mma_smem_attr(k_rows_dq<T, D, BR_CMP>, sm);
+            k_rows_dq<T, D, BR_CMP><<<grid, 128, sm, NSA_STREAM>>>(a);
+        }
+    }
+    CUDA_LAUNCHED();
+}
+
+template <typename T, int D> void mma_attn_dkdv(const AttnArgs &a, int br) {
+    const int NKC = a.nentries / (a.B * a.G);
+    int maxrows = br == BR_WIN ? (a.kt + a.w) * a.hpg : a.T * a.hpg;
+    dim3 grid(a.nentries, (maxrows + a.rch - 1) / a.rch);
+    if (a.kt == 64) {
+        const size_t sm = dkdv_smem<D, 64>();
+        if (br == BR_WIN) {
+            mma_smem_attr(k_dkdv<T, D, 64, BR_WIN>, sm);
+            k_dkdv<T, D, 64, BR_WIN><<<grid, 128, sm, NSA_STREAM>>>(a, NKC);
+        } else if (br == BR_CMP) {
+            mma_smem_attr(k_dkdv<T, D, 64, BR_CMP>, sm);
+            k_dkdv<T, D, 64, BR_CMP><<<grid, 128, sm, NSA_STREAM>>>(a, NKC);
+        } else {
+            mma_smem_attr(k_dkdv<T, D, 64, BR_SEL>, sm);
+            k_dkdv<T, D, 64, BR_SEL><<<grid, 128, sm, NSA_STREAM>>>(a, NKC);
+        }
+    } else {
+        const size_t sm = dkdv_smem<D, 16>();
+        mma_smem_attr(k_dkdv<T, D, 16, BR_SEL>, sm);
+        k_dkdv<T, D, 16, BR_SEL><<<grid, 32, sm, NSA_STREAM>>>(a, NKC);
+    }
+    CUDA_LAUNCHED();
+}
+
+#define NSA_INSTANTIATE_MMA(D)                                                   \
+    template void mma_attn_fwd<bf16, D>(const AttnArgs &, int);                  \
+    template void mma_attn_fwd<f16, D>(const AttnArgs &, int);                   \
+    template void mma_attn_dq<bf16, D>(const AttnArgs &, int);                   \
+    template void mma_attn_dq<f16, D>(const AttnArgs &, int);                    \
+    template void mma_attn_dkdv<bf16, D>(const AttnArgs &, int);                 \
+    template void mma_attn_dkdv<f16, D>(const AttnArgs &, int);
+#endif

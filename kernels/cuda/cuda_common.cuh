@@ -1,0 +1,194 @@
+// kernels/cuda/cuda_common.cuh — shared by the CUDA backend's translation units:
+// error checking, element-type helpers, the backend context (one stream), scratch
+// buffers and the fp32 "shadows" of per-row statistics.
+//
+// fp32 shadows. ops.h stores lse, rstd and the RoPE table in the activation type.
+// In bf16 an lse of ~10 keeps 3 significant digits: exp(s - lse) in a backward
+// would be off by up to ~4 %. So every kernel that writes such a statistic also
+// writes an fp32 copy into a shadow buffer that the backend keeps per allocation,
+// and the kernels that read the statistic back use the shadow. A shadow is valid
+// only while nothing but our kernels wrote the buffer: the memory hooks (zero,
+// from_host, copy, act_from_f64) invalidate it, and readers then convert the
+// activation-typed values instead. With fp32 activations no shadow exists: the
+// buffer is already fp32.
+#ifndef NSA_KERNELS_CUDA_COMMON_CUH
+#define NSA_KERNELS_CUDA_COMMON_CUH
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include "kernels/cuda/cuda_launch.h"
+#include "kernels/ops.h"
+
+// ---- errors ---------------------------------------------------------------------------
+void nsa_cuda_fail(const char *what, const char *detail, const char *file, int line);
+#define cudaCheck(call)                                                                      \
+    do {                                                                                     \
+        cudaError_t e_ = (call);                                                             \
+        if (e_ != cudaSuccess) nsa_cuda_fail(#call, cudaGetErrorString(e_), __FILE__, __LINE__); \
+    } while (0)
+// After every kernel launch: the launch error, and with NSA_CUDA_SYNC_CHECK=1 in the
+// environment a stream synchronisation, so an asynchronous fault names its kernel.
+void nsa_cuda_after_launch(const char *file, int line);
+#define CUDA_LAUNCHED() nsa_cuda_after_launch(__FILE__, __LINE__)
+
+// ---- context ------------------------------------------------------------------------------
+struct NsaCudaCtx {
+    cudaStream_t stream;
+    int device;
+    int sms;
+    int sync_check;
+    int attn_impl;       // 0 auto, 1 simple
+};
+extern NsaCudaCtx g_nsa_cuda;
+#define NSA_STREAM (g_nsa_cuda.stream)
+
+// Grow-only device scratch, one buffer per slot (ops use distinct slots for buffers
+// that must coexist). Growing frees the old buffer (cudaFree synchronises).
+enum {
+    SCR_STAT0 = 0, SCR_STAT1, SCR_DROW, SCR_IDX_CNT, SCR_IDX_OFF, SCR_IDX_LIST, SCR_CHUNKS,
+    SCR_PART, SCR_RED0, SCR_RED1, SCR_WCOPY, SCR_BCOPY, SCR_SORT0, SCR_SORT1, SCR_SORT2, SCR_SORT3,
+    SCR_SORTTMP, SCR_MISC, SCR_NSLOTS
+};
+void *nsa_cuda_scratch(int slot, size_t bytes);
+
+// fp32 view of a per-row statistic (lse, rstd, rope table) of n elements at p:
+// the buffer itself for fp32 activations, else the valid shadow, else a converted
+// copy in scratch slot `slot`.
+const float *nsa_cuda_stat_read(int dt, const void *p, int64_t n, int slot);
+// where a kernel that writes the statistic at p also writes its fp32 value (marks
+// the shadow valid); NULL with fp32 activations (the kernel writes p itself).
+float *nsa_cuda_stat_write(int dt, const void *p);
+// The low-precision weight copy for a parameter pointer (bf16/fp16 activations):
+// the copy kept by params_changed/adamw, or n elements converted into `slot`.
+// With fp32 activations returns w.
+const void *nsa_cuda_weight(int dt, const void *w, int64_t n, int slot);
+
+// ---- element types -----------------------------------------------------------------------
+typedef __nv_bfloat16 bf16;
+typedef __half f16;
+
+__device__ __forceinline__ float tof(float x) { return x; }
+__device__ __forceinline__ float tof(bf16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ float tof(f16 x) { return __half2float(x); }
+template <typename T> __device__ __forceinline__ T fromf(float x);
+template <> __device__ __forceinline__ float fromf<float>(float x) { return x; }
+template <> __device__ __forceinline__ bf16 fromf<bf16>(float x) { return __float2bfloat16_rn(x); }
+template <> __device__ __forceinline__ f16 fromf<f16>(float x) { return __float2half_rn(x); }
+
+static inline size_t dt_bytes(int dt) { return dt == NSA_DT_F32 ? 4 : 2; }
+
+#define DISPATCH_DT(dt, T, ...)                       \
+    do {                                              \
+        if ((dt) == NSA_DT_F32) {                     \
+            typedef float T;                          \
+            __VA_ARGS__;                              \
+        } else if ((dt) == NSA_DT_BF16) {             \
+            typedef bf16 T;                           \
+            __VA_ARGS__;                              \
+        } else {                                      \
+            typedef f16 T;                            \
+            __VA_ARGS__;                              \
+        }                                             \
+    } while (0)
+
+static inline unsigned nsa_blocks(int64_t n, int threads) {
+    int64_t b = (n + threads - 1) / threads;
+    if (b < 1) b = 1;
+    if (b > 65535LL * 32) b = 65535LL * 32;   // grid-stride loops cover the rest
+    return (unsigned)b;
+}
+
+// fixed-order block reduction of one float per thread (blockDim.x a multiple of 32,
+// <= 1024): warp trees, then warp 0 folds the warp sums in order. Deterministic.
+__device__ __forceinline__ float warp_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+__device__ __forceinline__ double warp_sum_d(double v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+// result valid in every thread; `sh` has >= 33 floats
+__device__ __forceinline__ float block_sum(float v, float *sh) {
+    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+    v = warp_sum(v);
+    __syncthreads();
+    if (lane == 0) sh[wid] = v;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float s = 0;
+        for (int i = 0; i < nw; i++) s += sh[i];
+        sh[32] = s;
+    }
+    __syncthreads();
+    return sh[32];
+}
+__device__ __forceinline__ double block_sum_d(double v, double *sh) {
+    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+    v = warp_sum_d(v);
+    __syncthreads();
+    if (lane == 0) sh[wid] = v;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        double s = 0;
+        for (int i = 0; i < nw; i++) s += sh[i];
+        sh[32] = s;
+    }
+    __syncthreads();
+    return sh[32];
+}
+__device__ __forceinline__ float block_max(float v, float *sh) {
+    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+    v = warp_max(v);
+    __syncthreads();
+    if (lane == 0) sh[wid] = v;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float s = -INFINITY;
+        for (int i = 0; i < nw; i++) s = fmaxf(s, sh[i]);
+        sh[32] = s;
+    }
+    __syncthreads();
+    return sh[32];
+}
+
+// ---- NSA internals shared by cuda_nsa.cu and the tensor-core kernels ----------------------
+enum { BR_CMP = 0, BR_SEL = 1, BR_WIN = 2 };
+
+// Everything an attention kernel needs; pointers are device pointers.
+struct AttnArgs {
+    const void *q, *k, *v;      // q [B,T,H,D]; k, v [B,NK,G,D]
+    void *o, *lse;              // forward outputs (act)
+    float *lse32;               // forward: fp32 lse (shadow or NULL)
+    const void *dout;           // backward: dO [B,T,H,D]
+    const float *lse_in;        // backward / selection: fp32 lse
+    const float *drow;          // backward: rowsum(dO * O) [B,T,H]
+    void *dq, *dk, *dv;         // backward outputs (+=)
+    const int32_t *sel;         // [B,T,G,n]
+    // inverted selection index (sel backward): per (b,g,j) count and offset into list
+    const int32_t *icnt, *ioff, *ilist;
+    // key-chunk table and partial buffers of the dK/dV kernels
+    const int4 *chunks;         // per entry: {key_base, nkeys, row_base (t0 or list offset), nrows}
+    const int *chunk_part;      // per entry: first partial index
+    float *part;                // partials [npart][2][KT][D]
+    int nentries, kt, rch;      // entries, keys per entry, rows per partial
+    int B, T, H, G, D, hpg, NK;
+    int l, d, lsel, n, w, NC, NS;
+    int t0, Tn;
+    float scale, scale_log2;
+};
+
+// Tensor-core kernels (cuda_attn_mma.cuh), instantiated for bf16/fp16 and D in
+// {16, 64, 128}; br is BR_CMP / BR_SEL / BR_WIN.
+template <typename T, int D> void mma_attn_fwd(const AttnArgs &a, int br);
+template <typename T, int D> void mma_attn_dq(const AttnArgs &a, int br);
+template <typename T, int D> void mma_attn_dkdv(const AttnArgs &a, int br);
+#endif

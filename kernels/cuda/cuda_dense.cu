@@ -1,0 +1,459 @@
+// kernels/cuda/cuda_dense.cu — dense ops of the CUDA backend other than the matmul
+// (cuda_gemm.cu) and the embedding backward (cuda_embed.cu): conversions, column
+// sums, RMSNorm, RoPE, SwiGLU/SiLU, adds, the fused softmax cross-entropy, and the
+// parameter-buffer reductions and AdamW.
+//
+// Arithmetic is fp32 on values loaded from the activation type (fp64 where the CPU
+// reference uses fp64: column sums, sum of squares, AdamW); results are rounded once
+// when stored. Determinism: no atomics on floating-point data. Every reduction has
+// a partition and an order that depend on the sizes only (fixed row chunks, fixed
+// warp/block trees), never on scheduling.
+//
+// Layout: kernels first, launchers (extern "C") at the end of the file.
+#include "kernels/cuda/cuda_common.cuh"
+
+#define EW_THREADS 256
+
+// ---- vector helpers: 8 elements through one 16-byte access (two for fp32) ------------
+__device__ __forceinline__ void ld8(const float *p, float *v) {
+    float4 a = ((const float4 *)p)[0], b = ((const float4 *)p)[1];
+    v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w; v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
+}
+template <typename T> __device__ __forceinline__ void ld8(const T *p, float *v) {
+    uint4 u = *(const uint4 *)p;
+    const T *e = (const T *)&u;
+#pragma unroll
+    for (int k = 0; k < 8; k++) v[k] = tof(e[k]);
+}
+__device__ __forceinline__ void st8(float *p, const float *v) {
+    ((float4 *)p)[0] = make_float4(v[0], v[1], v[2], v[3]);
+    ((float4 *)p)[1] = make_float4(v[4], v[5], v[6], v[7]);
+}
+template <typename T> __device__ __forceinline__ void st8(T *p, const float *v) {
+    uint4 u;
+    T *e = (T *)&u;
+#pragma unroll
+    for (int k = 0; k < 8; k++) e[k] = fromf<T>(v[k]);
+    *(uint4 *)p = u;
+}
+
+// ---- conversions ---------------------------------------------------------------------------
+template <typename T> __global__ void k_f32_to_act(T *dst, const float *src, int64_t n) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        dst[i] = fromf<T>(src[i]);
+}
+template <typename T> __global__ void k_act_to_f32(float *dst, const T *src, int64_t n) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        dst[i] = tof(src[i]);
+}
+
+// ---- column sums (dbias, dpe, RMSNorm dw) ------------------------------------------------------
+// Stage 1: rows in chunks of COL_RC; a thread owns one column of one chunk and sums its
+// rows in ascending order in fp64. Stage 2: a thread per column adds the chunks in
+// ascending order and the total to dst once.
+#define COL_RC 256
+enum { COLSUM_PLAIN = 0, COLSUM_RMS = 1 };
+template <typename T, int MODE>
+__global__ void k_colsum_part(double *part, const T *src, const T *x, const float *rstd, int64_t rows, int cols) {
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    int64_t r0 = (int64_t)blockIdx.y * COL_RC, r1 = r0 + COL_RC < rows ? r0 + COL_RC : rows;
+    if (c >= cols) return;
+    double s = 0;
+    for (int64_t r = r0; r < r1; r++) {
+        float v = tof(src[r * cols + c]);
+        if (MODE == COLSUM_RMS) v = v * (tof(x[r * cols + c]) * rstd[r]);
+        s += (double)v;
+    }
+    part[(int64_t)blockIdx.y * cols + c] = s;
+}
+__global__ void k_colsum_final(float *dst, const double *part, int nch, int cols) {
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= cols) return;
+    double s = 0;
+    for (int i = 0; i < nch; i++) s += part[(int64_t)i * cols + c];
+    dst[c] = (float)((double)dst[c] + s);
+}
+
+// ---- RMSNorm: a warp per row ------------------------------------------------------------------
+template <typename T>
+__global__ void k_rmsnorm_fwd(T *out, T *rstd, float *rstd32, const T *inp, const float *w, int N, int C, float eps) {
+    int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    if (row >= N) return;
+    const T *x = inp + (int64_t)row * C;
+    float ss = 0;
+    for (int c = lane; c < C; c += 32) {
+        float v = tof(x[c]);
+        ss += v * v;
+    }
+    ss = warp_sum(ss);
+    float r = (float)(1.0 / sqrt((double)ss / C + (double)eps));
+    T *o = out + (int64_t)row * C;
+    for (int c = lane; c < C; c += 32) o[c] = fromf<T>(tof(x[c]) * r * w[c]);
+    if (lane == 0) {
+        rstd[row] = fromf<T>(r);
+        if (rstd32) rstd32[row] = r;
+    }
+}
+// dx += r (g - xhat mean(g xhat)), g = dy w, xhat = x r
+template <typename T>
+__global__ void k_rmsnorm_bwd(T *dinp, const T *dout, const T *inp, const float *w, const float *rstd, int N, int C) {
+    int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    if (row >= N) return;
+    const T *x = inp + (int64_t)row * C, *dy = dout + (int64_t)row * C;
+    T *dx = dinp + (int64_t)row * C;
+    float r = rstd[row], dot = 0;
+    for (int c = lane; c < C; c += 32) dot += (tof(dy[c]) * w[c]) * (tof(x[c]) * r);
+    dot = warp_sum(dot);
+    float mean = dot / C;
+    for (int c = lane; c < C; c += 32)
+        dx[c] = fromf<T>(tof(dx[c]) + r * (tof(dy[c]) * w[c] - (tof(x[c]) * r) * mean));
+}
+
+// ---- RoPE ----------------------------------------------------------------------------------------
+template <typename T>
+__global__ void k_rope(T *x, const float *cs, int B, int T_, int t0, int Tn, int nh, int D, int inverse) {
+    int half = D / 2;
+    int64_t total = (int64_t)B * Tn * nh * half;
+    for (int64_t u = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; u < total; u += (int64_t)gridDim.x * blockDim.x) {
+        int i = (int)(u % half);
+        int64_t r = u / half;
+        int h = (int)(r % nh);
+        r /= nh;
+        int t = t0 + (int)(r % Tn), b = (int)(r / Tn);
+        float c = cs[((int64_t)t * half + i) * 2], s = cs[((int64_t)t * half + i) * 2 + 1];
+        if (inverse) s = -s;
+        T *p = x + (((int64_t)b * T_ + t) * nh + h) * D;
+        float x1 = tof(p[i]), x2 = tof(p[i + half]);
+        p[i] = fromf<T>(x1 * c - x2 * s);
+        p[i + half] = fromf<T>(x2 * c + x1 * s);
+    }
+}
+template <typename T> __global__ void k_rope_table(T *cs, float *cs32, int Tmax, int D, double theta) {
+    int half = D / 2;
+    int64_t total = (int64_t)Tmax * half;
+    for (int64_t u = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; u < total; u += (int64_t)gridDim.x * blockDim.x) {
+        int p = (int)(u / half), i = (int)(u % half);
+        double ang = (double)p * pow(theta, -2.0 * i / D);
+        float c = (float)cos(ang), s = (float)sin(ang);
+        cs[u * 2] = fromf<T>(c);
+        cs[u * 2 + 1] = fromf<T>(s);
+        if (cs32) { cs32[u * 2] = c; cs32[u * 2 + 1] = s; }
+    }
+}
+
+// ---- elementwise ----------------------------------------------------------------------------
+enum { EW_SWIGLU_F, EW_SWIGLU_B, EW_SILU_F, EW_SILU_B, EW_ADD };
+__device__ __forceinline__ float sigm(float a) { return 1.0f / (1.0f + __expf(-a)); }
+
+template <int OP> __device__ __forceinline__ void ew_op(float &o0, float &o1, float a, float b, float c) {
+    if (OP == EW_SWIGLU_F) {
+        o0 = a * sigm(a) * b;
+    } else if (OP == EW_SWIGLU_B) {   // a = dh, b = a, c = b
+        float s = sigm(b);
+        o1 = a * (b * s);
+        o0 = a * c * (s * (1.0f + b * (1.0f - s)));
+    } else if (OP == EW_SILU_F) {
+        o0 = a * sigm(a);
+    } else if (OP == EW_SILU_B) {     // a = dout, b = inp
+        float s = sigm(b);
+        o0 = a * (s * (1.0f + b * (1.0f - s)));
+    } else {
+        o0 = a + b;
+    }
+}
+// VEC: 8 elements per step through 16-byte accesses (all pointers 16-byte aligned),
+// else 1. Every element is read before any output element is written, so outputs may
+// alias inputs element for element.
+template <typename T, int OP, int VEC>
+__global__ void k_ew(int64_t n, T *o0, T *o1, const T *i0, const T *i1, const T *i2) {
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    if (VEC == 8) {
+        int64_t nv = n / 8;
+        for (int64_t v = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; v < nv; v += stride) {
+            float a[8], b[8] = {0}, c[8] = {0}, r0[8], r1[8];
+            ld8(i0 + v * 8, a);
+            if (i1) ld8(i1 + v * 8, b);
+            if (i2) ld8(i2 + v * 8, c);
+#pragma unroll
+            for (int k = 0; k < 8; k++) ew_op<OP>(r0[k], r1[k], a[k], b[k], c[k]);
+            st8(o0 + v * 8, r0);
+            if (OP == EW_SWIGLU_B) st8(o1 + v * 8, r1);
+        }
+        for (int64_t i = nv * 8 + blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += stride) {
+            float r0, r1 = 0;
+            ew_op<OP>(r0, r1, tof(i0[i]), i1 ? tof(i1[i]) : 0.f, i2 ? tof(i2[i]) : 0.f);
+            o0[i] = fromf<T>(r0);
+            if (OP == EW_SWIGLU_B) o1[i] = fromf<T>(r1);
+        }
+    } else {
+        for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += stride) {
+            float r0, r1 = 0;
+            ew_op<OP>(r0, r1, tof(i0[i]), i1 ? tof(i1[i]) : 0.f, i2 ? tof(i2[i]) : 0.f);
+            o0[i] = fromf<T>(r0);
+            if (OP == EW_SWIGLU_B) o1[i] = fromf<T>(r1);
+        }
+    }
+}
+
+// ---- fused softmax cross-entropy: a block per row -----------------------------------------------
+// Online (max, sum) per thread over a strided slice, folded by a fixed tree: the
+// same row always gives the same bits. d_i = (exp(x_i - lse) - [i == t]) dscale.
+#define XENT_THREADS 512
+__device__ __forceinline__ void ms_fold(float &m, float &s, float mo, float so) {
+    float M = fmaxf(m, mo);
+    if (M == -INFINITY) return;
+    s = s * __expf(m - M) + so * __expf(mo - M);
+    m = M;
+}
+template <typename T>
+__global__ void k_xent(T *losses, T *dlogits, const T *logits, const int32_t *targets, int N, int V, float dscale) {
+    __shared__ float shm[32], shs[32], sh_lse, sh_xt;
+    const int row = blockIdx.x, tid = threadIdx.x, lane = tid & 31, wid = tid >> 5;
+    const int t = targets[row];
+    const T *x = logits + (int64_t)row * V;
+    T *d = dlogits ? dlogits + (int64_t)row * V : NULL;
+    if (t < 0) {
+        if (tid == 0) losses[row] = fromf<T>(0.f);
+        if (d)
+            for (int i = tid; i < V; i += blockDim.x) d[i] = fromf<T>(0.f);
+        return;
+    }
+    float m = -INFINITY, s = 0;
+    for (int i = tid; i < V; i += blockDim.x) {
+        float v = tof(x[i]);
+        if (v > m) {
+            s = s * __expf(m - v) + 1.0f;
+            m = v;
+        } else {
+            s += __expf(v - m);
+        }
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+        float mo = __shfl_xor_sync(0xffffffffu, m, o), so = __shfl_xor_sync(0xffffffffu, s, o);
+        ms_fold(m, s, mo, so);
+    }
+    if (lane == 0) { shm[wid] = m; shs[wid] = s; }
+    if (tid == 0) sh_xt = tof(x[t]);
+    __syncthreads();
+    if (tid == 0) {
+        float M = shm[0], S = shs[0];
+        for (int w = 1; w < (int)(blockDim.x >> 5); w++) ms_fold(M, S, shm[w], shs[w]);
+        sh_lse = M + logf(S);
+        losses[row] = fromf<T>(sh_lse - sh_xt);
+    }
+    __syncthreads();
+    if (!d) return;
+    const float lse = sh_lse;
+    for (int i = tid; i < V; i += blockDim.x) {
+        float p = __expf(tof(x[i]) - lse);
+        d[i] = fromf<T>((p - (i == t ? 1.0f : 0.0f)) * dscale);
+    }
+}
+
+// ---- parameter-buffer reductions and AdamW --------------------------------------------------------
+#define RED_CHUNK 16384
+#define RED_THREADS 256
+__global__ void k_sumsq_part(double *part, const float *x, int64_t n) {
+    __shared__ double sh[33];
+    int64_t i0 = (int64_t)blockIdx.x * RED_CHUNK, i1 = i0 + RED_CHUNK < n ? i0 + RED_CHUNK : n;
+    double s = 0;
+    for (int64_t i = i0 + threadIdx.x; i < i1; i += blockDim.x) s += (double)x[i] * (double)x[i];
+    s = block_sum_d(s, sh);
+    if (threadIdx.x == 0) part[blockIdx.x] = s;
+}
+__global__ void k_sum_final(double *out, const double *part, int64_t np) {
+    __shared__ double sh[33];
+    double s = 0;
+    for (int64_t i = threadIdx.x; i < np; i += blockDim.x) s += part[i];
+    s = block_sum_d(s, sh);
+    if (threadIdx.x == 0) out[0] = s;
+}
+__global__ void k_scale(float *x, double s, int64_t n) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        x[i] = (float)((double)x[i] * s);
+}
+template <typename T> __global__ void k_nonfinite(unsigned long long *first, const T *x, int64_t n) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        float v = tof(x[i]);
+        if (!isfinite(v)) atomicMin(first, (unsigned long long)i);   // integer: same result every run
+    }
+}
+template <typename TC>
+__global__ void k_adamw(float *p, const float *g, float *m, float *v, int64_t n, double lr, double b1, double b2,
+                        double bc1, double bc2, double eps, double wd, TC *wcopy) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        double gi = g[i], pi = p[i];
+        double mi = b1 * (double)m[i] + (1 - b1) * gi;
+        double vi = b2 * (double)v[i] + (1 - b2) * gi * gi;
+        m[i] = (float)mi;
+        v[i] = (float)vi;
+        float pn = (float)(pi - lr * ((mi / bc1) / (sqrt(vi / bc2) + eps) + wd * pi));
+        p[i] = pn;
+        if (wcopy) wcopy[i] = fromf<TC>(pn);
+    }
+}
+
+// ============================================================================================
+// launchers
+// ============================================================================================
+extern "C" void nsa_cuda_f32_to_act(int dt, void *dst, const float *src, int64_t n) {
+    if (n <= 0) return;
+    if (dt == NSA_DT_F32) {
+        if (dst != (const void *)src)
+            cudaCheck(cudaMemcpyAsync(dst, src, (size_t)n * 4, cudaMemcpyDeviceToDevice, NSA_STREAM));
+        return;
+    }
+    DISPATCH_DT(dt, T, k_f32_to_act<T><<<nsa_blocks(n, EW_THREADS), EW_THREADS, 0, NSA_STREAM>>>((T *)dst, src, n));
+    CUDA_LAUNCHED();
+}
+extern "C" void nsa_cuda_act_to_f32(int dt, float *dst, const void *src, int64_t n) {
+    if (n <= 0) return;
+    DISPATCH_DT(dt, T, k_act_to_f32<T><<<nsa_blocks(n, EW_THREADS), EW_THREADS, 0, NSA_STREAM>>>(dst, (const T *)src, n));
+    CUDA_LAUNCHED();
+}
+
+static void colsum(int dt, int mode, float *dst, const void *src, const void *x, const float *rstd, int64_t rows,
+                   int cols) {
+    if (rows <= 0 || cols <= 0) return;
+    int nch = (int)((rows + COL_RC - 1) / COL_RC);
+    double *part = (double *)nsa_cuda_scratch(SCR_RED0, (size_t)nch * cols * sizeof(double));
+    dim3 grid((cols + 127) / 128, nch);
+    DISPATCH_DT(dt, T, {
+        if (mode == COLSUM_RMS)
+            k_colsum_part<T, COLSUM_RMS><<<grid, 128, 0, NSA_STREAM>>>(part, (const T *)src, (const T *)x, rstd, rows, cols);
+        else
+            k_colsum_part<T, COLSUM_PLAIN><<<grid, 128, 0, NSA_STREAM>>>(part, (const T *)src, NULL, NULL, rows, cols);
+    });
+    CUDA_LAUNCHED();
+    k_colsum_final<<<(cols + 127) / 128, 128, 0, NSA_STREAM>>>(dst, part, nch, cols);
+    CUDA_LAUNCHED();
+}
+extern "C" void nsa_cuda_colsum_acc(int dt, float *dst, const void *src, int64_t rows, int cols) {
+    colsum(dt, COLSUM_PLAIN, dst, src, NULL, NULL, rows, cols);
+}
+
+extern "C" void nsa_cuda_rmsnorm_fwd(int dt, void *out, void *rstd, const void *inp, const void *w, int N, int C,
+                                     double eps) {
+    if (N <= 0) return;
+    float *r32 = nsa_cuda_stat_write(dt, rstd);
+    DISPATCH_DT(dt, T, k_rmsnorm_fwd<T><<<(N + 7) / 8, 256, 0, NSA_STREAM>>>((T *)out, (T *)rstd, r32, (const T *)inp,
+                                                                           (const float *)w, N, C, (float)eps));
+    CUDA_LAUNCHED();
+}
+extern "C" void nsa_cuda_rmsnorm_bwd(int dt, void *dinp, void *dw, const void *dout, const void *inp, const void *w,
+                                     const void *rstd, int N, int C) {
+    if (N <= 0) return;
+    const float *r = nsa_cuda_stat_read(dt, rstd, N, SCR_STAT0);
+    DISPATCH_DT(dt, T, k_rmsnorm_bwd<T><<<(N + 7) / 8, 256, 0, NSA_STREAM>>>((T *)dinp, (const T *)dout, (const T *)inp,
+                                                                           (const float *)w, r, N, C));
+    CUDA_LAUNCHED();
+    if (dw) colsum(dt, COLSUM_RMS, (float *)dw, dout, inp, r, N, C);
+}
+
+static void rope(int dt, void *x, const void *cs, int B, int T_, int t0, int Tn, int nh, int D, int inv) {
+    int64_t total = (int64_t)B * Tn * nh * (D / 2);
+    if (total <= 0) return;
+    const float *c32 = nsa_cuda_stat_read(dt, cs, (int64_t)(t0 + Tn) * D, SCR_STAT1);
+    DISPATCH_DT(dt, T, k_rope<T><<<nsa_blocks(total, EW_THREADS), EW_THREADS, 0, NSA_STREAM>>>((T *)x, c32, B, T_, t0, Tn,
+                                                                                             nh, D, inv));
+    CUDA_LAUNCHED();
+}
+extern "C" void nsa_cuda_rope_fwd(int dt, void *x, const void *cs, int B, int T, int t0, int Tn, int nh, int D) {
+    rope(dt, x, cs, B, T, t0, Tn, nh, D, 0);
+}
+extern "C" void nsa_cuda_rope_bwd(int dt, void *x, const void *cs, int B, int T, int t0, int Tn, int nh, int D) {
+    rope(dt, x, cs, B, T, t0, Tn, nh, D, 1);
+}
+extern "C" void nsa_cuda_rope_table(int dt, void *cs, int Tmax, int D, double theta) {
+    int64_t total = (int64_t)Tmax * (D / 2);
+    if (total <= 0) return;
+    float *c32 = nsa_cuda_stat_write(dt, cs);
+    DISPATCH_DT(dt, T, k_rope_table<T><<<nsa_blocks(total, EW_THREADS), EW_THREADS, 0, NSA_STREAM>>>((T *)cs, c32, Tmax, D,
+                                                                                                   theta));
+    CUDA_LAUNCHED();
+}
+
+static int al16(const void *p) { return p == NULL || ((uintptr_t)p & 15) == 0; }
+template <typename T, int OP>
+static void ew_launch(int64_t n, void *o0, void *o1, const void *i0, const void *i1, const void *i2) {
+    if (n <= 0) return;
+    int vec = al16(o0) && al16(o1) && al16(i0) && al16(i1) && al16(i2) && n >= 8;
+    if (vec)
+        k_ew<T, OP, 8><<<nsa_blocks((n + 7) / 8, EW_THREADS), EW_THREADS, 0, NSA_STREAM>>>(
+            n, (T *)o0, (T *)o1, (const T *)i0, (const T *)i1, (const T *)i2);
+    else
+        k_ew<T, OP, 1><<<nsa_blocks(n, EW_THREADS), EW_THREADS, 0, NSA_STREAM>>>(n, (T *)o0, (T *)o1, (const T *)i0,
+                                                                              (const T *)i1, (const T *)i2);
+    CUDA_LAUNCHED();
+}
+extern "C" void nsa_cuda_swiglu_fwd(int dt, void *h, const void *a, const void *b, int64_t n) {
+    DISPATCH_DT(dt, T, ew_launch<T, EW_SWIGLU_F>(n, h, NULL, a, b, NULL));
+}
+extern "C" void nsa_cuda_swiglu_bwd(int dt, void *da, void *db, const void *dh, const void *a, const void *b, int64_t n) {
+    DISPATCH_DT(dt, T, ew_launch<T, EW_SWIGLU_B>(n, da, db, dh, a, b));
+}
+extern "C" void nsa_cuda_silu_fwd(int dt, void *out, const void *inp, int64_t n) {
+    DISPATCH_DT(dt, T, ew_launch<T, EW_SILU_F>(n, out, NULL, inp, NULL, NULL));
+}
+extern "C" void nsa_cuda_silu_bwd(int dt, void *dinp, const void *dout, const void *inp, int64_t n) {
+    DISPATCH_DT(dt, T, ew_launch<T, EW_SILU_B>(n, dinp, NULL, dout, inp, NULL));
+}
+extern "C" void nsa_cuda_add(int dt, void *out, const void *a, const void *b, int64_t n) {
+    DISPATCH_DT(dt, T, ew_launch<T, EW_ADD>(n, out, NULL, a, b, NULL));
+}
+extern "C" void nsa_cuda_add_inplace(int dt, void *y, const void *x, int64_t n) {
+    DISPATCH_DT(dt, T, ew_launch<T, EW_ADD>(n, y, NULL, y, x, NULL));
+}
+
+extern "C" void nsa_cuda_xent_fwd_bwd(int dt, void *losses, void *dlogits, const void *logits, const int32_t *targets,
+                                      int N, int V, double dscale) {
+    if (N <= 0) return;
+    DISPATCH_DT(dt, T, k_xent<T><<<N, XENT_THREADS, 0, NSA_STREAM>>>((T *)losses, (T *)dlogits, (const T *)logits,
+                                                                   targets, N, V, (float)dscale));
+    CUDA_LAUNCHED();
+}
+
+extern "C" double nsa_cuda_sumsq_f32(const void *x, int64_t n) {
+    if (n <= 0) return 0.0;
+    int64_t np = (n + RED_CHUNK - 1) / RED_CHUNK;
+    double *part = (double *)nsa_cuda_scratch(SCR_RED1, (size_t)(np + 1) * sizeof(double));
+    k_sumsq_part<<<(unsigned)np, RED_THREADS, 0, NSA_STREAM>>>(part + 1, (const float *)x, n);
+    CUDA_LAUNCHED();
+    k_sum_final<<<1, RED_THREADS, 0, NSA_STREAM>>>(part, part + 1, np);
+    CUDA_LAUNCHED();
+    double r = 0;
+    cudaCheck(cudaMemcpyAsync(&r, part, sizeof r, cudaMemcpyDeviceToHost, NSA_STREAM));
+    cudaCheck(cudaStreamSynchronize(NSA_STREAM));
+    return r;
+}
+extern "C" void nsa_cuda_scale_f32(void *x, double s, int64_t n) {
+    if (n <= 0) return;
+    k_scale<<<nsa_blocks(n, EW_THREADS), EW_THREADS, 0, NSA_STREAM>>>((float *)x, s, n);
+    CUDA_LAUNCHED();
+}
+extern "C" int64_t nsa_cuda_first_nonfinite(int dt, const void *x, int64_t n) {
+    if (n <= 0) return -1;
+    unsigned long long *first = (unsigned long long *)nsa_cuda_scratch(SCR_MISC, sizeof(unsigned long long));
+    cudaCheck(cudaMemsetAsync(first, 0xff, sizeof *first, NSA_STREAM));
+    DISPATCH_DT(dt, T, k_nonfinite<T><<<nsa_blocks(n, EW_THREADS), EW_THREADS, 0, NSA_STREAM>>>(first, (const T *)x, n));
+    CUDA_LAUNCHED();
+    unsigned long long h = 0;
+    cudaCheck(cudaMemcpyAsync(&h, first, sizeof h, cudaMemcpyDeviceToHost, NSA_STREAM));
+    cudaCheck(cudaStreamSynchronize(NSA_STREAM));
+    return h == ~0ull ? -1 : (int64_t)h;
+}
+extern "C" void nsa_cuda_adamw(void *p, const void *g, void *m, void *v, int64_t n, double lr, double b1, double b2,
+                               double bc1, double bc2, double eps, double wd, void *wcopy, int copy_dt) {
+    if (n <= 0) return;
+    unsigned nb = nsa_blocks(n, EW_THREADS);
+    if (!wcopy || copy_dt == NSA_DT_F32)
+        k_adamw<float><<<nb, EW_THREADS, 0, NSA_STREAM>>>((float *)p, (const float *)g, (float *)m, (float *)v, n, lr, b1,
+                                                         b2, bc1, bc2, eps, wd, NULL);
+    else if (copy_dt == NSA_DT_BF16)
+        k_adamw<bf16><<<nb, EW_THREADS, 0, NSA_STREAM>>>((float *)p, (const float *)g, (float *)m, (float *)v, n, lr, b1,
+                                                        b2, bc1, bc2, eps, wd, (bf16 *)wcopy);
+    else
+        k_adamw<f16><<<nb, EW_THREADS, 0, NSA_STREAM>>>((float *)p, (const float *)g, (float *)m, (float *)v, n, lr, b1, b2,
+                                                       bc1, bc2, eps, wd, (f16 *)wcopy);
+    CUDA_LAUNCHED();
+}

@@ -1,0 +1,142 @@
+// kernels/cuda/cuda_gemm.cu — matmul_fwd / matmul_bwd through cuBLASLt.
+//
+// Row-major C = A·B^T of ops.h is the column-major product C^T = B·A^T, so every
+// call below is a column-major cuBLASLt matmul on the same memory (no copies).
+// Precisions (compute type always fp32, no TF32):
+//   bf16 / fp16: A, B in the activation type (the weight operand is the backend's
+//                low-precision copy of the fp32 master weights, see cuda_backend.cu),
+//                out / dinp in the activation type, dW accumulated in fp32
+//                (cuBLASLt's "16BF x 16BF -> 32F" / "16F x 16F -> 32F" kernels);
+//   fp32:        everything fp32, CUBLAS_COMPUTE_32F (true fp32, not TF32).
+// Bias in the forward is cuBLASLt's BIAS epilogue (added in fp32 before rounding);
+// dbias is a deterministic column sum (nsa_cuda_colsum_acc).
+//
+// Determinism: a plan (descriptors + the heuristic's algorithm) is cached per shape,
+// type, leading dimensions and pointer alignments, so the same call always runs
+// the same kernel; cuBLASLt matmuls are bitwise reproducible run to run for a
+// given algorithm (split-K reductions are ordered, see docs/cuda.md). A row's
+// result may depend on M (cuBLASLt picks other tiles for other shapes): the GPU
+// does not keep the CPU backend's row-independence promise, only run-to-run bits.
+#include <cublasLt.h>
+#include <map>
+#include <array>
+#include "kernels/cuda/cuda_common.cuh"
+
+#define LT_CHECK(call)                                                                          \
+    do {                                                                                        \
+        cublasStatus_t s_ = (call);                                                             \
+        if (s_ != CUBLAS_STATUS_SUCCESS) nsa_cuda_fail(#call, cublasLtGetStatusString(s_), __FILE__, __LINE__); \
+    } while (0)
+
+static cublasLtHandle_t g_lt;
+static void *g_ws;
+static const size_t g_ws_bytes = 64u << 20;
+
+void nsa_cuda_gemm_init(void) {
+    LT_CHECK(cublasLtCreate(&g_lt));
+    cudaCheck(cudaMalloc(&g_ws, g_ws_bytes));
+}
+
+static int ptr_align(const void *p) {
+    uintptr_t a = (uintptr_t)p;
+    int al = 256;
+    while (al > 1 && (a % (uintptr_t)al)) al >>= 1;
+    return al;
+}
+
+typedef std::array<int64_t, 14> PlanKey;
+struct Plan {
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t la, lb, lc;
+    cublasLtMatmulAlgo_t algo;
+};
+static std::map<PlanKey, Plan> g_plans;
+
+static cudaDataType_t cuda_type(int dt) {
+    return dt == NSA_DT_F32 ? CUDA_R_32F : dt == NSA_DT_BF16 ? CUDA_R_16BF : CUDA_R_16F;
+}
+
+// Column-major D[m,n] = alpha op(A)[m,k] op(B)[k,n] + beta C, D == C.
+// ab_dt: type of A and B; c_dt: type of C/D (NSA_DT_F32 for fp32 outputs).
+static void lt_matmul(int ab_dt, int c_dt, int ta, int tb, int m, int n, int k, const void *A, int64_t lda,
+                      const void *B, int64_t ldb, float beta, void *C, int64_t ldc, const void *bias) {
+    if (m <= 0 || n <= 0) return;
+    if (k <= 0) {   // empty inner dimension: D = beta C (+ bias, never used with k = 0)
+        if (beta == 0.0f) {
+            if (ldc == m) cudaCheck(cudaMemsetAsync(C, 0, (size_t)m * n * dt_bytes(c_dt), NSA_STREAM));
+            else
+                for (int j = 0; j < n; j++)
+                    cudaCheck(cudaMemsetAsync((char *)C + (size_t)j * ldc * dt_bytes(c_dt), 0,
+                                              (size_t)m * dt_bytes(c_dt), NSA_STREAM));
+        }
+        return;
+    }
+    PlanKey key = {{ab_dt, c_dt, ta, tb, m, n, k, lda, ldb, ldc, ptr_align(A), ptr_align(B), ptr_align(C),
+                    bias ? ptr_align(bias) : 0}};
+    auto it = g_plans.find(key);
+    if (it == g_plans.end()) {
+        Plan p;
+        cudaDataType_t tab = cuda_type(ab_dt), tc = cuda_type(c_dt);
+        LT_CHECK(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+        cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+        LT_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
+        LT_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
+        if (bias) {
+            cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+            LT_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+            LT_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+        }
+        // stored shapes (column-major): op(A) is m x k
+        LT_CHECK(cublasLtMatrixLayoutCreate(&p.la, tab, ta ? k : m, ta ? m : k, lda));
+        LT_CHECK(cublasLtMatrixLayoutCreate(&p.lb, tab, tb ? n : k, tb ? k : n, ldb));
+        LT_CHECK(cublasLtMatrixLayoutCreate(&p.lc, tc, m, n, ldc));
+        cublasLtMatmulPreference_t pref;
+        LT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+        uint64_t ws = g_ws_bytes;
+        LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+        uint32_t al[4] = {(uint32_t)ptr_align(A), (uint32_t)ptr_align(B), (uint32_t)ptr_align(C), (uint32_t)ptr_align(C)};
+        LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al[0], 4));
+        LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al[1], 4));
+        LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al[2], 4));
+        LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al[3], 4));
+        cublasLtMatmulHeuristicResult_t res;
+        int nres = 0;
+        LT_CHECK(cublasLtMatmulAlgoGetHeuristic(g_lt, p.desc, p.la, p.lb, p.lc, p.lc, pref, 1, &res, &nres));
+        LT_CHECK(cublasLtMatmulPreferenceDestroy(pref));
+        if (nres < 1) {
+            char msg[256];
+            snprintf(msg, sizeof msg, "no cuBLASLt algorithm for m=%d n=%d k=%d ta=%d tb=%d types %d/%d", m, n, k, ta, tb,
+                     ab_dt, c_dt);
+            nsa_cuda_fail("cublasLtMatmulAlgoGetHeuristic", msg, __FILE__, __LINE__);
+        }
+        p.algo = res.algo;
+        it = g_plans.insert(std::make_pair(key, p)).first;
+    }
+    Plan &p = it->second;
+    if (bias) LT_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+    const float alpha = 1.0f;
+    LT_CHECK(cublasLtMatmul(g_lt, p.desc, &alpha, A, p.la, B, p.lb, &beta, C, p.lc, C, p.lc, &p.algo, g_ws, g_ws_bytes,
+                            NSA_STREAM));
+    CUDA_LAUNCHED();
+}
+
+// out[M,N] = inp[M,K] · w[N,K]^T (+ bias): column-major out^T[N,M] = w^T... i.e.
+// m = N, n = M, k = K, A = w (stored K x N, op T), B = inp (stored K x M, op N).
+extern "C" void nsa_cuda_matmul_fwd(int dt, void *out, int64_t ldo, const void *inp, int64_t ldi, const void *w,
+                                    const void *bias, int M, int N, int K) {
+    const void *wl = nsa_cuda_weight(dt, w, (int64_t)N * K, SCR_WCOPY);
+    const void *bl = bias ? nsa_cuda_weight(dt, bias, N, SCR_BCOPY) : NULL;
+    lt_matmul(dt, dt, 1, 0, N, M, K, wl, K, inp, ldi, 0.0f, out, ldo, bl);
+}
+
+extern "C" void nsa_cuda_matmul_bwd(int dt, void *dinp, void *dw, void *dbias, const void *dout, const void *inp,
+                                    const void *w, int M, int N, int K, int dinp_accumulate) {
+    // dinp[M,K] = dout[M,N] · w[N,K]: column-major dinp^T[K,M] = w^T[K,N] · dout^T[N,M]
+    if (dinp) {
+        const void *wl = nsa_cuda_weight(dt, w, (int64_t)N * K, SCR_WCOPY);
+        lt_matmul(dt, dt, 0, 0, K, M, N, wl, K, dout, N, dinp_accumulate ? 1.0f : 0.0f, dinp, K, NULL);
+    }
+    // dw[N,K] += dout^T · inp: column-major dw^T[K,N] = inp^T[K,M] · dout[M,N]
+    if (dw) lt_matmul(dt, NSA_DT_F32, 0, 1, K, N, M, inp, K, dout, N, 1.0f, dw, K, NULL);
+    if (dbias) nsa_cuda_colsum_acc(dt, (float *)dbias, dout, M, N);
+}

@@ -1,0 +1,102 @@
+// kernels/cuda/cuda_launch.h — the extern "C" launchers of the CUDA backend.
+//
+// Every op of kernels/ops.h exists here once, with the activation element type as
+// its first argument (NSA_DT_*); cuda_backend.cu binds them into three Backend
+// tables ("cuda" bf16 / fp32 / fp16). Kernels live in the .cu files next to their
+// launchers; this header is plain C so tests and benchmarks can call the
+// launchers directly. All launchers are asynchronous on the backend's one stream
+// unless documented otherwise.
+#ifndef NSA_KERNELS_CUDA_LAUNCH_H
+#define NSA_KERNELS_CUDA_LAUNCH_H
+#include <stddef.h>
+#include <stdint.h>
+#include "kernels/ops.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// activation element types (parameters, gradients, optimizer state are always fp32)
+enum { NSA_DT_F32 = 0, NSA_DT_BF16 = 1, NSA_DT_F16 = 2 };
+
+// ---- backend state and memory (cuda_backend.cu) -------------------------------------
+// 1 when a device is usable (initialises stream and cuBLASLt on the first call);
+// otherwise 0 and *why explains.
+int nsa_cuda_init(const char **why);
+const Backend *cuda_backend_get(const char *precision, const char **why);
+// Attention implementation: 0 = auto (tensor-core kernels where dtype and shape
+// allow), 1 = simple kernels everywhere (the reference-style CUDA path). Tests and
+// benchmarks flip it; NSA_CUDA_ATTN=simple in the environment sets 1 at start.
+void nsa_cuda_set_attn_impl(int impl);
+int nsa_cuda_get_attn_impl(void);
+// bytes currently allocated through Backend.alloc + backend scratch, and the peak
+size_t nsa_cuda_bytes_in_use(void);
+size_t nsa_cuda_peak_bytes(void);
+void nsa_cuda_sync(void);
+
+// ---- dense ops (cuda_gemm.cu, cuda_dense.cu, cuda_embed.cu) --------------------------
+void nsa_cuda_matmul_fwd(int dt, void *out, int64_t ldo, const void *inp, int64_t ldi,
+                         const void *w, const void *bias, int M, int N, int K);
+void nsa_cuda_matmul_bwd(int dt, void *dinp, void *dw, void *dbias, const void *dout,
+                         const void *inp, const void *w, int M, int N, int K, int dinp_accumulate);
+void nsa_cuda_embedding_fwd(int dt, void *out, const int32_t *tokens, const void *wte, int N, int C);
+void nsa_cuda_embedding_bwd(int dt, void *dwte, const void *dout, const int32_t *tokens, int N, int C);
+void nsa_cuda_rmsnorm_fwd(int dt, void *out, void *rstd, const void *inp, const void *w, int N, int C,
+                          double eps);
+void nsa_cuda_rmsnorm_bwd(int dt, void *dinp, void *dw, const void *dout, const void *inp, const void *w,
+                          const void *rstd, int N, int C);
+void nsa_cuda_rope_fwd(int dt, void *x, const void *cs, int B, int T, int t0, int Tn, int nh, int D);
+void nsa_cuda_rope_bwd(int dt, void *x, const void *cs, int B, int T, int t0, int Tn, int nh, int D);
+void nsa_cuda_rope_table(int dt, void *cs, int Tmax, int D, double theta);
+void nsa_cuda_swiglu_fwd(int dt, void *h, const void *a, const void *b, int64_t n);
+void nsa_cuda_swiglu_bwd(int dt, void *da, void *db, const void *dh, const void *a, const void *b, int64_t n);
+void nsa_cuda_silu_fwd(int dt, void *out, const void *inp, int64_t n);
+void nsa_cuda_silu_bwd(int dt, void *dinp, const void *dout, const void *inp, int64_t n);
+void nsa_cuda_add(int dt, void *out, const void *a, const void *b, int64_t n);
+void nsa_cuda_add_inplace(int dt, void *y, const void *x, int64_t n);
+void nsa_cuda_xent_fwd_bwd(int dt, void *losses, void *dlogits, const void *logits, const int32_t *targets,
+                           int N, int V, double dscale);
+double nsa_cuda_sumsq_f32(const void *x, int64_t n);          // synchronous
+void nsa_cuda_scale_f32(void *x, double s, int64_t n);
+int64_t nsa_cuda_first_nonfinite(int dt, const void *x, int64_t n);   // synchronous
+void nsa_cuda_adamw(void *p, const void *g, void *m, void *v, int64_t n, double lr, double b1, double b2,
+                    double bc1, double bc2, double eps, double wd, void *wcopy, int copy_dt);
+// dst[n] (act type dt) = (act) src[n] (fp32)
+void nsa_cuda_f32_to_act(int dt, void *dst, const float *src, int64_t n);
+// dst[n] (fp32) = src[n] (act type dt)
+void nsa_cuda_act_to_f32(int dt, float *dst, const void *src, int64_t n);
+// dst[c] += sum over rows r (ascending chunks, fixed tree) of src[r, c]; src act, dst fp32
+void nsa_cuda_colsum_acc(int dt, float *dst, const void *src, int64_t rows, int cols);
+
+// ---- NSA (cuda_nsa.cu, cuda_attn_mma*.cu) ----------------------------------------------
+void nsa_cuda_compress_avg_fwd(int dt, void *Kc, const void *k, const NsaGeom *g, int i0, int Ni);
+void nsa_cuda_compress_avg_bwd(int dt, void *dk, const void *dKc, const NsaGeom *g);
+void nsa_cuda_block_gather_fwd(int dt, void *X, const void *k, const void *pe, const NsaGeom *g, int i0, int Ni);
+void nsa_cuda_block_gather_bwd(int dt, void *dk, void *dpe, const void *dX, const NsaGeom *g);
+void nsa_cuda_cmp_attn_fwd(int dt, void *o, void *lse, const void *q, const void *Kc, const void *Vc,
+                           const NsaGeom *g, int t0, int Tn);
+void nsa_cuda_cmp_attn_bwd(int dt, void *dq, void *dKc, void *dVc, const void *dout, const void *q,
+                           const void *Kc, const void *Vc, const void *o, const void *lse, const NsaGeom *g);
+void nsa_cuda_select_blocks(int dt, int32_t *sel_idx, const void *q, const void *Kc, const void *lse,
+                            const NsaGeom *g, int t0, int Tn);
+void nsa_cuda_sel_attn_fwd(int dt, void *o, void *lse, const void *q, const void *k, const void *v,
+                           const int32_t *sel_idx, const NsaGeom *g, int t0, int Tn);
+void nsa_cuda_sel_attn_bwd(int dt, void *dq, void *dk, void *dv, const void *dout, const void *q,
+                           const void *k, const void *v, const void *o, const void *lse,
+                           const int32_t *sel_idx, const NsaGeom *g);
+void nsa_cuda_win_attn_fwd(int dt, void *o, void *lse, const void *q, const void *k, const void *v,
+                           const NsaGeom *g, int t0, int Tn);
+void nsa_cuda_win_attn_bwd(int dt, void *dq, void *dk, void *dv, const void *dout, const void *q,
+                           const void *k, const void *v, const void *o, const void *lse, const NsaGeom *g);
+void nsa_cuda_gate_act_fwd(int dt, void *gate, const void *logits, int64_t NG, int act);
+void nsa_cuda_gate_act_bwd(int dt, void *dlogits, const void *dgate, const void *gate, int64_t NG, int act);
+void nsa_cuda_combine_fwd(int dt, void *o, const void *gate, const void *o_cmp, const void *o_sel,
+                          const void *o_win, int64_t N, int H, int G, int D);
+void nsa_cuda_combine_bwd(int dt, void *do_cmp, void *do_sel, void *do_win, void *dgate, const void *dout,
+                          const void *gate, const void *o_cmp, const void *o_sel, const void *o_win,
+                          int64_t N, int H, int G, int D);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
