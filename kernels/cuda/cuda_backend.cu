@@ -170,6 +170,16 @@ struct WCopy {
 };
 static std::vector<WCopy> g_wcopies;
 
+// The trainer packs every parameter into one buffer at arbitrary element offsets, so
+// a tensor's slice of the shared copy is often not 16-byte aligned, which keeps
+// cuBLASLt off its fastest (TMA) kernels. A weight whose slice is misaligned gets
+// its own aligned copy, keyed by (tensor start, type), kept fresh by the same hooks.
+struct ACopy {
+    int64_t n;
+    void *ptr;
+};
+static std::map<std::pair<uintptr_t, int>, ACopy> g_acopies;
+
 static WCopy *find_wcopy(const void *p, int dt) {
     uintptr_t a = (uintptr_t)p;
     for (auto &c : g_wcopies)
@@ -182,7 +192,20 @@ const void *nsa_cuda_weight(int dt, const void *w, int64_t n, int slot) {
     WCopy *c = find_wcopy(w, dt);
     if (c) {
         int64_t off = (int64_t)(((uintptr_t)w - c->base) / 4);
-        if (off + n <= c->n) return (const char *)c->copy + off * dt_bytes(dt);
+        if (off + n <= c->n) {
+            const char *cp = (const char *)c->copy + off * dt_bytes(dt);
+            if (((uintptr_t)cp & 15) == 0) return cp;
+            auto key = std::make_pair((uintptr_t)w, dt);
+            auto it = g_acopies.find(key);
+            if (it == g_acopies.end() || it->second.n != n) {
+                if (it != g_acopies.end()) dev_free(it->second.ptr, (size_t)it->second.n * dt_bytes(dt));
+                ACopy a = {n, dev_malloc((size_t)n * dt_bytes(dt))};
+                cudaCheck(cudaMemcpyAsync(a.ptr, cp, (size_t)n * dt_bytes(dt), cudaMemcpyDeviceToDevice, NSA_STREAM));
+                g_acopies[key] = a;
+                return a.ptr;
+            }
+            return it->second.ptr;
+        }
     }
     void *dst = nsa_cuda_scratch(slot, (size_t)n * dt_bytes(dt));
     nsa_cuda_f32_to_act(dt, dst, (const float *)w, n);
@@ -199,6 +222,11 @@ static void refresh_copies(const void *p, size_t bytes) {
         if (hi <= lo) continue;
         int64_t e0 = (int64_t)((lo - c.base) / 4), e1 = (int64_t)((hi - c.base + 3) / 4);
         nsa_cuda_f32_to_act(c.dt, (char *)c.copy + e0 * dt_bytes(c.dt), (const float *)(c.base + e0 * 4), e1 - e0);
+    }
+    for (auto &kv : g_acopies) {   // whole tensor, when any part of it was written
+        uintptr_t w0 = kv.first.first, w1 = w0 + (uintptr_t)kv.second.n * 4;
+        if (w1 <= a0 || w0 >= a1) continue;
+        nsa_cuda_f32_to_act(kv.first.second, kv.second.ptr, (const float *)w0, kv.second.n);
     }
 }
 
@@ -218,6 +246,10 @@ static void params_changed_dt(int dt, void *param_mem, int64_t n) {
         c = &g_wcopies.back();
     }
     nsa_cuda_f32_to_act(dt, c->copy, (const float *)param_mem, n);
+    uintptr_t a0 = (uintptr_t)param_mem, a1 = a0 + (uintptr_t)n * 4;
+    for (auto &kv : g_acopies)
+        if (kv.first.second == dt && kv.first.first >= a0 && kv.first.first < a1)
+            nsa_cuda_f32_to_act(dt, kv.second.ptr, (const float *)kv.first.first, kv.second.n);
 }
 
 // ---- memory hooks ----------------------------------------------------------------------
@@ -238,6 +270,14 @@ static void cu_free(void *p) {
         bytes = it->second.bytes;
         dev_free(it->second.shadow, it->second.shadow_bytes);
         g_allocs.erase(it);
+    }
+    for (auto it2 = g_acopies.begin(); it2 != g_acopies.end();) {
+        if (it2->first.first >= (uintptr_t)p && it2->first.first < (uintptr_t)p + (bytes ? bytes : 1)) {
+            dev_free(it2->second.ptr, (size_t)it2->second.n * dt_bytes(it2->first.second));
+            it2 = g_acopies.erase(it2);
+        } else {
+            ++it2;
+        }
     }
     for (size_t i = 0; i < g_wcopies.size(); i++) {
         if (g_wcopies[i].base != (uintptr_t)p) continue;
@@ -351,9 +391,13 @@ template <int DT> struct Ops {
     static void adamw(void *p, const void *g, void *m, void *v, int64_t n, double lr, double b1, double b2,
                       double bc1, double bc2, double eps, double wd) {
         WCopy *c = DT == NSA_DT_F32 ? NULL : find_wcopy(p, DT);
-        void *wc = NULL;
+        void *wc = NULL, *wa = NULL;
         if (c) wc = (char *)c->copy + (((uintptr_t)p - c->base) / 4) * dt_bytes(DT);
-        nsa_cuda_adamw(p, g, m, v, n, lr, b1, b2, bc1, bc2, eps, wd, wc, DT);
+        if (DT != NSA_DT_F32) {
+            auto it = g_acopies.find(std::make_pair((uintptr_t)p, DT));
+            if (it != g_acopies.end() && it->second.n == n) wa = it->second.ptr;
+        }
+        nsa_cuda_adamw(p, g, m, v, n, lr, b1, b2, bc1, bc2, eps, wd, wc, wa, DT);
     }
     static void params_changed(void *param_mem, int64_t n) { params_changed_dt(DT, param_mem, n); }
     static void compress_avg_fwd(void *Kc, const void *k, const NsaGeom *g, int i0, int Ni) {

@@ -280,7 +280,7 @@ template <typename T> __global__ void k_nonfinite(unsigned long long *first, con
 }
 template <typename TC>
 __global__ void k_adamw(float *p, const float *g, float *m, float *v, int64_t n, double lr, double b1, double b2,
-                        double bc1, double bc2, double eps, double wd, TC *wcopy) {
+                        double bc1, double bc2, double eps, double wd, TC *wcopy, TC *wcopy2) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
         double gi = g[i], pi = p[i];
         double mi = b1 * (double)m[i] + (1 - b1) * gi;
@@ -290,6 +290,21 @@ __global__ void k_adamw(float *p, const float *g, float *m, float *v, int64_t n,
         float pn = (float)(pi - lr * ((mi / bc1) / (sqrt(vi / bc2) + eps) + wd * pi));
         p[i] = pn;
         if (wcopy) wcopy[i] = fromf<TC>(pn);
+        if (wcopy2) wcopy2[i] = fromf<TC>(pn);
+    }
+}
+
+__device__ __forceinline__ uint64_t mix64(uint64_t z) {
+    z += 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+template <typename T> __global__ void k_fill_random(T *p, int64_t n, uint64_t seed, float scale) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        uint64_t h = mix64(seed ^ mix64((uint64_t)i));
+        float u = 0.05f + 0.95f * (float)(h >> 40) * (1.0f / 16777216.0f);
+        p[i] = fromf<T>(((h & 1) ? -u : u) * scale);
     }
 }
 
@@ -304,6 +319,11 @@ extern "C" void nsa_cuda_f32_to_act(int dt, void *dst, const float *src, int64_t
         return;
     }
     DISPATCH_DT(dt, T, k_f32_to_act<T><<<nsa_blocks(n, EW_THREADS), EW_THREADS, 0, NSA_STREAM>>>((T *)dst, src, n));
+    CUDA_LAUNCHED();
+}
+extern "C" void nsa_cuda_fill_random(int dt, void *p, int64_t n, uint64_t seed, double scale) {
+    if (n <= 0) return;
+    DISPATCH_DT(dt, T, k_fill_random<T><<<nsa_blocks(n, EW_THREADS), EW_THREADS, 0, NSA_STREAM>>>((T *)p, n, seed, (float)scale));
     CUDA_LAUNCHED();
 }
 extern "C" void nsa_cuda_act_to_f32(int dt, float *dst, const void *src, int64_t n) {
@@ -443,17 +463,17 @@ extern "C" int64_t nsa_cuda_first_nonfinite(int dt, const void *x, int64_t n) {
     return h == ~0ull ? -1 : (int64_t)h;
 }
 extern "C" void nsa_cuda_adamw(void *p, const void *g, void *m, void *v, int64_t n, double lr, double b1, double b2,
-                               double bc1, double bc2, double eps, double wd, void *wcopy, int copy_dt) {
+                               double bc1, double bc2, double eps, double wd, void *wcopy, void *wcopy2, int copy_dt) {
     if (n <= 0) return;
     unsigned nb = nsa_blocks(n, EW_THREADS);
     if (!wcopy || copy_dt == NSA_DT_F32)
         k_adamw<float><<<nb, EW_THREADS, 0, NSA_STREAM>>>((float *)p, (const float *)g, (float *)m, (float *)v, n, lr, b1,
-                                                         b2, bc1, bc2, eps, wd, NULL);
+                                                         b2, bc1, bc2, eps, wd, NULL, NULL);
     else if (copy_dt == NSA_DT_BF16)
         k_adamw<bf16><<<nb, EW_THREADS, 0, NSA_STREAM>>>((float *)p, (const float *)g, (float *)m, (float *)v, n, lr, b1,
-                                                        b2, bc1, bc2, eps, wd, (bf16 *)wcopy);
+                                                        b2, bc1, bc2, eps, wd, (bf16 *)wcopy, (bf16 *)wcopy2);
     else
         k_adamw<f16><<<nb, EW_THREADS, 0, NSA_STREAM>>>((float *)p, (const float *)g, (float *)m, (float *)v, n, lr, b1, b2,
-                                                       bc1, bc2, eps, wd, (f16 *)wcopy);
+                                                       bc1, bc2, eps, wd, (f16 *)wcopy, (f16 *)wcopy2);
     CUDA_LAUNCHED();
 }

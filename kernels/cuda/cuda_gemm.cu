@@ -137,6 +137,18 @@ extern "C" void nsa_cuda_matmul_bwd(int dt, void *dinp, void *dw, void *dbias, c
         lt_matmul(dt, dt, 0, 0, K, M, N, wl, K, dout, N, dinp_accumulate ? 1.0f : 0.0f, dinp, K, NULL);
     }
     // dw[N,K] += dout^T · inp: column-major dw^T[K,N] = inp^T[K,M] · dout[M,N]
-    if (dw) lt_matmul(dt, NSA_DT_F32, 0, 1, K, N, M, inp, K, dout, N, 1.0f, dw, K, NULL);
+    // (a misaligned dW slice of the gradient buffer goes through an aligned scratch:
+    // two small copies instead of cuBLASLt's slow unaligned kernels)
+    if (dw) {
+        if ((uintptr_t)dw & 15) {
+            const size_t bytes = (size_t)N * K * 4;
+            void *tmp = nsa_cuda_scratch(SCR_DW, bytes);
+            cudaCheck(cudaMemcpyAsync(tmp, dw, bytes, cudaMemcpyDeviceToDevice, NSA_STREAM));
+            lt_matmul(dt, NSA_DT_F32, 0, 1, K, N, M, inp, K, dout, N, 1.0f, tmp, K, NULL);
+            cudaCheck(cudaMemcpyAsync(dw, tmp, bytes, cudaMemcpyDeviceToDevice, NSA_STREAM));
+        } else {
+            lt_matmul(dt, NSA_DT_F32, 0, 1, K, N, M, inp, K, dout, N, 1.0f, dw, K, NULL);
+        }
+    }
     if (dbias) nsa_cuda_colsum_acc(dt, (float *)dbias, dout, M, N);
 }

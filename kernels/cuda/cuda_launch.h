@@ -60,11 +60,14 @@ double nsa_cuda_sumsq_f32(const void *x, int64_t n);          // synchronous
 void nsa_cuda_scale_f32(void *x, double s, int64_t n);
 int64_t nsa_cuda_first_nonfinite(int dt, const void *x, int64_t n);   // synchronous
 void nsa_cuda_adamw(void *p, const void *g, void *m, void *v, int64_t n, double lr, double b1, double b2,
-                    double bc1, double bc2, double eps, double wd, void *wcopy, int copy_dt);
+                    double bc1, double bc2, double eps, double wd, void *wcopy, void *wcopy2, int copy_dt);
 // dst[n] (act type dt) = (act) src[n] (fp32)
 void nsa_cuda_f32_to_act(int dt, void *dst, const float *src, int64_t n);
 // dst[n] (fp32) = src[n] (act type dt)
 void nsa_cuda_act_to_f32(int dt, float *dst, const void *src, int64_t n);
+// fill n elements of type dt with uniform values in +-[0.05, 1] * scale from a
+// counter-based hash of (seed, index): benchmark and test inputs made on the device
+void nsa_cuda_fill_random(int dt, void *p, int64_t n, uint64_t seed, double scale);
 // dst[c] += sum over rows r (ascending chunks, fixed tree) of src[r, c]; src act, dst fp32
 void nsa_cuda_colsum_acc(int dt, float *dst, const void *src, int64_t rows, int cols);
 

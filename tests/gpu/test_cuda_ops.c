@@ -24,6 +24,7 @@
 // Prints one table row per (op, shape, dtype): op shape dtype err tol PASS/FAIL.
 // Exit 0 all pass, 1 any failure, 77 no usable CUDA device (ctest SKIP).
 // Usage: test_cuda_ops [--small] [--prec fp32|bf16|fp16] [--filter SUBSTRING]
+#define _POSIX_C_SOURCE 200809L   // strtok_r
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -115,7 +116,15 @@ static void tp_sync_from_cpu(TP *t) {
     free(h);
 }
 
-static int want(const char *op) { return !g_filter || strstr(op, g_filter); }
+// --filter a,b,c: run the checks whose group name contains one of the substrings
+static int want(const char *op) {
+    if (!g_filter) return 1;
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", g_filter);
+    for (char *save = NULL, *p = strtok_r(buf, ",", &save); p; p = strtok_r(NULL, ",", &save))
+        if (strstr(op, p)) return 1;
+    return 0;
+}
 
 // compare elements [off, off+n) (all if n < 0)
 static double tp_err_range(const TP *t, int64_t off, int64_t n, int *bad_inf) {
@@ -494,7 +503,7 @@ static void test_nsa(const Shape *s, int impl_mma) {
     tp_sync_from_cpu(&Vc);
 
     // ---- compressed branch ----
-    if (want("cmp")) {
+    if (want("cmp_attn")) {
         tp_poison(&o);
         tp_poison(&lse);
         CPU->cmp_attn_fwd(o.c, lse.c, q.c, Kc.c, Vc.c, &g, 0, g.T);
@@ -506,7 +515,7 @@ static void test_nsa(const Shape *s, int impl_mma) {
     CPU->cmp_attn_fwd(o.c, lse.c, q.c, Kc.c, Vc.c, &g, 0, g.T);
     tp_sync_from_cpu(&o);
     tp_sync_from_cpu(&lse);
-    if (want("cmp")) {
+    if (want("cmp_attn")) {
         tp_rand(&dout, 1.0, 0);
         tp_rand(&dq, 1.0, 0);
         tp_rand(&dKc, 1.0, 0);
@@ -566,7 +575,7 @@ static void test_nsa(const Shape *s, int impl_mma) {
     // the attention ops use the CPU's selection on both sides
     GPU->from_host(sel_g, sel_c, sizeof(int32_t) * (size_t)NSEL);
 
-    if (want("sel")) {
+    if (want("sel_attn")) {
         tp_poison(&o);
         tp_poison(&lse);
         CPU->sel_attn_fwd(o.c, lse.c, q.c, k.c, v.c, sel_c, &g, 0, g.T);
@@ -585,7 +594,7 @@ static void test_nsa(const Shape *s, int impl_mma) {
         report_tp("sel_attn_bwd.dk", sh, &dk);
         report_tp("sel_attn_bwd.dv", sh, &dv);
     }
-    if (want("win")) {
+    if (want("win_attn")) {
         tp_poison(&o);
         tp_poison(&lse);
         CPU->win_attn_fwd(o.c, lse.c, q.c, k.c, v.c, &g, 0, g.T);

@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# bench/gpu_session.sh — everything the CUDA backend needs checked and measured on a GPU
+# machine, in one command (device time is scarce: one call does it all).
+#
+#   PHASES="build ops model golden train sanitize bench e2e goldenref" BUDGET=560 bash bench/gpu_session.sh
+#
+# Each phase logs to its own file; a failing phase never stops the next; every phase
+# is cut at a deadline (BUDGET seconds after the start, default 560) so the summary
+# always prints. At the end: a compact summary on stdout and all logs in
+# $OUT/logs.tgz (OUT defaults to ./gpu-out). Run from the repository root with
+# .deps staged (tools/device-deps.sh) when the machine lacks jansson/cmocka headers.
+#   BENCH_ARGS   arguments of bench_cuda_attn (default: all S, both shapes)
+#   E2E_BATCHES  batch sizes of bench/run_cuda.sh (default "1 2 4 8 16"), E2E_STEPS (10)
+set -u
+OUT=${OUT:-$PWD/gpu-out}
+mkdir -p "$OUT"
+LOG=$(mktemp -d)/logs
+mkdir -p "$LOG"
+PHASES=${PHASES:-"build ops model golden train sanitize bench e2e"}
+DEADLINE=$((SECONDS + ${BUDGET:-560}))
+B=${BUILD:-build}
+export PKG_CONFIG_PATH=$PWD/.deps/usr/lib/x86_64-linux-gnu/pkgconfig:${PKG_CONFIG_PATH:-}
+export LD_LIBRARY_PATH=$PWD/.deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+export NSA_SOURCE_DIR=$PWD PYTHONUNBUFFERED=1
+SUM=()
+has() { case " $PHASES " in *" $1 "*) return 0 ;; esac; return 1; }
+# step NAME LIMIT_S CMD...: run with a timeout (never past the deadline), log, record rc
+step() {
+  local name=$1 lim=$2
+  shift 2
+  local rem=$((DEADLINE - SECONDS - 20))
+  if [ $rem -lt 15 ]; then SUM+=("$(printf '%-24s %s' "$name" "skipped (out of time)")"); return 99; fi
+  [ "$lim" -gt "$rem" ] && lim=$rem
+  local t0=$SECONDS
+  timeout -k 5 "$lim" "$@" > "$LOG/$name.log" 2>&1
+  local rc=$?
+  SUM+=("$(printf '%-24s rc=%-4s %4ss' "$name" "$rc" $((SECONDS - t0)))")
+  return $rc
+}
+
+{ nvidia-smi; nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,power.limit --format=csv; nvcc --version; git log --oneline -1; date -u; } > "$LOG/device.txt" 2>&1
+
+if has build; then
+  step configure 120 cmake -S . -B "$B" -DCMAKE_CUDA_ARCHITECTURES=90 -DNSA_WERROR=ON
+  step build 420 cmake --build "$B" -j16 --target nsa-train test_cuda_ops test_cuda_model test_golden bench_cuda_attn
+fi
+if has ops; then
+  # one process per op group: a fault in one group cannot hide the others
+  for grp in matmul weight_copy embedding rmsnorm rope elementwise xent param gate compress cmp_attn select sel_attn win_attn rows; do
+    NSA_CUDA_SYNC_CHECK=1 step "ops_$grp" 240 "./$B/tests/test_cuda_ops" --filter "$grp"
+  done
+fi
+has model && step model 300 "./$B/tests/test_cuda_model"
+if has golden; then
+  step golden_cpu 120 "./$B/tests/test_golden"
+  step golden_cuda_bf16 120 env NSA_GOLDEN_BACKEND=cuda "./$B/tests/test_golden"
+  step golden_cuda_fp32 120 env NSA_GOLDEN_BACKEND=cuda NSA_GOLDEN_PRECISION=fp32 "./$B/tests/test_golden"
+fi
+has train && step train 300 bash tests/gpu/cuda_train.sh "$B"
+if has sanitize; then
+  step memcheck 240 compute-sanitizer --tool memcheck --leak-check no --error-exitcode 9 "./$B/tests/test_cuda_ops" --small --prec bf16
+  step racecheck 240 compute-sanitizer --tool racecheck --error-exitcode 9 "./$B/tests/test_cuda_ops" --small --prec bf16 --filter cmp_attn,sel_attn,win_attn,rows
+fi
+has bench && step bench_attn 300 "./$B/bench/bench_cuda_attn" ${BENCH_ARGS:-}
+has e2e && step e2e 300 bash bench/run_cuda.sh "$B" "${E2E_BATCHES:-1 2 4 8 16}" "${E2E_STEPS:-10}"
+if has goldenref; then   # the reference on this machine's PyTorch (CUDA, fp64) vs the committed golden files
+  step goldenref 200 bash tools/reference/make_golden.sh "$B" "$LOG/golden_gpu" cuda python3
+fi
+
+tar czf "$OUT/logs.tgz" -C "$(dirname "$LOG")" logs 2>/dev/null
+echo "================ summary ================"
+head -12 "$LOG/device.txt" | grep -E "H100|H200|Driver|MiB" | head -3
+printf '%s\n' "${SUM[@]}"
+sh_fail() { grep -h -E "FAIL|error|Error|ERROR|fault|illegal|Aborted|Segmentation" "$@" 2>/dev/null | grep -v "0 failed" | head -${N:-25}; }
+if ls "$LOG"/ops_*.log > /dev/null 2>&1; then
+  echo "---- ops: $(cat "$LOG"/ops_*.log | grep -c -E ' PASS$') PASS, $(cat "$LOG"/ops_*.log | grep -c -E ' FAIL$') FAIL"
+  N=30 sh_fail "$LOG"/ops_*.log
+  grep -h "select_blocks" "$LOG"/ops_select.log 2>/dev/null | head -8
+fi
+[ -f "$LOG/model.log" ] && { echo "---- model"; grep -E "FAIL|failures|cpu fp32 loss|all, normwise|determinism.*losses" "$LOG/model.log" | head -40; }
+for f in golden_cpu golden_cuda_bf16 golden_cuda_fp32; do
+  [ -f "$LOG/$f.log" ] && { echo "---- $f"; grep -E "FAIL|passed|SKIP|loss " "$LOG/$f.log" | head -12; }
+done
+[ -f "$LOG/train.log" ] && { echo "---- train"; grep -E "PASS|FAIL|SKIP|^[0-9]" "$LOG/train.log" | head -20; }
+for f in memcheck racecheck; do
+  [ -f "$LOG/$f.log" ] && { echo "---- $f"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|checks, |Invalid|hazard" "$LOG/$f.log" | head -6; }
+done
+[ -f "$LOG/bench_attn.log" ] && { echo "---- bench_attn"; grep -E "SUMMARY|m7c +S=2048|peak|SKIP|rror" "$LOG/bench_attn.log" | head -30; }
+[ -f "$LOG/e2e.log" ] && { echo "---- e2e m7c_125m S=2048"; cat "$LOG/e2e.log" | head -12; }
+[ -f "$LOG/goldenref.log" ] && { echo "---- goldenref"; grep -E "reference loss|worst|logits" "$LOG/goldenref.log" | head -12; }
+echo "logs: $OUT/logs.tgz"
