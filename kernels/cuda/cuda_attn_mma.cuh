@@ -115,6 +115,11 @@ __device__ __forceinline__ int mma_cmp_visible(int t, int l, int d, int NC) {
     int v = (t - l + 1) / d + 1;
     return v < NC ? v : NC;
 }
+__device__ __forceinline__ int overlap_num_d(int i, int j, int l, int d, int lsel) {
+    int a0 = i * d, a1 = i * d + l, b0 = j * lsel, b1 = (j + 1) * lsel;
+    int lo = a0 > b0 ? a0 : b0, hi = a1 < b1 ? a1 : b1;
+    return hi > lo ? hi - lo : 0;
+}
 // does query t see key s (a key of the branch's K: token or compressed block)?
 template <int BR> __device__ __forceinline__ bool sees(const AttnArgs &a, int t, int s) {
     if (BR == BR_WIN) return s <= t && s > t - a.w;
@@ -883,6 +888,183 @@ template <typename T, int D, int KT, int BR> __global__ void __launch_bounds__(K
 }
 
 // ============================================================================================
+// selection scores on tensor cores (bf16/fp16): a CTA owns BQ positions x the whole
+// group (hpg <= 64 heads): S = Q Kc^T per chunk of 64 compressed blocks as in
+// k_rows_fwd, p = exp(S - lse) from the compressed branch's saved lse, then per
+// (position, selection block j) score[j] += sum_i w(i, j) sum_h p[h, i] (heads,
+// blocks i and chunks in ascending order), and the top-n per position by a warp
+// (forced blocks, ties to the lower index). Shared: Q, K double buffer, the P tile,
+// scores [BQ][NS] and taken flags [BQ][NS].
+// ============================================================================================
+#define SEL_PP 65   // P tile row pitch (floats)
+template <int D> constexpr size_t selscore_fixed_smem() {
+    return (size_t)(64 + 2 * ROWS_KC) * (D + 8) * 2 + (size_t)64 * SEL_PP * 4;
+}
+
+template <typename T, int D> __global__ void __launch_bounds__(128) k_select_mma(AttnArgs a, int32_t *sel_out) {
+    constexpr int DP = D + 8, NKS = D / 16;
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    T *Qs = reinterpret_cast<T *>(smem_raw);
+    T *Ks = Qs + 64 * DP;                                             // [2][KC][DP]
+    float *Ps = reinterpret_cast<float *>(Ks + 2 * ROWS_KC * DP);     // [64][SEL_PP]
+    float *score = Ps + 64 * SEL_PP;                                  // [BQ][NS]
+    const RowsGeom rg = rows_geom(a.hpg);
+    unsigned char *taken = reinterpret_cast<unsigned char *>(score + rg.BQ * a.NS);   // [BQ][NS]
+    __shared__ int trow[64];
+    __shared__ float l2s[64];
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, gid = lane >> 2, tig = lane & 3;
+    const int hpg = a.hpg, HB = rg.HB, BQ = rg.BQ;
+    const int b = blockIdx.z, g = blockIdx.y;
+    const int tbase = a.t0 + blockIdx.x * BQ, tend = a.t0 + a.Tn;
+    if (tid < 64) {
+        int tq = tid / HB, t = tbase + tq;
+        bool ok = tq < BQ && t < tend;
+        float l2 = -INFINITY;
+        if (ok) l2 = a.lse_in[((int64_t)b * a.T + t) * a.H + (int64_t)g * hpg + tid % HB] * MMA_LOG2E;
+        trow[tid] = ok && l2 != -INFINITY ? t : -1;
+        l2s[tid] = l2;
+    }
+    for (int i = tid; i < BQ * a.NS; i += 128) score[i] = 0.f;
+    for (int c = tid; c < 64 * (D / 8); c += 128) {
+        int r = c / (D / 8), cc = c % (D / 8);
+        int tq = r / HB, t = tbase + tq;
+        bool ok = tq < BQ && t < tend;
+        const T *src = ok ? (const T *)a.q + (((int64_t)b * a.T + t) * a.H + (int64_t)g * hpg + r % HB) * D + cc * 8 : (const T *)a.q;
+        cp16(Qs + r * DP + cc * 8, src, ok);
+    }
+    const int t_last = tbase + BQ - 1 < tend - 1 ? tbase + BQ - 1 : tend - 1;
+    const int kend = mma_cmp_visible(t_last, a.l, a.d, a.NC);
+    const int nchunks = (kend + ROWS_KC - 1) / ROWS_KC;
+    const int64_t ks = (int64_t)a.G * D;
+    const T *Kg = (const T *)a.k + (int64_t)b * a.NK * ks + (int64_t)g * D;
+    // K chunks alternate between the two halves of the K area (no V needed)
+    auto load_k = [&](int c, int buf) {
+        T *dst = Ks + buf * ROWS_KC * DP;
+        const int kb1 = c * ROWS_KC, CH = D / 8;
+        for (int i = tid; i < ROWS_KC * CH; i += 128) {
+            int r = i / CH, cc = i % CH, s = kb1 + r;
+            bool ok = s < kend;
+            cp16(dst + r * DP + cc * 8, ok ? Kg + s * ks + cc * 8 : Kg, ok);
+        }
+    };
+    if (nchunks > 0) load_k(0, 0);
+    cp_commit();
+    __syncthreads();
+    const int r0 = warp * 16 + gid;
+    const int tr[2] = {trow[r0], trow[r0 + 8]};
+    const float l2r[2] = {l2s[r0], l2s[r0 + 8]};
+    uint32_t qf[NKS][4];
+    for (int c = 0; c < nchunks; c++) {
+        const int buf = c & 1;
+        if (c + 1 < nchunks) load_k(c + 1, buf ^ 1);
+        cp_commit();
+        cp_wait<1>();
+        __syncthreads();
+        if (c == 0) {
+#pragma unroll
+            for (int kk = 0; kk < NKS; kk++) frag_a<DP>(qf[kk], Qs, warp * 16, kk * 16, lane);
+        }
+        const T *Kb = Ks + buf * ROWS_KC * DP;
+        const int kb = c * ROWS_KC;
+        float s[8][4];
+#pragma unroll
+        for (int i = 0; i < 8; i++) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
+#pragma unroll
+        for (int kk = 0; kk < NKS; kk++)
+#pragma unroll
+            for (int np = 0; np < 4; np++) {
+                uint32_t bf[4];
+                frag_b_nk<DP>(bf, Kb, np * 16, kk * 16, lane);
+                mma16816<T>(s[2 * np], qf[kk], bf[0], bf[1]);
+                mma16816<T>(s[2 * np + 1], qf[kk], bf[2], bf[3]);
+            }
+#pragma unroll
+        for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int kl = nt * 8 + 2 * tig + (e & 1), key = kb + kl, t = tr[e >> 1];
+                const bool vis = t >= 0 && key < kend && key * a.d + a.l - 1 <= t;
+                Ps[(r0 + 8 * (e >> 1)) * SEL_PP + kl] = vis ? exp2f(s[nt][e] * a.scale_log2 - l2r[e >> 1]) : 0.f;
+            }
+        __syncthreads();
+        // score[tq][j] += sum_{i in chunk} w(i, j) sum_h P[tq*HB + h][i - kb], j over the chunk's blocks
+        const int ilast = kb + ROWS_KC - 1 < kend - 1 ? kb + ROWS_KC - 1 : kend - 1;
+        const int jlo = kb * a.d / a.lsel;
+        int jhi = (ilast * a.d + a.l - 1) / a.lsel;
+        if (jhi > a.NS - 1) jhi = a.NS - 1;
+        const int nj = jhi - jlo + 1;
+        for (int it = tid; it < BQ * nj; it += 128) {
+            const int tq = it / nj, j = jlo + it % nj;
+            int i0 = j * a.lsel - a.l < 0 ? 0 : (j * a.lsel - a.l) / a.d + 1;
+            int i1 = ((j + 1) * a.lsel - 1) / a.d;
+            if (i0 < kb) i0 = kb;
+            if (i1 > ilast) i1 = ilast;
+            float acc = 0.f;
+            for (int i = i0; i <= i1; i++) {
+                const float wgt = (float)overlap_num_d(i, j, a.l, a.d, a.lsel) / (float)a.d;
+                float ph = 0.f;
+                for (int h = 0; h < HB; h++) ph += Ps[(tq * HB + h) * SEL_PP + (i - kb)];
+                acc += wgt * ph;
+            }
+            score[tq * a.NS + j] += acc;
+        }
+        __syncthreads();
+    }
+    cp_wait<0>();
+    // top-n per position: warp w takes positions w, w+4, ...
+    for (int tq = warp; tq < BQ; tq += 4) {
+        const int t = tbase + tq;
+        if (t >= tend) break;
+        const int cur = t / a.lsel;
+        float *sc = score + tq * a.NS;
+        unsigned char *tk = taken + tq * a.NS;
+        for (int j = lane; j <= cur; j += 32) tk[j] = (j == 0 || j >= cur - 1);
+        __syncwarp();
+        const int nforced = cur == 0 ? 1 : cur == 1 ? 2 : 3;
+        int32_t *out = sel_out + (((int64_t)b * a.T + t) * a.G + g) * a.n;
+        int m = 0;
+        int list[72];
+        list[m++] = 0;
+        if (cur >= 2) list[m++] = cur - 1;
+        if (cur >= 1) list[m++] = cur;
+        for (int c = 0; c < a.n - nforced; c++) {
+            int best = -1;
+            float bs = 0.f;
+            for (int j = 1 + lane; j <= cur - 2; j += 32)
+                if (!tk[j] && (best < 0 || sc[j] > bs)) { best = j; bs = sc[j]; }
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) {
+                const int ob = __shfl_xor_sync(0xffffffffu, best, o);
+                const float os = __shfl_xor_sync(0xffffffffu, bs, o);
+                if (ob >= 0 && (best < 0 || os > bs || (os == bs && ob < best))) { best = ob; bs = os; }
+            }
+            if (best < 0) break;
+            if (lane == 0) tk[best] = 1;
+            __syncwarp();
+            list[m++] = best;
+        }
+        if (lane == 0) {
+            for (int i = 1; i < m; i++) {
+                int v = list[i], k = i - 1;
+                while (k >= 0 && list[k] > v) { list[k + 1] = list[k]; k--; }
+                list[k + 1] = v;
+            }
+            for (int c = 0; c < a.n; c++) out[c] = c < m ? list[c] : -1;
+        }
+        __syncwarp();
+    }
+}
+
+template <typename T, int D> void mma_select(const AttnArgs &a, int32_t *sel_out) {
+    const RowsGeom rg = rows_geom(a.hpg);
+    const size_t sm = selscore_fixed_smem<D>() + (size_t)rg.BQ * a.NS * 5 + 16;
+    mma_smem_attr(k_select_mma<T, D>, sm);
+    dim3 grid((a.Tn + rg.BQ - 1) / rg.BQ, a.G, a.B);
+    k_select_mma<T, D><<<grid, 128, sm, NSA_STREAM>>>(a, sel_out);
+    CUDA_LAUNCHED();
+}
+
+// ============================================================================================
 // host launchers
 // ============================================================================================
 template <typename T, int D> void mma_attn_fwd(const AttnArgs &a, int br) {
@@ -971,5 +1153,7 @@ template <typename T, int D> void mma_attn_dkdv(const AttnArgs &a, int br) {
     template void mma_attn_dq<bf16, D>(const AttnArgs &, int);                   \
     template void mma_attn_dq<f16, D>(const AttnArgs &, int);                    \
     template void mma_attn_dkdv<bf16, D>(const AttnArgs &, int);                 \
-    template void mma_attn_dkdv<f16, D>(const AttnArgs &, int);
+    template void mma_attn_dkdv<f16, D>(const AttnArgs &, int);                  \
+    template void mma_select<bf16, D>(const AttnArgs &, int32_t *);              \
+    template void mma_select<f16, D>(const AttnArgs &, int32_t *);
 #endif

@@ -3,7 +3,9 @@
 // fp32 statistic shadows (cuda_common.cuh), and the three op tables
 // (activations bf16 = default, fp32, fp16; parameters/gradients/AdamW state fp32).
 #include <string.h>
+#include <algorithm>
 #include <map>
+#include <string>
 #include <vector>
 #include "kernels/cuda/cuda_common.cuh"
 
@@ -344,52 +346,145 @@ static void from_f64_dt(int dt, void *d, const double *h, int64_t n) {
     free(tmp);
 }
 
+// ---- opt-in op profiler (NSA_CUDA_PROFILE=1) ------------------------------------------------
+// Every table op is bracketed by two CUDA events on the stream (no synchronisation);
+// at exit the device time of each op (matmuls by shape) is summed and printed to
+// stderr, largest first. Off: one branch per op.
+struct ProfRec {
+    cudaEvent_t a, b;
+    char name[48];
+};
+static int g_prof = -1;
+static std::vector<ProfRec> g_prof_recs;
+static std::vector<cudaEvent_t> g_prof_pool;
+static cudaEvent_t prof_event(void) {
+    if (g_prof_pool.empty()) {
+        cudaEvent_t e;
+        cudaCheck(cudaEventCreate(&e));
+        return e;
+    }
+    cudaEvent_t e = g_prof_pool.back();
+    g_prof_pool.pop_back();
+    return e;
+}
+static void prof_report(void) {
+    cudaDeviceSynchronize();
+    std::map<std::string, std::pair<double, long>> acc;
+    double total = 0;
+    for (auto &r : g_prof_recs) {
+        float ms = 0;
+        if (cudaEventElapsedTime(&ms, r.a, r.b) != cudaSuccess) continue;
+        auto &x = acc[r.name];
+        x.first += ms;
+        x.second++;
+        total += ms;
+    }
+    std::vector<std::pair<double, std::string>> v;
+    for (auto &kv : acc) v.push_back(std::make_pair(kv.second.first, kv.first));
+    std::sort(v.rbegin(), v.rend());
+    fprintf(stderr, "nsa cuda profile: %.1f ms of device time in %zu op calls\n", total, g_prof_recs.size());
+    fprintf(stderr, "  %-44s %10s %6s %8s\n", "op", "ms", "%", "calls");
+    for (auto &x : v)
+        fprintf(stderr, "  %-44s %10.2f %5.1f%% %8ld\n", x.second.c_str(), x.first, 100.0 * x.first / total, acc[x.second].second);
+}
+struct ProfScope {
+    bool on;
+    ProfRec r;
+    explicit ProfScope(const char *name) {
+        if (g_prof < 0) {
+            const char *e = getenv("NSA_CUDA_PROFILE");
+            g_prof = e && atoi(e) ? 1 : 0;
+            if (g_prof) atexit(prof_report);
+        }
+        on = g_prof == 1;
+        if (!on) return;
+        snprintf(r.name, sizeof r.name, "%s", name);
+        r.a = prof_event();
+        r.b = prof_event();
+        cudaCheck(cudaEventRecord(r.a, NSA_STREAM));
+    }
+    ~ProfScope() {
+        if (!on) return;
+        cudaEventRecord(r.b, NSA_STREAM);
+        g_prof_recs.push_back(r);
+    }
+};
+#define PROF(name) ProfScope prof_scope_(name)
+static const char *mm_name(char *buf, size_t n, const char *op, int M, int N, int K) {
+    if (g_prof != 1) return op;
+    snprintf(buf, n, "%s N%d K%d%s", op, N, K, M < 4096 ? " (small M)" : "");
+    return buf;
+}
+
 // ---- the op tables ---------------------------------------------------------------------
 template <int DT> struct Ops {
     static void act_to_f64(double *h, const void *d, int64_t n) { to_f64_dt(DT, h, d, n); }
     static void act_from_f64(void *d, const double *h, int64_t n) { from_f64_dt(DT, d, h, n); }
     static void matmul_fwd(void *out, int64_t ldo, const void *inp, int64_t ldi, const void *w, const void *bias,
                            int M, int N, int K) {
+        char nb[48];
+        PROF(mm_name(nb, sizeof nb, "matmul_fwd", M, N, K));
         nsa_cuda_matmul_fwd(DT, out, ldo, inp, ldi, w, bias, M, N, K);
     }
     static void matmul_bwd(void *dinp, void *dw, void *dbias, const void *dout, const void *inp, const void *w,
                            int M, int N, int K, int acc) {
+        char nb[48];
+        PROF(mm_name(nb, sizeof nb, "matmul_bwd", M, N, K));
         nsa_cuda_matmul_bwd(DT, dinp, dw, dbias, dout, inp, w, M, N, K, acc);
     }
     static void embedding_fwd(void *out, const int32_t *tok, const void *wte, int N, int C) {
+        PROF("embedding_fwd");
         nsa_cuda_embedding_fwd(DT, out, tok, wte, N, C);
     }
     static void embedding_bwd(void *dwte, const void *dout, const int32_t *tok, int N, int C) {
+        PROF("embedding_bwd");
         nsa_cuda_embedding_bwd(DT, dwte, dout, tok, N, C);
     }
     static void rmsnorm_fwd(void *out, void *rstd, const void *inp, const void *w, int N, int C, double eps) {
+        PROF("rmsnorm_fwd");
         nsa_cuda_rmsnorm_fwd(DT, out, rstd, inp, w, N, C, eps);
     }
     static void rmsnorm_bwd(void *dinp, void *dw, const void *dout, const void *inp, const void *w,
                             const void *rstd, int N, int C) {
+        PROF("rmsnorm_bwd");
         nsa_cuda_rmsnorm_bwd(DT, dinp, dw, dout, inp, w, rstd, N, C);
     }
     static void rope_fwd(void *x, const void *cs, int B, int T, int t0, int Tn, int nh, int D) {
+        PROF("rope_fwd");
         nsa_cuda_rope_fwd(DT, x, cs, B, T, t0, Tn, nh, D);
     }
     static void rope_bwd(void *x, const void *cs, int B, int T, int t0, int Tn, int nh, int D) {
+        PROF("rope_bwd");
         nsa_cuda_rope_bwd(DT, x, cs, B, T, t0, Tn, nh, D);
     }
     static void rope_table(void *cs, int Tmax, int D, double theta) { nsa_cuda_rope_table(DT, cs, Tmax, D, theta); }
-    static void swiglu_fwd(void *h, const void *a, const void *b, int64_t n) { nsa_cuda_swiglu_fwd(DT, h, a, b, n); }
+    static void swiglu_fwd(void *h, const void *a, const void *b, int64_t n) {
+        PROF("swiglu_fwd");
+ nsa_cuda_swiglu_fwd(DT, h, a, b, n); }
     static void swiglu_bwd(void *da, void *db, const void *dh, const void *a, const void *b, int64_t n) {
+        PROF("swiglu_bwd");
         nsa_cuda_swiglu_bwd(DT, da, db, dh, a, b, n);
     }
-    static void silu_fwd(void *o, const void *i, int64_t n) { nsa_cuda_silu_fwd(DT, o, i, n); }
-    static void silu_bwd(void *di, const void *dout, const void *i, int64_t n) { nsa_cuda_silu_bwd(DT, di, dout, i, n); }
-    static void add(void *o, const void *a, const void *b, int64_t n) { nsa_cuda_add(DT, o, a, b, n); }
-    static void add_inplace(void *y, const void *x, int64_t n) { nsa_cuda_add_inplace(DT, y, x, n); }
+    static void silu_fwd(void *o, const void *i, int64_t n) {
+        PROF("silu_fwd");
+ nsa_cuda_silu_fwd(DT, o, i, n); }
+    static void silu_bwd(void *di, const void *dout, const void *i, int64_t n) {
+        PROF("silu_bwd");
+ nsa_cuda_silu_bwd(DT, di, dout, i, n); }
+    static void add(void *o, const void *a, const void *b, int64_t n) {
+        PROF("add");
+ nsa_cuda_add(DT, o, a, b, n); }
+    static void add_inplace(void *y, const void *x, int64_t n) {
+        PROF("add_inplace");
+ nsa_cuda_add_inplace(DT, y, x, n); }
     static void xent(void *losses, void *dlogits, const void *logits, const int32_t *tg, int N, int V, double ds) {
+        PROF("xent");
         nsa_cuda_xent_fwd_bwd(DT, losses, dlogits, logits, tg, N, V, ds);
     }
     static int64_t nonfinite_act(const void *x, int64_t n) { return nsa_cuda_first_nonfinite(DT, x, n); }
     static void adamw(void *p, const void *g, void *m, void *v, int64_t n, double lr, double b1, double b2,
                       double bc1, double bc2, double eps, double wd) {
+        PROF("adamw");
         WCopy *c = DT == NSA_DT_F32 ? NULL : find_wcopy(p, DT);
         void *wc = NULL, *wa = NULL;
         if (c) wc = (char *)c->copy + (((uintptr_t)p - c->base) / 4) * dt_bytes(DT);
@@ -398,58 +493,82 @@ template <int DT> struct Ops {
             if (it != g_acopies.end() && it->second.n == n) wa = it->second.ptr;
         }
         nsa_cuda_adamw(p, g, m, v, n, lr, b1, b2, bc1, bc2, eps, wd, wc, wa, DT);
+        // aligned copies of other tensors inside [p, p+n) (an update over several tensors)
+        if (DT != NSA_DT_F32)
+            for (auto &kv : g_acopies) {
+                uintptr_t w0 = kv.first.first;
+                if (kv.first.second != DT || kv.second.ptr == wa) continue;
+                if (w0 + (uintptr_t)kv.second.n * 4 <= (uintptr_t)p || w0 >= (uintptr_t)p + (uintptr_t)n * 4) continue;
+                nsa_cuda_f32_to_act(DT, kv.second.ptr, (const float *)w0, kv.second.n);
+            }
     }
     static void params_changed(void *param_mem, int64_t n) { params_changed_dt(DT, param_mem, n); }
     static void compress_avg_fwd(void *Kc, const void *k, const NsaGeom *g, int i0, int Ni) {
+        PROF("compress_avg_fwd");
         nsa_cuda_compress_avg_fwd(DT, Kc, k, g, i0, Ni);
     }
-    static void compress_avg_bwd(void *dk, const void *dKc, const NsaGeom *g) { nsa_cuda_compress_avg_bwd(DT, dk, dKc, g); }
+    static void compress_avg_bwd(void *dk, const void *dKc, const NsaGeom *g) {
+        PROF("compress_avg_bwd");
+ nsa_cuda_compress_avg_bwd(DT, dk, dKc, g); }
     static void block_gather_fwd(void *X, const void *k, const void *pe, const NsaGeom *g, int i0, int Ni) {
+        PROF("block_gather_fwd");
         nsa_cuda_block_gather_fwd(DT, X, k, pe, g, i0, Ni);
     }
     static void block_gather_bwd(void *dk, void *dpe, const void *dX, const NsaGeom *g) {
+        PROF("block_gather_bwd");
         nsa_cuda_block_gather_bwd(DT, dk, dpe, dX, g);
     }
     static void cmp_attn_fwd(void *o, void *lse, const void *q, const void *Kc, const void *Vc, const NsaGeom *g,
                              int t0, int Tn) {
+        PROF("cmp_attn_fwd");
         nsa_cuda_cmp_attn_fwd(DT, o, lse, q, Kc, Vc, g, t0, Tn);
     }
     static void cmp_attn_bwd(void *dq, void *dKc, void *dVc, const void *dout, const void *q, const void *Kc,
                              const void *Vc, const void *o, const void *lse, const NsaGeom *g) {
+        PROF("cmp_attn_bwd");
         nsa_cuda_cmp_attn_bwd(DT, dq, dKc, dVc, dout, q, Kc, Vc, o, lse, g);
     }
     static void select_blocks(int32_t *sel, const void *q, const void *Kc, const void *lse, const NsaGeom *g, int t0,
                               int Tn) {
+        PROF("select_blocks");
         nsa_cuda_select_blocks(DT, sel, q, Kc, lse, g, t0, Tn);
     }
     static void sel_attn_fwd(void *o, void *lse, const void *q, const void *k, const void *v, const int32_t *sel,
                              const NsaGeom *g, int t0, int Tn) {
+        PROF("sel_attn_fwd");
         nsa_cuda_sel_attn_fwd(DT, o, lse, q, k, v, sel, g, t0, Tn);
     }
     static void sel_attn_bwd(void *dq, void *dk, void *dv, const void *dout, const void *q, const void *k,
                              const void *v, const void *o, const void *lse, const int32_t *sel, const NsaGeom *g) {
+        PROF("sel_attn_bwd");
         nsa_cuda_sel_attn_bwd(DT, dq, dk, dv, dout, q, k, v, o, lse, sel, g);
     }
     static void win_attn_fwd(void *o, void *lse, const void *q, const void *k, const void *v, const NsaGeom *g,
                              int t0, int Tn) {
+        PROF("win_attn_fwd");
         nsa_cuda_win_attn_fwd(DT, o, lse, q, k, v, g, t0, Tn);
     }
     static void win_attn_bwd(void *dq, void *dk, void *dv, const void *dout, const void *q, const void *k,
                              const void *v, const void *o, const void *lse, const NsaGeom *g) {
+        PROF("win_attn_bwd");
         nsa_cuda_win_attn_bwd(DT, dq, dk, dv, dout, q, k, v, o, lse, g);
     }
     static void gate_act_fwd(void *gate, const void *logits, int64_t NG, int act) {
+        PROF("gate_act_fwd");
         nsa_cuda_gate_act_fwd(DT, gate, logits, NG, act);
     }
     static void gate_act_bwd(void *dl, const void *dg, const void *gate, int64_t NG, int act) {
+        PROF("gate_act_bwd");
         nsa_cuda_gate_act_bwd(DT, dl, dg, gate, NG, act);
     }
     static void combine_fwd(void *o, const void *gate, const void *oc, const void *os, const void *ow, int64_t N,
                             int H, int G, int D) {
+        PROF("combine_fwd");
         nsa_cuda_combine_fwd(DT, o, gate, oc, os, ow, N, H, G, D);
     }
     static void combine_bwd(void *dc, void *ds, void *dw, void *dgate, const void *dout, const void *gate,
                             const void *oc, const void *os, const void *ow, int64_t N, int H, int G, int D) {
+        PROF("combine_bwd");
         nsa_cuda_combine_bwd(DT, dc, ds, dw, dgate, dout, gate, oc, os, ow, N, H, G, D);
     }
 

@@ -191,4 +191,5 @@ struct AttnArgs {
 template <typename T, int D> void mma_attn_fwd(const AttnArgs &a, int br);
 template <typename T, int D> void mma_attn_dq(const AttnArgs &a, int br);
 template <typename T, int D> void mma_attn_dkdv(const AttnArgs &a, int br);
+template <typename T, int D> void mma_select(const AttnArgs &a, int32_t *sel_out);
 #endif

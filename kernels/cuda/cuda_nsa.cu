@@ -662,12 +662,26 @@ extern "C" void nsa_cuda_combine_bwd(int dt, void *do_cmp, void *do_sel, void *d
     CUDA_LAUNCHED();
 }
 
+static int use_mma(int dt, const NsaGeom *g, int br, const void *p0, const void *p1, const void *p2, const void *p3,
+                   const void *p4);
+template <typename T> static void mma_sel_T(const AttnArgs &a, int32_t *sel) {
+    if (a.D == 16) mma_select<T, 16>(a, sel);
+    else if (a.D == 64) mma_select<T, 64>(a, sel);
+    else mma_select<T, 128>(a, sel);
+}
+
 extern "C" void nsa_cuda_select_blocks(int dt, int32_t *sel_idx, const void *q, const void *Kc, const void *lse,
                                        const NsaGeom *g, int t0, int Tn) {
     if (g->B <= 0 || Tn <= 0) return;
     if (g->n > 64 + 3) nsa_cuda_fail("select_blocks", "n > 67 selected blocks is not supported", __FILE__, __LINE__);
     AttnArgs a = make_args(g, g->NC, t0, Tn);
     const float *l32 = nsa_cuda_stat_read(dt, lse, (int64_t)g->B * g->T * g->H, SCR_STAT0);
+    if (use_mma(dt, g, BR_CMP, q, Kc, q, q, q) && a.hpg <= 64 && g->NS <= 2048 && g->n <= 67) {
+        a.q = q; a.k = Kc; a.lse_in = l32;
+        if (dt == NSA_DT_BF16) mma_sel_T<bf16>(a, sel_idx);
+        else mma_sel_T<f16>(a, sel_idx);
+        return;
+    }
     size_t smem = (size_t)(g->NC + g->NS) * 8 + (size_t)a.hpg * g->D * 4 + (size_t)a.hpg * 4 + (size_t)g->NS + 16;
     dim3 grid(Tn, g->G, g->B);
     DISPATCH_DT(dt, T, {
@@ -754,9 +768,12 @@ static void attn_bwd(int dt, int br, void *dq, void *dk, void *dv, const void *d
         else mma_dq<f16>(a, br);
         // dK/dV: key-centric over key chunks x row chunks, partials reduced in order
         a.kt = br == BR_SEL ? (g->lsel % 64 == 0 ? 64 : 16) : 64;
-        int rch = g->T * a.hpg / 16;
+        // rows per partial: short enough that the key-centric CTAs fill the GPU at
+        // training shapes (a CTA walks its rows serially), long enough to bound the
+        // partial buffers at long sequences; a function of (T, heads per group) only
+        int rch = g->T * a.hpg / 64;
         rch = (rch + 31) / 32 * 32;
-        a.rch = rch < 4096 ? 4096 : rch;
+        a.rch = rch < 1024 ? 1024 : rch;
         const int NKC = br == BR_SEL ? g->NS * (g->lsel / a.kt) : (NK + a.kt - 1) / a.kt;
         const int E = g->B * g->G * NKC;
         a.nentries = E;
