@@ -5,6 +5,9 @@
 #define _POSIX_C_SOURCE 200809L
 #include "harness/checks.h"
 
+#include "harness/families.h"
+#include "trainer/safetensors.h"
+
 #include <fnmatch.h>
 #include <math.h>
 #include <stdio.h>
@@ -36,13 +39,29 @@ static void only_keys(const Scenario *s, const json_t *params, const char *jpath
     }
 }
 
-// A number parameter in (lo, hi]; returns def when absent.
+// A number parameter in (lo, hi]; returns def when absent. The value may also be
+// given per profile, {"ci": 0, "gpu": 2e-2}: then the profile being expanded
+// (validation) or run (evaluation) picks it.
 static double num_param(const Scenario *s, const json_t *params, const char *jpath, const char *key, double def,
                         double lo, double hi, Problems *ps) {
     const json_t *v = json_object_get(params, key);
     if (!v) return def;
-    char kp[256];
+    char kp[400];
     snprintf(kp, sizeof kp, "%s.%s", jpath, key);
+    if (json_is_object(v) && s) {
+        const char *pk;
+        json_t *pv;
+        json_object_foreach((json_t *)v, pk, pv) {
+            int known = 0;
+            for (int p = 0; p < PROFILE_COUNT; p++) known |= !strcmp(pk, PROFILE_NAMES[p]);
+            if (!known && ps) scenario_problem(s, ps, kp, 0, "%s: per-profile values take the keys ci and gpu, not '%s'", key, pk);
+        }
+        const json_t *pick = json_object_get(v, PROFILE_NAMES[s->cur_profile]);
+        if (!pick) return def;
+        size_t kl = strlen(kp);
+        snprintf(kp + kl, sizeof kp - kl, ".%s", PROFILE_NAMES[s->cur_profile]);
+        v = pick;
+    }
     if (!json_is_number(v) || !(json_number_value(v) > lo) || json_number_value(v) > hi) {
         if (ps) scenario_problem(s, ps, kp, 0, "%s: expected a number in (%g, %g]", key, lo, hi);
         return def;
@@ -75,8 +94,9 @@ static void finite_validate(const Scenario *s, const json_t *params, const char 
     only_keys(s, params, jpath, FINITE_KEYS, ps);
 }
 
-static void finite_evaluate(const json_t *params, CaseResult *r) {
+static void finite_evaluate(const json_t *params, CaseResult *r, const ScenarioRun *sr) {
     (void)params;
+    (void)sr;
     if (r->anomaly) {
         const json_t *a = r->anomaly, *pos = json_object_get(a, "position");
         Finding *f = result_finding(
@@ -196,7 +216,8 @@ static void arrival_validate(const Scenario *s, const json_t *params, const char
     free(paths);
 }
 
-static void arrival_evaluate(const json_t *params, CaseResult *r) {
+static void arrival_evaluate(const json_t *params, CaseResult *r, const ScenarioRun *sr) {
+    (void)sr;
     const json_t *pats = patterns_for(json_object_get(params, "expect_missing"), r->c->name);
     int match_trainer = !json_is_false(json_object_get(params, "match_trainer"));
     if (!r->grad_trace || json_array_size(r->grad_trace) == 0) {
@@ -312,10 +333,11 @@ static void gate_validate(const Scenario *s, const json_t *params, const char *j
 
 static const char *BR3[3] = {"cmp", "sel", "win"};
 
-static void gate_evaluate(const json_t *params, CaseResult *r) {
-    const double gain = num_param(NULL, params, "", "fc2_gain", 0.1, 0, 100, NULL);
-    const double tol = num_param(NULL, params, "", "fc2_std_tolerance", 0.3, 0, 10, NULL);
-    const double min_std = num_param(NULL, params, "", "min_output_std", 1e-4, 0, 1, NULL);
+static void gate_evaluate(const json_t *params, CaseResult *r, const ScenarioRun *sr) {
+    (void)sr;
+    const double gain = num_param(r->s, params, "", "fc2_gain", 0.1, 0, 100, NULL);
+    const double tol = num_param(r->s, params, "", "fc2_std_tolerance", 0.3, 0, 10, NULL);
+    const double min_std = num_param(r->s, params, "", "min_output_std", 1e-4, 0, 1, NULL);
     const int want_step = json_is_integer(json_object_get(params, "step"))
                               ? (int)json_integer_value(json_object_get(params, "step")) : 1;
     const json_t *rec = NULL;
@@ -428,8 +450,9 @@ static void drop_validate(const Scenario *s, const json_t *params, const char *j
                              s->cases[c].name, s->cases[c].cfg.steps);
 }
 
-static void drop_evaluate(const json_t *params, CaseResult *r) {
-    double min_drop = num_param(NULL, params, "", "min_drop", 0.0, -1e30, 1e30, NULL);
+static void drop_evaluate(const json_t *params, CaseResult *r, const ScenarioRun *sr) {
+    (void)sr;
+    double min_drop = num_param(r->s, params, "", "min_drop", 0.0, -1e30, 1e30, NULL);
     size_t n = r->metrics ? json_array_size(r->metrics) : 0;
     if (n < 2) {
         result_finding(r, "loss_decrease", 0, "fewer than 2 steps of metrics");
@@ -440,17 +463,388 @@ static void drop_evaluate(const json_t *params, CaseResult *r) {
     result_finding(r, "loss_decrease", ok, "loss %.4f → %.4f (drop %.4f, required ≥ %g)", first, last, first - last, min_drop);
 }
 
+// ---- cross-case checks: a reference case ------------------------------------------------------
+
+static const char *const PARITY_KEYS[] = {"check", "reference", "metric", "tolerance", NULL};
+static const char *const DUMP_KEYS[] = {"check", "reference", "tensors", "tolerance", NULL};
+static const char *const GROWTH_KEYS[] = {"check", "metric", "skip", "window", "max_ratio", "max_bytes", NULL};
+
+// "reference": a case glob that must match exactly one case of the scenario (or
+// a case its family creates) — and not every case.
+static void reference_validate(const Scenario *s, const json_t *params, const char *jpath, Problems *ps) {
+    const json_t *ref = json_object_get(params, "reference");
+    char kp[256];
+    snprintf(kp, sizeof kp, "%s.reference", jpath);
+    if (!ref || !json_is_string(ref) || !json_string_value(ref)[0]) {
+        scenario_problem(s, ps, ref ? kp : jpath, 0, "%s needs \"reference\": the case (name or glob) it compares with",
+                         json_string_value(json_object_get(params, "check")));
+        return;
+    }
+    const char *g = json_string_value(ref);
+    int hits = 0;
+    for (int c = 0; c < s->n_cases; c++) hits += scenario_case_matches(&s->cases[c], g);
+    const FamilyDef *fam = family_find(s->family);
+    if (fam && fam->generated_names)
+        for (const char *const *n = fam->generated_names(); n && *n; n++) hits += fnmatch(g, *n, 0) == 0;
+    if (hits != 1)
+        scenario_problem(s, ps, kp, 0, "reference '%s' matches %d cases of this scenario; it must match exactly one", g, hits);
+}
+
+// The reference result for case r, or NULL with a finding explaining why.
+static const CaseResult *reference_of(const json_t *params, CaseResult *r, const ScenarioRun *sr, const char *check) {
+    const char *g = json_string_value(json_object_get(params, "reference"));
+    if (fnmatch(g, r->c->name, 0) == 0) return NULL;   // this is the reference: nothing to compare
+    // several finished cases may match (one reference per base case, e.g. the
+    // baselines of a GC bisection over a matrix): the one whose name shares the
+    // longest prefix with this case's is its own
+    const CaseResult *ref = NULL;
+    size_t best = 0;
+    for (int i = 0; i < sr->done; i++) {
+        const CaseResult *q = &sr->results[i];
+        if (q == r || fnmatch(g, q->c->name, 0) != 0) continue;
+        size_t k = 0;
+        while (q->c->name[k] && q->c->name[k] == r->c->name[k]) k++;
+        if (!ref || k > best) {
+            ref = q;
+            best = k;
+        }
+    }
+    if (!ref) {
+        result_finding(r, check, 0, "reference case %s has not run (filtered out?)", g);
+        return NULL;
+    }
+    if (ref->verdict == V_HANG || ref->verdict == V_CRASH || ref->verdict == V_ERROR || ref->verdict == V_SKIP) {
+        result_finding(r, check, 0, "reference case %s did not finish (%s): nothing to compare with", ref->c->name,
+                       VERDICT_NAMES[ref->verdict]);
+        return NULL;
+    }
+    return ref;
+}
+
+static int close_enough(double a, double b, double tol) {
+    if (tol == 0) return a == b || (isnan(a) && isnan(b));
+    double m = fmax(fabs(a), fabs(b));
+    return fabs(a - b) <= tol * (m > 0 ? m : 1);
+}
+
+static void parity_validate(const Scenario *s, const json_t *params, const char *jpath, Problems *ps) {
+    only_keys(s, params, jpath, PARITY_KEYS, ps);
+    reference_validate(s, params, jpath, ps);
+    const json_t *m = json_object_get(params, "metric");
+    if (m && (!json_is_string(m) || (strcmp(json_string_value(m), "loss") && strcmp(json_string_value(m), "grad_norm")))) {
+        char kp[256];
+        snprintf(kp, sizeof kp, "%s.metric", jpath);
+        scenario_problem(s, ps, kp, 0, "metric: expected \"loss\" or \"grad_norm\"");
+    }
+    num_param(s, params, jpath, "tolerance", 0, -1e-300, 1, ps);
+}
+
+// Per-step parity of a metric with the reference case: the first step that
+// differs (beyond the tolerance; 0 = bitwise) localises where two runs part.
+static void parity_evaluate(const json_t *params, CaseResult *r, const ScenarioRun *sr) {
+    const CaseResult *ref = reference_of(params, r, sr, "parity");
+    if (!ref) return;
+    const char *metric = json_is_string(json_object_get(params, "metric")) ? json_string_value(json_object_get(params, "metric")) : "loss";
+    const double tol = num_param(r->s, params, "", "tolerance", 0, -1e-300, 1, NULL);
+    size_t na = r->metrics ? json_array_size(r->metrics) : 0, nb = ref->metrics ? json_array_size(ref->metrics) : 0;
+    size_t n = na < nb ? na : nb;
+    if (n == 0) {
+        result_finding(r, "parity", 0, "no %s to compare (%zu steps here, %zu in %s)", metric, na, ref->c->name[0] ? nb : 0, ref->c->name);
+        return;
+    }
+    int first = -1, ndiff = 0;
+    double fa = 0, fb = 0, maxrel = 0;
+    for (size_t i = 0; i < n; i++) {
+        const json_t *x = json_array_get(r->metrics, i), *y = json_array_get(ref->metrics, i);
+        double a = jnum(x, metric, NAN), b = jnum(y, metric, NAN);
+        double m = fmax(fabs(a), fabs(b)), rel = m > 0 ? fabs(a - b) / m : 0;
+        if (rel > maxrel || isnan(rel)) maxrel = isnan(rel) ? INFINITY : rel;
+        if (!close_enough(a, b, tol)) {
+            ndiff++;
+            if (first < 0) {
+                first = (int)jnum(x, "step", (double)i + 1);
+                fa = a;
+                fb = b;
+            }
+        }
+    }
+    json_object_set_new(r->facts, "parity_reference", json_string(ref->c->name));
+    json_object_set_new(r->facts, "parity_steps", json_integer((json_int_t)n));
+    json_object_set_new(r->facts, "parity_max_rel", json_real(isfinite(maxrel) ? maxrel : -1));
+    if (first >= 0) {
+        json_object_set_new(r->facts, "first_diverging_step", json_integer(first));
+        Finding *f = result_finding(r, "parity", 0, "%s diverges from %s at step %d (%.9g vs %.9g); %d of %zu steps differ",
+                                    metric, ref->c->name, first, fa, fb, ndiff, n);
+        str_printf(&f->details, "- tolerance %s; max relative difference %.3g over %zu steps\n",
+                   tol == 0 ? "0 (bitwise)" : "relative", maxrel, n);
+        if (na != nb) str_printf(&f->details, "- step counts differ: %zu here, %zu in %s\n", na, nb, ref->c->name);
+    } else {
+        result_finding(r, "parity", na == nb, "%s equal to %s at all %zu steps (%s)", metric, ref->c->name, n,
+                       tol == 0 ? "bitwise" : "within tolerance");
+    }
+}
+
+static void dump_validate(const Scenario *s, const json_t *params, const char *jpath, Problems *ps) {
+    only_keys(s, params, jpath, DUMP_KEYS, ps);
+    reference_validate(s, params, jpath, ps);
+    num_param(s, params, jpath, "tolerance", 0, -1e-300, 1, ps);
+    const json_t *t = json_object_get(params, "tensors");
+    char kp[256];
+    snprintf(kp, sizeof kp, "%s.tensors", jpath);
+    if (t && (!json_is_array(t) || json_array_size(t) == 0))
+        scenario_problem(s, ps, kp, 0, "tensors: expected a non-empty array of tensor-name globs (e.g. [\"logits\"], [\"grads.*\"])");
+    size_t i;
+    json_t *g;
+    json_array_foreach(t, i, g) if (!json_is_string(g)) scenario_problem(s, ps, kp, 0, "tensors[%zu]: expected a string", i);
+}
+
+static double st_value(const StTensor *t, size_t i) {
+    switch (t->dtype) {
+    case ST_F64: return ((const double *)t->data)[i];
+    case ST_F32: return ((const float *)t->data)[i];
+    case ST_I32: return ((const int32_t *)t->data)[i];
+    case ST_I64: return (double)((const int64_t *)t->data)[i];
+    case ST_U16: return ((const uint16_t *)t->data)[i];
+    case ST_U8: return ((const uint8_t *)t->data)[i];
+    case ST_BF16: {
+        uint32_t u = (uint32_t)((const uint16_t *)t->data)[i] << 16;
+        float f;
+        memcpy(&f, &u, 4);
+        return f;
+    }
+    default: return NAN;   // F16: not written by the trainer's dumps
+    }
+}
+
+typedef struct {
+    const char *name;
+    double rel;
+} TensorDiff;
+static int diff_cmp(const void *a, const void *b) {
+    double x = ((const TensorDiff *)a)->rel, y = ((const TensorDiff *)b)->rel;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+// Step-1 dumps (safetensors: batch, logits, loss, every gradient) compared tensor
+// by tensor with the reference case's: bitwise with tolerance 0, else relative
+// to the reference tensor's largest magnitude.
+static void dump_evaluate(const json_t *params, CaseResult *r, const ScenarioRun *sr) {
+    const CaseResult *ref = reference_of(params, r, sr, "dump_match");
+    if (!ref) return;
+    const double tol = num_param(r->s, params, "", "tolerance", 0, -1e-300, 1, NULL);
+    const json_t *globs = json_object_get(params, "tensors");
+    StFile a, b;
+    char err[1024];
+    if (st_read(&a, r->dump_path, err, sizeof err)) {
+        result_finding(r, "dump_match", 0, "no step dump: %s", err);
+        return;
+    }
+    if (st_read(&b, ref->dump_path, err, sizeof err)) {
+        result_finding(r, "dump_match", 0, "no step dump for %s: %s", ref->c->name, err);
+        st_free(&a);
+        return;
+    }
+    TensorDiff *diffs = xcalloc((size_t)b.n_tensors + 1, sizeof(TensorDiff));
+    int compared = 0, nd = 0;
+    const char *last_name = "";
+    Str missing = {0};
+    double worst = 0;
+    for (int i = 0; i < b.n_tensors; i++) {
+        const StTensor *tb = &b.tensors[i];
+        int want = !globs;
+        size_t k;
+        json_t *g;
+        json_array_foreach(globs, k, g) want |= fnmatch(json_string_value(g), tb->name, 0) == 0;
+        if (!want) continue;
+        const StTensor *ta = st_find(&a, tb->name);
+        int same_shape = ta && ta->dtype == tb->dtype && ta->ndim == tb->ndim && ta->nbytes == tb->nbytes;
+        for (int d = 0; same_shape && d < tb->ndim; d++) same_shape = ta->shape[d] == tb->shape[d];
+        if (!same_shape) {
+            str_printf(&missing, "%s%s", missing.len ? ", " : "", tb->name);
+            continue;
+        }
+        compared++;
+        last_name = tb->name;
+        double rel = 0;
+        if (memcmp(ta->data, tb->data, tb->nbytes) != 0) {
+            size_t n = tb->nbytes / st_dtype_size(tb->dtype);
+            double maxref = 0, maxdiff = 0;
+            for (size_t e = 0; e < n; e++) {
+                double x = st_value(ta, e), y = st_value(tb, e);
+                maxref = fmax(maxref, fabs(y));
+                double d = fabs(x - y);
+                if (isnan(d)) d = INFINITY;
+                maxdiff = fmax(maxdiff, d);
+            }
+            rel = maxref > 0 ? maxdiff / maxref : (maxdiff > 0 ? INFINITY : 0);
+            if (rel == 0) rel = 1e-300;   // differing bits (e.g. -0 vs 0, NaN payloads) are a difference
+        }
+        if ((tol == 0 && rel > 0) || rel > tol) diffs[nd++] = (TensorDiff){tb->name, rel};
+        worst = fmax(worst, rel);
+    }
+    qsort(diffs, (size_t)nd, sizeof *diffs, diff_cmp);
+    json_t *names = json_array(), *layers = json_array();
+    for (int i = 0; i < nd; i++) {
+        json_array_append_new(names, json_string(diffs[i].name));
+        const char *bl = strstr(diffs[i].name, "blocks.");
+        if (bl) {
+            json_int_t L = strtoll(bl + 7, NULL, 10);
+            int seen = 0;
+            size_t k;
+            json_t *v;
+            json_array_foreach(layers, k, v) seen |= json_integer_value(v) == L;
+            if (!seen) json_array_append_new(layers, json_integer(L));
+        }
+    }
+    {   // layers ascending
+        size_t nl = json_array_size(layers);
+        json_int_t *ls = xcalloc(nl + 1, sizeof(json_int_t));
+        for (size_t i = 0; i < nl; i++) ls[i] = json_integer_value(json_array_get(layers, i));
+        for (size_t i = 1; i < nl; i++)
+            for (size_t j = i; j > 0 && ls[j - 1] > ls[j]; j--) {
+                json_int_t t = ls[j];
+                ls[j] = ls[j - 1];
+                ls[j - 1] = t;
+            }
+        json_array_clear(layers);
+        for (size_t i = 0; i < nl; i++) json_array_append_new(layers, json_integer(ls[i]));
+        free(ls);
+    }
+    json_object_set_new(r->facts, "dump_reference", json_string(ref->c->name));
+    json_object_set_new(r->facts, "dump_differs", names);
+    json_object_set_new(r->facts, "dump_differ_layers", layers);
+    json_object_set_new(r->facts, "dump_worst_rel", json_real(isfinite(worst) ? worst : -1));
+    if (compared == 0) {
+        result_finding(r, "dump_match", 0, "no tensor of the step dumps matched %s", globs ? "the tensors globs" : "");
+    } else if (nd || missing.len) {
+        Finding *f;
+        if (nd)
+            f = result_finding(r, "dump_match", 0, "%d of %d tensors differ from %s (worst %s: relative %.3g)", nd, compared,
+                               ref->c->name, diffs[0].name, diffs[0].rel);
+        else f = result_finding(r, "dump_match", 0, "tensors missing or reshaped relative to %s", ref->c->name);
+        if (nd) {
+            str_printf(&f->details, "- tolerance %s; differing tensors (largest first):", tol == 0 ? "0 (bitwise)" : "relative");
+            for (int i = 0; i < nd && i < 24; i++) str_printf(&f->details, "%s `%s` %.3g", i ? "," : "", diffs[i].name, diffs[i].rel);
+            if (nd > 24) str_printf(&f->details, ", … (%d more)", nd - 24);
+            str_add(&f->details, "\n");
+        }
+        if (missing.len) str_printf(&f->details, "- missing or with another shape/dtype here: %s\n", str_c(&missing));
+    } else {
+        if (compared == 1)
+            result_finding(r, "dump_match", 1, "step-1 %s equal to %s's (%s)", b.tensors[0].name[0] ? last_name : "tensor",
+                           ref->c->name, tol == 0 ? "bitwise" : "within tolerance");
+        else
+            result_finding(r, "dump_match", 1, "%d tensors equal to %s (%s)", compared, ref->c->name,
+                           tol == 0 ? "bitwise" : "within tolerance");
+    }
+    str_free(&missing);
+    free(diffs);
+    st_free(&a);
+    st_free(&b);
+}
+
+// ---- growth: no per-step trend in time or memory ---------------------------------------------------
+
+static void growth_validate(const Scenario *s, const json_t *params, const char *jpath, Problems *ps) {
+    only_keys(s, params, jpath, GROWTH_KEYS, ps);
+    const json_t *m = json_object_get(params, "metric");
+    char kp[256];
+    snprintf(kp, sizeof kp, "%s.metric", jpath);
+    static const char *const metrics[] = {"ms", "mem_bytes", "rss_bytes", NULL};
+    int ok = json_is_string(m);
+    if (ok) {
+        ok = 0;
+        for (int i = 0; metrics[i]; i++) ok |= !strcmp(metrics[i], json_string_value(m));
+    }
+    if (!ok) scenario_problem(s, ps, m ? kp : jpath, 0, "growth needs \"metric\": \"ms\", \"mem_bytes\" or \"rss_bytes\"");
+    const json_t *mr = json_object_get(params, "max_ratio"), *mb = json_object_get(params, "max_bytes");
+    if (!mr && !mb) scenario_problem(s, ps, jpath, 0, "growth needs \"max_ratio\" (relative growth) and/or \"max_bytes\"");
+    num_param(s, params, jpath, "max_ratio", 0, -1e-300, 1e6, ps);
+    num_param(s, params, jpath, "max_bytes", 0, -1e-300, 1e18, ps);
+    int skip = (int)num_param(s, params, jpath, "skip", 1, -1e-300, 1e6, ps);
+    int window = (int)num_param(s, params, jpath, "window", 3, 0, 1e6, ps);
+    for (int c = 0; c < s->n_cases; c++)
+        if (s->cases[c].cfg.steps < skip + 2 * window)
+            scenario_problem(s, ps, jpath, 0, "growth compares the first and last %d steps after %d skipped: case %s "
+                                              "trains only %d", window, skip, s->cases[c].name, s->cases[c].cfg.steps);
+}
+
+static double window_min(const double *v, int n) {
+    double m = v[0];
+    for (int i = 1; i < n; i++) m = v[i] < m ? v[i] : m;
+    return m;
+}
+
+// Growth of a per-step metric: the smallest value of the last `window` steps
+// against the smallest of the first `window` after `skip` warm-up steps, and the
+// least-squares slope per step. Minima, because what else runs on the machine
+// only ever adds time: the minimum of a window is its least disturbed step, and a
+// real per-step growth (work or memory accumulating) raises the minimum too.
+static void growth_evaluate(const json_t *params, CaseResult *r, const ScenarioRun *sr) {
+    (void)sr;
+    const char *metric = json_string_value(json_object_get(params, "metric"));
+    const json_t *mr = json_object_get(params, "max_ratio"), *mb = json_object_get(params, "max_bytes");
+    const double max_ratio = num_param(r->s, params, "", "max_ratio", INFINITY, -1e-300, 1e6, NULL);
+    const double max_bytes = num_param(r->s, params, "", "max_bytes", INFINITY, -1e-300, 1e18, NULL);
+    const int skip = (int)num_param(r->s, params, "", "skip", 1, -1e-300, 1e6, NULL);
+    const int window = (int)num_param(r->s, params, "", "window", 3, 0, 1e6, NULL);
+    int n = 0, total = r->metrics ? (int)json_array_size(r->metrics) : 0;
+    double *v = xcalloc((size_t)total + 1, sizeof(double));
+    for (int i = skip; i < total; i++) {
+        double x = jnum(json_array_get(r->metrics, (size_t)i), metric, NAN);
+        if (isfinite(x)) v[n++] = x;
+    }
+    char name[64];
+    snprintf(name, sizeof name, "growth(%s)", metric);
+    if (n < 2 * window) {
+        result_finding(r, name, 0, "%d steps of %s after skipping %d; need %d", n, metric, skip, 2 * window);
+        free(v);
+        return;
+    }
+    double first = window_min(v, window), last = window_min(v + n - window, window);
+    double sx = 0, sy = 0, sxx = 0, sxy = 0;
+    for (int i = 0; i < n; i++) {
+        sx += i;
+        sy += v[i];
+        sxx += (double)i * i;
+        sxy += i * v[i];
+    }
+    double slope = (n * sxy - sx * sy) / (n * sxx - sx * sx);
+    double grow = last - first, ratio = first != 0 ? grow / fabs(first) : (grow != 0 ? INFINITY : 0);
+    int bad = (mr && ratio > max_ratio) || (mb && grow > max_bytes);
+    json_t *g = json_pack("{s:f,s:f,s:f,s:f}", "first", first, "last", last, "ratio", isfinite(ratio) ? ratio : -1, "slope", slope);
+    char key[80];
+    snprintf(key, sizeof key, "growth_%s", metric);
+    json_object_set_new(r->facts, key, g);
+    const int bytes = strcmp(metric, "ms") != 0;
+    if (bytes && grow == 0)
+        result_finding(r, name, !bad, "%s unchanged over %d steps: no leak", metric, n);
+    else if (bytes)
+        result_finding(r, name, !bad, "%s %s by %.0f B over %d steps (%+.1f%%, %+.0f B/step)", metric,
+                       grow > 0 ? "grows" : "shrinks", fabs(grow), n, 100 * ratio, slope);
+    else
+        result_finding(r, name, !bad, "step time %.1f → %.1f ms (%+.0f%%, %+.2f ms/step) over %d steps", first, last,
+                       100 * ratio, slope, n);
+    free(v);
+}
+
 // ---- the table -----------------------------------------------------------------------------------
 
 static const CheckDef CHECKS[] = {
     {"finite", "loss and gradient norm finite at every step; on a non-finite value, the first non-finite tensor",
-     0, finite_validate, finite_evaluate},
+     0, finite_validate, finite_evaluate, 0},
     {"grad_arrival", "exactly the expected parameters receive no gradient (per case), none non-finite",
-     NEED_GRAD_TRACE, arrival_validate, arrival_evaluate},
+     NEED_GRAD_TRACE, arrival_validate, arrival_evaluate, 0},
     {"gate_init", "gate fc2 init matches Xavier(gain), gate outputs not uniform/collapsed per layer and branch",
-     NEED_GATE_STATS, gate_validate, gate_evaluate},
+     NEED_GATE_STATS, gate_validate, gate_evaluate, 0},
     {"loss_decrease", "the last step's loss is at least min_drop below the first's",
-     0, drop_validate, drop_evaluate},
+     0, drop_validate, drop_evaluate, 0},
+    {"parity", "a per-step metric (loss) equals the reference case's at every step; the first diverging step",
+     0, parity_validate, parity_evaluate, 1},
+    {"dump_match", "the step-1 dump (logits, gradients, ...) equals the reference case's, tensor by tensor",
+     NEED_DUMP, dump_validate, dump_evaluate, 1},
+    {"growth", "no per-step growth of step time or memory beyond a threshold (leaks, state carried across steps)",
+     0, growth_validate, growth_evaluate, 0},
 };
 #define N_CHECKS ((int)(sizeof CHECKS / sizeof CHECKS[0]))
 
@@ -469,6 +863,20 @@ const char *check_names(void) {
     }
     return buf;
 }
+const char *check_reference(const CheckSpec *cs) {
+    const CheckDef *d = check_find(cs->kind);
+    if (!d || !d->cross_case) return NULL;
+    return json_string_value(json_object_get(cs->params, "reference"));
+}
+
+int is_reference_case(const Scenario *s, const char *name) {
+    for (int i = 0; i < s->n_checks; i++) {
+        const char *g = check_reference(&s->checks[i]);
+        if (g && fnmatch(g, name, 0) == 0) return 1;
+    }
+    return 0;
+}
+
 unsigned checks_needs(const Scenario *s) {
     unsigned n = 0;
     for (int i = 0; i < s->n_checks; i++) n |= check_find(s->checks[i].kind)->needs;

@@ -9,8 +9,9 @@
 #include "harness/result.h"
 #include "harness/scenario.h"
 
-// Trainer diagnostics a check reads (nsa-train flags the runner then passes).
-enum { NEED_GRAD_TRACE = 1u, NEED_GATE_STATS = 2u };
+// Trainer diagnostics a check reads (nsa-train flags the runner then passes):
+// --trace-grads, --gate-stats, --dump-step CASE/step1.safetensors.
+enum { NEED_GRAD_TRACE = 1u, NEED_GATE_STATS = 2u, NEED_DUMP = 4u };
 
 typedef struct {
     const char *name;      // as written in "check": ...
@@ -20,8 +21,10 @@ typedef struct {
     // Runs once per expanded profile, so it may look at s->cases.
     void (*validate)(const Scenario *s, const json_t *params, const char *jpath, Problems *ps);
     // Evaluate a case that ran to completion (or stopped with an anomaly): add
-    // findings with result_finding().
-    void (*evaluate)(const json_t *params, CaseResult *r);
+    // findings with result_finding(). sr holds the scenario's finished cases, for
+    // checks that compare a case with a reference case.
+    void (*evaluate)(const json_t *params, CaseResult *r, const ScenarioRun *sr);
+    int cross_case;        // takes "reference": the case (glob) it compares with
 } CheckDef;
 
 const CheckDef *check_find(const char *name);
@@ -29,4 +32,8 @@ const CheckDef *check_at(int i);   // NULL past the end
 const char *check_names(void);     // "finite, grad_arrival, ..."
 // The union of the needs of a scenario's checks.
 unsigned checks_needs(const Scenario *s);
+// The "reference" case glob of a cross-case check, or NULL.
+const char *check_reference(const CheckSpec *cs);
+// Does case name `name` serve as the reference of any of the scenario's checks?
+int is_reference_case(const Scenario *s, const char *name);
 #endif

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "harness/family_impl.h"
 #include "harness/plot.h"
 
 // ---- helpers ------------------------------------------------------------------------------
@@ -20,13 +21,13 @@ static int count_verdict(const ScenarioRun *sr, int v) {
 }
 
 // The label of case i on the axis named `axis`, or NULL.
-static const char *label_on(const ScenarioRun *sr, int i, const char *axis) {
+const char *family_label_on(const ScenarioRun *sr, int i, const char *axis) {
     for (int a = 0; a < sr->s->n_axes; a++)
         if (!strcmp(sr->s->axes[a].name, axis)) return sr->results[i].c->labels[a];
     return NULL;
 }
 
-static void names_list(Str *s, const json_t *arr, int max) {
+void family_names_list(Str *s, const json_t *arr, int max) {
     size_t i;
     json_t *v;
     json_array_foreach(arr, i, v) {
@@ -141,7 +142,15 @@ void diagnose_generic(const ScenarioRun *sr, Str *md) {
     }
 }
 
-void section_loss_plot(const ScenarioRun *sr, const char *report_dir, Str *md) {
+double family_jnum(const json_t *o, const char *key, double def) {
+    const json_t *v = json_object_get(o, key);
+    if (json_is_number(v)) return json_number_value(v);
+    if (json_is_string(v)) return strtod(json_string_value(v), NULL);
+    return def;
+}
+
+void family_metric_plot(const ScenarioRun *sr, const char *report_dir, Str *md, const char *metric,
+                        const char *file, const char *title, const char *ylabel, double scale) {
     PlotSeries *ser = xcalloc((size_t)sr->n + 1, sizeof(PlotSeries));
     double **buf = xcalloc((size_t)sr->n + 1, sizeof(double *));
     int ns = 0, maxn = 0;
@@ -151,25 +160,29 @@ void section_loss_plot(const ScenarioRun *sr, const char *report_dir, Str *md) {
         int n = (int)json_array_size(m);
         buf[i] = xcalloc((size_t)2 * n, sizeof(double));
         for (int k = 0; k < n; k++) {
-            const json_t *rec = json_array_get(m, (size_t)k), *l = json_object_get(rec, "loss");
-            buf[i][k] = json_number_value(json_object_get(rec, "step"));
-            buf[i][n + k] = json_is_number(l) ? json_number_value(l) : NAN;
+            const json_t *rec = json_array_get(m, (size_t)k);
+            buf[i][k] = family_jnum(rec, "step", k + 1);
+            buf[i][n + k] = family_jnum(rec, metric, NAN) * scale;
         }
         ser[ns++] = (PlotSeries){sr->results[i].c->name, buf[i], buf[i] + n, n};
         if (n > maxn) maxn = n;
     }
     if (ns && maxn >= 2) {
-        char dir[4096], path[4200], title[200];
+        char dir[4096], path[4400], t[300];
         snprintf(dir, sizeof dir, "%s/%s", report_dir, sr->s->name);
         mkdir_p(dir);
-        snprintf(path, sizeof path, "%s/loss.svg", dir);
-        snprintf(title, sizeof title, "%s: training loss", sr->s->name);
-        if (plot_lines(path, title, "step", "loss", ser, ns) == 0)
-            str_printf(md, "\n![loss curves, %s](%s/loss.svg)\n", sr->s->name, sr->s->name);
+        snprintf(path, sizeof path, "%s/%s", dir, file);
+        snprintf(t, sizeof t, "%s: %s", sr->s->name, title);
+        if (plot_lines(path, t, "step", ylabel, ser, ns) == 0)
+            str_printf(md, "\n![%s, %s](%s/%s)\n", title, sr->s->name, sr->s->name, file);
     }
     for (int i = 0; i < sr->n; i++) free(buf[i]);
     free(buf);
     free(ser);
+}
+
+void section_loss_plot(const ScenarioRun *sr, const char *report_dir, Str *md) {
+    family_metric_plot(sr, report_dir, md, "loss", "loss.svg", "training loss", "loss", 1.0);
 }
 
 // ---- branch_isolation ------------------------------------------------------------------------
@@ -183,7 +196,7 @@ static void branch_diagnose(const ScenarioRun *sr, Str *md) {
     int common_same = 1;
     for (int i = 0; i < sr->n; i++) {
         const CaseResult *r = &sr->results[i];
-        const char *br = label_on(sr, i, "branch");
+        const char *br = family_label_on(sr, i, "branch");
         int is_none = br && !strcmp(br, "none");
         if (!is_none) single_total++;
         if (r->verdict != V_FAIL) continue;
@@ -209,7 +222,7 @@ static void branch_diagnose(const ScenarioRun *sr, Str *md) {
     }
     if (common && common_same && json_array_size(common) && fails > 1) {
         str_printf(md, "- **%s**: ", sr->s->name);
-        names_list(md, common, 6);
+        family_names_list(md, common, 6);
         str_printf(md, " receive%s no gradient in every failing configuration (%d of %d): the parameter is cut "
                        "off from the loss whatever branch runs — a dropped or detached gradient, not a branch's math.\n",
                    json_array_size(common) == 1 ? "s" : "", fails, sr->n);
@@ -220,15 +233,15 @@ static void branch_diagnose(const ScenarioRun *sr, Str *md) {
         const json_t *u = json_object_get(r->facts, "unexpected_missing");
         const json_t *a = json_object_get(r->facts, "unexpected_arrived");
         if (r->verdict != V_FAIL || (!json_array_size(u) && !json_array_size(a))) continue;
-        const char *br = label_on(sr, i, "branch");
+        const char *br = family_label_on(sr, i, "branch");
         str_printf(md, "- **%s · %s**: ", sr->s->name, r->c->name);
         if (json_array_size(u)) {
-            names_list(md, u, 6);
+            family_names_list(md, u, 6);
             str_add(md, " get no gradient although they should");
         }
         if (json_array_size(a)) {
             str_add(md, json_array_size(u) ? "; and " : "");
-            names_list(md, a, 6);
+            family_names_list(md, a, 6);
             str_add(md, " get a gradient although this configuration cannot reach them");
         }
         if (br && !strcmp(br, "none") && single_fails == 0 && single_total > 0)
@@ -259,7 +272,7 @@ static void branch_section(const ScenarioRun *sr, const char *report_dir, Str *m
         else str_add(md, "—");
         str_add(md, " | ");
         const json_t *u = json_object_get(f, "unexpected_missing");
-        if (json_array_size(u)) names_list(md, u, 3);
+        if (json_array_size(u)) family_names_list(md, u, 3);
         else str_add(md, u ? "none" : "—");
         str_add(md, " | ");
         const json_t *m = r->metrics;
@@ -288,7 +301,7 @@ static void gate_diagnose(const ScenarioRun *sr, Str *md) {
             double w0 = json_number_value(json_object_get(json_array_get(layers, 0), "fc2_weight_std"));
             str_printf(md, "- **%s · %s**: the gate is exactly uniform in %zu of %zu layers (", sr->s->name, r->c->name,
                        json_array_size(uni), json_array_size(layers));
-            names_list(md, uni, 24);
+            family_names_list(md, uni, 24);
             str_printf(md, "): every output is %.6f for cmp, sel and win with zero spread", 
                        json_number_value(json_object_get(f, "gate_uniform_value")));
             if (json_array_size(fc2))
@@ -298,12 +311,12 @@ static void gate_diagnose(const ScenarioRun *sr, Str *md) {
                         "initialisation of `blocks.*.attn.gate.fc2` (DESIGN: Xavier-uniform gain 0.1, bias 0).\n");
         } else if (json_array_size(col)) {
             str_printf(md, "- **%s · %s**: gate output spread below the threshold in layers ", sr->s->name, r->c->name);
-            names_list(md, col, 24);
+            family_names_list(md, col, 24);
             str_add(md, ": the gate starts nearly uniform there (not exactly: fc2 is not zero).\n");
         } else if (json_array_size(fc2)) {
             str_printf(md, "- **%s · %s**: gate.fc2 init std outside the Xavier expectation %.4g in layers ", sr->s->name,
                        r->c->name, want);
-            names_list(md, fc2, 24);
+            family_names_list(md, fc2, 24);
             str_add(md, ".\n");
         }
     }
@@ -358,9 +371,17 @@ static void gate_section(const ScenarioRun *sr, const char *report_dir, Str *md)
 
 static const FamilyDef FAMILIES[] = {
     {"branch_isolation", "each NSA branch alone and all together: finite, and exactly the expected gradients missing",
-     branch_diagnose, branch_section},
+     branch_diagnose, branch_section, NULL, NULL, NULL},
     {"gate_init", "the gate's initial weights and outputs per layer and branch: not zero, not uniform",
-     gate_diagnose, gate_section},
+     gate_diagnose, gate_section, NULL, NULL, NULL},
+    {"gc_bisection", "gradient checkpointing vs none, then a binary search over layer ranges down to the culprit layer",
+     gcb_diagnose, gcb_section, gcb_execute, NULL, gcb_generated_names},
+    {"prefill_step5", "sequential vs batched prefill over many steps: per-step parity, decode parity, no growth",
+     prefill_diagnose, prefill_section, NULL, NULL, NULL},
+    {"seqlen_nan_sweep", "sequence lengths x precisions: forward, loss and gradients finite; the first non-finite tensor",
+     sweep_diagnose, sweep_section, NULL, NULL, NULL},
+    {"selftest", "each family against the faults it must catch and against none: verdicts and localisation",
+     selftest_diagnose, selftest_section, NULL, selftest_run_case, NULL},
 };
 #define N_FAMILIES ((int)(sizeof FAMILIES / sizeof FAMILIES[0]))
 

@@ -5,17 +5,23 @@
 #ifndef NSA_HARNESS_FAMILIES_H
 #define NSA_HARNESS_FAMILIES_H
 #include "harness/result.h"
+#include "harness/runner.h"
 #include "harness/scenario.h"
 #include "harness/util.h"
 
-// The results of one scenario's cases (one per case, in case order; cases not
-// run yet have verdict V_SKIP and no artifacts).
-typedef struct {
-    const Scenario *s;
-    CaseResult *results;
-    int n;
-    int done;          // how many have finished
-} ScenarioRun;
+// What a family's execute hook gets: the run it appends to and a way to run one
+// more case derived from a base case.
+typedef struct FamilyExec FamilyExec;
+struct FamilyExec {
+    ScenarioRun *sr;
+    const Case *const *bases;   // the scenario's cases that --filter selected
+    int n_bases;
+    // Run `base` plus `extra` overrides as a new case named `name` (its report
+    // folder too); appended to sr, reported, and its index in sr->results returned.
+    int (*run_variant)(FamilyExec *fx, const Case *base, const char *name, const Override *extra, int n_extra);
+    int (*interrupted)(FamilyExec *fx);   // the user pressed Ctrl-C: stop planning
+    void *priv;                 // the caller's state
+};
 
 typedef struct {
     const char *name;
@@ -26,6 +32,15 @@ typedef struct {
     // A "## <scenario> — ..." section with tables and plots (image files written
     // under report_dir/<scenario>/); may write nothing.
     void (*section)(const ScenarioRun *sr, const char *report_dir, Str *md);
+    // Optional: run the scenario itself — adaptively, creating cases as it goes
+    // (GC bisection). Without it every selected case runs once, in order.
+    void (*execute)(FamilyExec *fx);
+    // Optional: run one case another way than as a trainer (the self-test runs a
+    // nested nsa-harness).
+    void (*run_case)(const RunCtx *ctx, CaseResult *r);
+    // Optional: NULL-terminated names of the cases the family creates, so checks
+    // may name them as their "reference" (e.g. "ckpt=off").
+    const char *const *(*generated_names)(void);
 } FamilyDef;
 
 const FamilyDef *family_find(const char *name);

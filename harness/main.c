@@ -69,6 +69,8 @@ static void usage_run(FILE *f) {
             "                        (fnmatch; without * ? [ a substring match); repeatable (any matches)\n"
             "  --fault NAME[=ARG]    inject a trainer fault into every case (nsa-train --list-faults);\n"
             "                        repeatable\n"
+            "  --set KEY=VALUE       a config override added to every case after the scenario's own\n"
+            "                        (e.g. --set train.seed=7); repeatable\n"
             "  --timeout-scale X     multiply every case's timeout_s and stall_s by X (> 0)\n"
             "  --trainer PATH        the nsa-train executable (default: the one beside nsa-harness)\n"
             "  --bisect              for git bisect run: exit 125 (skip) where it would exit 2\n"
@@ -228,11 +230,85 @@ static int parse_profile(const char *v) {
     return -1;
 }
 
+// ---- running cases ------------------------------------------------------------------------------
+
+typedef struct {
+    Report *rp;
+    RunCtx *ctx;
+    FILE *con;
+    int tty;
+    Paths filters;
+} Main;
+
+// Run planned case k of sr (a trainer case, or the family's own kind), print its
+// line, rewrite the report.
+static void run_one(Main *M, ScenarioRun *sr, int k) {
+    Report *rp = M->rp;
+    CaseResult *r = &sr->results[k];
+    const FamilyDef *fam = family_find(sr->s->family);
+    M->ctx->index = rp->done + 1;
+    M->ctx->total = rp->total;
+    if (M->con && !M->tty) {
+        fprintf(M->con, "[%d/%d] run   %s/%s\n", M->ctx->index, rp->total, sr->s->name, r->c->name);
+        fflush(M->con);
+    }
+    r->verdict = V_PASS;
+    r->summary[0] = '\0';
+    if (fam->run_case) fam->run_case(M->ctx, r);
+    else run_case(M->ctx, r, sr);
+    sr->done = k + 1;
+    rp->done++;
+    if (M->con) {
+        char t[32];
+        fmt_duration(t, sizeof t, r->wall_s);
+        fprintf(M->con, "[%d/%d] %-5s %s/%s (%s): %s\n", M->ctx->index, rp->total, VERDICT_NAMES[r->verdict], sr->s->name,
+                r->c->name, t, r->summary);
+        fflush(M->con);
+    }
+    if (report_write(rp)) fprintf(stderr, "nsa-harness: cannot write the report in %s: %s\n", rp->dir, strerror(errno));
+}
+
+// FamilyExec.run_variant: a new case from a base case, appended and run.
+static int fx_run_variant(FamilyExec *fx, const Case *base, const char *name, const Override *extra, int n_extra) {
+    Main *M = fx->priv;
+    ScenarioRun *sr = fx->sr;
+    if (sr->n == sr->cap) {
+        sr->cap *= 2;
+        sr->results = xrealloc(sr->results, sizeof(CaseResult) * (size_t)sr->cap);
+    }
+    Case *c = xcalloc(1, sizeof(Case));
+    sr->owned = xrealloc(sr->owned, sizeof(Case *) * (size_t)(sr->n_owned + 1));
+    sr->owned[sr->n_owned++] = c;
+    char err[4096] = "";
+    int bad = scenario_derive_case(sr->s, base, name, extra, n_extra, c, err, sizeof err);
+    int k = sr->n++;
+    CaseResult *r = &sr->results[k];
+    result_init(r, sr->s, c);
+    r->is_reference = is_reference_case(sr->s, c->name);
+    snprintf(r->rel_dir, sizeof r->rel_dir, "%s/%s", sr->s->name, c->dir);
+    M->rp->total++;
+    if (bad) {   // the family asked for a config the loader rejects
+        r->verdict = V_ERROR;
+        snprintf(r->summary, sizeof r->summary, "invalid derived case: %s", err);
+        sr->done = k + 1;
+        M->rp->done++;
+        report_write(M->rp);
+        return k;
+    }
+    run_one(M, sr, k);
+    return k;
+}
+
+static int fx_interrupted(FamilyExec *fx) {
+    (void)fx;
+    return g_interrupted != 0;
+}
+
 static int cmd_run(int argc, char **argv) {
     int profile = -1, bisect = 0, quiet = 0;
     const char *out_dir = NULL, *trainer_arg = NULL;
     double scale = 1.0;
-    Paths files_in = {0}, filters = {0}, faults = {0};
+    Paths files_in = {0}, filters = {0}, faults = {0}, sets = {0};
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 #define NEED                                                                                   \
@@ -263,6 +339,14 @@ static int cmd_run(int argc, char **argv) {
                 return EXIT_USAGE;
             }
             paths_add(&faults, v);
+        } else if (!strcmp(a, "--set")) {
+            NEED;
+            const char *eq = strchr(v, '=');
+            if (!eq || eq == v || !memchr(v, '.', (size_t)(eq - v))) {
+                fprintf(stderr, "nsa-harness run: --set '%s': expected section.key=value (e.g. --set train.seed=7)\n", v);
+                return EXIT_USAGE;
+            }
+            paths_add(&sets, v);
         } else if (!strcmp(a, "--timeout-scale")) {
             NEED;
             char *end = NULL;
@@ -324,7 +408,7 @@ static int cmd_run(int argc, char **argv) {
     for (int i = 0; i < files.n; i++) {
         Problems ps = {0};
         Scenario *s = &scen[rp.n_runs];
-        if (scenario_load(s, files.v[i], profile, 0, &ps) == 0) {
+        if (scenario_load(s, files.v[i], profile, 0, (const char *const *)sets.v, sets.n, &ps) == 0) {
             for (int k = 0; k < rp.n_runs; k++)
                 if (!strcmp(rp.runs[k].s->name, s->name))
                     problems_add(&ps, 0, 0, "%s: scenario name '%s' is already used by %s", files.v[i], s->name,
@@ -339,20 +423,38 @@ static int cmd_run(int argc, char **argv) {
             problems_free(&ps);
             continue;
         }
-        // the cases the filters select
+        // the cases the filters select, plus the reference cases they compare
+        // with; references run first
         ScenarioRun *sr = &rp.runs[rp.n_runs++];
         sr->s = s;
-        sr->results = xcalloc((size_t)s->n_cases + 1, sizeof(CaseResult));
+        sr->cap = s->n_cases + 16;
+        sr->results = xcalloc((size_t)sr->cap, sizeof(CaseResult));
+        char *take = xcalloc((size_t)s->n_cases + 1, 1);
         for (int c = 0; c < s->n_cases; c++) {
-            int take = filters.n == 0;
-            for (int f = 0; f < filters.n && !take; f++) take = filter_match(filters.v[f], s->name, s->cases[c].name);
-            if (!take) continue;
-            CaseResult *r = &sr->results[sr->n++];
-            result_init(r, s, &s->cases[c]);
-            r->verdict = V_SKIP;
-            snprintf(r->summary, sizeof r->summary, "not run yet");
-            snprintf(r->rel_dir, sizeof r->rel_dir, "%s/%s", s->name, s->cases[c].dir);
+            take[c] = filters.n == 0;
+            for (int f = 0; f < filters.n && !take[c]; f++) take[c] = filter_match(filters.v[f], s->name, s->cases[c].name);
         }
+        for (int c = 0; c < s->n_cases; c++)
+            if (!take[c] && filters.n && is_reference_case(s, s->cases[c].name))
+                for (int o = 0; o < s->n_cases; o++) take[c] |= take[o] && o != c;
+        const FamilyDef *fam = family_find(s->family);
+        int bases = 0;
+        for (int pass = 0; pass < 2; pass++)
+            for (int c = 0; c < s->n_cases; c++) {
+                if (!take[c] || is_reference_case(s, s->cases[c].name) != (pass == 0)) continue;
+                if (fam->execute) {   // the family creates its cases while it runs
+                    bases++;
+                    continue;
+                }
+                CaseResult *r = &sr->results[sr->n++];
+                result_init(r, s, &s->cases[c]);
+                r->is_reference = is_reference_case(s, s->cases[c].name);
+                r->verdict = V_SKIP;
+                snprintf(r->summary, sizeof r->summary, "not run yet");
+                snprintf(r->rel_dir, sizeof r->rel_dir, "%s/%s", s->name, s->cases[c].dir);
+            }
+        free(take);
+        if (fam->execute) rp.total += bases;   // at least one case per base; more as it runs
         if (!s->has_profile[profile] && filters.n == 0) {
             // a scenario without this profile: say so rather than silently run nothing
             fprintf(stderr, "nsa-harness: %s has no '%s' profile: skipped\n", s->path, PROFILE_NAMES[profile]);
@@ -465,26 +567,26 @@ static int cmd_run(int argc, char **argv) {
                   &g_interrupted, con, tty, 0, rp.total};
     if (con) fprintf(con, "nsa-harness: %d case%s in %d scenario%s, profile %s, report %s\n", rp.total,
                      rp.total == 1 ? "" : "s", rp.n_runs, rp.n_runs == 1 ? "" : "s", rp.profile, rp.dir);
+    Main M = {&rp, &ctx, con, tty, filters};
     for (int i = 0; i < rp.n_runs && !g_interrupted; i++) {
         ScenarioRun *sr = &rp.runs[i];
-        for (int k = 0; k < sr->n && !g_interrupted; k++) {
-            CaseResult *r = &sr->results[k];
-            ctx.index = rp.done + 1;
-            if (con && !tty) fprintf(con, "[%d/%d] run   %s/%s\n", ctx.index, rp.total, sr->s->name, r->c->name), fflush(con);
-            r->verdict = V_PASS;
-            r->summary[0] = '\0';
-            run_case(&ctx, r);
-            sr->done = k + 1;
-            rp.done++;
-            if (con) {
-                char t[32];
-                fmt_duration(t, sizeof t, r->wall_s);
-                fprintf(con, "[%d/%d] %-5s %s/%s (%s): %s\n", ctx.index, rp.total, VERDICT_NAMES[r->verdict],
-                        sr->s->name, r->c->name, t, r->summary);
-                fflush(con);
+        const FamilyDef *fam = family_find(sr->s->family);
+        if (fam->execute) {
+            // the bases: the scenario's cases that the filters select
+            const Case **bases = xcalloc((size_t)sr->s->n_cases + 1, sizeof(Case *));
+            int nb = 0;
+            for (int c = 0; c < sr->s->n_cases; c++) {
+                int take = filters.n == 0;
+                for (int f = 0; f < filters.n && !take; f++) take = filter_match(filters.v[f], sr->s->name, sr->s->cases[c].name);
+                if (take) bases[nb++] = &sr->s->cases[c];
             }
-            if (report_write(&rp)) fprintf(stderr, "nsa-harness: cannot write the report in %s: %s\n", rp.dir, strerror(errno));
+            rp.total -= nb;   // replaced by the cases the family creates
+            FamilyExec fx = {sr, bases, nb, fx_run_variant, fx_interrupted, &M};
+            fam->execute(&fx);
+            free(bases);
+            continue;
         }
+        for (int k = 0; k < sr->n && !g_interrupted; k++) run_one(&M, sr, k);
     }
     int counts[V_COUNT];
     report_counts(&rp, counts);
@@ -550,7 +652,7 @@ static int cmd_list(int argc, char **argv) {
             if (profile >= 0 && p != profile) continue;
             Problems ps = {0};
             Scenario s;
-            if (scenario_load(&s, files.v[i], p, 0, &ps)) {
+            if (scenario_load(&s, files.v[i], p, 0, NULL, 0, &ps)) {
                 if (p == 0 || profile >= 0) {
                     char *t = problems_text(&ps);
                     fputs(t, stderr);
@@ -595,7 +697,7 @@ static int cmd_validate(int argc, char **argv) {
         int counts[PROFILE_COUNT] = {0}, has[PROFILE_COUNT] = {0}, ok = 1;
         for (int p = 0; p < PROFILE_COUNT && ok; p++) {
             // the first load validates every profile; then count each profile's cases
-            if (scenario_load(&s, files.v[i], p, p == 0, &ps)) {
+            if (scenario_load(&s, files.v[i], p, p == 0, NULL, 0, &ps)) {
                 ok = 0;
                 break;
             }

@@ -2,11 +2,18 @@
 #define _POSIX_C_SOURCE 200809L
 #include "harness/result.h"
 
+#include <fnmatch.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 const char *const VERDICT_NAMES[V_COUNT] = {"PASS", "FAIL", "HANG", "CRASH", "SKIP", "ERROR"};
+
+const CaseResult *scenario_run_find(const ScenarioRun *sr, const char *glob) {
+    for (int i = 0; i < sr->done; i++)
+        if (fnmatch(glob, sr->results[i].c->name, 0) == 0) return &sr->results[i];
+    return NULL;
+}
 
 void result_init(CaseResult *r, const Scenario *s, const Case *c) {
     memset(r, 0, sizeof *r);

@@ -55,8 +55,26 @@ typedef struct {
     int n_findings;
     // artifacts, parsed (NULL when absent): arrays of JSONL records, one object
     json_t *metrics, *grad_trace, *gate_stats, *anomaly;
+    char dump_path[2112];    // step-1 dump (safetensors) when a check needs it, else ""
+    int is_reference;        // another case's cross-case check compares against this one
     json_t *facts;           // structured outcomes (for diagnosis and summary.json)
 } CaseResult;
+
+// The results of one scenario's cases, in the order they run (the matrix's, with
+// reference cases first; a family's execute hook may append cases it creates).
+// Cases not run yet have no artifacts.
+typedef struct ScenarioRun {
+    const Scenario *s;
+    CaseResult *results;   // [cap]
+    int n;                 // planned (and created) cases
+    int cap;
+    int done;              // how many have finished (results[0 .. done))
+    Case **owned;          // cases created while running (freed with the run)
+    int n_owned;
+} ScenarioRun;
+
+// The finished case whose name matches glob exactly one way: fnmatch, first match; NULL if none.
+const CaseResult *scenario_run_find(const ScenarioRun *sr, const char *glob);
 
 void result_init(CaseResult *r, const Scenario *s, const Case *c);
 void result_free(CaseResult *r);

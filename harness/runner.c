@@ -180,6 +180,11 @@ static void trainer_argv(const RunCtx *ctx, const CaseResult *r, int rank, int f
     unsigned needs = checks_needs(s);
     if (needs & NEED_GRAD_TRACE) av_add(a, "--trace-grads");
     if (needs & NEED_GATE_STATS) av_add(a, "--gate-stats");
+    if (needs & NEED_DUMP) {
+        av_add(a, "--dump-step");
+        snprintf(buf, sizeof buf, "%s/step1.safetensors", r->dir);
+        av_add(a, buf);
+    }
     for (int i = 0; i < ctx->n_faults; i++) {
         av_add(a, "--fault");
         av_add(a, ctx->faults[i]);
@@ -298,11 +303,12 @@ static void set_summary(CaseResult *r, const char *fmt, ...) {
 
 // ---- run one case ---------------------------------------------------------------------------------------
 
-void run_case(const RunCtx *ctx, CaseResult *r) {
+void run_case(const RunCtx *ctx, CaseResult *r, const ScenarioRun *sr) {
     const Scenario *s = r->s;
     const Case *c = r->c;
     snprintf(r->dir, sizeof r->dir, "%s/%s/%s", ctx->report_dir, s->name, c->dir);
     snprintf(r->rel_dir, sizeof r->rel_dir, "%s/%s", s->name, c->dir);
+    if (checks_needs(s) & NEED_DUMP) snprintf(r->dump_path, sizeof r->dump_path, "%s/step1.safetensors", r->dir);
     {
         Str rep = {0};
         char *const av[] = {(char *)ctx->harness, "run", (char *)s->path, "--profile", (char *)ctx->profile,
@@ -554,7 +560,7 @@ void run_case(const RunCtx *ctx, CaseResult *r) {
             const CheckDef *def = check_find(s->checks[i].kind);
             has_finite |= !strcmp(def->name, "finite");
             if (any_anomaly && strcmp(def->name, "finite")) continue;   // artifacts are partial
-            def->evaluate(s->checks[i].params, r);
+            def->evaluate(s->checks[i].params, r, sr);
         }
         if (any_anomaly && !has_finite) {
             Finding *f = result_finding(r, "anomaly", 0, "the trainer stopped on a non-finite value (exit 3)");

@@ -31,6 +31,7 @@ typedef struct {
     int index, total;                    // this case's number, for progress
 } RunCtx;
 
-// Run (or skip) case r->c of scenario r->s; fills r. Never leaves a process behind.
-void run_case(const RunCtx *ctx, CaseResult *r);
+// Run (or skip) case r->c of scenario r->s; fills r. sr: the scenario's finished
+// cases (cross-case checks compare with them). Never leaves a process behind.
+void run_case(const RunCtx *ctx, CaseResult *r, const ScenarioRun *sr);
 #endif

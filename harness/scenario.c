@@ -27,6 +27,13 @@ const char *const PROFILE_NAMES[PROFILE_COUNT] = {"ci", "gpu"};
 
 static const char *const TOP_KEYS[] = {"name", "description", "family", "config", "overrides",
                                        "run", "profiles", "matrix", "checks", NULL};
+// a self-test file (family "selftest") lists detections instead (see load_selftest)
+static const char *const SELFTEST_KEYS[] = {"name", "description", "family", "profiles", "run", "detections", NULL};
+static const char *const SELFTEST_PROFILE_KEYS[] = {"run", NULL};
+static const char *const SELFTEST_RUN_KEYS[] = {"timeout_s", NULL};
+static const char *const DETECTION_KEYS[] = {"name", "scenario", "fault", "seeds", "filter", "set", "timeout_s",
+                                             "timeout_scale", "profiles", "expect", NULL};
+static const char *const EXPECT_KEYS[] = {"exit", "verdicts", "contains", "facts", NULL};
 static const char *const RUN_KEYS[] = {"steps", "world_size", "precision", "transport",
                                        "timeout_s", "stall_s", "env", NULL};
 static const char *const PROFILE_KEYS[] = {"config", "overrides", "run", "matrix", "requires", NULL};
@@ -600,7 +607,8 @@ static int resolve_config(const Scenario *s, Problems *ps, Case *c, const char *
                 if (!strncmp(ln, "--set ", 6) && !strncmp(ln + 6, owned[i], n) && ln[6 + n] == ':') {
                     line = c->ov[i].line;
                     col = c->ov[i].col;
-                    str_printf(&one, "%s:%d:%d: %s%s", s->path, line, col, ln + 6 + n + 2, tag);
+                    if (line > 0) str_printf(&one, "%s:%d:%d: %s%s", s->path, line, col, ln + 6 + n + 2, tag);
+                    else str_printf(&one, "--set %s: %s (scenario %s%s)", owned[i], ln + 6 + n + 2, s->path, tag);
                     mapped = 1;
                 }
             }
@@ -638,7 +646,7 @@ static int resolve_config(const Scenario *s, Problems *ps, Case *c, const char *
 
 // ---- expansion of one profile ------------------------------------------------------------------
 
-static void case_free(Case *c, int n_axes) {
+void scenario_case_free(Case *c, int n_axes) {
     for (int i = 0; i < c->n_ov; i++) free(c->ov[i].value);
     free(c->ov);
     if (c->labels)
@@ -648,7 +656,7 @@ static void case_free(Case *c, int n_axes) {
 }
 
 static void free_cases(Scenario *s) {
-    for (int i = 0; i < s->n_cases; i++) case_free(&s->cases[i], s->n_axes);
+    for (int i = 0; i < s->n_cases; i++) scenario_case_free(&s->cases[i], s->n_axes);
     free(s->cases);
     s->cases = NULL;
     s->n_cases = 0;
@@ -659,8 +667,13 @@ static void free_cases(Scenario *s) {
 
 // Expand the scenario for profile p into s->cases (replacing any). Returns 0 if
 // every case is valid.
+// run --set overrides, for expand_profile (set by scenario_load)
+static const char *const *g_sets;
+static int g_n_sets;
+
 static int expand_profile(Scenario *s, Problems *ps, int p, Str *seen) {
     free_cases(s);
+    s->cur_profile = p;
     const json_t *root = s->root;
     const json_t *prof = json_object_get(json_object_get(root, "profiles"), PROFILE_NAMES[p]);
     char pp[64];
@@ -707,6 +720,21 @@ static int expand_profile(Scenario *s, Problems *ps, int p, Str *seen) {
     }
     if (!rb.have_stall) rb.run.stall_s = rb.run.timeout_s;
     ov_copy(&base, &rb.sugar);
+    // command-line --set: after the scenario's own overrides (line 0: reported as the flag)
+    for (int i = 0; i < g_n_sets; i++) {
+        const char *eq = strchr(g_sets[i], '=');
+        char key[96];
+        snprintf(key, sizeof key, "%.*s", eq ? (int)(eq - g_sets[i]) : 0, g_sets[i]);
+        json_t *v = eq ? json_loads(eq + 1, JSON_DECODE_ANY, NULL) : NULL;
+        if (!v && eq) v = json_string(eq + 1);
+        if (!eq || !override_key_ok(key) || !v) {
+            problems_add(ps, 0, 0, "--set %s: expected section.key=value (e.g. --set train.seed=7)", g_sets[i]);
+            json_decref(v);
+            continue;
+        }
+        ov_add(&base, key, v, 0, i);
+        json_decref(v);
+    }
     // requires
     s->requires_gpus = 0;
     if (prof && (o = json_object_get(prof, "requires"))) {
@@ -885,8 +913,236 @@ static void dedupe_from(Problems *ps, int from) {
     ps->n = w;
 }
 
-int scenario_load(Scenario *s, const char *path, int profile, int all_profiles, Problems *ps) {
+// ---- self-test files ------------------------------------------------------------------------------
+
+static const char *const VERDICT_WORDS[] = {"PASS", "FAIL", "HANG", "CRASH", "SKIP", "ERROR", NULL};
+
+// One detection: a scenario run (nested nsa-harness) with faults and seeds, and
+// what its report must say. Validated against the nested scenario's cases for
+// profile p.
+static void read_detection(Scenario *s, Problems *ps, const json_t *d, const char *dp, int p, int *n_cases) {
+    check_keys(s, ps, d, dp, DETECTION_KEYS, "a detection");
+    char kp[1000];
+    // "profiles": the profiles this detection applies to (default: all the file has)
+    const json_t *dprof = json_object_get(d, "profiles");
+    if (dprof) {
+        snprintf(kp, sizeof kp, "%s.profiles", dp);
+        int applies = 0, ok = json_is_array(dprof) && json_array_size(dprof) > 0;
+        size_t i;
+        json_t *x;
+        json_array_foreach(dprof, i, x) {
+            int known = 0;
+            for (int q = 0; q < PROFILE_COUNT; q++)
+                if (json_is_string(x) && !strcmp(json_string_value(x), PROFILE_NAMES[q])) {
+                    known = 1;
+                    applies |= q == p;
+                }
+            ok &= known;
+        }
+        if (!ok) {
+            PROBLEM(kp, 0, "profiles: expected a non-empty list of \"ci\" / \"gpu\"");
+            return;
+        }
+        if (!applies) return;
+    }
+    const json_t *nm = get_typed(s, ps, d, dp, "name", JSON_STRING, 1, "a string");
+    const json_t *sc = get_typed(s, ps, d, dp, "scenario", JSON_STRING, 1, "a path (string)");
+    const json_t *ex = get_typed(s, ps, d, dp, "expect", JSON_OBJECT, 1, "an object");
+    const json_t *fault = json_object_get(d, "fault"), *seeds = json_object_get(d, "seeds");
+    const json_t *sets = json_object_get(d, "set"), *filt = json_object_get(d, "filter");
+    if (fault && !json_is_string(fault) && !json_is_array(fault)) {
+        snprintf(kp, sizeof kp, "%s.fault", dp);
+        PROBLEM(kp, 0, "fault: expected NAME[=ARG] or a list of them");
+    }
+    size_t i;
+    json_t *x;
+    json_array_foreach(fault, i, x) if (!json_is_string(x)) {
+        snprintf(kp, sizeof kp, "%s.fault[%zu]", dp, i);
+        PROBLEM(kp, 0, "fault: expected a string NAME[=ARG]");
+    }
+    if (seeds && (!json_is_array(seeds) || !json_array_size(seeds))) {
+        snprintf(kp, sizeof kp, "%s.seeds", dp);
+        PROBLEM(kp, 0, "seeds: expected a non-empty list of integers (one run each, --set train.seed=S)");
+    }
+    json_array_foreach(seeds, i, x) if (!json_is_integer(x) || json_integer_value(x) < 0) {
+        snprintf(kp, sizeof kp, "%s.seeds[%zu]", dp, i);
+        PROBLEM(kp, 0, "seeds: expected a non-negative integer");
+    }
+    if (sets && !json_is_array(sets)) {
+        snprintf(kp, sizeof kp, "%s.set", dp);
+        PROBLEM(kp, 0, "set: expected a list of \"section.key=value\" strings");
+    }
+    json_array_foreach(sets, i, x) if (!json_is_string(x) || !strchr(json_string_value(x), '=')) {
+        snprintf(kp, sizeof kp, "%s.set[%zu]", dp, i);
+        PROBLEM(kp, 0, "set: expected \"section.key=value\"");
+    }
+    if (filt && !json_is_string(filt)) {
+        snprintf(kp, sizeof kp, "%s.filter", dp);
+        PROBLEM(kp, 0, "filter: expected a case glob (string)");
+    }
+    const json_t *tsc = json_object_get(d, "timeout_scale");
+    if (tsc && (!json_is_number(tsc) || !(json_number_value(tsc) > 0) || json_number_value(tsc) > 1000)) {
+        snprintf(kp, sizeof kp, "%s.timeout_scale", dp);
+        PROBLEM(kp, 0, "timeout_scale: expected a number > 0 (passed as --timeout-scale, times the outer run's)");
+    }
+    const json_t *to = json_object_get(d, "timeout_s");
+    if (to && (!json_is_number(to) || !(json_number_value(to) > 0))) {
+        snprintf(kp, sizeof kp, "%s.timeout_s", dp);
+        PROBLEM(kp, 0, "timeout_s: expected a positive number of seconds");
+    }
+    // the nested scenario: must load for this profile; the expectations must name its cases
+    Scenario nested;
+    int nested_ok = 0;
+    if (sc) {
+        char np[2048];
+        path_join(np, sizeof np, s->dir, json_string_value(sc));
+        Problems nps = {0};
+        const char *const *save_sets = g_sets;
+        int save_n = g_n_sets;
+        nested_ok = scenario_load(&nested, np, p, 0, NULL, 0, &nps) == 0;
+        g_sets = save_sets;
+        g_n_sets = save_n;
+        snprintf(kp, sizeof kp, "%s.scenario", dp);
+        if (!nested_ok) PROBLEM(kp, 0, "scenario %s does not load: %s", np, nps.n ? nps.v[0].text : "?");
+        else if (!nested.n_cases && strcmp(nested.family, "gc_bisection"))
+            PROBLEM(kp, 0, "scenario %s has no '%s' profile", np, PROFILE_NAMES[p]);
+        problems_free(&nps);
+    }
+    if (ex) {
+        char ep[600];
+        snprintf(ep, sizeof ep, "%s.expect", dp);
+        check_keys(s, ps, ex, ep, EXPECT_KEYS, "'expect'");
+        const json_t *vd = get_typed(s, ps, ex, ep, "verdicts", JSON_OBJECT, 1, "an object {case glob: verdict}");
+        const char *k;
+        json_t *v;
+        json_object_foreach((json_t *)vd, k, v) {
+            char vp[800];
+            member_path(vp, sizeof vp, ep, "verdicts");
+            char vp2[900];
+            member_path(vp2, sizeof vp2, vp, k);
+            if (!json_is_string(v) || !in_list(VERDICT_WORDS, json_string_value(v)))
+                PROBLEM(vp2, 0, "expected a verdict: PASS, FAIL, HANG, CRASH, SKIP or ERROR");
+            // a glob must match a case of the nested scenario (GC bisection creates
+            // its cases while running: any glob may match those)
+            if (nested_ok && strcmp(nested.family, "gc_bisection")) {
+                int hit = 0;
+                for (int c = 0; c < nested.n_cases; c++) hit |= fnmatch(k, nested.cases[c].name, 0) == 0;
+                if (!hit) PROBLEM(vp2, 1, "'%s' matches no case of %s", k, nested.path);
+            }
+        }
+        const json_t *ct = json_object_get(ex, "contains");
+        if (ct && !json_is_array(ct)) {
+            snprintf(kp, sizeof kp, "%s.contains", ep);
+            PROBLEM(kp, 0, "contains: expected a list of strings RESULTS.md must contain");
+        }
+        json_array_foreach(ct, i, x) if (!json_is_string(x)) {
+            snprintf(kp, sizeof kp, "%s.contains[%zu]", ep, i);
+            PROBLEM(kp, 0, "contains: expected a string");
+        }
+        const json_t *fa = json_object_get(ex, "facts");
+        if (fa && !json_is_object(fa)) {
+            snprintf(kp, sizeof kp, "%s.facts", ep);
+            PROBLEM(kp, 0, "facts: expected an object {case glob: {fact: value}}");
+        }
+        const json_t *xc = json_object_get(ex, "exit");
+        if (xc && (!json_is_integer(xc) || json_integer_value(xc) < 0 || json_integer_value(xc) > 255)) {
+            snprintf(kp, sizeof kp, "%s.exit", ep);
+            PROBLEM(kp, 0, "exit: expected the nested run's exit code (0-255)");
+        }
+    }
+    if (nested_ok) scenario_free(&nested);
+    if (nm) {
+        for (int c = 0; c < *n_cases; c++)
+            if (!strcmp(s->cases[c].name, json_string_value(nm))) {
+                snprintf(kp, sizeof kp, "%s.name", dp);
+                PROBLEM(kp, 0, "detection name '%s' is used twice", json_string_value(nm));
+            }
+        Case *c = &s->cases[(*n_cases)++];
+        snprintf(c->name, sizeof c->name, "%s", json_string_value(nm));
+        safe_name(c->dir, sizeof c->dir, c->name);
+        c->spec = d;
+        c->run.world_size = 1;
+        snprintf(c->run.transport, sizeof c->run.transport, "none");
+        const json_t *rt = json_object_get(json_object_get(s->root, "run"), "timeout_s");
+        const json_t *prt = json_object_get(json_object_get(json_object_get(json_object_get(s->root, "profiles"),
+                                                                            PROFILE_NAMES[p]), "run"), "timeout_s");
+        c->run.timeout_s = to && json_is_number(to) ? json_number_value(to)
+                           : prt && json_is_number(prt) ? json_number_value(prt)
+                           : rt && json_is_number(rt) ? json_number_value(rt) : 600;
+        c->run.stall_s = c->run.timeout_s;
+    }
+}
+
+static int load_selftest(Scenario *s, Problems *ps, int profile, int all_profiles, int before) {
+    check_keys(s, ps, s->root, "", SELFTEST_KEYS, "a self-test file's top level");
+    const json_t *v;
+    if ((v = get_typed(s, ps, s->root, "", "name", JSON_STRING, 1, "a string")) && name_ok(json_string_value(v), 63))
+        snprintf(s->name, sizeof s->name, "%s", json_string_value(v));
+    else if (v) PROBLEM("name", 0, "name: \"%s\": 1 to 63 characters from A-Z a-z 0-9 _ . -", json_string_value(v));
+    if ((v = get_typed(s, ps, s->root, "", "description", JSON_STRING, 1, "a string"))) s->description = xstrdup(json_string_value(v));
+    snprintf(s->family, sizeof s->family, "selftest");
+    const json_t *run = get_typed(s, ps, s->root, "", "run", JSON_OBJECT, 0, "an object");
+    if (run) {
+        check_keys(s, ps, run, "run", SELFTEST_RUN_KEYS, "a self-test's 'run'");
+        const json_t *t = get_typed(s, ps, run, "run", "timeout_s", JSON_REAL, 0, "a positive number");
+        if (t && !(json_number_value(t) > 0)) PROBLEM("run.timeout_s", 0, "timeout_s: expected a positive number");
+    }
+    const json_t *profs = get_typed(s, ps, s->root, "", "profiles", JSON_OBJECT, 1, "an object");
+    const char *pn;
+    json_t *pv;
+    json_object_foreach((json_t *)profs, pn, pv) {
+        char pp[128];
+        member_path(pp, sizeof pp, "profiles", pn);
+        int known = -1;
+        for (int p = 0; p < PROFILE_COUNT; p++)
+            if (!strcmp(pn, PROFILE_NAMES[p])) known = p;
+        if (known < 0) {
+            PROBLEM(pp, 1, "unknown profile '%s' (known: ci, gpu)", pn);
+            continue;
+        }
+        if (!json_is_object(pv)) {
+            PROBLEM(pp, 0, "profiles.%s: expected an object", pn);
+            continue;
+        }
+        check_keys(s, ps, pv, pp, SELFTEST_PROFILE_KEYS, "a self-test profile");
+        s->has_profile[known] = 1;
+    }
+    const json_t *dets = get_typed(s, ps, s->root, "", "detections", JSON_ARRAY, 1, "a list of detections");
+    if (ps->n != before) return -1;
+    if (!json_array_size(dets)) {
+        PROBLEM("detections", 0, "detections: name at least one");
+        return -1;
+    }
+    for (int p = 0; p < PROFILE_COUNT; p++) {
+        if (!s->has_profile[p] || (p != profile && !all_profiles)) continue;
+        free_cases(s);
+        s->cur_profile = p;
+        s->cases = xcalloc(json_array_size(dets) + 1, sizeof(Case));
+        int n = 0;
+        size_t i;
+        json_t *d;
+        json_array_foreach(dets, i, d) {
+            char dp[64];
+            snprintf(dp, sizeof dp, "detections[%zu]", i);
+            if (!json_is_object(d)) {
+                PROBLEM(dp, 0, "detections[%zu]: expected an object", i);
+                continue;
+            }
+            read_detection(s, ps, d, dp, p, &n);
+        }
+        s->n_cases = n;
+    }
+    if (!s->has_profile[profile]) free_cases(s);
+    s->cur_profile = profile;
+    dedupe_from(ps, before);
+    return ps->n != before ? -1 : 0;
+}
+
+int scenario_load(Scenario *s, const char *path, int profile, int all_profiles, const char *const *sets,
+                  int n_sets, Problems *ps) {
     memset(s, 0, sizeof *s);
+    g_sets = sets;
+    g_n_sets = n_sets;
     snprintf(s->path, sizeof s->path, "%s", path);
     path_dirname(path, s->dir, sizeof s->dir);
     s->profile = profile;
@@ -912,8 +1168,14 @@ int scenario_load(Scenario *s, const char *path, int profile, int all_profiles, 
         scenario_free(s);
         return -1;
     }
-    check_keys(s, ps, s->root, "", TOP_KEYS, "the scenario's top level");
     const json_t *v;
+    const json_t *fam = json_object_get(s->root, "family");
+    if (json_is_string(fam) && !strcmp(json_string_value(fam), "selftest")) {
+        int rc = load_selftest(s, ps, profile, all_profiles, before);
+        if (rc) scenario_free(s);
+        return rc;
+    }
+    check_keys(s, ps, s->root, "", TOP_KEYS, "the scenario's top level");
     if ((v = get_typed(s, ps, s->root, "", "name", JSON_STRING, 1, "a string"))) {
         if (!name_ok(json_string_value(v), 63))
             PROBLEM("name", 0, "name: \"%s\": 1 to 63 characters from A-Z a-z 0-9 _ . -", json_string_value(v));
@@ -986,6 +1248,35 @@ int scenario_load(Scenario *s, const char *path, int profile, int all_profiles, 
         return -1;
     }
     return 0;
+}
+
+int scenario_derive_case(const Scenario *s, const Case *base, const char *name, const Override *extra, int n_extra,
+                         Case *out, char *err, size_t errlen) {
+    memset(out, 0, sizeof *out);
+    snprintf(out->name, sizeof out->name, "%s", name);
+    safe_name(out->dir, sizeof out->dir, name);
+    out->labels = xcalloc((size_t)s->n_axes + 1, sizeof(char *));
+    for (int a = 0; a < s->n_axes; a++) out->labels[a] = xstrdup(base->labels[a]);
+    run_copy(&out->run, &base->run);
+    out->n_ov = base->n_ov + n_extra;
+    out->ov = xcalloc((size_t)out->n_ov + 1, sizeof(Override));
+    const char **sets = xcalloc((size_t)out->n_ov + 1, sizeof(char *));
+    for (int i = 0; i < out->n_ov; i++) {
+        const Override *o = i < base->n_ov ? &base->ov[i] : &extra[i - base->n_ov];
+        out->ov[i] = *o;
+        out->ov[i].value = xstrdup(o->value);
+        Str st = {0};
+        str_printf(&st, "%s=%s", o->key, o->value);
+        sets[i] = str_take(&st);
+    }
+    int rc = config_load(&out->cfg, s->config_path, sets, out->n_ov, err, errlen);
+    for (int i = 0; i < out->n_ov; i++) free((char *)sets[i]);
+    free(sets);
+    if (rc && err && errlen) {   // one line is enough here
+        char *nl = strchr(err, '\n');
+        if (nl) *nl = '\0';
+    }
+    return rc;
 }
 
 void scenario_free(Scenario *s) {

@@ -44,6 +44,7 @@ typedef struct {
     int n_ov;
     RunSpec run;
     NsaConfig cfg;         // the resolved, validated config of the case
+    const json_t *spec;    // selftest: the detection object this case runs (borrowed), else NULL
 } Case;
 
 typedef struct {
@@ -65,6 +66,7 @@ typedef struct {
     char family[32];
     char *description;
     int profile;           // PROFILE_* the cases were expanded for
+    int cur_profile;       // the profile being expanded now (validation), then = profile
     int has_profile[PROFILE_COUNT];
     int requires_gpus;     // of the selected profile
     char config_path[1024];   // resolved config file of the selected profile
@@ -81,8 +83,18 @@ typedef struct {
 // otherwise (the scenario is then freed). With all_profiles, every profile the
 // file defines is expanded and validated too (used by `validate`), and the
 // cases kept are those of `profile` (none if the file lacks it).
-int scenario_load(Scenario *s, const char *path, int profile, int all_profiles, Problems *ps);
+// sets: "section.key=value" overrides from the command line (run --set), applied
+// to every case after the scenario's own; problems with them name the flag.
+int scenario_load(Scenario *s, const char *path, int profile, int all_profiles, const char *const *sets,
+                  int n_sets, Problems *ps);
 void scenario_free(Scenario *s);
+
+// A case created while running (GC bisection's ranges): `base` plus `extra`
+// overrides, named `name`, its config resolved by the config loader. Returns 0,
+// or -1 with the loader's message in err.
+int scenario_derive_case(const Scenario *s, const Case *base, const char *name, const Override *extra, int n_extra,
+                         Case *out, char *err, size_t errlen);
+void scenario_case_free(Case *c, int n_axes);
 
 // Where a JSON path of the scenario document is (jsonpos syntax); 0 or -1.
 int scenario_pos(const Scenario *s, const char *jpath, int want_key, int *line, int *col);
