@@ -62,8 +62,8 @@ if has sanitize; then
   step racecheck 240 compute-sanitizer --tool racecheck --error-exitcode 9 "./$B/tests/test_cuda_ops" --small --prec bf16 --filter cmp_attn,sel_attn,win_attn,rows
 fi
 if has profile; then   # per-op device time of m7c_125m training steps at the benchmark shape
-  step profile 150 env NSA_CUDA_PROFILE=1 "./$B/nsa-train" --config configs/m7c_125m.json --backend cuda \
-    --set train.batch_size=${PROFILE_B:-16} --steps 4 --quiet --out "$LOG/prof_run"
+  step profile 150 env NSA_CUDA_PROFILE=1 NSA_CUDA_PROFILE_SKIP=2 "./$B/nsa-train" --config configs/m7c_125m.json \
+    --backend cuda --set train.batch_size=${PROFILE_B:-16} --steps 6 --quiet --out "$LOG/prof_run"
   step bench_b16 150 "./$B/bench/bench_cuda_attn" --S 2048 --B 16 --shape m7c --reps 5
 fi
 has bench && step bench_attn 300 "./$B/bench/bench_cuda_attn" ${BENCH_ARGS:-}
@@ -90,7 +90,7 @@ done
 for f in memcheck racecheck; do
   [ -f "$LOG/$f.log" ] && { echo "---- $f"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|checks, |Invalid|hazard" "$LOG/$f.log" | head -6; }
 done
-[ -f "$LOG/profile.log" ] && { echo "---- profile (m7c_125m, 4 steps)"; grep -E "profile|^  " "$LOG/profile.log" | head -34; }
+[ -f "$LOG/profile.log" ] && { echo "---- profile (m7c_125m, steps 3-6)"; grep -E "profile|^  " "$LOG/profile.log" | head -34; }
 [ -f "$LOG/bench_b16.log" ] && { echo "---- bench m7c S=2048 B=16"; cat "$LOG/bench_b16.log" | head -12; }
 [ -f "$LOG/bench_attn.log" ] && { echo "---- bench_attn"; grep -E "SUMMARY|m7c +S=2048|peak|SKIP|rror" "$LOG/bench_attn.log" | head -30; }
 [ -f "$LOG/e2e.log" ] && { echo "---- e2e m7c_125m S=2048"; cat "$LOG/e2e.log" | head -12; }

@@ -254,6 +254,8 @@ static void params_changed_dt(int dt, void *param_mem, int64_t n) {
             nsa_cuda_f32_to_act(dt, kv.second.ptr, (const float *)kv.first.first, kv.second.n);
 }
 
+static int g_syncs = 0;   // Backend.sync calls (once per training step)
+
 // ---- memory hooks ----------------------------------------------------------------------
 static void *cu_alloc(size_t bytes) {
     size_t sz = (bytes + 255) & ~(size_t)255;
@@ -315,7 +317,10 @@ static void cu_copy(void *dst, const void *src, size_t bytes) {
     invalidate(dst);
     refresh_copies(dst, bytes);
 }
-static void cu_sync(void) { cudaCheck(cudaStreamSynchronize(NSA_STREAM)); }
+static void cu_sync(void) {
+    cudaCheck(cudaStreamSynchronize(NSA_STREAM));
+    g_syncs++;   // the trainer syncs once per step: NSA_CUDA_PROFILE_SKIP counts these
+}
 
 // host-side element conversions
 static inline double h_tod(int dt, const void *p, int64_t i) {
@@ -354,7 +359,7 @@ struct ProfRec {
     cudaEvent_t a, b;
     char name[48];
 };
-static int g_prof = -1;
+static int g_prof = -1, g_prof_skip = 0;
 static std::vector<ProfRec> g_prof_recs;
 static std::vector<cudaEvent_t> g_prof_pool;
 static cudaEvent_t prof_event(void) {
@@ -394,9 +399,11 @@ struct ProfScope {
         if (g_prof < 0) {
             const char *e = getenv("NSA_CUDA_PROFILE");
             g_prof = e && atoi(e) ? 1 : 0;
+            const char *sk = getenv("NSA_CUDA_PROFILE_SKIP");
+            g_prof_skip = sk ? atoi(sk) : 0;
             if (g_prof) atexit(prof_report);
         }
-        on = g_prof == 1;
+        on = g_prof == 1 && g_syncs >= g_prof_skip;
         if (!on) return;
         snprintf(r.name, sizeof r.name, "%s", name);
         r.a = prof_event();

@@ -48,30 +48,40 @@ template <typename T> __global__ void k_act_to_f32(float *dst, const T *src, int
 }
 
 // ---- column sums (dbias, dpe, RMSNorm dw) ------------------------------------------------------
-// Stage 1: rows in chunks of COL_RC; a thread owns one column of one chunk and sums its
-// rows in ascending order in fp64. Stage 2: a thread per column adds the chunks in
-// ascending order and the total to dst once.
-#define COL_RC 256
+// Stage 1: rows in chunks of COL_RC; a thread owns one column of one chunk: row r of the
+// chunk goes to fp64 partial sum r % 4 (four independent chains, so the loads overlap),
+// folded (0+1)+(2+3). Stage 2: a thread per column adds the chunks in ascending order
+// and the total to dst once. The order depends on the shape only.
+#define COL_RC 64
 enum { COLSUM_PLAIN = 0, COLSUM_RMS = 1 };
 template <typename T, int MODE>
 __global__ void k_colsum_part(double *part, const T *src, const T *x, const float *rstd, int64_t rows, int cols) {
     int c = blockIdx.x * blockDim.x + threadIdx.x;
     int64_t r0 = (int64_t)blockIdx.y * COL_RC, r1 = r0 + COL_RC < rows ? r0 + COL_RC : rows;
     if (c >= cols) return;
-    double s = 0;
-    for (int64_t r = r0; r < r1; r++) {
+    double s[4] = {0, 0, 0, 0};
+    int64_t r = r0;
+    for (; r + 4 <= r1; r += 4) {
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+            float v = tof(src[(r + u) * cols + c]);
+            if (MODE == COLSUM_RMS) v = v * (tof(x[(r + u) * cols + c]) * rstd[r + u]);
+            s[u] += (double)v;
+        }
+    }
+    for (; r < r1; r++) {
         float v = tof(src[r * cols + c]);
         if (MODE == COLSUM_RMS) v = v * (tof(x[r * cols + c]) * rstd[r]);
-        s += (double)v;
+        s[r & 3] += (double)v;
     }
-    part[(int64_t)blockIdx.y * cols + c] = s;
+    part[(int64_t)blockIdx.y * cols + c] = (s[0] + s[1]) + (s[2] + s[3]);
 }
 __global__ void k_colsum_final(float *dst, const double *part, int nch, int cols) {
     int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= cols) return;
-    double s = 0;
-    for (int i = 0; i < nch; i++) s += part[(int64_t)i * cols + c];
-    dst[c] = (float)((double)dst[c] + s);
+    double s[4] = {0, 0, 0, 0};
+    for (int i = 0; i < nch; i++) s[i & 3] += part[(int64_t)i * cols + c];
+    dst[c] = (float)((double)dst[c] + ((s[0] + s[1]) + (s[2] + s[3])));
 }
 
 // ---- RMSNorm: a warp per row ------------------------------------------------------------------
