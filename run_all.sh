@@ -27,6 +27,19 @@ if command -v pkg-config >/dev/null 2>&1; then
 else
   need_pkgs+=(libjansson-dev libcmocka-dev)
 fi
+# MPI: the data-parallel path on the CPU. Optional: without it the build leaves MPI
+# out and the multi-rank tests and ddp_onestep cases SKIP visibly. Installed when we
+# can (root), else named.
+opt_pkgs=()
+command -v mpirun >/dev/null 2>&1 && command -v mpicc >/dev/null 2>&1 || opt_pkgs+=(openmpi-bin libopenmpi-dev)
+if [ ${#opt_pkgs[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    need_pkgs+=("${opt_pkgs[@]}")
+  else
+    echo "run_all.sh: note: without ${opt_pkgs[*]} the data-parallel (MPI) cases are skipped;" \
+         "install with: sudo apt-get install -y ${opt_pkgs[*]}" >&2
+  fi
+fi
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "run_all.sh: installing ${need_pkgs[*]}"

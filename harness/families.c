@@ -380,6 +380,8 @@ static const FamilyDef FAMILIES[] = {
      prefill_diagnose, prefill_section, NULL, NULL, NULL},
     {"seqlen_nan_sweep", "sequence lengths x precisions: forward, loss and gradients finite; the first non-finite tensor",
      sweep_diagnose, sweep_section, NULL, NULL, NULL},
+    {"ddp_onestep", "data parallel over mpi/nccl x default/find_unused/static_graph: per-rank arrival, buckets, collectives",
+     ddp_diagnose, ddp_section, NULL, NULL, NULL},
     {"selftest", "each family against the faults it must catch and against none: verdicts and localisation",
      selftest_diagnose, selftest_section, NULL, selftest_run_case, NULL},
 };

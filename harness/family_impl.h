@@ -18,6 +18,10 @@ void prefill_section(const ScenarioRun *sr, const char *report_dir, Str *md);
 void sweep_diagnose(const ScenarioRun *sr, Str *md);
 void sweep_section(const ScenarioRun *sr, const char *report_dir, Str *md);
 
+// ddp_onestep (family_ddp.c)
+void ddp_diagnose(const ScenarioRun *sr, Str *md);
+void ddp_section(const ScenarioRun *sr, const char *report_dir, Str *md);
+
 // selftest (selftest.c)
 void selftest_run_case(const RunCtx *ctx, CaseResult *r);
 void selftest_diagnose(const ScenarioRun *sr, Str *md);

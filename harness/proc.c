@@ -95,6 +95,19 @@ void proc_reap_orphans(void) {
     }
 }
 
+int proc_alive(pid_t pid) {
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) return 0;
+    buf[n] = '\0';
+    char *rp = strrchr(buf, ')');
+    return rp && rp[1] == ' ' && rp[2] != 'Z' && rp[2] != 'X';
+}
+
 int proc_kill_children(void) {
     int killed = 0;
     for (int round = 0; round < 5; round++) {   // a dying child may reparent its own children to us

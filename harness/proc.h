@@ -34,6 +34,8 @@ int proc_kill_children(void);
 // Make this process a child subreaper (Linux); no-op elsewhere.
 void proc_become_subreaper(void);
 
+// Is pid a live (not zombie) process? (Linux /proc)
+int proc_alive(pid_t pid);
 // "SIGSEGV" etc.
 const char *proc_signal_name(int sig);
 // Is there a live process whose command line contains `needle`? (Linux /proc; for tests.)

@@ -35,6 +35,8 @@ void result_free(CaseResult *r) {
     json_decref(r->grad_trace);
     json_decref(r->gate_stats);
     json_decref(r->anomaly);
+    json_decref(r->buckets);
+    json_decref(r->rank_times);
     json_decref(r->facts);
     memset(r, 0, sizeof *r);
 }

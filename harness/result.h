@@ -46,6 +46,7 @@ typedef struct {
     char summary[768];       // the evidence cell of the verdict table
     Str evidence;            // Markdown: evidence of a non-PASS case (runner + findings)
     double wall_s;
+    int launcher_exit;       // exit status of what the runner started (the trainer, or mpirun)
     char dir[2048];          // the case's artifact directory
     char rel_dir[1024];      // the same, relative to the report directory
     char repro[2048];        // a command that reruns just this case
@@ -55,6 +56,7 @@ typedef struct {
     int n_findings;
     // artifacts, parsed (NULL when absent): arrays of JSONL records, one object
     json_t *metrics, *grad_trace, *gate_stats, *anomaly;
+    json_t *buckets, *rank_times;   // data parallel: buckets.jsonl, rank_times.jsonl (every rank's records)
     char dump_path[2112];    // step-1 dump (safetensors) when a check needs it, else ""
     int is_reference;        // another case's cross-case check compares against this one
     json_t *facts;           // structured outcomes (for diagnosis and summary.json)

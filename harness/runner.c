@@ -93,6 +93,11 @@ static void fr_snapshot(const FrMap *m, RankResult *rk, uint64_t now_ns) {
     rk->coll_completed = st.coll_completed;
     snprintf(rk->coll_name, sizeof rk->coll_name, "%.*s", FR_OP_LEN, st.coll_name);
     rk->heartbeat_age_s = st.heartbeat_ns > 0 ? ((double)now_ns - (double)st.heartbeat_ns) * 1e-9 : -1;
+    if (st.exited) {
+        rk->exited = 1;
+        rk->exit_code = st.exit_code;
+    }
+    if (st.fatal_signal) rk->term_signal = st.fatal_signal;
 }
 
 // ---- progress ----------------------------------------------------------------------------------
@@ -151,11 +156,61 @@ static void shell_join(Str *s, char *const *argv) {
     }
 }
 
-// The trainer's command line for rank `rank` of the case.
+// Is this case launched through MPI (several ranks, or a transport named)?
+static int uses_mpi(const Case *c) { return c->run.world_size > 1 || strcmp(c->run.transport, "none") != 0; }
+
+// An executable on $PATH, into out; 0 or -1.
+static int find_on_path(const char *name, char *out, size_t n) {
+    const char *path = getenv("PATH");
+    if (!path) return -1;
+    char *copy = xstrdup(path), *save = NULL;
+    int rc = -1;
+    for (char *d = strtok_r(copy, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
+        snprintf(out, n, "%s/%s", d[0] ? d : ".", name);
+        if (access(out, X_OK) == 0) {
+            rc = 0;
+            break;
+        }
+    }
+    free(copy);
+    return rc;
+}
+
+// The command line of the case: nsa-train itself (one rank), or
+//   mpirun -np W --oversubscribe --bind-to none -x VAR... nsa-train ... --transport T
+// with every per-rank path written with %r, which each rank replaces by its rank.
+// rank: the rank of a single-process case (ignored under MPI).
 static void trainer_argv(const RunCtx *ctx, const CaseResult *r, int rank, int for_env, Argv *a) {
     const Scenario *s = r->s;
     const Case *c = r->c;
-    char buf[4600];
+    char buf[4600], rk[16];
+    const int mpi = !for_env && uses_mpi(c);
+    if (mpi) {
+        char mpirun[4096];
+        if (find_on_path("mpirun", mpirun, sizeof mpirun)) snprintf(mpirun, sizeof mpirun, "mpirun");
+        av_add(a, mpirun);
+        av_add(a, "-np");
+        snprintf(buf, sizeof buf, "%d", c->run.world_size);
+        av_add(a, buf);
+        // one host, ranks as processes: no binding (the container may have fewer
+        // cores than ranks want), shared memory between them
+        av_add(a, "--oversubscribe");
+        av_add(a, "--bind-to");
+        av_add(a, "none");
+        // the scenario's variables and the harness's own for every rank
+        for (int i = 0; i < c->run.n_env; i++) {
+            const char *eq = strchr(c->run.env[i], '=');
+            snprintf(buf, sizeof buf, "%.*s", (int)(eq - c->run.env[i]), c->run.env[i]);
+            av_add(a, "-x");
+            av_add(a, buf);
+        }
+        static const char *const pass[] = {"NCCL_NVLS_ENABLE", "OMP_NUM_THREADS", "NSA_COMM_TIMEOUT", NULL};
+        for (int i = 0; pass[i]; i++) {
+            av_add(a, "-x");
+            av_add(a, pass[i]);
+        }
+    }
+    snprintf(rk, sizeof rk, mpi ? "%%r" : "%d", rank);
     av_add(a, ctx->trainer);
     if (for_env) av_add(a, "--print-env");
     av_add(a, "--config");
@@ -168,14 +223,21 @@ static void trainer_argv(const RunCtx *ctx, const CaseResult *r, int rank, int f
     if (for_env) return;
     av_add(a, "--out");
     av_add(a, r->dir);
-    av_add(a, "--rank");
-    snprintf(buf, sizeof buf, "%d", rank);
-    av_add(a, buf);
+    if (mpi) {
+        av_add(a, "--transport");
+        av_add(a, c->run.transport[0] && strcmp(c->run.transport, "none") ? c->run.transport : "mpi");
+        av_add(a, "--log-file");
+        snprintf(buf, sizeof buf, "%s/ranks/rank_%s.log", r->dir, rk);
+        av_add(a, buf);
+    } else {
+        av_add(a, "--rank");
+        av_add(a, rk);
+    }
     av_add(a, "--flight-recorder");
-    snprintf(buf, sizeof buf, "%s/ranks/rank_%d.fr", r->dir, rank);
+    snprintf(buf, sizeof buf, "%s/ranks/rank_%s.fr", r->dir, rk);
     av_add(a, buf);
     av_add(a, "--stack-file");
-    snprintf(buf, sizeof buf, "%s/stacks/rank_%d.txt", r->dir, rank);
+    snprintf(buf, sizeof buf, "%s/stacks/rank_%s.txt", r->dir, rk);
     av_add(a, buf);
     unsigned needs = checks_needs(s);
     if (needs & NEED_GRAD_TRACE) av_add(a, "--trace-grads");
@@ -291,6 +353,10 @@ static void read_artifacts(CaseResult *r) {
     r->gate_stats = read_jsonl(p, NULL);
     snprintf(p, sizeof p, "%s/anomaly.json", r->dir);
     r->anomaly = json_load_file(p, 0, NULL);
+    snprintf(p, sizeof p, "%s/buckets.jsonl", r->dir);
+    r->buckets = read_jsonl(p, NULL);
+    snprintf(p, sizeof p, "%s/rank_times.jsonl", r->dir);
+    r->rank_times = read_jsonl(p, NULL);
 }
 
 static void set_summary(CaseResult *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -328,10 +394,12 @@ void run_case(const RunCtx *ctx, CaseResult *r, const ScenarioRun *sr) {
         set_summary(r, "needs %d GPU%s, found %d", s->requires_gpus, s->requires_gpus == 1 ? "" : "s", ctx->gpus);
         return;
     }
-    if (c->run.world_size > 1) {
+    const int W = c->run.world_size, mpi = uses_mpi(c);
+    char mpirun[4096] = "";
+    if (mpi && find_on_path("mpirun", mpirun, sizeof mpirun)) {
         r->verdict = V_SKIP;
-        set_summary(r, "needs %d ranks over %s: this runner launches single-rank cases only (multi-rank launch "
-                       "comes with the data-parallel layer)", c->run.world_size, c->run.transport);
+        set_summary(r, "needs mpirun (Open MPI) to launch %d rank%s over %s: apt-get install openmpi-bin", W,
+                    W == 1 ? "" : "s", c->run.transport);
         return;
     }
     char sub[2300];
@@ -341,7 +409,7 @@ void run_case(const RunCtx *ctx, CaseResult *r, const ScenarioRun *sr) {
     mk |= mkdir_p(sub);
     if (mk) {
         r->verdict = V_ERROR;
-        set_summary(r, "cannot create %s: %s", r->dir, strerror(errno));
+        set_summary(r, "cannot create the case folder: %s", strerror(errno));
         return;
     }
     CaseLog cl = {0};
@@ -349,10 +417,8 @@ void run_case(const RunCtx *ctx, CaseResult *r, const ScenarioRun *sr) {
     cl.f = fopen(sub, "w");
     cl.t0 = mono_s();
 
-    const int W = c->run.world_size;
     r->n_ranks = W;
     r->ranks = xcalloc((size_t)W, sizeof(RankResult));
-    Argv *argvs = xcalloc((size_t)W, sizeof(Argv));
     for (int k = 0; k < W; k++) {
         RankResult *rk = &r->ranks[k];
         rk->rank = k;
@@ -360,64 +426,77 @@ void run_case(const RunCtx *ctx, CaseResult *r, const ScenarioRun *sr) {
         snprintf(rk->log_path, sizeof rk->log_path, "%s/ranks/rank_%d.log", r->dir, k);
         snprintf(rk->stack_path, sizeof rk->stack_path, "%s/stacks/rank_%d.txt", r->dir, k);
         snprintf(rk->fr_path, sizeof rk->fr_path, "%s/ranks/rank_%d.fr", r->dir, k);
-        trainer_argv(ctx, r, k, 0, &argvs[k]);
     }
-    write_case_env(ctx, r, argvs[0].v);
+    Argv av = {0};
+    trainer_argv(ctx, r, 0, 0, &av);
+    write_case_env(ctx, r, av.v);
     Str cmd = {0};
-    shell_join(&cmd, argvs[0].v);
-    case_log(&cl, "case %s/%s (profile %s), timeout %.0f s, stall %.0f s (scale %g)", s->name, c->name, ctx->profile,
-         c->run.timeout_s, c->run.stall_s, ctx->timeout_scale);
+    shell_join(&cmd, av.v);
+    case_log(&cl, "case %s/%s (profile %s), %d rank%s%s%s, timeout %.0f s, stall %.0f s (scale %g)", s->name, c->name,
+             ctx->profile, W, W == 1 ? "" : "s", mpi ? " over " : "", mpi ? c->run.transport : "", c->run.timeout_s,
+             c->run.stall_s, ctx->timeout_scale);
     for (int i = 0; i < c->run.n_env; i++) case_log(&cl, "env %s", c->run.env[i]);
 
-    // launch
-    pid_t *pids = xcalloc((size_t)W, sizeof(pid_t));
-    FrMap *frs = xcalloc((size_t)W, sizeof(FrMap));
-    for (int k = 0; k < W; k++) {
-        pids[k] = proc_spawn(argvs[k].v, r->ranks[k].log_path, c->run.env, c->run.n_env);
-        r->ranks[k].pid = (int)pids[k];
-        case_log(&cl, "rank %d pid %d: %s", k, (int)pids[k], str_c(&cmd));
-        if (pids[k] < 0) {
-            r->verdict = V_ERROR;
-            set_summary(r, "cannot start %s: %s", ctx->trainer, strerror(errno));
-        }
+    // the environment: the scenario's, what Open MPI needs as root, and NVLink
+    // multicast off (it can take a shared host's GPUs down; see the device docs)
+    char **env = xcalloc((size_t)c->run.n_env + 4, sizeof(char *));
+    int n_env = 0;
+    for (int i = 0; i < c->run.n_env; i++) env[n_env++] = c->run.env[i];
+    if (mpi && geteuid() == 0) {
+        env[n_env++] = "OMPI_ALLOW_RUN_AS_ROOT=1";
+        env[n_env++] = "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1";
     }
+    if (!getenv("NCCL_NVLS_ENABLE")) env[n_env++] = "NCCL_NVLS_ENABLE=0";
+
+    // launch: the trainer itself (one rank), or mpirun (its own output goes to
+    // launcher.log; every rank writes ranks/rank_R.log itself)
+    char launcher_log[2300];
+    if (mpi) snprintf(launcher_log, sizeof launcher_log, "%s/launcher.log", r->dir);
+    else snprintf(launcher_log, sizeof launcher_log, "%s", r->ranks[0].log_path);
+    pid_t lp = proc_spawn(av.v, launcher_log, env, n_env);
+    free(env);
+    case_log(&cl, "%s pid %d: %s", mpi ? "mpirun" : "rank 0", (int)lp, str_c(&cmd));
+    if (lp < 0) {
+        r->verdict = V_ERROR;
+        set_summary(r, "cannot start %s: %s", av.v[0], strerror(errno));
+    }
+    if (!mpi) r->ranks[0].pid = (int)lp;
+    FrMap *frs = xcalloc((size_t)W, sizeof(FrMap));
     const double timeout = c->run.timeout_s * ctx->timeout_scale, stall = c->run.stall_s * ctx->timeout_scale;
     const double t0 = mono_s();
-    int stalled = 0, interrupted = 0, alive = 0;
+    int stalled = 0, interrupted = 0, launcher_done = lp < 0, lstatus = 0;
     double last_progress = 0;
     char why[256] = "";
-    for (int k = 0; k < W; k++) alive += pids[k] > 0;
-    // supervise until every rank has exited, or a stall/interrupt
-    while (alive > 0 && !stalled && !interrupted) {
+    // supervise until the launcher has exited, or a stall/interrupt
+    while (!launcher_done && !stalled && !interrupted) {
         struct timespec ts = {0, POLL_NS};
         nanosleep(&ts, NULL);
         const double el = mono_s() - t0;
         const uint64_t now = mono_ns();
-        alive = 0;
+        if (waitpid(lp, &lstatus, WNOHANG) == lp) {
+            launcher_done = 1;
+            case_log(&cl, "%s exited: %s %d", mpi ? "mpirun" : "rank 0", WIFSIGNALED(lstatus) ? "signal" : "code",
+                     WIFSIGNALED(lstatus) ? WTERMSIG(lstatus) : WEXITSTATUS(lstatus));
+        }
         for (int k = 0; k < W; k++) {
             RankResult *rk = &r->ranks[k];
-            if (pids[k] <= 0 || rk->exited) continue;
-            int st;
-            pid_t w = waitpid(pids[k], &st, WNOHANG);
             fr_try_map(&frs[k], rk->fr_path);
             fr_snapshot(&frs[k], rk, now);
-            if (w == pids[k]) {
+            if (mpi && frs[k].h && !rk->pid) rk->pid = frs[k].h->pid;
+            if (launcher_done || rk->exited) continue;
+            // a rank of an MPI job has ended when its recorder says so or its process is gone
+            if (mpi && ((frs[k].h && (rk->exited || rk->term_signal)) || (rk->pid > 0 && !proc_alive(rk->pid)))) {
                 rk->exited = 1;
-                if (WIFSIGNALED(st)) rk->term_signal = WTERMSIG(st);
-                else rk->exit_code = WEXITSTATUS(st);
-                case_log(&cl, "rank %d exited: %s %d", k, rk->term_signal ? "signal" : "code",
-                     rk->term_signal ? rk->term_signal : rk->exit_code);
                 continue;
             }
-            alive++;
             double age = frs[k].h ? rk->heartbeat_age_s : el;
             if (age > stall) {
                 rk->stalled = 1;
+                if (!stalled) snprintf(why, sizeof why, "no heartbeat from rank %d for %.1f s (stall_s %.0f)", k, age, stall);
                 stalled = 1;
-                snprintf(why, sizeof why, "no heartbeat from rank %d for %.1f s (stall_s %.0f)", k, age, stall);
             }
         }
-        if (!stalled && alive > 0 && el > timeout) {
+        if (!stalled && !launcher_done && el > timeout) {
             stalled = 1;
             snprintf(why, sizeof why, "case still running after %.1f s (timeout_s %.0f)", el, timeout);
             for (int k = 0; k < W; k++) r->ranks[k].stalled = !r->ranks[k].exited;
@@ -428,80 +507,103 @@ void run_case(const RunCtx *ctx, CaseResult *r, const ScenarioRun *sr) {
             last_progress = el;
         }
     }
-    // stalled: ask for stacks, then escalate
-    if (stalled) {
+    // stalled: ask every stalled rank for its stack (SIGUSR1), then escalate on the launcher
+    if (stalled && !launcher_done) {
         case_log(&cl, "watchdog: %s", why);
         for (int k = 0; k < W; k++) {
             RankResult *rk = &r->ranks[k];
-            if (!rk->stalled || rk->exited) continue;
-            case_log(&cl, "rank %d stalled in phase %s step %d layer %d op %s; sending SIGUSR1", k,
-                 rk->have_state ? rk->phase : "?", rk->step, rk->layer, rk->op);
-            kill(pids[k], SIGUSR1);
+            if (!rk->stalled) continue;
+            case_log(&cl, "rank %d stalled in phase %s step %d layer %d op %s; sending SIGUSR1 to pid %d", k,
+                     rk->have_state ? rk->phase : "?", rk->step, rk->layer, rk->op, rk->pid);
+            if (rk->pid > 0) kill(rk->pid, SIGUSR1);
+        }
+        double grace = DUMP_GRACE_S * ctx->timeout_scale;
+        grace = grace < DUMP_GRACE_MIN_S ? DUMP_GRACE_MIN_S : grace > DUMP_GRACE_S ? DUMP_GRACE_S : grace;
+        if (proc_wait(lp, grace, &lstatus)) launcher_done = 1;
+        else {
+            case_log(&cl, "still running %.1f s after SIGUSR1; SIGTERM to the process group", grace);
+            proc_kill_group(lp, SIGTERM);
+            if (proc_wait(lp, TERM_GRACE_S, &lstatus)) launcher_done = 1;
+            else {
+                case_log(&cl, "SIGKILL to the process group and every rank");
+                proc_kill_group(lp, SIGKILL);
+                for (int k = 0; k < W; k++)
+                    if (mpi && r->ranks[k].pid > 0) kill(r->ranks[k].pid, SIGKILL);
+                proc_wait(lp, 30, &lstatus);
+                launcher_done = 1;
+            }
         }
         for (int k = 0; k < W; k++) {
             RankResult *rk = &r->ranks[k];
-            if (rk->exited || pids[k] <= 0) continue;
-            int st;
-            double grace = DUMP_GRACE_S * ctx->timeout_scale;
-            grace = grace < DUMP_GRACE_MIN_S ? DUMP_GRACE_MIN_S : grace > DUMP_GRACE_S ? DUMP_GRACE_S : grace;
-            if (proc_wait(pids[k], grace, &st)) {
-                rk->exited = 1;
-                if (WIFSIGNALED(st)) rk->term_signal = WTERMSIG(st);
-                else rk->exit_code = WEXITSTATUS(st);
-            } else {
-                case_log(&cl, "rank %d did not exit %.1f s after SIGUSR1; SIGTERM to its process group", k, grace);
-                proc_kill_group(pids[k], SIGTERM);
-                if (!proc_wait(pids[k], TERM_GRACE_S, &st)) {
-                    case_log(&cl, "rank %d: SIGKILL to its process group", k);
-                    proc_kill_group(pids[k], SIGKILL);
-                    proc_wait(pids[k], 30, &st);
-                }
-                rk->exited = 1;
-                rk->term_signal = WIFSIGNALED(st) ? WTERMSIG(st) : 0;
-                rk->exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : 0;
-            }
             struct stat sst;
-            rk->dumped = stat(rk->stack_path, &sst) == 0 && sst.st_size > 0;
-            case_log(&cl, "rank %d ended (%s %d); stack %s", k, rk->term_signal ? "signal" : "code",
-                 rk->term_signal ? rk->term_signal : rk->exit_code, rk->dumped ? "written" : "not written");
+            rk->dumped = rk->stalled && stat(rk->stack_path, &sst) == 0 && sst.st_size > 0;
+            if (rk->stalled) case_log(&cl, "rank %d: stack %s", k, rk->dumped ? "written" : "not written");
         }
     }
-    if (interrupted) {
+    if (interrupted && !launcher_done) {
         case_log(&cl, "interrupted: stopping every rank");
-        for (int k = 0; k < W; k++)
-            if (pids[k] > 0 && !r->ranks[k].exited) proc_kill_group(pids[k], SIGTERM);
-        for (int k = 0; k < W; k++) {
-            int st;
-            if (pids[k] > 0 && !r->ranks[k].exited && !proc_wait(pids[k], TERM_GRACE_S, &st)) {
-                proc_kill_group(pids[k], SIGKILL);
-                proc_wait(pids[k], 30, &st);
-            }
-            r->ranks[k].exited = 1;
+        proc_kill_group(lp, SIGTERM);
+        if (!proc_wait(lp, TERM_GRACE_S, &lstatus)) {
+            proc_kill_group(lp, SIGKILL);
+            proc_wait(lp, 30, &lstatus);
         }
+        launcher_done = 1;
     }
-    // nothing of the case survives it: kill each rank's group, reap orphans
-    for (int k = 0; k < W; k++) {
-        if (pids[k] <= 0) continue;
-        proc_kill_group(pids[k], SIGKILL);
-        int st;
-        if (!r->ranks[k].exited) proc_wait(pids[k], 30, &st);
-        fr_snapshot(&frs[k], &r->ranks[k], mono_ns());
-        fr_unmap(&frs[k]);
-    }
+    // nothing of the case survives it: the launcher's group, every rank, orphans
+    if (lp > 0) proc_kill_group(lp, SIGKILL);
+    for (int k = 0; k < W; k++)
+        if (mpi && r->ranks[k].pid > 0 && proc_alive(r->ranks[k].pid)) kill(r->ranks[k].pid, SIGKILL);
     proc_reap_orphans();
     int stray = proc_kill_children();   // orphans that left the group (setsid), now ours as subreaper
     if (stray) case_log(&cl, "killed %d process%s the case left behind outside its process group", stray, stray == 1 ? "" : "es");
+    // how each rank ended: the launcher's status (one rank), or its flight recorder (MPI)
+    for (int k = 0; k < W; k++) {
+        RankResult *rk = &r->ranks[k];
+        fr_snapshot(&frs[k], rk, mono_ns());
+        fr_unmap(&frs[k]);
+        if (!mpi && lp > 0) {
+            rk->exited = 1;
+            rk->term_signal = WIFSIGNALED(lstatus) ? WTERMSIG(lstatus) : 0;
+            rk->exit_code = WIFEXITED(lstatus) ? WEXITSTATUS(lstatus) : 0;
+        } else if (mpi) {
+            rk->exited = 1;   // the job is over
+        }
+        if (rk->term_signal == SIGUSR1 && rk->stalled) {   // its stall dump, not a crash
+            rk->term_signal = 0;
+            rk->exit_code = 138;
+        }
+    }
+    r->launcher_exit = WIFEXITED(lstatus) ? WEXITSTATUS(lstatus) : 128 + (WIFSIGNALED(lstatus) ? WTERMSIG(lstatus) : 0);
     r->wall_s = mono_s() - t0;
     if (ctx->console && ctx->tty) fprintf(ctx->console, "\r\033[K");
     read_artifacts(r);
 
     // ---- verdict ----
-    const RankResult *bad = NULL;
-    for (int k = 0; k < W && !bad; k++)
-        if (r->ranks[k].term_signal || (r->ranks[k].exited && r->ranks[k].exit_code != 0 && r->ranks[k].exit_code != 3))
-            bad = &r->ranks[k];
+    const RankResult *bad = NULL, *comm_timeout = NULL;
+    int any_recorder = 0;
+    for (int k = 0; k < W; k++) {
+        const RankResult *q = &r->ranks[k];
+        any_recorder |= q->have_state;
+        if (q->exit_code == 4 && !comm_timeout) comm_timeout = q;
+        if (!bad && (q->term_signal || (q->exit_code != 0 && q->exit_code != 3 && q->exit_code != 4 && !q->stalled)))
+            bad = q;
+    }
     if (r->verdict == V_ERROR) {
         // could not start
+    } else if (mpi && !any_recorder && !stalled && !interrupted && r->launcher_exit != 0) {
+        r->verdict = V_ERROR;
+        set_summary(r, "mpirun exited %d before any rank started: see launcher.log", r->launcher_exit);
+        char *tail = read_tail(launcher_log, LOG_TAIL_BYTES);
+        if (tail && tail[0]) add_code_block(&r->evidence, "launcher.log, last lines", tail, 20);
+        free(tail);
+    } else if (!stalled && !interrupted && comm_timeout && !bad) {
+        // the trainer's own watchdog: a collective did not complete within --comm-timeout
+        r->verdict = V_HANG;
+        const RankResult *q = comm_timeout;
+        set_summary(r, "rank %d: collective seq %lld did not complete (collective timeout, exit 4)", q->rank,
+                    q->coll_started ? q->coll_started : q->coll_enqueued);
+        str_add(&r->evidence, "- the trainer's collective watchdog fired (exit 4) before the runner's\n");
+        rank_table(&r->evidence, r);
     } else if (interrupted) {
         r->verdict = V_ERROR;
         set_summary(r, "interrupted by the user after %.1f s", r->wall_s);
@@ -602,8 +704,6 @@ void run_case(const RunCtx *ctx, CaseResult *r, const ScenarioRun *sr) {
     case_log(&cl, "verdict %s: %s", VERDICT_NAMES[r->verdict], r->summary);
     if (cl.f) fclose(cl.f);
     str_free(&cmd);
-    for (int k = 0; k < W; k++) av_free(&argvs[k]);
-    free(argvs);
-    free(pids);
+    av_free(&av);
     free(frs);
 }

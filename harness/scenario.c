@@ -26,7 +26,7 @@
 const char *const PROFILE_NAMES[PROFILE_COUNT] = {"ci", "gpu"};
 
 static const char *const TOP_KEYS[] = {"name", "description", "family", "config", "overrides",
-                                       "run", "profiles", "matrix", "checks", NULL};
+                                       "run", "profiles", "matrix", "exclude", "checks", NULL};
 // a self-test file (family "selftest") lists detections instead (see load_selftest)
 static const char *const SELFTEST_KEYS[] = {"name", "description", "family", "profiles", "run", "detections", NULL};
 static const char *const SELFTEST_PROFILE_KEYS[] = {"run", NULL};
@@ -36,7 +36,7 @@ static const char *const DETECTION_KEYS[] = {"name", "scenario", "fault", "seeds
 static const char *const EXPECT_KEYS[] = {"exit", "verdicts", "contains", "facts", NULL};
 static const char *const RUN_KEYS[] = {"steps", "world_size", "precision", "transport",
                                        "timeout_s", "stall_s", "env", NULL};
-static const char *const PROFILE_KEYS[] = {"config", "overrides", "run", "matrix", "requires", NULL};
+static const char *const PROFILE_KEYS[] = {"config", "overrides", "run", "matrix", "exclude", "requires", NULL};
 static const char *const AXIS_KEYS[] = {"key", "values", NULL};
 static const char *const REQUIRES_KEYS[] = {"gpus", NULL};
 static const char *const TRANSPORTS[] = {"none", "mpi", "nccl", NULL};
@@ -834,13 +834,80 @@ static int expand_profile(Scenario *s, Problems *ps, int p, Str *seen) {
             safe_name(c->dir, sizeof c->dir, c->name);
             c->ov = ovs.v;
             c->n_ov = ovs.n;
+        }
+    }
+    // "exclude": [{axis: label glob, ...}, ...] at the top level and in the profile:
+    // a case whose labels match every entry of one object is dropped
+    if (ok) {
+        int before_ex = ps->n;
+        int *used = xcalloc(64, sizeof(int));
+        const json_t *exl[2] = {json_object_get(root, "exclude"), prof ? json_object_get(prof, "exclude") : NULL};
+        char expath[2][96];
+        snprintf(expath[0], sizeof expath[0], "exclude");
+        snprintf(expath[1], sizeof expath[1], "%s.exclude", pp);
+        for (int w = 0; w < 2; w++) {
+            const json_t *ex = exl[w];
+            if (!ex) continue;
+            if (!json_is_array(ex)) {
+                PROBLEM(expath[w], 0, "exclude: expected a list of objects {axis: label glob}");
+                continue;
+            }
+            size_t i;
+            json_t *e;
+            json_array_foreach(ex, i, e) {
+                char ep[256];
+                snprintf(ep, sizeof ep, "%s[%zu]", expath[w], i);
+                if (!json_is_object(e) || !json_object_size(e)) {
+                    PROBLEM(ep, 0, "exclude[%zu]: expected a non-empty object {axis: label glob}", i);
+                    continue;
+                }
+                const char *ax;
+                json_t *g;
+                json_object_foreach(e, ax, g) {
+                    int found = 0;
+                    for (int a = 0; a < s->n_axes; a++) found |= !strcmp(s->axes[a].name, ax);
+                    char kp[300];
+                    member_path(kp, sizeof kp, ep, ax);
+                    if (!found) PROBLEM(kp, 1, "exclude: '%s' is not an axis of the matrix", ax);
+                    else if (!json_is_string(g)) PROBLEM(kp, 0, "exclude: expected a label (or glob) string");
+                }
+                if (ps->n != before_ex) continue;
+                int w2 = 0, hit = 0;
+                for (int ci = 0; ci < s->n_cases; ci++) {
+                    Case *c = &s->cases[ci];
+                    int match = 1;
+                    json_object_foreach(e, ax, g) {
+                        for (int a = 0; a < s->n_axes; a++)
+                            if (!strcmp(s->axes[a].name, ax) && fnmatch(json_string_value(g), c->labels[a], 0) != 0) match = 0;
+                    }
+                    if (match) {
+                        scenario_case_free(c, s->n_axes);
+                        hit = 1;
+                    } else s->cases[w2++] = *c;
+                }
+                s->n_cases = w2;
+                if (!hit) PROBLEM(ep, 0, "exclude[%zu] removes no case", i);
+            }
+        }
+        free(used);
+        if (ps->n != before_ex) ok = 0;
+        else if (s->n_cases == 0) {
+            PROBLEM("exclude", 0, "exclude removes every case");
+            ok = 0;
+        }
+        for (int ci = 0; ci < s->n_cases; ci++) {
+            const Case *c = &s->cases[ci];
             if (c->run.world_size > 1 && !strcmp(c->run.transport, "none")) {
                 PROBLEM("run.world_size", 0, "world_size %d needs a transport (\"mpi\" or \"nccl\")%s%s",
                         c->run.world_size, s->n_axes ? ": case " : "", s->n_axes ? c->name : "");
                 ok = 0;
             }
-            if (resolve_config(s, ps, c, s->config_path, cjp, p, seen)) ok = 0;
         }
+        // every case that remains: its config through the trainer's loader
+        for (int ci = 0; ci < s->n_cases && ok; ci++)
+            if (resolve_config(s, ps, &s->cases[ci], s->config_path, cjp, p, seen)) ok = 0;
+        for (int ci = 0; ci < s->n_cases && !ok; ci++)   // report every case's problems, not the first only
+            resolve_config(s, ps, &s->cases[ci], s->config_path, cjp, p, seen);
     }
     for (int a = 0; a < n_axes; a++) axis_free(&axes[a]);
     free(axes);

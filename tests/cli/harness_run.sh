@@ -238,7 +238,7 @@ rc=$?
 t1=$(date +%s)
 [ "$rc" -eq 1 ] && grep -q "| gate_init | gate=softmax | \*\*HANG\*\* |" "$tmp/stubborn/RESULTS.md" \
     && ok "stubborn trainer: HANG" || bad "stubborn trainer HANG" "exit $rc"
-grep -q "SIGKILL to its process group" "$tmp/stubborn/gate_init/gate=softmax/output.log" \
+grep -q "SIGKILL to the process group" "$tmp/stubborn/gate_init/gate=softmax/output.log" \
     && grep -q "did not answer SIGUSR1" "$tmp/stubborn/RESULTS.md" \
     && ok "stubborn trainer: SIGUSR1, SIGTERM ignored -> SIGKILL, said so" || bad "stubborn escalation" "$(cat "$tmp/stubborn/gate_init/gate=softmax/output.log")"
 [ $((t1 - t0)) -le 20 ] && ok "stubborn trainer: ended in $((t1 - t0)) s" || bad "stubborn timing" "$((t1 - t0)) s"

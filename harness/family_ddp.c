@@ -1,0 +1,179 @@
+// harness/family_ddp.c — data-parallel one-step traces: per case, what every
+// rank did with its gradients and its collectives, read across ranks.
+//
+// Sources (docs/ddp.md): each rank's gradient-arrival trace (grad_trace.jsonl),
+// its bucket trace (buckets.jsonl: per bucket its parameters, whether it was
+// launched, its collective sequence number, or the parameters missing), its
+// compute/communication split (rank_times.jsonl) and its flight recorder
+// (collective sequence numbers enqueued/started/completed). The decision tree:
+// a rank that never launched a bucket is where the hang starts, and the
+// parameters missing from that bucket are why; the ranks waiting inside the
+// collective of the same sequence number are the victims. Whether find_unused
+// passes for the same configuration tells an unused parameter (divergent control
+// flow) from a broken gradient; whether both transports hang at the same
+// collective tells the training graph from the transport.
+#define _POSIX_C_SOURCE 200809L
+#include <fnmatch.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness/family_impl.h"
+
+// The last step any bucket record of this case has.
+static int last_bucket_step(const CaseResult *r) {
+    int s = -1;
+    size_t i;
+    json_t *b;
+    json_array_foreach(r->buckets, i, b) {
+        int st = (int)family_jnum(b, "step", -1);
+        if (st > s) s = st;
+    }
+    return s;
+}
+
+// Buckets never launched at the last traced step: "rank R bucket K (missing a, b)".
+// Returns how many; fills facts.
+static int unlaunched(const CaseResult *r, Str *out, json_t *facts) {
+    int step = last_bucket_step(r), n = 0;
+    size_t i;
+    json_t *b;
+    json_t *list = json_array();
+    json_array_foreach(r->buckets, i, b) {
+        if ((int)family_jnum(b, "step", -1) != step || json_is_true(json_object_get(b, "launched"))) continue;
+        int rank = (int)family_jnum(b, "rank", -1), bucket = (int)family_jnum(b, "bucket", -1);
+        const json_t *miss = json_object_get(b, "missing");
+        if (out) {
+            str_printf(out, "%srank %d never launched bucket %d", n ? "; " : "", rank, bucket);
+            if (json_array_size(miss)) {
+                str_add(out, " (missing ");
+                family_names_list(out, miss, 4);
+                str_add(out, ")");
+            }
+        }
+        json_array_append_new(list, json_pack("{s:i,s:i,s:i,s:O}", "step", step, "rank", rank, "bucket", bucket,
+                                              "missing", miss ? (json_t *)miss : json_array()));
+        n++;
+    }
+    if (facts) json_object_set_new(facts, "ddp_unlaunched", list);
+    else json_decref(list);
+    return n;
+}
+
+// The collective a bucket was launched as on the other ranks (same step and bucket).
+static long long launched_as(const CaseResult *r, int step, int bucket, int *rank_out) {
+    size_t i;
+    json_t *b;
+    json_array_foreach(r->buckets, i, b) {
+        if ((int)family_jnum(b, "step", -1) == step && (int)family_jnum(b, "bucket", -1) == bucket &&
+            json_is_true(json_object_get(b, "launched"))) {
+            *rank_out = (int)family_jnum(b, "rank", -1);
+            return (long long)family_jnum(b, "coll_seq", -1);
+        }
+    }
+    return -1;
+}
+
+static const CaseResult *sibling(const ScenarioRun *sr, const CaseResult *r, const char *axis, const char *label) {
+    // the case with the same labels except `axis`, which has `label`
+    int ax = -1;
+    for (int a = 0; a < sr->s->n_axes; a++)
+        if (!strcmp(sr->s->axes[a].name, axis)) ax = a;
+    if (ax < 0) return NULL;
+    for (int i = 0; i < sr->n; i++) {
+        const CaseResult *q = &sr->results[i];
+        int same = !strcmp(q->c->labels[ax], label);
+        for (int a = 0; a < sr->s->n_axes && same; a++)
+            if (a != ax) same = !strcmp(q->c->labels[a], r->c->labels[a]);
+        if (same) return q;
+    }
+    return NULL;
+}
+
+void ddp_section(const ScenarioRun *sr, const char *report_dir, Str *md) {
+    (void)report_dir;
+    str_printf(md, "\n## %s — per rank\n\n| case | verdict | rank | grads arrived | buckets launched | collectives "
+                   "enq / started / done | compute ms | comm wait ms |\n|---|---|---|---|---|---|---|---|\n", sr->s->name);
+    for (int i = 0; i < sr->n; i++) {
+        const CaseResult *r = &sr->results[i];
+        if (r->verdict == V_SKIP) {
+            str_printf(md, "| %s | SKIP | — | — | — | — | — | — |\n", r->c->name);
+            continue;
+        }
+        for (int k = 0; k < r->n_ranks; k++) {
+            const RankResult *rk = &r->ranks[k];
+            str_printf(md, "| %s | %s | %d | ", k == 0 ? r->c->name : "", k == 0 ? VERDICT_NAMES[r->verdict] : "", k);
+            // gradient arrival: the rank's last record
+            const json_t *g = NULL;
+            size_t j;
+            json_t *x;
+            json_array_foreach(r->grad_trace, j, x) if ((int)family_jnum(x, "rank", -1) == k) g = x;
+            if (g) str_printf(md, "%d/%d", (int)family_jnum(g, "arrived", 0), (int)family_jnum(g, "n_params", 0));
+            else str_add(md, "—");
+            // buckets at the last step
+            int step = last_bucket_step(r), nb = 0, nl = 0;
+            json_array_foreach(r->buckets, j, x) {
+                if ((int)family_jnum(x, "rank", -1) != k || (int)family_jnum(x, "step", -1) != step) continue;
+                nb++;
+                nl += json_is_true(json_object_get(x, "launched"));
+            }
+            if (nb) str_printf(md, " | %d/%d (step %d) | ", nl, nb, step);
+            else str_add(md, " | — | ");
+            if (rk->have_state)
+                str_printf(md, "%lld / %lld / %lld | ", rk->coll_enqueued, rk->coll_started, rk->coll_completed);
+            else str_add(md, "— | ");
+            double cm = 0, cw = 0;
+            int n = 0;
+            json_array_foreach(r->rank_times, j, x) {
+                if ((int)family_jnum(x, "rank", -1) != k) continue;
+                cm += family_jnum(x, "compute_ms", 0);
+                cw += family_jnum(x, "comm_wait_ms", 0);
+                n++;
+            }
+            if (n) str_printf(md, "%.1f | %.1f |\n", cm / n, cw / n);
+            else str_add(md, "— | — |\n");
+        }
+    }
+    str_add(md, "\nCompute and communication-wait times are per-step means; a rank whose wait is much longer than the "
+                "others' waits for a slower (or stuck) rank.\n");
+}
+
+void ddp_diagnose(const ScenarioRun *sr, Str *md) {
+    for (int i = 0; i < sr->n; i++) {
+        const CaseResult *r = &sr->results[i];
+        if (r->verdict != V_HANG) continue;
+        Str why = {0};
+        json_t *facts = ((CaseResult *)r)->facts;
+        int n = unlaunched(r, &why, facts);
+        if (!n) continue;   // the generic diagnosis (phase, stack) is all there is
+        str_printf(md, "- **%s · %s**: %s", sr->s->name, r->c->name, str_c(&why));
+        const json_t *first = json_array_get(json_object_get(facts, "ddp_unlaunched"), 0);
+        int other = -1;
+        long long seq = launched_as(r, (int)family_jnum(first, "step", -1), (int)family_jnum(first, "bucket", -1), &other);
+        if (seq > 0)
+            str_printf(md, "; rank %d launched that bucket as allreduce seq %lld and waits inside it for the ranks that "
+                           "never joined", other, seq);
+        else str_add(md, "; no rank launched it: every rank waits for it at the end of backward");
+        str_add(md, ". The hang starts in the backward of the rank(s) that never produced those gradients");
+        const CaseResult *fu = sibling(sr, r, "mode", "find_unused");
+        if (fu && fu->verdict == V_PASS)
+            str_printf(md, "; with find_unused the same configuration passes (`%s`), so the parameters are unused on "
+                           "those ranks' graph this step (divergent control flow, or a branch that is off): mark unused "
+                           "parameters ready (find_unused) or make every rank run the same graph", fu->c->name);
+        else if (fu && fu->verdict != V_SKIP)
+            str_printf(md, "; find_unused does not help (`%s` is %s): the gradient is not merely unused, it is lost",
+                       fu->c->name, VERDICT_NAMES[fu->verdict]);
+        const char *tr = family_label_on(sr, i, "transport");
+        if (tr) {
+            const CaseResult *ot = sibling(sr, r, "transport", !strcmp(tr, "nccl") ? "mpi" : "nccl");
+            if (ot && ot->verdict == V_HANG)
+                str_printf(md, "; both transports hang the same way (`%s` too): the training graph, not the transport", ot->c->name);
+            else if (ot && ot->verdict == V_PASS)
+                str_printf(md, "; the %s transport passes the same configuration (`%s`): suspect the %s transport", 
+                           !strcmp(tr, "nccl") ? "mpi" : "nccl", ot->c->name, tr);
+        }
+        str_add(md, ".\n");
+        str_free(&why);
+    }
+}
