@@ -980,6 +980,40 @@ static void dedupe_from(Problems *ps, int from) {
     ps->n = w;
 }
 
+// The "profiles" object: known profile names, each an object with `known` keys;
+// sets has_profile. A scenario profile's config and overrides are type-checked
+// here, the rest when the profile is expanded.
+static void read_profiles(Scenario *s, Problems *ps, const char *const *known_keys, const char *what) {
+    const json_t *profs = get_typed(s, ps, s->root, "", "profiles", JSON_OBJECT, 1, "an object");
+    if (!profs) return;
+    const char *pn;
+    json_t *pv;
+    json_object_foreach((json_t *)profs, pn, pv) {
+        char pp[128];
+        member_path(pp, sizeof pp, "profiles", pn);
+        int known = -1;
+        for (int p = 0; p < PROFILE_COUNT; p++)
+            if (!strcmp(pn, PROFILE_NAMES[p])) known = p;
+        if (known < 0) {
+            PROBLEM(pp, 1, "unknown profile '%s' (known: ci, gpu)", pn);
+            continue;
+        }
+        if (!json_is_object(pv)) {
+            char got[96];
+            describe(pv, got, sizeof got);
+            PROBLEM(pp, 0, "profiles.%s: expected an object (may be empty), got %s", pn, got);
+            continue;
+        }
+        check_keys(s, ps, pv, pp, known_keys, what);
+        if (in_list(known_keys, "config")) {
+            get_typed(s, ps, pv, pp, "config", JSON_STRING, 0, "a path (string)");
+            get_typed(s, ps, pv, pp, "overrides", JSON_OBJECT, 0, "an object of \"section.key\": value");
+        }
+        s->has_profile[known] = 1;
+    }
+    if (json_object_size(profs) == 0) PROBLEM("profiles", 0, "profiles: name at least one of \"ci\", \"gpu\"");
+}
+
 // ---- self-test files ------------------------------------------------------------------------------
 
 static const char *const VERDICT_WORDS[] = {"PASS", "FAIL", "HANG", "CRASH", "SKIP", "ERROR", NULL};
@@ -1154,26 +1188,7 @@ static int load_selftest(Scenario *s, Problems *ps, int profile, int all_profile
         const json_t *t = get_typed(s, ps, run, "run", "timeout_s", JSON_REAL, 0, "a positive number");
         if (t && !(json_number_value(t) > 0)) PROBLEM("run.timeout_s", 0, "timeout_s: expected a positive number");
     }
-    const json_t *profs = get_typed(s, ps, s->root, "", "profiles", JSON_OBJECT, 1, "an object");
-    const char *pn;
-    json_t *pv;
-    json_object_foreach((json_t *)profs, pn, pv) {
-        char pp[128];
-        member_path(pp, sizeof pp, "profiles", pn);
-        int known = -1;
-        for (int p = 0; p < PROFILE_COUNT; p++)
-            if (!strcmp(pn, PROFILE_NAMES[p])) known = p;
-        if (known < 0) {
-            PROBLEM(pp, 1, "unknown profile '%s' (known: ci, gpu)", pn);
-            continue;
-        }
-        if (!json_is_object(pv)) {
-            PROBLEM(pp, 0, "profiles.%s: expected an object", pn);
-            continue;
-        }
-        check_keys(s, ps, pv, pp, SELFTEST_PROFILE_KEYS, "a self-test profile");
-        s->has_profile[known] = 1;
-    }
+    read_profiles(s, ps, SELFTEST_PROFILE_KEYS, "a self-test profile");
     const json_t *dets = get_typed(s, ps, s->root, "", "detections", JSON_ARRAY, 1, "a list of detections");
     if (ps->n != before) return -1;
     if (!json_array_size(dets)) {
@@ -1261,35 +1276,7 @@ int scenario_load(Scenario *s, const char *path, int profile, int all_profiles, 
     get_typed(s, ps, s->root, "", "overrides", JSON_OBJECT, 0, "an object of \"section.key\": value");
     get_typed(s, ps, s->root, "", "run", JSON_OBJECT, 0, "an object");
     get_typed(s, ps, s->root, "", "matrix", JSON_OBJECT, 0, "an object of axes");
-    const json_t *profs = get_typed(s, ps, s->root, "", "profiles", JSON_OBJECT, 1, "an object");
-    if (profs) {
-        const char *pn;
-        json_t *pv;
-        json_object_foreach((json_t *)profs, pn, pv) {
-            char pp[128];
-            member_path(pp, sizeof pp, "profiles", pn);
-            int known = -1;
-            for (int p = 0; p < PROFILE_COUNT; p++)
-                if (!strcmp(pn, PROFILE_NAMES[p])) known = p;
-            if (known < 0) {
-                PROBLEM(pp, 1, "unknown profile '%s' (known: ci, gpu)", pn);
-                continue;
-            }
-            if (!json_is_object(pv)) {
-                char got[96];
-                describe(pv, got, sizeof got);
-                PROBLEM(pp, 0, "profiles.%s: expected an object (may be empty), got %s", pn, got);
-                continue;
-            }
-            check_keys(s, ps, pv, pp, PROFILE_KEYS, "a profile");
-            char sub[160];
-            snprintf(sub, sizeof sub, "%s.config", pp);
-            get_typed(s, ps, pv, pp, "config", JSON_STRING, 0, "a path (string)");
-            get_typed(s, ps, pv, pp, "overrides", JSON_OBJECT, 0, "an object of \"section.key\": value");
-            s->has_profile[known] = 1;
-        }
-        if (json_object_size(profs) == 0) PROBLEM("profiles", 0, "profiles: name at least one of \"ci\", \"gpu\"");
-    }
+    read_profiles(s, ps, PROFILE_KEYS, "a profile");
     read_checks(s, ps);
     if (ps->n != before) {   // structural problems: expansion would only add noise
         dedupe_from(ps, before);
