@@ -178,6 +178,8 @@ static const char *const PREFILL_NAMES[] = {"batched", "sequential", NULL};
 static const int PREFILL_VALS[] = {NSA_PREFILL_BATCHED, NSA_PREFILL_SEQUENTIAL};
 static const char *const BACKEND_NAMES[] = {"cpu", "cpu64", "cuda", NULL};
 static const char *const PRECISION_NAMES[] = {"fp32", "fp64", "bf16", "fp16", NULL};
+static const char *const DDP_NAMES[] = {"default", "find_unused", "static_graph", NULL};
+static const int DDP_VALS[] = {NSA_DDP_DEFAULT, NSA_DDP_FIND_UNUSED, NSA_DDP_STATIC_GRAPH};
 static const char *const DATA_NAMES[] = {"synthetic", "learnable", "shards", "text", NULL};
 static const int DATA_VALS[] = {NSA_DATA_SYNTHETIC, NSA_DATA_LEARNABLE, NSA_DATA_SHARDS,
                                 NSA_DATA_TEXT};
@@ -189,7 +191,7 @@ enum {
     F_ROPE_THETA, F_NORM_EPS, F_TIE,
     F_L, F_D, F_L_SEL, F_N, F_W, F_PHI, F_GATE_ACT, F_GATE_HIDDEN, F_FORCE_BRANCH,
     F_SEQ_LEN, F_BATCH, F_ACCUM, F_STEPS, F_LR, F_MIN_LR, F_WARMUP, F_WD, F_BETA1,
-    F_BETA2, F_ADAM_EPS, F_CLIP, F_SEED, F_CKPT, F_PREFILL, F_BACKEND, F_PRECISION,
+    F_BETA2, F_ADAM_EPS, F_CLIP, F_SEED, F_CKPT, F_PREFILL, F_BACKEND, F_PRECISION, F_DDP_MODE, F_BUCKET_MB,
     F_KIND, F_PATH,
     F_COUNT
 };
@@ -253,6 +255,8 @@ static const Field FIELDS[F_COUNT] = {
     [F_PREFILL] = ENUM("train", "prefill", PREFILL_NAMES, PREFILL_VALS, prefill),
     [F_BACKEND] = ENUM("train", "backend", BACKEND_NAMES, NULL, backend),
     [F_PRECISION] = ENUM("train", "precision", PRECISION_NAMES, NULL, precision),
+    [F_DDP_MODE] = ENUM("train", "ddp_mode", DDP_NAMES, DDP_VALS, ddp_mode),
+    [F_BUCKET_MB] = REAL("train", "bucket_mb", R_POS, "a number > 0 (MiB)", bucket_mb),
     [F_KIND] = ENUM("data", "kind", DATA_NAMES, DATA_VALS, data_kind),
     [F_PATH] = {.sec = "data", .key = "path", .type = T_PATH, .desc = "a non-empty file path",
                 DEST(data_path)},
@@ -286,6 +290,8 @@ static void set_defaults(NsaConfig *c) {
     snprintf(c->backend, sizeof c->backend, "cpu");
     c->precision[0] = '\0';   // resolved from the backend
     c->data_kind = NSA_DATA_LEARNABLE;
+    c->ddp_mode = NSA_DDP_DEFAULT;
+    c->bucket_mb = 25.0;
 }
 
 static int section_index(const char *s) {
@@ -323,6 +329,7 @@ const char *config_branch_name(int branch) {
     return enum_name(BRANCH_NAMES, BRANCH_VALS, branch);
 }
 const char *config_data_name(int kind) { return enum_name(DATA_NAMES, DATA_VALS, kind); }
+const char *config_ddp_mode_name(int mode) { return enum_name(DDP_NAMES, DDP_VALS, mode); }
 
 // ---- problems ----------------------------------------------------------------------
 typedef struct {

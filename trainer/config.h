@@ -46,6 +46,8 @@ typedef struct {
     int prefill;        // NSA_PREFILL_BATCHED | NSA_PREFILL_SEQUENTIAL
     char backend[16];   // "cpu", "cpu64", "cuda"
     char precision[8];  // "fp32", "fp64", "bf16", "fp16"
+    int ddp_mode;       // NSA_DDP_*: data-parallel gradient reduction mode (docs/ddp.md)
+    double bucket_mb;   // data-parallel bucket size cap, MiB of the gradient dtype
     // data
     int data_kind;      // NSA_DATA_*
     char data_path[1024]; // shards: file or glob; text: file
@@ -57,6 +59,7 @@ typedef struct {
 
 enum { NSA_PHI_AVG = 0, NSA_PHI_MLP = 1 };
 enum { NSA_PREFILL_BATCHED = 0, NSA_PREFILL_SEQUENTIAL = 1 };
+enum { NSA_DDP_DEFAULT = 0, NSA_DDP_FIND_UNUSED = 1, NSA_DDP_STATIC_GRAPH = 2 };
 enum { NSA_DATA_SYNTHETIC = 0, NSA_DATA_LEARNABLE = 1, NSA_DATA_SHARDS = 2, NSA_DATA_TEXT = 3 };
 
 // Load `path`, apply `n_overrides` strings of the form "a.b=value", validate.
@@ -74,4 +77,5 @@ const char *config_phi_name(int phi);
 const char *config_gate_act_name(int act);
 const char *config_branch_name(int branch);   // "none", "cmp", "sel", "win"
 const char *config_data_name(int kind);
+const char *config_ddp_mode_name(int mode);  // "default", "find_unused", "static_graph"
 #endif

@@ -5,7 +5,7 @@
 //         only when it changes), build type, compiler, flags, CUDA on/off
 // cuda    runtime/driver versions, devices, cuBLAS version (kernels/cuda/
 //         cuda_probe.cu); null without a CUDA build or without a usable device
-// nccl, mpi  null: the data-parallel layer (DESIGN 4) fills them when it exists
+// nccl, mpi  NCCL version and MPI library (first line), null when not built
 // host    hostname, kernel, CPU model, cores, memory
 // env     every NSA_*, NCCL_*, CUDA_*, OMPI_*, OMP_* variable
 // config  (with --config) name, digest, seed, backend, precision
@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "nsa_build_info.h"   // generated: NSA_BUILD_GIT_SHA, NSA_BUILD_GIT_DIRTY
+#include "trainer/comm.h"
 #include "trainer/envinfo.h"
 
 #ifndef NSA_BUILD_TYPE
@@ -148,10 +149,11 @@ char *envinfo_json(const NsaConfig *cfg) {
     char why[512];
     json_object_set_new(root, "cuda", cuda_section(why, sizeof why));
     if (why[0]) json_object_set_new(root, "cuda_error", json_string(why));   // CUDA build, no usable device
-    // Data parallel (DESIGN 4) is not built yet: the comm layer fills these with the
-    // NCCL version / MPI library it was built and run with.
-    json_object_set_new(root, "nccl", json_null());
-    json_object_set_new(root, "mpi", json_null());
+    // Data parallel (trainer/comm.c): the NCCL version (ncclGetVersion) and the first
+    // line of MPI_Get_library_version this binary runs with; null when not built.
+    char ver[512];
+    json_object_set_new(root, "nccl", comm_nccl_version(ver, sizeof ver) ? json_null() : json_string(ver));
+    json_object_set_new(root, "mpi", comm_mpi_version(ver, sizeof ver) ? json_null() : json_string(ver));
     json_object_set_new(root, "host", host_section());
     json_object_set_new(root, "env", env_section());
     if (cfg) {

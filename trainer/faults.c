@@ -29,8 +29,8 @@ static int parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out) {
     return 0;
 }
 
-static const char *PHASES[] = {"data", "forward", "backward", "optimizer"};
-static const int PHASE_IDS[] = {FR_PHASE_DATA, FR_PHASE_FORWARD, FR_PHASE_BACKWARD, FR_PHASE_OPTIMIZER};
+static const char *PHASES[] = {"data", "forward", "backward", "optimizer", "comm"};
+static const int PHASE_IDS[] = {FR_PHASE_DATA, FR_PHASE_FORWARD, FR_PHASE_BACKWARD, FR_PHASE_OPTIMIZER, FR_PHASE_COMM};
 
 typedef int (*FaultParse)(Faults *f, const char *arg, char *err, size_t errlen);
 
@@ -56,8 +56,8 @@ static int p_hang(Faults *f, const char *arg, char *err, size_t errlen) {
     if (parse_i64(buf, 0, 1 << 20, &r)) { snprintf(err, errlen, "RANK '%s' is not a non-negative integer", buf); return -1; }
     if (parse_i64(c1 + 1, 1, INT64_MAX / 2, &s)) { snprintf(err, errlen, "STEP '%s' is not a positive integer", c1 + 1); return -1; }
     int ph = -1;
-    for (int i = 0; i < 4; i++) if (!strcmp(c2 + 1, PHASES[i])) ph = PHASE_IDS[i];
-    if (ph < 0) { snprintf(err, errlen, "PHASE '%s' is not one of data, forward, backward, optimizer", c2 + 1); return -1; }
+    for (int i = 0; i < 5; i++) if (!strcmp(c2 + 1, PHASES[i])) ph = PHASE_IDS[i];
+    if (ph < 0) { snprintf(err, errlen, "PHASE '%s' is not one of data, forward, backward, optimizer, comm", c2 + 1); return -1; }
     f->hang = 1; f->hang_rank = (int)r; f->hang_step = s; f->hang_phase = ph;
     return 0;
 }
@@ -83,6 +83,23 @@ static int p_drop_grad(Faults *f, const char *arg, char *err, size_t errlen) {
     for (int i = 0; i < f->n_drop; i++)
         if (!strcmp(f->drop_names[i], arg)) { snprintf(err, errlen, "given twice"); return -1; }
     snprintf(f->drop_names[f->n_drop++], sizeof f->drop_names[0], "%s", arg);
+    return 0;
+}
+
+// divergent_unused=RANK[:PARAM]: the parameter is resolved (and checked) in faults_bind
+static int p_divergent_unused(Faults *f, const char *arg, char *err, size_t errlen) {
+    NEED_ARG("divergent_unused=RANK[:PARAM]");
+    char buf[128];
+    snprintf(buf, sizeof buf, "%s", arg);
+    char *c1 = strchr(buf, ':');
+    if (c1) *c1 = 0;
+    int64_t r;
+    if (parse_i64(buf, 0, 1 << 20, &r)) { snprintf(err, errlen, "RANK '%s' is not a non-negative integer", buf); return -1; }
+    if (c1 && !c1[1]) { snprintf(err, errlen, "PARAM after ':' is empty"); return -1; }
+    if (c1 && strlen(c1 + 1) >= sizeof f->divergent_name) { snprintf(err, errlen, "parameter name too long"); return -1; }
+    f->divergent = 1;
+    f->divergent_rank = (int)r;
+    snprintf(f->divergent_name, sizeof f->divergent_name, "%s", c1 ? c1 + 1 : "");
     return 0;
 }
 
@@ -130,10 +147,12 @@ static const FaultSpec FAULTS[] = {
      "gate-init checks (--gate-stats at step 1: fc2 std vs Xavier gain 0.1, outputs not uniform)",
      "force_branch set (the gate is bypassed); --resume (the checkpoint's weights replace the init)"},
     {"hang", "hang=RANK:STEP:PHASE", p_hang,
-     "rank RANK, on entering PHASE (data|forward|backward|optimizer) of step STEP, records the phase in the "
-     "flight recorder, then sleeps forever in fault_hang(): the heartbeat stops",
+     "rank RANK, on entering PHASE (data|forward|backward|optimizer|comm) of step STEP, records the phase in "
+     "the flight recorder, then sleeps forever in fault_hang(): the heartbeat stops (comm: the data-parallel "
+     "wait for the step's collectives at the end of backward, after this rank launched its buckets)",
      "watchdog -> HANG verdict (flight recorder phase/heartbeat, SIGUSR1 stack dump naming fault_hang)",
-     "RANK is not this process's --rank; STEP beyond the run"},
+     "RANK is not this process's rank; STEP beyond the run; PHASE comm without data parallel "
+     "(--transport none)"},
     {"crash", "crash=RANK:STEP", p_crash,
      "rank RANK dies by SIGSEGV (a NULL write in fault_crash()) at the start of step STEP's forward",
      "CRASH verdict (exit by signal 11, crash stack dump naming fault_crash)",
@@ -143,6 +162,14 @@ static const FaultSpec FAULTS[] = {
      "exactly zero (so it is never updated; a data-parallel bucket holding it would never launch)",
      "DDP one-step gradient-arrival trace (--trace-grads: missing != expected_missing)",
      "never (an unknown PARAM is a usage error); repeatable, one parameter each"},
+    {"divergent_unused", "divergent_unused=RANK[:PARAM]", p_divergent_unused,
+     "on rank RANK only, PARAM is unused in backward: drop_grad's mechanism on that rank alone (no grad_ready, "
+     "gradient stays 0). PARAM defaults to blocks.<n_layers/2>.attn.gate.fc2.weight (with force_branch, whose "
+     "gate is bypassed: blocks.<n_layers/2>.attn.o_proj.weight)",
+     "DDP one-step: default mode -> HANG (exit 4 / watchdog) naming the rank, the bucket and the parameter "
+     "([DDP] line, buckets.jsonl); find_unused -> PASS; static_graph -> exit 1 naming rank and parameter",
+     "RANK is not a rank of the run (e.g. without data parallel and --rank != RANK); an unknown PARAM is a "
+     "usage error"},
     {"nan_at_seqlen", "nan_at_seqlen=K", p_nan_at_seqlen,
      "when train.seq_len T is a multiple of K, layer 0's selection-branch output becomes NaN at position "
      "T-1 of sequence 0 (stand-in for non-finite selection scores): anomaly exit 3 naming "
@@ -198,7 +225,8 @@ int faults_parse(Faults *f, const char *spec, char *err, size_t errlen) {
                   (fs->parse == p_crash && f->crash) || (fs->parse == p_nan_at_seqlen && f->nan_seqlen) ||
                   (fs->parse == p_prefill_state_leak && f->prefill_leak) ||
                   (fs->parse == p_gc_recompute_mismatch && f->gc_mismatch_layer >= 0) ||
-                  (fs->parse == p_clobber_activation && f->clobber_layer >= 0);
+                  (fs->parse == p_clobber_activation && f->clobber_layer >= 0) ||
+                  (fs->parse == p_divergent_unused && f->divergent);
     if (already) { snprintf(err, errlen, "--fault %s: fault %s given twice", spec, fs->name); return -1; }
     char why[256];
     if (fs->parse(f, arg, why, sizeof why)) {
@@ -234,7 +262,6 @@ void faults_list(FILE *out) {
         fprintf(out, "    caught by: %s\n", s->family);
         fprintf(out, "    no effect: %s\n", s->no_effect);
     }
-    fprintf(out, "# not in this build: divergent_unused=RANK (needs the data-parallel layer)\n");
 }
 
 void faults_describe(const Faults *f, char *buf, size_t n) { snprintf(buf, n, "%s", f->desc); }
@@ -242,8 +269,32 @@ void faults_describe(const Faults *f, char *buf, size_t n) { snprintf(buf, n, "%
 int faults_bind(Faults *f, Model *m, int rank, char *err, size_t errlen) {
     f->rank = rank;
     f->n_params = m->n_params;
-    if (f->n_drop) {
+    f->divergent_id = -1;
+    if (f->divergent) {
+        // resolved on every rank (an unknown name is a usage error everywhere), applied on one
+        char def[80];
+        const char *name = f->divergent_name;
+        if (!name[0]) {
+            int L = m->L / 2, id = m->lid[L][m->cfg.force_branch < 0 ? LP_GATE_FC2_W : LP_WO];
+            snprintf(def, sizeof def, "%s", m->params[id].name);
+            name = def;
+        }
+        int id = model_find_param(m, name);
+        if (id < 0) {
+            int L = m->L - 1;
+            snprintf(err, errlen,
+                     "--fault divergent_unused=%d:%s: no parameter '%s' in this model (valid names are like %s, %s, "
+                     "%s; %d parameters in all)",
+                     f->divergent_rank, name, name, m->params[0].name, m->params[m->lid[0][LP_WQ]].name,
+                     m->params[m->lid[L][LP_WO]].name, m->n_params);
+            return -1;
+        }
+        snprintf(f->divergent_param, sizeof f->divergent_param, "%s", m->params[id].name);
+        f->divergent_id = id;
+    }
+    if (f->n_drop || (f->divergent && rank == f->divergent_rank)) {
         f->drop = calloc((size_t)m->n_params, 1);
+        if (f->divergent && rank == f->divergent_rank) f->drop[f->divergent_id] = 1;
         for (int i = 0; i < f->n_drop; i++) {
             int id = model_find_param(m, f->drop_names[i]);
             if (id < 0) {

@@ -23,7 +23,7 @@ typedef struct Faults {
     char desc[512];            // the --fault values as given, space-separated
     // gate_zero_init
     int gate_zero_init;
-    // hang=RANK:STEP:PHASE (phase: FR_PHASE_DATA/FORWARD/BACKWARD/OPTIMIZER)
+    // hang=RANK:STEP:PHASE (phase: FR_PHASE_DATA/FORWARD/BACKWARD/OPTIMIZER/COMM)
     int hang, hang_rank, hang_phase;
     int64_t hang_step;
     // crash=RANK:STEP
@@ -32,6 +32,9 @@ typedef struct Faults {
     // drop_grad=PARAM (repeatable, one parameter each)
     int n_drop;
     char drop_names[FAULT_MAX_DROP][80];
+    // divergent_unused=RANK[:PARAM]: PARAM unused on rank RANK only ("" = the default parameter)
+    int divergent, divergent_rank;
+    char divergent_name[80];
     // nan_at_seqlen=K (0: off)
     int nan_seqlen;
     // prefill_state_leak
@@ -45,7 +48,10 @@ typedef struct Faults {
     int64_t step;              // current optimizer step
     int64_t steps_begun;       // steps this process has started (resume-safe "from step 2")
     int stale_cmp;             // prefill_state_leak: this step reuses the previous step's compressed blocks
-    uint8_t *drop;             // [n_params] 1 = gradient dropped; NULL when no drop_grad
+    uint8_t *drop;             // [n_params] 1 = gradient dropped (drop_grad, divergent_unused on its rank);
+                               // NULL when none
+    int divergent_id;          // divergent_unused: the resolved parameter (every rank), -1 if off
+    char divergent_param[80];  // its name
     int n_params;
     void *gc_saved;            // gc_recompute_mismatch: the layer input saved around the recompute
     size_t leaked_bytes;       // prefill_state_leak: bytes leaked so far

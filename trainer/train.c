@@ -13,6 +13,14 @@
 // model's diagnostics hook), the gradient-arrival trace (the model's grad_ready
 // hook), gate statistics (the same diagnostics hook), and fault injection
 // (faults_on_phase on entering each phase, model hooks in model.c).
+//
+// Data parallel (docs/ddp.md, trainer/ddp.c) when opts->world has a transport: the
+// loss scale holds 1/world and the bucket allreduces SUM, so every rank ends the
+// backward with the mean gradient over all ranks' tokens; the reported loss is the
+// mean over ranks; rank 0 alone writes metrics.jsonl, anomaly.json, the --dump-step
+// file and checkpoints; every rank writes its traces (grad_trace.jsonl,
+// buckets.jsonl, rank_times.jsonl). The weights stay bitwise identical on every
+// rank, which the run checks at its end.
 #define _POSIX_C_SOURCE 200809L   // clock_gettime, mkdir
 #include <errno.h>
 #include <inttypes.h>
@@ -25,6 +33,7 @@
 
 #include "trainer/checkpoint.h"
 #include "trainer/data.h"
+#include "trainer/ddp.h"
 #include "trainer/faults.h"
 #include "trainer/flightrec.h"
 #include "trainer/gatestats.h"
@@ -33,6 +42,10 @@
 #include "trainer/safetensors.h"
 #include "trainer/trace.h"
 #include "trainer/train.h"
+
+#ifdef NSA_HAVE_CUDA
+int nsa_cuda_ddp_device_count(void);   // kernels/cuda/cuda_ddp_support.cu
+#endif
 
 static double now_s(void) {
     struct timespec ts;
@@ -83,6 +96,18 @@ static void on_model_event(void *ctx, Model *m, int ev, int L, int t) {
     }
 }
 
+// The model's grad_ready hook: the gradient-arrival trace, then the DDP buckets.
+typedef struct {
+    GradTrace *trace;
+    Ddp *ddp;
+} ReadyHooks;
+
+static void on_grad_ready(void *ctx, int id) {
+    ReadyHooks *h = ctx;
+    if (h->trace) gradtrace_ready(h->trace, id);
+    if (h->ddp) ddp_grad_ready(h->ddp, id);
+}
+
 // Entering a phase of the step: record it, then let the hang/crash faults act
 // (a hung rank's recorder therefore shows the phase it hung in).
 static void enter_phase(const TrainDiag *d, int phase, const char *op) {
@@ -102,13 +127,16 @@ static int mkdir_p(const char *dir) {
     return mkdir(tmp, 0775) && errno != EEXIST ? -1 : 0;
 }
 
+static int g_rank = 0;   // for the anomaly file name (rank 0: anomaly.json)
+
 static void write_anomaly(const char *out_dir, int64_t step, int micro, const Anomaly *a) {
     fprintf(stderr,
             "[ANOMALY] step=%" PRId64 " micro=%d phase=%s tensor=%s layer=%d branch=%s op=%s b=%d t=%d col=%d value=%g\n",
             step, micro, a->phase, a->tensor, a->layer, a->branch[0] ? a->branch : "-", a->op, a->b, a->t,
             a->col, a->value);
     char path[1100];
-    snprintf(path, sizeof path, "%s/anomaly.json", out_dir);
+    if (g_rank == 0) snprintf(path, sizeof path, "%s/anomaly.json", out_dir);
+    else snprintf(path, sizeof path, "%s/anomaly.rank%d.json", out_dir, g_rank);
     FILE *f = fopen(path, "w");
     if (!f) { fprintf(stderr, "nsa-train: cannot write %s: %s\n", path, strerror(errno)); return; }
     fprintf(f,
@@ -205,8 +233,27 @@ static int train_run_inner(const TrainOpts *opts) {
     const char *out_dir = opts->out_dir ? opts->out_dir : ".";
     char err[1024];
     int rc = NSA_EXIT_RUNTIME;
+    // data parallel: a transport, any world size (1 included: the same code path)
+    const CommWorld *cw = opts->world && opts->world->transport != COMM_NONE ? opts->world : NULL;
+    const int world = cw ? cw->world : 1, rank = cw ? cw->rank : opts->rank;
+    g_rank = rank;
     flightrec_event(FR_PHASE_INIT, FR_KIND_BEGIN, 0, -1, "init");
     if (mkdir_p(out_dir)) { fprintf(stderr, "nsa-train: cannot create %s: %s\n", out_dir, strerror(errno)); return rc; }
+#ifdef NSA_HAVE_CUDA
+    // one GPU per rank: device = local rank (modulo the visible devices), unless
+    // NSA_CUDA_DEVICE says otherwise; must happen before the backend initialises
+    if (cw && !strcmp(cfg->backend, "cuda") && !getenv("NSA_CUDA_DEVICE")) {
+        int ndev = nsa_cuda_ddp_device_count();
+        if (ndev > 0) {
+            char dv[16];
+            snprintf(dv, sizeof dv, "%d", cw->local_rank % ndev);
+            setenv("NSA_CUDA_DEVICE", dv, 1);
+            if (cw->local_size > ndev)
+                fprintf(stderr, "nsa-train: rank %d: warning: %d ranks on this node share %d visible GPU%s (NCCL needs "
+                        "one GPU per rank)\n", rank, cw->local_size, ndev, ndev == 1 ? "" : "s");
+        }
+    }
+#endif
     const char *why = NULL;
     const Backend *be = backend_get(cfg->backend, cfg->precision, &why);
     if (!be) { fprintf(stderr, "nsa-train: backend '%s': %s\n", cfg->backend, why); return NSA_EXIT_USAGE; }
@@ -222,12 +269,15 @@ static int train_run_inner(const TrainOpts *opts) {
     const int B = cfg->batch_size, T = cfg->seq_len;
     if (model_alloc_acts(&m, B, T, err, sizeof err)) { fprintf(stderr, "nsa-train: %s\n", err); model_free(&m); return rc; }
     if (faults) {
-        if (faults_bind(faults, &m, opts->rank, err, sizeof err)) {
+        if (faults_bind(faults, &m, rank, err, sizeof err)) {
             fprintf(stderr, "nsa-train: %s\n", err);
             model_free(&m);
             return NSA_EXIT_USAGE;
         }
-        fprintf(stderr, "nsa-train: rank %d: FAULT INJECTION ACTIVE: %s\n", opts->rank, faults->desc);
+        fprintf(stderr, "nsa-train: rank %d: FAULT INJECTION ACTIVE: %s\n", rank, faults->desc);
+        if (faults->divergent && faults->divergent_rank == rank)
+            fprintf(stderr, "nsa-train: rank %d: [FAULT] divergent_unused: %s gets no gradient on this rank\n", rank,
+                    faults->divergent_param);
     }
     model_init_weights(&m, cfg->seed);
     if (faults) faults_after_init_weights(faults, &m);   // gate_zero_init
@@ -237,9 +287,11 @@ static int train_run_inner(const TrainOpts *opts) {
     TrainDiag diag = {0, NULL, faults};
     GradTrace trace;
     GateStats gstats;
+    ReadyHooks hooks = {NULL, NULL};
+    Ddp *ddp = NULL;
     int tracing = 0;
     if (opts->trace_grads) {
-        if (gradtrace_open(&trace, &m, out_dir, opts->rank, 1, err, sizeof err)) {
+        if (gradtrace_open(&trace, &m, out_dir, rank, 1, err, sizeof err)) {
             fprintf(stderr, "nsa-train: %s\n", err);
             optim_free(&opt, &m);
             if (faults) faults_unbind(faults, &m);
@@ -247,11 +299,10 @@ static int train_run_inner(const TrainOpts *opts) {
             return rc;
         }
         tracing = 1;
-        m.grad_ready = gradtrace_ready;
-        m.grad_ready_ctx = &trace;
+        hooks.trace = &trace;
     }
     if (opts->gate_stats) {
-        if (gatestats_open(&gstats, out_dir, opts->rank, m.L, err, sizeof err)) {
+        if (gatestats_open(&gstats, out_dir, rank, m.L, err, sizeof err)) {
             fprintf(stderr, "nsa-train: %s\n", err);
             if (tracing) gradtrace_close(&trace);
             optim_free(&opt, &m);
@@ -265,10 +316,25 @@ static int train_run_inner(const TrainOpts *opts) {
         m.event = on_model_event;
         m.event_ctx = &diag;
     }
-    DataSource *ds = data_open(cfg->data_kind, cfg->data_path, cfg->vocab_size, B, T, cfg->seed, 0, 1, err, sizeof err);
+    // rank r reads sequences [r*B, (r+1)*B) of each global micro-batch of world*B
+    DataSource *ds = data_open(cfg->data_kind, cfg->data_path, cfg->vocab_size, B, T, cfg->seed, rank, world, err,
+                               sizeof err);
     int32_t *in = malloc(sizeof(int32_t) * (size_t)B * T), *tg = malloc(sizeof(int32_t) * (size_t)B * T);
     FILE *metrics = NULL;
     if (!ds) { fprintf(stderr, "nsa-train: data: %s\n", err); rc = NSA_EXIT_USAGE; goto out; }
+    if (cw) {
+        DdpOpts dop = {cfg->ddp_mode, cfg->bucket_mb, opts->comm_timeout_s > 0 ? opts->comm_timeout_s : 300.0, out_dir,
+                       faults};
+        int drc = NSA_EXIT_RUNTIME;
+        flightrec_event(FR_PHASE_INIT, FR_KIND_BEGIN, 0, -1, "ddp_open");
+        ddp = ddp_open(&m, cw, &dop, &drc, err, sizeof err);
+        if (!ddp) { fprintf(stderr, "nsa-train: rank %d: %s\n", rank, err); rc = drc; goto out; }
+        hooks.ddp = ddp;
+    }
+    if (hooks.trace || hooks.ddp) {
+        m.grad_ready = on_grad_ready;
+        m.grad_ready_ctx = &hooks;
+    }
 
     int64_t step0 = 0;
     if (opts->resume) {
@@ -286,8 +352,10 @@ static int train_run_inner(const TrainOpts *opts) {
     }
     char path[1100];
     snprintf(path, sizeof path, "%s/metrics.jsonl", out_dir);
-    metrics = fopen(path, opts->resume ? "a" : "w");
-    if (!metrics) { fprintf(stderr, "nsa-train: cannot write %s: %s\n", path, strerror(errno)); goto out; }
+    if (rank == 0) {   // under data parallel rank 0 alone writes the metrics
+        metrics = fopen(path, opts->resume ? "a" : "w");
+        if (!metrics) { fprintf(stderr, "nsa-train: cannot write %s: %s\n", path, strerror(errno)); goto out; }
+    }
 
     if (!opts->quiet) {
         printf("nsa-train: config %s (digest %s) | backend %s | %lld parameters | %s\n", cfg->name, cfg->digest,
@@ -300,12 +368,14 @@ static int train_run_inner(const TrainOpts *opts) {
                (double)m.act_bytes / (1 << 20));
         fflush(stdout);
     }
-    const double dscale = 1.0 / ((double)B * T * cfg->grad_accum);
+    // the mean over every token of the optimizer step on every rank: the collectives sum
+    const double dscale = 1.0 / ((double)B * T * cfg->grad_accum * world);
     const int64_t last = opts->stop_after > 0 && opts->stop_after < cfg->steps ? opts->stop_after : cfg->steps;
     for (int64_t step = step0 + 1; step <= last; step++) {
         double t0 = now_s();
         diag.step = step;
         flightrec_event(FR_PHASE_DATA, FR_KIND_BEGIN, step, -1, "step");
+        if (ddp) ddp_begin_step(ddp, step);
         if (faults) faults_begin_step(faults, &m, step);
         if (tracing) gradtrace_begin_step(&trace, step);
         if (diag.gs) gatestats_arm(diag.gs);
@@ -320,12 +390,21 @@ static int train_run_inner(const TrainOpts *opts) {
             if (k == 0 && diag.gs) free(gatestats_finish_step(diag.gs, &m, step));
             enter_phase(&diag, FR_PHASE_BACKWARD, "backward");
             if (tracing) gradtrace_begin_micro(&trace, k);
+            if (ddp) ddp_begin_backward(ddp, k == cfg->grad_accum - 1);   // only the last micro-batch reduces
             model_backward(&m);
         }
         // the trace goes out before any anomaly handling, so a non-finite
-        // gradient is on record even when the run halts below
+        // gradient is on record even when the run halts below; under data parallel
+        // also before the wait for the collectives, so a rank that hangs there has
+        // its arrival record out
         if (tracing) free(gradtrace_end_step(&trace));
         loss /= cfg->grad_accum;
+        if (ddp) {
+            // wait for every bucket (bounded by --comm-timeout), then the mean loss over ranks
+            int drc = ddp_finish_backward(ddp);
+            if (!drc) drc = ddp_mean(ddp, &loss, "allreduce loss");
+            if (drc) { rc = drc; goto out; }
+        }
         enter_phase(&diag, FR_PHASE_OPTIMIZER, "grad_norm");
         double gnorm = optim_grad_norm(&m);
         if (isfinite(loss) && !isfinite(gnorm) && opt.loss_scale > 1.0) {
@@ -334,25 +413,38 @@ static int train_run_inner(const TrainOpts *opts) {
             optim_unscale(&opt, &m, &gnorm);
             fprintf(stderr, "nsa-train: step %" PRId64 ": fp16 gradient overflow at loss scale %g: step skipped, scale now %g\n",
                     step, was, opt.loss_scale);
-            fprintf(metrics, "{\"step\": %" PRId64 ", \"loss\": %.17g, \"skipped\": true, \"loss_scale\": %g}\n", step,
-                    loss, opt.loss_scale);
-            fflush(metrics);
+            if (metrics) {
+                fprintf(metrics, "{\"step\": %" PRId64 ", \"loss\": %.17g, \"skipped\": true, \"loss_scale\": %g}\n",
+                        step, loss, opt.loss_scale);
+                fflush(metrics);
+            }
+            if (ddp) ddp_write_rank_times(ddp, step, (now_s() - t0) * 1e3);
             continue;
         }
         optim_unscale(&opt, &m, &gnorm);
         if (!isfinite(loss) || !isfinite(gnorm)) {
             fprintf(stderr, "nsa-train: step %" PRId64 ": non-finite %s (loss %g, grad norm %g); replaying the step to localise\n",
                     step, !isfinite(loss) ? "loss" : "gradient", loss, gnorm);
-            fprintf(metrics, "{\"step\": %" PRId64 ", \"loss\": \"%g\", \"grad_norm\": \"%g\", \"anomaly\": true}\n", step, loss, gnorm);
-            fflush(metrics);
+            if (metrics) {
+                fprintf(metrics, "{\"step\": %" PRId64 ", \"loss\": \"%g\", \"grad_norm\": \"%g\", \"anomaly\": true}\n",
+                        step, loss, gnorm);
+                fflush(metrics);
+            }
+            // every rank replays its own micro-batches (no collectives): the rank whose
+            // data produced the value names the tensor
             localise_anomaly(&m, ds, pos, in, tg, dscale, step, out_dir);
             rc = NSA_EXIT_ANOMALY;
             goto out;
         }
         if (step == 1 && opts->dump_step) {
             // the dump describes the first micro-batch of step 1: replay it alone so
-            // that logits and gradients belong to the same batch
-            DataSource *ds1 = data_open(cfg->data_kind, cfg->data_path, cfg->vocab_size, B, T, cfg->seed, 0, 1, err, sizeof err);
+            // that logits and gradients belong to the same batch. Under data parallel
+            // every rank replays its slice and the gradients are reduced (the mean over
+            // world*B sequences, what the optimizer would use), so the dump of W ranks
+            // with batch B compares with one rank's dump at batch W*B; rank 0 writes it
+            // with its own slice's inputs and logits, and the mean loss over ranks.
+            DataSource *ds1 = data_open(cfg->data_kind, cfg->data_path, cfg->vocab_size, B, T, cfg->seed, rank, world,
+                                        err, sizeof err);
             int32_t *in1 = malloc(sizeof(int32_t) * (size_t)B * T), *tg1 = malloc(sizeof(int32_t) * (size_t)B * T);
             data_set_pos(ds1, pos);
             data_next(ds1, in1, tg1);
@@ -360,15 +452,20 @@ static int train_run_inner(const TrainOpts *opts) {
             void *saved = malloc((size_t)m.n_elems * be->param_bytes);
             be->to_host(saved, m.grad_mem, (size_t)m.n_elems * be->param_bytes);
             model_zero_grad(&m);
-            double l1 = model_forward(&m, in1, tg1, 1.0 / ((double)B * T));
+            double l1 = model_forward(&m, in1, tg1, 1.0 / ((double)B * T * world));
             size_t lb = (size_t)B * T * m.V * be->act_bytes;
             void *lh = malloc(lb);
             be->to_host(lh, m.logits, lb);
             model_backward(&m);
-            int drc = dump_step(opts->dump_step, &m, in1, tg1, l1, &l1, lh);
+            int drc = 0;
+            if (ddp) {
+                drc = ddp_reduce_all(ddp);
+                if (!drc) drc = ddp_mean(ddp, &l1, "allreduce dump loss");
+            }
+            if (!drc && rank == 0) drc = dump_step(opts->dump_step, &m, in1, tg1, l1, &l1, lh) ? NSA_EXIT_RUNTIME : 0;
             be->from_host(m.grad_mem, saved, (size_t)m.n_elems * be->param_bytes);
             free(lh); free(saved); free(in1); free(tg1);
-            if (drc) goto out;
+            if (drc) { rc = drc; goto out; }
         }
         double lr = optim_lr(cfg, step);
         flightrec_event(FR_PHASE_OPTIMIZER, FR_KIND_BEGIN, step, -1, "adamw");
@@ -377,19 +474,30 @@ static int train_run_inner(const TrainOpts *opts) {
         double dt = now_s() - t0;
         double toks = (double)B * T * cfg->grad_accum;
         if (!opts->quiet) {
-            printf("step %5" PRId64 "/%d | loss %.6f | grad_norm %.4f | lr %.3e | %8.1f ms | %9.0f tok/s\n", step,
-                   cfg->steps, loss, gnorm, lr, dt * 1e3, toks / dt);
+            if (ddp)   // the loss is the mean over ranks; tok/s the world's
+                printf("step %5" PRId64 "/%d | loss %.6f | grad_norm %.4f | lr %.3e | %8.1f ms | %9.0f tok/s | rank %d "
+                       "comm wait %.1f ms\n", step, cfg->steps, loss, gnorm, lr, dt * 1e3, toks * world / dt, rank,
+                       ddp_comm_wait_ms(ddp));
+            else
+                printf("step %5" PRId64 "/%d | loss %.6f | grad_norm %.4f | lr %.3e | %8.1f ms | %9.0f tok/s\n", step,
+                       cfg->steps, loss, gnorm, lr, dt * 1e3, toks / dt);
             fflush(stdout);
         }
         // mem_bytes: what the model holds on its backend (parameters, gradients,
         // AdamW moments, activations and scratch); rss_bytes: the process's RSS
         const int64_t mem = (int64_t)m.param_bytes_total + (int64_t)m.act_bytes + 2 * m.n_elems * be->param_bytes;
-        fprintf(metrics,
-                "{\"step\": %" PRId64 ", \"loss\": %.17g, \"grad_norm\": %.17g, \"lr\": %.17g, \"ms\": %.3f, "
-                "\"tok_per_s\": %.1f, \"tokens\": %.0f, \"mem_bytes\": %" PRId64 ", \"rss_bytes\": %" PRId64 "}\n",
-                step, loss, gnorm, lr, dt * 1e3, toks / dt, toks, mem, rss_bytes());
-        fflush(metrics);
-        int save_now = opts->save && ((opts->save_every > 0 && step % opts->save_every == 0) || step == last);
+        // tokens and tok/s: the whole world's (every rank processes B*T*grad_accum)
+        if (metrics) {
+            fprintf(metrics,
+                    "{\"step\": %" PRId64 ", \"loss\": %.17g, \"grad_norm\": %.17g, \"lr\": %.17g, \"ms\": %.3f, "
+                    "\"tok_per_s\": %.1f, \"tokens\": %.0f, \"mem_bytes\": %" PRId64 ", \"rss_bytes\": %" PRId64 ", "
+                    "\"world_size\": %d, \"comm_wait_ms\": %.3f}\n",
+                    step, loss, gnorm, lr, dt * 1e3, toks * world / dt, toks * world, mem, rss_bytes(), world,
+                    ddp ? ddp_comm_wait_ms(ddp) : 0.0);
+            fflush(metrics);
+        }
+        if (ddp) ddp_write_rank_times(ddp, step, dt * 1e3);
+        int save_now = rank == 0 && opts->save && ((opts->save_every > 0 && step % opts->save_every == 0) || step == last);
         if (save_now) {
             flightrec_event(FR_PHASE_CHECKPOINT, FR_KIND_BEGIN, step, -1, "checkpoint_save");
             if (checkpoint_save(opts->save, &m, &opt, step, data_get_pos(ds), err, sizeof err)) {
@@ -400,12 +508,14 @@ static int train_run_inner(const TrainOpts *opts) {
         flightrec_event(save_now ? FR_PHASE_CHECKPOINT : FR_PHASE_OPTIMIZER, FR_KIND_END, step, -1, "step");
     }
     rc = NSA_EXIT_OK;
+    if (ddp && last > step0) rc = ddp_check_weights(ddp, last);
 out:
     if (metrics) fclose(metrics);
     if (ds) data_close(ds);
     free(in); free(tg);
     if (tracing) gradtrace_close(&trace);
     if (diag.gs) gatestats_close(diag.gs);
+    ddp_close(ddp, rc == NSA_EXIT_OK);
     m.grad_ready = NULL;
     m.event = NULL;
     optim_free(&opt, &m);

@@ -1,6 +1,7 @@
 // trainer/train.h — the training loop behind nsa-train.
 #ifndef NSA_TRAINER_TRAIN_H
 #define NSA_TRAINER_TRAIN_H
+#include "trainer/comm.h"
 #include "trainer/config.h"
 
 // Exit codes of nsa-train (and train_run's return values).
@@ -9,6 +10,8 @@ enum {
     NSA_EXIT_RUNTIME = 1,   // I/O failure, bad checkpoint, backend failure
     NSA_EXIT_USAGE = 2,     // bad flag or invalid config
     NSA_EXIT_ANOMALY = 3,   // a non-finite loss/activation/gradient (anomaly record written)
+    NSA_EXIT_COMM_TIMEOUT = 4, // data parallel: a collective did not complete within --comm-timeout
+                               // (or its transport reported an error); [COMM-TIMEOUT] / [COMM-ERROR] printed
 };
 
 typedef struct {
@@ -26,6 +29,9 @@ typedef struct {
     int gate_stats;           // --gate-stats: OUT/gate_stats.jsonl
     const char *flight_recorder; // --flight-recorder FILE (memory-mapped, trainer/flightrec.h), or NULL
     struct Faults *faults;    // --fault NAME[=ARG] (trainer/faults.h), or NULL
+    // data parallel (docs/ddp.md): world from comm_world_init; NULL or transport none = one process
+    const CommWorld *world;
+    double comm_timeout_s;    // --comm-timeout (default 300)
 } TrainOpts;
 
 // Runs training; prints one line per step and appends metrics.jsonl. Returns an

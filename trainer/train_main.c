@@ -3,16 +3,23 @@
 //   nsa-train --config FILE [--set KEY=VALUE]... [--steps N] [options]
 //
 // Exit codes: 0 ok, 1 runtime failure, 2 usage or invalid config,
-// 3 non-finite value (anomaly record written), 138 stall dump after SIGUSR1;
-// a crash ends by its signal after the crash dump. See `nsa-train --help` and
-// docs/diagnostics.md for the diagnostics flags.
+// 3 non-finite value (anomaly record written), 4 a data-parallel collective did
+// not complete within --comm-timeout, 138 stall dump after SIGUSR1; a crash ends
+// by its signal after the crash dump. See `nsa-train --help`, docs/diagnostics.md
+// for the diagnostics flags and docs/ddp.md for data parallel.
+#define _POSIX_C_SOURCE 200809L   // setenv, open, dup2, mkdir
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
 
+#include "trainer/comm.h"
 #include "trainer/config.h"
 #include "trainer/envinfo.h"
 #include "trainer/faults.h"
@@ -47,10 +54,21 @@ static void usage(FILE *f) {
         "  --check-config       validate the config, print it as canonical JSON, exit\n"
         "  --devices            print the CUDA devices this build can use, exit\n"
         "  --quiet              no per-step lines\n"
+        "  --log-file FILE      redirect this process's stdout and stderr to FILE (appended, line-buffered)\n"
         "  --help               this text\n"
         "\n"
+        "data parallel (docs/ddp.md): mpirun -np W nsa-train ... --transport mpi|nccl\n"
+        "  --transport T        none (default: one process), mpi (host buffers; the CPU path and the A/B\n"
+        "                       transport), nccl (GPU buffers, cuda backend). Rank, world size and local rank\n"
+        "                       come from MPI; one GPU per rank (device = local rank)\n"
+        "  --comm-timeout S     seconds a collective may take before the rank reports [COMM-TIMEOUT] and\n"
+        "                       exits 4 (default 300, or $NSA_COMM_TIMEOUT)\n"
+        "  every path flag (--out, --log-file, --flight-recorder, --stack-file, --dump-step, --save, --resume)\n"
+        "  replaces %%r by the rank, e.g. --log-file OUT/ranks/rank_%%r.log\n"
+        "\n"
         "diagnostics (docs/diagnostics.md; each off by default and free when off):\n"
-        "  --rank R             this process's rank (default 0): in every trace, targets the rank faults\n"
+        "  --rank R             this process's rank (default 0): in every trace, targets the rank faults;\n"
+        "                       under --transport mpi|nccl the MPI rank is used (a different --rank is an error)\n"
         "  --trace-grads        gradient-arrival trace: OUT/grad_trace.jsonl (one line per step) and\n"
         "                       [GRAD-TRACE] step=S rank=R arrived=N missing=M lines on stdout\n"
         "  --gate-stats         per-layer gate statistics of each step's first forward: OUT/gate_stats.jsonl\n"
@@ -65,8 +83,65 @@ static void usage(FILE *f) {
         "  --print-env          print build/CUDA/host/env facts (and --config's) as JSON, exit\n"
         "\n"
         "exit codes: 0 ok, 1 runtime failure, 2 usage or invalid config, 3 non-finite value\n"
-        "(the first non-finite tensor is named on stderr and in OUT/anomaly.json),\n"
+        "(the first non-finite tensor is named on stderr and in OUT/anomaly.json), 4 a collective did not\n"
+        "complete within --comm-timeout (data parallel; [COMM-TIMEOUT] names the collective and its bucket),\n"
         "138 stall dump after SIGUSR1; a crash ends by its signal (shell status 128+signal)\n");
+}
+
+// `path` with every "%r" replaced by the rank (malloc'd; NULL stays NULL).
+static char *subst_rank(const char *path, int rank) {
+    if (!path) return NULL;
+    size_t n = strlen(path), cap = n + 1;
+    for (const char *p = strstr(path, "%r"); p; p = strstr(p + 2, "%r")) cap += 12;
+    char *out = malloc(cap), *o = out;
+    for (const char *p = path; *p;) {
+        if (p[0] == '%' && p[1] == 'r') {
+            o += snprintf(o, cap - (size_t)(o - out), "%d", rank);
+            p += 2;
+        } else {
+            *o++ = *p++;
+        }
+    }
+    *o = 0;
+    return out;
+}
+
+// mkdir -p of the directory part of `path`
+static void mkdir_parent(const char *path) {
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (!slash || slash == dir) return;
+    *slash = 0;
+    for (char *p = dir + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = 0;
+        mkdir(dir, 0775);
+        *p = '/';
+    }
+    mkdir(dir, 0775);
+}
+
+// --log-file: this process's stdout and stderr go to FILE (appended, never
+// truncated: several ranks may share one), stdout line-buffered, stderr unbuffered.
+static int redirect_log(const char *path) {
+    mkdir_parent(path);
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (fd < 0) {
+        fprintf(stderr, "nsa-train: --log-file %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    fflush(stdout);
+    fflush(stderr);
+    if (dup2(fd, STDOUT_FILENO) < 0 || dup2(fd, STDERR_FILENO) < 0) {
+        fprintf(stderr, "nsa-train: --log-file %s: dup2: %s\n", path, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    close(fd);
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    setvbuf(stderr, NULL, _IONBF, 0);
+    return 0;
 }
 
 static int parse_int(const char *flag, const char *s, int *out) {
@@ -80,11 +155,22 @@ static int parse_int(const char *flag, const char *s, int *out) {
     return 0;
 }
 
+// Leave the process: a clean run finalizes MPI; any failure exits without
+// MPI_Finalize (another rank may be stuck in a collective: finalize could hang).
+static int finish(CommWorld *w, int rc) {
+    fflush(stdout);
+    fflush(stderr);
+    if (rc == 0) comm_world_finalize(w);
+    else if (w->mpi_initialized) exit(rc);
+    return rc;
+}
+
 int main(int argc, char **argv) {
     TrainOpts opts;
     memset(&opts, 0, sizeof opts);
-    const char *config_path = NULL, *stack_file = NULL;
-    int check_only = 0, threads = 0, print_env = 0;
+    const char *config_path = NULL, *stack_file = NULL, *log_file = NULL;
+    int check_only = 0, threads = 0, print_env = 0, rank_given = 0, transport = COMM_NONE;
+    double comm_timeout = 0;
     static Faults faults;
     faults_init(&faults);
     const char **sets = calloc((size_t)argc + 2, sizeof(char *));
@@ -127,7 +213,24 @@ int main(int argc, char **argv) {
 #endif
         }
         else if (!strcmp(a, "--quiet")) opts.quiet = 1;
-        else if (!strcmp(a, "--rank")) { NEED_VALUE; if (parse_int(a, v, &opts.rank)) return 2; }
+        else if (!strcmp(a, "--rank")) { NEED_VALUE; if (parse_int(a, v, &opts.rank)) return 2; rank_given = 1; }
+        else if (!strcmp(a, "--transport")) {
+            NEED_VALUE;
+            if ((transport = comm_transport_parse(v)) < 0) {
+                fprintf(stderr, "nsa-train: --transport %s: expected none, mpi or nccl\n", v);
+                return 2;
+            }
+        }
+        else if (!strcmp(a, "--comm-timeout")) {
+            NEED_VALUE;
+            char *end = NULL;
+            comm_timeout = strtod(v, &end);
+            if (!*v || *end || !(comm_timeout > 0) || comm_timeout > 1e7) {
+                fprintf(stderr, "nsa-train: --comm-timeout %s: expected a number of seconds > 0\n", v);
+                return 2;
+            }
+        }
+        else if (!strcmp(a, "--log-file")) { NEED_VALUE; log_file = v; }
         else if (!strcmp(a, "--trace-grads")) opts.trace_grads = 1;
         else if (!strcmp(a, "--gate-stats")) opts.gate_stats = 1;
         else if (!strcmp(a, "--flight-recorder")) { NEED_VALUE; opts.flight_recorder = v; }
@@ -146,27 +249,72 @@ int main(int argc, char **argv) {
         }
 #undef NEED_VALUE
     }
-    // stall/crash handlers first: a rank can be stalled or crash from here on
-    if (stackdump_install(stack_file, opts.rank)) return 1;
+    if (comm_timeout <= 0) {
+        const char *e = getenv("NSA_COMM_TIMEOUT");
+        char *end = NULL;
+        comm_timeout = e ? strtod(e, &end) : 0;
+        if (e && (!*e || *end || !(comm_timeout > 0))) {
+            fprintf(stderr, "nsa-train: NSA_COMM_TIMEOUT=%s: expected a number of seconds > 0\n", e);
+            return 2;
+        }
+        if (comm_timeout <= 0) comm_timeout = 300;
+    }
+    // data parallel: the process joins MPI first (rank, world size, local rank), so
+    // that %r in the paths, the log file and the stack dumps know the rank
+    const char *why = NULL;
+    if (!comm_transport_built(transport, &why)) {
+        fprintf(stderr, "nsa-train: --transport %s: %s\n", comm_transport_name(transport), why);
+        return 2;
+    }
+    static CommWorld world;
+    char err[8192];
+    if (comm_world_init(&world, transport, err, sizeof err)) {
+        fprintf(stderr, "nsa-train: %s\n", err);
+        return 1;
+    }
+    if (transport != COMM_NONE) {
+        if (rank_given && opts.rank != world.rank) {
+            fprintf(stderr, "nsa-train: --rank %d conflicts with the MPI rank %d (under --transport %s the MPI rank is "
+                    "used; leave --rank out)\n", opts.rank, world.rank, comm_transport_name(transport));
+            return finish(&world, 2);
+        }
+        opts.rank = world.rank;
+        setvbuf(stdout, NULL, _IOLBF, 0);   // mpirun forwards a pipe: lines, not blocks
+    }
+    opts.world = &world;
+    opts.comm_timeout_s = comm_timeout;
+    // every path flag accepts %r = this rank
+    char *p_log = subst_rank(log_file, opts.rank), *p_stack = subst_rank(stack_file, opts.rank);
+    char *p_fr = subst_rank(opts.flight_recorder, opts.rank), *p_out = subst_rank(opts.out_dir, opts.rank);
+    char *p_dump = subst_rank(opts.dump_step, opts.rank), *p_save = subst_rank(opts.save, opts.rank);
+    char *p_resume = subst_rank(opts.resume, opts.rank);
+    opts.flight_recorder = p_fr;
+    opts.out_dir = p_out;
+    opts.dump_step = p_dump;
+    opts.save = p_save;
+    opts.resume = p_resume;
+    if (p_log && redirect_log(p_log)) return finish(&world, 2);
+    // stall/crash handlers first: a rank can be stalled or crash from here on (after
+    // MPI_Init, which installs handlers of its own that these replace)
+    if (stackdump_install(p_stack, opts.rank)) return finish(&world, 1);
     if (print_env && !config_path) {
         char *js = envinfo_json(NULL);
         puts(js);
         free(js);
-        return 0;
+        return finish(&world, 0);
     }
     if (!config_path) {
         fprintf(stderr, "nsa-train: --config FILE is required (see --help)\n");
-        return 2;
+        return finish(&world, 2);
     }
     if (opts.save_every && !opts.save) {
         fprintf(stderr, "nsa-train: --save-every needs --save FILE\n");
-        return 2;
+        return finish(&world, 2);
     }
-    char err[8192];
     if (config_load(&opts.cfg, config_path, sets, n_sets, err, sizeof err)) {
         fputs(err, stderr);
         if (err[0] && err[strlen(err) - 1] != '\n') fputc('\n', stderr);
-        return 2;
+        return finish(&world, 2);
     }
     for (int i = 0; i < n_owned; i++) free(owned[i]);
     free(owned);
@@ -175,17 +323,25 @@ int main(int argc, char **argv) {
         char *js = envinfo_json(&opts.cfg);
         puts(js);
         free(js);
-        return 0;
+        return finish(&world, 0);
     }
     if (check_only) {
         char *js = config_to_json(&opts.cfg);   // ends with a newline
         fputs(js, stdout);
         free(js);
-        return 0;
+        return finish(&world, 0);
     }
 #ifdef _OPENMP
+    // several ranks on one node share its cores: without --threads each takes its share
+    if (threads <= 0 && world.local_size > 1 && !getenv("OMP_NUM_THREADS")) {
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        threads = (int)(cores / world.local_size);
+        if (threads < 1) threads = 1;
+    }
     if (threads > 0) omp_set_num_threads(threads);
 #endif
     if (faults.n_active) opts.faults = &faults;
-    return train_run(&opts);
+    int rc = train_run(&opts);
+    free(p_log); free(p_stack); free(p_fr); free(p_out); free(p_dump); free(p_save); free(p_resume);
+    return finish(&world, rc);
 }
