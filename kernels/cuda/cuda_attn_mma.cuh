@@ -464,23 +464,90 @@ __device__ __forceinline__ void sel_load_block(T *Kw, T *Vw, const T *Kg, const 
     }
 }
 
-template <typename T, int D, int KT> __global__ void __launch_bounds__(128) k_sel_fwd(AttnArgs a) {
+// Row layout of a selection tile. PACK 1: the 16 rows are heads rt*16 .. rt*16+15 of
+// position t. PACK 2 (heads per group <= 8): rows 0-7 are the heads of position tA,
+// rows 8-15 those of tB = tA + 1, and the CTA walks the union of the two positions'
+// selected blocks (a block only one of them selected is masked for the other half):
+// 12 of 16 MMA rows useful with m7c's 6 heads instead of 6.
+struct SelTile {
+    int t[2];        // position of rows 0-7 / 8-15 (PACK 1: both t); -1 invalid
+    int h0[2];       // head of row 0 / row 8
+    int nh[2];       // valid heads in rows 0-7 / 8-15
+    int tmax;
+};
+template <int PACK> __device__ __forceinline__ SelTile sel_tile(const AttnArgs &a, int bx, int rt) {
+    SelTile st;
+    if (PACK == 1) {
+        const int t = a.t0 + bx, hr = a.hpg - rt * 16 < 16 ? a.hpg - rt * 16 : 16;
+        st.t[0] = st.t[1] = t;
+        st.h0[0] = rt * 16;
+        st.h0[1] = rt * 16 + 8;
+        st.nh[0] = hr < 8 ? hr : 8;
+        st.nh[1] = hr > 8 ? hr - 8 : 0;
+        st.tmax = t;
+    } else {
+        const int tA = a.t0 + 2 * bx, tB = tA + 1 < a.t0 + a.Tn ? tA + 1 : -1;
+        st.t[0] = tA;
+        st.t[1] = tB;
+        st.h0[0] = st.h0[1] = 0;
+        st.nh[0] = a.hpg;
+        st.nh[1] = tB >= 0 ? a.hpg : 0;
+        st.tmax = tB >= 0 ? tB : tA;
+    }
+    return st;
+}
+// tile row (0..15) -> global row index (b, t, head), or -1 for padding
+__device__ __forceinline__ int64_t sel_row(const AttnArgs &a, const SelTile &st, int b, int g, int row) {
+    const int k = row & 7;
+    const bool hi = row >= 8;
+    const int t = hi ? st.t[1] : st.t[0], nh = hi ? st.nh[1] : st.nh[0], h0 = hi ? st.h0[1] : st.h0[0];
+    if (k >= nh || t < 0) return -1;
+    return ((int64_t)b * a.T + t) * a.H + (int64_t)g * a.hpg + h0 + k;
+}
+// the blocks to walk: PACK 1 the position's list, PACK 2 the sorted union with a mask
+// (bit 0: selected by rows 0-7, bit 1: by rows 8-15). Written by thread 0.
+template <int PACK>
+__device__ __forceinline__ void sel_union(const AttnArgs &a, const SelTile &st, int b, int g, int *ul, int *uf, int *nu) {
+    const int32_t *sa = a.sel + (((int64_t)b * a.T + st.t[0]) * a.G + g) * a.n;
+    if (PACK == 1 || st.t[1] < 0) {
+        int m = 0;
+        for (int c = 0; c < a.n; c++)
+            if (sa[c] >= 0) { ul[m] = sa[c]; uf[m] = 3; m++; }
+        *nu = m;
+        return;
+    }
+    const int32_t *sb = a.sel + (((int64_t)b * a.T + st.t[1]) * a.G + g) * a.n;
+    int i = 0, j = 0, m = 0;
+    while (true) {
+        int x = i < a.n ? sa[i] : -1, y = j < a.n ? sb[j] : -1;
+        if (x < 0 && y < 0) break;
+        if (y < 0 || (x >= 0 && x < y)) { ul[m] = x; uf[m] = 1; i++; }
+        else if (x < 0 || y < x) { ul[m] = y; uf[m] = 2; j++; }
+        else { ul[m] = x; uf[m] = 3; i++; j++; }
+        m++;
+    }
+    *nu = m;
+}
+#define SEL_MAXU 136   // 2 n + slack, n <= 64 (launcher)
+
+template <typename T, int D, int KT, int PACK> __global__ void __launch_bounds__(128) k_sel_fwd(AttnArgs a) {
     constexpr int DP = D + 8, NKS = D / 16, NDT = D / 8, NT = KT / 8;
     static_assert(sel_merge_fits<D, KT>(), "merge area");
     extern __shared__ __align__(16) unsigned char smem_raw[];
+    __shared__ int ul[SEL_MAXU], uf[SEL_MAXU], nu_s;
     T *Qs = reinterpret_cast<T *>(smem_raw);
     T *KV = Qs + 32 * DP;   // per warp: K [KT][DP], V [KT][DP]
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, gid = lane >> 2, tig = lane & 3;
-    const int hpg = a.hpg, nrt = (hpg + 15) / 16;
-    const int t = a.t0 + blockIdx.x, g = blockIdx.y / nrt, rt = blockIdx.y % nrt, b = blockIdx.z;
-    const int hrows = hpg - rt * 16 < 16 ? hpg - rt * 16 : 16;
-    const int64_t R0 = ((int64_t)b * a.T + t) * a.H + (int64_t)g * hpg + rt * 16;   // first row of the tile
+    const int nrt = PACK == 1 ? (a.hpg + 15) / 16 : 1;
+    const int g = blockIdx.y / nrt, rt = blockIdx.y % nrt, b = blockIdx.z;
+    const SelTile st = sel_tile<PACK>(a, blockIdx.x, rt);
     for (int c = tid; c < 16 * (D / 8); c += 128) {
         int r = c / (D / 8), cc = c % (D / 8);
-        bool ok = r < hrows;
-        cp16(Qs + r * DP + cc * 8, ok ? (const T *)a.q + (R0 + r) * D + cc * 8 : (const T *)a.q, ok);
+        int64_t R = sel_row(a, st, b, g, r);
+        cp16(Qs + r * DP + cc * 8, R >= 0 ? (const T *)a.q + R * D + cc * 8 : (const T *)a.q, R >= 0);
     }
     cp_commit();
+    if (tid == 0) sel_union<PACK>(a, st, b, g, ul, uf, &nu_s);
     cp_wait<0>();
     __syncthreads();
     uint32_t qf[NKS][4];
@@ -489,10 +556,10 @@ template <typename T, int D, int KT> __global__ void __launch_bounds__(128) k_se
     const int64_t ks = (int64_t)a.G * D;
     const T *Kg = (const T *)a.k + (int64_t)b * a.NK * ks + (int64_t)g * D;
     const T *Vg = (const T *)a.v + (int64_t)b * a.NK * ks + (int64_t)g * D;
-    const int32_t *selrow = a.sel + (((int64_t)b * a.T + t) * a.G + g) * a.n;
     T *Kw = KV + warp * 2 * KT * DP, *Vw = Kw + KT * DP;
-    const int per = a.lsel / KT, nch = a.n * per;
-    const bool rv[2] = {gid < hrows, gid + 8 < hrows};
+    const int per = a.lsel / KT, nch = nu_s * per;
+    const bool rv[2] = {sel_row(a, st, b, g, gid) >= 0, sel_row(a, st, b, g, gid + 8) >= 0};
+    const int tr[2] = {st.t[0], st.t[1]};
 
     float m[2] = {-INFINITY, -INFINITY}, lsum[2] = {0.f, 0.f};
     float oacc[NDT][4];
@@ -500,11 +567,10 @@ template <typename T, int D, int KT> __global__ void __launch_bounds__(128) k_se
     for (int i = 0; i < NDT; i++) oacc[i][0] = oacc[i][1] = oacc[i][2] = oacc[i][3] = 0.f;
 
     for (int c = warp; c < nch; c += 4) {
-        const int j = selrow[c / per];
-        if (j < 0) continue;
+        const int j = ul[c / per], fl = uf[c / per];
         const int kb = j * a.lsel + (c % per) * KT;
-        if (kb > t) continue;
-        sel_load_block<T, D, KT>(Kw, Vw, Kg, Vg, ks, kb, t, lane);
+        if (kb > st.tmax) continue;
+        sel_load_block<T, D, KT>(Kw, Vw, Kg, Vg, ks, kb, st.tmax, lane);
         cp_commit();
         cp_wait<0>();
         __syncwarp();
@@ -525,10 +591,10 @@ template <typename T, int D, int KT> __global__ void __launch_bounds__(128) k_se
         for (int nt = 0; nt < NT; nt++)
 #pragma unroll
             for (int e = 0; e < 4; e++) {
-                const int key = kb + nt * 8 + 2 * tig + (e & 1);
-                const bool vis = rv[e >> 1] && key <= t;
+                const int key = kb + nt * 8 + 2 * tig + (e & 1), r = e >> 1;
+                const bool vis = rv[r] && ((fl >> r) & 1) && key <= tr[r];
                 s[nt][e] = vis ? s[nt][e] * a.scale_log2 : -INFINITY;
-                mx[e >> 1] = fmaxf(mx[e >> 1], s[nt][e]);
+                mx[r] = fmaxf(mx[r], s[nt][e]);
             }
         float muse[2];
 #pragma unroll
@@ -590,8 +656,10 @@ template <typename T, int D, int KT> __global__ void __launch_bounds__(128) k_se
         }
     }
     __syncthreads();
-    for (int idx = tid; idx < hrows * D; idx += 128) {
+    for (int idx = tid; idx < 16 * D; idx += 128) {
         const int row = idx / D, dd = idx % D;
+        const int64_t R = sel_row(a, st, b, g, row);
+        if (R < 0) continue;
         float M = -INFINITY;
 #pragma unroll
         for (int w = 0; w < 4; w++) M = fmaxf(M, Mm[w * 16 + row]);
@@ -607,35 +675,36 @@ template <typename T, int D, int KT> __global__ void __launch_bounds__(128) k_se
             }
         }
         const bool any = L > 0.f;
-        ((T *)a.o)[(R0 + row) * D + dd] = fromf<T>(any ? O / L : 0.f);
+        ((T *)a.o)[R * D + dd] = fromf<T>(any ? O / L : 0.f);
         if (dd == 0) {
             const float lse = any ? (M + log2f(L)) * MMA_LN2 : -INFINITY;
-            ((T *)a.lse)[R0 + row] = fromf<T>(lse);
-            if (a.lse32) a.lse32[R0 + row] = lse;
+            ((T *)a.lse)[R] = fromf<T>(lse);
+            if (a.lse32) a.lse32[R] = lse;
         }
     }
 }
 
-template <typename T, int D, int KT> __global__ void __launch_bounds__(128) k_sel_dq(AttnArgs a) {
+template <typename T, int D, int KT, int PACK> __global__ void __launch_bounds__(128) k_sel_dq(AttnArgs a) {
     constexpr int DP = D + 8, NKS = D / 16, NDT = D / 8, NT = KT / 8;
     static_assert(sel_merge_fits<D, KT>(), "merge area");
     extern __shared__ __align__(16) unsigned char smem_raw[];
+    __shared__ int ul[SEL_MAXU], uf[SEL_MAXU], nu_s;
     T *Qs = reinterpret_cast<T *>(smem_raw);
     T *Ys = Qs + 16 * DP;
     T *KV = Qs + 32 * DP;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, gid = lane >> 2, tig = lane & 3;
-    const int hpg = a.hpg, nrt = (hpg + 15) / 16;
-    const int t = blockIdx.x, g = blockIdx.y / nrt, rt = blockIdx.y % nrt, b = blockIdx.z;
-    const int hrows = hpg - rt * 16 < 16 ? hpg - rt * 16 : 16;
-    const int64_t R0 = ((int64_t)b * a.T + t) * a.H + (int64_t)g * hpg + rt * 16;
+    const int nrt = PACK == 1 ? (a.hpg + 15) / 16 : 1;
+    const int g = blockIdx.y / nrt, rt = blockIdx.y % nrt, b = blockIdx.z;
+    const SelTile st = sel_tile<PACK>(a, blockIdx.x, rt);
     for (int c = tid; c < 16 * (D / 8); c += 128) {
         int r = c / (D / 8), cc = c % (D / 8);
-        bool ok = r < hrows;
-        int64_t off = ok ? (R0 + r) * D + cc * 8 : 0;
-        cp16(Qs + r * DP + cc * 8, (const T *)a.q + off, ok);
-        cp16(Ys + r * DP + cc * 8, (const T *)a.dout + off, ok);
+        int64_t R = sel_row(a, st, b, g, r);
+        int64_t off = R >= 0 ? R * D + cc * 8 : 0;
+        cp16(Qs + r * DP + cc * 8, (const T *)a.q + off, R >= 0);
+        cp16(Ys + r * DP + cc * 8, (const T *)a.dout + off, R >= 0);
     }
     cp_commit();
+    if (tid == 0) sel_union<PACK>(a, st, b, g, ul, uf, &nu_s);
     cp_wait<0>();
     __syncthreads();
     uint32_t qf[NKS][4], yf[NKS][4];
@@ -646,31 +715,29 @@ template <typename T, int D, int KT> __global__ void __launch_bounds__(128) k_se
     }
     float l2r[2], drr[2];
     bool rv[2];
+    const int tr[2] = {st.t[0], st.t[1]};
 #pragma unroll
     for (int r = 0; r < 2; r++) {
-        const int row = gid + 8 * r;
-        rv[r] = row < hrows;
-        l2r[r] = rv[r] ? a.lse_in[R0 + row] * MMA_LOG2E : -INFINITY;
-        drr[r] = rv[r] ? a.drow[R0 + row] : 0.f;
-        rv[r] = rv[r] && l2r[r] != -INFINITY;
+        const int64_t R = sel_row(a, st, b, g, gid + 8 * r);
+        l2r[r] = R >= 0 ? a.lse_in[R] * MMA_LOG2E : -INFINITY;
+        drr[r] = R >= 0 ? a.drow[R] : 0.f;
+        rv[r] = R >= 0 && l2r[r] != -INFINITY;
     }
     const int64_t ks = (int64_t)a.G * D;
     const T *Kg = (const T *)a.k + (int64_t)b * a.NK * ks + (int64_t)g * D;
     const T *Vg = (const T *)a.v + (int64_t)b * a.NK * ks + (int64_t)g * D;
-    const int32_t *selrow = a.sel + (((int64_t)b * a.T + t) * a.G + g) * a.n;
     T *Kw = KV + warp * 2 * KT * DP, *Vw = Kw + KT * DP;
-    const int per = a.lsel / KT, nch = a.n * per;
+    const int per = a.lsel / KT, nch = nu_s * per;
 
     float dqa[NDT][4];
 #pragma unroll
     for (int i = 0; i < NDT; i++) dqa[i][0] = dqa[i][1] = dqa[i][2] = dqa[i][3] = 0.f;
 
     for (int c = warp; c < nch; c += 4) {
-        const int j = selrow[c / per];
-        if (j < 0) continue;
+        const int j = ul[c / per], fl = uf[c / per];
         const int kb = j * a.lsel + (c % per) * KT;
-        if (kb > t) continue;
-        sel_load_block<T, D, KT>(Kw, Vw, Kg, Vg, ks, kb, t, lane);
+        if (kb > st.tmax) continue;
+        sel_load_block<T, D, KT>(Kw, Vw, Kg, Vg, ks, kb, st.tmax, lane);
         cp_commit();
         cp_wait<0>();
         __syncwarp();
@@ -695,10 +762,10 @@ template <typename T, int D, int KT> __global__ void __launch_bounds__(128) k_se
         for (int nt = 0; nt < NT; nt++)
 #pragma unroll
             for (int e = 0; e < 4; e++) {
-                const int key = kb + nt * 8 + 2 * tig + (e & 1);
-                const bool vis = rv[e >> 1] && key <= t;
-                const float p = vis ? exp2f(s[nt][e] * a.scale_log2 - l2r[e >> 1]) : 0.f;
-                s[nt][e] = p * (dp[nt][e] - drr[e >> 1]);
+                const int key = kb + nt * 8 + 2 * tig + (e & 1), r = e >> 1;
+                const bool vis = rv[r] && ((fl >> r) & 1) && key <= tr[r];
+                const float p = vis ? exp2f(s[nt][e] * a.scale_log2 - l2r[r]) : 0.f;
+                s[nt][e] = p * (dp[nt][e] - drr[r]);
             }
 #pragma unroll
         for (int kk = 0; kk < KT / 16; kk++) {
@@ -726,10 +793,12 @@ template <typename T, int D, int KT> __global__ void __launch_bounds__(128) k_se
         }
     }
     __syncthreads();
-    for (int idx = tid; idx < hrows * D; idx += 128) {
+    for (int idx = tid; idx < 16 * D; idx += 128) {
         const int row = idx / D, dd = idx % D;
+        const int64_t R = sel_row(a, st, b, g, row);
+        if (R < 0) continue;
         const float s = ((Om[row * D + dd] + Om[(16 + row) * D + dd]) + Om[(32 + row) * D + dd]) + Om[(48 + row) * D + dd];
-        T *p = (T *)a.dq + (R0 + row) * D + dd;
+        T *p = (T *)a.dq + R * D + dd;
         *p = fromf<T>(tof(*p) + a.scale * s);
     }
 }
@@ -1069,17 +1138,18 @@ template <typename T, int D> void mma_select(const AttnArgs &a, int32_t *sel_out
 // ============================================================================================
 template <typename T, int D> void mma_attn_fwd(const AttnArgs &a, int br) {
     if (br == BR_SEL) {
+        const int pack = a.hpg <= 8 && a.n <= 64 && g_nsa_cuda.sel_pack;
         const int nrt = (a.hpg + 15) / 16;
-        dim3 grid(a.Tn, a.G * nrt, a.B);
-        if (a.lsel % 32 == 0) {
-            const size_t sm = sel_smem<D, 32>();
-            mma_smem_attr(k_sel_fwd<T, D, 32>, sm);
-            k_sel_fwd<T, D, 32><<<grid, 128, sm, NSA_STREAM>>>(a);
-        } else {
-            const size_t sm = sel_smem<D, 16>();
-            mma_smem_attr(k_sel_fwd<T, D, 16>, sm);
-            k_sel_fwd<T, D, 16><<<grid, 128, sm, NSA_STREAM>>>(a);
-        }
+        dim3 grid(pack ? (a.Tn + 1) / 2 : a.Tn, pack ? a.G : a.G * nrt, a.B);
+#define SEL_FWD(KT_, P_)                                              \
+    do {                                                              \
+        const size_t sm = sel_smem<D, KT_>();                         \
+        mma_smem_attr(k_sel_fwd<T, D, KT_, P_>, sm);                  \
+        k_sel_fwd<T, D, KT_, P_><<<grid, 128, sm, NSA_STREAM>>>(a);   \
+    } while (0)
+        if (a.lsel % 32 == 0) { if (pack) SEL_FWD(32, 2); else SEL_FWD(32, 1); }
+        else { if (pack) SEL_FWD(16, 2); else SEL_FWD(16, 1); }
+#undef SEL_FWD
     } else {
         const RowsGeom rg = rows_geom(a.hpg);
         dim3 grid((a.Tn + rg.BQ - 1) / rg.BQ, a.G * rg.nhb, a.B);
@@ -1097,17 +1167,18 @@ template <typename T, int D> void mma_attn_fwd(const AttnArgs &a, int br) {
 
 template <typename T, int D> void mma_attn_dq(const AttnArgs &a, int br) {
     if (br == BR_SEL) {
+        const int pack = a.hpg <= 8 && a.n <= 64 && g_nsa_cuda.sel_pack;
         const int nrt = (a.hpg + 15) / 16;
-        dim3 grid(a.T, a.G * nrt, a.B);
-        if (a.lsel % 32 == 0) {
-            const size_t sm = sel_smem<D, 32>();
-            mma_smem_attr(k_sel_dq<T, D, 32>, sm);
-            k_sel_dq<T, D, 32><<<grid, 128, sm, NSA_STREAM>>>(a);
-        } else {
-            const size_t sm = sel_smem<D, 16>();
-            mma_smem_attr(k_sel_dq<T, D, 16>, sm);
-            k_sel_dq<T, D, 16><<<grid, 128, sm, NSA_STREAM>>>(a);
-        }
+        dim3 grid(pack ? (a.T + 1) / 2 : a.T, pack ? a.G : a.G * nrt, a.B);
+#define SEL_DQ(KT_, P_)                                               \
+    do {                                                              \
+        const size_t sm = sel_smem<D, KT_>();                         \
+        mma_smem_attr(k_sel_dq<T, D, KT_, P_>, sm);                   \
+        k_sel_dq<T, D, KT_, P_><<<grid, 128, sm, NSA_STREAM>>>(a);    \
+    } while (0)
+        if (a.lsel % 32 == 0) { if (pack) SEL_DQ(32, 2); else SEL_DQ(32, 1); }
+        else { if (pack) SEL_DQ(16, 2); else SEL_DQ(16, 1); }
+#undef SEL_DQ
     } else {
         const RowsGeom rg = rows_geom(a.hpg);
         dim3 grid((a.T + rg.BQ - 1) / rg.BQ, a.G * rg.nhb, a.B);

@@ -90,6 +90,8 @@ extern "C" int nsa_cuda_init(const char **why) {
                 g_nsa_cuda.sync_check = sc && atoi(sc) != 0;
                 const char *ai = getenv("NSA_CUDA_ATTN");
                 g_nsa_cuda.attn_impl = ai && !strcmp(ai, "simple") ? 1 : 0;
+                const char *sp = getenv("NSA_CUDA_SEL_PACK");
+                g_nsa_cuda.sel_pack = sp ? atoi(sp) != 0 : 1;
                 nsa_cuda_gemm_init();
                 if (getenv("NSA_CUDA_STATS")) atexit(print_stats);
                 g_init_state = 1;
@@ -102,6 +104,7 @@ extern "C" int nsa_cuda_init(const char **why) {
 
 extern "C" void nsa_cuda_set_attn_impl(int impl) { g_nsa_cuda.attn_impl = impl; }
 extern "C" int nsa_cuda_get_attn_impl(void) { return g_nsa_cuda.attn_impl; }
+extern "C" void nsa_cuda_set_sel_pack(int on) { g_nsa_cuda.sel_pack = on; }
 extern "C" void nsa_cuda_sync(void) { cudaCheck(cudaStreamSynchronize(NSA_STREAM)); }
 
 // ---- scratch -------------------------------------------------------------------------------

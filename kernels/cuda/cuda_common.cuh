@@ -42,6 +42,7 @@ struct NsaCudaCtx {
     int sms;
     int sync_check;
     int attn_impl;       // 0 auto, 1 simple
+    int sel_pack;        // selection tiles hold 2 positions when heads per group <= 8 (NSA_CUDA_SEL_PACK=0: off)
 };
 extern NsaCudaCtx g_nsa_cuda;
 #define NSA_STREAM (g_nsa_cuda.stream)

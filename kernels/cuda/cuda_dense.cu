@@ -48,40 +48,59 @@ template <typename T> __global__ void k_act_to_f32(float *dst, const T *src, int
 }
 
 // ---- column sums (dbias, dpe, RMSNorm dw) ------------------------------------------------------
-// Stage 1: rows in chunks of COL_RC; a thread owns one column of one chunk: row r of the
-// chunk goes to fp64 partial sum r % 4 (four independent chains, so the loads overlap),
-// folded (0+1)+(2+3). Stage 2: a thread per column adds the chunks in ascending order
-// and the total to dst once. The order depends on the shape only.
-#define COL_RC 64
+// A block of 256 threads owns 32 columns (tx) x 8 row lanes (ty). Stage 1: rows in
+// chunks of COL_RC; lane ty sums rows ty, ty+8, ... of its column in fp64 (two
+// interleaved chains), the 8 lanes are folded in ty order through shared memory into
+// part[chunk][col]. Stage 2: the same shape over the chunks, then dst[c] += total once.
+// Every order depends on the shape only: deterministic, and enough threads in flight
+// to keep the memory system busy (the first version ran one chain per column).
+#define COL_RC 256
 enum { COLSUM_PLAIN = 0, COLSUM_RMS = 1 };
 template <typename T, int MODE>
-__global__ void k_colsum_part(double *part, const T *src, const T *x, const float *rstd, int64_t rows, int cols) {
-    int c = blockIdx.x * blockDim.x + threadIdx.x;
-    int64_t r0 = (int64_t)blockIdx.y * COL_RC, r1 = r0 + COL_RC < rows ? r0 + COL_RC : rows;
-    if (c >= cols) return;
-    double s[4] = {0, 0, 0, 0};
-    int64_t r = r0;
-    for (; r + 4 <= r1; r += 4) {
-#pragma unroll
-        for (int u = 0; u < 4; u++) {
-            float v = tof(src[(r + u) * cols + c]);
-            if (MODE == COLSUM_RMS) v = v * (tof(x[(r + u) * cols + c]) * rstd[r + u]);
-            s[u] += (double)v;
+__global__ void __launch_bounds__(256) k_colsum_part(double *part, const T *src, const T *x, const float *rstd,
+                                                     int64_t rows, int cols) {
+    __shared__ double sh[8][33];
+    const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5, c = blockIdx.x * 32 + tx;
+    const int64_t r0 = (int64_t)blockIdx.y * COL_RC, r1 = r0 + COL_RC < rows ? r0 + COL_RC : rows;
+    double s0 = 0, s1 = 0;
+    if (c < cols) {
+        int64_t r = r0 + ty;
+        for (; r + 8 < r1; r += 16) {
+            float v0 = tof(src[r * cols + c]), v1 = tof(src[(r + 8) * cols + c]);
+            if (MODE == COLSUM_RMS) {
+                v0 *= tof(x[r * cols + c]) * rstd[r];
+                v1 *= tof(x[(r + 8) * cols + c]) * rstd[r + 8];
+            }
+            s0 += (double)v0;
+            s1 += (double)v1;
+        }
+        if (r < r1) {
+            float v0 = tof(src[r * cols + c]);
+            if (MODE == COLSUM_RMS) v0 *= tof(x[r * cols + c]) * rstd[r];
+            s0 += (double)v0;
         }
     }
-    for (; r < r1; r++) {
-        float v = tof(src[r * cols + c]);
-        if (MODE == COLSUM_RMS) v = v * (tof(x[r * cols + c]) * rstd[r]);
-        s[r & 3] += (double)v;
+    sh[ty][tx] = s0 + s1;
+    __syncthreads();
+    if (ty == 0 && c < cols) {
+        double t = 0;
+        for (int k = 0; k < 8; k++) t += sh[k][tx];
+        part[(int64_t)blockIdx.y * cols + c] = t;
     }
-    part[(int64_t)blockIdx.y * cols + c] = (s[0] + s[1]) + (s[2] + s[3]);
 }
-__global__ void k_colsum_final(float *dst, const double *part, int nch, int cols) {
-    int c = blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= cols) return;
-    double s[4] = {0, 0, 0, 0};
-    for (int i = 0; i < nch; i++) s[i & 3] += part[(int64_t)i * cols + c];
-    dst[c] = (float)((double)dst[c] + ((s[0] + s[1]) + (s[2] + s[3])));
+__global__ void __launch_bounds__(256) k_colsum_final(float *dst, const double *part, int nch, int cols) {
+    __shared__ double sh[8][33];
+    const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5, c = blockIdx.x * 32 + tx;
+    double s = 0;
+    if (c < cols)
+        for (int i = ty; i < nch; i += 8) s += part[(int64_t)i * cols + c];
+    sh[ty][tx] = s;
+    __syncthreads();
+    if (ty == 0 && c < cols) {
+        double t = 0;
+        for (int k = 0; k < 8; k++) t += sh[k][tx];
+        dst[c] = (float)((double)dst[c] + t);
+    }
 }
 
 // ---- RMSNorm: a warp per row ------------------------------------------------------------------
@@ -102,6 +121,63 @@ __global__ void k_rmsnorm_fwd(T *out, T *rstd, float *rstd32, const T *inp, cons
     if (lane == 0) {
         rstd[row] = fromf<T>(r);
         if (rstd32) rstd32[row] = r;
+    }
+}
+// 8-wide version: row pointers 16-byte aligned, C % 8 == 0 (w read as scalars: a
+// parameter slice need not be aligned)
+template <typename T>
+__global__ void k_rmsnorm_fwd_v8(T *out, T *rstd, float *rstd32, const T *inp, const float *w, int N, int C, float eps) {
+    int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    if (row >= N) return;
+    const T *x = inp + (int64_t)row * C;
+    const int nv = C / 8;
+    float ss = 0;
+    for (int v = lane; v < nv; v += 32) {
+        float a[8];
+        ld8(x + v * 8, a);
+#pragma unroll
+        for (int k = 0; k < 8; k++) ss += a[k] * a[k];
+    }
+    ss = warp_sum(ss);
+    float r = (float)(1.0 / sqrt((double)ss / C + (double)eps));
+    T *o = out + (int64_t)row * C;
+    for (int v = lane; v < nv; v += 32) {
+        float a[8];
+        ld8(x + v * 8, a);
+#pragma unroll
+        for (int k = 0; k < 8; k++) a[k] = a[k] * r * w[v * 8 + k];
+        st8(o + v * 8, a);
+    }
+    if (lane == 0) {
+        rstd[row] = fromf<T>(r);
+        if (rstd32) rstd32[row] = r;
+    }
+}
+template <typename T>
+__global__ void k_rmsnorm_bwd_v8(T *dinp, const T *dout, const T *inp, const float *w, const float *rstd, int N, int C) {
+    int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    if (row >= N) return;
+    const T *x = inp + (int64_t)row * C, *dy = dout + (int64_t)row * C;
+    T *dx = dinp + (int64_t)row * C;
+    const int nv = C / 8;
+    float r = rstd[row], dot = 0;
+    for (int v = lane; v < nv; v += 32) {
+        float a[8], g[8];
+        ld8(x + v * 8, a);
+        ld8(dy + v * 8, g);
+#pragma unroll
+        for (int k = 0; k < 8; k++) dot += (g[k] * w[v * 8 + k]) * (a[k] * r);
+    }
+    dot = warp_sum(dot);
+    float mean = dot / C;
+    for (int v = lane; v < nv; v += 32) {
+        float a[8], g[8], d[8];
+        ld8(x + v * 8, a);
+        ld8(dy + v * 8, g);
+        ld8(dx + v * 8, d);
+#pragma unroll
+        for (int k = 0; k < 8; k++) d[k] += r * (g[k] * w[v * 8 + k] - (a[k] * r) * mean);
+        st8(dx + v * 8, d);
     }
 }
 // dx += r (g - xhat mean(g xhat)), g = dy w, xhat = x r
@@ -347,35 +423,50 @@ static void colsum(int dt, int mode, float *dst, const void *src, const void *x,
     if (rows <= 0 || cols <= 0) return;
     int nch = (int)((rows + COL_RC - 1) / COL_RC);
     double *part = (double *)nsa_cuda_scratch(SCR_RED0, (size_t)nch * cols * sizeof(double));
-    dim3 grid((cols + 127) / 128, nch);
+    dim3 grid((cols + 31) / 32, nch);
     DISPATCH_DT(dt, T, {
         if (mode == COLSUM_RMS)
-            k_colsum_part<T, COLSUM_RMS><<<grid, 128, 0, NSA_STREAM>>>(part, (const T *)src, (const T *)x, rstd, rows, cols);
+            k_colsum_part<T, COLSUM_RMS><<<grid, 256, 0, NSA_STREAM>>>(part, (const T *)src, (const T *)x, rstd, rows, cols);
         else
-            k_colsum_part<T, COLSUM_PLAIN><<<grid, 128, 0, NSA_STREAM>>>(part, (const T *)src, NULL, NULL, rows, cols);
+            k_colsum_part<T, COLSUM_PLAIN><<<grid, 256, 0, NSA_STREAM>>>(part, (const T *)src, NULL, NULL, rows, cols);
     });
     CUDA_LAUNCHED();
-    k_colsum_final<<<(cols + 127) / 128, 128, 0, NSA_STREAM>>>(dst, part, nch, cols);
+    k_colsum_final<<<(cols + 31) / 32, 256, 0, NSA_STREAM>>>(dst, part, nch, cols);
     CUDA_LAUNCHED();
 }
 extern "C" void nsa_cuda_colsum_acc(int dt, float *dst, const void *src, int64_t rows, int cols) {
     colsum(dt, COLSUM_PLAIN, dst, src, NULL, NULL, rows, cols);
 }
 
+static int al16_(const void *p) { return ((uintptr_t)p & 15) == 0; }
 extern "C" void nsa_cuda_rmsnorm_fwd(int dt, void *out, void *rstd, const void *inp, const void *w, int N, int C,
                                      double eps) {
     if (N <= 0) return;
     float *r32 = nsa_cuda_stat_write(dt, rstd);
-    DISPATCH_DT(dt, T, k_rmsnorm_fwd<T><<<(N + 7) / 8, 256, 0, NSA_STREAM>>>((T *)out, (T *)rstd, r32, (const T *)inp,
-                                                                           (const float *)w, N, C, (float)eps));
+    const int v8 = C % 8 == 0 && al16_(out) && al16_(inp);
+    DISPATCH_DT(dt, T, {
+        if (v8)
+            k_rmsnorm_fwd_v8<T><<<(N + 7) / 8, 256, 0, NSA_STREAM>>>((T *)out, (T *)rstd, r32, (const T *)inp,
+                                                                   (const float *)w, N, C, (float)eps);
+        else
+            k_rmsnorm_fwd<T><<<(N + 7) / 8, 256, 0, NSA_STREAM>>>((T *)out, (T *)rstd, r32, (const T *)inp,
+                                                                (const float *)w, N, C, (float)eps);
+    });
     CUDA_LAUNCHED();
 }
 extern "C" void nsa_cuda_rmsnorm_bwd(int dt, void *dinp, void *dw, const void *dout, const void *inp, const void *w,
                                      const void *rstd, int N, int C) {
     if (N <= 0) return;
     const float *r = nsa_cuda_stat_read(dt, rstd, N, SCR_STAT0);
-    DISPATCH_DT(dt, T, k_rmsnorm_bwd<T><<<(N + 7) / 8, 256, 0, NSA_STREAM>>>((T *)dinp, (const T *)dout, (const T *)inp,
-                                                                           (const float *)w, r, N, C));
+    const int v8 = C % 8 == 0 && al16_(dinp) && al16_(dout) && al16_(inp);
+    DISPATCH_DT(dt, T, {
+        if (v8)
+            k_rmsnorm_bwd_v8<T><<<(N + 7) / 8, 256, 0, NSA_STREAM>>>((T *)dinp, (const T *)dout, (const T *)inp,
+                                                                   (const float *)w, r, N, C);
+        else
+            k_rmsnorm_bwd<T><<<(N + 7) / 8, 256, 0, NSA_STREAM>>>((T *)dinp, (const T *)dout, (const T *)inp,
+                                                                (const float *)w, r, N, C);
+    });
     CUDA_LAUNCHED();
     if (dw) colsum(dt, COLSUM_RMS, (float *)dw, dout, inp, r, N, C);
 }

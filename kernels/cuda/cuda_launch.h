@@ -28,6 +28,9 @@ const Backend *cuda_backend_get(const char *precision, const char **why);
 // allow), 1 = simple kernels everywhere (the reference-style CUDA path). Tests and
 // benchmarks flip it; NSA_CUDA_ATTN=simple in the environment sets 1 at start.
 void nsa_cuda_set_attn_impl(int impl);
+// selection-branch tiles of two query positions when heads per group <= 8 (default on;
+// NSA_CUDA_SEL_PACK=0 in the environment turns it off)
+void nsa_cuda_set_sel_pack(int on);
 int nsa_cuda_get_attn_impl(void);
 // bytes currently allocated through Backend.alloc + backend scratch, and the peak
 size_t nsa_cuda_bytes_in_use(void);

@@ -467,7 +467,7 @@ static void test_nsa(const Shape *s, int impl_mma) {
     tp_rand(&k, 1.0, 0);
     tp_rand(&v, 1.0, 0);
 
-    if (!impl_mma) {   // layout-only ops: once per precision
+    if (!impl_mma) {   // layout-only ops: once per precision (impl 0)
         if (want("compress")) {
             tp_poison(&Kc);
             CPU->compress_avg_fwd(Kc.c, k.c, &g, 0, g.NC);
@@ -534,7 +534,7 @@ static void test_nsa(const Shape *s, int impl_mma) {
     memcpy(sel_c, sel_h, sizeof(int32_t) * (size_t)NSEL);
     GPU->from_host(sel_g, sel_h, sizeof(int32_t) * (size_t)NSEL);
     CPU->select_blocks(sel_c, q.c, Kc.c, lse.c, &g, 0, g.T);
-    if (!impl_mma && want("select")) {
+    if (impl_mma != 2 && want("select")) {   // CUDA-core (impl 0) and tensor-core (impl 1) selection
         GPU->select_blocks(sel_g, q.g, Kc.g, lse.g, &g, 0, g.T);
         GPU->to_host(sel_h, sel_g, sizeof(int32_t) * (size_t)NSEL);
         int64_t rows = (int64_t)g.B * g.T * g.G, mism = 0, ties = 0;
@@ -763,17 +763,22 @@ int main(int argc, char **argv) {
         if (!g_small) test_param_ops(1 << 20);
         test_gate_combine(37, 12, 2, 64);
         test_gate_combine(9, 4, 4, 16);
-        for (int impl = 0; impl < 2; impl++) {
-            if (impl == 1 && p == 0) continue;   // fp32 always uses the simple kernels
-            nsa_cuda_set_attn_impl(impl == 1 ? 0 : 1);
-            snprintf(dn, sizeof dn, "%s/%s", precs[p], impl ? "mma" : "simple");
+        // impl 0: simple kernels; 1: tensor cores (selection tiles of 2 positions where
+        // heads per group <= 8); 2: tensor cores, one position per selection tile
+        for (int impl = 0; impl < 3; impl++) {
+            if (impl >= 1 && p == 0) continue;   // fp32 always uses the simple kernels
+            nsa_cuda_set_attn_impl(impl >= 1 ? 0 : 1);
+            nsa_cuda_set_sel_pack(impl != 2);
+            snprintf(dn, sizeof dn, "%s/%s", precs[p], impl == 0 ? "simple" : impl == 1 ? "mma" : "mma1");
             for (int si = 0; si < nshapes; si++) {
                 if (g_small && (si == 2 || si == 3 || si == 7 || si == nshapes - 1)) continue;
-                if (impl == 1 && shapes[si].D == 32) continue;   // not a tensor-core shape
+                if (impl >= 1 && shapes[si].D == 32) continue;   // not a tensor-core shape
+                if (impl == 2 && shapes[si].H / shapes[si].G > 8) continue;   // no packing there anyway
                 test_nsa(&shapes[si], impl);
             }
         }
         nsa_cuda_set_attn_impl(0);
+        nsa_cuda_set_sel_pack(1);
     }
     printf("\n%d checks, %d failed\n", g_rows, g_fail);
     if (g_csv) fclose(g_csv);
