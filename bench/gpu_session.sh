@@ -65,9 +65,11 @@ if has profile; then   # per-op device time of m7c_125m training steps at the be
   step profile 150 env NSA_CUDA_PROFILE=1 NSA_CUDA_PROFILE_SKIP=2 "./$B/nsa-train" --config configs/m7c_125m.json \
     --backend cuda --set train.batch_size=${PROFILE_B:-16} --steps 6 --quiet --out "$LOG/prof_run"
   step bench_b16 150 "./$B/bench/bench_cuda_attn" --S 2048 --B 16 --shape m7c --reps 5
+  step bench_b16_pack1 150 env NSA_CUDA_SEL_PACK=0 "./$B/bench/bench_cuda_attn" --S 2048 --B 16 --shape m7c --reps 5
 fi
 has bench && step bench_attn 300 "./$B/bench/bench_cuda_attn" ${BENCH_ARGS:-}
 has e2e && step e2e 300 bash bench/run_cuda.sh "$B" "${E2E_BATCHES:-1 2 4 8 16}" "${E2E_STEPS:-10}"
+has e2e && step e2e_pack1 150 env NSA_CUDA_SEL_PACK=0 bash bench/run_cuda.sh "$B" "4 16" "${E2E_STEPS:-10}"
 if has goldenref; then   # the reference on this machine's PyTorch (CUDA, fp64) vs the committed golden files
   step goldenref 200 bash tools/reference/make_golden.sh "$B" "$LOG/golden_gpu" cuda python3
 fi
@@ -92,7 +94,9 @@ for f in memcheck racecheck; do
 done
 [ -f "$LOG/profile.log" ] && { echo "---- profile (m7c_125m, steps 3-6)"; grep -E "profile|^  " "$LOG/profile.log" | head -34; }
 [ -f "$LOG/bench_b16.log" ] && { echo "---- bench m7c S=2048 B=16"; cat "$LOG/bench_b16.log" | head -12; }
+[ -f "$LOG/bench_b16_pack1.log" ] && { echo "---- bench m7c S=2048 B=16, one position per sel tile"; grep -E "sel|SUMMARY" "$LOG/bench_b16_pack1.log" | head -5; }
 [ -f "$LOG/bench_attn.log" ] && { echo "---- bench_attn"; grep -E "SUMMARY|m7c +S=2048|peak|SKIP|rror" "$LOG/bench_attn.log" | head -30; }
 [ -f "$LOG/e2e.log" ] && { echo "---- e2e m7c_125m S=2048"; cat "$LOG/e2e.log" | head -12; }
+[ -f "$LOG/e2e_pack1.log" ] && { echo "---- e2e, one position per sel tile"; cat "$LOG/e2e_pack1.log" | head -6; }
 [ -f "$LOG/goldenref.log" ] && { echo "---- goldenref"; grep -E "reference loss|worst|logits" "$LOG/goldenref.log" | head -12; }
 echo "logs: $OUT/logs.tgz"
