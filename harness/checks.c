@@ -17,7 +17,7 @@
 // ---- helpers ----------------------------------------------------------------------------
 
 static const char *const FINITE_KEYS[] = {"check", NULL};
-static const char *const ARRIVAL_KEYS[] = {"check", "expect_missing", "match_trainer", NULL};
+static const char *const ARRIVAL_KEYS[] = {"check", "expect_missing", "match_trainer", "ddp_unused_ok", NULL};
 static const char *const GATE_KEYS[] = {"check", "step", "fc2_gain", "fc2_std_tolerance", "min_output_std", NULL};
 static const char *const DROP_KEYS[] = {"check", "min_drop", NULL};
 
@@ -162,6 +162,9 @@ static void arrival_validate(const Scenario *s, const json_t *params, const char
     snprintf(kp, sizeof kp, "%s.match_trainer", jpath);
     const json_t *mt = json_object_get(params, "match_trainer");
     if (mt && !json_is_boolean(mt)) scenario_problem(s, ps, kp, 0, "match_trainer: expected true or false");
+    const json_t *du = json_object_get(params, "ddp_unused_ok");
+    snprintf(kp, sizeof kp, "%s.ddp_unused_ok", jpath);
+    if (du && !json_is_boolean(du)) scenario_problem(s, ps, kp, 0, "ddp_unused_ok: expected true or false");
     const json_t *em = json_object_get(params, "expect_missing");
     snprintf(kp, sizeof kp, "%s.expect_missing", jpath);
     if (!em) {
@@ -216,10 +219,27 @@ static void arrival_validate(const Scenario *s, const json_t *params, const char
     free(paths);
 }
 
+// Did the data-parallel layer of `rank` mark `name` ready at `step` although its
+// gradient never arrived (find_unused / static_graph: a launched bucket lists it
+// as missing)?
+static int ddp_marked_unused(const CaseResult *r, int step, int rank, const char *name) {
+    size_t i, j;
+    json_t *b, *m;
+    json_array_foreach(r->buckets, i, b) {
+        if ((int)jnum(b, "step", -1) != step || (int)jnum(b, "rank", -1) != rank ||
+            !json_is_true(json_object_get(b, "launched")))
+            continue;
+        json_array_foreach(json_object_get(b, "missing"), j, m) if (!strcmp(json_string_value(m), name)) return 1;
+    }
+    return 0;
+}
+
 static void arrival_evaluate(const json_t *params, CaseResult *r, const ScenarioRun *sr) {
     (void)sr;
     const json_t *pats = patterns_for(json_object_get(params, "expect_missing"), r->c->name);
     int match_trainer = !json_is_false(json_object_get(params, "match_trainer"));
+    int ddp_ok = json_is_true(json_object_get(params, "ddp_unused_ok"));
+    json_t *marked = json_array();   // "rank R: name" marked ready by the DDP layer
     if (!r->grad_trace || json_array_size(r->grad_trace) == 0) {
         result_finding(r, "grad_arrival", 0, "no gradient-arrival trace (grad_trace.jsonl missing or empty)");
         return;
@@ -237,8 +257,20 @@ static void arrival_evaluate(const json_t *params, CaseResult *r, const Scenario
         json_t *unexpected = json_array(), *unexp_arrived = json_array();
         size_t j;
         json_t *n;
-        json_array_foreach(missing, j, n) if (!matches_any(pats, json_string_value(n)))
+        json_array_foreach(missing, j, n) {
+            if (matches_any(pats, json_string_value(n))) continue;
+            if (ddp_ok && ddp_marked_unused(r, step, rank, json_string_value(n))) {
+                char tag[160];
+                snprintf(tag, sizeof tag, "rank %d: %s", rank, json_string_value(n));
+                int seen = 0;
+                size_t q;
+                json_t *x;
+                json_array_foreach(marked, q, x) seen |= !strcmp(json_string_value(x), tag);
+                if (!seen) json_array_append_new(marked, json_string(tag));
+                continue;
+            }
             json_array_append(unexpected, n);
+        }
         json_array_foreach(order, j, n) if (matches_any(pats, json_string_value(n)))
             json_array_append(unexp_arrived, n);
         int trainer_disagrees = 0;
@@ -299,6 +331,7 @@ static void arrival_evaluate(const json_t *params, CaseResult *r, const Scenario
             json_object_set_new(r->facts, "arrival_step", json_integer(step));
             json_object_set_new(r->facts, "arrival_rank", json_integer(rank));
             json_decref(exp_names);
+            json_decref(marked);
             str_free(&sum);
             return;
         }
@@ -308,6 +341,17 @@ static void arrival_evaluate(const json_t *params, CaseResult *r, const Scenario
     json_object_set_new(r->facts, "missing", exp_names);
     json_object_set_new(r->facts, "arrived", json_integer(arrived));
     json_object_set_new(r->facts, "n_params", json_integer(n_params));
+    if (json_array_size(marked)) {
+        Str m = {0};
+        add_name_list(&m, marked, 4);
+        result_finding(r, "grad_arrival", 1, "missing = expected in %zu record(s), except %zu unused parameter(s) the data-parallel "
+                       "layer marked ready with a zero gradient: %s", json_array_size(r->grad_trace),
+                       json_array_size(marked), str_c(&m));
+        json_object_set_new(r->facts, "ddp_marked_unused", marked);
+        str_free(&m);
+        return;
+    }
+    json_decref(marked);
     result_finding(r, "grad_arrival", 1, "%d/%d grads arrived; missing = expected (%d) in %zu step(s)", arrived,
                    n_params, n_params - arrived, json_array_size(r->grad_trace));
 }

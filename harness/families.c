@@ -47,11 +47,12 @@ void family_names_list(Str *s, const json_t *arr, int max) {
 // Frames that say how the stack was taken or how the thread waits, not where the
 // program is: skipped when naming where a stack "stops".
 static int uninteresting(const char *fn) {
-    static const char *const skip[] = {"__libc_pause", "pause", "__GI___nanosleep", "__nanosleep", "nanosleep",
-                                       "clock_nanosleep", "__clock_nanosleep", "__restore_rt", "__GI_raise", "raise",
-                                       "abort", "__pthread_kill", "__GI_abort", "sleep", "usleep", "stackdump_",
-                                       "on_fatal_signal", "on_stall_signal", "__futex", "futex_", "poll", "__poll",
-                                       "epoll_wait", "syscall", "??", NULL};
+    while (!strncmp(fn, "__GI_", 5)) fn += 5;   // glibc's internal aliases
+    while (*fn == '_') fn++;
+    static const char *const skip[] = {"libc_pause", "pause", "nanosleep", "clock_nanosleep", "restore_rt", "raise",
+                                       "abort", "pthread_kill", "sleep", "usleep", "stackdump_", "on_fatal_signal",
+                                       "on_stall_signal", "futex", "poll", "epoll_wait", "syscall", "sched_yield",
+                                       "nap", "??", NULL};   // nap: the trainer's own polling sleep
     for (int i = 0; skip[i]; i++)
         if (!strncmp(fn, skip[i], strlen(skip[i]))) return 1;
     return 0;

@@ -33,28 +33,45 @@ static int last_bucket_step(const CaseResult *r) {
     return s;
 }
 
-// Buckets never launched at the last traced step: "rank R bucket K (missing a, b)".
-// Returns how many; fills facts.
+// Buckets never launched at the last traced step. Buckets launch in order, so
+// behind one that cannot launch (parameters missing) the later ones queue: those
+// with missing parameters are named, the queued ones counted.
+// "rank R never launched bucket K (missing a, b) nor the N queued behind it".
+// Returns how many buckets with missing parameters; fills facts.
 static int unlaunched(const CaseResult *r, Str *out, json_t *facts) {
     int step = last_bucket_step(r), n = 0;
     size_t i;
     json_t *b;
     json_t *list = json_array();
-    json_array_foreach(r->buckets, i, b) {
-        if ((int)family_jnum(b, "step", -1) != step || json_is_true(json_object_get(b, "launched"))) continue;
-        int rank = (int)family_jnum(b, "rank", -1), bucket = (int)family_jnum(b, "bucket", -1);
-        const json_t *miss = json_object_get(b, "missing");
-        if (out) {
-            str_printf(out, "%srank %d never launched bucket %d", n ? "; " : "", rank, bucket);
-            if (json_array_size(miss)) {
-                str_add(out, " (missing ");
+    for (int rank = 0; rank < r->n_ranks; rank++) {
+        int queued = 0, first_queued = -1, last_queued = -1, named = 0;
+        json_array_foreach(r->buckets, i, b) {
+            if ((int)family_jnum(b, "step", -1) != step || (int)family_jnum(b, "rank", -1) != rank ||
+                json_is_true(json_object_get(b, "launched")))
+                continue;
+            int bucket = (int)family_jnum(b, "bucket", -1);
+            const json_t *miss = json_object_get(b, "missing");
+            if (!json_array_size(miss)) {
+                if (named) {
+                    queued++;
+                    if (first_queued < 0) first_queued = bucket;
+                    last_queued = bucket;
+                }
+                continue;
+            }
+            if (out) {
+                str_printf(out, "%srank %d never launched bucket %d (missing ", n ? "; " : "", rank, bucket);
                 family_names_list(out, miss, 4);
                 str_add(out, ")");
             }
+            json_array_append_new(list, json_pack("{s:i,s:i,s:i,s:O}", "step", step, "rank", rank, "bucket", bucket,
+                                                  "missing", (json_t *)miss));
+            n++;
+            named = 1;
         }
-        json_array_append_new(list, json_pack("{s:i,s:i,s:i,s:O}", "step", step, "rank", rank, "bucket", bucket,
-                                              "missing", miss ? (json_t *)miss : json_array()));
-        n++;
+        if (out && queued)
+            str_printf(out, " and so none of the %d bucket%s queued behind it (%d–%d)", queued, queued == 1 ? "" : "s",
+                       first_queued, last_queued);
     }
     if (facts) json_object_set_new(facts, "ddp_unlaunched", list);
     else json_decref(list);
@@ -154,7 +171,24 @@ void ddp_diagnose(const ScenarioRun *sr, Str *md) {
         if (seq > 0)
             str_printf(md, "; rank %d launched that bucket as allreduce seq %lld and waits inside it for the ranks that "
                            "never joined", other, seq);
-        else str_add(md, "; no rank launched it: every rank waits for it at the end of backward");
+        else {
+            // the waiting ranks never wrote that step's bucket records: their flight
+            // recorders say which collective they are inside
+            int said = 0;
+            for (int k = 0; k < r->n_ranks; k++) {
+                const RankResult *rk = &r->ranks[k];
+                if (!rk->have_state || rk->coll_started <= rk->coll_completed) continue;
+                str_printf(md, "%s rank %d is inside collective seq %lld (started, never completed)", said ? ";" : ";",
+                           k, rk->coll_started);
+                said = 1;
+            }
+            for (int k = 0; k < r->n_ranks && said; k++) {
+                const RankResult *rk = &r->ranks[k];
+                if (rk->have_state && rk->coll_started == rk->coll_completed)
+                    str_printf(md, "; rank %d completed seq %lld and never started the next", k, rk->coll_completed);
+            }
+            if (!said) str_add(md, "; no rank launched it: every rank waits for it at the end of backward");
+        }
         str_add(md, ". The hang starts in the backward of the rank(s) that never produced those gradients");
         const CaseResult *fu = sibling(sr, r, "mode", "find_unused");
         if (fu && fu->verdict == V_PASS)

@@ -585,7 +585,8 @@ void run_case(const RunCtx *ctx, CaseResult *r, const ScenarioRun *sr) {
         const RankResult *q = &r->ranks[k];
         any_recorder |= q->have_state;
         if (q->exit_code == 4 && !comm_timeout) comm_timeout = q;
-        if (!bad && (q->term_signal || (q->exit_code != 0 && q->exit_code != 3 && q->exit_code != 4 && !q->stalled)))
+        if (!bad && (q->term_signal ||
+                     (q->exit_code != 0 && q->exit_code != 3 && q->exit_code != 4 && q->exit_code != 5 && !q->stalled)))
             bad = q;
     }
     if (r->verdict == V_ERROR) {
@@ -657,11 +658,30 @@ void run_case(const RunCtx *ctx, CaseResult *r, const ScenarioRun *sr) {
         // the ranks finished (exit 0, or 3: a non-finite value was localised): evaluate the checks
         int any_anomaly = 0;
         for (int k = 0; k < W; k++) any_anomaly |= r->ranks[k].exit_code == 3;
+        // exit 5: the data-parallel layer found its contract broken (static_graph:
+        // the used parameters differ across ranks or steps): a failed check
+        int ddp_stop = 0;
+        for (int k = 0; k < W; k++) {
+            if (r->ranks[k].exit_code != 5) continue;
+            ddp_stop = 1;
+            char *tail = read_tail(r->ranks[k].log_path, LOG_TAIL_BYTES);
+            Str lines = {0};
+            char *save = NULL;
+            for (char *ln = tail ? strtok_r(tail, "\n", &save) : NULL; ln; ln = strtok_r(NULL, "\n", &save))
+                if (strstr(ln, "[DDP]") && !strstr(ln, "[DDP] world")) str_printf(&lines, "%s%s", lines.len ? "\n" : "", ln);
+            const char *first = lines.len ? str_c(&lines) : "the data-parallel layer stopped the run (exit 5)";
+            const char *nl = strchr(first, '\n');
+            Finding *f = result_finding(r, "ddp", 0, "rank %d: %.*s", k, nl ? (int)(nl - first) : (int)strlen(first), first);
+            if (lines.len) add_code_block(&f->details, "its [DDP] lines", str_c(&lines), 20);
+            str_free(&lines);
+            free(tail);
+            break;
+        }
         int has_finite = 0;
         for (int i = 0; i < s->n_checks; i++) {
             const CheckDef *def = check_find(s->checks[i].kind);
             has_finite |= !strcmp(def->name, "finite");
-            if (any_anomaly && strcmp(def->name, "finite")) continue;   // artifacts are partial
+            if ((any_anomaly || ddp_stop) && strcmp(def->name, "finite")) continue;   // the run stopped early: partial artifacts
             def->evaluate(s->checks[i].params, r, sr);
         }
         if (any_anomaly && !has_finite) {
