@@ -190,15 +190,15 @@ static void progress(Ddp *d) {
 
 // The lowest incomplete bucket did not complete: say which collective, which
 // parameters, and why; write the step's records; abort the transport.
-static int report_stuck(Ddp *d, int timed_out, double waited) {
+static int report_stuck(Ddp *d, int timed_out) {
     int k = d->failed ? d->failed_bucket : d->first_open;
     if (k >= d->nb) k = d->nb - 1;
     Bucket *b = &d->b[k];
     int64_t seq = b->launched ? b->seq : d->seq + 1 + (k - d->next_launch);
     char *names = bucket_names(d, b, 0);
     if (timed_out)
-        fprintf(stderr, "[COMM-TIMEOUT] rank %d: collective seq %" PRId64 " (bucket %d: %s) not complete after %.0f s\n",
-                d->rank, seq, k, names, waited);
+        fprintf(stderr, "[COMM-TIMEOUT] rank %d: collective seq %" PRId64 " (bucket %d: %s) not complete after %g s\n",
+                d->rank, seq, k, names, d->timeout_s);
     else
         fprintf(stderr, "[COMM-ERROR] rank %d: collective seq %" PRId64 " (bucket %d: %s) failed: %s\n", d->rank, seq, k,
                 names, d->err);
@@ -225,10 +225,10 @@ int ddp_comm_wait(Ddp *d) {
     long us = 10;
     for (;;) {
         progress(d);
-        if (d->failed) return report_stuck(d, 0, now_s() - t0);
+        if (d->failed) return report_stuck(d, 0);
         if (d->first_open >= d->nb) break;   // every bucket launched and complete
         double el = now_s() - t0;
-        if (el > d->timeout_s) return report_stuck(d, 1, el);
+        if (el > d->timeout_s) return report_stuck(d, 1);
         nap(&us);
     }
     d->wait_s += now_s() - t0;
@@ -260,8 +260,8 @@ static int ctrl(Ddp *d, int op, const void *send, void *recv, int count, const c
                 fprintf(stderr, "[COMM-ERROR] rank %d: collective seq %" PRId64 " (%s) failed: %s\n", d->rank, seq, what,
                         comm_error(d->comm));
             else
-                fprintf(stderr, "[COMM-TIMEOUT] rank %d: collective seq %" PRId64 " (%s) not complete after %.0f s\n",
-                        d->rank, seq, what, el);
+                fprintf(stderr, "[COMM-TIMEOUT] rank %d: collective seq %" PRId64 " (%s) not complete after %g s\n",
+                        d->rank, seq, what, d->timeout_s);
             fflush(stderr);
             comm_abort(d->comm);
             d->aborted = 1;
@@ -380,7 +380,7 @@ Ddp *ddp_open(Model *m, const CommWorld *w, const DdpOpts *o, int *rc, char *err
     }
     if (d->rank == 0) {
         printf("[DDP] world %d transport %s mode %s: %d bucket%s of at most %g MiB (largest %.3f MiB) over %d "
-               "parameters, %s gradients; collective timeout %.0f s\n",
+               "parameters, %s gradients; collective timeout %g s\n",
                d->world, comm_transport_name(d->transport), config_ddp_mode_name(d->mode), d->nb, d->nb == 1 ? "" : "s",
                o->bucket_mb, (double)max_bytes / 1048576.0, P, d->dtype, d->timeout_s);
         fflush(stdout);
@@ -494,7 +494,7 @@ static int static_report(Ddp *d, const uint8_t *all) {
 
 int ddp_finish_backward(Ddp *d) {
     d->armed = 0;
-    if (d->failed) return report_stuck(d, 0, 0);
+    if (d->failed) return report_stuck(d, 0);
     const int P = d->m->n_params;
     if (d->mode != NSA_DDP_DEFAULT) {
         // find_unused, static_graph: what did not arrive is ready now (its gradient

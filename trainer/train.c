@@ -236,6 +236,7 @@ static int train_run_inner(const TrainOpts *opts) {
     // data parallel: a transport, any world size (1 included: the same code path)
     const CommWorld *cw = opts->world && opts->world->transport != COMM_NONE ? opts->world : NULL;
     const int world = cw ? cw->world : 1, rank = cw ? cw->rank : opts->rank;
+    const int data_rank = cw ? cw->rank : 0;   // a single process (--rank R) reads the whole batch
     g_rank = rank;
     flightrec_event(FR_PHASE_INIT, FR_KIND_BEGIN, 0, -1, "init");
     if (mkdir_p(out_dir)) { fprintf(stderr, "nsa-train: cannot create %s: %s\n", out_dir, strerror(errno)); return rc; }
@@ -317,7 +318,7 @@ static int train_run_inner(const TrainOpts *opts) {
         m.event_ctx = &diag;
     }
     // rank r reads sequences [r*B, (r+1)*B) of each global micro-batch of world*B
-    DataSource *ds = data_open(cfg->data_kind, cfg->data_path, cfg->vocab_size, B, T, cfg->seed, rank, world, err,
+    DataSource *ds = data_open(cfg->data_kind, cfg->data_path, cfg->vocab_size, B, T, cfg->seed, data_rank, world, err,
                                sizeof err);
     int32_t *in = malloc(sizeof(int32_t) * (size_t)B * T), *tg = malloc(sizeof(int32_t) * (size_t)B * T);
     FILE *metrics = NULL;
@@ -443,7 +444,7 @@ static int train_run_inner(const TrainOpts *opts) {
             // world*B sequences, what the optimizer would use), so the dump of W ranks
             // with batch B compares with one rank's dump at batch W*B; rank 0 writes it
             // with its own slice's inputs and logits, and the mean loss over ranks.
-            DataSource *ds1 = data_open(cfg->data_kind, cfg->data_path, cfg->vocab_size, B, T, cfg->seed, rank, world,
+            DataSource *ds1 = data_open(cfg->data_kind, cfg->data_path, cfg->vocab_size, B, T, cfg->seed, data_rank, world,
                                         err, sizeof err);
             int32_t *in1 = malloc(sizeof(int32_t) * (size_t)B * T), *tg1 = malloc(sizeof(int32_t) * (size_t)B * T);
             data_set_pos(ds1, pos);

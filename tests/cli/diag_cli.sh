@@ -37,15 +37,15 @@ for flag in --rank --trace-grads --gate-stats --flight-recorder --stack-file --f
   check "--help lists $flag" grep -q -- "$flag" "$TMP/out"
 done
 expect_rc "--list-faults" 0 "$BIN" --list-faults
-check "--list-faults lists all 8 faults, each with what it breaks and who catches it" python3 - "$TMP/out" <<'PY'
+check "--list-faults lists all 9 faults, each with what it breaks and who catches it" python3 - "$TMP/out" <<'PY'
 import sys
 lines = open(sys.argv[1]).read().splitlines()
 heads = [l.split()[0] for l in lines if l and not l[0].isspace() and not l.startswith("#")]
-want = ["gate_zero_init", "hang", "crash", "drop_grad", "nan_at_seqlen", "prefill_state_leak",
+want = ["gate_zero_init", "hang", "crash", "drop_grad", "divergent_unused", "nan_at_seqlen", "prefill_state_leak",
         "gc_recompute_mismatch", "clobber_activation"]
 assert heads == want, heads
 text = "\n".join(lines)
-assert text.count("breaks:") == 8 and text.count("caught by:") == 8 and text.count("no effect:") == 8
+assert text.count("breaks:") == 9 and text.count("caught by:") == 9 and text.count("no effect:") == 9
 PY
 for spec in frob hang=0:x:backward hang=0:2:sleep crash=0 nan_at_seqlen=0 gate_zero_init=1 drop_grad=; do
   expect_rc "--fault $spec is a usage error" 2 "$BIN" $TINY --fault "$spec"
