@@ -236,7 +236,10 @@ int ddp_comm_wait(Ddp *d) {
 }
 
 // A control-plane collective (host buffers), started and polled with the timeout.
-static int ctrl(Ddp *d, int op, const void *send, void *recv, int count, const char *what) {
+// Never inlined: a stack dump of a rank waiting here names it.
+static int ddp_ctrl_wait(Ddp *d, int op, const void *send, void *recv, int count, const char *what)
+    __attribute__((noinline));
+static int ddp_ctrl_wait(Ddp *d, int op, const void *send, void *recv, int count, const char *what) {
     const int64_t seq = ++d->seq;
     flightrec_state(FR_PHASE_COMM, d->step, -1, what);
     flightrec_collective(FR_COLL_ENQUEUED, seq, what, d->step);
@@ -346,7 +349,7 @@ Ddp *ddp_open(Model *m, const CommWorld *w, const DdpOpts *o, int *rc, char *err
         h = fnv1a(v, sizeof v, h);
     }
     mine.layout = h;
-    if (ctrl(d, COMM_CTRL_ALLGATHER_U8, &mine, all, (int)sizeof mine, "allgather layout")) {
+    if (ddp_ctrl_wait(d, COMM_CTRL_ALLGATHER_U8, &mine, all, (int)sizeof mine, "allgather layout")) {
         snprintf(err, errlen, "data parallel: exchanging the config digest and bucket layout timed out");
         *rc = NSA_EXIT_COMM_TIMEOUT;
         free(all);
@@ -533,7 +536,7 @@ int ddp_finish_backward(Ddp *d) {
         uint8_t *all = NULL;
         if (!d->recorded) {
             all = malloc((size_t)P * d->world);
-            if ((rc = ctrl(d, COMM_CTRL_ALLGATHER_U8, d->arrived, all, P, "allgather used"))) { free(all); return rc; }
+            if ((rc = ddp_ctrl_wait(d, COMM_CTRL_ALLGATHER_U8, d->arrived, all, P, "allgather used"))) { free(all); return rc; }
             if (static_report(d, all)) {
                 fprintf(stderr, "[DDP] rank %d: static_graph: the ranks disagree on the used parameters at step %" PRId64
                         " (the recorded step): exit 1\n", d->rank, d->step);
@@ -549,10 +552,10 @@ int ddp_finish_backward(Ddp *d) {
                        "ranks)\n", d->step, n_used, P, d->world);
         } else {
             int64_t mine = d->static_diff, any = 0;
-            if ((rc = ctrl(d, COMM_CTRL_MAX_I64, &mine, &any, 1, "allreduce static check"))) return rc;
+            if ((rc = ddp_ctrl_wait(d, COMM_CTRL_MAX_I64, &mine, &any, 1, "allreduce static check"))) return rc;
             if (any) {
                 all = malloc((size_t)P * d->world);
-                if ((rc = ctrl(d, COMM_CTRL_ALLGATHER_U8, d->arrived, all, P, "allgather used"))) { free(all); return rc; }
+                if ((rc = ddp_ctrl_wait(d, COMM_CTRL_ALLGATHER_U8, d->arrived, all, P, "allgather used"))) { free(all); return rc; }
                 static_report(d, all);
                 fprintf(stderr, "[DDP] rank %d: static_graph: the used parameter set changed at step %" PRId64
                         " (recorded at the first step): exit 1\n", d->rank, d->step);
@@ -567,7 +570,7 @@ int ddp_finish_backward(Ddp *d) {
 
 int ddp_mean(Ddp *d, double *v, const char *what) {
     double in = *v, out = 0;
-    int rc = ctrl(d, COMM_CTRL_SUM_F64, &in, &out, 1, what);
+    int rc = ddp_ctrl_wait(d, COMM_CTRL_SUM_F64, &in, &out, 1, what);
     if (rc) return rc;
     *v = out / d->world;
     return 0;
@@ -594,7 +597,7 @@ int ddp_check_weights(Ddp *d, int64_t step) {
     uint64_t h = fnv1a(host, bytes, 0xcbf29ce484222325ull);
     free(host);
     uint64_t *all = calloc((size_t)d->world, sizeof *all);
-    int rc = ctrl(d, COMM_CTRL_ALLGATHER_U8, &h, all, (int)sizeof h, "allgather weights");
+    int rc = ddp_ctrl_wait(d, COMM_CTRL_ALLGATHER_U8, &h, all, (int)sizeof h, "allgather weights");
     if (rc) { free(all); return rc; }
     int same = 1;
     for (int r = 1; r < d->world; r++) same &= all[r] == all[0];
