@@ -20,7 +20,10 @@
 #ifdef NSA_HAVE_NCCL
 #define _POSIX_C_SOURCE 200809L
 #include <cuda_runtime.h>
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wstrict-prototypes"   // nccl.h: ncclGroupStart() etc.
 #include <nccl.h>
+#pragma GCC diagnostic pop
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -50,6 +50,8 @@ struct Ddp {
     uint8_t *used;           // [P] static_graph: the set recorded at the first step
     int recorded;            // static_graph: used[] holds the record
     int armed;               // between ddp_begin_backward(reduce = 1) and ddp_finish_backward
+    int warm;                // a reducing backward has completed in this process
+    int defer;               // this backward launches nothing before its end (nccl, first one)
     int static_diff;         // static_graph: this step's set differs from the record (this rank)
     int next_launch;         // lowest bucket not launched
     int first_open;          // lowest bucket not completed
@@ -165,6 +167,7 @@ static void launch(Ddp *d, int k) {
 
 // Launch every ready bucket whose predecessors are launched (the same order on every rank).
 static void try_launch(Ddp *d) {
+    if (d->defer) return;
     while (!d->failed && d->next_launch < d->nb && d->b[d->next_launch].pending == 0) launch(d, d->next_launch++);
 }
 
@@ -440,6 +443,11 @@ void ddp_begin_backward(Ddp *d, int reduce) {
     if (!reduce) return;   // no_sync: earlier micro-batches only accumulate locally
     reset_buckets(d);
     d->armed = 1;
+    // nccl: the first reducing backward of the process launches at its end. The CUDA
+    // backend still grows its scratch buffers in the first steps, and cudaFree waits
+    // for the whole device, including a collective that waits for a peer: with a
+    // bucket in flight that could block the host outside our timeout.
+    d->defer = d->transport == COMM_NCCL && !d->warm;
     // static_graph: buckets without a recorded parameter are ready at once
     for (int k = 0; k < d->nb; k++)
         if (d->b[k].pending == 0) d->b[k].ready_t = d->t_bwd0;
@@ -497,6 +505,9 @@ static int static_report(Ddp *d, const uint8_t *all) {
 
 int ddp_finish_backward(Ddp *d) {
     d->armed = 0;
+    d->defer = 0;
+    d->warm = 1;
+    try_launch(d);
     if (d->failed) return report_stuck(d, 0);
     const int P = d->m->n_params;
     if (d->mode != NSA_DDP_DEFAULT) {
@@ -578,6 +589,7 @@ int ddp_mean(Ddp *d, double *v, const char *what) {
 
 int ddp_reduce_all(Ddp *d) {
     reset_buckets(d);
+    d->defer = 0;
     d->records_written = 1;   // not a training step's reduction: no records
     for (int k = 0; k < d->nb; k++) {
         d->b[k].pending = 0;
