@@ -813,17 +813,27 @@ static void growth_validate(const Scenario *s, const json_t *params, const char 
                                               "trains only %d", window, skip, s->cases[c].name, s->cases[c].cfg.steps);
 }
 
-static double window_min(const double *v, int n) {
-    double m = v[0];
-    for (int i = 1; i < n; i++) m = v[i] < m ? v[i] : m;
+static int dcmp(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+static double median(const double *v, int n) {
+    double *t = xmalloc(sizeof(double) * (size_t)n + sizeof(double));
+    memcpy(t, v, sizeof(double) * (size_t)n);
+    qsort(t, (size_t)n, sizeof(double), dcmp);
+    double m = n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+    free(t);
     return m;
 }
 
-// Growth of a per-step metric: the smallest value of the last `window` steps
-// against the smallest of the first `window` after `skip` warm-up steps, and the
-// least-squares slope per step. Minima, because what else runs on the machine
-// only ever adds time: the minimum of a window is its least disturbed step, and a
-// real per-step growth (work or memory accumulating) raises the minimum too.
+// Growth of a per-step metric after `skip` warm-up steps. The trend is the
+// Theil–Sen slope (the median of the slopes between every pair of steps): it
+// ignores up to ~29% of wild steps either way — a step slowed by another process
+// on a shared CPU, one sped up by a clock boost on a GPU host — where a
+// least-squares line or a window's min/median follows them. growth = slope x
+// (steps - 1), relative to the median of the first `window` steps. For byte
+// counts the difference of the last and first windows' medians also counts (a
+// one-time allocation that stays is growth too), whichever is larger.
 static void growth_evaluate(const json_t *params, CaseResult *r, const ScenarioRun *sr) {
     (void)sr;
     const char *metric = json_string_value(json_object_get(params, "metric"));
@@ -845,30 +855,30 @@ static void growth_evaluate(const json_t *params, CaseResult *r, const ScenarioR
         free(v);
         return;
     }
-    double first = window_min(v, window), last = window_min(v + n - window, window);
-    double sx = 0, sy = 0, sxx = 0, sxy = 0;
-    for (int i = 0; i < n; i++) {
-        sx += i;
-        sy += v[i];
-        sxx += (double)i * i;
-        sxy += i * v[i];
-    }
-    double slope = (n * sxy - sx * sy) / (n * sxx - sx * sx);
-    double grow = last - first, ratio = first != 0 ? grow / fabs(first) : (grow != 0 ? INFINITY : 0);
+    double first = median(v, window), last = median(v + n - window, window);
+    double *pairs = xmalloc(sizeof(double) * (size_t)n * (size_t)(n - 1) / 2 + sizeof(double));
+    size_t np = 0;
+    for (int i = 0; i < n; i++)
+        for (int j = i + 1; j < n; j++) pairs[np++] = (v[j] - v[i]) / (j - i);
+    double slope = median(pairs, (int)np);
+    free(pairs);
+    const int bytes = strcmp(metric, "ms") != 0;
+    double grow = slope * (n - 1);
+    if (bytes && last - first > grow) grow = last - first;
+    double ratio = first != 0 ? grow / fabs(first) : (grow != 0 ? INFINITY : 0);
     int bad = (mr && ratio > max_ratio) || (mb && grow > max_bytes);
     json_t *g = json_pack("{s:f,s:f,s:f,s:f}", "first", first, "last", last, "ratio", isfinite(ratio) ? ratio : -1, "slope", slope);
     char key[80];
     snprintf(key, sizeof key, "growth_%s", metric);
     json_object_set_new(r->facts, key, g);
-    const int bytes = strcmp(metric, "ms") != 0;
     if (bytes && grow == 0)
         result_finding(r, name, !bad, "%s unchanged over %d steps: no leak", metric, n);
     else if (bytes)
         result_finding(r, name, !bad, "%s %s by %.0f B over %d steps (%+.1f%%, %+.0f B/step)", metric,
                        grow > 0 ? "grows" : "shrinks", fabs(grow), n, 100 * ratio, slope);
     else
-        result_finding(r, name, !bad, "step time %.1f → %.1f ms (%+.0f%%, %+.2f ms/step) over %d steps", first, last,
-                       100 * ratio, slope, n);
+        result_finding(r, name, !bad, "step time %.1f → %.1f ms, trend %+.0f%% over %d steps (Theil–Sen %+.2f ms/step)",
+                       first, last, 100 * ratio, n, slope);
     free(v);
 }
 

@@ -81,7 +81,7 @@ void sweep_diagnose(const ScenarioRun *sr, Str *md) {
             const CaseResult *r = &sr->results[i];
             if (strcmp(r->c->cfg.precision, P[p]) || r->verdict == V_SKIP) continue;
             ntot++;
-            if (r->verdict == V_PASS) continue;
+            if (r->verdict != V_FAIL) continue;   // HANG/CRASH/ERROR cells say something else (generic diagnosis)
             nbad++;
             g = gcd(g, r->c->cfg.seq_len);
             str_printf(&bad, "%s%d", bad.len ? ", " : "", r->c->cfg.seq_len);
@@ -95,7 +95,8 @@ void sweep_diagnose(const ScenarioRun *sr, Str *md) {
         for (int i = 0; i < sr->n && g > 1; i++) {
             const CaseResult *r = &sr->results[i];
             if (strcmp(r->c->cfg.precision, P[p]) || r->verdict == V_SKIP) continue;
-            misfit |= (r->c->cfg.seq_len % g == 0) != (r->verdict != V_PASS);
+            if (r->verdict != V_PASS && r->verdict != V_FAIL) continue;
+            misfit |= (r->c->cfg.seq_len % g == 0) != (r->verdict == V_FAIL);
         }
         str_printf(md, "- **%s · %s**: %d of %d lengths fail (T = %s)", sr->s->name, P[p], nbad, ntot, str_c(&bad));
         if (g > 1 && !misfit && nbad < ntot)
