@@ -14,7 +14,7 @@
 #      [DDP] never-launched line, buckets.jsonl and [COMM-TIMEOUT] name rank 1, the
 #      bucket and blocks.1.attn.gate.fc2.weight; no process left
 #   5. divergent_unused=1 with find_unused: exit 0; with static_graph: exit 1 naming
-#      rank 1 and the parameter
+#      rank 1 and the parameter; drop_grad (every rank) with find_unused: exit 0
 #   6. hang=1:2:backward: rank 0 exits 4 naming the collective; rank 1 hangs until the
 #      test's SIGUSR1, and its stack names fault_hang
 #   7. hang=1:2:comm: SIGUSR1 to both ranks; rank 1's stack names fault_hang and
@@ -206,6 +206,12 @@ timeout -k 5 120 "${MPIRUN[@]}" -np 2 "$BIN" "${TINY[@]}" --steps 3 --set train.
 check "divergent_unused=1 static_graph: exit 1 ($rc) naming rank 1 and $PARAM" \
   bash -c "[ $rc = 1 ] && cat '$o'/ranks/rank_*.log | grep -q 'static_graph: step 1: $PARAM received a gradient on rank(s) 0 but not on rank(s) 1'"
 check "divergent_unused=1 static_graph: no process left" no_process_left "$o/ranks"
+
+o="$TMP/drop_find"
+timeout -k 5 120 "${MPIRUN[@]}" -np 2 "$BIN" "${TINY[@]}" --steps 2 --set train.ddp_mode=find_unused --transport mpi \
+  $(paths "$o") --trace-grads --comm-timeout 30 --fault drop_grad=blocks.0.mlp.up_proj.weight >"$o.mpirun" 2>&1; rc=$?
+check "drop_grad (every rank) with find_unused: exit 0 ($rc), both ranks' traces miss it" \
+  bash -c "[ $rc = 0 ] && [ \$(grep -c '\"missing\":\[\"blocks.0.mlp.up_proj.weight\"\]' '$o/grad_trace.jsonl') = 4 ]"
 
 # ---- 6. hang=1:2:backward: rank 0 times out, rank 1 hangs until SIGUSR1 ------------------------
 o="$TMP/hang_bwd"

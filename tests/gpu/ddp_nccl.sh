@@ -7,7 +7,8 @@
 #      bitwise identical at the end, recorders exited 0
 #   2. A/B: the same run over --transport mpi (host staging) gives the same losses (fp32)
 #   3. correctness: 2 ranks x batch 2 == 1 rank x batch 4 (fp32: losses rel 1e-4, step-1
-#      dump gradients 1e-4 of each tensor's max |g|)
+#      dump gradients 1e-4 of each tensor's max |g|); 1 rank under mpirun over nccl ==
+#      --transport none, bitwise
 #   4. divergent_unused=1: default -> exit 4 within the timeout naming rank 1, the bucket
 #      and the parameter, no process left; find_unused -> exit 0; static_graph -> exit 1
 #   5. drop_grad on every rank: default -> exit 4 on every rank; find_unused -> exit 0
@@ -26,7 +27,7 @@ BENCH=0; [ "${2:-}" = --bench ] && BENCH=1
 BIN="$BUILD/nsa-train"
 if [ ! -x "$BIN" ]; then echo "SKIP: $BIN is not built"; exit 77; fi
 if ! command -v mpirun >/dev/null 2>&1; then echo "SKIP: mpirun not found"; exit 77; fi
-read -r NGPU HAVE_NCCL HAVE_MPI < <("$BIN" --print-env | python3 -c '
+read -r NGPU HAVE_NCCL _ < <("$BIN" --print-env | python3 -c '
 import json, sys
 e = json.load(sys.stdin)
 print(len((e.get("cuda") or {}).get("devices") or []), 1 if e["nccl"] else 0, 1 if e["mpi"] else 0)')
@@ -133,6 +134,11 @@ for k, va in ta.items():
 print(f"    {n} gradient tensors: {bit} bitwise, worst |diff|/max|g| {worst:.2e}; losses {la} vs {lb}")
 assert worst <= 1e-4
 PY
+
+timeout -k 5 300 "${MPIRUN[@]}" -np 1 "$BIN" --config configs/tiny.json --backend cuda --set train.precision=fp32 \
+  --set train.batch_size=4 --steps 5 --transport nccl --out "$TMP/w1" --quiet >"$TMP/w1.out" 2>&1; rc=$?
+check "1 rank under mpirun --transport nccl == --transport none, bitwise losses (exit $rc)" \
+  bash -c "[ $rc = 0 ] && diff <(sed 's/, \"grad_norm.*//' '$TMP/one/metrics.jsonl') <(sed 's/, \"grad_norm.*//' '$TMP/w1/metrics.jsonl')"
 
 # ---- 4. divergent_unused=1 ------------------------------------------------------------------
 o="$TMP/div_default"; t=$SECONDS
