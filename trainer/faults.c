@@ -185,7 +185,8 @@ static const FaultSpec FAULTS[] = {
      "train.prefill = batched"},
     {"gc_recompute_mismatch", "gc_recompute_mismatch=LAYER", p_gc_recompute_mismatch,
      "when LAYER is checkpointed, its recomputation in backward runs on its input perturbed by a relative "
-     "+-1e-3 (alternating sign per element), so the recomputed activations differ from the forward's: "
+     "+-1e-3 (+-2^-6 with 16-bit activations, so that it survives rounding; alternating sign per element), so "
+     "the recomputed activations differ from the forward's: "
      "gradients change but stay finite",
      "GC bisection (gradients with checkpointing vs without; bisects down to LAYER)",
      "LAYER not in train.checkpoint_layers"},
@@ -416,7 +417,11 @@ void faults_before_recompute(Model *m, int L) {
     be->copy(f->gc_saved, m->res[L], bytes);
     double *h = malloc(sizeof(double) * (size_t)n);
     be->act_to_f64(h, m->res[L], n);
-    for (int64_t i = 0; i < n; i++) h[i] *= (i & 1) ? 1.0 - 1e-3 : 1.0 + 1e-3;
+    // the relative change must survive rounding to the activation type: bf16 and
+    // fp16 (2 bytes) keep 8 and 11 bits, so 1e-3 would round back to the same
+    // value (seen on the CUDA bf16 backend: the fault had no effect); 2^-6 does not
+    const double eps = be->act_bytes == 2 ? 1.0 / 64 : 1e-3;
+    for (int64_t i = 0; i < n; i++) h[i] *= (i & 1) ? 1.0 - eps : 1.0 + eps;
     be->act_from_f64(m->res[L], h, n);
     free(h);
 }
