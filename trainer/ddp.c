@@ -550,9 +550,9 @@ int ddp_finish_backward(Ddp *d) {
             if ((rc = ddp_ctrl_wait(d, COMM_CTRL_ALLGATHER_U8, d->arrived, all, P, "allgather used"))) { free(all); return rc; }
             if (static_report(d, all)) {
                 fprintf(stderr, "[DDP] rank %d: static_graph: the ranks disagree on the used parameters at step %" PRId64
-                        " (the recorded step): exit 1\n", d->rank, d->step);
+                        " (the recorded step): exit 5\n", d->rank, d->step);
                 free(all);
-                return NSA_EXIT_RUNTIME;
+                return NSA_EXIT_DDP_CONTRACT;
             }
             memcpy(d->used, d->arrived, (size_t)P);
             d->recorded = 1;
@@ -569,9 +569,9 @@ int ddp_finish_backward(Ddp *d) {
                 if ((rc = ddp_ctrl_wait(d, COMM_CTRL_ALLGATHER_U8, d->arrived, all, P, "allgather used"))) { free(all); return rc; }
                 static_report(d, all);
                 fprintf(stderr, "[DDP] rank %d: static_graph: the used parameter set changed at step %" PRId64
-                        " (recorded at the first step): exit 1\n", d->rank, d->step);
+                        " (recorded at the first step): exit 5\n", d->rank, d->step);
                 free(all);
-                return NSA_EXIT_RUNTIME;
+                return NSA_EXIT_DDP_CONTRACT;
             }
         }
         free(all);

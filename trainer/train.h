@@ -11,6 +11,7 @@ enum {
     NSA_EXIT_USAGE = 2,     // bad flag or invalid config
     NSA_EXIT_ANOMALY = 3,   // a non-finite loss/activation/gradient (anomaly record written)
     NSA_EXIT_COMM_TIMEOUT = 4, // data parallel: a collective did not complete within --comm-timeout
+    NSA_EXIT_DDP_CONTRACT = 5, // data parallel: static_graph's used-parameter set differs across ranks or steps
                                // (or its transport reported an error); [COMM-TIMEOUT] / [COMM-ERROR] printed
 };
 

@@ -4,7 +4,8 @@
 //
 // Exit codes: 0 ok, 1 runtime failure, 2 usage or invalid config,
 // 3 non-finite value (anomaly record written), 4 a data-parallel collective did
-// not complete within --comm-timeout, 138 stall dump after SIGUSR1; a crash ends
+// not complete within --comm-timeout, 5 static_graph's used-parameter set differs
+// across ranks or steps, 138 stall dump after SIGUSR1; a crash ends
 // by its signal after the crash dump. See `nsa-train --help`, docs/diagnostics.md
 // for the diagnostics flags and docs/ddp.md for data parallel.
 #define _POSIX_C_SOURCE 200809L   // setenv, open, dup2, mkdir
@@ -85,6 +86,7 @@ static void usage(FILE *f) {
         "exit codes: 0 ok, 1 runtime failure, 2 usage or invalid config, 3 non-finite value\n"
         "(the first non-finite tensor is named on stderr and in OUT/anomaly.json), 4 a collective did not\n"
         "complete within --comm-timeout (data parallel; [COMM-TIMEOUT] names the collective and its bucket),\n"
+        "5 static_graph: the used parameters differ across ranks or from the recorded step ([DDP] names them),\n"
         "138 stall dump after SIGUSR1; a crash ends by its signal (shell status 128+signal)\n");
 }
 

@@ -13,7 +13,7 @@
 #   4. divergent_unused=1, default mode, --comm-timeout 10: exit 4 within the timeout,
 #      [DDP] never-launched line, buckets.jsonl and [COMM-TIMEOUT] name rank 1, the
 #      bucket and blocks.1.attn.gate.fc2.weight; no process left
-#   5. divergent_unused=1 with find_unused: exit 0; with static_graph: exit 1 naming
+#   5. divergent_unused=1 with find_unused: exit 0; with static_graph: exit 5 naming
 #      rank 1 and the parameter; drop_grad (every rank) with find_unused: exit 0
 #   6. hang=1:2:backward: rank 0 exits 4 naming the collective; rank 1 hangs until the
 #      test's SIGUSR1, and its stack names fault_hang
@@ -203,8 +203,8 @@ check "divergent_unused=1 find_unused: exit 0 ($rc), weights identical" \
 o="$TMP/div_static"
 timeout -k 5 120 "${MPIRUN[@]}" -np 2 "$BIN" "${TINY[@]}" --steps 3 --set train.ddp_mode=static_graph --transport mpi \
   $(paths "$o") --comm-timeout 30 --fault divergent_unused=1 >"$o.mpirun" 2>&1; rc=$?
-check "divergent_unused=1 static_graph: exit 1 ($rc) naming rank 1 and $PARAM" \
-  bash -c "[ $rc = 1 ] && cat '$o'/ranks/rank_*.log | grep -q 'static_graph: step 1: $PARAM received a gradient on rank(s) 0 but not on rank(s) 1'"
+check "divergent_unused=1 static_graph: exit 5 ($rc) naming rank 1 and $PARAM" \
+  bash -c "[ $rc = 5 ] && cat '$o'/ranks/rank_*.log | grep -q 'static_graph: step 1: $PARAM received a gradient on rank(s) 0 but not on rank(s) 1'"
 check "divergent_unused=1 static_graph: no process left" no_process_left "$o/ranks"
 
 o="$TMP/drop_find"

@@ -10,7 +10,7 @@
 //     ends in NSA_EXIT_COMM_TIMEOUT after the timeout, not never;
 //   - find_unused: the same run completes and the parameter's gradient is 0;
 //   - static_graph: the set recorded at step 1; a parameter missing at step 2 is
-//     NSA_EXIT_RUNTIME (exit 1), not a hang;
+//     NSA_EXIT_DDP_CONTRACT (exit 5), not a hang;
 //   - no_sync: a non-reducing micro-batch launches nothing;
 //   - divergent_unused: parsing, the default parameter (gate.fc2 of the middle
 //     layer, o_proj with force_branch), applied on its rank only; hang PHASE comm.
@@ -277,7 +277,7 @@ static void test_static_graph(void **state) {
     int victim = model_find_param(&m, "blocks.0.mlp.up_proj.weight");
     for (int id = m.n_params - 1; id >= 0; id--)
         if (id != victim) ddp_grad_ready(d, id);
-    assert_int_equal(ddp_finish_backward(d), NSA_EXIT_RUNTIME);
+    assert_int_equal(ddp_finish_backward(d), NSA_EXIT_DDP_CONTRACT);
     ddp_close(d, 1);
 
     // force_branch: the bypassed gate never arrives; static_graph records that
