@@ -1195,8 +1195,11 @@ static int load_selftest(Scenario *s, Problems *ps, int profile, int all_profile
         PROBLEM("detections", 0, "detections: name at least one");
         return -1;
     }
-    for (int p = 0; p < PROFILE_COUNT; p++) {
-        if (!s->has_profile[p] || (p != profile && !all_profiles)) continue;
+    // every other profile first (validation), the selected one last: its cases are kept
+    for (int k = 0; k <= PROFILE_COUNT; k++) {
+        int p = k < PROFILE_COUNT ? k : profile;
+        if (k < PROFILE_COUNT && (p == profile || !all_profiles)) continue;
+        if (!s->has_profile[p]) continue;
         free_cases(s);
         s->cur_profile = p;
         s->cases = xcalloc(json_array_size(dets) + 1, sizeof(Case));
