@@ -10,7 +10,7 @@
 #      dump gradients 1e-4 of each tensor's max |g|); 1 rank under mpirun over nccl ==
 #      --transport none, bitwise
 #   4. divergent_unused=1: default -> exit 4 within the timeout naming rank 1, the bucket
-#      and the parameter, no process left; find_unused -> exit 0; static_graph -> exit 1
+#      and the parameter, no process left; find_unused -> exit 0; static_graph -> exit 5
 #   5. drop_grad on every rank: default -> exit 4 on every rank; find_unused -> exit 0
 #   6. hang=1:2:backward: rank 0's NCCL wait times out (ncclCommAbort, exit 4); rank 1 is
 #      hung until SIGUSR1, its stack names fault_hang
@@ -163,8 +163,8 @@ check "divergent_unused=1 find_unused: exit 0 ($rc)" [ $rc = 0 ]
 o="$TMP/div_static"
 timeout -k 5 300 "${MPIRUN[@]}" -np 2 "$BIN" "${TINY[@]}" --steps 3 --set train.ddp_mode=static_graph --transport nccl \
   $(paths "$o") --comm-timeout 60 --fault divergent_unused=1 >"$o.mpirun" 2>&1; rc=$?
-check "divergent_unused=1 static_graph: exit 1 ($rc) naming rank 1 and $PARAM" \
-  bash -c "[ $rc = 1 ] && cat '$o'/ranks/rank_*.log | grep -q '$PARAM received a gradient on rank(s) 0 but not on rank(s) 1'"
+check "divergent_unused=1 static_graph: exit 5 ($rc) naming rank 1 and $PARAM" \
+  bash -c "[ $rc = 5 ] && cat '$o'/ranks/rank_*.log | grep -q '$PARAM received a gradient on rank(s) 0 but not on rank(s) 1'"
 
 # ---- 5. drop_grad on every rank ---------------------------------------------------------------
 o="$TMP/drop_default"
