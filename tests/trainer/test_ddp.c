@@ -38,6 +38,7 @@
 #include "trainer/model.h"
 #include "trainer/rng.h"
 #include "trainer/train.h"
+#include "tests/trainer/tiny_model.h"
 
 #ifndef NSA_HAVE_MPI
 int main(void) {
@@ -47,22 +48,6 @@ int main(void) {
 #else
 static CommWorld g_world;
 static char g_tmp[256];
-
-static void load_cfg(NsaConfig *cfg, const char **sets, int n) {
-    char err[4096];
-    int rc = config_load(cfg, "configs/tiny.json", sets, n, err, sizeof err);
-    if (rc) fprintf(stderr, "%s", err);
-    assert_int_equal(rc, 0);
-}
-
-static void make_model(Model *m, const NsaConfig *cfg) {
-    char err[512];
-    const Backend *be = backend_get(cfg->backend, cfg->precision, NULL);
-    assert_non_null(be);
-    assert_int_equal(model_init(m, cfg, be, err, sizeof err), 0);
-    assert_int_equal(model_alloc_acts(m, cfg->batch_size, cfg->seq_len, err, sizeof err), 0);
-    model_init_weights(m, cfg->seed);
-}
 
 static void on_ready(void *ctx, int id) { ddp_grad_ready(ctx, id); }
 

@@ -26,29 +26,7 @@
 #include "trainer/model.h"
 #include "trainer/optim.h"
 #include "trainer/rng.h"
-
-static void load_cfg(NsaConfig *cfg, const char **sets, int n) {
-    char err[4096];
-    int rc = config_load(cfg, "configs/tiny.json", sets, n, err, sizeof err);
-    if (rc) fprintf(stderr, "%s", err);
-    assert_int_equal(rc, 0);
-}
-
-static void make_model(Model *m, const NsaConfig *cfg) {
-    char err[512];
-    const Backend *be = backend_get(cfg->backend, cfg->precision, NULL);
-    assert_non_null(be);
-    assert_int_equal(model_init(m, cfg, be, err, sizeof err), 0);
-    assert_int_equal(model_alloc_acts(m, cfg->batch_size, cfg->seq_len, err, sizeof err), 0);
-    model_init_weights(m, cfg->seed);
-}
-
-static void random_batch(int32_t *in, int32_t *tg, int n, int V, uint64_t seed) {
-    for (int i = 0; i < n; i++) {
-        in[i] = (int32_t)rng_below(seed, 1, (uint64_t)i, (uint64_t)V);
-        tg[i] = (int32_t)rng_below(seed, 2, (uint64_t)i, (uint64_t)V);
-    }
-}
+#include "tests/trainer/tiny_model.h"
 
 static size_t grad_bytes(const Model *m) { return (size_t)m->n_elems * m->be->param_bytes; }
 
