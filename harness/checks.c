@@ -375,8 +375,6 @@ static void gate_validate(const Scenario *s, const json_t *params, const char *j
                              st ? (long long)json_integer_value(st) : 1LL, s->cases[c].name, s->cases[c].cfg.steps);
 }
 
-static const char *BR3[3] = {"cmp", "sel", "win"};
-
 static void gate_evaluate(const json_t *params, CaseResult *r, const ScenarioRun *sr) {
     (void)sr;
     const double gain = num_param(r->s, params, "", "fc2_gain", 0.1, 0, 100, NULL);
@@ -480,7 +478,6 @@ static void gate_evaluate(const json_t *params, CaseResult *r, const ScenarioRun
     json_decref(bad_fc2);
     json_decref(uniform);
     json_decref(collapsed);
-    (void)BR3;
 }
 
 // ---- loss_decrease: training makes progress ----------------------------------------------------

@@ -192,7 +192,7 @@ static void branch_diagnose(const ScenarioRun *sr, Str *md) {
     int fails = count_verdict(sr, V_FAIL);
     if (!fails) return;
     // Which branch configurations fail, and with which unexpected parameters?
-    int none_fails = 0, single_fails = 0, single_total = 0;
+    int single_fails = 0, single_total = 0;
     const json_t *common = NULL;   // unexpected-missing set shared by every failing case
     int common_same = 1;
     for (int i = 0; i < sr->n; i++) {
@@ -201,8 +201,7 @@ static void branch_diagnose(const ScenarioRun *sr, Str *md) {
         int is_none = br && !strcmp(br, "none");
         if (!is_none) single_total++;
         if (r->verdict != V_FAIL) continue;
-        if (is_none) none_fails = 1;
-        else single_fails++;
+        if (!is_none) single_fails++;
         const json_t *u = json_object_get(r->facts, "unexpected_missing");
         if (!common) common = u;
         else if (!u || !json_equal(u, common)) common_same = 0;
@@ -253,7 +252,6 @@ static void branch_diagnose(const ScenarioRun *sr, Str *md) {
                            "stops.\n", br);
         else str_add(md, ".\n");
     }
-    (void)none_fails;
 }
 
 static void branch_section(const ScenarioRun *sr, const char *report_dir, Str *md) {

@@ -840,7 +840,6 @@ static int expand_profile(Scenario *s, Problems *ps, int p, Str *seen) {
     // a case whose labels match every entry of one object is dropped
     if (ok) {
         int before_ex = ps->n;
-        int *used = xcalloc(64, sizeof(int));
         const json_t *exl[2] = {json_object_get(root, "exclude"), prof ? json_object_get(prof, "exclude") : NULL};
         char expath[2][96];
         snprintf(expath[0], sizeof expath[0], "exclude");
@@ -889,7 +888,6 @@ static int expand_profile(Scenario *s, Problems *ps, int p, Str *seen) {
                 if (!hit) PROBLEM(ep, 0, "exclude[%zu] removes no case", i);
             }
         }
-        free(used);
         if (ps->n != before_ex) ok = 0;
         else if (s->n_cases == 0) {
             PROBLEM("exclude", 0, "exclude removes every case");
