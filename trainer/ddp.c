@@ -24,6 +24,7 @@
 
 #include "trainer/ddp.h"
 #include "trainer/faults.h"
+#include "trainer/jsonl.h"
 #include "trainer/flightrec.h"
 #include "trainer/train.h"
 
@@ -100,18 +101,6 @@ static char *bucket_names(const Ddp *d, const Bucket *b, int missing) {
     return s;
 }
 
-static void write_line(int fd, const char *js, const char *what) {
-    if (fd < 0 || !js) return;
-    size_t n = strlen(js);
-    char *line = malloc(n + 1);
-    memcpy(line, js, n);
-    line[n] = '\n';
-    // one write(2) on an O_APPEND descriptor: records of several ranks never interleave
-    ssize_t k = write(fd, line, n + 1);
-    if (k != (ssize_t)(n + 1)) fprintf(stderr, "nsa-train: short write to %s\n", what);
-    free(line);
-}
-
 static json_t *ms_or_null(const Ddp *d, double t) {
     return t < 0 ? json_null() : json_real((double)(int64_t)((t - d->t_bwd0) * 1e6 + 0.5) / 1e3);
 }
@@ -143,7 +132,7 @@ static void write_records(Ddp *d) {
         json_object_set_new(r, "missing", miss);
         char *js = json_dumps(r, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(12));
         json_decref(r);
-        write_line(d->fd_buckets, js, "buckets.jsonl");
+        jsonl_write(d->fd_buckets, js, "buckets.jsonl");
         free(js);
     }
 }
@@ -636,5 +625,5 @@ void ddp_write_rank_times(Ddp *d, int64_t step, double step_ms) {
     double wait_ms = d->wait_s * 1e3;
     snprintf(line, sizeof line, "{\"step\":%" PRId64 ",\"rank\":%d,\"compute_ms\":%.3f,\"comm_wait_ms\":%.3f}", step,
              d->rank, step_ms - wait_ms, wait_ms);
-    write_line(d->fd_times, line, "rank_times.jsonl");
+    jsonl_write(d->fd_times, line, "rank_times.jsonl");
 }

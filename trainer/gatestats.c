@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "trainer/gatestats.h"
+#include "trainer/jsonl.h"
 
 // JSON number, or "nan" / "inf" / "-inf" (JSON has no non-finite numbers)
 static json_t *jnum(double v) {
@@ -128,16 +129,7 @@ char *gatestats_finish_step(GateStats *gs, const Model *m, int64_t step) {
     json_object_set_new(rec, "layers", layers);
     char *js = json_dumps(rec, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
     json_decref(rec);
-    if (js && gs->fd >= 0) {
-        // one write(2) per record on an O_APPEND fd: records of several ranks never interleave
-        size_t n = strlen(js);
-        char *line = malloc(n + 1);
-        memcpy(line, js, n);
-        line[n] = '\n';
-        ssize_t k = write(gs->fd, line, n + 1);
-        if (k != (ssize_t)(n + 1)) fprintf(stderr, "nsa-train: --gate-stats: short write to gate_stats.jsonl\n");
-        free(line);
-    }
+    jsonl_write(gs->fd, js, "gate_stats.jsonl");
     return js;
 }
 

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "trainer/trace.h"
+#include "trainer/jsonl.h"
 
 #define SCAN_CHUNK (1 << 20)   // gradient elements copied to the host at a time
 
@@ -117,16 +118,7 @@ char *gradtrace_end_step(GradTrace *tr) {
     json_object_set_new(rec, "order", order);
     char *js = json_dumps(rec, JSON_COMPACT | JSON_PRESERVE_ORDER);
     json_decref(rec);
-    if (js && tr->fd >= 0) {
-        // one write(2) of the whole line on an O_APPEND fd: lines of several ranks never interleave
-        size_t n = strlen(js);
-        char *line = malloc(n + 1);
-        memcpy(line, js, n);
-        line[n] = '\n';
-        ssize_t k = write(tr->fd, line, n + 1);
-        if (k != (ssize_t)(n + 1)) fprintf(stderr, "nsa-train: --trace-grads: short write to grad_trace.jsonl\n");
-        free(line);
-    }
+    jsonl_write(tr->fd, js, "grad_trace.jsonl");
     if (tr->print) {
         // the block goes out in one stdio flush
         printf("[GRAD-TRACE] step=%" PRId64 " rank=%d arrived=%d missing=%d\n", tr->step, tr->rank, tr->n_arrived,
