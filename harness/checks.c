@@ -6,7 +6,7 @@
 #include "harness/checks.h"
 
 #include "harness/families.h"
-#include "trainer/safetensors.h"
+#include "harness/tensordiff.h"
 
 #include <fnmatch.h>
 #include <math.h>
@@ -639,149 +639,55 @@ static void dump_validate(const Scenario *s, const json_t *params, const char *j
     json_array_foreach(t, i, g) if (!json_is_string(g)) scenario_problem(s, ps, kp, 0, "tensors[%zu]: expected a string", i);
 }
 
-static double st_value(const StTensor *t, size_t i) {
-    switch (t->dtype) {
-    case ST_F64: return ((const double *)t->data)[i];
-    case ST_F32: return ((const float *)t->data)[i];
-    case ST_I32: return ((const int32_t *)t->data)[i];
-    case ST_I64: return (double)((const int64_t *)t->data)[i];
-    case ST_U16: return ((const uint16_t *)t->data)[i];
-    case ST_U8: return ((const uint8_t *)t->data)[i];
-    case ST_BF16: {
-        uint32_t u = (uint32_t)((const uint16_t *)t->data)[i] << 16;
-        float f;
-        memcpy(&f, &u, 4);
-        return f;
-    }
-    default: return NAN;   // F16: not written by the trainer's dumps
-    }
-}
-
-typedef struct {
-    const char *name;
-    double rel;
-} TensorDiff;
-static int diff_cmp(const void *a, const void *b) {
-    double x = ((const TensorDiff *)a)->rel, y = ((const TensorDiff *)b)->rel;
-    return x < y ? 1 : x > y ? -1 : 0;
-}
-
 // Step-1 dumps (safetensors: batch, logits, loss, every gradient) compared tensor
-// by tensor with the reference case's: bitwise with tolerance 0, else relative
-// to the reference tensor's largest magnitude.
+// by tensor with the reference case's (tensordiff.h): bitwise with tolerance 0, else
+// relative to the reference tensor's largest magnitude.
 static void dump_evaluate(const json_t *params, CaseResult *r, const ScenarioRun *sr) {
     const CaseResult *ref = reference_of(params, r, sr, "dump_match");
     if (!ref) return;
     const double tol = num_param(r->s, params, "", "tolerance", 0, -1e-300, 1, NULL);
     const json_t *globs = json_object_get(params, "tensors");
-    StFile a, b;
+    DumpDiff d;
     char err[1024];
-    if (st_read(&a, r->dump_path, err, sizeof err)) {
-        result_finding(r, "dump_match", 0, "no step dump: %s", err);
+    int rc = dumpdiff_files(&d, r->dump_path, ref->dump_path, globs, tol, err, sizeof err);
+    if (rc == DUMPDIFF_NO_CAND) result_finding(r, "dump_match", 0, "no step dump: %s", err);
+    if (rc == DUMPDIFF_NO_REF) result_finding(r, "dump_match", 0, "no step dump for %s: %s", ref->c->name, err);
+    if (rc != DUMPDIFF_OK) {
+        dumpdiff_free(&d);
         return;
     }
-    if (st_read(&b, ref->dump_path, err, sizeof err)) {
-        result_finding(r, "dump_match", 0, "no step dump for %s: %s", ref->c->name, err);
-        st_free(&a);
-        return;
-    }
-    TensorDiff *diffs = xcalloc((size_t)b.n_tensors + 1, sizeof(TensorDiff));
-    int compared = 0, nd = 0;
-    const char *last_name = "";
-    Str missing = {0};
-    double worst = 0;
-    for (int i = 0; i < b.n_tensors; i++) {
-        const StTensor *tb = &b.tensors[i];
-        int want = !globs;
-        size_t k;
-        json_t *g;
-        json_array_foreach(globs, k, g) want |= fnmatch(json_string_value(g), tb->name, 0) == 0;
-        if (!want) continue;
-        const StTensor *ta = st_find(&a, tb->name);
-        int same_shape = ta && ta->dtype == tb->dtype && ta->ndim == tb->ndim && ta->nbytes == tb->nbytes;
-        for (int d = 0; same_shape && d < tb->ndim; d++) same_shape = ta->shape[d] == tb->shape[d];
-        if (!same_shape) {
-            str_printf(&missing, "%s%s", missing.len ? ", " : "", tb->name);
-            continue;
-        }
-        compared++;
-        last_name = tb->name;
-        double rel = 0;
-        if (memcmp(ta->data, tb->data, tb->nbytes) != 0) {
-            size_t n = tb->nbytes / st_dtype_size(tb->dtype);
-            double maxref = 0, maxdiff = 0;
-            for (size_t e = 0; e < n; e++) {
-                double x = st_value(ta, e), y = st_value(tb, e);
-                maxref = fmax(maxref, fabs(y));
-                double d = fabs(x - y);
-                if (isnan(d)) d = INFINITY;
-                maxdiff = fmax(maxdiff, d);
-            }
-            rel = maxref > 0 ? maxdiff / maxref : (maxdiff > 0 ? INFINITY : 0);
-            if (rel == 0) rel = 1e-300;   // differing bits (e.g. -0 vs 0, NaN payloads) are a difference
-        }
-        if ((tol == 0 && rel > 0) || rel > tol) diffs[nd++] = (TensorDiff){tb->name, rel};
-        worst = fmax(worst, rel);
-    }
-    qsort(diffs, (size_t)nd, sizeof *diffs, diff_cmp);
     json_t *names = json_array(), *layers = json_array();
-    for (int i = 0; i < nd; i++) {
-        json_array_append_new(names, json_string(diffs[i].name));
-        const char *bl = strstr(diffs[i].name, "blocks.");
-        if (bl) {
-            json_int_t L = strtoll(bl + 7, NULL, 10);
-            int seen = 0;
-            size_t k;
-            json_t *v;
-            json_array_foreach(layers, k, v) seen |= json_integer_value(v) == L;
-            if (!seen) json_array_append_new(layers, json_integer(L));
-        }
-    }
-    {   // layers ascending
-        size_t nl = json_array_size(layers);
-        json_int_t *ls = xcalloc(nl + 1, sizeof(json_int_t));
-        for (size_t i = 0; i < nl; i++) ls[i] = json_integer_value(json_array_get(layers, i));
-        for (size_t i = 1; i < nl; i++)
-            for (size_t j = i; j > 0 && ls[j - 1] > ls[j]; j--) {
-                json_int_t t = ls[j];
-                ls[j] = ls[j - 1];
-                ls[j - 1] = t;
-            }
-        json_array_clear(layers);
-        for (size_t i = 0; i < nl; i++) json_array_append_new(layers, json_integer(ls[i]));
-        free(ls);
-    }
+    for (int i = 0; i < d.n_differ; i++) json_array_append_new(names, json_string(d.differ[i].name));
+    for (int i = 0; i < d.n_layers; i++) json_array_append_new(layers, json_integer(d.layers[i]));
     json_object_set_new(r->facts, "dump_reference", json_string(ref->c->name));
     json_object_set_new(r->facts, "dump_differs", names);
     json_object_set_new(r->facts, "dump_differ_layers", layers);
-    json_object_set_new(r->facts, "dump_worst_rel", json_real(isfinite(worst) ? worst : -1));
-    if (compared == 0) {
+    json_object_set_new(r->facts, "dump_worst_rel", json_real(isfinite(d.worst) ? d.worst : -1));
+    const int nd = d.n_differ;
+    if (d.n_compared == 0) {
         result_finding(r, "dump_match", 0, "no tensor of the step dumps matched %s", globs ? "the tensors globs" : "");
-    } else if (nd || missing.len) {
+    } else if (nd || d.n_missing) {
         Finding *f;
         if (nd)
-            f = result_finding(r, "dump_match", 0, "%d of %d tensors differ from %s (worst %s: relative %.3g)", nd, compared,
-                               ref->c->name, diffs[0].name, diffs[0].rel);
+            f = result_finding(r, "dump_match", 0, "%d of %d tensors differ from %s (worst %s: relative %.3g)", nd,
+                               d.n_compared, ref->c->name, d.differ[0].name, d.differ[0].rel);
         else f = result_finding(r, "dump_match", 0, "tensors missing or reshaped relative to %s", ref->c->name);
         if (nd) {
             str_printf(&f->details, "- tolerance %s; differing tensors (largest first):", tol == 0 ? "0 (bitwise)" : "relative");
-            for (int i = 0; i < nd && i < 24; i++) str_printf(&f->details, "%s `%s` %.3g", i ? "," : "", diffs[i].name, diffs[i].rel);
+            for (int i = 0; i < nd && i < 24; i++) str_printf(&f->details, "%s `%s` %.3g", i ? "," : "", d.differ[i].name, d.differ[i].rel);
             if (nd > 24) str_printf(&f->details, ", … (%d more)", nd - 24);
             str_add(&f->details, "\n");
         }
-        if (missing.len) str_printf(&f->details, "- missing or with another shape/dtype here: %s\n", str_c(&missing));
+        if (d.n_missing) str_printf(&f->details, "- missing or with another shape/dtype here: %s\n", str_c(&d.missing));
     } else {
-        if (compared == 1)
-            result_finding(r, "dump_match", 1, "step-1 %s equal to %s's (%s)", b.tensors[0].name[0] ? last_name : "tensor",
+        if (d.n_compared == 1)
+            result_finding(r, "dump_match", 1, "step-1 %s equal to %s's (%s)", d.ref.tensors[0].name[0] ? d.last_compared : "tensor",
                            ref->c->name, tol == 0 ? "bitwise" : "within tolerance");
         else
-            result_finding(r, "dump_match", 1, "%d tensors equal to %s (%s)", compared, ref->c->name,
+            result_finding(r, "dump_match", 1, "%d tensors equal to %s (%s)", d.n_compared, ref->c->name,
                            tol == 0 ? "bitwise" : "within tolerance");
     }
-    str_free(&missing);
-    free(diffs);
-    st_free(&a);
-    st_free(&b);
+    dumpdiff_free(&d);
 }
 
 // ---- growth: no per-step trend in time or memory ---------------------------------------------------

@@ -1,0 +1,120 @@
+// harness/tensordiff.c — see tensordiff.h.
+#define _POSIX_C_SOURCE 200809L
+#include "harness/tensordiff.h"
+
+#include <fnmatch.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static double st_value(const StTensor *t, size_t i) {
+    switch (t->dtype) {
+    case ST_F64: return ((const double *)t->data)[i];
+    case ST_F32: return ((const float *)t->data)[i];
+    case ST_I32: return ((const int32_t *)t->data)[i];
+    case ST_I64: return (double)((const int64_t *)t->data)[i];
+    case ST_U16: return ((const uint16_t *)t->data)[i];
+    case ST_U8: return ((const uint8_t *)t->data)[i];
+    case ST_BF16: {
+        uint32_t u = (uint32_t)((const uint16_t *)t->data)[i] << 16;
+        float f;
+        memcpy(&f, &u, 4);
+        return f;
+    }
+    default: return NAN;   // F16: not written by the trainer's dumps
+    }
+}
+
+static int diff_cmp(const void *a, const void *b) {
+    double x = ((const TensorDiff *)a)->rel, y = ((const TensorDiff *)b)->rel;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+static int int_cmp(const void *a, const void *b) {
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+static int selected(const json_t *globs, const char *name) {
+    int want = !globs;
+    size_t k;
+    json_t *g;
+    json_array_foreach(globs, k, g) want |= fnmatch(json_string_value(g), name, 0) == 0;
+    return want;
+}
+
+static int same_layout(const StTensor *a, const StTensor *b) {
+    int same = a && a->dtype == b->dtype && a->ndim == b->ndim && a->nbytes == b->nbytes;
+    for (int d = 0; same && d < b->ndim; d++) same = a->shape[d] == b->shape[d];
+    return same;
+}
+
+// 0 when the bits are equal; else the largest absolute difference relative to the
+// reference's largest magnitude (see TensorDiff.rel)
+static double relative_difference(const StTensor *cand, const StTensor *ref) {
+    if (memcmp(cand->data, ref->data, ref->nbytes) == 0) return 0;
+    size_t n = ref->nbytes / st_dtype_size(ref->dtype);
+    double maxref = 0, maxdiff = 0;
+    for (size_t e = 0; e < n; e++) {
+        double x = st_value(cand, e), y = st_value(ref, e);
+        maxref = fmax(maxref, fabs(y));
+        double d = fabs(x - y);
+        if (isnan(d)) d = INFINITY;
+        maxdiff = fmax(maxdiff, d);
+    }
+    double rel = maxref > 0 ? maxdiff / maxref : (maxdiff > 0 ? INFINITY : 0);
+    return rel == 0 ? 1e-300 : rel;   // differing bits (e.g. -0 vs 0, NaN payloads) are a difference
+}
+
+// the distinct layers of the differing tensors, ascending
+static void collect_layers(DumpDiff *d) {
+    d->layers = xcalloc((size_t)d->n_differ + 1, sizeof(int));
+    for (int i = 0; i < d->n_differ; i++) {
+        const char *bl = strstr(d->differ[i].name, "blocks.");
+        if (!bl) continue;
+        int L = (int)strtol(bl + 7, NULL, 10), seen = 0;
+        for (int k = 0; k < d->n_layers; k++) seen |= d->layers[k] == L;
+        if (!seen) d->layers[d->n_layers++] = L;
+    }
+    qsort(d->layers, (size_t)d->n_layers, sizeof(int), int_cmp);
+}
+
+static void compare_tensors(DumpDiff *d, const json_t *globs, double tol) {
+    d->differ = xcalloc((size_t)d->ref.n_tensors + 1, sizeof(TensorDiff));
+    for (int i = 0; i < d->ref.n_tensors; i++) {
+        const StTensor *tr = &d->ref.tensors[i];
+        if (!selected(globs, tr->name)) continue;
+        const StTensor *tc = st_find(&d->cand, tr->name);
+        if (!same_layout(tc, tr)) {
+            str_printf(&d->missing, "%s%s", d->missing.len ? ", " : "", tr->name);
+            d->n_missing++;
+            continue;
+        }
+        d->n_compared++;
+        d->last_compared = tr->name;
+        double rel = relative_difference(tc, tr);
+        if ((tol == 0 && rel > 0) || rel > tol) d->differ[d->n_differ++] = (TensorDiff){tr->name, rel};
+        d->worst = fmax(d->worst, rel);
+    }
+    qsort(d->differ, (size_t)d->n_differ, sizeof *d->differ, diff_cmp);
+}
+
+int dumpdiff_files(DumpDiff *d, const char *cand_path, const char *ref_path, const json_t *globs, double tol,
+                   char *err, size_t errlen) {
+    memset(d, 0, sizeof *d);
+    d->last_compared = "";
+    if (st_read(&d->cand, cand_path, err, errlen)) return DUMPDIFF_NO_CAND;
+    if (st_read(&d->ref, ref_path, err, errlen)) return DUMPDIFF_NO_REF;
+    compare_tensors(d, globs, tol);
+    collect_layers(d);
+    return DUMPDIFF_OK;
+}
+
+void dumpdiff_free(DumpDiff *d) {
+    st_free(&d->cand);   // safe on a file that was not read (zeroed, or cleared by st_read)
+    st_free(&d->ref);
+    free(d->differ);
+    free(d->layers);
+    str_free(&d->missing);
+    memset(d, 0, sizeof *d);
+}

@@ -1,0 +1,46 @@
+// harness/tensordiff.h — two safetensors dumps (nsa-train --dump-step) compared
+// tensor by tensor: the dump_match check (checks.c) and `nsa-harness compare`
+// (compare.c) share it.
+//
+// Each tensor of the reference file that the globs select is looked up by name in
+// the candidate file. Tensors with the same dtype and shape are compared: bitwise
+// first, and where the bits differ by the largest absolute difference relative to
+// the reference tensor's largest magnitude. A tensor differs when that relative
+// difference exceeds the tolerance (tolerance 0: any differing bit).
+#ifndef NSA_HARNESS_TENSORDIFF_H
+#define NSA_HARNESS_TENSORDIFF_H
+#include <jansson.h>
+
+#include "harness/util.h"
+#include "trainer/safetensors.h"
+
+typedef struct {
+    const char *name;   // the tensor's name (owned by the DumpDiff's files)
+    double rel;         // max |cand - ref| / max |ref|; INFINITY for a NaN difference or
+                        // any difference against an all-zero reference; 1e-300 for bits
+                        // that differ between numerically equal values (-0 vs 0, NaN payloads)
+} TensorDiff;
+
+typedef struct {
+    StFile cand, ref;       // both files, read whole
+    TensorDiff *differ;     // the differing tensors, largest relative difference first
+    int n_differ;
+    int n_compared;         // tensors selected by the globs and present with the same dtype and shape
+    const char *last_compared;   // the last of them ("" when none)
+    Str missing;            // ", "-separated: selected reference tensors absent from the
+    int n_missing;          // candidate or with another dtype/shape there
+    double worst;           // largest relative difference over every compared tensor
+    int *layers;            // the blocks (blocks.L) the differing tensors belong to, ascending
+    int n_layers;
+} DumpDiff;
+
+enum { DUMPDIFF_OK = 0, DUMPDIFF_NO_CAND = 1, DUMPDIFF_NO_REF = 2 };
+
+// Read both files and compare them. globs: a JSON array of fnmatch patterns over tensor
+// names, or NULL for every tensor; tol: relative tolerance (0 = bitwise). Returns
+// DUMPDIFF_OK, or which file could not be read (err: "path: why"). Either way d is
+// released with dumpdiff_free.
+int dumpdiff_files(DumpDiff *d, const char *cand_path, const char *ref_path, const json_t *globs, double tol,
+                   char *err, size_t errlen);
+void dumpdiff_free(DumpDiff *d);
+#endif
