@@ -96,6 +96,9 @@ struct Backend {
     void (*from_host)(void *dev, const void *host, size_t bytes);
     void (*copy)(void *dst, const void *src, size_t bytes);  // backend -> backend
     void (*sync)(void);
+    // the most bytes the backend held allocated at once since the process started
+    // (every alloc counted at its requested size, exactly; NULL: not tracked)
+    size_t (*mem_peak)(void);
     // convert n elements of the backend's activation type to/from double (host side)
     void (*act_to_f64)(double *host_out, const void *dev, int64_t n);
     void (*act_from_f64)(void *dev, const double *host_in, int64_t n);
@@ -238,6 +241,10 @@ struct Backend {
 // cuda bf16). Returns NULL for an unknown or unavailable combination; `why` (if
 // non-NULL) then points at a static explanation.
 const Backend *backend_get(const char *name, const char *precision, const char **why);
+// The instruction-set extensions the CPU kernels were compiled for (their
+// -march), e.g. "x86_64 sse4.2 avx avx2 fma avx512f": part of the build
+// fingerprint that decides whether two runs can be bitwise equal.
+const char *nsa_cpu_kernel_isa(void);
 
 #ifdef __cplusplus
 }

@@ -2,7 +2,8 @@
 //
 // build   git sha + dirty flag of the source tree at BUILD time (regenerated on
 //         every build by cmake/build_info.cmake into nsa_build_info.h, rewritten
-//         only when it changes), build type, compiler, flags, CUDA on/off
+//         only when it changes), build type, compiler, flags, the CPU kernels'
+//         instruction set (kernel_isa) and the C library, CUDA on/off
 // cuda    runtime/driver versions, devices, cuBLAS version (kernels/cuda/
 //         cuda_probe.cu); null without a CUDA build or without a usable device
 // nccl, mpi  NCCL version and MPI library (first line), null when not built
@@ -21,6 +22,10 @@
 #include "nsa_build_info.h"   // generated: NSA_BUILD_GIT_SHA, NSA_BUILD_GIT_DIRTY
 #include "trainer/comm.h"
 #include "trainer/envinfo.h"
+#include "kernels/ops.h"
+#ifdef __GLIBC__
+#include <gnu/libc-version.h>
+#endif
 
 #ifndef NSA_BUILD_TYPE
 #define NSA_BUILD_TYPE "unknown"
@@ -41,6 +46,16 @@ int nsa_cuda_env_json(char *buf, size_t n);   // kernels/cuda/cuda_probe.cu
 
 extern char **environ;
 
+static const char *libc_version(void) {
+#ifdef __GLIBC__
+    static char v[32];
+    snprintf(v, sizeof v, "glibc %s", gnu_get_libc_version());
+    return v;
+#else
+    return "unknown";
+#endif
+}
+
 static json_t *build_section(void) {
     json_t *b = json_object();
     json_object_set_new(b, "git_sha", json_string(NSA_BUILD_GIT_SHA));
@@ -49,6 +64,10 @@ static json_t *build_section(void) {
     json_object_set_new(b, "c_compiler", json_string(NSA_C_COMPILER));
     json_object_set_new(b, "c_flags", json_string(NSA_C_FLAGS));
     json_object_set_new(b, "kernel_flags", json_string(NSA_KERNEL_FLAGS));
+    // what the CPU kernels were compiled for, and the C library whose libm they call:
+    // with the compiler and flags, what decides whether two builds agree bitwise
+    json_object_set_new(b, "kernel_isa", json_string(nsa_cpu_kernel_isa()));
+    json_object_set_new(b, "libc", json_string(libc_version()));
 #ifdef NSA_HAVE_CUDA
     json_object_set_new(b, "cuda_enabled", json_true());
 #else

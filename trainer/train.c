@@ -31,11 +31,14 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "trainer/actdump.h"
 #include "trainer/checkpoint.h"
 #include "trainer/data.h"
 #include "trainer/ddp.h"
+#include "trainer/digest.h"
 #include "trainer/faults.h"
 #include "trainer/flightrec.h"
+#include "trainer/flops.h"
 #include "trainer/gatestats.h"
 #include "trainer/model.h"
 #include "trainer/optim.h"
@@ -68,6 +71,7 @@ static int64_t rss_bytes(void) {
 typedef struct {
     int64_t step;          // current optimizer step
     GateStats *gs;         // --gate-stats, or NULL
+    ActDump *acts;         // --dump-acts, during the step-1 dump's forward only, else NULL
     const Faults *faults;  // --fault, or NULL
 } TrainDiag;
 
@@ -83,6 +87,7 @@ static void on_model_event(void *ctx, Model *m, int ev, int L, int t) {
         break;
     case MODEL_EV_LAYER_FWD_DONE:
         if (d->gs) gatestats_layer(d->gs, m, L);
+        if (d->acts) actdump_layer(d->acts, m, L);
         break;
     case MODEL_EV_HEAD:
         if (t == 0) flightrec_event(FR_PHASE_FORWARD, FR_KIND_BEGIN, d->step, -1, "head");
@@ -166,8 +171,29 @@ static void localise_anomaly(Model *m, DataSource *ds, DataPos pos, int32_t *in,
     write_anomaly(out_dir, step, -1, &a);
 }
 
+// The step-1 dump. logits_host holds the logits as the model's own view: F64 on
+// the fp64 backend, else F32 (16-bit activations converted exactly, through
+// act_to_f64: every bf16/fp16 value is an fp32 value). acts: the forward's
+// activations (--dump-acts) or NULL.
+// The logits of the last forward as the dump stores them (see dump_step); free().
+static void *logits_to_host(const Model *m, int64_t n) {
+    if (m->be->act_bytes == 4 || m->be->act_bytes == 8) {
+        void *h = malloc((size_t)n * (size_t)m->be->act_bytes);
+        if (!h) abort();
+        m->be->to_host(h, m->logits, (size_t)n * (size_t)m->be->act_bytes);
+        return h;
+    }
+    double *d = malloc(sizeof(double) * (size_t)n);
+    float *f = malloc(sizeof(float) * (size_t)n);
+    if (!d || !f) abort();
+    m->be->act_to_f64(d, m->logits, n);
+    for (int64_t i = 0; i < n; i++) f[i] = (float)d[i];
+    free(d);
+    return f;
+}
+
 static int dump_step(const char *path, Model *m, const int32_t *in, const int32_t *tg, double loss,
-                     const double *loss_store, void *logits_host) {
+                     const double *loss_store, const void *logits_host, const ActDump *acts) {
     StFile f;
     st_init(&f);
     int64_t bt[2] = {m->B, m->T}, btv[3] = {m->B, m->T, m->V};
@@ -177,6 +203,7 @@ static int dump_step(const char *path, Model *m, const int32_t *in, const int32_
     st_add(&f, "targets", ST_I32, 2, bt, tg);
     st_add(&f, "logits", adt, 3, btv, logits_host);
     st_add(&f, "loss", ST_F64, 0, NULL, loss_store);
+    if (acts) actdump_add(acts, &f);
     size_t bytes = (size_t)m->n_elems * m->be->param_bytes;
     char *hg = malloc(bytes);
     m->be->to_host(hg, m->grad_mem, bytes);
@@ -188,6 +215,7 @@ static int dump_step(const char *path, Model *m, const int32_t *in, const int32_
     char *cfg = config_to_json(&m->cfg), lbuf[64];
     st_add_meta(&f, "config", cfg);
     st_add_meta(&f, "backend", m->be->name);
+    st_add_meta(&f, "precision", m->cfg.precision);
     snprintf(lbuf, sizeof lbuf, "%.17g", loss);
     st_add_meta(&f, "loss", lbuf);
     char err[512];
@@ -285,7 +313,7 @@ static int train_run_inner(const TrainOpts *opts) {
     Optim opt;
     optim_init(&opt, &m);
     // diagnostics
-    TrainDiag diag = {0, NULL, faults};
+    TrainDiag diag = {0, NULL, NULL, faults};
     GradTrace trace;
     GateStats gstats;
     ReadyHooks hooks = {NULL, NULL};
@@ -313,7 +341,7 @@ static int train_run_inner(const TrainOpts *opts) {
         }
         diag.gs = &gstats;
     }
-    if (diag.gs || flightrec_header()) {
+    if (diag.gs || flightrec_header() || (opts->dump_step && opts->dump_acts)) {
         m.event = on_model_event;
         m.event_ctx = &diag;
     }
@@ -371,6 +399,7 @@ static int train_run_inner(const TrainOpts *opts) {
     }
     // the mean over every token of the optimizer step on every rank: the collectives sum
     const double dscale = 1.0 / ((double)B * T * cfg->grad_accum * world);
+    const double flops_step = model_flops_per_step(&m, B, T, cfg->grad_accum);   // one rank's
     const int64_t last = opts->stop_after > 0 && opts->stop_after < cfg->steps ? opts->stop_after : cfg->steps;
     for (int64_t step = step0 + 1; step <= last; step++) {
         double t0 = now_s();
@@ -383,9 +412,12 @@ static int train_run_inner(const TrainOpts *opts) {
         DataPos pos = data_get_pos(ds);
         model_zero_grad(&m);
         double loss = 0;
+        uint64_t data_digest = 0;   // this rank's tokens of the step, in order (the data order)
         for (int k = 0; k < cfg->grad_accum; k++) {
             enter_phase(&diag, FR_PHASE_DATA, "data_next");
             if (data_next(ds, in, tg)) { fprintf(stderr, "nsa-train: data source failed at step %" PRId64 "\n", step); goto out; }
+            data_digest = digest64(in, sizeof(int32_t) * (size_t)B * T, data_digest);
+            data_digest = digest64(tg, sizeof(int32_t) * (size_t)B * T, data_digest);
             enter_phase(&diag, FR_PHASE_FORWARD, "forward");
             loss += model_forward(&m, in, tg, dscale * opt.loss_scale);
             if (k == 0 && diag.gs) free(gatestats_finish_step(diag.gs, &m, step));
@@ -453,18 +485,21 @@ static int train_run_inner(const TrainOpts *opts) {
             void *saved = malloc((size_t)m.n_elems * be->param_bytes);
             be->to_host(saved, m.grad_mem, (size_t)m.n_elems * be->param_bytes);
             model_zero_grad(&m);
+            if (opts->dump_acts) diag.acts = actdump_new();
             double l1 = model_forward(&m, in1, tg1, 1.0 / ((double)B * T * world));
-            size_t lb = (size_t)B * T * m.V * be->act_bytes;
-            void *lh = malloc(lb);
-            be->to_host(lh, m.logits, lb);
+            const int64_t nlog = (int64_t)B * T * m.V;
+            void *lh = logits_to_host(&m, nlog);
             model_backward(&m);
             int drc = 0;
             if (ddp) {
                 drc = ddp_reduce_all(ddp);
                 if (!drc) drc = ddp_mean(ddp, &l1, "allreduce dump loss");
             }
-            if (!drc && rank == 0) drc = dump_step(opts->dump_step, &m, in1, tg1, l1, &l1, lh) ? NSA_EXIT_RUNTIME : 0;
+            if (!drc && rank == 0)
+                drc = dump_step(opts->dump_step, &m, in1, tg1, l1, &l1, lh, diag.acts) ? NSA_EXIT_RUNTIME : 0;
             be->from_host(m.grad_mem, saved, (size_t)m.n_elems * be->param_bytes);
+            actdump_free(diag.acts);
+            diag.acts = NULL;
             free(lh); free(saved); free(in1); free(tg1);
             if (drc) { rc = drc; goto out; }
         }
@@ -487,14 +522,21 @@ static int train_run_inner(const TrainOpts *opts) {
         // mem_bytes: what the model holds on its backend (parameters, gradients,
         // AdamW moments, activations and scratch); rss_bytes: the process's RSS
         const int64_t mem = (int64_t)m.param_bytes_total + (int64_t)m.act_bytes + 2 * m.n_elems * be->param_bytes;
+        // peak_mem_bytes: the most the backend held allocated at once so far (its
+        // allocator's exact count); flops: model FLOPs of the step (trainer/flops.h);
+        // data_digest: digest64 of this rank's inputs and targets of the step
+        const int64_t peak = be->mem_peak ? (int64_t)be->mem_peak() : -1;
+        char dd[17];
+        digest64_hex(data_digest, dd);
         // tokens and tok/s: the whole world's (every rank processes B*T*grad_accum)
         if (metrics) {
             fprintf(metrics,
                     "{\"step\": %" PRId64 ", \"loss\": %.17g, \"grad_norm\": %.17g, \"lr\": %.17g, \"ms\": %.3f, "
                     "\"tok_per_s\": %.1f, \"tokens\": %.0f, \"mem_bytes\": %" PRId64 ", \"rss_bytes\": %" PRId64 ", "
+                    "\"peak_mem_bytes\": %" PRId64 ", \"flops\": %.17g, \"data_digest\": \"%s\", "
                     "\"world_size\": %d, \"comm_wait_ms\": %.3f}\n",
-                    step, loss, gnorm, lr, dt * 1e3, toks * world / dt, toks * world, mem, rss_bytes(), world,
-                    ddp ? ddp_comm_wait_ms(ddp) : 0.0);
+                    step, loss, gnorm, lr, dt * 1e3, toks * world / dt, toks * world, mem, rss_bytes(), peak,
+                    flops_step * world, dd, world, ddp ? ddp_comm_wait_ms(ddp) : 0.0);
             fflush(metrics);
         }
         if (ddp) ddp_write_rank_times(ddp, step, dt * 1e3);

@@ -23,6 +23,7 @@ typedef struct {
     int save_every;           // also save every N steps (0: only at the end)
     int stop_after;           // stop after this step (0: run to cfg.steps); the LR schedule still uses cfg.steps
     const char *dump_step;    // safetensors dump of step 1 (batch, logits, loss, grads), or NULL
+    int dump_acts;            // --dump-acts: the dump also holds the forward's activations (trainer/actdump.h)
     int quiet;                // no per-step lines on stdout
     // diagnostics (docs/diagnostics.md); all off by default, and free when off
     int rank;                 // --rank: recorded in traces and the flight recorder; rank-targeted faults

@@ -50,7 +50,9 @@ static void usage(FILE *f) {
         "  --save-every N       with --save: also every N steps\n"
         "  --resume FILE        continue from a checkpoint (weights, AdamW state, data position)\n"
         "  --stop-after N       stop after step N (the LR schedule still spans train.steps)\n"
-        "  --dump-step FILE     write step 1's batch, logits, loss and every gradient (safetensors)\n"
+        "  --dump-step FILE     write step 1's batch, logits, loss and every gradient (safetensors;\n"
+        "                       logits F32, F64 on the fp64 backend)\n"
+        "  --dump-acts          with --dump-step: also every layer's forward activations (acts.blocks.L.*)\n"
         "  --threads N          CPU threads (default: all cores)\n"
         "  --check-config       validate the config, print it as canonical JSON, exit\n"
         "  --devices            print the CUDA devices this build can use, exit\n"
@@ -201,6 +203,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--resume")) { NEED_VALUE; opts.resume = v; }
         else if (!strcmp(a, "--stop-after")) { NEED_VALUE; if (parse_int(a, v, &opts.stop_after)) return 2; }
         else if (!strcmp(a, "--dump-step")) { NEED_VALUE; opts.dump_step = v; }
+        else if (!strcmp(a, "--dump-acts")) opts.dump_acts = 1;
         else if (!strcmp(a, "--threads")) { NEED_VALUE; if (parse_int(a, v, &threads) || threads < 1) { fprintf(stderr, "nsa-train: --threads must be >= 1\n"); return 2; } }
         else if (!strcmp(a, "--check-config")) check_only = 1;
         else if (!strcmp(a, "--devices")) {
@@ -250,6 +253,10 @@ int main(int argc, char **argv) {
             return 2;
         }
 #undef NEED_VALUE
+    }
+    if (opts.dump_acts && !opts.dump_step) {
+        fprintf(stderr, "nsa-train: --dump-acts adds the activations to the step dump: it needs --dump-step FILE\n");
+        return 2;
     }
     if (comm_timeout <= 0) {
         const char *e = getenv("NSA_COMM_TIMEOUT");

@@ -3,6 +3,7 @@
 // and cpu_backend_f64 ("cpu64").
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdatomic.h>
 #include <string.h>
 #ifdef _OPENMP
 #include <omp.h>
@@ -16,20 +17,85 @@ void nsa_cpu_zero(void *p, size_t bytes);
 void nsa_cpu_memcpy(void *dst, const void *src, size_t bytes);
 void nsa_cpu_sync(void);
 
+size_t nsa_cpu_mem_peak(void);
+
 #ifndef NSA_REAL_F64
+// Accounting for Backend.mem_peak: every block carries its requested size in a
+// 64-byte header (which keeps the payload 64-byte aligned). The model allocates
+// from one thread; the counters are atomics anyway, so a test that allocates from
+// OpenMP threads cannot corrupt them.
+#define CPU_ALLOC_HEADER 64
+static _Atomic size_t g_cpu_in_use = 0, g_cpu_peak = 0;
+
 void *nsa_cpu_alloc(size_t bytes) {
     // 64-byte aligned for the vector units; zero-filled as the op API promises.
     size_t sz = (bytes + 63) & ~(size_t)63;
     if (sz == 0) sz = 64;
-    void *p = aligned_alloc(64, sz);
-    if (!p) {
+    char *base = aligned_alloc(64, sz + CPU_ALLOC_HEADER);
+    if (!base) {
         fprintf(stderr, "%s:%d: out of host memory allocating %zu bytes\n", __FILE__, __LINE__, bytes);
         exit(1);
     }
-    memset(p, 0, sz);
-    return p;
+    memcpy(base, &bytes, sizeof bytes);
+    size_t now = (g_cpu_in_use += bytes), peak = g_cpu_peak;
+    while (now > peak && !atomic_compare_exchange_weak(&g_cpu_peak, &peak, now)) {}
+    memset(base + CPU_ALLOC_HEADER, 0, sz);
+    return base + CPU_ALLOC_HEADER;
 }
-void nsa_cpu_free(void *p) { free(p); }
+void nsa_cpu_free(void *p) {
+    if (!p) return;
+    char *base = (char *)p - CPU_ALLOC_HEADER;
+    size_t bytes;
+    memcpy(&bytes, base, sizeof bytes);
+    g_cpu_in_use -= bytes;
+    free(base);
+}
+size_t nsa_cpu_mem_peak(void) { return g_cpu_peak; }
+
+const char *nsa_cpu_kernel_isa(void) {
+    return ""
+#if defined(__x86_64__)
+           "x86_64"
+#elif defined(__aarch64__)
+           "aarch64"
+#else
+           "unknown-arch"
+#endif
+#ifdef __SSE4_2__
+           " sse4.2"
+#endif
+#ifdef __AVX__
+           " avx"
+#endif
+#ifdef __AVX2__
+           " avx2"
+#endif
+#ifdef __FMA__
+           " fma"
+#endif
+#ifdef __AVX512F__
+           " avx512f"
+#endif
+#ifdef __AVX512BW__
+           " avx512bw"
+#endif
+#ifdef __AVX512VL__
+           " avx512vl"
+#endif
+#ifdef __AVX512BF16__
+           " avx512bf16"
+#endif
+#ifdef __ARM_FEATURE_FMA
+           " fma"
+#endif
+#ifdef __ARM_FEATURE_SVE
+           " sve"
+#endif
+#ifdef __FAST_MATH__
+           " fast-math"
+#endif
+        ;
+}
 void nsa_cpu_zero(void *p, size_t bytes) { if (bytes) memset(p, 0, bytes); }
 void nsa_cpu_memcpy(void *dst, const void *src, size_t bytes) { if (bytes) memmove(dst, src, bytes); }
 void nsa_cpu_sync(void) {}
@@ -62,6 +128,7 @@ const Backend CPU_FN(cpu_backend) = {
     .from_host = nsa_cpu_memcpy,
     .copy = nsa_cpu_memcpy,
     .sync = nsa_cpu_sync,
+    .mem_peak = nsa_cpu_mem_peak,
     .act_to_f64 = CPU_FN(act_to_f64),
     .act_from_f64 = CPU_FN(act_from_f64),
     .param_to_f64 = CPU_FN(act_to_f64),

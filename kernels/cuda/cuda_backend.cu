@@ -595,6 +595,7 @@ template <int DT> struct Ops {
         b->from_host = cu_from_host;
         b->copy = cu_copy;
         b->sync = cu_sync;
+        b->mem_peak = nsa_cuda_peak_bytes;
         b->act_to_f64 = act_to_f64;
         b->act_from_f64 = act_from_f64;
         b->param_to_f64 = Ops<NSA_DT_F32>::act_to_f64;

@@ -65,6 +65,39 @@ for r in range(4 * 128):
 assert abs(tot / 512 - loss) < 1e-4, (tot / 512, loss)
 PY
 
+# ---- --dump-acts: every layer's forward activations, in forward order, the same
+#      values the plain dump's logits come from (the dump replay does not change them)
+expect_rc "--dump-acts without --dump-step" 2 "$BIN" $TINY --steps 1 --dump-acts --out "$TMP/x"
+check "--dump-acts needs --dump-step: says so" grep -q -- "--dump-acts .* needs --dump-step" "$TMP/err"
+expect_rc "--dump-acts" 0 "$BIN" $TINY --steps 1 --out "$TMP/acts" --dump-step "$TMP/acts/step1.safetensors" --dump-acts
+check "activations dumped per layer in forward order; logits and gradients unchanged by them" \
+  python3 - "$TMP/acts/step1.safetensors" "$TMP/dump/step1.safetensors" <<'PY'
+import json, struct, sys
+def load(p):
+    raw = open(p, "rb").read(); n = struct.unpack("<Q", raw[:8])[0]
+    h = json.loads(raw[8:8 + n]); h.pop("__metadata__"); return h, raw[8 + n:]
+ha, da = load(sys.argv[1]); hp, dp = load(sys.argv[2])
+acts = [k for k in ha if k.startswith("acts.")]
+want = ["attn_norm.out", "attn.q", "attn.cmp.k", "attn.cmp.v", "attn.sel.k", "attn.sel.v", "attn.win.k", "attn.win.v",
+        "attn.cmp.Kc", "attn.cmp.Vc", "attn.cmp.o", "attn.sel.idx", "attn.sel.o", "attn.win.o", "attn.gate.out",
+        "attn.out", "attn.residual", "mlp.hidden", "out"]
+assert acts == ["acts.blocks.%d.%s" % (L, w) for L in range(2) for w in want], acts
+assert ha["acts.blocks.1.attn.sel.idx"]["dtype"] == "I32" and ha["acts.blocks.1.attn.sel.idx"]["shape"] == [4, 128, 2, 4]
+assert ha["acts.blocks.0.attn.cmp.Kc"]["shape"] == [4, 31, 2, 16]   # (128 - 8) / 4 + 1 compressed blocks
+for k in hp:   # everything the plain dump holds is bitwise the same
+    a, b = ha[k]["data_offsets"], hp[k]["data_offsets"]
+    assert da[a[0]:a[1]] == dp[b[0]:b[1]], k
+PY
+check "metrics carry peak backend memory, model FLOPs and the data digest of each step" python3 - "$TMP/run/metrics.jsonl" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+for r in rows:
+    assert r["peak_mem_bytes"] >= r["mem_bytes"] > 0, r
+    assert r["flops"] > 0 and r["flops"] == rows[0]["flops"], r
+    assert len(r["data_digest"]) == 16 and int(r["data_digest"], 16) >= 0, r
+assert len({r["data_digest"] for r in rows}) == len(rows), "each step reads other tokens"
+PY
+
 # ---- resume is bitwise: 20 steps straight == 10 + save + resume 10 --------------------
 "$BIN" $TINY --steps 20 --out "$TMP/full" --quiet
 "$BIN" $TINY --steps 20 --stop-after 10 --save "$TMP/ck.safetensors" --out "$TMP/half" --quiet

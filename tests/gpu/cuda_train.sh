@@ -7,6 +7,8 @@
 #     <= 2e-2 (bf16), 2e-3 (fp16), 1e-4 (fp32); the model learns (step 30 < step 1)
 #  4. m7c_125m at S=2048, B=1: first 3 steps of cuda bf16 vs cpu fp32 within 1e-2
 #     (the issue's acceptance: loss matches the CPU reference's first steps)
+#  5. --dump-step (and --dump-acts) in bf16/fp16/fp32: logits F32, well-formed, and within
+#     each precision's tolerance of the CPU's logits, normwise
 # Prints SKIP and exits 77 where no CUDA device is usable.
 set -u
 b=${1:?usage: cuda_train.sh BUILD_DIR}
@@ -59,6 +61,37 @@ worst=$(paste <(losses "$tmp/m_cpu") <(losses "$tmp/m_cuda") |
         awk '{d=($2-$1)/$1; if (d<0) d=-d; if (d>m) m=d} END {printf "%.3e", m}')
 if awk -v w="$worst" 'BEGIN {exit !(w <= 1e-2)}'; then ok "m7c_125m S=2048 first 3 losses cuda bf16 vs cpu: worst rel diff $worst <= 1e-2"
 else bad "m7c_125m S=2048 first 3 losses: worst rel diff $worst > 1e-2"; fi
+
+# 5. --dump-step in every precision (issue 11, item 0): logits are written as F32 (the
+#    16-bit values converted exactly), the file is well-formed (tools/st_dump.py checks
+#    the structure), and they agree with the CPU's fp32 logits within each precision's
+#    tolerance, normwise (before the fix, bf16/fp16 dumps declared F32 over a 2-byte
+#    buffer: a heap over-read and logits off by ~1.2 normwise)
+run --config configs/tiny.json --backend cpu --steps 1 --dump-step "$tmp/dcpu.st" --out "$tmp/dcpu"
+for p in bf16:3e-2 fp16:5e-3 fp32:1e-4; do
+  prec=${p%%:*} tol=${p##*:}
+  run --config configs/tiny.json --backend cuda --set "train.precision=$prec" --steps 1 --dump-step "$tmp/d$prec.st" \
+      --dump-acts --out "$tmp/dd$prec"
+  if ! python3 tools/st_dump.py "$tmp/d$prec.st" >/dev/null; then bad "$prec dump is not a well-formed safetensors file"; continue; fi
+  res=$(python3 - "$tmp/dcpu.st" "$tmp/d$prec.st" <<'PY'
+import json, math, struct, sys
+def logits(path):
+    raw = open(path, "rb").read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    h = json.loads(raw[8:8 + n])
+    t = h["logits"]; b0, b1 = t["data_offsets"]
+    cnt = 1
+    for d in t["shape"]: cnt *= d
+    assert t["dtype"] == "F32" and b1 - b0 == 4 * cnt, (t["dtype"], b1 - b0, cnt)
+    return struct.unpack("<%df" % cnt, raw[8 + n + b0:8 + n + b1])
+a, b = logits(sys.argv[1]), logits(sys.argv[2])
+num = math.sqrt(sum((x - y) ** 2 for x, y in zip(a, b))); den = math.sqrt(sum(x * x for x in a))
+print("%.3e" % (num / den))
+PY
+) || { bad "$prec dump logits unreadable: $res"; continue; }
+  if awk -v w="$res" -v t="$tol" 'BEGIN {exit !(w <= t)}'; then ok "tiny $prec --dump-step logits F32 vs cpu: normwise $res <= $tol"
+  else bad "tiny $prec --dump-step logits vs cpu: normwise $res > $tol"; fi
+done
 
 if [ $fail -eq 0 ]; then echo "cuda_train: all checks passed"; else echo "cuda_train: FAILED"; fi
 exit $fail

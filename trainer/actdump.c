@@ -1,0 +1,115 @@
+// trainer/actdump.c — see actdump.h.
+#include "trainer/actdump.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    char name[96];
+    StDtype dtype;
+    int ndim;
+    int64_t shape[4];
+    void *data;   // host copy
+} Captured;
+
+struct ActDump {
+    Captured *v;
+    int n, cap;
+};
+
+ActDump *actdump_new(void) {
+    ActDump *d = calloc(1, sizeof *d);
+    if (!d) abort();
+    return d;
+}
+
+static Captured *push(ActDump *d) {
+    if (d->n == d->cap) {
+        d->cap = d->cap ? 2 * d->cap : 64;
+        d->v = realloc(d->v, sizeof(Captured) * (size_t)d->cap);
+        if (!d->v) abort();
+    }
+    Captured *c = &d->v[d->n++];
+    memset(c, 0, sizeof *c);
+    return c;
+}
+
+// An activation-typed backend tensor of n = prod(shape) elements, converted.
+static void grab_act(ActDump *d, const Model *m, const void *dev, int L, const char *what, int ndim, const int64_t *shape) {
+    if (!dev) return;
+    Captured *c = push(d);
+    snprintf(c->name, sizeof c->name, "acts.blocks.%d.%s", L, what);
+    c->ndim = ndim;
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++) n *= (c->shape[i] = shape[i]);
+    double *h = malloc(sizeof(double) * (size_t)(n ? n : 1));
+    if (!h) abort();
+    m->be->act_to_f64(h, dev, n);
+    if (m->be->act_bytes == 8) {
+        c->dtype = ST_F64;
+        c->data = h;
+        return;
+    }
+    float *f = malloc(sizeof(float) * (size_t)(n ? n : 1));
+    if (!f) abort();
+    for (int64_t i = 0; i < n; i++) f[i] = (float)h[i];   // exact for bf16/fp16/fp32 values
+    free(h);
+    c->dtype = ST_F32;
+    c->data = f;
+}
+
+void actdump_layer(ActDump *d, const Model *m, int L) {
+    const LayerActs *a = &m->acts[L];
+    static const char *const BR[3] = {"cmp", "sel", "win"};
+    const int64_t B = m->B, T = m->T, C = m->C, HD = (int64_t)m->H * m->D, GD = (int64_t)m->G * m->D;
+    const int64_t rowC[3] = {B, T, C}, rowHD[3] = {B, T, HD}, rowGD[3] = {B, T, GD};
+    char what[64];
+    grab_act(d, m, a->xn1, L, "attn_norm.out", 3, rowC);
+    grab_act(d, m, a->q, L, "attn.q", 3, rowHD);
+    for (int b = 0; b < 3; b++) {
+        snprintf(what, sizeof what, "attn.%s.k", BR[b]);
+        grab_act(d, m, a->k[b], L, what, 3, rowGD);
+        snprintf(what, sizeof what, "attn.%s.v", BR[b]);
+        grab_act(d, m, a->v[b], L, what, 3, rowGD);
+    }
+    if (m->cmp_needed) {
+        const int64_t kc[4] = {B, m->geom.NC, m->G, m->D};
+        grab_act(d, m, a->Kc, L, "attn.cmp.Kc", 4, kc);
+        grab_act(d, m, a->Vc, L, "attn.cmp.Vc", 4, kc);
+        grab_act(d, m, a->o[0], L, "attn.cmp.o", 3, rowHD);
+    }
+    if (m->used[NSA_BR_SEL] && a->sel_idx) {
+        Captured *c = push(d);
+        snprintf(c->name, sizeof c->name, "acts.blocks.%d.attn.sel.idx", L);
+        c->dtype = ST_I32;
+        c->ndim = 4;
+        c->shape[0] = B, c->shape[1] = T, c->shape[2] = m->G, c->shape[3] = m->cfg.n;
+        size_t bytes = sizeof(int32_t) * (size_t)(B * T * m->G * m->cfg.n);
+        c->data = malloc(bytes ? bytes : 1);
+        if (!c->data) abort();
+        m->be->to_host(c->data, a->sel_idx, bytes);
+        grab_act(d, m, a->o[1], L, "attn.sel.o", 3, rowHD);
+    }
+    if (m->used[NSA_BR_WIN]) grab_act(d, m, a->o[2], L, "attn.win.o", 3, rowHD);
+    if (m->cfg.force_branch < 0) {
+        const int64_t g3[3] = {B, T, 3 * (int64_t)m->G};
+        grab_act(d, m, a->gate, L, "attn.gate.out", 3, g3);
+    }
+    grab_act(d, m, a->attn_o, L, "attn.out", 3, rowHD);
+    grab_act(d, m, a->x_mid, L, "attn.residual", 3, rowC);
+    const int64_t rowF[3] = {B, T, m->F};
+    grab_act(d, m, a->ffh, L, "mlp.hidden", 3, rowF);
+    grab_act(d, m, m->res[L + 1], L, "out", 3, rowC);
+}
+
+void actdump_add(const ActDump *d, StFile *f) {
+    for (int i = 0; i < d->n; i++) st_add(f, d->v[i].name, d->v[i].dtype, d->v[i].ndim, d->v[i].shape, d->v[i].data);
+}
+
+void actdump_free(ActDump *d) {
+    if (!d) return;
+    for (int i = 0; i < d->n; i++) free(d->v[i].data);
+    free(d->v);
+    free(d);
+}
