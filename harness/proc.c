@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -93,6 +94,25 @@ void proc_reap_orphans(void) {
     int st;
     while (waitpid(-1, &st, WNOHANG) > 0) {
     }
+}
+
+int proc_which(const char *name, char *out, size_t n) {
+    if (!name[0]) return -1;
+    if (strchr(name, '/')) {
+        snprintf(out, n, "%s", name);
+        return access(out, X_OK) == 0 ? 0 : -1;
+    }
+    const char *path = getenv("PATH");
+    if (!path) path = "/usr/local/bin:/usr/bin:/bin";
+    char *copy = xstrdup(path), *save = NULL;
+    int rc = -1;
+    for (char *d = strtok_r(copy, ":", &save); d && rc; d = strtok_r(NULL, ":", &save)) {
+        snprintf(out, n, "%s/%s", d[0] ? d : ".", name);
+        struct stat st;
+        if (access(out, X_OK) == 0 && stat(out, &st) == 0 && S_ISREG(st.st_mode)) rc = 0;
+    }
+    free(copy);
+    return rc;
 }
 
 int proc_alive(pid_t pid) {

@@ -34,6 +34,10 @@ int proc_kill_children(void);
 // Make this process a child subreaper (Linux); no-op elsewhere.
 void proc_become_subreaper(void);
 
+// The path of an executable named `name` on $PATH (a name holding '/' is taken as
+// it is), into out. Returns 0, or -1 when none is found.
+int proc_which(const char *name, char *out, size_t n);
+
 // Is pid a live (not zombie) process? (Linux /proc)
 int proc_alive(pid_t pid);
 // "SIGSEGV" etc.
