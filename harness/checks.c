@@ -5,6 +5,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "harness/checks.h"
 
+#include "harness/check_regression.h"
 #include "harness/families.h"
 #include "harness/tensordiff.h"
 
@@ -21,8 +22,8 @@ static const char *const ARRIVAL_KEYS[] = {"check", "expect_missing", "match_tra
 static const char *const GATE_KEYS[] = {"check", "step", "fc2_gain", "fc2_std_tolerance", "min_output_std", NULL};
 static const char *const DROP_KEYS[] = {"check", "min_drop", NULL};
 
-static void only_keys(const Scenario *s, const json_t *params, const char *jpath, const char *const *known,
-                      Problems *ps) {
+void check_only_keys(const Scenario *s, const json_t *params, const char *jpath, const char *const *known,
+                     Problems *ps) {
     const char *k;
     json_t *v;
     json_object_foreach((json_t *)params, k, v) {
@@ -42,8 +43,8 @@ static void only_keys(const Scenario *s, const json_t *params, const char *jpath
 // A number parameter in (lo, hi]; returns def when absent. The value may also be
 // given per profile, {"ci": 0, "gpu": 2e-2}: then the profile being expanded
 // (validation) or run (evaluation) picks it.
-static double num_param(const Scenario *s, const json_t *params, const char *jpath, const char *key, double def,
-                        double lo, double hi, Problems *ps) {
+double check_num_param(const Scenario *s, const json_t *params, const char *jpath, const char *key, double def,
+                       double lo, double hi, Problems *ps) {
     const json_t *v = json_object_get(params, key);
     if (!v) return def;
     char kp[400];
@@ -91,7 +92,7 @@ static void add_name_list(Str *s, const json_t *names, int max) {
 // ---- finite: loss and gradient norm finite at every step ------------------------------------
 
 static void finite_validate(const Scenario *s, const json_t *params, const char *jpath, Problems *ps) {
-    only_keys(s, params, jpath, FINITE_KEYS, ps);
+    check_only_keys(s, params, jpath, FINITE_KEYS, ps);
 }
 
 static void finite_evaluate(const json_t *params, CaseResult *r, const ScenarioRun *sr) {
@@ -157,7 +158,7 @@ static int matches_any(const json_t *pats, const char *name) {
 }
 
 static void arrival_validate(const Scenario *s, const json_t *params, const char *jpath, Problems *ps) {
-    only_keys(s, params, jpath, ARRIVAL_KEYS, ps);
+    check_only_keys(s, params, jpath, ARRIVAL_KEYS, ps);
     char kp[256];
     snprintf(kp, sizeof kp, "%s.match_trainer", jpath);
     const json_t *mt = json_object_get(params, "match_trainer");
@@ -359,10 +360,10 @@ static void arrival_evaluate(const json_t *params, CaseResult *r, const Scenario
 // ---- gate_init: the gate starts neither zero nor uniform ---------------------------------------
 
 static void gate_validate(const Scenario *s, const json_t *params, const char *jpath, Problems *ps) {
-    only_keys(s, params, jpath, GATE_KEYS, ps);
-    num_param(s, params, jpath, "fc2_gain", 0.1, 0, 100, ps);
-    num_param(s, params, jpath, "fc2_std_tolerance", 0.3, 0, 10, ps);
-    num_param(s, params, jpath, "min_output_std", 1e-4, 0, 1, ps);
+    check_only_keys(s, params, jpath, GATE_KEYS, ps);
+    check_num_param(s, params, jpath, "fc2_gain", 0.1, 0, 100, ps);
+    check_num_param(s, params, jpath, "fc2_std_tolerance", 0.3, 0, 10, ps);
+    check_num_param(s, params, jpath, "min_output_std", 1e-4, 0, 1, ps);
     const json_t *st = json_object_get(params, "step");
     if (st && (!json_is_integer(st) || json_integer_value(st) < 1)) {
         char kp[256];
@@ -377,9 +378,9 @@ static void gate_validate(const Scenario *s, const json_t *params, const char *j
 
 static void gate_evaluate(const json_t *params, CaseResult *r, const ScenarioRun *sr) {
     (void)sr;
-    const double gain = num_param(r->s, params, "", "fc2_gain", 0.1, 0, 100, NULL);
-    const double tol = num_param(r->s, params, "", "fc2_std_tolerance", 0.3, 0, 10, NULL);
-    const double min_std = num_param(r->s, params, "", "min_output_std", 1e-4, 0, 1, NULL);
+    const double gain = check_num_param(r->s, params, "", "fc2_gain", 0.1, 0, 100, NULL);
+    const double tol = check_num_param(r->s, params, "", "fc2_std_tolerance", 0.3, 0, 10, NULL);
+    const double min_std = check_num_param(r->s, params, "", "min_output_std", 1e-4, 0, 1, NULL);
     const int want_step = json_is_integer(json_object_get(params, "step"))
                               ? (int)json_integer_value(json_object_get(params, "step")) : 1;
     const json_t *rec = NULL;
@@ -483,8 +484,8 @@ static void gate_evaluate(const json_t *params, CaseResult *r, const ScenarioRun
 // ---- loss_decrease: training makes progress ----------------------------------------------------
 
 static void drop_validate(const Scenario *s, const json_t *params, const char *jpath, Problems *ps) {
-    only_keys(s, params, jpath, DROP_KEYS, ps);
-    num_param(s, params, jpath, "min_drop", 0.0, -1e30, 1e30, ps);
+    check_only_keys(s, params, jpath, DROP_KEYS, ps);
+    check_num_param(s, params, jpath, "min_drop", 0.0, -1e30, 1e30, ps);
     for (int c = 0; c < s->n_cases; c++)
         if (s->cases[c].cfg.steps < 2)
             scenario_problem(s, ps, jpath, 0, "loss_decrease needs at least 2 steps (case %s trains %d)",
@@ -493,7 +494,7 @@ static void drop_validate(const Scenario *s, const json_t *params, const char *j
 
 static void drop_evaluate(const json_t *params, CaseResult *r, const ScenarioRun *sr) {
     (void)sr;
-    double min_drop = num_param(r->s, params, "", "min_drop", 0.0, -1e30, 1e30, NULL);
+    double min_drop = check_num_param(r->s, params, "", "min_drop", 0.0, -1e30, 1e30, NULL);
     size_t n = r->metrics ? json_array_size(r->metrics) : 0;
     if (n < 2) {
         result_finding(r, "loss_decrease", 0, "fewer than 2 steps of metrics");
@@ -569,7 +570,7 @@ static int close_enough(double a, double b, double tol) {
 }
 
 static void parity_validate(const Scenario *s, const json_t *params, const char *jpath, Problems *ps) {
-    only_keys(s, params, jpath, PARITY_KEYS, ps);
+    check_only_keys(s, params, jpath, PARITY_KEYS, ps);
     reference_validate(s, params, jpath, ps);
     const json_t *m = json_object_get(params, "metric");
     if (m && (!json_is_string(m) || (strcmp(json_string_value(m), "loss") && strcmp(json_string_value(m), "grad_norm")))) {
@@ -577,7 +578,7 @@ static void parity_validate(const Scenario *s, const json_t *params, const char 
         snprintf(kp, sizeof kp, "%s.metric", jpath);
         scenario_problem(s, ps, kp, 0, "metric: expected \"loss\" or \"grad_norm\"");
     }
-    num_param(s, params, jpath, "tolerance", 0, -1e-300, 1, ps);
+    check_num_param(s, params, jpath, "tolerance", 0, -1e-300, 1, ps);
 }
 
 // Per-step parity of a metric with the reference case: the first step that
@@ -586,7 +587,7 @@ static void parity_evaluate(const json_t *params, CaseResult *r, const ScenarioR
     const CaseResult *ref = reference_of(params, r, sr, "parity");
     if (!ref) return;
     const char *metric = json_is_string(json_object_get(params, "metric")) ? json_string_value(json_object_get(params, "metric")) : "loss";
-    const double tol = num_param(r->s, params, "", "tolerance", 0, -1e-300, 1, NULL);
+    const double tol = check_num_param(r->s, params, "", "tolerance", 0, -1e-300, 1, NULL);
     size_t na = r->metrics ? json_array_size(r->metrics) : 0, nb = ref->metrics ? json_array_size(ref->metrics) : 0;
     size_t n = na < nb ? na : nb;
     if (n == 0) {
@@ -626,9 +627,9 @@ static void parity_evaluate(const json_t *params, CaseResult *r, const ScenarioR
 }
 
 static void dump_validate(const Scenario *s, const json_t *params, const char *jpath, Problems *ps) {
-    only_keys(s, params, jpath, DUMP_KEYS, ps);
+    check_only_keys(s, params, jpath, DUMP_KEYS, ps);
     reference_validate(s, params, jpath, ps);
-    num_param(s, params, jpath, "tolerance", 0, -1e-300, 1, ps);
+    check_num_param(s, params, jpath, "tolerance", 0, -1e-300, 1, ps);
     const json_t *t = json_object_get(params, "tensors");
     char kp[256];
     snprintf(kp, sizeof kp, "%s.tensors", jpath);
@@ -645,7 +646,7 @@ static void dump_validate(const Scenario *s, const json_t *params, const char *j
 static void dump_evaluate(const json_t *params, CaseResult *r, const ScenarioRun *sr) {
     const CaseResult *ref = reference_of(params, r, sr, "dump_match");
     if (!ref) return;
-    const double tol = num_param(r->s, params, "", "tolerance", 0, -1e-300, 1, NULL);
+    const double tol = check_num_param(r->s, params, "", "tolerance", 0, -1e-300, 1, NULL);
     const json_t *globs = json_object_get(params, "tensors");
     DumpDiff d;
     char err[1024];
@@ -693,7 +694,7 @@ static void dump_evaluate(const json_t *params, CaseResult *r, const ScenarioRun
 // ---- growth: no per-step trend in time or memory ---------------------------------------------------
 
 static void growth_validate(const Scenario *s, const json_t *params, const char *jpath, Problems *ps) {
-    only_keys(s, params, jpath, GROWTH_KEYS, ps);
+    check_only_keys(s, params, jpath, GROWTH_KEYS, ps);
     const json_t *m = json_object_get(params, "metric");
     char kp[256];
     snprintf(kp, sizeof kp, "%s.metric", jpath);
@@ -706,10 +707,10 @@ static void growth_validate(const Scenario *s, const json_t *params, const char 
     if (!ok) scenario_problem(s, ps, m ? kp : jpath, 0, "growth needs \"metric\": \"ms\", \"mem_bytes\" or \"rss_bytes\"");
     const json_t *mr = json_object_get(params, "max_ratio"), *mb = json_object_get(params, "max_bytes");
     if (!mr && !mb) scenario_problem(s, ps, jpath, 0, "growth needs \"max_ratio\" (relative growth) and/or \"max_bytes\"");
-    num_param(s, params, jpath, "max_ratio", 0, -1e-300, 1e6, ps);
-    num_param(s, params, jpath, "max_bytes", 0, -1e-300, 1e18, ps);
-    int skip = (int)num_param(s, params, jpath, "skip", 1, -1e-300, 1e6, ps);
-    int window = (int)num_param(s, params, jpath, "window", 3, 0, 1e6, ps);
+    check_num_param(s, params, jpath, "max_ratio", 0, -1e-300, 1e6, ps);
+    check_num_param(s, params, jpath, "max_bytes", 0, -1e-300, 1e18, ps);
+    int skip = (int)check_num_param(s, params, jpath, "skip", 1, -1e-300, 1e6, ps);
+    int window = (int)check_num_param(s, params, jpath, "window", 3, 0, 1e6, ps);
     for (int c = 0; c < s->n_cases; c++)
         if (s->cases[c].cfg.steps < skip + 2 * window)
             scenario_problem(s, ps, jpath, 0, "growth compares the first and last %d steps after %d skipped: case %s "
@@ -741,10 +742,10 @@ static void growth_evaluate(const json_t *params, CaseResult *r, const ScenarioR
     (void)sr;
     const char *metric = json_string_value(json_object_get(params, "metric"));
     const json_t *mr = json_object_get(params, "max_ratio"), *mb = json_object_get(params, "max_bytes");
-    const double max_ratio = num_param(r->s, params, "", "max_ratio", INFINITY, -1e-300, 1e6, NULL);
-    const double max_bytes = num_param(r->s, params, "", "max_bytes", INFINITY, -1e-300, 1e18, NULL);
-    const int skip = (int)num_param(r->s, params, "", "skip", 1, -1e-300, 1e6, NULL);
-    const int window = (int)num_param(r->s, params, "", "window", 3, 0, 1e6, NULL);
+    const double max_ratio = check_num_param(r->s, params, "", "max_ratio", INFINITY, -1e-300, 1e6, NULL);
+    const double max_bytes = check_num_param(r->s, params, "", "max_bytes", INFINITY, -1e-300, 1e18, NULL);
+    const int skip = (int)check_num_param(r->s, params, "", "skip", 1, -1e-300, 1e6, NULL);
+    const int window = (int)check_num_param(r->s, params, "", "window", 3, 0, 1e6, NULL);
     int n = 0, total = r->metrics ? (int)json_array_size(r->metrics) : 0;
     double *v = xcalloc((size_t)total + 1, sizeof(double));
     for (int i = skip; i < total; i++) {
@@ -802,6 +803,11 @@ static const CheckDef CHECKS[] = {
      NEED_DUMP, dump_validate, dump_evaluate, 1},
     {"growth", "no per-step growth of step time or memory beyond a threshold (leaks, state carried across steps)",
      0, growth_validate, growth_evaluate, 0},
+    {"golden", "the loss curve, step-1 dump and gate statistics equal the case's baseline (bitwise on the same build, "
+               "else within tolerance); the first diverging step and the tensors by layer and branch",
+     NEED_DUMP | NEED_DUMP_ACTS | NEED_GATE_STATS, golden_validate, golden_evaluate, 0},
+    {"perf_floor", "tok/s, step time, peak memory and FLOPs per step hold the case's floor for this device",
+     0, perf_floor_validate, perf_floor_evaluate, 0},
 };
 #define N_CHECKS ((int)(sizeof CHECKS / sizeof CHECKS[0]))
 

@@ -10,8 +10,8 @@
 #include "harness/scenario.h"
 
 // Trainer diagnostics a check reads (nsa-train flags the runner then passes):
-// --trace-grads, --gate-stats, --dump-step CASE/step1.safetensors.
-enum { NEED_GRAD_TRACE = 1u, NEED_GATE_STATS = 2u, NEED_DUMP = 4u };
+// --trace-grads, --gate-stats, --dump-step CASE/step1.safetensors, --dump-acts.
+enum { NEED_GRAD_TRACE = 1u, NEED_GATE_STATS = 2u, NEED_DUMP = 4u, NEED_DUMP_ACTS = 8u };
 
 typedef struct {
     const char *name;      // as written in "check": ...
@@ -26,6 +26,15 @@ typedef struct {
     void (*evaluate)(const json_t *params, CaseResult *r, const ScenarioRun *sr);
     int cross_case;        // takes "reference": the case (glob) it compares with
 } CheckDef;
+
+// Helpers for a check's validate/evaluate (checks.c):
+// unknown keys of the check's object are problems (known: NULL-terminated, "check" first)
+void check_only_keys(const Scenario *s, const json_t *params, const char *jpath, const char *const *known,
+                     Problems *ps);
+// A number parameter in (lo, hi], or per profile {"ci": x, "gpu": y} (the profile
+// being expanded or run picks); def when absent. ps NULL: evaluate time, no problems.
+double check_num_param(const Scenario *s, const json_t *params, const char *jpath, const char *key, double def,
+                       double lo, double hi, Problems *ps);
 
 const CheckDef *check_find(const char *name);
 const CheckDef *check_at(int i);   // NULL past the end

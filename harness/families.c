@@ -381,6 +381,11 @@ static const FamilyDef FAMILIES[] = {
      sweep_diagnose, sweep_section, NULL, NULL, NULL},
     {"ddp_onestep", "data parallel over mpi/nccl x default/find_unused/static_graph: per-rank arrival, buckets, collectives",
      ddp_diagnose, ddp_section, NULL, NULL, NULL},
+    {"golden_regression", "every numerics-bearing variant of the model against its golden baseline: the first "
+                          "diverging step, the first differing tensor, the feature the differing variants share",
+     golden_diagnose, golden_section, NULL, NULL, NULL},
+    {"perf_floor", "tok/s, step time, peak memory and FLOPs per step against the floors recorded for this device",
+     perf_diagnose, perf_section, NULL, NULL, NULL},
     {"selftest", "each family against the faults it must catch and against none: verdicts and localisation",
      selftest_diagnose, selftest_section, NULL, selftest_run_case, NULL},
 };

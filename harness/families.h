@@ -47,6 +47,11 @@ const FamilyDef *family_find(const char *name);
 const FamilyDef *family_at(int i);
 const char *family_names(void);
 
+// The regression table of a run (family_regression.c): every case a golden or
+// perf_floor check compared — first diverging step, cause, where; metric vs floor.
+// Nothing when no case was compared.
+void regression_table(const ScenarioRun *runs, int n_runs, Str *md);
+
 // Shared by every family: diagnosis of HANG / CRASH / ERROR cases and a loss plot.
 void diagnose_generic(const ScenarioRun *sr, Str *md);
 void section_loss_plot(const ScenarioRun *sr, const char *report_dir, Str *md);

@@ -22,6 +22,12 @@ void sweep_section(const ScenarioRun *sr, const char *report_dir, Str *md);
 void ddp_diagnose(const ScenarioRun *sr, Str *md);
 void ddp_section(const ScenarioRun *sr, const char *report_dir, Str *md);
 
+// golden_regression and perf_floor (family_regression.c)
+void golden_diagnose(const ScenarioRun *sr, Str *md);
+void golden_section(const ScenarioRun *sr, const char *report_dir, Str *md);
+void perf_diagnose(const ScenarioRun *sr, Str *md);
+void perf_section(const ScenarioRun *sr, const char *report_dir, Str *md);
+
 // selftest (selftest.c)
 void selftest_run_case(const RunCtx *ctx, CaseResult *r);
 void selftest_diagnose(const ScenarioRun *sr, Str *md);

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "harness/checks.h"
+#include "harness/commands.h"
 #include "harness/families.h"
 #include "harness/proc.h"
 #include "harness/report.h"
@@ -51,6 +52,8 @@ static void usage(FILE *f) {
             "  list [SCENARIO...]     list scenarios, their families and cases\n"
             "  validate [FILE...]     validate scenario files against the schema, every profile\n"
             "  show REPORT_DIR        print a report's verdicts and diagnosis\n"
+            "  baseline record|show   record golden baselines and performance floors\n"
+            "                         (golden/baselines/), or print what one holds\n"
             "  help [COMMAND]         this text, or a command's options\n"
             "\n"
             "exit codes: 0 all passed (or skipped); 1 a case FAIL/HANG/CRASH; 2 usage error or\n"
@@ -73,12 +76,15 @@ static void usage_run(FILE *f) {
             "                        (e.g. --set train.seed=7); repeatable\n"
             "  --timeout-scale X     multiply every case's timeout_s and stall_s by X (> 0)\n"
             "  --trainer PATH        the nsa-train executable (default: the one beside nsa-harness)\n"
+            "  --baselines DIR       golden baselines and performance floors to compare with (checks golden\n"
+            "                        and perf_floor; default: %s/golden/baselines)\n"
+            "  --recording           what `baseline record` runs: golden and perf_floor compare nothing\n"
             "  --bisect              for git bisect run: exit 125 (skip) where it would exit 2\n"
             "  --quiet               no progress lines\n"
             "\n"
             "Every case writes <out>/<scenario>/<case>/: output.log env.json metrics.jsonl\n"
             "grad_trace.jsonl gate_stats.jsonl ranks/rank_R.log ranks/rank_R.fr stacks/rank_R.txt.\n",
-            NSA_SOURCE_DIR);
+            NSA_SOURCE_DIR, NSA_SOURCE_DIR);
 }
 
 static void usage_list(FILE *f) {
@@ -304,9 +310,10 @@ static int fx_interrupted(FamilyExec *fx) {
     return g_interrupted != 0;
 }
 
-static int cmd_run(int argc, char **argv) {
-    int profile = -1, bisect = 0, quiet = 0;
-    const char *out_dir = NULL, *trainer_arg = NULL;
+int cmd_run(int argc, char **argv) {
+    int profile = -1, bisect = 0, quiet = 0, recording = 0;
+    const char *out_dir = NULL, *trainer_arg = NULL, *baselines = NSA_SOURCE_DIR "/golden/baselines";
+    Str shaping = {0};   // the options that shaped the cases, for record commands
     double scale = 1.0;
     Paths files_in = {0}, filters = {0}, faults = {0}, sets = {0};
     for (int i = 0; i < argc; i++) {
@@ -347,6 +354,21 @@ static int cmd_run(int argc, char **argv) {
                 return EXIT_USAGE;
             }
             paths_add(&sets, v);
+            char *const sv[] = {"--set", (char *)v, NULL};
+            if (shaping.len) str_add(&shaping, " ");
+            shell_join(&shaping, sv);
+        } else if (!strcmp(a, "--baselines")) {
+            NEED;
+            if (!v[0]) {
+                fprintf(stderr, "nsa-harness run: --baselines '': expected a folder\n");
+                return EXIT_USAGE;
+            }
+            baselines = v;
+            char *const bv[] = {"--baselines", (char *)v, NULL};
+            if (shaping.len) str_add(&shaping, " ");
+            shell_join(&shaping, bv);
+        } else if (!strcmp(a, "--recording")) {
+            recording = 1;
         } else if (!strcmp(a, "--timeout-scale")) {
             NEED;
             char *end = NULL;
@@ -564,7 +586,7 @@ static int cmd_run(int argc, char **argv) {
     const int tty = !quiet && isatty(fileno(stdout));
     FILE *con = quiet ? NULL : stdout;
     RunCtx ctx = {trainer, harness, rp.dir, rp.profile, scale, (const char *const *)faults.v, faults.n, gpus,
-                  &g_interrupted, con, tty, 0, rp.total};
+                  &g_interrupted, con, tty, 0, rp.total, baselines, recording, rp.device, str_c(&shaping)};
     if (con) fprintf(con, "nsa-harness: %d case%s in %d scenario%s, profile %s, report %s\n", rp.total,
                      rp.total == 1 ? "" : "s", rp.n_runs, rp.n_runs == 1 ? "" : "s", rp.profile, rp.dir);
     Main M = {&rp, &ctx, con, tty, filters};
@@ -797,6 +819,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(t, "list")) usage_list(stdout);
         else if (!strcmp(t, "validate")) usage_validate(stdout);
         else if (!strcmp(t, "show")) usage_show(stdout);
+        else if (!strcmp(t, "baseline")) usage_baseline(stdout);
         else usage(stdout);
         return EXIT_OK;
     }
@@ -804,6 +827,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "list")) return cmd_list(argc - 2, argv + 2);
     if (!strcmp(cmd, "validate")) return cmd_validate(argc - 2, argv + 2);
     if (!strcmp(cmd, "show")) return cmd_show(argc - 2, argv + 2);
-    fprintf(stderr, "nsa-harness: unknown command '%s' (run, list, validate, show, help)\n", cmd);
+    if (!strcmp(cmd, "baseline")) return cmd_baseline(argc - 2, argv + 2);
+    fprintf(stderr, "nsa-harness: unknown command '%s' (run, list, validate, show, baseline, help)\n", cmd);
     return EXIT_USAGE;
 }

@@ -75,6 +75,32 @@ static void env_summary(Str *md, const Report *rp) {
                 "machine-readable: `summary.json`\n");
 }
 
+// The Diagnosis section's body: the generic rules and every family's, over the
+// cases that ran (RESULTS.md and the GitHub step summary).
+static void diagnosis_md(const Report *rp, Str *md) {
+    Str dg = {0};
+    for (int i = 0; i < rp->n_runs; i++) {
+        const ScenarioRun *sr = &rp->runs[i];
+        ScenarioRun part = *sr;
+        part.n = sr->done;   // only what ran
+        diagnose_generic(&part, &dg);
+        const FamilyDef *fam = family_find(sr->s->family);
+        if (fam && fam->diagnose) fam->diagnose(&part, &dg);
+    }
+    if (rp->n_invalid)
+        str_printf(&dg, "- %d scenario file%s could not be run: %s (details under *Invalid scenarios*).\n", rp->n_invalid,
+                   rp->n_invalid == 1 ? "" : "s", "fix the positions named there");
+    if (dg.len) str_add(md, str_c(&dg));
+    else {
+        int c[V_COUNT];
+        report_counts(rp, c);
+        if (c[V_FAIL] + c[V_HANG] + c[V_CRASH] + c[V_ERROR] == 0)
+            str_add(md, "Nothing to diagnose: every case that ran passed.\n");
+        else str_add(md, "No rule of the decision tree matched; see the evidence per case below.\n");
+    }
+    str_free(&dg);
+}
+
 static char *results_md(const Report *rp) {
     Str md = {0};
     str_printf(&md, "# nsa-harness results — %s · %s%s\n\n", rp->started, rp->sha, rp->dirty ? " (dirty)" : "");
@@ -125,29 +151,8 @@ static char *results_md(const Report *rp) {
         }
     }
 
-    // diagnosis
-    Str dg = {0};
-    for (int i = 0; i < rp->n_runs; i++) {
-        const ScenarioRun *sr = &rp->runs[i];
-        ScenarioRun part = *sr;
-        part.n = sr->done;   // only what ran
-        diagnose_generic(&part, &dg);
-        const FamilyDef *fam = family_find(sr->s->family);
-        if (fam && fam->diagnose) fam->diagnose(&part, &dg);
-    }
-    if (rp->n_invalid)
-        str_printf(&dg, "- %d scenario file%s could not be run: %s (details under *Invalid scenarios*).\n", rp->n_invalid,
-                   rp->n_invalid == 1 ? "" : "s", "fix the positions named there");
     str_add(&md, "\n## Diagnosis\n\n");
-    if (dg.len) str_add(&md, str_c(&dg));
-    else {
-        int c[V_COUNT];
-        report_counts(rp, c);
-        if (c[V_FAIL] + c[V_HANG] + c[V_CRASH] + c[V_ERROR] == 0)
-            str_add(&md, "Nothing to diagnose: every case that ran passed.\n");
-        else str_add(&md, "No rule of the decision tree matched; see the evidence per case below.\n");
-    }
-    str_free(&dg);
+    diagnosis_md(rp, &md);
 
     // family sections (tables, plots)
     for (int i = 0; i < rp->n_runs; i++) {
@@ -210,6 +215,13 @@ static json_t *summary_json(const Report *rp) {
             json_object_set_new(o, "time_s", json_real(ran ? r->wall_s : 0));
             json_object_set_new(o, "summary", json_string(ran ? r->summary : "not run"));
             json_object_set_new(o, "dir", json_string(r->rel_dir));
+            // what a baseline is keyed and checked by (baseline record reads these)
+            json_object_set_new(o, "config_digest", json_string(r->c->cfg.digest));
+            json_object_set_new(o, "backend", json_string(r->c->cfg.backend));
+            json_object_set_new(o, "precision", json_string(r->c->cfg.precision));
+            json_t *checks = json_array();
+            for (int ci = 0; ci < sr->s->n_checks; ci++) json_array_append_new(checks, json_string(sr->s->checks[ci].kind));
+            json_object_set_new(o, "checks", checks);
             json_object_set_new(o, "reproduce", json_string(r->repro));
             json_t *fs = json_array();
             for (int f = 0; f < r->n_findings; f++)
@@ -429,6 +441,20 @@ int report_github_summary(const Report *rp) {
             str_add_md_cell(&md, r->summary);
             str_add(&md, " |\n");
         }
+    // what CI readers need without opening the artifact: the diagnosis and, when the
+    // run compared cases with baselines or floors, the regression table
+    str_add(&md, "\n### Diagnosis\n\n");
+    diagnosis_md(rp, &md);
+    Str reg = {0};
+    ScenarioRun *done = xcalloc((size_t)rp->n_runs + 1, sizeof(ScenarioRun));
+    for (int i = 0; i < rp->n_runs; i++) {
+        done[i] = rp->runs[i];
+        done[i].n = rp->runs[i].done;
+    }
+    regression_table(done, rp->n_runs, &reg);
+    free(done);
+    if (reg.len) str_printf(&md, "\n### Regression against baselines and floors\n\n%s", str_c(&reg));
+    str_free(&reg);
     str_printf(&md, "\nFull report: `%s/RESULTS.md`\n\n", rp->dir);
     int rc = fputs(str_c(&md), f) < 0 ? -1 : 0;
     rc |= fclose(f);

@@ -3,6 +3,7 @@
 #include "harness/result.h"
 
 #include <fnmatch.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,22 +39,55 @@ void result_free(CaseResult *r) {
     json_decref(r->buckets);
     json_decref(r->rank_times);
     json_decref(r->facts);
+    json_decref(r->env);
     memset(r, 0, sizeof *r);
 }
 
-Finding *result_finding(CaseResult *r, const char *check, int ok, const char *fmt, ...) {
+static Finding *add_finding(CaseResult *r, const char *check, int ok, int verdict, const char *fmt, va_list ap) {
     r->findings = xrealloc(r->findings, sizeof(Finding) * (size_t)(r->n_findings + 1));
     Finding *f = &r->findings[r->n_findings++];
     memset(f, 0, sizeof *f);
     snprintf(f->check, sizeof f->check, "%s", check);
     f->ok = ok;
+    f->verdict = verdict;
     Str s = {0};
-    va_list ap;
-    va_start(ap, fmt);
     str_vprintf(&s, fmt, ap);
-    va_end(ap);
     f->summary = str_take(&s);
     return f;
+}
+
+Finding *result_finding(CaseResult *r, const char *check, int ok, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    Finding *f = add_finding(r, check, ok, V_PASS, fmt, ap);
+    va_end(ap);
+    return f;
+}
+
+Finding *result_finding_verdict(CaseResult *r, const char *check, int verdict, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    Finding *f = add_finding(r, check, 1, verdict, fmt, ap);
+    va_end(ap);
+    return f;
+}
+
+int result_verdict_of_findings(const CaseResult *r) {
+    int v = V_PASS;
+    for (int i = 0; i < r->n_findings; i++) {
+        const Finding *f = &r->findings[i];
+        if (!f->ok) return V_FAIL;
+        if (f->verdict == V_ERROR) v = V_ERROR;
+        else if (f->verdict == V_SKIP && v != V_ERROR) v = V_SKIP;
+    }
+    return v;
+}
+
+double json_number_or(const json_t *o, const char *key, double def) {
+    const json_t *v = json_object_get(o, key);
+    if (json_is_number(v)) return json_number_value(v);
+    if (json_is_string(v)) return strtod(json_string_value(v), NULL);
+    return def;
 }
 
 json_t *read_jsonl(const char *path, int *bad) {

@@ -35,6 +35,9 @@ typedef struct {
 typedef struct {
     char check[32];          // the check that found it
     int ok;
+    int verdict;             // V_PASS: judged by ok; V_SKIP / V_ERROR: the check could not
+                             // judge (no baseline to compare with; a baseline of another
+                             // config): the case is SKIP / ERROR unless a check failed
     char *summary;           // one line for the verdict table
     Str details;             // Markdown for the evidence section
 } Finding;
@@ -60,6 +63,8 @@ typedef struct {
     char dump_path[2112];    // step-1 dump (safetensors) when a check needs it, else ""
     int is_reference;        // another case's cross-case check compares against this one
     json_t *facts;           // structured outcomes (for diagnosis and summary.json)
+    json_t *env;             // the trainer's --print-env for this case (env.json), or NULL
+    const struct RunCtx *ctx;   // how the run was asked for (runner.h), while it runs
 } CaseResult;
 
 // The results of one scenario's cases, in the order they run (the matrix's, with
@@ -83,6 +88,16 @@ void result_free(CaseResult *r);
 // Record a check's outcome; details may be NULL. Returns the finding for more details.
 Finding *result_finding(CaseResult *r, const char *check, int ok, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+// A finding that makes the case SKIP or ERROR (verdict V_SKIP / V_ERROR) when no
+// check failed: the check could not judge the case, and says why.
+Finding *result_finding_verdict(CaseResult *r, const char *check, int verdict, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+// The case's verdict from its findings: FAIL if one failed, else ERROR, else SKIP
+// if one says so, else PASS.
+int result_verdict_of_findings(const CaseResult *r);
+// o[key] as a number: a JSON number, or a string strtod reads ("nan", "inf" as the
+// trainer writes them); def when absent
+double json_number_or(const json_t *o, const char *key, double def);
 // JSONL file -> array of objects (lines that do not parse are skipped and counted
 // into *bad if non-NULL). NULL if the file does not exist.
 json_t *read_jsonl(const char *path, int *bad);

@@ -136,26 +136,6 @@ static void av_free(Argv *a) {
     memset(a, 0, sizeof *a);
 }
 
-// Shell-quoted command line, for logs and reproduce commands.
-static void shell_join(Str *s, char *const *argv) {
-    for (int i = 0; argv[i]; i++) {
-        const char *a = argv[i];
-        int plain = a[0] != '\0';
-        for (const char *p = a; *p && plain; p++)
-            plain = strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./=:,+@%", *p) != NULL;
-        if (i) str_add(s, " ");
-        if (plain) str_add(s, a);
-        else {
-            str_add(s, "'");
-            for (const char *p = a; *p; p++) {
-                if (*p == '\'') str_add(s, "'\\''");
-                else str_addn(s, p, 1);
-            }
-            str_add(s, "'");
-        }
-    }
-}
-
 // Is this case launched through MPI (several ranks, or a transport named)?
 static int uses_mpi(const Case *c) { return c->run.world_size > 1 || strcmp(c->run.transport, "none") != 0; }
 
@@ -242,11 +222,12 @@ static void trainer_argv(const RunCtx *ctx, const CaseResult *r, int rank, int f
     unsigned needs = checks_needs(s);
     if (needs & NEED_GRAD_TRACE) av_add(a, "--trace-grads");
     if (needs & NEED_GATE_STATS) av_add(a, "--gate-stats");
-    if (needs & NEED_DUMP) {
+    if (needs & (NEED_DUMP | NEED_DUMP_ACTS)) {
         av_add(a, "--dump-step");
         snprintf(buf, sizeof buf, "%s/step1.safetensors", r->dir);
         av_add(a, buf);
     }
+    if (needs & NEED_DUMP_ACTS) av_add(a, "--dump-acts");
     for (int i = 0; i < ctx->n_faults; i++) {
         av_add(a, "--fault");
         av_add(a, ctx->faults[i]);
@@ -255,7 +236,7 @@ static void trainer_argv(const RunCtx *ctx, const CaseResult *r, int rank, int f
 
 // The per-case env.json: the trainer's view of the environment for this case's
 // config (digest, seed, devices, versions) plus the exact command and env.
-static void write_case_env(const RunCtx *ctx, const CaseResult *r, char *const *train_argv) {
+static void write_case_env(const RunCtx *ctx, CaseResult *r, char *const *train_argv) {
     Argv a = {0};
     trainer_argv(ctx, r, 0, 1, &a);
     char *out = NULL;
@@ -292,7 +273,7 @@ static void write_case_env(const RunCtx *ctx, const CaseResult *r, char *const *
         str_free(&s);
     }
     free(js);
-    json_decref(env);
+    r->env = env;   // the checks read the build fingerprint and devices from it
     free(out);
     av_free(&a);
 }
@@ -372,9 +353,10 @@ static void set_summary(CaseResult *r, const char *fmt, ...) {
 void run_case(const RunCtx *ctx, CaseResult *r, const ScenarioRun *sr) {
     const Scenario *s = r->s;
     const Case *c = r->c;
+    r->ctx = ctx;
     snprintf(r->dir, sizeof r->dir, "%s/%s/%s", ctx->report_dir, s->name, c->dir);
     snprintf(r->rel_dir, sizeof r->rel_dir, "%s/%s", s->name, c->dir);
-    if (checks_needs(s) & NEED_DUMP) snprintf(r->dump_path, sizeof r->dump_path, "%s/step1.safetensors", r->dir);
+    if (checks_needs(s) & (NEED_DUMP | NEED_DUMP_ACTS)) snprintf(r->dump_path, sizeof r->dump_path, "%s/step1.safetensors", r->dir);
     {
         Str rep = {0};
         char *const av[] = {(char *)ctx->harness, "run", (char *)s->path, "--profile", (char *)ctx->profile,
@@ -692,20 +674,23 @@ void run_case(const RunCtx *ctx, CaseResult *r, const ScenarioRun *sr) {
                 free(js);
             }
         }
+        // the verdict: FAIL if a check failed, else ERROR / SKIP if a check could not
+        // judge (golden without a baseline, or with one of another config), else PASS;
+        // the summary shows the findings that decided it
+        r->verdict = result_verdict_of_findings(r);
         Str sum = {0};
-        int failed = 0;
-        for (int i = 0; i < r->n_findings; i++) failed |= !r->findings[i].ok;
         for (int i = 0; i < r->n_findings; i++) {
-            if (failed && r->findings[i].ok) continue;
+            const Finding *f = &r->findings[i];
+            int decides = r->verdict == V_PASS || (r->verdict == V_FAIL ? !f->ok : f->verdict == r->verdict);
+            if (!decides) continue;
             if (sum.len) str_add(&sum, "; ");
-            str_add(&sum, r->findings[i].summary);
+            str_add(&sum, f->summary);
         }
-        r->verdict = failed ? V_FAIL : V_PASS;
         snprintf(r->summary, sizeof r->summary, "%s", str_c(&sum));
         str_free(&sum);
         for (int i = 0; i < r->n_findings; i++) {
             const Finding *f = &r->findings[i];
-            if (f->ok) continue;
+            if (f->ok && f->verdict == V_PASS) continue;
             str_printf(&r->evidence, "- **%s**: %s\n", f->check, f->summary);
             if (f->details.len) str_add(&r->evidence, str_c(&f->details));
         }

@@ -16,7 +16,7 @@
 
 #include "harness/result.h"
 
-typedef struct {
+typedef struct RunCtx {
     const char *trainer;                 // nsa-train
     const char *harness;                 // this executable (for reproduce commands)
     const char *report_dir;
@@ -29,6 +29,12 @@ typedef struct {
     FILE *console;                       // progress output
     int tty;                             // console is a terminal: a live line per case
     int index, total;                    // this case's number, for progress
+    // the regression layer (docs/regression.md)
+    const char *baselines_dir;           // --baselines (default golden/baselines of the source tree)
+    int recording;                       // `baseline record` runs: golden/perf_floor only note it
+    const char *device;                  // the report's device line (RESULTS.md header)
+    const char *argv_extra;              // every run option that shaped the cases, shell-quoted
+                                         // (--set, --timeout-scale, --baselines): for record commands
 } RunCtx;
 
 // Run (or skip) case r->c of scenario r->s; fills r. sr: the scenario's finished

@@ -280,3 +280,24 @@ void problems_free(Problems *ps) {
     ps->v = NULL;
     ps->n = ps->cap = 0;
 }
+
+// ---- shell words ----------------------------------------------------------------------
+
+void shell_join(Str *s, char *const *argv) {
+    for (int i = 0; argv[i]; i++) {
+        const char *a = argv[i];
+        int plain = a[0] != '\0';
+        for (const char *p = a; *p && plain; p++)
+            plain = strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./=:,+@%", *p) != NULL;
+        if (i) str_add(s, " ");
+        if (plain) str_add(s, a);
+        else {
+            str_add(s, "'");
+            for (const char *p = a; *p; p++) {
+                if (*p == '\'') str_add(s, "'\\''");
+                else str_addn(s, p, 1);
+            }
+            str_add(s, "'");
+        }
+    }
+}

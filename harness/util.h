@@ -57,6 +57,12 @@ void str_add_xml(Str *s, const char *text);   // & < > " ' escaped, invalid cont
 void str_add_md_cell(Str *s, const char *text);   // | escaped, newlines -> space
 void str_add_json_string(Str *s, const char *text);   // with quotes
 
+// ---- shell words ------------------------------------------------------------------------
+// argv (NULL-terminated) appended as one shell-quoted command line: words of
+// [A-Za-z0-9_-./=:,+@%] as they are, others in single quotes (for logs, reproduce
+// and record commands a user can paste)
+void shell_join(Str *s, char *const *argv);
+
 // ---- names ------------------------------------------------------------------------------
 // a file-system-safe copy of a case name: '/' and control bytes become '_'
 void safe_name(char *out, size_t n, const char *name);

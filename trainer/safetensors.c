@@ -29,6 +29,7 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <stdarg.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,6 +55,27 @@ static const struct { const char *name; size_t size; } DTYPES[] = {
 
 size_t st_dtype_size(StDtype dt) {
     return (unsigned)dt < (unsigned)N_DTYPES ? DTYPES[dt].size : 0;
+}
+
+static double half_to_f64(uint16_t h) {
+    int e = (h >> 10) & 0x1f, m = h & 0x3ff;
+    double v = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp(m | 0x400, e - 25);
+    return h & 0x8000 ? -v : v;
+}
+
+double st_elem_f64(const StTensor *t, size_t i) {
+    const unsigned char *p = (const unsigned char *)t->data + i * st_dtype_size(t->dtype);
+    switch (t->dtype) {
+    case ST_F64: { double v; memcpy(&v, p, 8); return v; }
+    case ST_F32: { float v; memcpy(&v, p, 4); return v; }
+    case ST_F16: { uint16_t v; memcpy(&v, p, 2); return half_to_f64(v); }
+    case ST_BF16: { uint16_t v; memcpy(&v, p, 2); uint32_t u = (uint32_t)v << 16; float f; memcpy(&f, &u, 4); return f; }
+    case ST_I64: { int64_t v; memcpy(&v, p, 8); return (double)v; }
+    case ST_I32: { int32_t v; memcpy(&v, p, 4); return v; }
+    case ST_U16: { uint16_t v; memcpy(&v, p, 2); return v; }
+    case ST_U8: return *p;
+    }
+    return NAN;
 }
 
 const char *st_dtype_name(StDtype dt) {

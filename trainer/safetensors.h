@@ -31,6 +31,8 @@ typedef struct {
 
 size_t st_dtype_size(StDtype dt);
 const char *st_dtype_name(StDtype dt);
+// Element i of a tensor as a double (every dtype, 16-bit floats decoded exactly).
+double st_elem_f64(const StTensor *t, size_t i);
 
 // Writer: add tensors (data borrowed until st_write returns) and metadata, then write.
 void st_init(StFile *f);

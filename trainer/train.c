@@ -212,6 +212,21 @@ static int dump_step(const char *path, Model *m, const int32_t *in, const int32_
         snprintf(names[i], sizeof names[i], "grads.%s", m->params[i].name);
         st_add(&f, names[i], pdt, m->params[i].ndim, m->params[i].shape, hg + m->params[i].offset * m->be->param_bytes);
     }
+    // the weights the step was computed from, per parameter (digest64 of the raw
+    // bytes): a regression report tells a changed initialisation from a changed forward
+    char *hp = malloc(bytes);
+    m->be->to_host(hp, m->param_mem, bytes);
+    size_t plen = 16 + (size_t)m->n_params * (96 + 24);
+    char *pdig = malloc(plen), *pp = pdig;
+    pp += snprintf(pp, plen, "{");
+    for (int i = 0; i < m->n_params; i++) {
+        char hex[17];
+        digest64_hex(digest64(hp + m->params[i].offset * m->be->param_bytes,
+                              (size_t)m->params[i].numel * m->be->param_bytes, 0), hex);
+        pp += snprintf(pp, plen - (size_t)(pp - pdig), "%s\"%s\": \"%s\"", i ? ", " : "", m->params[i].name, hex);
+    }
+    snprintf(pp, plen - (size_t)(pp - pdig), "}");
+    st_add_meta(&f, "param_digests", pdig);
     char *cfg = config_to_json(&m->cfg), lbuf[64];
     st_add_meta(&f, "config", cfg);
     st_add_meta(&f, "backend", m->be->name);
@@ -222,7 +237,7 @@ static int dump_step(const char *path, Model *m, const int32_t *in, const int32_
     int rc = st_write(&f, path, err, sizeof err);
     if (rc) fprintf(stderr, "nsa-train: --dump-step: %s\n", err);
     st_free(&f);
-    free(cfg); free(hg); free(names);
+    free(cfg); free(hg); free(names); free(hp); free(pdig);
     return rc;
 }
 

@@ -1,0 +1,458 @@
+// harness/check_golden.c — the `golden` check: a case against its baseline
+// (docs/regression.md).
+//
+// The case is summarised by the same builder that records baselines
+// (baseline_of_case), and the two summaries are compared:
+//   - bitwise when the build fingerprints are the same (same compiler, flags, CPU
+//     kernel ISA, libc, GPU model and CUDA/cuBLAS): every loss, grad norm, lr and
+//     data digest equal, every dumped tensor's digest equal;
+//   - otherwise within stated relative tolerances: `tolerance` for the per-step
+//     loss and grad norm, `tensor_tolerance` for each dumped tensor's normwise
+//     difference (estimated from its summary, harness/tensorstats.h); lr within
+//     1e-12, data digests always exact (integers have no tolerance).
+// When they part, the finding walks the evidence in the order the code runs and
+// names the cause: the initial weights (param digests), the data (a step's token
+// digest), the forward (the first differing activation in dataflow order: its layer
+// and branch), the backward (forward equal, gradients not: the highest layer with a
+// differing gradient, backward runs top down), the LR schedule (lr of a step), or
+// the optimizer update (step 1 equal, a later loss not). The differing tensors are
+// listed largest first, grouped by layer and part (harness/locus.h).
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness/baseline.h"
+#include "harness/check_regression.h"
+#include "harness/checks.h"
+#include "harness/locus.h"
+#include "harness/runner.h"
+#include "harness/tensorstats.h"
+
+static const char *const GOLDEN_KEYS[] = {"check", "tolerance", "tensor_tolerance", NULL};
+// Defaults (docs/regression.md says how they were measured): the worst honest
+// difference between builds (compilers, -march, FMA) over the golden scenario was
+// far below them, a one-token or one-term change far above.
+#define GOLDEN_TOL_DEFAULT 1e-3
+#define GOLDEN_TTOL_DEFAULT 1e-2
+#define LR_TOL 1e-12
+
+void golden_validate(const Scenario *s, const json_t *params, const char *jpath, Problems *ps) {
+    check_only_keys(s, params, jpath, GOLDEN_KEYS, ps);
+    check_num_param(s, params, jpath, "tolerance", GOLDEN_TOL_DEFAULT, 0, 1, ps);
+    check_num_param(s, params, jpath, "tensor_tolerance", GOLDEN_TTOL_DEFAULT, 0, 10, ps);
+}
+
+// ---- the comparison ---------------------------------------------------------------------------
+
+typedef struct {
+    const char *name;   // borrowed from the baseline
+    double rel;         // estimated normwise relative difference
+    Locus loc;
+    int order;          // position in the dump (forward dataflow order for acts.*)
+} TDiff;
+
+enum { CAUSE_NONE, CAUSE_STEPS, CAUSE_INIT, CAUSE_DATA, CAUSE_FORWARD, CAUSE_BACKWARD, CAUSE_LR, CAUSE_OPTIMIZER,
+       CAUSE_GATE };
+
+typedef struct {
+    int bitwise;
+    double tol, ttol;
+    // the per-step curve
+    int n_steps, n_steps_base, n_common;
+    int first_step;        // first step that differs, -1 none
+    char first_what[16];   // "data", "lr", "loss", "grad_norm"
+    double first_now, first_base;
+    int n_diff_steps;
+    double worst_loss_rel;     // over every compared step
+    double worst_tensor_rel;   // over every compared tensor (estimates; 0 when all digests agree)
+    // the step-1 dump
+    int have_dump;
+    TDiff *diffs;          // differing tensors, largest first
+    int n_diffs, n_compared;
+    Str missing;           // baseline tensors absent from the case's dump
+    int n_missing;
+    const TDiff *first_act;   // first differing forward tensor in dataflow order
+    int top_grad_layer;       // highest block with a differing gradient; -1 only outside blocks; -2 none
+    int data_differs;         // inputs/targets of the dump differ
+    Str param_diffs;          // initial weights that differ
+    int n_param_diffs;
+    int gate_first_step;      // first step whose gate statistics differ, -1 none
+    int cause;
+} GoldenDiff;
+
+static int close_rel(double a, double b, double tol) {
+    if (a == b) return 1;
+    if (tol == 0 || !isfinite(a) || !isfinite(b)) return 0;
+    double m = fmax(fabs(a), fabs(b));
+    return fabs(a - b) <= tol * m;
+}
+
+static double num(const json_t *o, const char *k) { return json_number_or(o, k, NAN); }
+
+static void compare_steps(GoldenDiff *g, const json_t *cur, const json_t *base) {
+    const json_t *a = json_object_get(cur, "steps"), *b = json_object_get(base, "steps");
+    g->n_steps = (int)json_array_size(a);
+    g->n_steps_base = (int)json_array_size(b);
+    g->n_common = g->n_steps < g->n_steps_base ? g->n_steps : g->n_steps_base;
+    g->first_step = -1;
+    for (int i = 0; i < g->n_common; i++) {
+        const json_t *x = json_array_get(a, (size_t)i), *y = json_array_get(b, (size_t)i);
+        const char *dx = json_string_value(json_object_get(x, "data_digest"));
+        const char *dy = json_string_value(json_object_get(y, "data_digest"));
+        const char *what = NULL;
+        double now = 0, was = 0;
+        if (dx && dy && strcmp(dx, dy)) what = "data";
+        else if (!close_rel(num(x, "lr"), num(y, "lr"), g->bitwise ? 0 : LR_TOL)) what = "lr";
+        else if (!close_rel(num(x, "loss"), num(y, "loss"), g->bitwise ? 0 : g->tol)) what = "loss";
+        else if (!close_rel(num(x, "grad_norm"), num(y, "grad_norm"), g->bitwise ? 0 : g->tol)) what = "grad_norm";
+        double lr = fabs(num(x, "loss") - num(y, "loss")) / fmax(fabs(num(y, "loss")), 1e-300);
+        if (isnan(lr)) lr = INFINITY;
+        g->worst_loss_rel = fmax(g->worst_loss_rel, lr);
+        if (!what) continue;
+        g->n_diff_steps++;
+        if (g->first_step >= 0) continue;
+        g->first_step = (int)json_integer_value(json_object_get(x, "step"));
+        snprintf(g->first_what, sizeof g->first_what, "%s", what);
+        if (strcmp(what, "data")) {
+            now = num(x, what);
+            was = num(y, what);
+        }
+        g->first_now = now;
+        g->first_base = was;
+    }
+}
+
+static const json_t *find_tensor(const json_t *tensors, const char *name) {
+    size_t i;
+    json_t *t;
+    json_array_foreach(tensors, i, t) if (!strcmp(json_string_value(json_object_get(t, "name")), name)) return t;
+    return NULL;
+}
+
+static int tdiff_cmp(const void *pa, const void *pb) {
+    const TDiff *a = pa, *b = pb;
+    if (a->rel != b->rel) return a->rel < b->rel ? 1 : -1;
+    return a->order - b->order;
+}
+
+static void compare_params(GoldenDiff *g, const json_t *cur_dump, const json_t *base_dump) {
+    const json_t *pa = json_object_get(cur_dump, "param_digests"), *pb = json_object_get(base_dump, "param_digests");
+    if (!json_is_object(pa) || !json_is_object(pb)) return;
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)pb, k, v) {
+        const char *now = json_string_value(json_object_get(pa, k));
+        if (now && json_string_value(v) && !strcmp(now, json_string_value(v))) continue;
+        if (g->n_param_diffs < 12) str_printf(&g->param_diffs, "%s`%s`", g->n_param_diffs ? ", " : "", k);
+        g->n_param_diffs++;
+    }
+}
+
+static void compare_dump(GoldenDiff *g, const json_t *cur, const json_t *base) {
+    const json_t *da = json_object_get(cur, "dump"), *db = json_object_get(base, "dump");
+    g->top_grad_layer = -2;
+    if (!json_is_object(db)) return;
+    g->have_dump = 1;
+    if (!json_is_object(da)) {
+        str_add(&g->missing, "the whole step-1 dump");
+        g->n_missing = 1;
+        return;
+    }
+    compare_params(g, da, db);
+    const json_t *ta = json_object_get(da, "tensors"), *tb = json_object_get(db, "tensors");
+    g->diffs = xcalloc(json_array_size(tb) + 1, sizeof(TDiff));
+    size_t i;
+    json_t *t;
+    json_array_foreach(tb, i, t) {
+        const char *name = json_string_value(json_object_get(t, "name"));
+        const json_t *now = name ? find_tensor(ta, name) : NULL;
+        TensorStats sa, sb;
+        char err[256];
+        if (!now || tensor_stats_parse(now, &sa, err, sizeof err) || tensor_stats_parse(t, &sb, err, sizeof err) ||
+            !json_equal(json_object_get(now, "shape"), json_object_get(t, "shape"))) {
+            if (g->n_missing < 12) str_printf(&g->missing, "%s`%s`", g->n_missing ? ", " : "", name ? name : "?");
+            g->n_missing++;
+            continue;
+        }
+        g->n_compared++;
+        double rel = tensor_stats_rel(&sa, &sb);
+        g->worst_tensor_rel = fmax(g->worst_tensor_rel, rel);
+        int differs = g->bitwise ? rel > 0 : rel > g->ttol;
+        if (!differs) continue;
+        TDiff *d = &g->diffs[g->n_diffs++];
+        d->name = name;
+        d->rel = rel;
+        d->loc = tensor_locus(name);
+        d->order = (int)i;
+        if (!strcmp(d->loc.part, "data")) g->data_differs = 1;
+        if (d->loc.is_grad && d->loc.layer > g->top_grad_layer) g->top_grad_layer = d->loc.layer;
+        if (d->loc.is_grad && g->top_grad_layer == -2) g->top_grad_layer = -1;
+    }
+    // the first differing forward tensor in dataflow order: the first acts.* in file
+    // order (the trainer dumps them layer by layer as the forward computes them),
+    // else the head (logits, loss: the file holds them before the activations)
+    const char *first = NULL;
+    for (int k = 0; k < g->n_diffs && !first; k++)
+        if (!strncmp(g->diffs[k].name, "acts.", 5)) first = g->diffs[k].name;
+    for (int k = 0; k < g->n_diffs && !first; k++)
+        if (!strcmp(g->diffs[k].name, "logits") || !strcmp(g->diffs[k].name, "loss")) first = g->diffs[k].name;
+    qsort(g->diffs, (size_t)g->n_diffs, sizeof(TDiff), tdiff_cmp);
+    for (int k = 0; k < g->n_diffs && first; k++)
+        if (g->diffs[k].name == first) g->first_act = &g->diffs[k];
+}
+
+// Numbers of a gate-statistics record, compared leaf by leaf.
+static int json_close(const json_t *a, const json_t *b, double tol) {
+    if (json_is_number(a) && json_is_number(b)) return close_rel(json_number_value(a), json_number_value(b), tol);
+    if (json_is_array(a) && json_is_array(b)) {
+        if (json_array_size(a) != json_array_size(b)) return 0;
+        for (size_t i = 0; i < json_array_size(a); i++)
+            if (!json_close(json_array_get(a, i), json_array_get(b, i), tol)) return 0;
+        return 1;
+    }
+    if (json_is_object(a) && json_is_object(b)) {
+        const char *k;
+        json_t *v;
+        json_object_foreach((json_t *)b, k, v) if (!json_close(json_object_get(a, k), v, tol)) return 0;
+        return json_object_size(a) == json_object_size(b);
+    }
+    return json_equal(a, b);
+}
+
+static void compare_gates(GoldenDiff *g, const json_t *cur, const json_t *base) {
+    const json_t *a = json_object_get(cur, "gate_stats"), *b = json_object_get(base, "gate_stats");
+    g->gate_first_step = -1;
+    if (!json_is_array(b)) return;
+    for (size_t i = 0; i < json_array_size(b); i++) {
+        const json_t *y = json_array_get(b, i), *x = json_array_get(a, i);
+        if (x && json_close(x, y, g->bitwise ? 0 : g->ttol)) continue;
+        g->gate_first_step = (int)json_number_or(y, "step", (double)i + 1);
+        return;
+    }
+}
+
+static void classify(GoldenDiff *g) {
+    int step1_equal = g->first_step != 1;
+    if (g->n_param_diffs) g->cause = CAUSE_INIT;
+    else if (g->data_differs || (g->first_step >= 0 && !strcmp(g->first_what, "data"))) g->cause = CAUSE_DATA;
+    else if (g->first_act) g->cause = CAUSE_FORWARD;
+    else if (g->top_grad_layer > -2) g->cause = CAUSE_BACKWARD;
+    else if (g->first_step >= 0 && !strcmp(g->first_what, "lr")) g->cause = CAUSE_LR;
+    else if (g->first_step == 1) g->cause = !strcmp(g->first_what, "loss") ? CAUSE_FORWARD : CAUSE_BACKWARD;
+    else if (g->first_step > 1 && step1_equal) g->cause = CAUSE_OPTIMIZER;
+    else if (g->n_steps != g->n_steps_base || g->n_missing) g->cause = CAUSE_STEPS;
+    else if (g->gate_first_step >= 0) g->cause = CAUSE_GATE;
+    else g->cause = CAUSE_NONE;
+}
+
+// ---- the finding ---------------------------------------------------------------------------------
+
+// "layer 1 sel: `a` 3e-2, `b` 1e-3; layer 0 attn: ..." — groups by (layer, part), the
+// group with the largest difference first, at most max_groups.
+static void add_groups(Str *md, const GoldenDiff *g, int max_groups) {
+    char *used = xcalloc((size_t)g->n_diffs + 1, 1);
+    int groups = 0;
+    for (int i = 0; i < g->n_diffs && groups < max_groups; i++) {
+        if (used[i]) continue;
+        const Locus *L = &g->diffs[i].loc;
+        char label[64];
+        locus_label(L, label, sizeof label);
+        int n = 0, shown = 0;
+        for (int k = i; k < g->n_diffs; k++)
+            if (!used[k] && g->diffs[k].loc.layer == L->layer && !strcmp(g->diffs[k].loc.part, L->part)) n++;
+        str_printf(md, "  - **%s** (%d tensor%s):", label, n, n == 1 ? "" : "s");
+        for (int k = i; k < g->n_diffs; k++) {
+            if (used[k] || g->diffs[k].loc.layer != L->layer || strcmp(g->diffs[k].loc.part, L->part)) continue;
+            used[k] = 1;
+            if (shown++ < 8) str_printf(md, "%s `%s` %.3g", shown > 1 ? "," : "", g->diffs[k].name, g->diffs[k].rel);
+        }
+        if (shown > 8) str_printf(md, ", … (%d more)", shown - 8);
+        str_add(md, "\n");
+        groups++;
+    }
+    int left = 0;
+    for (int i = 0; i < g->n_diffs; i++) left += !used[i];
+    if (left) str_printf(md, "  - … %d more tensor%s in other groups\n", left, left == 1 ? "" : "s");
+    free(used);
+}
+
+static void cause_text(Str *s, const GoldenDiff *g, const CaseResult *r, const json_t *base) {
+    char label[64];
+    switch (g->cause) {
+    case CAUSE_INIT:
+        str_printf(s, "the initial weights differ (%d tensor%s: %s): the initialisation changed", g->n_param_diffs,
+                   g->n_param_diffs == 1 ? "" : "s", str_c(&g->param_diffs));
+        break;
+    case CAUSE_DATA:
+        str_printf(s, "the data order changed: the tokens of step %d differ from the baseline's",
+                   g->first_step > 0 ? g->first_step : 1);
+        break;
+    case CAUSE_FORWARD:
+        if (g->first_act) {
+            locus_label(&g->first_act->loc, label, sizeof label);
+            str_printf(s, "the forward changed: the first differing activation in dataflow order is `%s` (%s)",
+                       g->first_act->name, label);
+        } else str_add(s, "the forward changed: step 1's loss differs (no step dump to localise it)");
+        break;
+    case CAUSE_BACKWARD:
+        if (g->top_grad_layer >= 0)
+            str_printf(s, "the backward changed: step 1's forward is %s the baseline's, its gradients are not; the "
+                          "highest layer with a differing gradient is %d (backward runs top down: the change is there)",
+                       g->bitwise ? "bitwise equal to" : "within tolerance of", g->top_grad_layer);
+        else if (g->top_grad_layer == -1)
+            str_add(s, "the backward changed outside the blocks (LM head, final norm or embedding): step 1's forward "
+                       "equals the baseline's, those gradients do not");
+        else str_add(s, "the backward changed: step 1's grad norm differs (no step dump to localise it)");
+        break;
+    case CAUSE_LR:
+        str_printf(s, "the LR schedule changed: lr at step %d is %.17g, the baseline's %.17g", g->first_step, g->first_now,
+                   g->first_base);
+        break;
+    case CAUSE_OPTIMIZER: {
+        const json_t *prev = json_array_get(json_object_get(base, "steps"), (size_t)(g->first_step - 2));
+        double gn = num(prev, "grad_norm"), clip = r->c->cfg.grad_clip;
+        str_printf(s, "the optimizer update changed: step 1's forward and gradients %s the baseline's, the loss first "
+                      "differs at step %d, so the update of step %d differs (AdamW moments, bias correction, weight "
+                      "decay, or clipping — ",
+                   g->bitwise ? "are bitwise equal to" : "are within tolerance of", g->first_step, g->first_step - 1);
+        if (clip > 0) str_printf(s, "%s at step %d: grad norm %.4g %s clip %g)", gn > clip ? "active" : "inactive",
+                                 g->first_step - 1, gn, gn > clip ? ">" : "<=", clip);
+        else str_add(s, "off in this config)");
+        break;
+    }
+    case CAUSE_STEPS:
+        str_printf(s, "the run differs in shape: %d steps here, %d in the baseline%s%s", g->n_steps, g->n_steps_base,
+                   g->n_missing ? "; missing tensors: " : "", str_c(&g->missing));
+        break;
+    case CAUSE_GATE:
+        str_printf(s, "only the gate statistics differ, first at step %d", g->gate_first_step);
+        break;
+    default: break;
+    }
+}
+
+// "kernel_isa, libc": the fingerprint keys whose values differ
+static void fingerprint_delta(Str *s, const json_t *now, const json_t *was) {
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)was, k, v) if (!json_equal(v, json_object_get(now, k)))
+        str_printf(s, "%s%s (`%s` → `%s`)", s->len ? ", " : "", k, json_is_string(v) ? json_string_value(v) : "null",
+                   json_is_string(json_object_get(now, k)) ? json_string_value(json_object_get(now, k)) : "null");
+}
+
+static void record_facts(CaseResult *r, const GoldenDiff *g, const char *path) {
+    static const char *const CAUSES[] = {"none", "steps", "init", "data", "forward", "backward", "lr", "optimizer", "gate"};
+    json_t *f = r->facts;
+    json_object_set_new(f, "golden_baseline", json_string(path));
+    json_object_set_new(f, "golden_mode", json_string(g->bitwise ? "bitwise" : "tolerance"));
+    json_object_set_new(f, "golden_cause", json_string(CAUSES[g->cause]));
+    json_object_set_new(f, "golden_first_diverging_step", g->first_step >= 0 ? json_integer(g->first_step) : json_null());
+    json_object_set_new(f, "golden_worst_loss_rel", json_real(isfinite(g->worst_loss_rel) ? g->worst_loss_rel : -1));
+    json_object_set_new(f, "golden_worst_tensor_rel", json_real(isfinite(g->worst_tensor_rel) ? g->worst_tensor_rel : -1));
+    json_object_set_new(f, "golden_tensors_compared", json_integer(g->n_compared));
+    json_t *names = json_array();
+    for (int i = 0; i < g->n_diffs && i < 32; i++) json_array_append_new(names, json_string(g->diffs[i].name));
+    json_object_set_new(f, "golden_differing_tensors", names);
+    json_object_set_new(f, "golden_n_differing_tensors", json_integer(g->n_diffs));
+    if (g->first_act) {
+        char label[64];
+        locus_label(&g->first_act->loc, label, sizeof label);
+        json_object_set_new(f, "golden_first_tensor", json_string(g->first_act->name));
+        json_object_set_new(f, "golden_locus", json_string(label));
+    } else if (g->top_grad_layer >= 0) {
+        json_object_set_new(f, "golden_locus", json_sprintf("layer %d backward", g->top_grad_layer));
+    }
+}
+
+static void golden_finding(CaseResult *r, GoldenDiff *g, const json_t *cur, const json_t *base, const char *path) {
+    const json_t *pb = json_object_get(base, "provenance"), *pa = json_object_get(cur, "provenance");
+    const char *commit = json_string_value(json_object_get(pb, "commit"));
+    const char *when = json_string_value(json_object_get(pb, "recorded"));
+    char mode[160];
+    if (g->bitwise) snprintf(mode, sizeof mode, "bitwise: same build fingerprint");
+    else snprintf(mode, sizeof mode, "tolerance %g per step, %g per tensor: build fingerprint differs", g->tol, g->ttol);
+    record_facts(r, g, path);
+    Finding *f;
+    if (g->cause == CAUSE_NONE) {
+        f = result_finding(r, "golden", 1, "%s the baseline: %d steps, %d tensors (%s)",
+                           g->bitwise ? "bitwise equal to" : "within tolerance of", g->n_common, g->n_compared,
+                           g->bitwise ? "same build" : "other build");
+    } else {
+        Str cause = {0};
+        cause_text(&cause, g, r, base);
+        if (g->first_step >= 0 && strcmp(g->first_what, "data"))
+            f = result_finding(r, "golden", 0, "diverges from the baseline at step %d (%s %.9g vs %.9g): %s", g->first_step,
+                               g->first_what, g->first_now, g->first_base, str_c(&cause));
+        else if (g->first_step >= 0)
+            f = result_finding(r, "golden", 0, "diverges from the baseline at step %d: %s", g->first_step, str_c(&cause));
+        else f = result_finding(r, "golden", 0, "differs from the baseline: %s", str_c(&cause));
+        str_free(&cause);
+    }
+    Str *md = &f->details;
+    str_printf(md, "- baseline `%s` (recorded %s at %s); comparison %s\n", path, when ? when : "?",
+               commit ? commit : "?", mode);
+    if (!g->bitwise) {
+        Str d = {0};
+        fingerprint_delta(&d, json_object_get(pa, "fingerprint"), json_object_get(pb, "fingerprint"));
+        str_printf(md, "- build fingerprint differences: %s\n", d.len ? str_c(&d) : "none named");
+        str_free(&d);
+    }
+    if (g->first_step >= 0)
+        str_printf(md, "- steps: %d of %d differ, the first at step %d (%s); worst loss difference %.3g relative\n",
+                   g->n_diff_steps, g->n_common, g->first_step, g->first_what, g->worst_loss_rel);
+    if (g->n_steps != g->n_steps_base) str_printf(md, "- %d steps here, %d in the baseline\n", g->n_steps, g->n_steps_base);
+    if (g->n_param_diffs) str_printf(md, "- initial weights that differ: %s\n", str_c(&g->param_diffs));
+    if (g->have_dump && g->n_diffs) {
+        str_printf(md, "- step-1 dump: %d of %d tensors differ; largest first, grouped by layer and part:\n", g->n_diffs,
+                   g->n_compared);
+        add_groups(md, g, 8);
+    } else if (g->have_dump) str_printf(md, "- step-1 dump: all %d tensors equal\n", g->n_compared);
+    if (g->n_missing) str_printf(md, "- missing or reshaped here: %s\n", str_c(&g->missing));
+    if (g->gate_first_step >= 0) str_printf(md, "- gate statistics differ from step %d\n", g->gate_first_step);
+    if (g->cause != CAUSE_NONE) {
+        char cmd[2048];
+        regression_record_command(r, cmd, sizeof cmd);
+        str_printf(md, "- if this change is intended, re-record the baseline (and say why in the commit): `%s`\n", cmd);
+    }
+}
+
+void golden_evaluate(const json_t *params, CaseResult *r, const ScenarioRun *sr) {
+    (void)sr;
+    if (r->ctx && r->ctx->recording) {
+        result_finding(r, "golden", 1, "recording the baseline: not compared");
+        return;
+    }
+    char path[2400];
+    json_t *base = regression_baseline_for(r, "golden", path, sizeof path);
+    if (!base) return;
+    const Case *c = r->c;
+    BaselineMeta meta = {r->s->name, c->name, c->dir, r->ctx ? r->ctx->profile : "?", c->cfg.digest, c->cfg.backend,
+                         c->cfg.precision, NULL, NULL, 0, NULL, 1};
+    char err[1024];
+    const char *dirs[1] = {r->dir};
+    json_t *cur = baseline_of_case(dirs, 1, r->env, &meta, err, sizeof err);
+    if (!cur) {
+        result_finding(r, "golden", 0, "cannot summarise this case: %s", err);
+        json_decref(base);
+        return;
+    }
+    GoldenDiff g;
+    memset(&g, 0, sizeof g);
+    const char *ida = json_string_value(json_object_get(json_object_get(cur, "provenance"), "fingerprint_id"));
+    const char *idb = json_string_value(json_object_get(json_object_get(base, "provenance"), "fingerprint_id"));
+    g.bitwise = ida && idb && !strcmp(ida, idb);
+    g.tol = check_num_param(r->s, params, "", "tolerance", GOLDEN_TOL_DEFAULT, 0, 1, NULL);
+    g.ttol = check_num_param(r->s, params, "", "tensor_tolerance", GOLDEN_TTOL_DEFAULT, 0, 10, NULL);
+    compare_steps(&g, cur, base);
+    compare_dump(&g, cur, base);
+    compare_gates(&g, cur, base);
+    classify(&g);
+    golden_finding(r, &g, cur, base, path);
+    free(g.diffs);
+    str_free(&g.missing);
+    str_free(&g.param_diffs);
+    json_decref(cur);
+    json_decref(base);
+}

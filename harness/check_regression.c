@@ -1,0 +1,239 @@
+// harness/check_regression.c — what the regression checks share (finding a case's
+// baseline, the command that records it) and the `perf_floor` check.
+//
+// perf_floor compares a case's performance with the floor stored in its baseline
+// for this device class (per GPU model; docs/regression.md):
+//   tok_per_s   the median over the timed steps must not fall below the floor's by
+//               more than the tolerance
+//   step_ms     must not rise above it by more than the tolerance
+//   peak_mem_bytes  the backend's peak allocation (an exact counter) must not exceed it
+//   flops       the model FLOPs of a step must equal it (the work of a step changed)
+// The timing tolerance comes from the run-to-run spread measured when the floor was
+// recorded (`baseline record --repeat N`): max(min_tolerance, spread_factor x spread).
+// Timings on a shared CPU are noise: the ci profile checks only the exact counters.
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness/baseline.h"
+#include "harness/check_regression.h"
+#include "harness/checks.h"
+#include "harness/runner.h"
+
+// ---- shared -------------------------------------------------------------------------------------
+
+void regression_record_command(const CaseResult *r, char *out, size_t n) {
+    const RunCtx *ctx = r->ctx;
+    snprintf(out, n, "nsa-harness baseline record %s --profile %s --filter '%s/%s'%s%s", r->s->path,
+             ctx ? ctx->profile : "ci", r->s->name, r->c->name, ctx && ctx->argv_extra && ctx->argv_extra[0] ? " " : "",
+             ctx && ctx->argv_extra ? ctx->argv_extra : "");
+}
+
+json_t *regression_baseline_for(CaseResult *r, const char *check, char *path, size_t n) {
+    const RunCtx *ctx = r->ctx;
+    path[0] = '\0';
+    if (!ctx || !ctx->baselines_dir) {
+        result_finding_verdict(r, check, V_ERROR, "no baselines folder was given to the run");
+        return NULL;
+    }
+    if (!r->env) {
+        result_finding_verdict(r, check, V_ERROR, "the case has no environment record (env.json): its device class is unknown");
+        return NULL;
+    }
+    char dev[128], cmd[2048], key[64];
+    baseline_device_class(r->env, r->c->cfg.backend, dev, sizeof dev);
+    baseline_path(path, n, ctx->baselines_dir, ctx->profile, dev, r->s->name, r->c->dir);
+    regression_record_command(r, cmd, sizeof cmd);
+    snprintf(key, sizeof key, "%s_baseline", check);
+    if (!file_exists(path)) {
+        json_object_set_new(r->facts, key, json_string("missing"));
+        Finding *f = result_finding_verdict(r, check, V_SKIP, "no baseline for %s on %s (profile %s): record one with `%s`",
+                                            r->c->name, dev, ctx->profile, cmd);
+        str_printf(&f->details, "- looked for `%s`\n", path);
+        return NULL;
+    }
+    char err[2048];
+    json_t *b = baseline_load(path, err, sizeof err);
+    if (!b) {
+        result_finding_verdict(r, check, V_ERROR, "invalid baseline: %s", err);
+        return NULL;
+    }
+    const char *digest = json_string_value(json_object_get(b, "config_digest"));
+    if (strcmp(digest, r->c->cfg.digest)) {
+        json_object_set_new(r->facts, key, json_string("stale"));
+        Finding *f = result_finding_verdict(
+            r, check, V_ERROR,
+            "re-record: %s was recorded for config digest %s, this case's config digest is %s (the scenario, its "
+            "config or a --set changed since): `%s`",
+            path, digest, r->c->cfg.digest, cmd);
+        str_add(&f->details, "- a baseline only judges the config it was recorded with; say in the commit why the "
+                             "config changed\n");
+        json_decref(b);
+        return NULL;
+    }
+    json_object_set_new(r->facts, key, json_string(path));
+    return b;
+}
+
+// ---- perf_floor ----------------------------------------------------------------------------------
+
+static const char *const PERF_KEYS[] = {"check", "metrics", "min_tolerance", "spread_factor", NULL};
+static const char *const PERF_METRICS[] = {"tok_per_s", "step_ms", "peak_mem_bytes", "flops", NULL};
+
+static int known_metric(const char *m) {
+    for (int i = 0; PERF_METRICS[i]; i++)
+        if (!strcmp(PERF_METRICS[i], m)) return 1;
+    return 0;
+}
+
+// The metric list of the profile: an array, or {"ci": [...], "gpu": [...]}.
+static const json_t *metrics_for(const Scenario *s, const json_t *params) {
+    const json_t *m = json_object_get(params, "metrics");
+    if (json_is_object(m)) return json_object_get(m, PROFILE_NAMES[s->cur_profile]);
+    return m;
+}
+
+static void check_metric_list(const Scenario *s, const json_t *list, const char *kp, Problems *ps) {
+    if (!json_is_array(list) || json_array_size(list) == 0) {
+        scenario_problem(s, ps, kp, 0, "metrics: expected a non-empty array of tok_per_s, step_ms, peak_mem_bytes, flops");
+        return;
+    }
+    size_t i;
+    json_t *v;
+    json_array_foreach(list, i, v) if (!json_is_string(v) || !known_metric(json_string_value(v)))
+        scenario_problem(s, ps, kp, 0, "metrics[%zu]: expected one of tok_per_s, step_ms, peak_mem_bytes, flops", i);
+}
+
+void perf_floor_validate(const Scenario *s, const json_t *params, const char *jpath, Problems *ps) {
+    check_only_keys(s, params, jpath, PERF_KEYS, ps);
+    check_num_param(s, params, jpath, "min_tolerance", 0.03, 0, 1, ps);
+    check_num_param(s, params, jpath, "spread_factor", 3, 0, 100, ps);
+    const json_t *m = json_object_get(params, "metrics");
+    char kp[256];
+    snprintf(kp, sizeof kp, "%s.metrics", jpath);
+    if (!m) {
+        scenario_problem(s, ps, jpath, 0, "perf_floor needs \"metrics\": which of tok_per_s, step_ms, peak_mem_bytes, "
+                                          "flops to hold (or per profile: {\"ci\": [...], \"gpu\": [...]})");
+        return;
+    }
+    if (json_is_object(m)) {
+        const char *k;
+        json_t *v;
+        json_object_foreach((json_t *)m, k, v) {
+            int known = 0;
+            for (int p = 0; p < PROFILE_COUNT; p++) known |= !strcmp(k, PROFILE_NAMES[p]);
+            char ep[300];
+            snprintf(ep, sizeof ep, "%s.%s", kp, k);
+            if (!known) scenario_problem(s, ps, ep, 1, "metrics: per-profile lists take the keys ci and gpu, not '%s'", k);
+            else check_metric_list(s, v, ep, ps);
+        }
+        if (!json_object_get(m, PROFILE_NAMES[s->cur_profile]))
+            scenario_problem(s, ps, kp, 0, "metrics: no list for profile %s", PROFILE_NAMES[s->cur_profile]);
+    } else check_metric_list(s, m, kp, ps);
+}
+
+typedef struct {
+    Str lines;      // Markdown table rows
+    Str failed;     // "; "-joined summaries of the metrics that failed
+    Str held;
+    int n_failed;
+} PerfOutcome;
+
+static void perf_row(PerfOutcome *o, const char *metric, double now, double floor, const char *rule, int ok,
+                     const char *note) {
+    double ratio = floor != 0 ? now / floor : NAN;
+    str_printf(&o->lines, "| %s | %.6g | %.6g | %+.2f%% | %s | %s%s%s |\n", metric, now, floor, 100 * (ratio - 1), rule,
+               ok ? "ok" : "**FAIL**", note && note[0] ? " — " : "", note ? note : "");
+    Str *s = ok ? &o->held : &o->failed;
+    str_printf(s, "%s%s %.6g vs floor %.6g (%+.1f%%)", s->len ? "; " : "", metric, now, floor, 100 * (ratio - 1));
+    o->n_failed += !ok;
+}
+
+static void perf_compare_one(PerfOutcome *o, const char *metric, const json_t *cur, const json_t *base, double tol_min,
+                             double factor, json_t *facts) {
+    char rule[96], note[160] = "";
+    int ok = 1;
+    double now, floor;
+    if (!strcmp(metric, "tok_per_s") || !strcmp(metric, "step_ms")) {
+        const json_t *tb = json_object_get(base, metric);
+        now = json_number_or(json_object_get(cur, metric), "median", NAN);
+        floor = json_number_or(tb, "median", NAN);
+        double spread = json_number_or(tb, "spread", 0), tol = fmax(tol_min, factor * spread);
+        if (!strcmp(metric, "tok_per_s")) {
+            ok = now >= floor * (1 - tol);
+            snprintf(rule, sizeof rule, "≥ floor × (1 − %.3g)", tol);
+        } else {
+            ok = now <= floor * (1 + tol);
+            snprintf(rule, sizeof rule, "≤ floor × (1 + %.3g)", tol);
+        }
+        snprintf(note, sizeof note, "tolerance max(%g, %g × spread %.3g over %lld runs)", tol_min, factor, spread,
+                 (long long)json_integer_value(json_object_get(base, "runs")));
+    } else if (!strcmp(metric, "peak_mem_bytes")) {
+        now = json_number_or(cur, metric, NAN);
+        floor = json_number_or(base, metric, NAN);
+        ok = now <= floor;
+        snprintf(rule, sizeof rule, "≤ floor (exact)");
+        if (ok && now < floor) snprintf(note, sizeof note, "below the floor by %.0f B: re-record to tighten it", floor - now);
+    } else {   // flops: the work of a step, exactly
+        now = json_number_or(cur, "flops_per_step", NAN);
+        floor = json_number_or(base, "flops_per_step", NAN);
+        ok = now == floor;
+        snprintf(rule, sizeof rule, "= floor (exact)");
+    }
+    if (!isfinite(now) || !isfinite(floor)) {
+        ok = 0;
+        snprintf(note, sizeof note, "not measured %s", !isfinite(now) ? "in this run" : "in the baseline");
+    }
+    perf_row(o, metric, now, floor, rule, ok, note);
+    char key[64];
+    snprintf(key, sizeof key, "perf_%s", metric);
+    json_object_set_new(facts, key, json_pack("{s:f,s:f,s:b}", "now", isfinite(now) ? now : -1, "floor",
+                                              isfinite(floor) ? floor : -1, "ok", ok));
+}
+
+void perf_floor_evaluate(const json_t *params, CaseResult *r, const ScenarioRun *sr) {
+    (void)sr;
+    if (r->ctx && r->ctx->recording) {
+        result_finding(r, "perf_floor", 1, "recording the floor: not compared");
+        return;
+    }
+    char path[2400];
+    json_t *base = regression_baseline_for(r, "perf_floor", path, sizeof path);
+    if (!base) return;
+    const json_t *bperf = json_object_get(base, "perf");
+    const Case *c = r->c;
+    BaselineMeta meta = {r->s->name, c->name, c->dir, r->ctx->profile, c->cfg.digest, c->cfg.backend, c->cfg.precision,
+                         NULL, NULL, 0, NULL, (int)json_integer_value(json_object_get(bperf, "warmup_steps"))};
+    char err[1024];
+    const char *dirs[1] = {r->dir};
+    json_t *cur = baseline_of_case(dirs, 1, r->env, &meta, err, sizeof err);
+    if (!cur) {
+        result_finding(r, "perf_floor", 0, "cannot summarise this case: %s", err);
+        json_decref(base);
+        return;
+    }
+    const double tol_min = check_num_param(r->s, params, "", "min_tolerance", 0.03, 0, 1, NULL);
+    const double factor = check_num_param(r->s, params, "", "spread_factor", 3, 0, 100, NULL);
+    PerfOutcome o;
+    memset(&o, 0, sizeof o);
+    const json_t *list = metrics_for(r->s, params);
+    size_t i;
+    json_t *m;
+    json_array_foreach(list, i, m)
+        perf_compare_one(&o, json_string_value(m), json_object_get(cur, "perf"), bperf, tol_min, factor, r->facts);
+    const json_t *pb = json_object_get(base, "provenance");
+    Finding *f = o.n_failed
+                     ? result_finding(r, "perf_floor", 0, "below the floor: %s", str_c(&o.failed))
+                     : result_finding(r, "perf_floor", 1, "holds the floor: %s", str_c(&o.held));
+    str_printf(&f->details, "- floor `%s` (recorded %s at %s on %s)\n\n| metric | now | floor | change | rule | |\n"
+                            "|---|---|---|---|---|---|\n%s\n",
+               path, json_string_value(json_object_get(pb, "recorded")), json_string_value(json_object_get(pb, "commit")),
+               json_string_value(json_object_get(pb, "device")), str_c(&o.lines));
+    str_free(&o.lines);
+    str_free(&o.failed);
+    str_free(&o.held);
+    json_decref(cur);
+    json_decref(base);
+}

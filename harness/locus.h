@@ -1,0 +1,24 @@
+// harness/locus.h — where in the model a dumped tensor belongs: its layer and the
+// part of the model whose code produced it, from its dotted name alone.
+//
+// Names (docs/scenarios.md, "What a run writes"): "logits", "loss", "inputs",
+// "targets", "grads.<parameter>" (docs/architecture.md lists every parameter) and,
+// with --dump-acts, "acts.blocks.L.<activation>" (docs/diagnostics.md).
+// A regression finding groups differing tensors by (layer, part) so that the
+// report points at the code: part "sel" of layer 1 is the selection branch.
+#ifndef NSA_HARNESS_LOCUS_H
+#define NSA_HARNESS_LOCUS_H
+
+typedef struct {
+    int layer;          // block index, -1 outside the blocks
+    const char *part;   // "cmp", "sel", "win", "gate", "attn" (q/o projections, norm,
+                        // the combined output), "mlp", "embed", "head" (final norm,
+                        // LM head, logits, loss), "data" (inputs, targets), "other"
+    int is_grad;        // a parameter gradient ("grads.")
+    int is_act;         // a forward activation ("acts.", "logits", "loss")
+} Locus;
+
+Locus tensor_locus(const char *name);
+// "layer 1 sel" / "head" / "embed": a short label of a locus, into out
+void locus_label(const Locus *l, char *out, unsigned n);
+#endif
