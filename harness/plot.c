@@ -5,6 +5,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "harness/util.h"
@@ -60,8 +61,18 @@ static int finish(const char *path, Str *s) {
     return rc;
 }
 
-int plot_lines(const char *path, const char *title, const char *xlabel, const char *ylabel,
-               const PlotSeries *series, int n_series) {
+// The plotting area of a line chart: data ranges mapped to pixels.
+typedef struct {
+    double x0, x1, y0, y1;
+    int pw, ph;
+} Frame;
+static double frame_x(const Frame *f, double x) { return ML + (x - f->x0) / (f->x1 - f->x0) * f->pw; }
+static double frame_y(const Frame *f, double y) { return MT + f->ph - (y - f->y0) / (f->y1 - f->y0) * f->ph; }
+
+// Title, frame, grid, ticks and axis labels for the finite points of the series.
+// Returns 0, or -1 when no point is finite (a "no finite data" note is written instead).
+static int lines_axes(Str *s, Frame *f, const char *title, const char *xlabel, const char *ylabel,
+                      const PlotSeries *series, int n_series) {
     double x0 = INFINITY, x1 = -INFINITY, y0 = INFINITY, y1 = -INFINITY;
     for (int k = 0; k < n_series; k++)
         for (int i = 0; i < series[k].n; i++) {
@@ -70,56 +81,103 @@ int plot_lines(const char *path, const char *title, const char *xlabel, const ch
             x0 = fmin(x0, x); x1 = fmax(x1, x);
             y0 = fmin(y0, y); y1 = fmax(y1, y);
         }
-    Str s = {0};
-    header(&s, title);
+    header(s, title);
     if (!isfinite(x0)) {
-        str_printf(&s, "<text x=\"%d\" y=\"%d\">no finite data</text>\n", ML, H / 2);
-        return finish(path, &s);
+        str_printf(s, "<text x=\"%d\" y=\"%d\">no finite data</text>\n", ML, H / 2);
+        return -1;
     }
     if (x1 == x0) { x0 -= 1; x1 += 1; }
     if (y1 == y0) { y0 -= fabs(y0) * 0.05 + 1e-3; y1 += fabs(y1) * 0.05 + 1e-3; }
     double pad = (y1 - y0) * 0.05;
     y0 -= pad; y1 += pad;
-    const int pw = W - ML - MR, ph = H - MT - MB;
-#define PX(x) (ML + ((x) - x0) / (x1 - x0) * pw)
-#define PY(y) (MT + ph - ((y) - y0) / (y1 - y0) * ph)
-    str_printf(&s, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"none\" stroke=\"#888\"/>\n", ML, MT, pw, ph);
+    *f = (Frame){x0, x1, y0, y1, W - ML - MR, H - MT - MB};
+    const int pw = f->pw, ph = f->ph;
+    str_printf(s, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"none\" stroke=\"#888\"/>\n", ML, MT, pw, ph);
     double ys = nice_step(y1 - y0, 6), xs = nice_step(x1 - x0, 8);
     char t[32];
     for (double v = ceil(y0 / ys) * ys; v <= y1; v += ys) {
-        str_printf(&s, "<line x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#eee\"/>\n", ML, ML + pw, PY(v), PY(v));
+        str_printf(s, "<line x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#eee\"/>\n", ML, ML + pw, frame_y(f, v),
+                   frame_y(f, v));
         fmt_tick(t, sizeof t, v, ys);
-        str_printf(&s, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n", ML - 6, PY(v) + 4, t);
+        str_printf(s, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n", ML - 6, frame_y(f, v) + 4, t);
     }
     for (double v = ceil(x0 / xs) * xs; v <= x1; v += xs) {
         fmt_tick(t, sizeof t, v, xs);
-        str_printf(&s, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%s</text>\n", PX(v), MT + ph + 16, t);
+        str_printf(s, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%s</text>\n", frame_x(f, v), MT + ph + 16, t);
     }
-    str_printf(&s, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">", ML + pw / 2, H - 10);
-    str_add_xml(&s, xlabel);
-    str_printf(&s, "</text>\n<text transform=\"translate(16,%d) rotate(-90)\" text-anchor=\"middle\">", MT + ph / 2);
-    str_add_xml(&s, ylabel);
-    str_add(&s, "</text>\n");
+    str_printf(s, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">", ML + pw / 2, H - 10);
+    str_add_xml(s, xlabel);
+    str_printf(s, "</text>\n<text transform=\"translate(16,%d) rotate(-90)\" text-anchor=\"middle\">", MT + ph / 2);
+    str_add_xml(s, ylabel);
+    str_add(s, "</text>\n");
+    return 0;
+}
+
+// One series as a polyline (a lone finite point as a dot); dashed: stroke-dasharray.
+static void lines_series(Str *s, const Frame *f, const PlotSeries *ser, const char *colour, int dashed) {
+    str_printf(s, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.8\"%s points=\"", colour,
+               dashed ? " stroke-dasharray=\"6,4\"" : "");
+    int pts = 0;
+    for (int i = 0; i < ser->n; i++) {
+        double x = ser->x[i], y = ser->y[i];
+        if (!isfinite(x) || !isfinite(y)) continue;
+        str_printf(s, "%s%.1f,%.1f", pts++ ? " " : "", frame_x(f, x), frame_y(f, y));
+    }
+    str_add(s, "\"/>\n");
+    if (pts == 1)   // a lone point would be invisible as a line
+        for (int i = 0; i < ser->n; i++)
+            if (isfinite(ser->x[i]) && isfinite(ser->y[i]))
+                str_printf(s, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"/>\n", frame_x(f, ser->x[i]),
+                           frame_y(f, ser->y[i]), colour);
+}
+
+int plot_lines(const char *path, const char *title, const char *xlabel, const char *ylabel,
+               const PlotSeries *series, int n_series) {
+    Str s = {0};
+    Frame f;
+    if (lines_axes(&s, &f, title, xlabel, ylabel, series, n_series)) return finish(path, &s);
     const char *names[64];
     for (int k = 0; k < n_series && k < 64; k++) {
         names[k] = series[k].name;
-        str_printf(&s, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.8\" points=\"", PALETTE[k % N_PAL]);
-        int pts = 0;
-        for (int i = 0; i < series[k].n; i++) {
-            double x = series[k].x[i], y = series[k].y[i];
-            if (!isfinite(x) || !isfinite(y)) continue;
-            str_printf(&s, "%s%.1f,%.1f", pts++ ? " " : "", PX(x), PY(y));
-        }
-        str_add(&s, "\"/>\n");
-        if (pts == 1)   // a lone point would be invisible as a line
-            for (int i = 0; i < series[k].n; i++)
-                if (isfinite(series[k].x[i]) && isfinite(series[k].y[i]))
-                    str_printf(&s, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"/>\n", PX(series[k].x[i]),
-                               PY(series[k].y[i]), PALETTE[k % N_PAL]);
+        lines_series(&s, &f, &series[k], PALETTE[k % N_PAL], 0);
     }
-#undef PX
-#undef PY
     legend(&s, names, n_series < 64 ? n_series : 64);
+    return finish(path, &s);
+}
+
+// The legend of an overlay: a colour per pair, then the two line styles.
+static void overlay_legend(Str *s, const PlotSeries *a, int n_pairs, const char *label_a, const char *label_b) {
+    const char *names[24];
+    int n = n_pairs < 22 ? n_pairs : 22;
+    for (int k = 0; k < n; k++) names[k] = a[k].name;
+    legend(s, names, n);
+    for (int j = 0; j < 2; j++) {
+        int y = MT + 10 + (n + j) * 18;
+        str_printf(s, "<line x1=\"%d\" x2=\"%d\" y1=\"%d\" y2=\"%d\" stroke=\"#000\" stroke-width=\"1.8\"%s/>\n",
+                   W - MR + 16, W - MR + 30, y - 4, y - 4, j ? " stroke-dasharray=\"4,2\"" : "");
+        str_printf(s, "<text x=\"%d\" y=\"%d\">", W - MR + 36, y);
+        str_add_xml(s, j ? label_b : label_a);
+        str_add(s, "</text>\n");
+    }
+}
+
+int plot_overlay(const char *path, const char *title, const char *xlabel, const char *ylabel, const PlotSeries *a,
+                 const PlotSeries *b, int n_pairs, const char *label_a, const char *label_b) {
+    PlotSeries *all = xcalloc((size_t)(2 * n_pairs + 1), sizeof(PlotSeries));
+    for (int k = 0; k < n_pairs; k++) {
+        all[2 * k] = a[k];
+        all[2 * k + 1] = b[k];
+    }
+    Str s = {0};
+    Frame f;
+    if (lines_axes(&s, &f, title, xlabel, ylabel, all, 2 * n_pairs) == 0) {
+        for (int k = 0; k < n_pairs; k++) {
+            lines_series(&s, &f, &a[k], PALETTE[k % N_PAL], 0);
+            lines_series(&s, &f, &b[k], PALETTE[k % N_PAL], 1);
+        }
+        overlay_legend(&s, a, n_pairs, label_a, label_b);
+    }
+    free(all);
     return finish(path, &s);
 }
 
