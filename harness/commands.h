@@ -10,4 +10,10 @@ int cmd_run(int argc, char **argv);
 // nsa-harness baseline record|show ... (harness/baseline_cmd.c)
 int cmd_baseline(int argc, char **argv);
 void usage_baseline(FILE *f);
+// nsa-harness compare A B [--out FILE] (harness/compare.c)
+int cmd_compare(int argc, char **argv);
+void usage_compare(FILE *f);
+// nsa-harness bisect --good REV --bad REV [run options] (harness/bisect.c)
+int cmd_bisect(int argc, char **argv);
+void usage_bisect(FILE *f);
 #endif

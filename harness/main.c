@@ -54,6 +54,8 @@ static void usage(FILE *f) {
             "  show REPORT_DIR        print a report's verdicts and diagnosis\n"
             "  baseline record|show   record golden baselines and performance floors\n"
             "                         (golden/baselines/), or print what one holds\n"
+            "  compare A B            two reports side by side; exit 1 when B regressed against A\n"
+            "  bisect --good R --bad R  build and test commits to name the first bad one\n"
             "  help [COMMAND]         this text, or a command's options\n"
             "\n"
             "exit codes: 0 all passed (or skipped); 1 a case FAIL/HANG/CRASH; 2 usage error or\n"
@@ -820,6 +822,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(t, "validate")) usage_validate(stdout);
         else if (!strcmp(t, "show")) usage_show(stdout);
         else if (!strcmp(t, "baseline")) usage_baseline(stdout);
+        else if (!strcmp(t, "compare")) usage_compare(stdout);
+        else if (!strcmp(t, "bisect")) usage_bisect(stdout);
         else usage(stdout);
         return EXIT_OK;
     }
@@ -828,6 +832,8 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "validate")) return cmd_validate(argc - 2, argv + 2);
     if (!strcmp(cmd, "show")) return cmd_show(argc - 2, argv + 2);
     if (!strcmp(cmd, "baseline")) return cmd_baseline(argc - 2, argv + 2);
-    fprintf(stderr, "nsa-harness: unknown command '%s' (run, list, validate, show, baseline, help)\n", cmd);
+    if (!strcmp(cmd, "compare")) return cmd_compare(argc - 2, argv + 2);
+    if (!strcmp(cmd, "bisect")) return cmd_bisect(argc - 2, argv + 2);
+    fprintf(stderr, "nsa-harness: unknown command '%s' (run, list, validate, show, baseline, compare, bisect, help)\n", cmd);
     return EXIT_USAGE;
 }

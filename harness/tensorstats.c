@@ -69,7 +69,11 @@ int tensor_stats_parse(const json_t *o, TensorStats *s, char *err, size_t errlen
     return 0;
 }
 
-double tensor_stats_rel(const TensorStats *a, const TensorStats *b) {
+double tensor_stats_floor(double sumsq, double total, int64_t n, double frac) {
+    return total > 0 ? frac * sqrt(sumsq * (double)n / total) : 0;
+}
+
+double tensor_stats_rel(const TensorStats *a, const TensorStats *b, double floor) {
     if (!strcmp(a->digest, b->digest)) return 0;
     double p2 = 0;
     for (int k = 0; k < TSTATS_PROJ; k++) p2 += (a->proj[k] - b->proj[k]) * (a->proj[k] - b->proj[k]);
@@ -78,5 +82,6 @@ double tensor_stats_rel(const TensorStats *a, const TensorStats *b) {
     if (b->numel > 0) d = fmax(d, fabs(a->sum - b->sum) / sqrt((double)b->numel));
     if (!isfinite(d) || !isfinite(a->l2)) return INFINITY;
     if (d == 0) return 1e-300;   // the bits differ, the summaries do not (e.g. -0 vs 0)
-    return b->l2 > 0 ? d / b->l2 : INFINITY;
+    const double den = fmax(b->l2, floor);
+    return den > 0 ? d / den : INFINITY;
 }

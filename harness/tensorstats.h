@@ -31,7 +31,13 @@ void tensor_stats(const StTensor *t, TensorStats *s);
 json_t *tensor_stats_json(const StTensor *t, const TensorStats *s);
 // Parse what tensor_stats_json wrote; 0, or -1 with why in err.
 int tensor_stats_parse(const json_t *o, TensorStats *s, char *err, size_t errlen);
-// 0 when the digests agree, else the estimate of ||a - b|| / ||b|| (INFINITY
-// when b is all zeros or a value is not finite).
-double tensor_stats_rel(const TensorStats *a, const TensorStats *b);
+// 0 when the digests agree, else the estimate of ||a - b|| / max(||b||, floor)
+// (INFINITY when that is 0 or a value is not finite). floor keeps a tensor that is
+// zero in exact arithmetic (a gradient the loss is invariant to: rounding noise
+// around 0) from reading as a 100 % difference: see tensor_stats_floor.
+double tensor_stats_rel(const TensorStats *a, const TensorStats *b, double floor);
+// The noise floor of a tensor of n elements among tensors of the same kind whose
+// squared norms sum to sumsq over total elements: frac x the norm it would have if
+// that kind's norm were spread evenly, frac * sqrt(sumsq * n / total).
+double tensor_stats_floor(double sumsq, double total, int64_t n, double frac);
 #endif

@@ -37,7 +37,7 @@ void *nsa_cpu_alloc(size_t bytes) {
         exit(1);
     }
     memcpy(base, &bytes, sizeof bytes);
-    size_t now = (g_cpu_in_use += bytes), peak = g_cpu_peak;
+    size_t now = atomic_fetch_add(&g_cpu_in_use, bytes) + bytes, peak = atomic_load(&g_cpu_peak);
     while (now > peak && !atomic_compare_exchange_weak(&g_cpu_peak, &peak, now)) {}
     memset(base + CPU_ALLOC_HEADER, 0, sz);
     return base + CPU_ALLOC_HEADER;
@@ -47,10 +47,10 @@ void nsa_cpu_free(void *p) {
     char *base = (char *)p - CPU_ALLOC_HEADER;
     size_t bytes;
     memcpy(&bytes, base, sizeof bytes);
-    g_cpu_in_use -= bytes;
+    atomic_fetch_sub(&g_cpu_in_use, bytes);
     free(base);
 }
-size_t nsa_cpu_mem_peak(void) { return g_cpu_peak; }
+size_t nsa_cpu_mem_peak(void) { return atomic_load(&g_cpu_peak); }
 
 const char *nsa_cpu_kernel_isa(void) {
     return ""

@@ -80,7 +80,9 @@ check "torn baseline: names file:line:col" grep -q "invalid baseline: $bfile:[0-
 cache() { sed -n "s/^$1:[A-Z]*=//p" "$BUILD/CMakeCache.txt"; }
 mkdir -p "$TMP/src"
 if git -C "$SRC" rev-parse --git-dir >/dev/null 2>&1; then
-  git -C "$SRC" ls-files -z | (cd "$SRC" && xargs -0 tar -cf - 2>/dev/null) | tar -xf - -C "$TMP/src"
+  # the tree as it is: tracked files and untracked ones git does not ignore
+  git -C "$SRC" ls-files -z --cached --others --exclude-standard | (cd "$SRC" && xargs -0 tar -cf - 2>/dev/null) |
+    tar -xf - -C "$TMP/src"
 else
   tar -C "$SRC" --exclude=./build --exclude=./reports -cf - . | tar -xf - -C "$TMP/src"
 fi
@@ -88,7 +90,7 @@ t0=$(date +%s)
 if ! CC=$(cache CMAKE_C_COMPILER) cmake -S "$TMP/src" -B "$TMP/b" -DNSA_ENABLE_CUDA=OFF -DNSA_ENABLE_MPI=OFF \
      -DCMAKE_BUILD_TYPE="$(cache CMAKE_BUILD_TYPE)" -DNSA_NATIVE="$(cache NSA_NATIVE)" >"$TMP/cfg.log" 2>&1 ||
    ! cmake --build "$TMP/b" -j"$(nproc)" --target nsa-train >"$TMP/build.log" 2>&1; then
-  bad "CPU-only build of the copy"; tail -20 "$TMP/cfg.log" "$TMP/build.log"
+  bad "CPU-only build of the copy"; tail -n 20 "$TMP/cfg.log" "$TMP/build.log"
   echo "$pass passed, $fail failed"; exit 1
 fi
 echo "      CPU-only build of the copy: $(( $(date +%s) - t0 )) s"
