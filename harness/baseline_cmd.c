@@ -42,6 +42,7 @@ void usage_baseline(FILE *f) {
             "numerics changed on purpose, and why.\n"
             "  --profile ci|gpu      sizes to run (default: gpu when a CUDA device is usable, else ci)\n"
             "  --filter GLOB         only these cases (as `run --filter`); repeatable\n"
+            "  --case SCENARIO/CASE  exactly this case (as `run --case`); repeatable\n"
             "  --set KEY=VALUE       a config override for every case (as `run --set`); repeatable\n"
             "  --repeat N            run everything N times (1-100, default 1): step time and tok/s are\n"
             "                        the median of the runs' medians, with their spread (perf floors:\n"
@@ -80,7 +81,7 @@ static void list_free(List *l) {
 // ---- record ---------------------------------------------------------------------------------------
 
 typedef struct {
-    List files, filters, sets;
+    List files, filters, cases, sets;
     const char *profile, *baselines, *out, *trainer, *scale;
     int repeat, warmup;
 } RecordOpts;
@@ -103,7 +104,7 @@ static int parse_record(int argc, char **argv, RecordOpts *o) {
     o->baselines = NSA_SOURCE_DIR "/golden/baselines";
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int takes = !strcmp(a, "--profile") || !strcmp(a, "--filter") || !strcmp(a, "--set") || !strcmp(a, "--repeat") ||
+        int takes = !strcmp(a, "--profile") || !strcmp(a, "--filter") || !strcmp(a, "--case") || !strcmp(a, "--set") || !strcmp(a, "--repeat") ||
                     !strcmp(a, "--warmup") || !strcmp(a, "--baselines") || !strcmp(a, "--out") ||
                     !strcmp(a, "--trainer") || !strcmp(a, "--timeout-scale");
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -122,6 +123,7 @@ static int parse_record(int argc, char **argv, RecordOpts *o) {
             }
             o->profile = v;
         } else if (!strcmp(a, "--filter")) list_add(&o->filters, v);
+        else if (!strcmp(a, "--case")) list_add(&o->cases, v);
         else if (!strcmp(a, "--set")) list_add(&o->sets, v);
         else if (!strcmp(a, "--repeat")) {
             if (parse_int_in(a, v, 1, 100, &o->repeat)) return -1;
@@ -207,6 +209,10 @@ static int record_run(const RecordOpts *o, const char *out_dir) {
     for (int i = 0; i < o->filters.n; i++) {
         list_add(&a, "--filter");
         list_add(&a, o->filters.v[i]);
+    }
+    for (int i = 0; i < o->cases.n; i++) {
+        list_add(&a, "--case");
+        list_add(&a, o->cases.v[i]);
     }
     for (int i = 0; i < o->sets.n; i++) {
         list_add(&a, "--set");
@@ -365,6 +371,7 @@ static int baseline_record(int argc, char **argv) {
     str_free(&command);
     list_free(&o.files);
     list_free(&o.filters);
+    list_free(&o.cases);
     list_free(&o.sets);
     return rc;
 }

@@ -26,9 +26,15 @@
 
 void regression_record_command(const CaseResult *r, char *out, size_t n) {
     const RunCtx *ctx = r->ctx;
-    snprintf(out, n, "nsa-harness baseline record %s --profile %s --filter '%s/%s'%s%s", r->s->path,
-             ctx ? ctx->profile : "ci", r->s->name, r->c->name, ctx && ctx->argv_extra && ctx->argv_extra[0] ? " " : "",
-             ctx && ctx->argv_extra ? ctx->argv_extra : "");
+    Str s = {0};
+    char sel[600];
+    snprintf(sel, sizeof sel, "%s/%s", r->s->name, r->c->name);
+    char *const av[] = {"nsa-harness", "baseline", "record", (char *)r->s->path, "--profile",
+                        (char *)(ctx ? ctx->profile : "ci"), "--case", sel, NULL};
+    shell_join(&s, av);
+    if (ctx && ctx->argv_extra && ctx->argv_extra[0]) str_printf(&s, " %s", ctx->argv_extra);
+    snprintf(out, n, "%s", str_c(&s));
+    str_free(&s);
 }
 
 json_t *regression_baseline_for(CaseResult *r, const char *check, char *path, size_t n) {

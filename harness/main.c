@@ -72,6 +72,7 @@ static void usage_run(FILE *f) {
             "  --out DIR             report directory (default: %s/reports/<UTC time>_<short sha>)\n"
             "  --filter GLOB         run only cases whose name, scenario/case or scenario matches GLOB\n"
             "                        (fnmatch; without * ? [ a substring match); repeatable (any matches)\n"
+            "  --case SCENARIO/CASE  run exactly this case (no pattern); repeatable, with --filter: either selects\n"
             "  --fault NAME[=ARG]    inject a trainer fault into every case (nsa-train --list-faults);\n"
             "                        repeatable\n"
             "  --set KEY=VALUE       a config override added to every case after the scenario's own\n"
@@ -230,6 +231,18 @@ static int filter_match(const char *pat, const char *scenario, const char *cname
     return fnmatch(pat, cname, 0) == 0 || fnmatch(pat, full, 0) == 0 || fnmatch(pat, scenario, 0) == 0;
 }
 
+// Is the case selected: no --filter and no --case given, a --filter pattern
+// matches, or a --case names exactly "scenario/case"?
+static int case_selected(const Paths *filters, const Paths *exact, const char *scenario, const char *cname) {
+    if (filters->n == 0 && exact->n == 0) return 1;
+    for (int f = 0; f < filters->n; f++)
+        if (filter_match(filters->v[f], scenario, cname)) return 1;
+    size_t sl = strlen(scenario);
+    for (int e = 0; e < exact->n; e++)
+        if (!strncmp(exact->v[e], scenario, sl) && exact->v[e][sl] == '/' && !strcmp(exact->v[e] + sl + 1, cname)) return 1;
+    return 0;
+}
+
 // ---- run -------------------------------------------------------------------------------------------
 
 static int parse_profile(const char *v) {
@@ -245,7 +258,7 @@ typedef struct {
     RunCtx *ctx;
     FILE *con;
     int tty;
-    Paths filters;
+    Paths filters, exact;
 } Main;
 
 // Run planned case k of sr (a trainer case, or the family's own kind), print its
@@ -317,7 +330,7 @@ int cmd_run(int argc, char **argv) {
     const char *out_dir = NULL, *trainer_arg = NULL, *baselines = NSA_SOURCE_DIR "/golden/baselines";
     Str shaping = {0};   // the options that shaped the cases, for record commands
     double scale = 1.0;
-    Paths files_in = {0}, filters = {0}, faults = {0}, sets = {0};
+    Paths files_in = {0}, filters = {0}, exact = {0}, faults = {0}, sets = {0};
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 #define NEED                                                                                   \
@@ -341,6 +354,13 @@ int cmd_run(int argc, char **argv) {
         } else if (!strcmp(a, "--filter")) {
             NEED;
             paths_add(&filters, v);
+        } else if (!strcmp(a, "--case")) {
+            NEED;
+            if (!strchr(v, '/')) {
+                fprintf(stderr, "nsa-harness run: --case '%s': expected SCENARIO/CASE (e.g. perf/batch=1)\n", v);
+                return EXIT_USAGE;
+            }
+            paths_add(&exact, v);
         } else if (!strcmp(a, "--fault")) {
             NEED;
             if (!v[0] || v[0] == '=') {
@@ -455,11 +475,10 @@ int cmd_run(int argc, char **argv) {
         sr->results = xcalloc((size_t)sr->cap, sizeof(CaseResult));
         char *take = xcalloc((size_t)s->n_cases + 1, 1);
         for (int c = 0; c < s->n_cases; c++) {
-            take[c] = filters.n == 0;
-            for (int f = 0; f < filters.n && !take[c]; f++) take[c] = filter_match(filters.v[f], s->name, s->cases[c].name);
+            take[c] = case_selected(&filters, &exact, s->name, s->cases[c].name);
         }
         for (int c = 0; c < s->n_cases; c++)
-            if (!take[c] && filters.n && is_reference_case(s, s->cases[c].name))
+            if (!take[c] && (filters.n || exact.n) && is_reference_case(s, s->cases[c].name))
                 for (int o = 0; o < s->n_cases; o++) take[c] |= take[o] && o != c;
         const FamilyDef *fam = family_find(s->family);
         int bases = 0;
@@ -479,14 +498,14 @@ int cmd_run(int argc, char **argv) {
             }
         free(take);
         if (fam->execute) rp.total += bases;   // at least one case per base; more as it runs
-        if (!s->has_profile[profile] && filters.n == 0) {
+        if (!s->has_profile[profile] && filters.n == 0 && exact.n == 0) {
             // a scenario without this profile: say so rather than silently run nothing
             fprintf(stderr, "nsa-harness: %s has no '%s' profile: skipped\n", s->path, PROFILE_NAMES[profile]);
         }
         rp.total += sr->n;
     }
-    if (filters.n && rp.total == 0 && rp.n_invalid == 0) {
-        fprintf(stderr, "nsa-harness: no case matches the --filter pattern(s)\n");
+    if ((filters.n || exact.n) && rp.total == 0 && rp.n_invalid == 0) {
+        fprintf(stderr, "nsa-harness: no case matches the --filter pattern(s) or --case name(s)\n");
         return usage_rc;
     }
 
@@ -591,7 +610,7 @@ int cmd_run(int argc, char **argv) {
                   &g_interrupted, con, tty, 0, rp.total, baselines, recording, rp.device, str_c(&shaping)};
     if (con) fprintf(con, "nsa-harness: %d case%s in %d scenario%s, profile %s, report %s\n", rp.total,
                      rp.total == 1 ? "" : "s", rp.n_runs, rp.n_runs == 1 ? "" : "s", rp.profile, rp.dir);
-    Main M = {&rp, &ctx, con, tty, filters};
+    Main M = {&rp, &ctx, con, tty, filters, exact};
     for (int i = 0; i < rp.n_runs && !g_interrupted; i++) {
         ScenarioRun *sr = &rp.runs[i];
         const FamilyDef *fam = family_find(sr->s->family);
@@ -600,8 +619,7 @@ int cmd_run(int argc, char **argv) {
             const Case **bases = xcalloc((size_t)sr->s->n_cases + 1, sizeof(Case *));
             int nb = 0;
             for (int c = 0; c < sr->s->n_cases; c++) {
-                int take = filters.n == 0;
-                for (int f = 0; f < filters.n && !take; f++) take = filter_match(filters.v[f], sr->s->name, sr->s->cases[c].name);
+                int take = case_selected(&filters, &exact, sr->s->name, sr->s->cases[c].name);
                 if (take) bases[nb++] = &sr->s->cases[c];
             }
             rp.total -= nb;   // replaced by the cases the family creates

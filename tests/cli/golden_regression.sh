@@ -60,7 +60,7 @@ mkdir -p "$TMP/none"
 run "no baseline: SKIP, exit 0" 0 --baselines "$TMP/none" --out "$TMP/skip"
 check "no baseline: every case SKIP" test "$(verdicts "$TMP/skip")" = "SKIP SKIP SKIP SKIP SKIP SKIP SKIP SKIP SKIP"
 check "no baseline: the SKIP names the record command" \
-  grep -q "nsa-harness baseline record scenarios/golden_regression.json --profile ci --filter 'golden_regression/variant=odd_T' --baselines $TMP/none" "$TMP/skip/RESULTS.md"
+  grep -qF "nsa-harness baseline record scenarios/golden_regression.json --profile ci --case golden_regression/variant=odd_T --baselines $TMP/none" "$TMP/skip/RESULTS.md"
 "$H" baseline record "$SCEN" --profile ci --baselines "$TMP/bl" --out "$TMP/rec" >"$TMP/out" 2>"$TMP/err"
 check "baseline record: exit 0, 9 recorded" grep -q "9 recorded, 0 not recorded" "$TMP/out"
 bfile="$TMP/bl/ci/cpu-$(uname -m)/golden_regression/variant=sel.json"
