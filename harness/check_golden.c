@@ -34,8 +34,8 @@ static const char *const GOLDEN_KEYS[] = {"check", "tolerance", "tensor_toleranc
 // Defaults (docs/regression.md says how they were measured): the worst honest
 // difference between builds (compilers, -march, FMA) over the golden scenario was
 // far below them, a one-token or one-term change far above.
-#define GOLDEN_TOL_DEFAULT 1e-3
-#define GOLDEN_TTOL_DEFAULT 1e-2
+#define GOLDEN_TOL_DEFAULT 1e-4
+#define GOLDEN_TTOL_DEFAULT 1e-3
 #define LR_TOL 1e-12
 // A tensor's difference is relative to max(its norm, NOISE_FLOOR x the norm of a
 // tensor of its size and kind if the kind's norm were spread evenly): a gradient

@@ -3,9 +3,8 @@
 //
 // perf_floor compares a case's performance with the floor stored in its baseline
 // for this device class (per GPU model; docs/regression.md):
-//   tok_per_s   the median over the timed steps must not fall below the floor's by
-//               more than the tolerance
-//   step_ms     must not rise above it by more than the tolerance
+//   tok_per_s   the median over the timed steps must be >= floor / (1 + tolerance)
+//   step_ms     the median must be <= floor x (1 + tolerance)
 //   peak_mem_bytes  the backend's peak allocation (an exact counter) must not exceed it
 //   flops       the model FLOPs of a step must equal it (the work of a step changed)
 // The timing tolerance comes from the run-to-run spread measured when the floor was
@@ -167,9 +166,9 @@ static void perf_compare_one(PerfOutcome *o, const char *metric, const json_t *c
         now = json_number_or(json_object_get(cur, metric), "median", NAN);
         floor = json_number_or(tb, "median", NAN);
         double spread = json_number_or(tb, "spread", 0), tol = fmax(tol_min, factor * spread);
-        if (!strcmp(metric, "tok_per_s")) {
-            ok = now >= floor * (1 - tol);
-            snprintf(rule, sizeof rule, "≥ floor × (1 − %.3g)", tol);
+        if (!strcmp(metric, "tok_per_s")) {   // the same ratio as step time, the other way
+            ok = now >= floor / (1 + tol);
+            snprintf(rule, sizeof rule, "≥ floor / (1 + %.3g)", tol);
         } else {
             ok = now <= floor * (1 + tol);
             snprintf(rule, sizeof rule, "≤ floor × (1 + %.3g)", tol);

@@ -65,7 +65,7 @@ cat >"$TMP/scen/timed.json" <<EOF
  "checks": [{"check": "perf_floor", "metrics": ["tok_per_s", "step_ms"], "min_tolerance": 0.05}]}
 EOF
 "$H" baseline record "$TMP/scen/timed.json" --profile ci --repeat 3 --warmup 1 --baselines "$TMP/tb" --out "$TMP/rec" >"$TMP/out" 2>&1
-check "record --repeat 3: recorded" grep -q "1 recorded, 0 not recorded" "$TMP/out"
+check "record --repeat 3: recorded" grep -q "1 recorded, 0 not recorded" "$TMP/out" || tail -n 8 "$TMP/out"
 tf="$TMP/tb/ci/$dev/timed/default.json"
 python3 - "$tf" <<'PY' && ok "the floor holds each run's median, their median and spread" || bad "floor timing fields"
 import json, sys
