@@ -93,7 +93,8 @@ fi
 echo "detector: ${det_args[*]}"
 
 ccache_note="ccache not on the PATH"
-command -v ccache >/dev/null 2>&1 && ccache_note="ccache on the PATH (cold cache in $CCACHE_DIR)"
+command -v ccache >/dev/null 2>&1 && ccache_note="ccache on the PATH (an empty cache in $CCACHE_DIR)"
+[ -n "${CCACHE_DISABLE:-}" ] && ccache_note="ccache disabled (CCACHE_DISABLE)"
 
 # ---- the history ---------------------------------------------------------------------------
 export GIT_AUTHOR_NAME="bisect test" GIT_AUTHOR_EMAIL="bisect@test" GIT_COMMITTER_NAME="bisect test" GIT_COMMITTER_EMAIL="bisect@test"
