@@ -190,7 +190,7 @@ static json_t *provenance_of(const json_t *env, const BaselineMeta *meta) {
     utc_iso(when, sizeof when);
     json_t *p = json_object();
     json_object_set_new(p, "commit", meta->commit ? json_string(meta->commit) : json_null());
-    json_object_set_new(p, "dirty", json_boolean(meta->dirty));
+    json_object_set_new(p, "dirty", meta->dirty < 0 ? json_null() : json_boolean(meta->dirty));
     json_object_set_new(p, "recorded", json_string(when));
     json_object_set_new(p, "device", json_string(meta->device ? meta->device : "?"));
     json_object_set_new(p, "backend", json_string(meta->backend));

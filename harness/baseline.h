@@ -35,7 +35,7 @@ typedef struct {
     const char *backend, *precision;
     const char *device;         // the device line of the report ("CPU: AMD EPYC, 2 cores")
     const char *commit;         // git sha of the source tree, or NULL
-    int dirty;                  // the tree had uncommitted changes
+    int dirty;                  // the tree had uncommitted changes (1), had none (0), unknown (-1)
     const char *command;        // what recorded it
     int perf_skip;              // warm-up steps left out of the step-time median
 } BaselineMeta;

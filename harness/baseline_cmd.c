@@ -52,6 +52,8 @@ void usage_baseline(FILE *f) {
             "  --out DIR             the runs' reports (default %s/reports/record_<UTC time>)\n"
             "  --trainer PATH        the nsa-train executable (default: the one beside nsa-harness)\n"
             "  --timeout-scale X     as `run --timeout-scale`\n"
+            "  --commit SHA          the commit the sources are at, for a tree without git metadata (a copy\n"
+            "                        on a GPU machine); its dirty flag is then recorded as unknown\n"
             "exit codes: 0 every case recorded; 1 a case did not pass (not recorded); 2 usage or an\n"
             "invalid scenario; 130 interrupted\n"
             "\n"
@@ -82,7 +84,7 @@ static void list_free(List *l) {
 
 typedef struct {
     List files, filters, cases, sets;
-    const char *profile, *baselines, *out, *trainer, *scale;
+    const char *profile, *baselines, *out, *trainer, *scale, *commit;
     int repeat, warmup;
 } RecordOpts;
 
@@ -106,7 +108,7 @@ static int parse_record(int argc, char **argv, RecordOpts *o) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int takes = !strcmp(a, "--profile") || !strcmp(a, "--filter") || !strcmp(a, "--case") || !strcmp(a, "--set") || !strcmp(a, "--repeat") ||
                     !strcmp(a, "--warmup") || !strcmp(a, "--baselines") || !strcmp(a, "--out") ||
-                    !strcmp(a, "--trainer") || !strcmp(a, "--timeout-scale");
+                    !strcmp(a, "--trainer") || !strcmp(a, "--timeout-scale") || !strcmp(a, "--commit");
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage_baseline(stdout);
             return 1;
@@ -133,6 +135,7 @@ static int parse_record(int argc, char **argv, RecordOpts *o) {
         else if (!strcmp(a, "--out")) o->out = v;
         else if (!strcmp(a, "--trainer")) o->trainer = v;
         else if (!strcmp(a, "--timeout-scale")) o->scale = v;
+        else if (!strcmp(a, "--commit")) o->commit = v;
         else if (a[0] == '-' && a[1]) {
             fprintf(stderr, "nsa-harness baseline record: unknown option '%s' (see nsa-harness help baseline)\n", a);
             return -1;
@@ -343,9 +346,9 @@ static int baseline_record(int argc, char **argv) {
         }
     }
     if (!rc) {
-        char *commit = source_commit();
-        int dirty = json_is_true(json_object_get(json_object_get(summaries[0], "git"), "dirty"));
-        if (dirty)
+        char *commit = o.commit ? xstrdup(o.commit) : source_commit();
+        int dirty = o.commit ? -1 : json_is_true(json_object_get(json_object_get(summaries[0], "git"), "dirty"));
+        if (dirty > 0)
             fprintf(stderr, "nsa-harness baseline record: warning: the source tree has uncommitted changes; the "
                             "baselines say so (provenance.dirty)\n");
         printf("nsa-harness baseline record: writing to %s\n", o.baselines);
@@ -398,7 +401,7 @@ static void show_one(const char *path, const json_t *b, int brief) {
            json_string_value(json_object_get(b, "config_digest")));
     printf("  recorded %s at %s%s on %s\n  fingerprint %s: ", json_string_value(json_object_get(p, "recorded")),
            json_is_string(json_object_get(p, "commit")) ? json_string_value(json_object_get(p, "commit")) : "?",
-           json_is_true(json_object_get(p, "dirty")) ? " (dirty)" : "", json_string_value(json_object_get(p, "device")),
+           json_is_true(json_object_get(p, "dirty")) ? " (dirty)" : json_is_null(json_object_get(p, "dirty")) ? " (dirty flag unknown)" : "", json_string_value(json_object_get(p, "device")),
            json_string_value(json_object_get(p, "fingerprint_id")));
     char *fp = json_dumps(json_object_get(p, "fingerprint"), JSON_COMPACT);
     printf("%s\n  command: %s\n", fp ? fp : "?", json_string_value(json_object_get(p, "command")));
