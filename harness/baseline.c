@@ -56,8 +56,11 @@ json_t *baseline_fingerprint(const json_t *env, const char *backend, const char 
     json_t *fp = json_object();
     json_object_set_new(fp, "backend", json_string(backend));
     json_object_set_new(fp, "precision", json_string(precision));
-    static const char *const build_keys[] = {"c_compiler", "c_flags", "kernel_flags", "kernel_isa", "libc", "build_type", NULL};
-    for (int i = 0; build_keys[i]; i++) {
+    // the CPU kernels' flags and ISA decide the CPU backends' numerics only: a cuda run
+    // computes nothing with them (a GPU model's baseline holds on another host CPU)
+    static const char *const build_keys[] = {"c_compiler", "c_flags", "libc", "build_type", "kernel_flags", "kernel_isa", NULL};
+    const int n_keys = strcmp(backend, "cuda") ? 6 : 4;
+    for (int i = 0; i < n_keys; i++) {
         const json_t *v = json_object_get(b, build_keys[i]);
         json_object_set_new(fp, build_keys[i], json_is_string(v) ? json_copy((json_t *)v) : json_null());
     }
