@@ -5,17 +5,18 @@
 #   PHASES="build train memcheck golden_record" COMMIT=<sha> BUDGET=560 bash bench/gpu_regression.sh
 #   PHASES="golden_check perf_record perf_check" COMMIT=<sha> bash bench/gpu_regression.sh
 #
-# Phases (each logs to its own file; a failing phase never stops the next; every phase is
-# cut at a deadline, BUDGET seconds after the start, default 560, so the summary prints):
+# Phases, run in this order (each logs to its own file; a failing phase never stops the next;
+# every phase is cut at a deadline, BUDGET seconds after the start, default 560, so the
+# summary prints):
 #   build          configure (sm_90, -Werror) and build nsa-train, nsa-harness
-#   train          tests/gpu/cuda_train.sh (determinism, resume, parity, dumps of every precision)
-#   memcheck       compute-sanitizer memcheck over whole nsa-train runs: every precision with
-#                  --dump-step --dump-acts --save, then --resume (issue 11 item 0)
 #   golden_record  baseline record scenarios/golden_regression.json --profile gpu into BL
 #   golden_check   run the golden scenario (gpu) against BL: every case must PASS (bitwise)
 #   perf_record    baseline record scenarios/perf.json --profile gpu --repeat 5 into BL (the
 #                  run-to-run spread sets the floor's tolerance)
 #   perf_check     run perf.json (gpu) against BL: both cases must hold their floors
+#   train          tests/gpu/cuda_train.sh (determinism, resume, parity, dumps of every precision)
+#   memcheck       compute-sanitizer memcheck over whole nsa-train runs: every precision with
+#                  --dump-step --dump-acts --save, then --resume (issue 11 item 0)
 # BL (default golden/baselines) is where baselines are read and written; at the end it is
 # packed into $OUT/baselines.tgz with the logs in $OUT/logs.tgz. COMMIT: the tree's
 # commit (a copied tree has no .git), stamped into the baselines' provenance.
@@ -56,6 +57,14 @@ if has build; then
   step configure 120 cmake -S . -B "$B" -DCMAKE_CUDA_ARCHITECTURES=90 -DNSA_WERROR=ON
   step build 420 cmake --build "$B" -j16 --target nsa-train nsa-harness
 fi
+has golden_record && step golden_record 560 "$H" baseline record scenarios/golden_regression.json --profile gpu \
+  --baselines "$BL" --out "$LOG/golden_record" --commit "$COMMIT"
+has golden_check && step golden_check 560 "$H" run scenarios/golden_regression.json --profile gpu --baselines "$BL" \
+  --out "$LOG/golden_check" --quiet
+has perf_record && step perf_record 560 "$H" baseline record scenarios/perf.json --profile gpu --repeat 5 \
+  --baselines "$BL" --out "$LOG/perf_record" --commit "$COMMIT"
+has perf_check && step perf_check 300 "$H" run scenarios/perf.json --profile gpu --baselines "$BL" --out "$LOG/perf_check" --quiet
+
 has train && step train 300 bash tests/gpu/cuda_train.sh "$B"
 if has memcheck; then
   MC="compute-sanitizer --tool memcheck --leak-check no --error-exitcode 9"
@@ -67,14 +76,6 @@ if has memcheck; then
       --steps 3 --resume "$d/ck.safetensors" --out "$d" --quiet
   done
 fi
-has golden_record && step golden_record 560 "$H" baseline record scenarios/golden_regression.json --profile gpu \
-  --baselines "$BL" --out "$LOG/golden_record" --commit "$COMMIT"
-has golden_check && step golden_check 560 "$H" run scenarios/golden_regression.json --profile gpu --baselines "$BL" \
-  --out "$LOG/golden_check" --quiet
-has perf_record && step perf_record 560 "$H" baseline record scenarios/perf.json --profile gpu --repeat 5 \
-  --baselines "$BL" --out "$LOG/perf_record" --commit "$COMMIT"
-has perf_check && step perf_check 300 "$H" run scenarios/perf.json --profile gpu --baselines "$BL" --out "$LOG/perf_check" --quiet
-
 # the small files of the reports (not the multi-GB step dumps) and the baselines
 (cd "$(dirname "$LOG")" && find logs -name '*.safetensors' -delete -o -name '*.fr' -delete; tar czf "$OUT/logs.tgz" logs) 2>/dev/null
 [ -d "$BL/gpu" ] && tar czf "$OUT/baselines.tgz" -C "$BL" gpu
