@@ -53,15 +53,24 @@ if [ ${#need_pkgs[@]} -gt 0 ]; then
 fi
 
 # ---- configure + build (incremental) -------------------------------------------------
+# Under `git bisect run ./run_all.sh --bisect ...` a commit that does not configure or
+# build must exit 125 ("skip this commit"), not cmake's status, which git bisect would
+# read as "bad".
+bisect=0
+for a in "$@"; do [ "$a" = --bisect ] && bisect=1; done
+build_failed() {
+  if [ "$bisect" = 1 ]; then echo "run_all.sh: the build failed: exit 125 (git bisect: skip this commit)" >&2; exit 125; fi
+  exit 2
+}
 cfg_args=()
 if [ "${CI:-}" = true ]; then cfg_args+=(-DNSA_WERROR=ON); fi
 if [ ! -f "$BUILD/CMakeCache.txt" ]; then
-  cmake -S . -B "$BUILD" "${cfg_args[@]}" ${CMAKE_ARGS:-} >/dev/null
+  cmake -S . -B "$BUILD" "${cfg_args[@]}" ${CMAKE_ARGS:-} >/dev/null || build_failed
 elif [ ${#cfg_args[@]} -gt 0 ]; then
-  cmake -S . -B "$BUILD" "${cfg_args[@]}" ${CMAKE_ARGS:-} >/dev/null
+  cmake -S . -B "$BUILD" "${cfg_args[@]}" ${CMAKE_ARGS:-} >/dev/null || build_failed
 fi
 jobs=$(nproc 2>/dev/null || echo 2)
-cmake --build "$BUILD" -j"$jobs"
+cmake --build "$BUILD" -j"$jobs" || build_failed
 
 case "$mode" in
   test)
