@@ -35,20 +35,7 @@ export PKG_CONFIG_PATH=$PWD/.deps/usr/lib/x86_64-linux-gnu/pkgconfig:${PKG_CONFI
 export LD_LIBRARY_PATH=$PWD/.deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
 export PYTHONUNBUFFERED=1
 SUM=()
-has() { case " $PHASES " in *" $1 "*) return 0 ;; esac; return 1; }
-# step NAME LIMIT_S CMD...: run with a timeout (never past the deadline), log, record rc
-step() {
-  local name=$1 lim=$2
-  shift 2
-  local rem=$((DEADLINE - SECONDS - 20))
-  if [ $rem -lt 15 ]; then SUM+=("$(printf '%-22s %s' "$name" "skipped (out of time)")"); return 99; fi
-  [ "$lim" -gt "$rem" ] && lim=$rem
-  local t0=$SECONDS
-  timeout -k 5 "$lim" "$@" > "$LOG/$name.log" 2>&1
-  local rc=$?
-  SUM+=("$(printf '%-22s rc=%-4s %4ss' "$name" "$rc" $((SECONDS - t0)))")
-  return $rc
-}
+. "$(dirname "$0")/session_lib.sh"   # has, step
 H="./$B/nsa-harness"
 
 { nvidia-smi; nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,power.limit --format=csv; date -u; echo "commit $COMMIT"; } > "$LOG/device.txt" 2>&1

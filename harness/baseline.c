@@ -121,15 +121,6 @@ static json_t *dump_of(const char *path, char *err, size_t errlen) {
     return d;
 }
 
-static int dcmp(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-static double median_of(double *v, int n) {
-    if (n == 0) return NAN;
-    qsort(v, (size_t)n, sizeof *v, dcmp);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 // The median of a metric over the steps after `skip` warm-up steps (all steps
 // when there are no more than that).
@@ -141,7 +132,7 @@ static double step_median(const json_t *metrics, const char *key, int skip) {
         double x = json_number_or(json_array_get(metrics, i), key, NAN);
         if (isfinite(x)) v[k++] = x;
     }
-    double m = median_of(v, k);
+    double m = median_d(v, k);
     free(v);
     return m;
 }
@@ -156,7 +147,12 @@ static json_t *timing(json_t *const *metrics, int n_runs, const char *key, int s
         json_array_append_new(runs, json_real(isfinite(m) ? m : -1));
         if (isfinite(m)) v[k++] = m;
     }
-    double med = median_of(v, k), spread = k ? (v[k - 1] - v[0]) / med : 0;
+    double med = median_d(v, k), lo = INFINITY, hi = -INFINITY;
+    for (int i = 0; i < k; i++) {
+        lo = fmin(lo, v[i]);
+        hi = fmax(hi, v[i]);
+    }
+    double spread = k ? (hi - lo) / med : 0;
     free(v);
     return json_pack("{s:f,s:o,s:f}", "median", isfinite(med) ? med : -1, "runs", runs, "spread",
                      isfinite(spread) ? spread : 0);

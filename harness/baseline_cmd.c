@@ -61,29 +61,11 @@ void usage_baseline(FILE *f) {
             NSA_SOURCE_DIR, NSA_SOURCE_DIR, NSA_SOURCE_DIR);
 }
 
-typedef struct {
-    char **v;
-    int n;
-} List;
-
-static void list_add(List *l, const char *s) {
-    l->v = xrealloc(l->v, sizeof(char *) * (size_t)(l->n + 2));
-    l->v[l->n++] = xstrdup(s);
-    l->v[l->n] = NULL;
-}
-
-static int cmp_names(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
-
-static void list_free(List *l) {
-    for (int i = 0; i < l->n; i++) free(l->v[i]);
-    free(l->v);
-    memset(l, 0, sizeof *l);
-}
 
 // ---- record ---------------------------------------------------------------------------------------
 
 typedef struct {
-    List files, filters, cases, sets;
+    StrList files, filters, cases, sets;
     const char *profile, *baselines, *out, *trainer, *scale, *commit;
     int repeat, warmup;
 } RecordOpts;
@@ -124,9 +106,9 @@ static int parse_record(int argc, char **argv, RecordOpts *o) {
                 return -1;
             }
             o->profile = v;
-        } else if (!strcmp(a, "--filter")) list_add(&o->filters, v);
-        else if (!strcmp(a, "--case")) list_add(&o->cases, v);
-        else if (!strcmp(a, "--set")) list_add(&o->sets, v);
+        } else if (!strcmp(a, "--filter")) strlist_add(&o->filters, v);
+        else if (!strcmp(a, "--case")) strlist_add(&o->cases, v);
+        else if (!strcmp(a, "--set")) strlist_add(&o->sets, v);
         else if (!strcmp(a, "--repeat")) {
             if (parse_int_in(a, v, 1, 100, &o->repeat)) return -1;
         } else if (!strcmp(a, "--warmup")) {
@@ -139,7 +121,7 @@ static int parse_record(int argc, char **argv, RecordOpts *o) {
         else if (a[0] == '-' && a[1]) {
             fprintf(stderr, "nsa-harness baseline record: unknown option '%s' (see nsa-harness help baseline)\n", a);
             return -1;
-        } else list_add(&o->files, a);
+        } else strlist_add(&o->files, a);
     }
     if (!o->baselines[0] || (o->out && !o->out[0])) {
         fprintf(stderr, "nsa-harness baseline record: --baselines and --out need a folder, got ''\n");
@@ -149,25 +131,10 @@ static int parse_record(int argc, char **argv, RecordOpts *o) {
 }
 
 // The shipped scenarios that hold a golden or perf_floor check.
-static int default_scenarios(List *files) {
+static int default_scenarios(StrList *files) {
     const char *dir = NSA_SOURCE_DIR "/scenarios";
-    DIR *d = opendir(dir);
-    if (!d) {
-        fprintf(stderr, "nsa-harness baseline record: %s: %s\n", dir, strerror(errno));
-        return -1;
-    }
-    List all = {0};
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        size_t l = strlen(e->d_name);
-        if (l > 5 && !strcmp(e->d_name + l - 5, ".json") && e->d_name[0] != '.') {
-            char p[2048];
-            snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-            list_add(&all, p);
-        }
-    }
-    closedir(d);
-    qsort(all.v, (size_t)all.n, sizeof(char *), cmp_names);
+    StrList all = {0};
+    if (collect_json_files(&all, NULL, 0, dir)) return -1;
     for (int i = 0; i < all.n; i++) {
         Scenario s;
         Problems ps = {0};
@@ -175,12 +142,12 @@ static int default_scenarios(List *files) {
             int want = 0;
             for (int c = 0; c < s.n_checks; c++)
                 want |= !strcmp(s.checks[c].kind, "golden") || !strcmp(s.checks[c].kind, "perf_floor");
-            if (want) list_add(files, all.v[i]);
+            if (want) strlist_add(files, all.v[i]);
             scenario_free(&s);
         }
         problems_free(&ps);
     }
-    list_free(&all);
+    strlist_free(&all);
     if (files->n == 0) {
         fprintf(stderr, "nsa-harness baseline record: no scenario in %s has a golden or perf_floor check\n", dir);
         return -1;
@@ -190,39 +157,39 @@ static int default_scenarios(List *files) {
 
 // One `run --recording` into out_dir; its exit code.
 static int record_run(const RecordOpts *o, const char *out_dir) {
-    List a = {0};
-    for (int i = 0; i < o->files.n; i++) list_add(&a, o->files.v[i]);
-    list_add(&a, "--recording");
-    list_add(&a, "--out");
-    list_add(&a, out_dir);
-    list_add(&a, "--baselines");
-    list_add(&a, o->baselines);
+    StrList a = {0};
+    for (int i = 0; i < o->files.n; i++) strlist_add(&a, o->files.v[i]);
+    strlist_add(&a, "--recording");
+    strlist_add(&a, "--out");
+    strlist_add(&a, out_dir);
+    strlist_add(&a, "--baselines");
+    strlist_add(&a, o->baselines);
     if (o->profile) {
-        list_add(&a, "--profile");
-        list_add(&a, o->profile);
+        strlist_add(&a, "--profile");
+        strlist_add(&a, o->profile);
     }
     if (o->trainer) {
-        list_add(&a, "--trainer");
-        list_add(&a, o->trainer);
+        strlist_add(&a, "--trainer");
+        strlist_add(&a, o->trainer);
     }
     if (o->scale) {
-        list_add(&a, "--timeout-scale");
-        list_add(&a, o->scale);
+        strlist_add(&a, "--timeout-scale");
+        strlist_add(&a, o->scale);
     }
     for (int i = 0; i < o->filters.n; i++) {
-        list_add(&a, "--filter");
-        list_add(&a, o->filters.v[i]);
+        strlist_add(&a, "--filter");
+        strlist_add(&a, o->filters.v[i]);
     }
     for (int i = 0; i < o->cases.n; i++) {
-        list_add(&a, "--case");
-        list_add(&a, o->cases.v[i]);
+        strlist_add(&a, "--case");
+        strlist_add(&a, o->cases.v[i]);
     }
     for (int i = 0; i < o->sets.n; i++) {
-        list_add(&a, "--set");
-        list_add(&a, o->sets.v[i]);
+        strlist_add(&a, "--set");
+        strlist_add(&a, o->sets.v[i]);
     }
     int rc = cmd_run(a.n, a.v);
-    list_free(&a);
+    strlist_free(&a);
     return rc;
 }
 
@@ -372,10 +339,10 @@ static int baseline_record(int argc, char **argv) {
     free(run_dirs);
     free(summaries);
     str_free(&command);
-    list_free(&o.files);
-    list_free(&o.filters);
-    list_free(&o.cases);
-    list_free(&o.sets);
+    strlist_free(&o.files);
+    strlist_free(&o.filters);
+    strlist_free(&o.cases);
+    strlist_free(&o.sets);
     return rc;
 }
 
@@ -422,12 +389,12 @@ static void show_one(const char *path, const json_t *b, int brief) {
 static int show_dir(const char *dir, int *n) {
     DIR *d = opendir(dir);
     if (!d) return -1;
-    List names = {0};
+    StrList names = {0};
     struct dirent *e;
     while ((e = readdir(d)))
-        if (e->d_name[0] != '.') list_add(&names, e->d_name);
+        if (e->d_name[0] != '.') strlist_add(&names, e->d_name);
     closedir(d);
-    qsort(names.v, (size_t)names.n, sizeof(char *), cmp_names);
+    strlist_sort(&names);
     int bad = 0;
     for (int i = 0; i < names.n; i++) {
         char p[4096];
@@ -447,7 +414,7 @@ static int show_dir(const char *dir, int *n) {
             (*n)++;
         }
     }
-    list_free(&names);
+    strlist_free(&names);
     return bad;
 }
 

@@ -54,22 +54,6 @@ static void on_signal(int sig) {
     g_stop = 1;
 }
 
-typedef struct {
-    char **v;
-    int n;
-} List;
-
-static void list_add(List *l, const char *s) {
-    l->v = xrealloc(l->v, sizeof(char *) * (size_t)(l->n + 2));
-    l->v[l->n++] = xstrdup(s);
-    l->v[l->n] = NULL;
-}
-static void list_free(List *l) {
-    for (int i = 0; i < l->n; i++) free(l->v[i]);
-    free(l->v);
-    l->v = NULL;
-    l->n = 0;
-}
 
 static void chomp(char *s) {
     size_t n = strlen(s);
@@ -124,9 +108,9 @@ void usage_bisect(FILE *f) {
 typedef struct {
     const char *good, *bad, *repo, *out;
     int verify, keep, jobs;
-    List run;        // run options and scenario arguments, in the order given (forwarded)
-    List scen;       // the scenario arguments among them
-    List sets;       // the values of their --set (the scenarios are loaded with them)
+    StrList run;        // run options and scenario arguments, in the order given (forwarded)
+    StrList scen;       // the scenario arguments among them
+    StrList sets;       // the values of their --set (the scenarios are loaded with them)
     int profile;     // their --profile, or -1
 } Opts;
 
@@ -183,19 +167,19 @@ static int parse_options(int argc, char **argv, Opts *o) {
                 fprintf(stderr, ME ": --profile %s: expected ci or gpu\n", v);
                 return -1;
             }
-            if (!strcmp(a, "--set")) list_add(&o->sets, v);
-            list_add(&o->run, a);
-            list_add(&o->run, v);
+            if (!strcmp(a, "--set")) strlist_add(&o->sets, v);
+            strlist_add(&o->run, a);
+            strlist_add(&o->run, v);
             i++;
         } else if (a[0] == '-' && a[1]) {
-            list_add(&o->run, a);   // an option of run's that bisect does not know: forwarded
+            strlist_add(&o->run, a);   // an option of run's that bisect does not know: forwarded
             if (v && v[0] != '-' && !file_exists(v)) {
-                list_add(&o->run, v);
+                strlist_add(&o->run, v);
                 i++;
             }
         } else {
-            list_add(&o->run, a);
-            list_add(&o->scen, a);
+            strlist_add(&o->run, a);
+            strlist_add(&o->scen, a);
         }
     }
     if (!o->good || !o->bad) {
@@ -342,8 +326,8 @@ typedef struct {
     int need_ranks;         // a selected case runs several ranks (or the self-test): build MPI
     char cmake[1024];
     char ccache[1024];      // "" without ccache
-    List cmake_args;        // after -S SRC -B BUILD
-    List build_env;         // environment of configure and build (ccache's settings)
+    StrList cmake_args;        // after -S SRC -B BUILD
+    StrList build_env;         // environment of configure and build (ccache's settings)
     char settings_from[4200];
 } Plan;
 
@@ -378,42 +362,17 @@ static void decide_profile(const Opts *o, Plan *P) {
     snprintf(P->profile_why, sizeof P->profile_why, "%d CUDA device%s usable", gpus, gpus == 1 ? "" : "s");
 }
 
-static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 // Scenario arguments as `run` reads them: files as given, directories' *.json (sorted).
-static void scenario_files(const Opts *o, List *files) {
-    List in = {0};
-    if (o->scen.n == 0) list_add(&in, NSA_SOURCE_DIR "/scenarios");
-    for (int i = 0; i < o->scen.n; i++) list_add(&in, o->scen.v[i]);
-    for (int i = 0; i < in.n; i++) {
-        DIR *d = is_dir(in.v[i]) ? opendir(in.v[i]) : NULL;
-        if (!d) {
-            list_add(files, in.v[i]);
-            continue;
-        }
-        List found = {0};
-        struct dirent *e;
-        while ((e = readdir(d))) {
-            size_t l = strlen(e->d_name);
-            if (l > 5 && !strcmp(e->d_name + l - 5, ".json") && e->d_name[0] != '.') {
-                char p[4400];
-                snprintf(p, sizeof p, "%s/%s", in.v[i], e->d_name);
-                if (!is_dir(p)) list_add(&found, p);
-            }
-        }
-        closedir(d);
-        if (found.n) qsort(found.v, (size_t)found.n, sizeof(char *), cmp_str);
-        for (int k = 0; k < found.n; k++) list_add(files, found.v[k]);
-        list_free(&found);
-    }
-    list_free(&in);
+static void scenario_files(const Opts *o, StrList *files) {
+    collect_json_files(files, o->scen.v, o->scen.n, NSA_SOURCE_DIR "/scenarios");
 }
 
 // Load the selected scenarios for the profile (the runner is the same at every step, so
 // an invalid one would be invalid at every commit: an error now) and see whether any
 // case needs several ranks. 0, or -1 (printed).
 static int check_scenarios(const Opts *o, Plan *P) {
-    List files = {0};
+    StrList files = {0};
     scenario_files(o, &files);
     int bad = 0;
     for (int i = 0; i < files.n; i++) {
@@ -434,7 +393,7 @@ static int check_scenarios(const Opts *o, Plan *P) {
         scenario_free(&s);
     }
     if (bad) fprintf(stderr, ME ": %d of %d scenario file%s invalid: nothing to bisect with\n", bad, files.n, files.n == 1 ? "" : "s");
-    list_free(&files);
+    strlist_free(&files);
     return bad ? -1 : 0;
 }
 
@@ -457,7 +416,7 @@ static int cache_value(const char *cache, const char *name, char *out, size_t n)
 static void add_define(Plan *P, const char *name, const char *value) {
     Str d = {0};
     str_printf(&d, "-D%s=%s", name, value);
-    list_add(&P->cmake_args, str_c(&d));
+    strlist_add(&P->cmake_args, str_c(&d));
     str_free(&d);
 }
 
@@ -502,10 +461,10 @@ static void plan_ccache_env(Plan *P, const char *tmp) {
     if (!getenv("CCACHE_BASEDIR")) {
         Str e = {0};
         str_printf(&e, "CCACHE_BASEDIR=%s", tmp);
-        list_add(&P->build_env, str_c(&e));
+        strlist_add(&P->build_env, str_c(&e));
         str_free(&e);
     }
-    if (!getenv("CCACHE_HASHDIR") && !getenv("CCACHE_NOHASHDIR")) list_add(&P->build_env, "CCACHE_NOHASHDIR=1");
+    if (!getenv("CCACHE_HASHDIR") && !getenv("CCACHE_NOHASHDIR")) strlist_add(&P->build_env, "CCACHE_NOHASHDIR=1");
 }
 
 // ---- 4. one step ---------------------------------------------------------------------------------
@@ -642,15 +601,15 @@ static int build_step(Bisect *B, Step *st, const char *src, const char *bdir, co
     if (rc == 0) snprintf(B->wt, sizeof B->wt, "%s", src);
     const char *stage = "checkout failed";
     if (rc == 0 && !g_stop) {
-        List cfg = {0};
-        list_add(&cfg, P->cmake);
-        list_add(&cfg, "-S");
-        list_add(&cfg, src);
-        list_add(&cfg, "-B");
-        list_add(&cfg, bdir);
-        for (int i = 0; i < P->cmake_args.n; i++) list_add(&cfg, P->cmake_args.v[i]);
+        StrList cfg = {0};
+        strlist_add(&cfg, P->cmake);
+        strlist_add(&cfg, "-S");
+        strlist_add(&cfg, src);
+        strlist_add(&cfg, "-B");
+        strlist_add(&cfg, bdir);
+        for (int i = 0; i < P->cmake_args.n; i++) strlist_add(&cfg, P->cmake_args.v[i]);
         rc = spawn_wait(cfg.v, log, SIGTERM, P->build_env.v, P->build_env.n);
-        list_free(&cfg);
+        strlist_free(&cfg);
         stage = "configure failed";
     }
     if (rc == 0 && !g_stop) {
@@ -735,24 +694,24 @@ static int run_step(Bisect *B, int idx, const char *role) {
     if (rc == -2) st->verdict = BV_STOP;
     else if (rc == -1) st->verdict = BV_SKIP;
     else {
-        List av = {0};
-        list_add(&av, B->P->self);
-        list_add(&av, "run");
-        for (int i = 0; i < B->o->run.n; i++) list_add(&av, B->o->run.v[i]);
+        StrList av = {0};
+        strlist_add(&av, B->P->self);
+        strlist_add(&av, "run");
+        for (int i = 0; i < B->o->run.n; i++) strlist_add(&av, B->o->run.v[i]);
         if (B->o->profile < 0) {
-            list_add(&av, "--profile");
-            list_add(&av, PROFILE_NAMES[B->P->profile]);
+            strlist_add(&av, "--profile");
+            strlist_add(&av, PROFILE_NAMES[B->P->profile]);
         }
         char trainer[4500];
         snprintf(trainer, sizeof trainer, "%s/nsa-train", bdir);
-        list_add(&av, "--trainer");
-        list_add(&av, trainer);
-        list_add(&av, "--out");
-        list_add(&av, dir);
+        strlist_add(&av, "--trainer");
+        strlist_add(&av, trainer);
+        strlist_add(&av, "--out");
+        strlist_add(&av, dir);
         double t0 = mono_s();
         st->run_exit = spawn_wait(av.v, runlog, SIGINT, NULL, 0);
         st->run_s = mono_s() - t0;
-        list_free(&av);
+        strlist_free(&av);
         switch (st->run_exit) {
         case 0: st->verdict = BV_GOOD; break;
         case 1: st->verdict = BV_BAD; break;

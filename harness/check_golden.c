@@ -449,7 +449,7 @@ static void golden_finding(CaseResult *r, GoldenDiff *g, const json_t *cur, cons
     if (!g->bitwise) {
         Str d = {0};
         fingerprint_delta(&d, json_object_get(pa, "fingerprint"), json_object_get(pb, "fingerprint"));
-        str_printf(md, "- build fingerprint differences: %s\n", d.len ? str_c(&d) : "none named");
+        str_printf(md, "- build fingerprint differences: %s\n", d.len ? str_c(&d) : "no key differs, the ids do");
         str_free(&d);
     }
     if (g->curve_first_step >= 0)
@@ -473,24 +473,9 @@ static void golden_finding(CaseResult *r, GoldenDiff *g, const json_t *cur, cons
 
 void golden_evaluate(const json_t *params, CaseResult *r, const ScenarioRun *sr) {
     (void)sr;
-    if (r->ctx && r->ctx->recording) {
-        result_finding(r, "golden", 1, "recording the baseline: not compared");
-        return;
-    }
     char path[2400];
-    json_t *base = regression_baseline_for(r, "golden", path, sizeof path);
-    if (!base) return;
-    const Case *c = r->c;
-    BaselineMeta meta = {r->s->name, c->name, c->dir, r->ctx ? r->ctx->profile : "?", c->cfg.digest, c->cfg.backend,
-                         c->cfg.precision, NULL, NULL, 0, NULL, 1};
-    char err[1024];
-    const char *dirs[1] = {r->dir};
-    json_t *cur = baseline_of_case(dirs, 1, r->env, &meta, err, sizeof err);
-    if (!cur) {
-        result_finding(r, "golden", 0, "cannot summarise this case: %s", err);
-        json_decref(base);
-        return;
-    }
+    json_t *base, *cur;
+    if (regression_prepare(r, "golden", path, sizeof path, &base, &cur)) return;
     GoldenDiff g;
     memset(&g, 0, sizeof g);
     const char *ida = json_string_value(json_object_get(json_object_get(cur, "provenance"), "fingerprint_id"));

@@ -82,6 +82,28 @@ json_t *regression_baseline_for(CaseResult *r, const char *check, char *path, si
     return b;
 }
 
+int regression_prepare(CaseResult *r, const char *check, char *path, size_t n, json_t **base, json_t **cur) {
+    *base = *cur = NULL;
+    if (r->ctx && r->ctx->recording) {
+        result_finding(r, check, 1, "recording the baseline: not compared");
+        return -1;
+    }
+    if (!(*base = regression_baseline_for(r, check, path, n))) return -1;
+    const Case *c = r->c;
+    const int warmup = (int)json_integer_value(json_object_get(json_object_get(*base, "perf"), "warmup_steps"));
+    BaselineMeta meta = {r->s->name, c->name, c->dir, r->ctx->profile, c->cfg.digest, c->cfg.backend, c->cfg.precision,
+                         NULL, NULL, 0, NULL, warmup};
+    char err[1024];
+    const char *dirs[1] = {r->dir};
+    if (!(*cur = baseline_of_case(dirs, 1, r->env, &meta, err, sizeof err))) {
+        result_finding(r, check, 0, "cannot summarise this case: %s", err);
+        json_decref(*base);
+        *base = NULL;
+        return -1;
+    }
+    return 0;
+}
+
 // ---- perf_floor ----------------------------------------------------------------------------------
 
 static const char *const PERF_KEYS[] = {"check", "metrics", "min_tolerance", "spread_factor", NULL};
@@ -200,25 +222,10 @@ static void perf_compare_one(PerfOutcome *o, const char *metric, const json_t *c
 
 void perf_floor_evaluate(const json_t *params, CaseResult *r, const ScenarioRun *sr) {
     (void)sr;
-    if (r->ctx && r->ctx->recording) {
-        result_finding(r, "perf_floor", 1, "recording the floor: not compared");
-        return;
-    }
     char path[2400];
-    json_t *base = regression_baseline_for(r, "perf_floor", path, sizeof path);
-    if (!base) return;
+    json_t *base, *cur;
+    if (regression_prepare(r, "perf_floor", path, sizeof path, &base, &cur)) return;
     const json_t *bperf = json_object_get(base, "perf");
-    const Case *c = r->c;
-    BaselineMeta meta = {r->s->name, c->name, c->dir, r->ctx->profile, c->cfg.digest, c->cfg.backend, c->cfg.precision,
-                         NULL, NULL, 0, NULL, (int)json_integer_value(json_object_get(bperf, "warmup_steps"))};
-    char err[1024];
-    const char *dirs[1] = {r->dir};
-    json_t *cur = baseline_of_case(dirs, 1, r->env, &meta, err, sizeof err);
-    if (!cur) {
-        result_finding(r, "perf_floor", 0, "cannot summarise this case: %s", err);
-        json_decref(base);
-        return;
-    }
     const double tol_min = check_num_param(r->s, params, "", "min_tolerance", 0.03, 0, 1, NULL);
     const double factor = check_num_param(r->s, params, "", "spread_factor", 3, 0, 100, NULL);
     PerfOutcome o;

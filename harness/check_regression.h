@@ -20,6 +20,10 @@ void perf_floor_evaluate(const json_t *params, CaseResult *r, const ScenarioRun 
 // baseline; one recorded for another config digest: "re-record: ..."). path gets the
 // file's path either way.
 json_t *regression_baseline_for(CaseResult *r, const char *check, char *path, size_t n);
+// The case's baseline and the case summarised the same way (harness/baseline.h), for a
+// regression check: 0 with both (json_decref them), or -1 after a finding — recording
+// (nothing to compare), no usable baseline (SKIP / ERROR), or no summary (FAIL).
+int regression_prepare(CaseResult *r, const char *check, char *path, size_t n, json_t **base, json_t **cur);
 // The command that (re)records the case's baseline, shell-quoted, into out.
 void regression_record_command(const CaseResult *r, char *out, size_t n);
 #endif

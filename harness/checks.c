@@ -70,12 +70,6 @@ double check_num_param(const Scenario *s, const json_t *params, const char *jpat
     return json_number_value(v);
 }
 
-static double jnum(const json_t *o, const char *key, double def) {
-    const json_t *v = json_object_get(o, key);
-    if (json_is_number(v)) return json_number_value(v);
-    if (json_is_string(v)) return strtod(json_string_value(v), NULL);   // "nan", "inf" as the trainer writes them
-    return def;
-}
 
 static void add_name_list(Str *s, const json_t *names, int max) {
     size_t i;
@@ -102,11 +96,11 @@ static void finite_evaluate(const json_t *params, CaseResult *r, const ScenarioR
         const json_t *a = r->anomaly, *pos = json_object_get(a, "position");
         Finding *f = result_finding(
             r, "finite", 0, "non-finite at step %d: %s (layer %d, branch %s, op %s, t=%d)",
-            (int)jnum(a, "step", -1), json_string_value(json_object_get(a, "tensor")), (int)jnum(a, "layer", -1),
+            (int)json_number_or(a, "step", -1), json_string_value(json_object_get(a, "tensor")), (int)json_number_or(a, "layer", -1),
             json_string_value(json_object_get(a, "branch")) && json_string_value(json_object_get(a, "branch"))[0]
                 ? json_string_value(json_object_get(a, "branch"))
                 : "-",
-            json_string_value(json_object_get(a, "op")), (int)jnum(pos, "t", -1));
+            json_string_value(json_object_get(a, "op")), (int)json_number_or(pos, "t", -1));
         char *js = json_dumps(a, JSON_COMPACT);
         str_printf(&f->details, "- first non-finite tensor (anomaly.json): `%s`\n", js ? js : "?");
         free(js);
@@ -126,9 +120,9 @@ static void finite_evaluate(const json_t *params, CaseResult *r, const ScenarioR
             skipped++;
             continue;
         }
-        double loss = jnum(m, "loss", NAN), gn = jnum(m, "grad_norm", NAN);
+        double loss = json_number_or(m, "loss", NAN), gn = json_number_or(m, "grad_norm", NAN);
         if (!isfinite(loss) || !isfinite(gn) || json_is_true(json_object_get(m, "anomaly"))) {
-            result_finding(r, "finite", 0, "step %d: loss %g, grad norm %g", (int)jnum(m, "step", -1), loss, gn);
+            result_finding(r, "finite", 0, "step %d: loss %g, grad norm %g", (int)json_number_or(m, "step", -1), loss, gn);
             return;
         }
         if (isnan(first)) first = loss;
@@ -227,7 +221,7 @@ static int ddp_marked_unused(const CaseResult *r, int step, int rank, const char
     size_t i, j;
     json_t *b, *m;
     json_array_foreach(r->buckets, i, b) {
-        if ((int)jnum(b, "step", -1) != step || (int)jnum(b, "rank", -1) != rank ||
+        if ((int)json_number_or(b, "step", -1) != step || (int)json_number_or(b, "rank", -1) != rank ||
             !json_is_true(json_object_get(b, "launched")))
             continue;
         json_array_foreach(json_object_get(b, "missing"), j, m) if (!strcmp(json_string_value(m), name)) return 1;
@@ -252,9 +246,9 @@ static void arrival_evaluate(const json_t *params, CaseResult *r, const Scenario
     json_array_foreach(r->grad_trace, i, rec) {
         const json_t *missing = json_object_get(rec, "missing"), *order = json_object_get(rec, "order");
         const json_t *nonfin = json_object_get(rec, "nonfinite"), *texp = json_object_get(rec, "expected_missing");
-        int step = (int)jnum(rec, "step", -1), rank = (int)jnum(rec, "rank", 0);
-        n_params = (int)jnum(rec, "n_params", 0);
-        arrived = (int)jnum(rec, "arrived", 0);
+        int step = (int)json_number_or(rec, "step", -1), rank = (int)json_number_or(rec, "rank", 0);
+        n_params = (int)json_number_or(rec, "n_params", 0);
+        arrived = (int)json_number_or(rec, "arrived", 0);
         json_t *unexpected = json_array(), *unexp_arrived = json_array();
         size_t j;
         json_t *n;
@@ -386,7 +380,7 @@ static void gate_evaluate(const json_t *params, CaseResult *r, const ScenarioRun
     const json_t *rec = NULL;
     size_t i;
     json_t *g;
-    json_array_foreach(r->gate_stats, i, g) if ((int)jnum(g, "step", -1) == want_step) rec = g;
+    json_array_foreach(r->gate_stats, i, g) if ((int)json_number_or(g, "step", -1) == want_step) rec = g;
     if (!rec) {
         result_finding(r, "gate_init", 0, "no gate statistics for step %d (gate_stats.jsonl)", want_step);
         return;
@@ -408,8 +402,8 @@ static void gate_evaluate(const json_t *params, CaseResult *r, const ScenarioRun
                      "out std win | out mean cmp / sel / win |\n|---|---|---|---|---|---|---|\n",
                want, tol * 100);
     json_array_foreach(layers, i, g) {
-        int L = (int)jnum(g, "layer", -1);
-        double wstd = jnum(g, "fc2_weight_std", NAN), bmean = jnum(g, "fc2_bias_mean", NAN);
+        int L = (int)json_number_or(g, "layer", -1);
+        double wstd = json_number_or(g, "fc2_weight_std", NAN), bmean = json_number_or(g, "fc2_bias_mean", NAN);
         const json_t *os = json_object_get(g, "out_std"), *om = json_object_get(g, "out_mean");
         double sd[3], mu[3];
         int all_low = 1, any_low = 0, all_uniform_value = 1;
@@ -454,7 +448,7 @@ static void gate_evaluate(const json_t *params, CaseResult *r, const ScenarioRun
     } else {
         double lo = INFINITY, hi = 0, olo = INFINITY;
         json_array_foreach(layers, i, g) {
-            double w = jnum(g, "fc2_weight_std", 0);
+            double w = json_number_or(g, "fc2_weight_std", 0);
             lo = w < lo ? w : lo;
             hi = w > hi ? w : hi;
             for (int b = 0; b < 3; b++) {
@@ -500,7 +494,7 @@ static void drop_evaluate(const json_t *params, CaseResult *r, const ScenarioRun
         result_finding(r, "loss_decrease", 0, "fewer than 2 steps of metrics");
         return;
     }
-    double first = jnum(json_array_get(r->metrics, 0), "loss", NAN), last = jnum(json_array_get(r->metrics, n - 1), "loss", NAN);
+    double first = json_number_or(json_array_get(r->metrics, 0), "loss", NAN), last = json_number_or(json_array_get(r->metrics, n - 1), "loss", NAN);
     int ok = isfinite(first) && isfinite(last) && last <= first - min_drop;
     result_finding(r, "loss_decrease", ok, "loss %.4f → %.4f (drop %.4f, required ≥ %g)", first, last, first - last, min_drop);
 }
@@ -598,13 +592,13 @@ static void parity_evaluate(const json_t *params, CaseResult *r, const ScenarioR
     double fa = 0, fb = 0, maxrel = 0;
     for (size_t i = 0; i < n; i++) {
         const json_t *x = json_array_get(r->metrics, i), *y = json_array_get(ref->metrics, i);
-        double a = jnum(x, metric, NAN), b = jnum(y, metric, NAN);
+        double a = json_number_or(x, metric, NAN), b = json_number_or(y, metric, NAN);
         double m = fmax(fabs(a), fabs(b)), rel = m > 0 ? fabs(a - b) / m : 0;
         if (rel > maxrel || isnan(rel)) maxrel = isnan(rel) ? INFINITY : rel;
         if (!close_enough(a, b, tol)) {
             ndiff++;
             if (first < 0) {
-                first = (int)jnum(x, "step", (double)i + 1);
+                first = (int)json_number_or(x, "step", (double)i + 1);
                 fa = a;
                 fb = b;
             }
@@ -717,18 +711,6 @@ static void growth_validate(const Scenario *s, const json_t *params, const char 
                                               "trains only %d", window, skip, s->cases[c].name, s->cases[c].cfg.steps);
 }
 
-static int dcmp(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-static double median(const double *v, int n) {
-    double *t = xmalloc(sizeof(double) * (size_t)n + sizeof(double));
-    memcpy(t, v, sizeof(double) * (size_t)n);
-    qsort(t, (size_t)n, sizeof(double), dcmp);
-    double m = n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
-    free(t);
-    return m;
-}
 
 // Growth of a per-step metric after `skip` warm-up steps. The trend is the
 // Theil–Sen slope (the median of the slopes between every pair of steps): it
@@ -749,7 +731,7 @@ static void growth_evaluate(const json_t *params, CaseResult *r, const ScenarioR
     int n = 0, total = r->metrics ? (int)json_array_size(r->metrics) : 0;
     double *v = xcalloc((size_t)total + 1, sizeof(double));
     for (int i = skip; i < total; i++) {
-        double x = jnum(json_array_get(r->metrics, (size_t)i), metric, NAN);
+        double x = json_number_or(json_array_get(r->metrics, (size_t)i), metric, NAN);
         if (isfinite(x)) v[n++] = x;
     }
     char name[64];
@@ -759,12 +741,12 @@ static void growth_evaluate(const json_t *params, CaseResult *r, const ScenarioR
         free(v);
         return;
     }
-    double first = median(v, window), last = median(v + n - window, window);
+    double first = median_d(v, window), last = median_d(v + n - window, window);
     double *pairs = xmalloc(sizeof(double) * (size_t)n * (size_t)(n - 1) / 2 + sizeof(double));
     size_t np = 0;
     for (int i = 0; i < n; i++)
         for (int j = i + 1; j < n; j++) pairs[np++] = (v[j] - v[i]) / (j - i);
-    double slope = median(pairs, (int)np);
+    double slope = median_d(pairs, (int)np);
     free(pairs);
     const int bytes = strcmp(metric, "ms") != 0;
     double grow = slope * (n - 1);

@@ -263,10 +263,6 @@ static const char *jstr(const json_t *o, const char *key) {
     return json_is_string(v) ? json_string_value(v) : NULL;
 }
 
-static double jnumber(const json_t *o, const char *key) {
-    const json_t *v = json_object_get(o, key);
-    return json_is_number(v) ? json_number_value(v) : NAN;
-}
 
 // ---- one case in one report: its verdict and measurements -------------------------------------
 
@@ -281,21 +277,16 @@ typedef struct {
     int has_dump;            // DIR/step1.safetensors exists
 } CaseSide;
 
-static int dcmp(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 // median of the finite values of a metric over the records; NAN when none
 static double metric_median(const json_t *records, const char *key) {
     size_t n = json_array_size(records), m = 0;
     double *v = xcalloc(n + 1, sizeof(double));
     for (size_t i = 0; i < n; i++) {
-        double x = jnumber(json_array_get(records, i), key);
+        double x = json_number_or(json_array_get(records, i), key, NAN);
         if (isfinite(x)) v[m++] = x;
     }
-    qsort(v, m, sizeof(double), dcmp);
-    double med = m == 0 ? NAN : m % 2 ? v[m / 2] : 0.5 * (v[m / 2 - 1] + v[m / 2]);
+    double med = median_d(v, (int)m);
     free(v);
     return med;
 }
@@ -319,10 +310,10 @@ static void side_load(CaseSide *s, const ReportIn *rep, const json_t *obj) {
     s->loss = xcalloc((size_t)s->n + 1, sizeof(double));
     for (int i = 0; i < s->n; i++) {
         const json_t *rec = json_array_get(records, (size_t)i);
-        double st = jnumber(rec, "step");
+        double st = json_number_or(rec, "step", NAN);
         s->step[i] = isfinite(st) ? st : i + 1;
-        s->loss[i] = jnumber(rec, "loss");
-        double mem = jnumber(rec, "mem_bytes"), peak = jnumber(rec, "peak_mem_bytes");
+        s->loss[i] = json_number_or(rec, "loss", NAN);
+        double mem = json_number_or(rec, "mem_bytes", NAN), peak = json_number_or(rec, "peak_mem_bytes", NAN);
         if (isfinite(mem) && !(mem <= s->mem_max)) s->mem_max = mem;
         if (isfinite(peak) && !(peak <= s->peak_mem)) s->peak_mem = peak;
     }

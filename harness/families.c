@@ -143,12 +143,6 @@ void diagnose_generic(const ScenarioRun *sr, Str *md) {
     }
 }
 
-double family_jnum(const json_t *o, const char *key, double def) {
-    const json_t *v = json_object_get(o, key);
-    if (json_is_number(v)) return json_number_value(v);
-    if (json_is_string(v)) return strtod(json_string_value(v), NULL);
-    return def;
-}
 
 void family_metric_plot(const ScenarioRun *sr, const char *report_dir, Str *md, const char *metric,
                         const char *file, const char *title, const char *ylabel, double scale) {
@@ -162,8 +156,8 @@ void family_metric_plot(const ScenarioRun *sr, const char *report_dir, Str *md, 
         buf[i] = xcalloc((size_t)2 * n, sizeof(double));
         for (int k = 0; k < n; k++) {
             const json_t *rec = json_array_get(m, (size_t)k);
-            buf[i][k] = family_jnum(rec, "step", k + 1);
-            buf[i][n + k] = family_jnum(rec, metric, NAN) * scale;
+            buf[i][k] = json_number_or(rec, "step", k + 1);
+            buf[i][n + k] = json_number_or(rec, metric, NAN) * scale;
         }
         ser[ns++] = (PlotSeries){sr->results[i].c->name, buf[i], buf[i] + n, n};
         if (n > maxn) maxn = n;

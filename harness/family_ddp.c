@@ -27,7 +27,7 @@ static int last_bucket_step(const CaseResult *r) {
     size_t i;
     json_t *b;
     json_array_foreach(r->buckets, i, b) {
-        int st = (int)family_jnum(b, "step", -1);
+        int st = (int)json_number_or(b, "step", -1);
         if (st > s) s = st;
     }
     return s;
@@ -46,10 +46,10 @@ static int unlaunched(const CaseResult *r, Str *out, json_t *facts) {
     for (int rank = 0; rank < r->n_ranks; rank++) {
         int queued = 0, first_queued = -1, last_queued = -1, named = 0;
         json_array_foreach(r->buckets, i, b) {
-            if ((int)family_jnum(b, "step", -1) != step || (int)family_jnum(b, "rank", -1) != rank ||
+            if ((int)json_number_or(b, "step", -1) != step || (int)json_number_or(b, "rank", -1) != rank ||
                 json_is_true(json_object_get(b, "launched")))
                 continue;
-            int bucket = (int)family_jnum(b, "bucket", -1);
+            int bucket = (int)json_number_or(b, "bucket", -1);
             const json_t *miss = json_object_get(b, "missing");
             if (!json_array_size(miss)) {
                 if (named) {
@@ -83,10 +83,10 @@ static long long launched_as(const CaseResult *r, int step, int bucket, int *ran
     size_t i;
     json_t *b;
     json_array_foreach(r->buckets, i, b) {
-        if ((int)family_jnum(b, "step", -1) == step && (int)family_jnum(b, "bucket", -1) == bucket &&
+        if ((int)json_number_or(b, "step", -1) == step && (int)json_number_or(b, "bucket", -1) == bucket &&
             json_is_true(json_object_get(b, "launched"))) {
-            *rank_out = (int)family_jnum(b, "rank", -1);
-            return (long long)family_jnum(b, "coll_seq", -1);
+            *rank_out = (int)json_number_or(b, "rank", -1);
+            return (long long)json_number_or(b, "coll_seq", -1);
         }
     }
     return -1;
@@ -125,13 +125,13 @@ void ddp_section(const ScenarioRun *sr, const char *report_dir, Str *md) {
             const json_t *g = NULL;
             size_t j;
             json_t *x;
-            json_array_foreach(r->grad_trace, j, x) if ((int)family_jnum(x, "rank", -1) == k) g = x;
-            if (g) str_printf(md, "%d/%d", (int)family_jnum(g, "arrived", 0), (int)family_jnum(g, "n_params", 0));
+            json_array_foreach(r->grad_trace, j, x) if ((int)json_number_or(x, "rank", -1) == k) g = x;
+            if (g) str_printf(md, "%d/%d", (int)json_number_or(g, "arrived", 0), (int)json_number_or(g, "n_params", 0));
             else str_add(md, "—");
             // buckets at the last step
             int step = last_bucket_step(r), nb = 0, nl = 0;
             json_array_foreach(r->buckets, j, x) {
-                if ((int)family_jnum(x, "rank", -1) != k || (int)family_jnum(x, "step", -1) != step) continue;
+                if ((int)json_number_or(x, "rank", -1) != k || (int)json_number_or(x, "step", -1) != step) continue;
                 nb++;
                 nl += json_is_true(json_object_get(x, "launched"));
             }
@@ -143,9 +143,9 @@ void ddp_section(const ScenarioRun *sr, const char *report_dir, Str *md) {
             double cm = 0, cw = 0;
             int n = 0;
             json_array_foreach(r->rank_times, j, x) {
-                if ((int)family_jnum(x, "rank", -1) != k) continue;
-                cm += family_jnum(x, "compute_ms", 0);
-                cw += family_jnum(x, "comm_wait_ms", 0);
+                if ((int)json_number_or(x, "rank", -1) != k) continue;
+                cm += json_number_or(x, "compute_ms", 0);
+                cw += json_number_or(x, "comm_wait_ms", 0);
                 n++;
             }
             if (n) str_printf(md, "%.1f | %.1f |\n", cm / n, cw / n);
@@ -167,7 +167,7 @@ void ddp_diagnose(const ScenarioRun *sr, Str *md) {
         str_printf(md, "- **%s · %s**: %s", sr->s->name, r->c->name, str_c(&why));
         const json_t *first = json_array_get(json_object_get(facts, "ddp_unlaunched"), 0);
         int other = -1;
-        long long seq = launched_as(r, (int)family_jnum(first, "step", -1), (int)family_jnum(first, "bucket", -1), &other);
+        long long seq = launched_as(r, (int)json_number_or(first, "step", -1), (int)json_number_or(first, "bucket", -1), &other);
         if (seq > 0)
             str_printf(md, "; rank %d launched that bucket as allreduce seq %lld and waits inside it for the ranks that "
                            "never joined", other, seq);

@@ -135,7 +135,7 @@ static double peak_mem(const CaseResult *r, const char *key) {
     size_t i;
     json_t *rec;
     json_array_foreach(r->metrics, i, rec) {
-        double v = family_jnum(rec, key, NAN);
+        double v = json_number_or(rec, key, NAN);
         if (isfinite(v) && !(v <= m)) m = v;
     }
     return m;

@@ -36,7 +36,6 @@ void selftest_section(const ScenarioRun *sr, const char *report_dir, Str *md);
 // helpers (families.c)
 const char *family_label_on(const ScenarioRun *sr, int i, const char *axis);
 void family_names_list(Str *s, const json_t *arr, int max);
-double family_jnum(const json_t *o, const char *key, double def);
 // A line chart of a per-step metric (metrics.jsonl key) of every case with
 // metrics, written to report_dir/<scenario>/<file>; appends the image link.
 void family_metric_plot(const ScenarioRun *sr, const char *report_dir, Str *md, const char *metric,

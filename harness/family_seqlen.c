@@ -58,7 +58,7 @@ void sweep_section(const ScenarioRun *sr, const char *report_dir, Str *md) {
                 const json_t *nf = json_object_get(cell->facts, "first_nonfinite");
                 if (nf)
                     str_printf(md, " ✗ `%s` t=%lld |", json_string_value(json_object_get(nf, "tensor")),
-                               (long long)family_jnum(json_object_get(nf, "position"), "t", -1));
+                               (long long)json_number_or(json_object_get(nf, "position"), "t", -1));
                 else str_add(md, " ✗ |");
             } else str_printf(md, " %s |", VERDICT_NAMES[cell->verdict]);
         }
@@ -106,9 +106,9 @@ void sweep_diagnose(const ScenarioRun *sr, Str *md) {
         if (nf)
             str_printf(md, ". First non-finite tensor at T = %d: `%s` (layer %lld, branch %s, op `%s`, t = %lld)",
                        first->c->cfg.seq_len, json_string_value(json_object_get(nf, "tensor")),
-                       (long long)family_jnum(nf, "layer", -1), json_string_value(json_object_get(nf, "branch")),
+                       (long long)json_number_or(nf, "layer", -1), json_string_value(json_object_get(nf, "branch")),
                        json_string_value(json_object_get(nf, "op")),
-                       (long long)family_jnum(json_object_get(nf, "position"), "t", -1));
+                       (long long)json_number_or(json_object_get(nf, "position"), "t", -1));
         str_add(md, ".\n");
         str_free(&bad);
     }

@@ -110,56 +110,9 @@ static void usage_show(FILE *f) {
 
 // ---- scenario files ------------------------------------------------------------------------
 
-typedef struct {
-    char **v;
-    int n;
-} Paths;
-
-static void paths_add(Paths *p, const char *s) {
-    p->v = xrealloc(p->v, sizeof(char *) * (size_t)(p->n + 1));
-    p->v[p->n++] = xstrdup(s);
-}
-static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
-
 // Files as given; directories expand to their *.json files, sorted (not recursive).
-static int collect(Paths *out, char **args, int n) {
-    Paths in = {0};
-    if (n == 0) paths_add(&in, NSA_SOURCE_DIR "/scenarios");
-    else
-        for (int i = 0; i < n; i++) paths_add(&in, args[i]);
-    int rc = 0;
-    for (int i = 0; i < in.n; i++) {
-        if (!is_dir(in.v[i])) {
-            paths_add(out, in.v[i]);
-            continue;
-        }
-        DIR *d = opendir(in.v[i]);
-        if (!d) {
-            fprintf(stderr, "nsa-harness: %s: %s\n", in.v[i], strerror(errno));
-            rc = -1;
-            continue;
-        }
-        Paths found = {0};
-        struct dirent *e;
-        while ((e = readdir(d))) {
-            size_t l = strlen(e->d_name);
-            if (l > 5 && !strcmp(e->d_name + l - 5, ".json") && e->d_name[0] != '.') {
-                char p[2048];
-                snprintf(p, sizeof p, "%s/%s", in.v[i], e->d_name);
-                if (!is_dir(p)) paths_add(&found, p);
-            }
-        }
-        closedir(d);
-        qsort(found.v, (size_t)found.n, sizeof(char *), cmp_str);
-        for (int k = 0; k < found.n; k++) {
-            paths_add(out, found.v[k]);
-            free(found.v[k]);
-        }
-        free(found.v);
-    }
-    for (int i = 0; i < in.n; i++) free(in.v[i]);
-    free(in.v);
-    return rc;
+static int collect(StrList *out, char **args, int n) {
+    return collect_json_files(out, args, n, NSA_SOURCE_DIR "/scenarios");
 }
 
 static char *problems_text(Problems *ps) {
@@ -233,7 +186,7 @@ static int filter_match(const char *pat, const char *scenario, const char *cname
 
 // Is the case selected: no --filter and no --case given, a --filter pattern
 // matches, or a --case names exactly "scenario/case"?
-static int case_selected(const Paths *filters, const Paths *exact, const char *scenario, const char *cname) {
+static int case_selected(const StrList *filters, const StrList *exact, const char *scenario, const char *cname) {
     if (filters->n == 0 && exact->n == 0) return 1;
     for (int f = 0; f < filters->n; f++)
         if (filter_match(filters->v[f], scenario, cname)) return 1;
@@ -258,7 +211,7 @@ typedef struct {
     RunCtx *ctx;
     FILE *con;
     int tty;
-    Paths filters, exact;
+    StrList filters, exact;
 } Main;
 
 // Run planned case k of sr (a trainer case, or the family's own kind), print its
@@ -330,7 +283,7 @@ int cmd_run(int argc, char **argv) {
     const char *out_dir = NULL, *trainer_arg = NULL, *baselines = NSA_SOURCE_DIR "/golden/baselines";
     Str shaping = {0};   // the options that shaped the cases, for record commands
     double scale = 1.0;
-    Paths files_in = {0}, filters = {0}, exact = {0}, faults = {0}, sets = {0};
+    StrList files_in = {0}, filters = {0}, exact = {0}, faults = {0}, sets = {0};
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 #define NEED                                                                                   \
@@ -353,21 +306,21 @@ int cmd_run(int argc, char **argv) {
             out_dir = v;
         } else if (!strcmp(a, "--filter")) {
             NEED;
-            paths_add(&filters, v);
+            strlist_add(&filters, v);
         } else if (!strcmp(a, "--case")) {
             NEED;
             if (!strchr(v, '/')) {
                 fprintf(stderr, "nsa-harness run: --case '%s': expected SCENARIO/CASE (e.g. perf/batch=1)\n", v);
                 return EXIT_USAGE;
             }
-            paths_add(&exact, v);
+            strlist_add(&exact, v);
         } else if (!strcmp(a, "--fault")) {
             NEED;
             if (!v[0] || v[0] == '=') {
                 fprintf(stderr, "nsa-harness run: --fault '%s': expected NAME or NAME=ARG\n", v);
                 return EXIT_USAGE;
             }
-            paths_add(&faults, v);
+            strlist_add(&faults, v);
         } else if (!strcmp(a, "--set")) {
             NEED;
             const char *eq = strchr(v, '=');
@@ -375,7 +328,7 @@ int cmd_run(int argc, char **argv) {
                 fprintf(stderr, "nsa-harness run: --set '%s': expected section.key=value (e.g. --set train.seed=7)\n", v);
                 return EXIT_USAGE;
             }
-            paths_add(&sets, v);
+            strlist_add(&sets, v);
             char *const sv[] = {"--set", (char *)v, NULL};
             if (shaping.len) str_add(&shaping, " ");
             shell_join(&shaping, sv);
@@ -407,7 +360,7 @@ int cmd_run(int argc, char **argv) {
         else if (a[0] == '-' && a[1]) {
             fprintf(stderr, "nsa-harness run: unknown option '%s' (see nsa-harness help run)\n", a);
             return EXIT_USAGE;
-        } else paths_add(&files_in, a);
+        } else strlist_add(&files_in, a);
 #undef NEED
     }
     const int usage_rc = bisect ? EXIT_BISECT_SKIP : EXIT_USAGE;
@@ -435,7 +388,7 @@ int cmd_run(int argc, char **argv) {
     }
     int gpus = (int)json_array_size(json_object_get(json_object_get(env, "cuda"), "devices"));
     if (profile < 0) profile = gpus > 0 ? PROFILE_GPU : PROFILE_CI;
-    Paths files = {0};
+    StrList files = {0};
     if (collect(&files, files_in.v, files_in.n)) return usage_rc;
     if (files.n == 0) {
         fprintf(stderr, "nsa-harness: no scenario files found\n");
@@ -663,7 +616,7 @@ int cmd_run(int argc, char **argv) {
 
 static int cmd_list(int argc, char **argv) {
     int profile = -1, checks = 0;
-    Paths in = {0};
+    StrList in = {0};
     for (int i = 0; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             usage_list(stdout);
@@ -677,7 +630,7 @@ static int cmd_list(int argc, char **argv) {
         else if (argv[i][0] == '-') {
             fprintf(stderr, "nsa-harness list: unknown option '%s'\n", argv[i]);
             return EXIT_USAGE;
-        } else paths_add(&in, argv[i]);
+        } else strlist_add(&in, argv[i]);
     }
     if (checks) {
         printf("checks:\n");
@@ -686,7 +639,7 @@ static int cmd_list(int argc, char **argv) {
         for (int i = 0; family_at(i); i++) printf("  %-16s %s\n", family_at(i)->name, family_at(i)->summary);
         return EXIT_OK;
     }
-    Paths files = {0};
+    StrList files = {0};
     if (collect(&files, in.v, in.n)) return EXIT_USAGE;
     int rc = EXIT_OK;
     for (int i = 0; i < files.n; i++) {
@@ -718,7 +671,7 @@ static int cmd_list(int argc, char **argv) {
 }
 
 static int cmd_validate(int argc, char **argv) {
-    Paths in = {0};
+    StrList in = {0};
     for (int i = 0; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             usage_validate(stdout);
@@ -728,9 +681,9 @@ static int cmd_validate(int argc, char **argv) {
             fprintf(stderr, "nsa-harness validate: unknown option '%s'\n", argv[i]);
             return EXIT_USAGE;
         }
-        paths_add(&in, argv[i]);
+        strlist_add(&in, argv[i]);
     }
-    Paths files = {0};
+    StrList files = {0};
     if (collect(&files, in.v, in.n)) return EXIT_USAGE;
     int bad = 0;
     for (int i = 0; i < files.n; i++) {

@@ -139,22 +139,6 @@ static void av_free(Argv *a) {
 // Is this case launched through MPI (several ranks, or a transport named)?
 static int uses_mpi(const Case *c) { return c->run.world_size > 1 || strcmp(c->run.transport, "none") != 0; }
 
-// An executable on $PATH, into out; 0 or -1.
-static int find_on_path(const char *name, char *out, size_t n) {
-    const char *path = getenv("PATH");
-    if (!path) return -1;
-    char *copy = xstrdup(path), *save = NULL;
-    int rc = -1;
-    for (char *d = strtok_r(copy, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
-        snprintf(out, n, "%s/%s", d[0] ? d : ".", name);
-        if (access(out, X_OK) == 0) {
-            rc = 0;
-            break;
-        }
-    }
-    free(copy);
-    return rc;
-}
 
 // The command line of the case: nsa-train itself (one rank), or
 //   mpirun -np W --oversubscribe --bind-to none -x VAR... nsa-train ... --transport T
@@ -167,7 +151,7 @@ static void trainer_argv(const RunCtx *ctx, const CaseResult *r, int rank, int f
     const int mpi = !for_env && uses_mpi(c);
     if (mpi) {
         char mpirun[4096];
-        if (find_on_path("mpirun", mpirun, sizeof mpirun)) snprintf(mpirun, sizeof mpirun, "mpirun");
+        if (proc_which("mpirun", mpirun, sizeof mpirun)) snprintf(mpirun, sizeof mpirun, "mpirun");
         av_add(a, mpirun);
         av_add(a, "-np");
         snprintf(buf, sizeof buf, "%d", c->run.world_size);
@@ -378,7 +362,7 @@ void run_case(const RunCtx *ctx, CaseResult *r, const ScenarioRun *sr) {
     }
     const int W = c->run.world_size, mpi = uses_mpi(c);
     char mpirun[4096] = "";
-    if (mpi && find_on_path("mpirun", mpirun, sizeof mpirun)) {
+    if (mpi && proc_which("mpirun", mpirun, sizeof mpirun)) {
         r->verdict = V_SKIP;
         set_summary(r, "needs mpirun (Open MPI) to launch %d rank%s over %s: apt-get install openmpi-bin", W,
                     W == 1 ? "" : "s", c->run.transport);

@@ -7,24 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static double st_value(const StTensor *t, size_t i) {
-    switch (t->dtype) {
-    case ST_F64: return ((const double *)t->data)[i];
-    case ST_F32: return ((const float *)t->data)[i];
-    case ST_I32: return ((const int32_t *)t->data)[i];
-    case ST_I64: return (double)((const int64_t *)t->data)[i];
-    case ST_U16: return ((const uint16_t *)t->data)[i];
-    case ST_U8: return ((const uint8_t *)t->data)[i];
-    case ST_BF16: {
-        uint32_t u = (uint32_t)((const uint16_t *)t->data)[i] << 16;
-        float f;
-        memcpy(&f, &u, 4);
-        return f;
-    }
-    default: return NAN;   // F16: not written by the trainer's dumps
-    }
-}
-
 static int diff_cmp(const void *a, const void *b) {
     double x = ((const TensorDiff *)a)->rel, y = ((const TensorDiff *)b)->rel;
     return x < y ? 1 : x > y ? -1 : 0;
@@ -56,7 +38,7 @@ static double relative_difference(const StTensor *cand, const StTensor *ref) {
     size_t n = ref->nbytes / st_dtype_size(ref->dtype);
     double maxref = 0, maxdiff = 0;
     for (size_t e = 0; e < n; e++) {
-        double x = st_value(cand, e), y = st_value(ref, e);
+        double x = st_elem_f64(cand, e), y = st_elem_f64(ref, e);
         maxref = fmax(maxref, fabs(y));
         double d = fabs(x - y);
         if (isnan(d)) d = INFINITY;

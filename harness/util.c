@@ -2,6 +2,9 @@
 #define _POSIX_C_SOURCE 200809L
 #include "harness/util.h"
 
+#include <dirent.h>
+#include <math.h>
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -300,4 +303,74 @@ void shell_join(Str *s, char *const *argv) {
             str_add(s, "'");
         }
     }
+}
+
+// ---- lists of strings ---------------------------------------------------------------------
+
+void strlist_add(StrList *l, const char *s) {
+    l->v = xrealloc(l->v, sizeof(char *) * (size_t)(l->n + 2));
+    l->v[l->n++] = xstrdup(s);
+    l->v[l->n] = NULL;
+}
+
+static int cmp_strp(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+void strlist_sort(StrList *l) {
+    if (l->n > 1) qsort(l->v, (size_t)l->n, sizeof(char *), cmp_strp);
+}
+
+void strlist_free(StrList *l) {
+    for (int i = 0; i < l->n; i++) free(l->v[i]);
+    free(l->v);
+    l->v = NULL;
+    l->n = 0;
+}
+
+int collect_json_files(StrList *out, char *const *args, int n, const char *default_arg) {
+    int rc = 0;
+    for (int i = 0; i < (n ? n : 1); i++) {
+        const char *a = n ? args[i] : default_arg;
+        if (!is_dir(a)) {
+            strlist_add(out, a);
+            continue;
+        }
+        DIR *d = opendir(a);
+        if (!d) {
+            fprintf(stderr, "nsa-harness: %s: %s\n", a, strerror(errno));
+            rc = -1;
+            continue;
+        }
+        StrList found = {0};
+        struct dirent *e;
+        while ((e = readdir(d))) {
+            size_t l = strlen(e->d_name);
+            if (l > 5 && !strcmp(e->d_name + l - 5, ".json") && e->d_name[0] != '.') {
+                char p[4200];
+                snprintf(p, sizeof p, "%s/%s", a, e->d_name);
+                if (!is_dir(p)) strlist_add(&found, p);
+            }
+        }
+        closedir(d);
+        strlist_sort(&found);
+        for (int k = 0; k < found.n; k++) strlist_add(out, found.v[k]);
+        strlist_free(&found);
+    }
+    return rc;
+}
+
+// ---- numbers ------------------------------------------------------------------------------
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double median_d(const double *v, int n) {
+    if (n <= 0) return NAN;
+    double *t = xmalloc(sizeof(double) * (size_t)n);
+    memcpy(t, v, sizeof(double) * (size_t)n);
+    qsort(t, (size_t)n, sizeof(double), cmp_double);
+    double m = n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+    free(t);
+    return m;
 }

@@ -57,6 +57,24 @@ void str_add_xml(Str *s, const char *text);   // & < > " ' escaped, invalid cont
 void str_add_md_cell(Str *s, const char *text);   // | escaped, newlines -> space
 void str_add_json_string(Str *s, const char *text);   // with quotes
 
+// ---- numbers ------------------------------------------------------------------------------
+// the median of v[0..n) (v is not changed); NAN when n == 0
+double median_d(const double *v, int n);
+
+// ---- lists of strings ---------------------------------------------------------------------
+typedef struct {
+    char **v;     // NULL-terminated once anything was added (an argv)
+    int n;
+} StrList;
+void strlist_add(StrList *l, const char *s);   // a copy
+void strlist_sort(StrList *l);                 // strcmp order
+void strlist_free(StrList *l);
+// Scenario arguments to files: each file as given; each directory expands to the *.json
+// files directly in it (not hidden, not folders), sorted. n == 0: default_arg alone.
+// Returns 0, or -1 after printing "nsa-harness: DIR: why" for a directory it cannot read
+// (the others are still collected).
+int collect_json_files(StrList *out, char *const *args, int n, const char *default_arg);
+
 // ---- shell words ------------------------------------------------------------------------
 // argv (NULL-terminated) appended as one shell-quoted command line: words of
 // [A-Za-z0-9_-./=:,+@%] as they are, others in single quotes (for logs, reproduce

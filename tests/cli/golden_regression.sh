@@ -15,6 +15,7 @@
 #     the cause and where (tensor, layer, branch), and the feature the differing
 #     variants share:
 #       forward   the window sees one key too many       -> step 1, acts.blocks.0.attn.win.o
+#                 (and the GitHub step summary carries the diagnosis and regression table)
 #       backward  the softmax gate's backward drops a term -> step 1, highest layer 1, softmax gate
 #       optimizer AdamW without its first-moment bias correction -> step 2, optimizer
 #       schedule  warmup shifted by one step              -> step 1, lr
@@ -29,10 +30,7 @@ H="$BUILD/nsa-harness"
 SCEN=scenarios/golden_regression.json
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
-pass=0 fail=0
-ok() { echo "PASS  $1"; pass=$((pass + 1)); }
-bad() { echo "FAIL  $1"; fail=$((fail + 1)); }
-check() { local name=$1; shift; if "$@"; then ok "$name"; else bad "$name"; fi; }
+. "$(dirname "$0")/lib/common.sh"   # ok, bad, check, finish
 # run NAME WANT_RC ARGS...: nsa-harness run, its exit code must be WANT_RC
 run() { local name=$1 want=$2; shift 2
   "$H" run "$SCEN" --profile ci --quiet "$@" >"$TMP/out" 2>"$TMP/err"; local rc=$?
@@ -121,8 +119,14 @@ expect() { local got; got=$(fact "$TMP/p_$1" "$2" "$3")
 diag() { if grep -qF -- "$2" "$TMP/p_$1/RESULTS.md"; then ok "plant $1: RESULTS.md says \"$2\""
   else bad "plant $1: RESULTS.md lacks \"$2\""; sed -n '/^## Diagnosis/,/^## /p' "$TMP/p_$1/RESULTS.md" | head -12; fi; }
 
-# forward: the sliding window sees w+1 keys
+# forward: the sliding window sees w+1 keys (with a GitHub step summary: CI readers get
+# the diagnosis and the regression table there, not only the verdicts)
+export GITHUB_STEP_SUMMARY="$TMP/step_summary.md"
 plant window kernels/cpu/nsa_attn.c 's/int lo = t - g->w + 1 > 0 ? t - g->w + 1 : 0;/int lo = t - g->w > 0 ? t - g->w : 0;/'
+unset GITHUB_STEP_SUMMARY
+check "step summary: diagnosis and regression table" bash -c "grep -q '^### Diagnosis' '$TMP/step_summary.md' &&
+  grep -q '^### Regression against baselines and floors' '$TMP/step_summary.md' &&
+  grep -q '| golden_regression | variant=win | FAIL | golden (tolerance) | 1 | forward | layer 0 win' '$TMP/step_summary.md'"
 expect window variant=base golden_cause forward
 expect window variant=base golden_first_diverging_step 1
 expect window variant=win golden_first_tensor acts.blocks.0.attn.win.o
@@ -157,5 +161,4 @@ expect data variant=ckpt golden_cause data
 expect data variant=ckpt golden_first_diverging_step 1
 diag data "the data order changed: the tokens of step 1 differ"
 
-echo "$pass passed, $fail failed"
-[ "$fail" = 0 ]
+finish

@@ -16,10 +16,7 @@ BUILD=${1:?usage: perf_floor.sh BUILD_DIR}
 H="$BUILD/nsa-harness"
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
-pass=0 fail=0
-ok() { echo "PASS  $1"; pass=$((pass + 1)); }
-bad() { echo "FAIL  $1"; fail=$((fail + 1)); }
-check() { local name=$1; shift; if "$@"; then ok "$name"; else bad "$name"; fi; }
+. "$(dirname "$0")/lib/common.sh"   # ok, bad, check, finish
 # hrun NAME WANT_RC ARGS...: nsa-harness run; its exit code must be WANT_RC
 hrun() { local name=$1 want=$2; shift 2
   "$H" run --profile ci --quiet "$@" >"$TMP/out" 2>"$TMP/err"; local rc=$?
@@ -93,5 +90,4 @@ rc=$?
 check "unknown metric: validate exits 2" test "$rc" = 2
 check "unknown metric: named at file:line:col" grep -q "badmetric.json:[0-9]*:[0-9]*: .*metrics\[1\]: expected one of tok_per_s" "$TMP/out"
 
-echo "$pass passed, $fail failed"
-[ "$fail" = 0 ]
+finish

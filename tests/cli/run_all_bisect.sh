@@ -8,9 +8,7 @@ set -u
 SRC=$(pwd)
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
-pass=0 fail=0
-ok() { echo "PASS  $1"; pass=$((pass + 1)); }
-bad() { echo "FAIL  $1"; fail=$((fail + 1)); }
+. "$(dirname "$0")/lib/common.sh"   # ok, bad, check, finish
 copy() { rm -rf "$TMP/t"; mkdir -p "$TMP/t"
   git -C "$SRC" ls-files -z --cached --others --exclude-standard | (cd "$SRC" && xargs -0 tar -cf - 2>/dev/null) | tar -xf - -C "$TMP/t"; }
 # expect NAME RC ARGS...: run_all.sh in the copy (its own build folder, CUDA off)
@@ -31,5 +29,4 @@ printf '\nint broken = ;\n' >>"$TMP/t/kernels/cpu/gemm.c"
 expect "build fails, --bisect: skip" 125 --bisect scenarios/gate_init.json --profile ci
 
 grep -q "gemm.c.*error" "$TMP/out" && ok "the build failed in the broken file" || bad "the build failed in the broken file"
-echo "$pass passed, $fail failed"
-[ "$fail" = 0 ]
+finish

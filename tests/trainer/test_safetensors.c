@@ -19,6 +19,7 @@
 
 #include <dirent.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -151,6 +152,32 @@ static void test_dtype_table(void **state) {
         assert_string_equal(st_dtype_name((StDtype)i), names[i]);
         assert_int_equal(st_dtype_size((StDtype)i), sizes[i]);
     }
+}
+
+// st_elem_f64 decodes every dtype exactly, 16-bit floats by their bit patterns (IEEE
+// binary16: sign, 5-bit exponent bias 15, subnormals; bfloat16: the top half of a float).
+static void test_elem_f64(void **state) {
+    (void)state;
+    const uint16_t f16[] = {0x3C00, 0xC000, 0x3555, 0x0001, 0x7BFF, 0x7C00, 0x0000, 0x8000};
+    const double f16_want[] = {1.0, -2.0, 0.333251953125, 5.9604644775390625e-08, 65504.0, INFINITY, 0.0, -0.0};
+    const uint16_t bf16[] = {0x3F80, 0xC0A0, 0x3EAB};
+    const double bf16_want[] = {1.0, -5.0, 0.333984375};
+    const int32_t i32[] = {-7, 2147483647};
+    StTensor t = {0};
+    t.dtype = ST_F16;
+    t.data = (void *)f16;
+    t.nbytes = sizeof f16;
+    for (size_t i = 0; i < sizeof f16 / 2; i++) assert_true(st_elem_f64(&t, i) == f16_want[i]);
+    assert_true(signbit(st_elem_f64(&t, 7)));
+    uint16_t nan16 = 0x7E00;
+    t.data = &nan16;
+    assert_true(isnan(st_elem_f64(&t, 0)));
+    t.dtype = ST_BF16;
+    t.data = (void *)bf16;
+    for (size_t i = 0; i < 3; i++) assert_true(st_elem_f64(&t, i) == bf16_want[i]);
+    t.dtype = ST_I32;
+    t.data = (void *)i32;
+    assert_true(st_elem_f64(&t, 0) == -7 && st_elem_f64(&t, 1) == 2147483647.0);
 }
 
 static void test_roundtrip_all_dtypes(void **state) {
@@ -623,6 +650,7 @@ static void test_py_fixture(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dtype_table),
+        cmocka_unit_test(test_elem_f64),
         cmocka_unit_test(test_roundtrip_all_dtypes),
         cmocka_unit_test(test_written_layout),
         cmocka_unit_test(test_hand_built),
