@@ -37,7 +37,8 @@ typedef struct {
     int64_t numel;
     int64_t offset;         // element offset in the parameter buffer
     int layer;              // block index, -1 for tok_emb / norm_f / lm_head
-    int decay;              // AdamW weight decay applies (matrices, not norms/biases)
+    int decay;              // AdamW weight decay applies: every 2-D .weight (linear maps, tok_emb,
+                            // lm_head); not norms, biases or the phi=mlp pos_emb (docs/config.md)
     int init_kind;          // MODEL_INIT_* (model.c)
     double init_a;          // std (normal) or gain (xavier)
 } ParamInfo;
