@@ -979,16 +979,6 @@ static void finish(Bisect *B, int rc) {
 
 // ---- the command ------------------------------------------------------------------------------------
 
-static void install_signals(void) {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGHUP, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN);
-}
 
 // The output folder (created) and the temporary one. 0 or -1 (printed).
 static int make_folders(Bisect *B) {
@@ -1057,7 +1047,7 @@ int cmd_bisect(int argc, char **argv) {
     B.state[R.n - 1] = BV_BAD;
     B.lo = 0;
     B.hi = R.n - 1;
-    install_signals();
+    proc_on_interrupt(on_signal);
     if (make_folders(&B)) return EXIT_USAGE;
     plan_ccache_env(&P, B.tmp);
 

@@ -548,14 +548,7 @@ int cmd_run(int argc, char **argv) {
     report_write(&rp);
 
     // run
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGHUP, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN);
+    proc_on_interrupt(on_signal);
     proc_become_subreaper();
     const int tty = !quiet && isatty(fileno(stdout));
     FILE *con = quiet ? NULL : stdout;

@@ -37,6 +37,9 @@ void proc_become_subreaper(void);
 // The path of an executable named `name` on $PATH (a name holding '/' is taken as
 // it is), into out. Returns 0, or -1 when none is found.
 int proc_which(const char *name, char *out, size_t n);
+// handler for SIGINT, SIGTERM and SIGHUP (no SA_RESTART: a blocking wait returns), and
+// SIGPIPE ignored: what a command that stops cleanly on Ctrl-C installs
+void proc_on_interrupt(void (*handler)(int));
 
 // Is pid a live (not zombie) process? (Linux /proc)
 int proc_alive(pid_t pid);
