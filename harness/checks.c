@@ -8,6 +8,7 @@
 #include "harness/check_regression.h"
 #include "harness/families.h"
 #include "harness/tensordiff.h"
+#include "harness/tensornames.h"
 
 #include <fnmatch.h>
 #include <math.h>
@@ -64,7 +65,16 @@ double check_num_param(const Scenario *s, const json_t *params, const char *jpat
         v = pick;
     }
     if (!json_is_number(v) || !(json_number_value(v) > lo) || json_number_value(v) > hi) {
-        if (ps) scenario_problem(s, ps, kp, 0, "%s: expected a number in (%g, %g]", key, lo, hi);
+        if (ps) {
+            // what it got, and the range as a reader writes it (lo = -1e-300 means >= 0)
+            char got[96], range[64];
+            if (json_is_number(v)) snprintf(got, sizeof got, "%.17g", json_number_value(v));
+            else snprintf(got, sizeof got, "%s", json_is_string(v) ? "a string" : json_is_boolean(v) ? "a boolean"
+                                                 : json_is_null(v) ? "null" : json_is_array(v) ? "an array" : "an object");
+            if (lo < 0 && lo > -1e-200) snprintf(range, sizeof range, "[0, %g]", hi);
+            else snprintf(range, sizeof range, "(%g, %g]", lo, hi);
+            scenario_problem(s, ps, kp, 0, "%s: expected a number in %s, got %s", key, range, got);
+        }
         return def;
     }
     return json_number_value(v);
@@ -631,7 +641,30 @@ static void dump_validate(const Scenario *s, const json_t *params, const char *j
         scenario_problem(s, ps, kp, 0, "tensors: expected a non-empty array of tensor-name globs (e.g. [\"logits\"], [\"grads.*\"])");
     size_t i;
     json_t *g;
-    json_array_foreach(t, i, g) if (!json_is_string(g)) scenario_problem(s, ps, kp, 0, "tensors[%zu]: expected a string", i);
+    json_array_foreach(t, i, g) {
+        char ip[300];
+        snprintf(ip, sizeof ip, "%s[%zu]", kp, i);
+        if (!json_is_string(g)) {
+            scenario_problem(s, ps, ip, 0, "tensors[%zu]: expected a string", i);
+            continue;
+        }
+        // a glob that matches no tensor any case's dump holds can never hold: say so now,
+        // not after training
+        for (int c = 0; c < s->n_cases; c++) {
+            StrList names = {0};
+            dump_tensor_names(&s->cases[c].cfg, (checks_needs(s) & NEED_DUMP_ACTS) != 0, &names);
+            int hit = 0;
+            for (int k = 0; k < names.n && !hit; k++) hit = fnmatch(json_string_value(g), names.v[k], 0) == 0;
+            strlist_free(&names);
+            if (!hit) {
+                scenario_problem(s, ps, ip, 0, "tensors[%zu]: '%s' matches no tensor of case %s's step dump (logits, loss, "
+                                               "inputs, targets, grads.<parameter>%s; `nsa-harness list --tensors` lists them)",
+                                 i, json_string_value(g), s->cases[c].name,
+                                 checks_needs(s) & NEED_DUMP_ACTS ? ", acts.blocks.<L>.<activation>" : "");
+                break;
+            }
+        }
+    }
 }
 
 // Step-1 dumps (safetensors: batch, logits, loss, every gradient) compared tensor
@@ -705,6 +738,14 @@ static void growth_validate(const Scenario *s, const json_t *params, const char 
     check_num_param(s, params, jpath, "max_bytes", 0, -1e-300, 1e18, ps);
     int skip = (int)check_num_param(s, params, jpath, "skip", 1, -1e-300, 1e6, ps);
     int window = (int)check_num_param(s, params, jpath, "window", 3, 0, 1e6, ps);
+    static const char *const whole[] = {"skip", "window", NULL};   // step counts: whole numbers
+    for (int k = 0; whole[k]; k++) {
+        const json_t *v = json_object_get(params, whole[k]);
+        if (json_is_real(v)) {
+            snprintf(kp, sizeof kp, "%s.%s", jpath, whole[k]);
+            scenario_problem(s, ps, kp, 0, "%s: expected a whole number of steps, got %.17g", whole[k], json_real_value(v));
+        }
+    }
     for (int c = 0; c < s->n_cases; c++)
         if (s->cases[c].cfg.steps < skip + 2 * window)
             scenario_problem(s, ps, jpath, 0, "growth compares the first and last %d steps after %d skipped: case %s "

@@ -194,7 +194,7 @@ static int check_cases(const ReportIn *r) {
         const json_t *v = json_object_get(c, "verdict");
         if (v && !json_is_null(v) && !(json_is_string(v) && is_verdict_name(json_string_value(v)))) {
             snprintf(jp, sizeof jp, "cases[%zu].verdict", i);
-            summary_error(r, jp, "expected PASS, FAIL, HANG, CRASH, SKIP, ERROR or null (not run)");
+            summary_error(r, jp, "expected PASS, FAIL, HANG, CRASH, SKIP, ERROR, PENDING or null (not run)");
             return -1;
         }
         const json_t *f = json_object_get(c, "facts");
@@ -297,6 +297,9 @@ static void side_load(CaseSide *s, const ReportIn *rep, const json_t *obj) {
     s->obj = obj;
     if (!obj) return;
     s->verdict = jstr(obj, "verdict");
+    // a case the run never reached: "PENDING" (partial report), or "ran": false (an
+    // interrupted run lists it as SKIP); older reports wrote null
+    if (json_is_false(json_object_get(obj, "ran")) || (s->verdict && !strcmp(s->verdict, "PENDING"))) s->verdict = NULL;
     path_join(s->dir, sizeof s->dir, rep->dir, jstr(obj, "dir"));
     if (!s->verdict) return;   // not run: no artifacts to read
     char p[8400];

@@ -13,11 +13,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "harness/checks.h"
 #include "harness/commands.h"
 #include "harness/families.h"
+#include "harness/outdir.h"
+#include "harness/tensornames.h"
 #include "harness/proc.h"
 #include "harness/report.h"
 #include "harness/runner.h"
@@ -91,9 +94,11 @@ static void usage_run(FILE *f) {
 }
 
 static void usage_list(FILE *f) {
-    fprintf(f, "usage: nsa-harness list [SCENARIO...] [--profile ci|gpu] [--checks]\n"
+    fprintf(f, "usage: nsa-harness list [SCENARIO...] [--profile ci|gpu] [--checks] [--tensors]\n"
                "  lists each scenario's family, description, profiles and the cases of the profile\n"
-               "  (both profiles when none is given); --checks lists the checks and families instead\n");
+               "  (both profiles when none is given); --checks lists the checks and families instead;\n"
+               "  --tensors adds, under each case, the tensors its step-1 dump holds (the names the\n"
+               "  dump_match and golden checks compare)\n");
 }
 static void usage_validate(FILE *f) {
     fprintf(f, "usage: nsa-harness validate [FILE...]\n"
@@ -212,6 +217,11 @@ typedef struct {
     FILE *con;
     int tty;
     StrList filters, exact;
+    // progress: a case planned at the start is one step of `planned`; the cases a
+    // family creates while it runs (GC bisection's ranges) are sub-steps of their base
+    // case's step, so the counter never jumps from [16/40] to [17/41]
+    int planned, step, sub;
+    const Case *base;   // the base case of the family's last created case
 } Main;
 
 // Run planned case k of sr (a trainer case, or the family's own kind), print its
@@ -220,10 +230,18 @@ static void run_one(Main *M, ScenarioRun *sr, int k) {
     Report *rp = M->rp;
     CaseResult *r = &sr->results[k];
     const FamilyDef *fam = family_find(sr->s->family);
-    M->ctx->index = rp->done + 1;
-    M->ctx->total = rp->total;
+    if (!fam->execute) {
+        M->step++;
+        M->sub = 0;
+    }
+    M->ctx->index = M->step;
+    M->ctx->total = M->planned;
+    M->ctx->sub = M->sub;
+    char at[48];
+    if (M->sub) snprintf(at, sizeof at, "[%d/%d·%d]", M->step, M->planned, M->sub);
+    else snprintf(at, sizeof at, "[%d/%d]", M->step, M->planned);
     if (M->con && !M->tty) {
-        fprintf(M->con, "[%d/%d] run   %s/%s\n", M->ctx->index, rp->total, sr->s->name, r->c->name);
+        fprintf(M->con, "%s run   %s/%s\n", at, sr->s->name, r->c->name);
         fflush(M->con);
     }
     r->verdict = V_PASS;
@@ -235,8 +253,7 @@ static void run_one(Main *M, ScenarioRun *sr, int k) {
     if (M->con) {
         char t[32];
         fmt_duration(t, sizeof t, r->wall_s);
-        fprintf(M->con, "[%d/%d] %-5s %s/%s (%s): %s\n", M->ctx->index, rp->total, VERDICT_NAMES[r->verdict], sr->s->name,
-                r->c->name, t, r->summary);
+        fprintf(M->con, "%s %-5s %s/%s (%s): %s\n", at, VERDICT_NAMES[r->verdict], sr->s->name, r->c->name, t, r->summary);
         fflush(M->con);
     }
     if (report_write(rp)) fprintf(stderr, "nsa-harness: cannot write the report in %s: %s\n", rp->dir, strerror(errno));
@@ -261,6 +278,12 @@ static int fx_run_variant(FamilyExec *fx, const Case *base, const char *name, co
     r->is_reference = is_reference_case(sr->s, c->name);
     snprintf(r->rel_dir, sizeof r->rel_dir, "%s/%s", sr->s->name, c->dir);
     M->rp->total++;
+    if (base != M->base) {   // the first case of another base: its planned step
+        M->base = base;
+        M->step++;
+        M->sub = 0;
+    }
+    M->sub++;
     if (bad) {   // the family asked for a config the loader rejects
         r->verdict = V_ERROR;
         snprintf(r->summary, sizeof r->summary, "invalid derived case: %s", err);
@@ -281,7 +304,10 @@ static int fx_interrupted(FamilyExec *fx) {
 int cmd_run(int argc, char **argv) {
     int profile = -1, bisect = 0, quiet = 0, recording = 0;
     const char *out_dir = NULL, *trainer_arg = NULL, *baselines = NSA_SOURCE_DIR "/golden/baselines";
-    Str shaping = {0};   // the options that shaped the cases, for record commands
+    Str shaping = {0};   // the options that shaped the cases' configs and baselines (--set,
+                         // --baselines), for record commands
+    Str replay = {0};    // every option that shaped a case (also --timeout-scale, --trainer,
+                         // --fault), for reproduce commands
     double scale = 1.0;
     StrList files_in = {0}, filters = {0}, exact = {0}, faults = {0}, sets = {0};
     for (int i = 0; i < argc; i++) {
@@ -321,6 +347,9 @@ int cmd_run(int argc, char **argv) {
                 return EXIT_USAGE;
             }
             strlist_add(&faults, v);
+            char *const fv[] = {"--fault", (char *)v, NULL};
+            if (replay.len) str_add(&replay, " ");
+            shell_join(&replay, fv);
         } else if (!strcmp(a, "--set")) {
             NEED;
             const char *eq = strchr(v, '=');
@@ -332,6 +361,8 @@ int cmd_run(int argc, char **argv) {
             char *const sv[] = {"--set", (char *)v, NULL};
             if (shaping.len) str_add(&shaping, " ");
             shell_join(&shaping, sv);
+            if (replay.len) str_add(&replay, " ");
+            shell_join(&replay, sv);
         } else if (!strcmp(a, "--baselines")) {
             NEED;
             if (!v[0]) {
@@ -342,6 +373,8 @@ int cmd_run(int argc, char **argv) {
             char *const bv[] = {"--baselines", (char *)v, NULL};
             if (shaping.len) str_add(&shaping, " ");
             shell_join(&shaping, bv);
+            if (replay.len) str_add(&replay, " ");
+            shell_join(&replay, bv);
         } else if (!strcmp(a, "--recording")) {
             recording = 1;
         } else if (!strcmp(a, "--timeout-scale")) {
@@ -352,9 +385,15 @@ int cmd_run(int argc, char **argv) {
                 fprintf(stderr, "nsa-harness run: --timeout-scale %s: expected a number > 0 (at most 1000)\n", v);
                 return EXIT_USAGE;
             }
+            char *const tv[] = {"--timeout-scale", (char *)v, NULL};
+            if (replay.len) str_add(&replay, " ");
+            shell_join(&replay, tv);
         } else if (!strcmp(a, "--trainer")) {
             NEED;
             trainer_arg = v;
+            char *const tv[] = {"--trainer", (char *)v, NULL};
+            if (replay.len) str_add(&replay, " ");
+            shell_join(&replay, tv);
         } else if (!strcmp(a, "--bisect")) bisect = 1;
         else if (!strcmp(a, "--quiet")) quiet = 1;
         else if (a[0] == '-' && a[1]) {
@@ -379,12 +418,34 @@ int cmd_run(int argc, char **argv) {
     char *const pe[] = {trainer, "--print-env", NULL};
     int prc = proc_capture(pe, 120, &env_text);
     json_t *env = prc == 0 ? json_loads(env_text, 0, NULL) : NULL;
+    const int printed = env_text && env_text[0];
     free(env_text);
     if (!env || !json_is_object(env)) {
-        fprintf(stderr, "nsa-harness: `%s --print-env` failed (status %d): is the trainer built from this tree?\n",
-                trainer, prc);
+        if (prc == 0)
+            fprintf(stderr, "nsa-harness run: the trainer %s printed %s for --print-env, not its JSON environment: is it "
+                            "nsa-train (see --trainer)?\n", trainer, printed ? "something else" : "nothing");
+        else
+            fprintf(stderr, "nsa-harness run: `%s --print-env` failed (%s %d): is the trainer built from this tree?\n",
+                    trainer, prc > 0 && WIFSIGNALED(prc) ? "signal" : "exit status",
+                    prc > 0 ? (WIFSIGNALED(prc) ? WTERMSIG(prc) : WEXITSTATUS(prc)) : prc);
         json_decref(env);
         return usage_rc;
+    }
+    // every --fault is checked up front by the trainer's own parser (a misspelt fault
+    // would otherwise ERROR every case)
+    for (int i = 0; i < faults.n; i++) {
+        char *fout = NULL;
+        char *const fv[] = {trainer, "--fault", faults.v[i], "--list-faults", NULL};
+        int frc = proc_capture_all(fv, 60, &fout);
+        if (frc != 0) {
+            char *line = fout ? strstr(fout, "nsa-train: ") : NULL;
+            if (line) line[strcspn(line, "\n")] = '\0';
+            fprintf(stderr, "nsa-harness run: --fault %s: %s\n", faults.v[i],
+                    line ? line + 11 : "the trainer rejects it (nsa-train --list-faults lists the faults)");
+            free(fout);
+            return usage_rc;
+        }
+        free(fout);
     }
     int gpus = (int)json_array_size(json_object_get(json_object_get(env, "cuda"), "devices"));
     if (profile < 0) profile = gpus > 0 ? PROFILE_GPU : PROFILE_CI;
@@ -475,9 +536,13 @@ int cmd_run(int argc, char **argv) {
     utc_stamp(stamp, sizeof stamp);
     if (out_dir) snprintf(rp.dir, sizeof rp.dir, "%s", out_dir);
     else snprintf(rp.dir, sizeof rp.dir, "%s/reports/%s_%s", NSA_SOURCE_DIR, stamp, sha);
-    if (mkdir_p(rp.dir)) {
-        fprintf(stderr, "nsa-harness: cannot create %s: %s\n", rp.dir, strerror(errno));
-        return usage_rc;
+    int lock_fd = -1;
+    {
+        char err[4600];
+        if (outdir_claim(rp.dir, &lock_fd, err, sizeof err)) {
+            fprintf(stderr, "nsa-harness run: %s\n", err);
+            return usage_rc;
+        }
     }
     utc_iso(rp.started, sizeof rp.started);
     rp.t0 = mono_s();
@@ -553,10 +618,11 @@ int cmd_run(int argc, char **argv) {
     const int tty = !quiet && isatty(fileno(stdout));
     FILE *con = quiet ? NULL : stdout;
     RunCtx ctx = {trainer, harness, rp.dir, rp.profile, scale, (const char *const *)faults.v, faults.n, gpus,
-                  &g_interrupted, con, tty, 0, rp.total, baselines, recording, rp.device, str_c(&shaping)};
+                  &g_interrupted, con, tty, 0, rp.total, 0, baselines, recording, rp.device, str_c(&shaping),
+                  str_c(&replay)};
     if (con) fprintf(con, "nsa-harness: %d case%s in %d scenario%s, profile %s, report %s\n", rp.total,
                      rp.total == 1 ? "" : "s", rp.n_runs, rp.n_runs == 1 ? "" : "s", rp.profile, rp.dir);
-    Main M = {&rp, &ctx, con, tty, filters, exact};
+    Main M = {&rp, &ctx, con, tty, filters, exact, rp.total, 0, 0, NULL};
     for (int i = 0; i < rp.n_runs && !g_interrupted; i++) {
         ScenarioRun *sr = &rp.runs[i];
         const FamilyDef *fam = family_find(sr->s->family);
@@ -591,16 +657,25 @@ int cmd_run(int argc, char **argv) {
         }
     } else rp.finished = 1;
     rp.exit_code = rc;
-    report_write(&rp);
+    // the final report; if it cannot be written (a full disk), the one on disk is the
+    // last complete one, and the run says so rather than announce a file it never wrote
+    const int report_failed = report_write(&rp) != 0;
+    const int report_errno = errno;
     report_github_summary(&rp);
     if (con) {
         Str line = {0};
         for (int v = 0; v < V_COUNT; v++)
             if (counts[v]) str_printf(&line, "%s%d %s", line.len ? ", " : "", counts[v], VERDICT_NAMES[v]);
-        fprintf(con, "nsa-harness: %s%s\nRESULTS: %s/RESULTS.md\n", line.len ? str_c(&line) : "no cases",
-                g_interrupted ? " (interrupted)" : "", rp.dir);
+        fprintf(con, "nsa-harness: %s%s\n", line.len ? str_c(&line) : "no cases", g_interrupted ? " (interrupted)" : "");
+        if (!report_failed) fprintf(con, "RESULTS: %s/RESULTS.md\n", rp.dir);
         str_free(&line);
     }
+    if (report_failed) {
+        fprintf(stderr, "nsa-harness: could not write the final report in %s: %s; RESULTS.md there is the last one "
+                        "written (it says partial)\n", rp.dir, strerror(report_errno));
+        if (rc == EXIT_OK) rc = usage_rc;
+    }
+    if (lock_fd >= 0) close(lock_fd);   // the folder is free for the next run
     // (the process exits: the OS frees the rest)
     return rc;
 }
@@ -608,7 +683,7 @@ int cmd_run(int argc, char **argv) {
 // ---- list / validate / show --------------------------------------------------------------------------
 
 static int cmd_list(int argc, char **argv) {
-    int profile = -1, checks = 0;
+    int profile = -1, checks = 0, tensors = 0;
     StrList in = {0};
     for (int i = 0; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -620,6 +695,7 @@ static int cmd_list(int argc, char **argv) {
                 return EXIT_USAGE;
             }
         } else if (!strcmp(argv[i], "--checks")) checks = 1;
+        else if (!strcmp(argv[i], "--tensors")) tensors = 1;
         else if (argv[i][0] == '-') {
             fprintf(stderr, "nsa-harness list: unknown option '%s'\n", argv[i]);
             return EXIT_USAGE;
@@ -634,6 +710,10 @@ static int cmd_list(int argc, char **argv) {
     }
     StrList files = {0};
     if (collect(&files, in.v, in.n)) return EXIT_USAGE;
+    if (files.n == 0) {
+        fprintf(stderr, "nsa-harness list: no scenario files in %s\n", in.n ? in.v[0] : NSA_SOURCE_DIR "/scenarios");
+        return EXIT_USAGE;
+    }
     int rc = EXIT_OK;
     for (int i = 0; i < files.n; i++) {
         for (int p = 0; p < PROFILE_COUNT; p++) {
@@ -655,7 +735,15 @@ static int cmd_list(int argc, char **argv) {
             if (s.has_profile[p]) {
                 printf("    profile %s: %d case%s, config %s\n", PROFILE_NAMES[p], s.n_cases, s.n_cases == 1 ? "" : "s",
                        s.config_path);
-                for (int c = 0; c < s.n_cases; c++) printf("      %s\n", s.cases[c].name);
+                for (int c = 0; c < s.n_cases; c++) {
+                    printf("      %s\n", s.cases[c].name);
+                    if (!tensors) continue;
+                    // what the case's step dump holds: the names dump_match and golden compare
+                    StrList names = {0};
+                    dump_tensor_names(&s.cases[c].cfg, (checks_needs(&s) & NEED_DUMP_ACTS) != 0, &names);
+                    for (int k = 0; k < names.n; k++) printf("        %s\n", names.v[k]);
+                    strlist_free(&names);
+                }
             }
             scenario_free(&s);
         }
@@ -678,6 +766,10 @@ static int cmd_validate(int argc, char **argv) {
     }
     StrList files = {0};
     if (collect(&files, in.v, in.n)) return EXIT_USAGE;
+    if (files.n == 0) {
+        fprintf(stderr, "nsa-harness validate: no scenario files in %s\n", in.n ? in.v[0] : NSA_SOURCE_DIR "/scenarios");
+        return EXIT_USAGE;
+    }
     int bad = 0;
     for (int i = 0; i < files.n; i++) {
         Problems ps = {0};
@@ -720,7 +812,19 @@ static int cmd_show(int argc, char **argv) {
         return EXIT_USAGE;
     }
     char p[4200];
+    if (!file_exists(argv[0])) {
+        fprintf(stderr, "nsa-harness show: %s: %s\n", argv[0], strerror(errno));
+        return EXIT_USAGE;
+    }
     snprintf(p, sizeof p, "%s/summary.json", argv[0]);
+    if (!is_dir(argv[0])) {
+        fprintf(stderr, "nsa-harness show: %s: expected a report folder (it holds summary.json and RESULTS.md)\n", argv[0]);
+        return EXIT_USAGE;
+    }
+    if (!file_exists(p)) {
+        fprintf(stderr, "nsa-harness show: %s: not a report folder (no summary.json)\n", argv[0]);
+        return EXIT_USAGE;
+    }
     json_error_t je;
     json_t *sj = json_load_file(p, 0, &je);
     if (!sj) {
@@ -788,7 +892,11 @@ int main(int argc, char **argv) {
         else if (!strcmp(t, "baseline")) usage_baseline(stdout);
         else if (!strcmp(t, "compare")) usage_compare(stdout);
         else if (!strcmp(t, "bisect")) usage_bisect(stdout);
-        else usage(stdout);
+        else if (!t[0]) usage(stdout);
+        else {
+            fprintf(stderr, "nsa-harness help: no command '%.80s' (run, list, validate, show, baseline, compare, bisect)\n", t);
+            return EXIT_USAGE;
+        }
         return EXIT_OK;
     }
     if (!strcmp(cmd, "run")) return cmd_run(argc - 2, argv + 2);

@@ -171,7 +171,7 @@ void proc_become_subreaper(void) {
 #endif
 }
 
-int proc_capture(char *const argv[], double timeout_s, char **out) {
+static int capture(char *const argv[], double timeout_s, char **out, int with_stderr) {
     *out = xstrdup("");
     int pfd[2];
     if (pipe(pfd)) return -1;
@@ -186,10 +186,11 @@ int proc_capture(char *const argv[], double timeout_s, char **out) {
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         close(pfd[0]);
         dup2(pfd[1], 1);
+        if (with_stderr) dup2(pfd[1], 2);
         int nul = open("/dev/null", O_RDWR);
         if (nul >= 0) {
             dup2(nul, 0);
-            dup2(nul, 2);
+            if (!with_stderr) dup2(nul, 2);
         }
         execvp(argv[0], argv);
         _exit(127);
@@ -237,6 +238,9 @@ int proc_capture(char *const argv[], double timeout_s, char **out) {
     if (WIFEXITED(status) && WEXITSTATUS(status) == 127) return -1;
     return status;
 }
+
+int proc_capture(char *const argv[], double timeout_s, char **out) { return capture(argv, timeout_s, out, 0); }
+int proc_capture_all(char *const argv[], double timeout_s, char **out) { return capture(argv, timeout_s, out, 1); }
 
 const char *proc_signal_name(int sig) {
     switch (sig) {

@@ -18,6 +18,8 @@ pid_t proc_spawn(char *const argv[], const char *log_path, char *const *env, int
 // could not start, -2 if it timed out (then killed). *out (malloc'd, may be
 // empty) receives stdout.
 int proc_capture(char *const argv[], double timeout_s, char **out);
+// The same with stderr captured too, interleaved with stdout (for a tool's error message).
+int proc_capture_all(char *const argv[], double timeout_s, char **out);
 
 // Send sig to the whole process group of pgid; ignores "no such process".
 void proc_kill_group(pid_t pgid, int sig);

@@ -12,10 +12,21 @@
 
 #include "harness/util.h"
 
+int report_row_verdict(const Report *rp, const ScenarioRun *sr, int k, const char **summary) {
+    const CaseResult *r = &sr->results[k];
+    if (k < sr->done) {
+        if (summary) *summary = r->summary;
+        return r->verdict;
+    }
+    const int stopped = rp->finished || rp->interrupted;
+    if (summary) *summary = stopped ? (r->summary[0] ? r->summary : "not run") : "not run yet";
+    return stopped ? V_SKIP : V_PENDING;
+}
+
 void report_counts(const Report *rp, int counts[V_COUNT]) {
     memset(counts, 0, sizeof(int) * V_COUNT);
     for (int i = 0; i < rp->n_runs; i++)
-        for (int k = 0; k < rp->runs[i].done; k++) counts[rp->runs[i].results[k].verdict]++;
+        for (int k = 0; k < rp->runs[i].n; k++) counts[report_row_verdict(rp, &rp->runs[i], k, NULL)]++;
     counts[V_ERROR] += rp->n_invalid;
 }
 
@@ -31,7 +42,7 @@ static void counts_line(Str *md, const Report *rp) {
 }
 
 static const char *verdict_md(int v) {
-    static const char *const bold[V_COUNT] = {"PASS", "**FAIL**", "**HANG**", "**CRASH**", "SKIP", "**ERROR**"};
+    static const char *const bold[V_COUNT] = {"PASS", "**FAIL**", "**HANG**", "**CRASH**", "SKIP", "**ERROR**", "PENDING"};
     return bold[v];
 }
 
@@ -73,6 +84,47 @@ static void env_summary(Str *md, const Report *rp) {
     if (json_is_string(mpi)) str_printf(md, "- MPI: %s\n", json_string_value(mpi));
     str_add(md, "- full snapshot: `env.json` · per case: `<scenario>/<case>/env.json` · JUnit: `junit.xml` · "
                 "machine-readable: `summary.json`\n");
+}
+
+// The verdict table (RESULTS.md with the time column, the GitHub step summary without):
+// a row per invalid scenario file and per case, run or not (report_row_verdict).
+static void verdict_table(const Report *rp, Str *md, int with_time) {
+    str_add(md, with_time ? "| scenario | case | verdict | time | evidence |\n|---|---|---|---|---|\n"
+                          : "| scenario | case | verdict | evidence |\n|---|---|---|---|\n");
+    for (int i = 0; i < rp->n_invalid; i++) {
+        str_add(md, "| ");
+        str_add_md_cell(md, rp->invalid[i].file);
+        str_printf(md, " | — | **ERROR** |%s invalid scenario: ", with_time ? " — |" : "");
+        const char *p = rp->invalid[i].problems, *nl = strchr(p, '\n');
+        Str first = {0};
+        str_addn(&first, p, nl ? (size_t)(nl - p) : strlen(p));
+        str_add_md_cell(md, str_c(&first));
+        str_free(&first);
+        int n = 0;
+        for (const char *q = p; *q; q++) n += *q == '\n';
+        if (n > 1) str_printf(md, " (+%d more)", n - 1);
+        str_add(md, " |\n");
+    }
+    for (int i = 0; i < rp->n_runs; i++) {
+        const ScenarioRun *sr = &rp->runs[i];
+        for (int k = 0; k < sr->n; k++) {
+            const CaseResult *r = &sr->results[k];
+            const char *summary;
+            const int v = report_row_verdict(rp, sr, k, &summary);
+            str_add(md, "| ");
+            str_add_md_cell(md, sr->s->name);
+            str_add(md, " | ");
+            str_add_md_cell(md, r->c->name);
+            str_printf(md, " | %s | ", verdict_md(v));
+            if (with_time) {
+                char t[32] = "—";
+                if (k < sr->done && r->verdict != V_SKIP) fmt_duration(t, sizeof t, r->wall_s);
+                str_printf(md, "%s | ", t);
+            }
+            str_add_md_cell(md, summary);
+            str_add(md, " |\n");
+        }
+    }
 }
 
 // The Diagnosis section's body: the generic rules and every family's, over the
@@ -118,38 +170,8 @@ static char *results_md(const Report *rp) {
         str_printf(&md, "\n> **Partial report**: %d of %d cases done so far (rewritten after every case; if the run "
                         "was killed, this is where it stopped).\n", rp->done, rp->total);
 
-    // verdict table
-    str_add(&md, "\n## Verdicts\n\n| scenario | case | verdict | time | evidence |\n|---|---|---|---|---|\n");
-    for (int i = 0; i < rp->n_invalid; i++) {
-        str_add(&md, "| ");
-        str_add_md_cell(&md, rp->invalid[i].file);
-        str_add(&md, " | — | **ERROR** | — | invalid scenario: ");
-        const char *p = rp->invalid[i].problems, *nl = strchr(p, '\n');
-        Str first = {0};
-        str_addn(&first, p, nl ? (size_t)(nl - p) : strlen(p));
-        str_add_md_cell(&md, str_c(&first));
-        str_free(&first);
-        int n = 0;
-        for (const char *q = p; *q; q++) n += *q == '\n';
-        if (n > 1) str_printf(&md, " (+%d more)", n - 1);
-        str_add(&md, " |\n");
-    }
-    for (int i = 0; i < rp->n_runs; i++) {
-        const ScenarioRun *sr = &rp->runs[i];
-        for (int k = 0; k < sr->n; k++) {
-            const CaseResult *r = &sr->results[k];
-            int ran = k < sr->done;
-            char t[32] = "—";
-            if (ran && r->verdict != V_SKIP) fmt_duration(t, sizeof t, r->wall_s);
-            str_add(&md, "| ");
-            str_add_md_cell(&md, sr->s->name);
-            str_add(&md, " | ");
-            str_add_md_cell(&md, r->c->name);
-            str_printf(&md, " | %s | %s | ", ran ? verdict_md(r->verdict) : (rp->finished || rp->interrupted ? "SKIP" : "…"), t);
-            str_add_md_cell(&md, ran ? r->summary : (rp->interrupted ? "not run: interrupted" : "not run yet"));
-            str_add(&md, " |\n");
-        }
-    }
+    str_add(&md, "\n## Verdicts\n\n");
+    verdict_table(rp, &md, 1);
 
     str_add(&md, "\n## Diagnosis\n\n");
     diagnosis_md(rp, &md);
@@ -206,14 +228,17 @@ static json_t *summary_json(const Report *rp) {
         for (int k = 0; k < sr->n; k++) {
             const CaseResult *r = &sr->results[k];
             int ran = k < sr->done;
+            const char *summary;
+            const int v = report_row_verdict(rp, sr, k, &summary);
             json_t *o = json_object();
             json_object_set_new(o, "scenario", json_string(sr->s->name));
             json_object_set_new(o, "scenario_file", json_string(sr->s->path));
             json_object_set_new(o, "family", json_string(sr->s->family));
             json_object_set_new(o, "case", json_string(r->c->name));
-            json_object_set_new(o, "verdict", ran ? json_string(VERDICT_NAMES[r->verdict]) : json_null());
+            json_object_set_new(o, "verdict", json_string(VERDICT_NAMES[v]));
+            json_object_set_new(o, "ran", json_boolean(ran));
             json_object_set_new(o, "time_s", json_real(ran ? r->wall_s : 0));
-            json_object_set_new(o, "summary", json_string(ran ? r->summary : "not run"));
+            json_object_set_new(o, "summary", json_string(summary));
             json_object_set_new(o, "dir", json_string(r->rel_dir));
             // what a baseline is keyed and checked by (baseline record reads these)
             json_object_set_new(o, "config_digest", json_string(r->c->cfg.digest));
@@ -299,23 +324,23 @@ static char *junit_xml(const Report *rp) {
     str_add(&x, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites");
     xml_attr(&x, "name", "nsa-harness");
     str_printf(&x, " tests=\"%d\" failures=\"%d\" errors=\"%d\" skipped=\"%d\" time=\"%.3f\"", tests,
-               c[V_FAIL] + c[V_HANG] + c[V_CRASH], c[V_ERROR], c[V_SKIP], mono_s() - rp->t0);
+               c[V_FAIL] + c[V_HANG] + c[V_CRASH], c[V_ERROR], c[V_SKIP] + c[V_PENDING], mono_s() - rp->t0);
     xml_attr(&x, "timestamp", rp->started);
     str_add(&x, ">\n");
     for (int i = 0; i < rp->n_runs; i++) {
         const ScenarioRun *sr = &rp->runs[i];
         int f = 0, e = 0, sk = 0;
         double t = 0;
-        for (int k = 0; k < sr->done; k++) {
-            int v = sr->results[k].verdict;
+        for (int k = 0; k < sr->n; k++) {
+            int v = report_row_verdict(rp, sr, k, NULL);
             f += v == V_FAIL || v == V_HANG || v == V_CRASH;
             e += v == V_ERROR;
-            sk += v == V_SKIP;
-            t += sr->results[k].wall_s;
+            sk += v == V_SKIP || v == V_PENDING;
+            if (k < sr->done) t += sr->results[k].wall_s;
         }
         str_add(&x, "  <testsuite");
         xml_attr(&x, "name", sr->s->name);
-        str_printf(&x, " tests=\"%d\" failures=\"%d\" errors=\"%d\" skipped=\"%d\" time=\"%.3f\"", sr->done, f, e, sk, t);
+        str_printf(&x, " tests=\"%d\" failures=\"%d\" errors=\"%d\" skipped=\"%d\" time=\"%.3f\"", sr->n, f, e, sk, t);
         xml_attr(&x, "timestamp", rp->started);
         xml_attr(&x, "hostname", host);
         xml_attr(&x, "file", sr->s->path);
@@ -327,15 +352,17 @@ static char *junit_xml(const Report *rp) {
         str_add(&x, "/>\n      <property name=\"git_sha\"");
         xml_attr(&x, "value", rp->sha);
         str_add(&x, "/>\n    </properties>\n");
-        for (int k = 0; k < sr->done; k++) {
+        for (int k = 0; k < sr->n; k++) {
             const CaseResult *r = &sr->results[k];
+            const char *summary;
+            const int v = report_row_verdict(rp, sr, k, &summary);
             str_add(&x, "    <testcase");
             xml_attr(&x, "classname", sr->s->name);
             xml_attr(&x, "name", r->c->name);
-            str_printf(&x, " time=\"%.3f\">\n", r->wall_s);
-            if (r->verdict == V_SKIP) {
+            str_printf(&x, " time=\"%.3f\">\n", k < sr->done ? r->wall_s : 0.0);
+            if (v == V_SKIP || v == V_PENDING) {   // JUnit has no "pending": skipped, saying so
                 str_add(&x, "      <skipped");
-                xml_attr(&x, "message", r->summary);
+                xml_attr(&x, "message", v == V_PENDING ? "pending: the run has not reached this case yet" : summary);
                 str_add(&x, "/>\n");
             } else if (r->verdict != V_PASS) {
                 const char *tag = r->verdict == V_ERROR ? "error" : "failure";
@@ -350,7 +377,7 @@ static char *junit_xml(const Report *rp) {
                 str_printf(&x, "reproduce: %s\n", r->repro);
                 str_printf(&x, "</%s>\n", tag);
             }
-            if (r->verdict != V_SKIP && r->n_ranks > 0) {
+            if (k < sr->done && r->verdict != V_SKIP && r->n_ranks > 0) {
                 char *tail = read_tail(r->ranks[0].log_path, 4000);
                 if (tail) {
                     str_add(&x, "      <system-out>");
@@ -424,23 +451,8 @@ int report_github_summary(const Report *rp) {
     Str md = {0};
     str_printf(&md, "## nsa-harness · %s%s · profile `%s`\n\n", rp->sha, rp->dirty ? " (dirty)" : "", rp->profile);
     counts_line(&md, rp);
-    str_add(&md, "\n\n| scenario | case | verdict | evidence |\n|---|---|---|---|\n");
-    for (int i = 0; i < rp->n_invalid; i++) {
-        str_add(&md, "| ");
-        str_add_md_cell(&md, rp->invalid[i].file);
-        str_add(&md, " | — | **ERROR** | invalid scenario |\n");
-    }
-    for (int i = 0; i < rp->n_runs; i++)
-        for (int k = 0; k < rp->runs[i].done; k++) {
-            const CaseResult *r = &rp->runs[i].results[k];
-            str_add(&md, "| ");
-            str_add_md_cell(&md, rp->runs[i].s->name);
-            str_add(&md, " | ");
-            str_add_md_cell(&md, r->c->name);
-            str_printf(&md, " | %s | ", verdict_md(r->verdict));
-            str_add_md_cell(&md, r->summary);
-            str_add(&md, " |\n");
-        }
+    str_add(&md, "\n\n");
+    verdict_table(rp, &md, 0);
     // what CI readers need without opening the artifact: the diagnosis and, when the
     // run compared cases with baselines or floors, the regression table
     str_add(&md, "\n### Diagnosis\n\n");

@@ -39,6 +39,12 @@ typedef struct {
 int report_write(const Report *rp);
 // Append the verdict table to $GITHUB_STEP_SUMMARY if set. 0 or -1.
 int report_github_summary(const Report *rp);
-// Counts of verdicts over all cases (invalid scenarios count as ERROR).
+// The verdict row k of a scenario run shows in every report (RESULTS.md, summary.json,
+// junit.xml, the step summary), in every state of the run: a case that ran shows its
+// verdict; one not reached yet is PENDING while the run goes on, and SKIP (its summary
+// says "not run: interrupted") once the run stopped. *summary: the row's text.
+int report_row_verdict(const Report *rp, const ScenarioRun *sr, int k, const char **summary);
+// Counts of the rows' verdicts over every case, run or not (invalid scenarios count
+// as ERROR): what every report's totals say.
 void report_counts(const Report *rp, int counts[V_COUNT]);
 #endif

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-const char *const VERDICT_NAMES[V_COUNT] = {"PASS", "FAIL", "HANG", "CRASH", "SKIP", "ERROR"};
+const char *const VERDICT_NAMES[V_COUNT] = {"PASS", "FAIL", "HANG", "CRASH", "SKIP", "ERROR", "PENDING"};
 
 const CaseResult *scenario_run_find(const ScenarioRun *sr, const char *glob) {
     for (int i = 0; i < sr->done; i++)

@@ -7,8 +7,10 @@
 #include "harness/scenario.h"
 #include "harness/util.h"
 
-enum { V_PASS, V_FAIL, V_HANG, V_CRASH, V_SKIP, V_ERROR, V_COUNT };
-extern const char *const VERDICT_NAMES[V_COUNT];   // "PASS", "FAIL", ...
+// A case's verdict. V_PENDING is never a result: it is what the reports show for a
+// case the run has not reached yet (harness/report.h: report_row_verdict).
+enum { V_PASS, V_FAIL, V_HANG, V_CRASH, V_SKIP, V_ERROR, V_PENDING, V_COUNT };
+extern const char *const VERDICT_NAMES[V_COUNT];   // "PASS", "FAIL", ..., "PENDING"
 
 typedef struct {
     int rank;

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -56,12 +57,16 @@ typedef struct {
     size_t bytes;
 } FrMap;
 
+// Mapped only once every block of the file is allocated: on a full tmpfs, touching a
+// page of a sparse file allocates it, and a failed allocation is SIGBUS — in the
+// reader too. The trainer reserves every block before it writes the magic
+// (trainer/flightrec.h); until then, or if it could not, the recorder stays unread.
 static void fr_try_map(FrMap *m, const char *path) {
     if (m->h) return;
     int fd = open(path, O_RDONLY);
     if (fd < 0) return;
     struct stat st;
-    if (fstat(fd, &st) == 0 && st.st_size >= (off_t)FR_FILE_BYTES) {
+    if (fstat(fd, &st) == 0 && st.st_size >= (off_t)FR_FILE_BYTES && (off_t)st.st_blocks * 512 >= st.st_size) {
         void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
         if (p != MAP_FAILED) {
             if (fr_check_header(p, (size_t)st.st_size) == 0) {
@@ -110,8 +115,10 @@ static void progress(const RunCtx *ctx, const CaseResult *r, double elapsed, con
             snprintf(where, sizeof where, "step %d %s layer %d %s", rk->step, rk->phase, rk->layer, rk->op);
         else snprintf(where, sizeof where, "step %d %s %s", rk->step, rk->phase, rk->op);
     }
-    fprintf(ctx->console, "\r\033[K[%d/%d] %s/%s  %5.1f s  %s", ctx->index, ctx->total, r->s->name, r->c->name,
-            elapsed, where);
+    char at[48];
+    if (ctx->sub) snprintf(at, sizeof at, "[%d/%d·%d]", ctx->index, ctx->total, ctx->sub);
+    else snprintf(at, sizeof at, "[%d/%d]", ctx->index, ctx->total);
+    fprintf(ctx->console, "\r\033[K%s %s/%s  %5.1f s  %s", at, r->s->name, r->c->name, elapsed, where);
     fflush(ctx->console);
 }
 
@@ -325,11 +332,35 @@ static void read_artifacts(CaseResult *r) {
 }
 
 static void set_summary(CaseResult *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void io_error_summary(CaseResult *r, const RankResult *q);
 static void set_summary(CaseResult *r, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(r->summary, sizeof r->summary, fmt, ap);
     va_end(ap);
+}
+
+// The summary of a rank that exited 6: its `[IO-ERROR] file=PATH errno=N TEXT` line
+// (trainer/train.h) names the file; when the log itself could not be written (the
+// same full disk), the free space of the case folder says what happened.
+static void io_error_summary(CaseResult *r, const RankResult *q) {
+    char *tail = read_tail(q->log_path, LOG_TAIL_BYTES);
+    char *line = tail ? strstr(tail, "[IO-ERROR] file=") : NULL;
+    if (line) {
+        line[strcspn(line, "\n")] = '\0';
+        char *file = line + 16, *sp = strstr(file, " errno=");
+        int err = sp ? atoi(sp + 7) : 0;
+        if (sp) *sp = '\0';
+        const char *text = sp ? strchr(sp + 7, ' ') : NULL;
+        if (err == ENOSPC || err == EDQUOT) set_summary(r, "disk full writing %s (rank %d, exit 6)", file, q->rank);
+        else set_summary(r, "I/O error writing %s: %s (rank %d, exit 6)", file, text ? text + 1 : "?", q->rank);
+    } else {
+        struct statvfs fs;
+        int full = statvfs(r->dir, &fs) == 0 && fs.f_bavail == 0;
+        set_summary(r, "rank %d could not write an artifact (exit 6)%s", q->rank,
+                    full ? ": disk full (its log could not be written either)" : "; see its log");
+    }
+    free(tail);
 }
 
 // ---- run one case ---------------------------------------------------------------------------------------
@@ -342,15 +373,14 @@ void run_case(const RunCtx *ctx, CaseResult *r, const ScenarioRun *sr) {
     snprintf(r->rel_dir, sizeof r->rel_dir, "%s/%s", s->name, c->dir);
     if (checks_needs(s) & (NEED_DUMP | NEED_DUMP_ACTS)) snprintf(r->dump_path, sizeof r->dump_path, "%s/step1.safetensors", r->dir);
     {
+        // every option that shaped the case, so the command reproduces it exactly
         Str rep = {0};
-        char *const av[] = {(char *)ctx->harness, "run", (char *)s->path, "--profile", (char *)ctx->profile,
-                            "--filter", (char *)c->name, NULL};
+        char sel[600];
+        snprintf(sel, sizeof sel, "%s/%s", s->name, c->name);
+        char *const av[] = {(char *)ctx->harness, "run", (char *)s->path, "--profile", (char *)ctx->profile, "--case",
+                            sel, NULL};
         shell_join(&rep, av);
-        for (int i = 0; i < ctx->n_faults; i++) {
-            char *const fv[] = {"--fault", (char *)ctx->faults[i], NULL};
-            str_add(&rep, " ");
-            shell_join(&rep, fv);
-        }
+        if (ctx->replay_args && ctx->replay_args[0]) str_printf(&rep, " %s", ctx->replay_args);
         snprintf(r->repro, sizeof r->repro, "%s", str_c(&rep));
         str_free(&rep);
     }
@@ -610,6 +640,9 @@ void run_case(const RunCtx *ctx, CaseResult *r, const ScenarioRun *sr) {
         else if (bad->exit_code == 2) {
             r->verdict = V_ERROR;
             set_summary(r, "the trainer rejected its arguments (exit 2): see ranks/rank_%d.log", bad->rank);
+        } else if (bad->exit_code == 6) {   // an artifact could not be written: not a defect of the model
+            r->verdict = V_ERROR;
+            io_error_summary(r, bad);
         } else
             set_summary(r, "rank %d exited with code %d%s", bad->rank, bad->exit_code,
                         bad->exit_code == 1 ? " (runtime failure)" : "");

@@ -28,13 +28,16 @@ typedef struct RunCtx {
     volatile sig_atomic_t *interrupted;  // set by the runner's SIGINT/SIGTERM handler
     FILE *console;                       // progress output
     int tty;                             // console is a terminal: a live line per case
-    int index, total;                    // this case's number, for progress
+    int index, total;                    // this case's step of the run's planned steps, for progress
+    int sub;                             // > 0: a case its family created, sub-step of `index`
     // the regression layer (docs/regression.md)
     const char *baselines_dir;           // --baselines (default golden/baselines of the source tree)
     int recording;                       // `baseline record` runs: golden/perf_floor only note it
     const char *device;                  // the report's device line (RESULTS.md header)
     const char *argv_extra;              // every run option that shaped the cases, shell-quoted
-                                         // (--set, --timeout-scale, --baselines): for record commands
+                                         // (--set, --baselines): for record commands
+    const char *replay_args;             // every option that shaped a case (--set, --baselines,
+                                         // --timeout-scale, --trainer, --fault): for reproduce commands
 } RunCtx;
 
 // Run (or skip) case r->c of scenario r->s; fills r. sr: the scenario's finished

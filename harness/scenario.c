@@ -725,7 +725,12 @@ static int expand_profile(Scenario *s, Problems *ps, int p, Str *seen) {
         const char *eq = strchr(g_sets[i], '=');
         char key[96];
         snprintf(key, sizeof key, "%.*s", eq ? (int)(eq - g_sets[i]) : 0, g_sets[i]);
-        json_t *v = eq ? json_loads(eq + 1, JSON_DECODE_ANY, NULL) : NULL;
+        json_error_t je;
+        json_t *v = eq ? json_loads(eq + 1, JSON_DECODE_ANY, &je) : NULL;
+        if (!v && eq && strstr(je.text, "overflow")) {   // 1e999: a number no double holds
+            problems_add(ps, 0, 0, "--set %s: %s is out of the range of a number (|x| < 1.8e308)", g_sets[i], eq + 1);
+            continue;
+        }
         if (!v && eq) v = json_string(eq + 1);
         if (!eq || !override_key_ok(key) || !v) {
             problems_add(ps, 0, 0, "--set %s: expected section.key=value (e.g. --set train.seed=7)", g_sets[i]);
@@ -1177,7 +1182,7 @@ static int load_selftest(Scenario *s, Problems *ps, int profile, int all_profile
     const json_t *v;
     if ((v = get_typed(s, ps, s->root, "", "name", JSON_STRING, 1, "a string")) && name_ok(json_string_value(v), 63))
         snprintf(s->name, sizeof s->name, "%s", json_string_value(v));
-    else if (v) PROBLEM("name", 0, "name: \"%s\": 1 to 63 characters from A-Z a-z 0-9 _ . -", json_string_value(v));
+    else if (v) PROBLEM("name", 0, "name: \"%.64s%s\": 1 to 63 characters from A-Z a-z 0-9 _ . -", json_string_value(v), strlen(json_string_value(v)) > 64 ? "…" : "");
     if ((v = get_typed(s, ps, s->root, "", "description", JSON_STRING, 1, "a string"))) s->description = xstrdup(json_string_value(v));
     snprintf(s->family, sizeof s->family, "selftest");
     const json_t *run = get_typed(s, ps, s->root, "", "run", JSON_OBJECT, 0, "an object");
@@ -1261,7 +1266,7 @@ int scenario_load(Scenario *s, const char *path, int profile, int all_profiles, 
     check_keys(s, ps, s->root, "", TOP_KEYS, "the scenario's top level");
     if ((v = get_typed(s, ps, s->root, "", "name", JSON_STRING, 1, "a string"))) {
         if (!name_ok(json_string_value(v), 63))
-            PROBLEM("name", 0, "name: \"%s\": 1 to 63 characters from A-Z a-z 0-9 _ . -", json_string_value(v));
+            PROBLEM("name", 0, "name: \"%.64s%s\": 1 to 63 characters from A-Z a-z 0-9 _ . -", json_string_value(v), strlen(json_string_value(v)) > 64 ? "…" : "");
         else snprintf(s->name, sizeof s->name, "%s", json_string_value(v));
     }
     if ((v = get_typed(s, ps, s->root, "", "description", JSON_STRING, 1, "a string"))) {

@@ -148,14 +148,35 @@ int write_file_atomic(const char *path, const char *data, size_t len) {
         ssize_t w = write(fd, data + off, len - off);
         if (w < 0) {
             if (errno == EINTR) continue;
+            int e = errno;
             close(fd);
             unlink(tmp);
+            errno = e;
             return -1;
         }
         off += (size_t)w;
     }
-    if (close(fd)) return -1;
-    return rename(tmp, path);
+    // a full disk can surface only at fsync/close: the old file stays, the torn copy goes
+    if (fsync(fd) && errno != EINVAL) {
+        int e = errno;
+        close(fd);
+        unlink(tmp);
+        errno = e;
+        return -1;
+    }
+    if (close(fd)) {
+        int e = errno;
+        unlink(tmp);
+        errno = e;
+        return -1;
+    }
+    if (rename(tmp, path)) {
+        int e = errno;
+        unlink(tmp);
+        errno = e;
+        return -1;
+    }
+    return 0;
 }
 
 int file_exists(const char *path) {
@@ -265,6 +286,18 @@ void problems_add(Problems *ps, int line, int col, const char *fmt, ...) {
     va_start(ap, fmt);
     str_vprintf(&s, fmt, ap);
     va_end(ap);
+    // a message quotes what it got; a megabyte of it (a scenario's name, say) helps no one
+    // and would be echoed into RESULTS.md and junit.xml
+    enum { MAX_PROBLEM = 1200 };
+    if (s.len > MAX_PROBLEM) {
+        size_t cut = MAX_PROBLEM;
+        while (cut > 0 && ((unsigned char)s.p[cut] & 0xC0) == 0x80) cut--;   // not inside a UTF-8 character
+        Str t = {0};
+        str_addn(&t, s.p, cut);
+        str_printf(&t, "… (message cut: %zu bytes)", s.len);
+        str_free(&s);
+        s = t;
+    }
     ps->v[ps->n] = (Problem){line, col, ps->n, str_take(&s)};
     ps->n++;
 }

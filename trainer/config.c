@@ -810,7 +810,12 @@ static void apply_override(Loader *L, json_t *root, const char *ov) {
         unknown_key(L, sec, key, ov);
         return;
     }
-    json_t *v = json_loads(eq + 1, JSON_DECODE_ANY, NULL);
+    json_error_t je;
+    json_t *v = json_loads(eq + 1, JSON_DECODE_ANY, &je);
+    if (!v && strstr(je.text, "overflow")) {   // 1e999: a number, but none a double holds
+        flag_problem(L, ov, dk, "%s is out of the range of a number (|x| < 1.8e308)", eq + 1);
+        return;
+    }
     if (!v) v = json_string(eq + 1);
     if (!v) {
         flag_problem(L, ov, dk, "the value is not valid UTF-8");
