@@ -224,6 +224,17 @@ typedef struct {
     const Case *base;   // the base case of the family's last created case
 } Main;
 
+// Rewrite the report; when the disk refuses it, give up the ballast the folder's claim
+// set aside (harness/outdir.h) and try once more, so the report that says what the disk
+// refused still fits. 0 or -1 (errno).
+static int write_report(Report *rp) {
+    if (report_write(rp) == 0) return 0;
+    int e = errno;
+    if ((e == ENOSPC || e == EDQUOT) && outdir_release_reserve(rp->dir)) return report_write(rp);
+    errno = e;
+    return -1;
+}
+
 // Run planned case k of sr (a trainer case, or the family's own kind), print its
 // line, rewrite the report.
 static void run_one(Main *M, ScenarioRun *sr, int k) {
@@ -256,7 +267,7 @@ static void run_one(Main *M, ScenarioRun *sr, int k) {
         fprintf(M->con, "%s %-5s %s/%s (%s): %s\n", at, VERDICT_NAMES[r->verdict], sr->s->name, r->c->name, t, r->summary);
         fflush(M->con);
     }
-    if (report_write(rp)) fprintf(stderr, "nsa-harness: cannot write the report in %s: %s\n", rp->dir, strerror(errno));
+    if (write_report(rp)) fprintf(stderr, "nsa-harness: cannot write the report in %s: %s\n", rp->dir, strerror(errno));
 }
 
 // FamilyExec.run_variant: a new case from a base case, appended and run.
@@ -289,7 +300,7 @@ static int fx_run_variant(FamilyExec *fx, const Case *base, const char *name, co
         snprintf(r->summary, sizeof r->summary, "invalid derived case: %s", err);
         sr->done = k + 1;
         M->rp->done++;
-        report_write(M->rp);
+        write_report(M->rp);
         return k;
     }
     run_one(M, sr, k);
@@ -610,7 +621,7 @@ int cmd_run(int argc, char **argv) {
         for (int i = 0; i < faults.n; i++) str_printf(&f, "%s%s", i ? ", " : "", faults.v[i]);
         rp.faults = str_take(&f);
     }
-    report_write(&rp);
+    write_report(&rp);
 
     // run
     proc_on_interrupt(on_signal);
@@ -659,7 +670,7 @@ int cmd_run(int argc, char **argv) {
     rp.exit_code = rc;
     // the final report; if it cannot be written (a full disk), the one on disk is the
     // last complete one, and the run says so rather than announce a file it never wrote
-    const int report_failed = report_write(&rp) != 0;
+    const int report_failed = write_report(&rp) != 0;
     const int report_errno = errno;
     report_github_summary(&rp);
     if (con) {
@@ -675,6 +686,7 @@ int cmd_run(int argc, char **argv) {
                         "written (it says partial)\n", rp.dir, strerror(report_errno));
         if (rc == EXIT_OK) rc = usage_rc;
     }
+    outdir_release_reserve(rp.dir);
     if (lock_fd >= 0) close(lock_fd);   // the folder is free for the next run
     // (the process exits: the OS frees the rest)
     return rc;

@@ -17,6 +17,18 @@
 #include "harness/util.h"
 
 #define LOCK_NAME ".nsa-harness.lock"
+#define RESERVE_NAME ".nsa-harness.reserve"
+
+// The ballast: the largest of 256, 64, 16, 4 KiB that the file system still holds.
+static void set_aside_reserve(const char *dir) {
+    char p[4400];
+    snprintf(p, sizeof p, "%s/%s", dir, RESERVE_NAME);
+    int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) return;
+    for (off_t sz = 256 * 1024; sz >= 4096; sz /= 4)
+        if (posix_fallocate(fd, 0, sz) == 0) break;
+    close(fd);
+}
 
 static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
     (void)st;
@@ -32,7 +44,8 @@ static int has_entries(const char *dir) {
     struct dirent *e;
     int any = 0;
     while (!any && (e = readdir(d)))
-        any = strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && strcmp(e->d_name, LOCK_NAME);
+        any = strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && strcmp(e->d_name, LOCK_NAME) &&
+              strcmp(e->d_name, RESERVE_NAME);
     closedir(d);
     return any;
 }
@@ -134,5 +147,12 @@ int outdir_claim(const char *dir, int *lock_fd, char *err, size_t errlen) {
         return -1;
     }
     *lock_fd = fd;
+    set_aside_reserve(dir);
     return 0;
+}
+
+int outdir_release_reserve(const char *dir) {
+    char p[4400];
+    snprintf(p, sizeof p, "%s/%s", dir, RESERVE_NAME);
+    return unlink(p) == 0;
 }

@@ -13,7 +13,14 @@
 #define NSA_HARNESS_OUTDIR_H
 #include <stddef.h>
 
+// A full disk must not leave a report that cannot say why: the claim also sets aside
+// DIR/.nsa-harness.reserve, a ballast file of up to 256 KiB (as much of it as fits),
+// which outdir_release_reserve deletes when a report write fails, so the report that
+// names the file the disk refused still fits. It is deleted at the end of the run.
+//
 // 0 with *lock_fd held (close it, or exit, to release); -1 with the reason in err
 // ("--out DIR: ...").
 int outdir_claim(const char *dir, int *lock_fd, char *err, size_t errlen);
+// Delete the ballast (if still there): 1 if it freed space, else 0.
+int outdir_release_reserve(const char *dir);
 #endif

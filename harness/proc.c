@@ -62,6 +62,11 @@ pid_t proc_spawn(char *const argv[], const char *log_path, char *const *env, int
         if (log_path) {
             int fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND, 0664);
             if (fd < 0) _exit(126);
+            // blocks for the first 4-64 KiB of the log, set aside without growing it: on a
+            // disk that fills during the case, the trainer's last words (its [IO-ERROR]
+            // line naming the file it could not write) still land (best effort)
+            for (off_t sz = 64 * 1024; sz >= 4096; sz /= 4)   // as much of it as the disk holds
+                if (fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, sz) == 0 || errno == EOPNOTSUPP) break;
             dup2(fd, 1);
             dup2(fd, 2);
         }
