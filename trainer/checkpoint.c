@@ -1,15 +1,25 @@
-// trainer/checkpoint.c — save/restore parameters, AdamW state and data position.
+// trainer/checkpoint.c — save/restore parameters, AdamW state and data position
+// (format and integrity: checkpoint.h).
+#include <errno.h>
 #include <inttypes.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "trainer/checkpoint.h"
+#include "trainer/digest.h"
 #include "trainer/safetensors.h"
 
 #define CKPT_FORMAT "nsa-harness-checkpoint-1"
+#define CKPT_DIGESTS "tensor_digests"
 
 static StDtype param_dtype(const Model *m) { return m->be->param_bytes == 8 ? ST_F64 : ST_F32; }
+
+// name of tensor i of pass 0 (parameters), 1 (optim.m.), 2 (optim.v.)
+static void tensor_name(char *out, size_t n, int pass, const char *param) {
+    snprintf(out, n, "%s%s", pass == 0 ? "" : pass == 1 ? "optim.m." : "optim.v.", param);
+}
 
 int checkpoint_save(const char *path, const Model *m, const Optim *o, int64_t step, DataPos pos,
                     char *err, size_t errlen) {
@@ -17,9 +27,12 @@ int checkpoint_save(const char *path, const Model *m, const Optim *o, int64_t st
     size_t bytes = (size_t)m->n_elems * be->param_bytes;
     // host copies of the three parameter-layout buffers (backend memory may be a GPU)
     char *hp = malloc(bytes), *hm = malloc(bytes), *hv = malloc(bytes);
-    if (!hp || !hm || !hv) {
+    json_t *digests = json_object();
+    if (!hp || !hm || !hv || !digests) {
         free(hp); free(hm); free(hv);
+        json_decref(digests);
         snprintf(err, errlen, "%s: out of memory staging %zu bytes", path, bytes);
+        errno = 0;
         return -1;
     }
     be->to_host(hp, m->param_mem, bytes);
@@ -27,17 +40,22 @@ int checkpoint_save(const char *path, const Model *m, const Optim *o, int64_t st
     be->to_host(hv, o->v_mem, bytes);
     StFile f;
     st_init(&f);
-    char name[128];
+    char name[128], hex[17];
     for (int pass = 0; pass < 3; pass++) {
         char *base = pass == 0 ? hp : pass == 1 ? hm : hv;
         for (int i = 0; i < m->n_params; i++) {
             const ParamInfo *p = &m->params[i];
-            snprintf(name, sizeof name, "%s%s", pass == 0 ? "" : pass == 1 ? "optim.m." : "optim.v.", p->name);
-            st_add(&f, name, param_dtype(m), p->ndim, p->shape, base + p->offset * be->param_bytes);
+            const char *data = base + p->offset * be->param_bytes;
+            tensor_name(name, sizeof name, pass, p->name);
+            st_add(&f, name, param_dtype(m), p->ndim, p->shape, data);
+            digest64_hex(digest64(data, (size_t)p->numel * be->param_bytes, 0), hex);
+            json_object_set_new(digests, name, json_string(hex));
         }
     }
     char buf[64];
     char *cfg = config_to_json(&m->cfg);
+    char *dig = json_dumps(digests, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    json_decref(digests);
     st_add_meta(&f, "format", CKPT_FORMAT);
     st_add_meta(&f, "config", cfg);
     st_add_meta(&f, "config_digest", m->cfg.digest);
@@ -50,10 +68,15 @@ int checkpoint_save(const char *path, const Model *m, const Optim *o, int64_t st
     st_add_meta(&f, "backend", be->name);
     snprintf(buf, sizeof buf, "%.17g", o->loss_scale);          st_add_meta(&f, "loss_scale", buf);
     snprintf(buf, sizeof buf, "%" PRId64, o->good_steps);        st_add_meta(&f, "loss_scale_good_steps", buf);
-    int rc = st_write(&f, path, err, errlen);
+    if (dig) st_add_meta(&f, CKPT_DIGESTS, dig);
+    int rc = dig ? st_write(&f, path, err, errlen) : -1;
+    int e = dig ? errno : 0;
+    if (!dig) snprintf(err, errlen, "%s: out of memory serialising the tensor digests", path);
     free(cfg);
+    free(dig);
     st_free(&f);   // frees the writer's tables; tensor data was borrowed
     free(hp); free(hm); free(hv);
+    errno = rc ? e : 0;
     return rc;
 }
 
@@ -68,59 +91,209 @@ static int meta_i64(const StFile *f, const char *path, const char *key, int64_t 
     return 0;
 }
 
-int checkpoint_load(const char *path, Model *m, Optim *o, int64_t *step, DataPos *pos,
-                    char *digest_out, char *err, size_t errlen) {
+// ---- config comparison ------------------------------------------------------------------
+
+// A value as short JSON: reals in the shortest %.Ng that reads back (as the
+// canonical config writes them), everything else as Jansson's compact form.
+static void value_text(const json_t *v, char *out, size_t n) {
+    if (!v) { snprintf(out, n, "absent"); return; }
+    if (json_is_real(v)) {
+        double x = json_real_value(v);
+        for (int prec = 15; prec <= 17; prec++) {
+            snprintf(out, n, "%.*g", prec, x);
+            if (strtod(out, NULL) == x) break;
+        }
+        return;
+    }
+    char *s = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+    snprintf(out, n, "%s", s ? s : "?");
+    free(s);
+}
+
+static int is_allowed_key(const char *key) { return !strcmp(key, "train.steps") || !strcmp(key, "name"); }
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
+
+static void diff_objects(const json_t *a, const json_t *b, const char *prefix, CkptConfigDiff *out, int max,
+                         int *count) {
+    size_t na = json_object_size(a), nb = json_object_size(b), nk = 0;
+    const char **keys = malloc(sizeof(char *) * (na + nb + 1));
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)a, k, v) keys[nk++] = k;
+    json_object_foreach((json_t *)b, k, v)
+        if (!json_object_get(a, k)) keys[nk++] = k;
+    qsort(keys, nk, sizeof *keys, cmp_str);
+    for (size_t i = 0; i < nk; i++) {
+        const json_t *x = json_object_get(a, keys[i]), *y = json_object_get(b, keys[i]);
+        char full[96];
+        snprintf(full, sizeof full, "%s%s", prefix, keys[i]);
+        if (json_is_object(x) && json_is_object(y)) {
+            char sub[sizeof full + 2];
+            snprintf(sub, sizeof sub, "%s.", full);
+            diff_objects(x, y, sub, out, max, count);
+            continue;
+        }
+        if (x && y && json_equal((json_t *)x, (json_t *)y)) continue;
+        if (*count < max) {
+            CkptConfigDiff *d = &out[*count];
+            snprintf(d->key, sizeof d->key, "%s", full);
+            value_text(x, d->ckpt, sizeof d->ckpt);
+            value_text(y, d->run, sizeof d->run);
+            d->allowed = is_allowed_key(full);
+        }
+        (*count)++;
+    }
+    free(keys);
+}
+
+int checkpoint_config_diff(const char *ckpt_json, const char *run_json, CkptConfigDiff *out, int max) {
+    json_t *a = ckpt_json ? json_loads(ckpt_json, 0, NULL) : NULL;
+    json_t *b = run_json ? json_loads(run_json, 0, NULL) : NULL;
+    int count = -1;
+    if (json_is_object(a) && json_is_object(b)) {
+        count = 0;
+        diff_objects(a, b, "", out, max, &count);
+    }
+    json_decref(a);
+    json_decref(b);
+    return count;
+}
+
+// "; config differs: k: checkpoint X, this run Y; ..." for a shape error, or "".
+static void diff_hint(const char *ckpt_cfg, const NsaConfig *cfg, char *out, size_t n) {
+    out[0] = 0;
+    if (!ckpt_cfg) return;
+    CkptConfigDiff d[8];
+    char *run = config_to_json(cfg);
+    int nd = checkpoint_config_diff(ckpt_cfg, run, d, 8);
+    free(run);
+    size_t at = 0;
+    for (int i = 0; i < nd && i < 8 && at < n; i++)
+        at += (size_t)snprintf(out + at, n - at, "%s%s: checkpoint %s, this run %s", i ? "; " : " (config differs: ",
+                               d[i].key, d[i].ckpt, d[i].run);
+    if (nd > 8 && at < n) at += (size_t)snprintf(out + at, n - at, "; and %d more", nd - 8);
+    if (nd > 0 && at < n) snprintf(out + at, n - at, ")");
+}
+
+// ---- load -------------------------------------------------------------------------------
+
+void checkpoint_info_free(CkptInfo *info) {
+    free(info->config);
+    info->config = NULL;
+}
+
+int checkpoint_load(const char *path, Model *m, Optim *o, CkptInfo *info, char *err, size_t errlen) {
     const Backend *be = m->be;
+    memset(info, 0, sizeof *info);
     StFile f;
     if (st_read(&f, path, err, errlen)) return -1;
     int rc = -1;
+    json_t *digests = NULL;
     const char *fmt = st_meta(&f, "format");
     if (!fmt || strcmp(fmt, CKPT_FORMAT)) {
         snprintf(err, errlen, "%s: not an nsa-harness checkpoint (metadata format = %s)", path, fmt ? fmt : "absent");
         goto done;
     }
+    const char *ck_cfg = st_meta(&f, "config");
+    // 1. every tensor this model needs is there, with its shape and dtype
     char name[128];
+    for (int pass = 0; pass < 3; pass++) {
+        for (int i = 0; i < m->n_params; i++) {
+            const ParamInfo *p = &m->params[i];
+            tensor_name(name, sizeof name, pass, p->name);
+            const StTensor *t = st_find(&f, name);
+            char hint[1024];
+            if (!t) {
+                diff_hint(ck_cfg, &m->cfg, hint, sizeof hint);
+                snprintf(err, errlen, "%s: tensor '%s' missing%s", path, name, hint);
+                goto done;
+            }
+            int same = t->dtype == param_dtype(m) && t->ndim == p->ndim && t->shape[0] == p->shape[0] &&
+                       (p->ndim < 2 || t->shape[1] == p->shape[1]);
+            if (!same) {
+                diff_hint(ck_cfg, &m->cfg, hint, sizeof hint);
+                snprintf(err, errlen, "%s: tensor '%s' is %s [%lld%s%lld], this model needs %s [%lld%s%lld]%s", path,
+                         name, st_dtype_name(t->dtype), (long long)t->shape[0], t->ndim > 1 ? "," : "",
+                         t->ndim > 1 ? (long long)t->shape[1] : 0LL, st_dtype_name(param_dtype(m)),
+                         (long long)p->shape[0], p->ndim > 1 ? "," : "", p->ndim > 1 ? (long long)p->shape[1] : 0LL,
+                         hint);
+                goto done;
+            }
+        }
+    }
+    // 2. every tensor's bytes are the bytes that were written (checkpoint.h)
+    const char *dj = st_meta(&f, CKPT_DIGESTS);
+    if (dj) {
+        digests = json_loads(dj, 0, NULL);
+        if (!json_is_object(digests)) {
+            snprintf(err, errlen, "%s: metadata '%s' is not a JSON object: the file is damaged", path, CKPT_DIGESTS);
+            goto done;
+        }
+        for (int i = 0; i < f.n_tensors; i++) {
+            const StTensor *t = &f.tensors[i];
+            const char *want = json_string_value(json_object_get(digests, t->name));
+            if (!want) {
+                snprintf(err, errlen, "%s: tensor '%s' has no checksum in metadata '%s': the file is damaged", path,
+                         t->name, CKPT_DIGESTS);
+                goto done;
+            }
+            char have[17];
+            digest64_hex(digest64(t->data, t->nbytes, 0), have);
+            if (strcmp(have, want)) {
+                snprintf(err, errlen,
+                         "%s: tensor '%s' is corrupt: the digest64 of its %zu bytes is %s, the checkpoint recorded %s "
+                         "(the file changed after it was written)",
+                         path, t->name, t->nbytes, have, want);
+                goto done;
+            }
+        }
+        info->checksums = 1;
+    }
+    // 3. the metadata
+    int64_t v;
+    if (meta_i64(&f, path, "step", &info->step, err, errlen)) goto done;
+    if (meta_i64(&f, path, "optim_t", &v, err, errlen)) goto done;
+    int64_t optim_t = v;
+    if (meta_i64(&f, path, "data_batches", &v, err, errlen)) goto done;
+    info->pos.batches = (uint64_t)v;
+    if (meta_i64(&f, path, "data_shard", &info->pos.shard, err, errlen)) goto done;
+    if (meta_i64(&f, path, "data_offset", &info->pos.offset, err, errlen)) goto done;
+    double loss_scale = o->loss_scale;
+    int64_t good_steps = o->good_steps;
+    if (st_meta(&f, "loss_scale")) {   // fp16 dynamic loss scaling state
+        const char *s = st_meta(&f, "loss_scale");
+        char *end = NULL;
+        loss_scale = strtod(s, &end);
+        if (!end || *end || !(loss_scale > 0)) {
+            snprintf(err, errlen, "%s: metadata 'loss_scale' is not a positive number", path);
+            goto done;
+        }
+        if (meta_i64(&f, path, "loss_scale_good_steps", &good_steps, err, errlen)) goto done;
+    }
+    // 4. everything checked: restore
     for (int pass = 0; pass < 3; pass++) {
         void *base = pass == 0 ? m->param_mem : pass == 1 ? o->m_mem : o->v_mem;
         for (int i = 0; i < m->n_params; i++) {
             const ParamInfo *p = &m->params[i];
-            snprintf(name, sizeof name, "%s%s", pass == 0 ? "" : pass == 1 ? "optim.m." : "optim.v.", p->name);
+            tensor_name(name, sizeof name, pass, p->name);
             const StTensor *t = st_find(&f, name);
-            if (!t) { snprintf(err, errlen, "%s: tensor '%s' missing", path, name); goto done; }
-            int same = t->dtype == param_dtype(m) && t->ndim == p->ndim && t->shape[0] == p->shape[0] &&
-                       (p->ndim < 2 || t->shape[1] == p->shape[1]);
-            if (!same) {
-                snprintf(err, errlen, "%s: tensor '%s' is %s [%lld%s%lld], this model needs %s [%lld%s%lld]", path,
-                         name, st_dtype_name(t->dtype), (long long)t->shape[0], t->ndim > 1 ? "," : "",
-                         t->ndim > 1 ? (long long)t->shape[1] : 0LL, st_dtype_name(param_dtype(m)),
-                         (long long)p->shape[0], p->ndim > 1 ? "," : "", p->ndim > 1 ? (long long)p->shape[1] : 0LL);
-                goto done;
-            }
             be->from_host((char *)base + p->offset * be->param_bytes, t->data, t->nbytes);
         }
     }
-    int64_t v;
-    if (meta_i64(&f, path, "step", step, err, errlen)) goto done;
-    if (meta_i64(&f, path, "optim_t", &o->t, err, errlen)) goto done;
-    if (meta_i64(&f, path, "data_batches", &v, err, errlen)) goto done;
-    pos->batches = (uint64_t)v;
-    if (meta_i64(&f, path, "data_shard", &pos->shard, err, errlen)) goto done;
-    if (meta_i64(&f, path, "data_offset", &pos->offset, err, errlen)) goto done;
     model_params_changed(m);
-    if (st_meta(&f, "loss_scale")) {   // fp16 dynamic loss scaling state
-        const char *s = st_meta(&f, "loss_scale");
-        char *end = NULL;
-        o->loss_scale = strtod(s, &end);
-        if (!end || *end || !(o->loss_scale > 0)) {
-            snprintf(err, errlen, "%s: metadata 'loss_scale' is not a positive number", path);
-            goto done;
-        }
-        if (meta_i64(&f, path, "loss_scale_good_steps", &o->good_steps, err, errlen)) goto done;
-    }
+    o->t = optim_t;
+    o->loss_scale = loss_scale;
+    o->good_steps = good_steps;
     const char *dg = st_meta(&f, "config_digest");
-    snprintf(digest_out, 17, "%s", dg ? dg : "");
+    snprintf(info->digest, sizeof info->digest, "%s", dg ? dg : "");
+    if (ck_cfg) {
+        info->config = malloc(strlen(ck_cfg) + 1);
+        if (info->config) strcpy(info->config, ck_cfg);
+    }
     rc = 0;
 done:
+    json_decref(digests);
     st_free(&f);
     return rc;
 }

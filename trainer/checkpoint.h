@@ -6,6 +6,15 @@
 // optimizer step count, the data position, the seed and the canonical config.
 // Randomness is counter-based (trainer/rng.h): the seed and the data position
 // are the whole RNG state, so resume continues bit for bit.
+//
+// Integrity (issue 11): the metadata entry "tensor_digests" holds a JSON object
+// (as a string, like every safetensors metadata value) mapping every tensor's name
+// to the digest64 (trainer/digest.h, seed 0) of its raw bytes as stored in the
+// file, 16 lowercase hex digits. checkpoint_load verifies every tensor against it
+// before anything is copied into the model, and names the first tensor whose bytes
+// differ. Checkpoints written before checksums existed have no "tensor_digests":
+// they load unverified (CkptInfo.checksums = 0; nsa-train prints a note).
+// The file stays a valid safetensors file: the digests are metadata.
 #ifndef NSA_TRAINER_CHECKPOINT_H
 #define NSA_TRAINER_CHECKPOINT_H
 #include <stddef.h>
@@ -14,11 +23,44 @@
 #include "trainer/model.h"
 #include "trainer/optim.h"
 
+// Returns 0, or -1 with err filled and errno set as st_write leaves it (the system
+// error when the file could not be written, e.g. ENOSPC; 0 for any other failure).
 int checkpoint_save(const char *path, const Model *m, const Optim *o, int64_t step, DataPos pos,
                     char *err, size_t errlen);
+
+// What a loaded checkpoint says about itself.
+typedef struct {
+    int64_t step;        // the last step it completed
+    DataPos pos;         // data position after that step
+    char digest[17];     // config digest it was written with ("" if absent)
+    char *config;        // its canonical config JSON (malloc'd), NULL if absent
+    int checksums;       // 1: every tensor was verified against "tensor_digests"; 0: the file has none
+} CkptInfo;
+
 // Restores parameters and optimizer state into an initialised model/optimizer of
-// the same shape. A missing tensor or a shape/dtype mismatch is an error.
-// *digest_out (17 bytes) receives the config digest the checkpoint was written with.
-int checkpoint_load(const char *path, Model *m, Optim *o, int64_t *step, DataPos *pos,
-                    char *digest_out, char *err, size_t errlen);
+// the same shape. Errors (-1, err = "path: why"): an unreadable or malformed file,
+// not a checkpoint, a missing tensor, a shape/dtype mismatch (the message also
+// lists the config keys that differ from m->cfg), a tensor whose bytes do not
+// match its stored digest ("tensor 'NAME' is corrupt: ..."). Tensors are all
+// checked before the model or optimizer is touched. The caller compares
+// info->config with its own (checkpoint_config_diff) and frees it (checkpoint_info_free).
+int checkpoint_load(const char *path, Model *m, Optim *o, CkptInfo *info, char *err, size_t errlen);
+void checkpoint_info_free(CkptInfo *info);
+
+// One key whose value differs between two canonical configs (config_to_json).
+typedef struct {
+    char key[96];        // dotted, e.g. "nsa.w", or "name"
+    char ckpt[160];      // the checkpoint's value as JSON ("absent" when missing)
+    char run[160];       // this run's value
+    int allowed;         // a key that may differ on resume without --allow-config-change
+} CkptConfigDiff;
+
+// Key-by-key comparison of the checkpoint's canonical config with this run's, in
+// sorted key order (nested objects are walked; arrays and scalars compared whole).
+// Keys that may legitimately differ on resume are marked allowed: "train.steps"
+// (resuming to train longer is normal; the LR schedule then spans the new value)
+// and "name" (a label: it changes nothing that is computed). Writes up to max
+// entries; returns how many keys differ (may exceed max), or -1 if either text is
+// not a JSON object.
+int checkpoint_config_diff(const char *ckpt_json, const char *run_json, CkptConfigDiff *out, int max);
 #endif

@@ -26,6 +26,7 @@
 #include "trainer/faults.h"
 #include "trainer/jsonl.h"
 #include "trainer/flightrec.h"
+#include "trainer/ioerr.h"
 #include "trainer/train.h"
 
 typedef struct {
@@ -63,6 +64,7 @@ struct Ddp {
     int records_written;     // this step's buckets.jsonl records are out (or not wanted)
     int aborted;
     int fd_buckets, fd_times;
+    char path_buckets[1100], path_times[1100];   // their paths, for [IO-ERROR] (trainer/ioerr.h)
     int eb;                  // gradient element bytes
     const char *dtype;       // "f32", "f64"
     int failed;              // an asynchronous launch/test error (err, failed_bucket)
@@ -132,7 +134,7 @@ static void write_records(Ddp *d) {
         json_object_set_new(r, "missing", miss);
         char *js = json_dumps(r, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(12));
         json_decref(r);
-        jsonl_write(d->fd_buckets, js, "buckets.jsonl");
+        jsonl_write(d->fd_buckets, js, d->path_buckets);   // a failure: io_error, exit 6 at the step's end
         free(js);
     }
 }
@@ -361,14 +363,19 @@ Ddp *ddp_open(Model *m, const CommWorld *w, const DdpOpts *o, int *rc, char *err
     }
     free(all);
     if (o->out_dir) {
-        char path[1100];
-        snprintf(path, sizeof path, "%s/buckets.jsonl", o->out_dir);
-        d->fd_buckets = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-        if (d->fd_buckets < 0) snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
-        snprintf(path, sizeof path, "%s/rank_times.jsonl", o->out_dir);
-        d->fd_times = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-        if (d->fd_times < 0) snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
-        if (d->fd_buckets < 0 || d->fd_times < 0) {
+        // an artifact that cannot be created: [IO-ERROR] and exit 6 (trainer/ioerr.h)
+        snprintf(d->path_buckets, sizeof d->path_buckets, "%s/buckets.jsonl", o->out_dir);
+        snprintf(d->path_times, sizeof d->path_times, "%s/rank_times.jsonl", o->out_dir);
+        const char *bad = NULL;
+        d->fd_buckets = open(d->path_buckets, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        if (d->fd_buckets < 0) bad = d->path_buckets;
+        else if ((d->fd_times = open(d->path_times, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644)) < 0)
+            bad = d->path_times;
+        if (bad) {
+            int e = errno;
+            snprintf(err, errlen, "cannot open %s: %s", bad, strerror(e));
+            io_error(bad, e);
+            *rc = NSA_EXIT_IO;
             ddp_close(d, 0);
             return NULL;
         }
@@ -625,5 +632,5 @@ void ddp_write_rank_times(Ddp *d, int64_t step, double step_ms) {
     double wait_ms = d->wait_s * 1e3;
     snprintf(line, sizeof line, "{\"step\":%" PRId64 ",\"rank\":%d,\"compute_ms\":%.3f,\"comm_wait_ms\":%.3f}", step,
              d->rank, step_ms - wait_ms, wait_ms);
-    jsonl_write(d->fd_times, line, "rank_times.jsonl");
+    jsonl_write(d->fd_times, line, d->path_times);
 }

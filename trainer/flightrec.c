@@ -6,7 +6,7 @@
 // lock is needed; a reader in another process retries while seq is odd.
 // An update costs one clock_gettime(CLOCK_MONOTONIC) (vDSO, ~20 ns) and about
 // twenty stores: cheap enough to record every layer of every step.
-#define _POSIX_C_SOURCE 200809L   // ftruncate, clock_gettime
+#define _POSIX_C_SOURCE 200809L   // ftruncate, posix_fallocate, pwrite, clock_gettime
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -44,18 +44,57 @@ static void seq_end(FrHeader *h) {
     __atomic_store_n(&h->seq, h->seq + 1, __ATOMIC_RELEASE);   // even: consistent
 }
 
+int fr_reserve_file(int fd, uint64_t bytes, int try_fallocate) {
+    if (try_fallocate) {
+        int e = posix_fallocate(fd, 0, (off_t)bytes);   // returns the error, errno untouched
+        if (e == 0) return 0;
+        // EOPNOTSUPP (EINVAL from older C libraries, ENOSYS without the call): the
+        // filesystem cannot allocate ahead; write the zeros instead. Anything else
+        // (ENOSPC, EDQUOT, EIO, EFBIG) is the answer.
+        if (e != EOPNOTSUPP && e != EINVAL && e != ENOSYS) return e;
+    }
+    static const char zeros[4096];
+    uint64_t done = 0;
+    while (done < bytes) {
+        size_t n = bytes - done < sizeof zeros ? (size_t)(bytes - done) : sizeof zeros;
+        ssize_t k = pwrite(fd, zeros, n, (off_t)done);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) return k < 0 ? errno : EIO;
+        done += (uint64_t)k;
+    }
+    return 0;
+}
+
 int flightrec_open(const char *path, int rank, char *err, size_t errlen) {
     int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) { snprintf(err, errlen, "%s: %s", path, strerror(errno)); return -1; }
-    if (ftruncate(fd, FR_FILE_BYTES)) {
-        snprintf(err, errlen, "%s: ftruncate: %s", path, strerror(errno));
+    if (fd < 0) {
+        int e = errno;
+        snprintf(err, errlen, "%s: %s", path, strerror(e));
+        errno = e;
+        return -1;
+    }
+    // Every block of the file is allocated before it is mapped: a store to (or, on
+    // tmpfs, even a load from) a page of a sparse file allocates that page, and on
+    // a full filesystem the fault is SIGBUS — in this process, or in the runner
+    // that maps the file to read the header. The reservation fails here with
+    // ENOSPC instead, and the file is left empty (a reader sees "not a recorder").
+    int e = fr_reserve_file(fd, FR_FILE_BYTES, 1);
+    if (e) {
+        snprintf(err, errlen, "%s: cannot reserve its %d bytes: %s", path, FR_FILE_BYTES, strerror(e));
+        if (ftruncate(fd, 0)) { /* best effort: give the blocks back */ }
         close(fd);
+        errno = e;
         return -1;
     }
     void *p = mmap(NULL, FR_FILE_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    e = errno;
     close(fd);   // the mapping keeps the file
-    if (p == MAP_FAILED) { snprintf(err, errlen, "%s: mmap: %s", path, strerror(errno)); return -1; }
-    FrHeader *h = p;   // fresh pages of a truncated file read as zeros
+    if (p == MAP_FAILED) {
+        snprintf(err, errlen, "%s: mmap: %s", path, strerror(e));
+        errno = e;
+        return -1;
+    }
+    FrHeader *h = p;   // the reserved file reads as zeros; the magic goes in last
     h->version = FR_VERSION;
     h->header_bytes = FR_HEADER_BYTES;
     h->event_bytes = FR_EVENT_BYTES;
@@ -186,15 +225,31 @@ int flightrec_show(const char *path) {
         close(fd);
         return -1;
     }
-    size_t bytes = (size_t)sb.st_size;
-    void *p = mmap(NULL, bytes, PROT_READ, MAP_SHARED, fd, 0);
+    // read(2), not mmap: reading a hole of a sparse file through read returns
+    // zeros, while a load from a mapped hole allocates a page on tmpfs and is
+    // SIGBUS when the filesystem is full (a recorder of an older trainer, which
+    // did not reserve its blocks). A copy is as good as a mapping here: the seqlock
+    // checks below still tell a torn copy of a live recorder.
+    size_t bytes = (size_t)sb.st_size, got = 0;
+    void *p = malloc(bytes);
+    while (p && got < bytes) {
+        ssize_t k = pread(fd, (char *)p + got, bytes - got, (off_t)got);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) break;
+        got += (size_t)k;
+    }
     close(fd);
-    if (p == MAP_FAILED) { fprintf(stderr, "nsa-train: --show-flight-recorder %s: mmap: %s\n", path, strerror(errno)); return -1; }
+    if (!p || got < bytes) {
+        fprintf(stderr, "nsa-train: --show-flight-recorder %s: cannot read it: %s\n", path,
+                p ? "short read" : "out of memory");
+        free(p);
+        return -1;
+    }
     const volatile FrHeader *h = p;
     if (fr_check_header(h, bytes)) {
         fprintf(stderr, "nsa-train: --show-flight-recorder %s: not a flight recorder of version %u (bad magic, version or sizes)\n",
                 path, FR_VERSION);
-        munmap(p, bytes);
+        free(p);
         return -1;
     }
     FrEvent *ev = malloc(sizeof(FrEvent) * h->ring_len);
@@ -235,6 +290,6 @@ int flightrec_show(const char *path) {
     free(js);
     json_decref(o);
     free(ev);
-    munmap(p, bytes);
+    free(p);
     return 0;
 }

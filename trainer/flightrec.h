@@ -1,8 +1,9 @@
 // trainer/flightrec.h — the flight recorder: a fixed-size memory-mapped file per
 // rank that says what the rank is doing right now and what it did last.
 //
-// nsa-train --flight-recorder FILE creates FILE (truncating it), sizes it with
-// ftruncate and maps it MAP_SHARED. Another process — the runner's watchdog, or
+// nsa-train --flight-recorder FILE creates FILE (truncating it), reserves every
+// block of it (posix_fallocate; zeros written where the filesystem cannot
+// fallocate), maps it MAP_SHARED and writes the header, the magic last. Another process — the runner's watchdog, or
 // `nsa-train --show-flight-recorder FILE` — maps or reads the same file while the
 // rank runs, is hung, or after it died, and learns:
 //   * the current state: phase, step, layer, op, collective sequence numbers,
@@ -24,6 +25,24 @@
 //   file_bytes = header_bytes + ring_len * event_bytes
 // Event i (0-based, i < state.n_events) lives in ring slot i % ring_len; the
 // newest is i = n_events - 1.
+//
+// Full disks (issue 11): the file's blocks are allocated BEFORE it is mapped and
+// BEFORE the header and magic are written, and the file only reaches its full
+// size once they all are (posix_fallocate extends the size after allocating; the
+// zero-writing fallback grows it write by write). So a reader that maps the file
+// with its current st_size and sees the magic has mapped a fully allocated file:
+// its loads cannot fault, not even on a full tmpfs (where a load from a hole of a
+// sparse file allocates a page, and on a full filesystem that is SIGBUS). A reader
+// that maps a file of st_size < FR_HEADER_BYTES, or sees no magic, treats it as
+// "not (yet) a recorder" and must not map beyond st_size. Keep this order: reserve
+// everything, then write the header, the magic last. If the blocks cannot be
+// reserved (ENOSPC), flightrec_open fails (nsa-train: [IO-ERROR] and exit 6,
+// trainer/ioerr.h), leaving an empty file; after a successful open, recording is
+// stores into reserved pages and cannot fail. Two hazards this order cannot remove
+// for a reader that maps: a file truncated under its mapping (a new run opening the
+// same path with O_TRUNC) faults on any filesystem, and a sparse file from an older
+// trainer faults on a full tmpfs. Reading with pread(2) is immune to both (holes
+// read as zeros, past EOF reads short): flightrec_show does that.
 //
 // Consistency (seqlock): the only writer is the rank's main thread. Around every
 // update of `state` and of the ring it increments FrHeader.seq twice: odd while
@@ -200,9 +219,14 @@ static inline int fr_read_events(const volatile FrHeader *h, FrEvent *out, int m
 // no-op when no recorder is open, and costs a clock_gettime and a few stores
 // when one is.
 
-// Create/truncate `path`, size it, map it, fill the header. Returns 0, or -1
-// with err filled.
+// Create/truncate `path`, reserve its blocks (fr_reserve_file), map it, fill the
+// header, the magic last. Returns 0, or -1 with err filled ("path: why") and errno
+// set to the cause (ENOSPC when the blocks cannot be reserved).
 int flightrec_open(const char *path, int rank, char *err, size_t errlen);
+// Allocate bytes [0, bytes) of the open file fd: posix_fallocate, or, when
+// try_fallocate is 0 or the filesystem does not support it (EOPNOTSUPP), by
+// writing zeros. Returns 0 or the errno value (ENOSPC on a full filesystem).
+int fr_reserve_file(int fd, uint64_t bytes, int try_fallocate);
 // The mapped header, or NULL when off (for the stack dumper and tests).
 FrHeader *flightrec_header(void);
 // Record an event and make it the current state (phase, step, layer, op).

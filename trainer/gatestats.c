@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "trainer/gatestats.h"
+#include "trainer/ioerr.h"
 #include "trainer/jsonl.h"
 
 // JSON number, or "nan" / "inf" / "-inf" (JSON has no non-finite numbers)
@@ -60,10 +61,14 @@ int gatestats_open(GateStats *gs, const char *out_dir, int rank, int n_layers, c
     gs->n_layers = n_layers;
     gs->layers = calloc((size_t)n_layers, sizeof(GateLayerStats));
     if (out_dir) {
-        char path[1100];
-        snprintf(path, sizeof path, "%s/gate_stats.jsonl", out_dir);
-        gs->fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-        if (gs->fd < 0) { snprintf(err, errlen, "--gate-stats: cannot open %s: %s", path, strerror(errno)); return -1; }
+        snprintf(gs->path, sizeof gs->path, "%s/gate_stats.jsonl", out_dir);
+        gs->fd = open(gs->path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        if (gs->fd < 0) {   // an artifact that cannot be created: [IO-ERROR], exit 6 (trainer/ioerr.h)
+            int e = errno;
+            snprintf(err, errlen, "--gate-stats: cannot open %s: %s", gs->path, strerror(e));
+            io_error(gs->path, e);
+            return -1;
+        }
     }
     return 0;
 }
@@ -129,7 +134,7 @@ char *gatestats_finish_step(GateStats *gs, const Model *m, int64_t step) {
     json_object_set_new(rec, "layers", layers);
     char *js = json_dumps(rec, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
     json_decref(rec);
-    jsonl_write(gs->fd, js, "gate_stats.jsonl");
+    jsonl_write(gs->fd, js, gs->path);   // a failure: io_error, exit 6 at the step's end
     return js;
 }
 

@@ -31,6 +31,7 @@ typedef struct {
 
 typedef struct {
     int fd;                 // OUT/gate_stats.jsonl (O_APPEND), -1 = no file (tests)
+    char path[1100];        // its path (for [IO-ERROR], trainer/ioerr.h)
     int rank;
     int armed;              // collect during the next forward
     int n_layers;

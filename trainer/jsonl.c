@@ -2,22 +2,36 @@
 #define _POSIX_C_SOURCE 200809L
 #include "trainer/jsonl.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-void jsonl_write(int fd, const char *js, const char *what) {
-    if (fd < 0 || !js) return;
+#include "trainer/ioerr.h"
+
+int jsonl_write(int fd, const char *js, const char *path) {
+    if (fd < 0 || !js) return 0;
     size_t n = strlen(js);
     char *line = malloc(n + 1);
     if (!line) {
-        fprintf(stderr, "nsa-train: out of memory writing %s\n", what);
-        return;
+        io_error(path, ENOMEM);
+        return -1;
     }
     memcpy(line, js, n);
     line[n] = '\n';
-    ssize_t k = write(fd, line, n + 1);
-    if (k != (ssize_t)(n + 1)) fprintf(stderr, "nsa-train: short write to %s\n", what);
+    size_t done = 0;
+    int rc = 0;
+    while (done < n + 1) {
+        ssize_t k = write(fd, line + done, n + 1 - done);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) {
+            io_error(path, k < 0 ? errno : EIO);
+            rc = -1;
+            break;
+        }
+        done += (size_t)k;   // short: the next write says why (ENOSPC), or completes the line
+    }
     free(line);
+    return rc;
 }

@@ -239,21 +239,24 @@ int st_write(const StFile *f, const char *path, char *err, size_t errlen) {
         return -1;
     }
     json_t *root = build_header(f, path, err, errlen);
-    if (!root) return -1;
+    if (!root) { errno = 0; return -1; }
     char *hdr = json_dumps(root, JSON_COMPACT);
     json_decref(root);
     if (!hdr) {
         set_err(err, errlen, "%s: out of memory serialising the header", path);
+        errno = 0;
         return -1;
     }
     size_t hlen = strlen(hdr), padded = (hlen + 7) / 8 * 8;
     uint64_t n = padded;   // little-endian host: the in-memory bytes are the file's
 
-    int rc = -1;
+    int rc = -1, e = 0;
     FILE *fp = fopen(tmp, "wb");
     if (!fp) {
-        set_err(err, errlen, "%s: cannot create %s: %s", path, tmp, strerror(errno));
+        e = errno;
+        set_err(err, errlen, "%s: cannot create %s: %s", path, tmp, strerror(e));
         free(hdr);
+        errno = e;
         return -1;
     }
     static const char spaces[8] = "        ";
@@ -262,18 +265,22 @@ int st_write(const StFile *f, const char *path, char *err, size_t errlen) {
     for (int i = 0; !bad && i < f->n_tensors; i++)
         bad = write_all(fp, f->tensors[i].data, f->tensors[i].nbytes);
     if (bad || fflush(fp) != 0 || fsync(fileno(fp)) != 0) {
-        set_err(err, errlen, "%s: writing %s: %s", path, tmp, strerror(errno));
+        e = errno ? errno : EIO;
+        set_err(err, errlen, "%s: writing %s: %s", path, tmp, strerror(e));
         fclose(fp);
     } else if (fclose(fp) != 0) {
-        set_err(err, errlen, "%s: closing %s: %s", path, tmp, strerror(errno));
+        e = errno ? errno : EIO;
+        set_err(err, errlen, "%s: closing %s: %s", path, tmp, strerror(e));
     } else if (rename(tmp, path) != 0) {
-        set_err(err, errlen, "%s: renaming %s: %s", path, tmp, strerror(errno));
+        e = errno;
+        set_err(err, errlen, "%s: renaming %s: %s", path, tmp, strerror(e));
     } else {
         rc = 0;
     }
     free(hdr);
     if (rc != 0) {
         unlink(tmp);
+        errno = e;   // the failing call's errno, for the caller's [IO-ERROR] line
         return -1;
     }
     // Make the rename itself durable. Best effort: some filesystems refuse to

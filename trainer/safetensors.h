@@ -38,7 +38,10 @@ double st_elem_f64(const StTensor *t, size_t i);
 void st_init(StFile *f);
 void st_add(StFile *f, const char *name, StDtype dt, int ndim, const int64_t *shape, const void *data);
 void st_add_meta(StFile *f, const char *key, const char *val);
-// Writes atomically (path.tmp then rename). Returns 0, or -1 with err filled.
+// Writes atomically (path.tmp then rename). Returns 0, or -1 with err filled and
+// errno set: the failing system call's error when the file could not be created,
+// written, flushed, fsync'ed, closed or renamed (ENOSPC on a full disk), 0 when
+// nothing was written for another reason (an invalid tensor or name, out of memory).
 int st_write(const StFile *f, const char *path, char *err, size_t errlen);
 
 // Reader: whole file into memory. Returns 0, or -1 with err ("path: why").

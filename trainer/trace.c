@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "trainer/trace.h"
+#include "trainer/ioerr.h"
 #include "trainer/jsonl.h"
 
 #define SCAN_CHUNK (1 << 20)   // gradient elements copied to the host at a time
@@ -33,10 +34,14 @@ int gradtrace_open(GradTrace *tr, const Model *m, const char *out_dir, int rank,
     tr->host = malloc(sizeof(double) * SCAN_CHUNK);
     model_expected_unused(m, tr->expected);
     if (out_dir) {
-        char path[1100];
-        snprintf(path, sizeof path, "%s/grad_trace.jsonl", out_dir);
-        tr->fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-        if (tr->fd < 0) { snprintf(err, errlen, "--trace-grads: cannot open %s: %s", path, strerror(errno)); return -1; }
+        snprintf(tr->path, sizeof tr->path, "%s/grad_trace.jsonl", out_dir);
+        tr->fd = open(tr->path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        if (tr->fd < 0) {   // an artifact that cannot be created: [IO-ERROR], exit 6 (trainer/ioerr.h)
+            int e = errno;
+            snprintf(err, errlen, "--trace-grads: cannot open %s: %s", tr->path, strerror(e));
+            io_error(tr->path, e);
+            return -1;
+        }
     }
     return 0;
 }
@@ -118,7 +123,7 @@ char *gradtrace_end_step(GradTrace *tr) {
     json_object_set_new(rec, "order", order);
     char *js = json_dumps(rec, JSON_COMPACT | JSON_PRESERVE_ORDER);
     json_decref(rec);
-    jsonl_write(tr->fd, js, "grad_trace.jsonl");
+    jsonl_write(tr->fd, js, tr->path);   // a failure: io_error, exit 6 at the step's end
     if (tr->print) {
         // the block goes out in one stdio flush
         printf("[GRAD-TRACE] step=%" PRId64 " rank=%d arrived=%d missing=%d\n", tr->step, tr->rank, tr->n_arrived,

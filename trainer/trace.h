@@ -23,6 +23,7 @@
 typedef struct {
     const Model *m;
     int fd;                  // OUT/grad_trace.jsonl, -1 = no file (tests)
+    char path[1100];         // its path (for [IO-ERROR], trainer/ioerr.h)
     int print;               // print the [GRAD-TRACE] lines
     int rank;
     int n_params;

@@ -21,15 +21,24 @@
 // file and checkpoints; every rank writes its traces (grad_trace.jsonl,
 // buckets.jsonl, rank_times.jsonl). The weights stay bitwise identical on every
 // rank, which the run checks at its end.
+//
+// Artifacts (issue 11): a file that cannot be written is io_error (trainer/ioerr.h:
+// one [IO-ERROR] line) and the run ends with exit 6 at the end of that step;
+// --save/--dump-step paths that can never be written and a --resume checkpoint of
+// another config are exit 2 before any step (check_output_file, check_resume_config;
+// docs/diagnostics.md, "Checkpoints").
 #define _POSIX_C_SOURCE 200809L   // clock_gettime, mkdir
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "trainer/actdump.h"
 #include "trainer/checkpoint.h"
@@ -40,6 +49,7 @@
 #include "trainer/flightrec.h"
 #include "trainer/flops.h"
 #include "trainer/gatestats.h"
+#include "trainer/ioerr.h"
 #include "trainer/model.h"
 #include "trainer/optim.h"
 #include "trainer/safetensors.h"
@@ -132,6 +142,36 @@ static int mkdir_p(const char *dir) {
     return mkdir(tmp, 0775) && errno != EEXIST ? -1 : 0;
 }
 
+// One metrics.jsonl record, written with write(2) on the file's descriptor (no
+// stdio buffer in between: the error is the write's own). A record that cannot be
+// written whole is cut off again (ftruncate to the previous end; rank 0 is the
+// file's only writer), so the file always ends with a whole line; the failure is
+// io_error (the [IO-ERROR] line; the run ends with exit 6). Returns 0 or -1.
+__attribute__((format(printf, 3, 4)))
+static int metrics_record(int fd, const char *path, const char *fmt, ...) {
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= sizeof line) { io_error(path, EOVERFLOW); return -1; }
+    struct stat sb;
+    off_t end = fstat(fd, &sb) == 0 ? sb.st_size : -1;
+    size_t done = 0;
+    while (done < (size_t)n) {
+        ssize_t k = write(fd, line + done, (size_t)n - done);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) {
+            int e = k < 0 ? errno : EIO;
+            if (end >= 0 && S_ISREG(sb.st_mode) && ftruncate(fd, end)) { /* best effort */ }
+            io_error(path, e);
+            return -1;
+        }
+        done += (size_t)k;
+    }
+    return 0;
+}
+
 static int g_rank = 0;   // for the anomaly file name (rank 0: anomaly.json)
 
 static void write_anomaly(const char *out_dir, int64_t step, int micro, const Anomaly *a) {
@@ -142,14 +182,18 @@ static void write_anomaly(const char *out_dir, int64_t step, int micro, const An
     char path[1100];
     if (g_rank == 0) snprintf(path, sizeof path, "%s/anomaly.json", out_dir);
     else snprintf(path, sizeof path, "%s/anomaly.rank%d.json", out_dir, g_rank);
+    // an artifact: a failure is [IO-ERROR] and exit 6 (trainer/ioerr.h)
     FILE *f = fopen(path, "w");
-    if (!f) { fprintf(stderr, "nsa-train: cannot write %s: %s\n", path, strerror(errno)); return; }
-    fprintf(f,
+    if (!f) { io_error(path, errno); return; }
+    int bad = fprintf(f,
             "{\"step\": %" PRId64 ", \"micro_batch\": %d, \"phase\": \"%s\", \"tensor\": \"%s\", \"layer\": %d, "
             "\"branch\": \"%s\", \"op\": \"%s\", \"position\": {\"b\": %d, \"t\": %d, \"col\": %d}, "
             "\"value\": \"%g\"}\n",
-            step, micro, a->phase, a->tensor, a->layer, a->branch, a->op, a->b, a->t, a->col, a->value);
-    fclose(f);
+            step, micro, a->phase, a->tensor, a->layer, a->branch, a->op, a->b, a->t, a->col, a->value) < 0;
+    bad |= fflush(f) != 0;
+    int e = errno;
+    if (fclose(f) != 0 && !bad) { bad = 1; e = errno; }
+    if (bad) io_error(path, e);
 }
 
 // Replay the step (same data position, unchanged weights) with every op checked.
@@ -235,7 +279,11 @@ static int dump_step(const char *path, Model *m, const int32_t *in, const int32_
     st_add_meta(&f, "loss", lbuf);
     char err[512];
     int rc = st_write(&f, path, err, sizeof err);
-    if (rc) fprintf(stderr, "nsa-train: --dump-step: %s\n", err);
+    if (rc) {   // errno != 0: the file could not be written: [IO-ERROR], exit 6
+        int e = errno;
+        fprintf(stderr, "nsa-train: --dump-step: %s\n", err);
+        if (e) io_error(path, e);
+    }
     st_free(&f);
     free(cfg); free(hg); free(names); free(hp); free(pdig);
     return rc;
@@ -254,21 +302,117 @@ static int mkdir_parent(const char *path) {
 }
 
 int train_run(const TrainOpts *opts) {
+    io_error_reset();
     if (opts->flight_recorder) {
+        // the recorder is an artifact (the runner's watchdog reads it): a failure to
+        // create or reserve it is [IO-ERROR] and exit 6, before anything runs
         char err[1200];
         if (mkdir_parent(opts->flight_recorder)) {
+            int e = errno;
             fprintf(stderr, "nsa-train: --flight-recorder %s: cannot create its directory: %s\n", opts->flight_recorder,
-                    strerror(errno));
-            return NSA_EXIT_RUNTIME;
+                    strerror(e));
+            io_error(opts->flight_recorder, e);
+            return NSA_EXIT_IO;
         }
         if (flightrec_open(opts->flight_recorder, opts->rank, err, sizeof err)) {
+            int e = errno;
             fprintf(stderr, "nsa-train: --flight-recorder %s\n", err);
-            return NSA_EXIT_RUNTIME;
+            io_error(opts->flight_recorder, e);
+            return NSA_EXIT_IO;
         }
     }
     int rc = train_run_inner(opts);
+    // an artifact that could not be written ends the run with exit 6, whatever else
+    // happened: its [IO-ERROR] line is already on stderr (trainer/ioerr.h)
+    if (io_error_seen()) rc = NSA_EXIT_IO;
     flightrec_finish(rc);   // exited = 1 + the code; no-op without a recorder
     return rc;
+}
+
+// --save / --dump-step FILE: checked before training, so that a path that can
+// never be written fails in a second, not after the run (exit 2 naming the flag):
+// FILE must not be a directory, and its directory must exist and be writable
+// (safetensors files are written as FILE.tmp there, then renamed over FILE).
+static int check_output_file(const char *flag, const char *path) {
+    struct stat sb;
+    if (!path[0]) {
+        fprintf(stderr, "nsa-train: %s: the path is empty\n", flag);
+        return -1;
+    }
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        fprintf(stderr, "nsa-train: %s %s: is a directory (give a file name)\n", flag, path);
+        return -1;
+    }
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (!slash) snprintf(dir, sizeof dir, ".");
+    else if (slash == dir) dir[1] = 0;
+    else *slash = 0;
+    if (stat(dir, &sb) != 0) {
+        fprintf(stderr, "nsa-train: %s %s: directory %s %s\n", flag, path, dir,
+                errno == ENOENT ? "does not exist (create it first)" : strerror(errno));
+        return -1;
+    }
+    if (!S_ISDIR(sb.st_mode)) {
+        fprintf(stderr, "nsa-train: %s %s: %s is not a directory\n", flag, path, dir);
+        return -1;
+    }
+    if (access(dir, W_OK | X_OK) != 0) {
+        fprintf(stderr, "nsa-train: %s %s: directory %s is not writable: %s\n", flag, path, dir, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+// --resume: the checkpoint's config against this run's, key by key. Keys that
+// differ are exit 2 unless --allow-config-change (then a warning); "train.steps"
+// and "name" may differ (checkpoint_config_diff) and get a note.
+static int check_resume_config(const TrainOpts *opts, const CkptInfo *ck) {
+    const NsaConfig *cfg = &opts->cfg;
+    if (!strcmp(ck->digest, cfg->digest)) return 0;
+    const char *path = opts->resume;
+    char *run = config_to_json(cfg);
+    enum { MAXD = 64 };
+    CkptConfigDiff d[MAXD];
+    int nd = ck->config ? checkpoint_config_diff(ck->config, run, d, MAXD) : -1;
+    free(run);
+    if (nd < 0) {   // nothing to compare key by key: the digests are all there is
+        if (!ck->digest[0]) {
+            fprintf(stderr, "nsa-train: note: --resume %s: the checkpoint records no config; not compared\n", path);
+            return 0;
+        }
+        fprintf(stderr, "nsa-train: %s--resume %s: the checkpoint was written with config digest %s, this run's is %s "
+                "(it holds no config to compare key by key)\n", opts->allow_config_change ? "warning: " : "", path,
+                ck->digest, cfg->digest);
+        if (opts->allow_config_change) return 0;
+        fprintf(stderr, "nsa-train: resume it with the config it was written with, or pass --allow-config-change\n");
+        return -1;
+    }
+    int shown = nd < MAXD ? nd : MAXD, strict = 0;
+    for (int i = 0; i < shown; i++) strict += !d[i].allowed;
+    strict += nd - shown;   // beyond the table: counted as strict
+    for (int i = 0; i < shown; i++) {
+        if (!d[i].allowed) continue;
+        if (!strcmp(d[i].key, "train.steps"))
+            fprintf(stderr, "nsa-train: note: --resume %s: train.steps: checkpoint %s, this run %s (allowed: the LR "
+                    "schedule now spans %s steps)\n", path, d[i].ckpt, d[i].run, d[i].run);
+        else
+            fprintf(stderr, "nsa-train: note: --resume %s: %s: checkpoint %s, this run %s (allowed: it changes nothing "
+                    "that is computed)\n", path, d[i].key, d[i].ckpt, d[i].run);
+    }
+    if (!strict) return 0;
+    fprintf(stderr, "nsa-train: %s--resume %s: the checkpoint was written with another config (digest %s, this "
+            "run's %s)%s; %d key%s differ%s:\n", opts->allow_config_change ? "warning: " : "", path, ck->digest,
+            cfg->digest, opts->allow_config_change ? ", resumed anyway (--allow-config-change)" : "", strict,
+            strict == 1 ? "" : "s", strict == 1 ? "s" : "");
+    for (int i = 0; i < shown; i++)
+        if (!d[i].allowed) fprintf(stderr, "  %s: checkpoint %s, this run %s\n", d[i].key, d[i].ckpt, d[i].run);
+    if (nd > shown) fprintf(stderr, "  ... and %d more\n", nd - shown);
+    if (opts->allow_config_change) return 0;
+    fprintf(stderr, "nsa-train: resume it with the config it was written with, or pass --allow-config-change to "
+            "resume it with this one\n");
+    return -1;
 }
 
 static int train_run_inner(const TrainOpts *opts) {
@@ -282,7 +426,15 @@ static int train_run_inner(const TrainOpts *opts) {
     const int data_rank = cw ? cw->rank : 0;   // a single process (--rank R) reads the whole batch
     g_rank = rank;
     flightrec_event(FR_PHASE_INIT, FR_KIND_BEGIN, 0, -1, "init");
-    if (mkdir_p(out_dir)) { fprintf(stderr, "nsa-train: cannot create %s: %s\n", out_dir, strerror(errno)); return rc; }
+    if (mkdir_p(out_dir)) {   // where the artifacts go: [IO-ERROR], exit 6
+        int e = errno;
+        fprintf(stderr, "nsa-train: cannot create %s: %s\n", out_dir, strerror(e));
+        io_error(out_dir, e);
+        return NSA_EXIT_IO;
+    }
+    if ((opts->save && check_output_file("--save", opts->save)) ||
+        (opts->dump_step && check_output_file("--dump-step", opts->dump_step)))
+        return NSA_EXIT_USAGE;
 #ifdef NSA_HAVE_CUDA
     // one GPU per rank: device = local rank (modulo the visible devices), unless
     // NSA_CUDA_DEVICE says otherwise; must happen before the backend initialises
@@ -364,7 +516,9 @@ static int train_run_inner(const TrainOpts *opts) {
     DataSource *ds = data_open(cfg->data_kind, cfg->data_path, cfg->vocab_size, B, T, cfg->seed, data_rank, world, err,
                                sizeof err);
     int32_t *in = malloc(sizeof(int32_t) * (size_t)B * T), *tg = malloc(sizeof(int32_t) * (size_t)B * T);
-    FILE *metrics = NULL;
+    int metrics = -1;   // OUT/metrics.jsonl (rank 0), written by metrics_record
+    char path[1100];
+    snprintf(path, sizeof path, "%s/metrics.jsonl", out_dir);
     if (!ds) { fprintf(stderr, "nsa-train: data: %s\n", err); rc = NSA_EXIT_USAGE; goto out; }
     if (cw) {
         DdpOpts dop = {cfg->ddp_mode, cfg->bucket_mb, opts->comm_timeout_s > 0 ? opts->comm_timeout_s : 300.0, out_dir,
@@ -381,24 +535,43 @@ static int train_run_inner(const TrainOpts *opts) {
     }
 
     int64_t step0 = 0;
+    const int64_t last = opts->stop_after > 0 && opts->stop_after < cfg->steps ? opts->stop_after : cfg->steps;
     if (opts->resume) {
         flightrec_event(FR_PHASE_CHECKPOINT, FR_KIND_BEGIN, 0, -1, "resume_load");
-        DataPos pos;
-        char digest[17];
-        if (checkpoint_load(opts->resume, &m, &opt, &step0, &pos, digest, err, sizeof err)) {
+        CkptInfo ck;
+        // unreadable, corrupt (a tensor's checksum), or tensors that do not fit this
+        // model: exit 1 (docs/diagnostics.md, "Checkpoints")
+        if (checkpoint_load(opts->resume, &m, &opt, &ck, err, sizeof err)) {
             fprintf(stderr, "nsa-train: --resume: %s\n", err);
             goto out;
         }
-        data_set_pos(ds, pos);
-        if (strcmp(digest, cfg->digest))
-            fprintf(stderr, "nsa-train: note: %s was written with config digest %s, this run's is %s\n",
-                    opts->resume, digest, cfg->digest);
+        if (!ck.checksums)
+            fprintf(stderr, "nsa-train: note: --resume %s: the checkpoint has no tensor checksums (written before they "
+                    "existed): its tensor data is not verified\n", opts->resume);
+        int cfg_bad = check_resume_config(opts, &ck);   // another config: exit 2 unless --allow-config-change
+        step0 = ck.step;
+        data_set_pos(ds, ck.pos);
+        checkpoint_info_free(&ck);
+        if (cfg_bad) { rc = NSA_EXIT_USAGE; goto out; }
+        if (step0 >= last) {   // nothing left to train: say so, exit 0
+            if (last < cfg->steps)
+                fprintf(stderr, "nsa-train: nothing to do: the checkpoint %s is at step %" PRId64 ", and --stop-after "
+                        "is %d\n", opts->resume, step0, opts->stop_after);
+            else
+                fprintf(stderr, "nsa-train: nothing to do: the checkpoint %s is at step %" PRId64 " of %d (train.steps); "
+                        "raise --steps to train further\n", opts->resume, step0, cfg->steps);
+            rc = NSA_EXIT_OK;
+            goto out;
+        }
     }
-    char path[1100];
-    snprintf(path, sizeof path, "%s/metrics.jsonl", out_dir);
     if (rank == 0) {   // under data parallel rank 0 alone writes the metrics
-        metrics = fopen(path, opts->resume ? "a" : "w");
-        if (!metrics) { fprintf(stderr, "nsa-train: cannot write %s: %s\n", path, strerror(errno)); goto out; }
+        metrics = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (opts->resume ? 0 : O_TRUNC), 0644);
+        if (metrics < 0) {   // an artifact: [IO-ERROR], exit 6
+            int e = errno;
+            fprintf(stderr, "nsa-train: cannot write %s: %s\n", path, strerror(e));
+            io_error(path, e);
+            goto out;
+        }
     }
 
     if (!opts->quiet) {
@@ -415,7 +588,6 @@ static int train_run_inner(const TrainOpts *opts) {
     // the mean over every token of the optimizer step on every rank: the collectives sum
     const double dscale = 1.0 / ((double)B * T * cfg->grad_accum * world);
     const double flops_step = model_flops_per_step(&m, B, T, cfg->grad_accum);   // one rank's
-    const int64_t last = opts->stop_after > 0 && opts->stop_after < cfg->steps ? opts->stop_after : cfg->steps;
     for (int64_t step = step0 + 1; step <= last; step++) {
         double t0 = now_s();
         diag.step = step;
@@ -461,23 +633,21 @@ static int train_run_inner(const TrainOpts *opts) {
             optim_unscale(&opt, &m, &gnorm);
             fprintf(stderr, "nsa-train: step %" PRId64 ": fp16 gradient overflow at loss scale %g: step skipped, scale now %g\n",
                     step, was, opt.loss_scale);
-            if (metrics) {
-                fprintf(metrics, "{\"step\": %" PRId64 ", \"loss\": %.17g, \"skipped\": true, \"loss_scale\": %g}\n",
-                        step, loss, opt.loss_scale);
-                fflush(metrics);
-            }
+            if (metrics >= 0 &&
+                metrics_record(metrics, path, "{\"step\": %" PRId64 ", \"loss\": %.17g, \"skipped\": true, \"loss_scale\": %g}\n",
+                               step, loss, opt.loss_scale))
+                goto out;
             if (ddp) ddp_write_rank_times(ddp, step, (now_s() - t0) * 1e3);
+            if (io_error_seen()) goto out;
             continue;
         }
         optim_unscale(&opt, &m, &gnorm);
         if (!isfinite(loss) || !isfinite(gnorm)) {
             fprintf(stderr, "nsa-train: step %" PRId64 ": non-finite %s (loss %g, grad norm %g); replaying the step to localise\n",
                     step, !isfinite(loss) ? "loss" : "gradient", loss, gnorm);
-            if (metrics) {
-                fprintf(metrics, "{\"step\": %" PRId64 ", \"loss\": \"%g\", \"grad_norm\": \"%g\", \"anomaly\": true}\n",
-                        step, loss, gnorm);
-                fflush(metrics);
-            }
+            if (metrics >= 0)   // a failure: the anomaly is still localised; the run ends with 6
+                metrics_record(metrics, path, "{\"step\": %" PRId64 ", \"loss\": \"%g\", \"grad_norm\": \"%g\", \"anomaly\": true}\n",
+                               step, loss, gnorm);
             // every rank replays its own micro-batches (no collectives): the rank whose
             // data produced the value names the tensor
             localise_anomaly(&m, ds, pos, in, tg, dscale, step, out_dir);
@@ -544,31 +714,37 @@ static int train_run_inner(const TrainOpts *opts) {
         char dd[17];
         digest64_hex(data_digest, dd);
         // tokens and tok/s: the whole world's (every rank processes B*T*grad_accum)
-        if (metrics) {
-            fprintf(metrics,
+        // metrics.jsonl gets its record every step: a full disk shows here,
+        // [IO-ERROR] naming it, exit 6
+        if (metrics >= 0 &&
+            metrics_record(metrics, path,
                     "{\"step\": %" PRId64 ", \"loss\": %.17g, \"grad_norm\": %.17g, \"lr\": %.17g, \"ms\": %.3f, "
                     "\"tok_per_s\": %.1f, \"tokens\": %.0f, \"mem_bytes\": %" PRId64 ", \"rss_bytes\": %" PRId64 ", "
                     "\"peak_mem_bytes\": %" PRId64 ", \"flops\": %.17g, \"data_digest\": \"%s\", "
                     "\"world_size\": %d, \"comm_wait_ms\": %.3f}\n",
                     step, loss, gnorm, lr, dt * 1e3, toks * world / dt, toks * world, mem, rss_bytes(), peak,
-                    flops_step * world, dd, world, ddp ? ddp_comm_wait_ms(ddp) : 0.0);
-            fflush(metrics);
-        }
+                    flops_step * world, dd, world, ddp ? ddp_comm_wait_ms(ddp) : 0.0))
+            goto out;
         if (ddp) ddp_write_rank_times(ddp, step, dt * 1e3);
         int save_now = rank == 0 && opts->save && ((opts->save_every > 0 && step % opts->save_every == 0) || step == last);
         if (save_now) {
             flightrec_event(FR_PHASE_CHECKPOINT, FR_KIND_BEGIN, step, -1, "checkpoint_save");
             if (checkpoint_save(opts->save, &m, &opt, step, data_get_pos(ds), err, sizeof err)) {
+                int e = errno;   // != 0: the file could not be written: [IO-ERROR], exit 6
                 fprintf(stderr, "nsa-train: --save: %s\n", err);
+                if (e) io_error(opts->save, e);
                 goto out;
             }
         }
+        // a trace record (grad_trace, gate_stats, buckets, rank_times) that could not
+        // be written this step: stop here, exit 6 (train_run)
+        if (io_error_seen()) goto out;
         flightrec_event(save_now ? FR_PHASE_CHECKPOINT : FR_PHASE_OPTIMIZER, FR_KIND_END, step, -1, "step");
     }
     rc = NSA_EXIT_OK;
     if (ddp && last > step0) rc = ddp_check_weights(ddp, last);
 out:
-    if (metrics) fclose(metrics);
+    if (metrics >= 0 && close(metrics) != 0) io_error(path, errno);   // (NFS reports write errors at close)
     if (ds) data_close(ds);
     free(in); free(tg);
     if (tracing) gradtrace_close(&trace);

@@ -13,12 +13,16 @@ enum {
     NSA_EXIT_COMM_TIMEOUT = 4, // data parallel: a collective did not complete within --comm-timeout
     NSA_EXIT_DDP_CONTRACT = 5, // data parallel: static_graph's used-parameter set differs across ranks or steps
                                // (or its transport reported an error); [COMM-TIMEOUT] / [COMM-ERROR] printed
+    NSA_EXIT_IO = 6,        // an artifact could not be written (disk full, I/O error): one line
+                            // "[IO-ERROR] file=<path> errno=<n> <strerror text>" on stderr (trainer/ioerr.h);
+                            // takes precedence over 0 and every other code a run ends with
 };
 
 typedef struct {
     NsaConfig cfg;
     const char *out_dir;      // metrics.jsonl, anomaly.json go here (created); NULL: "."
     const char *resume;       // checkpoint to resume from, or NULL
+    int allow_config_change;  // --allow-config-change: resume a checkpoint of another config (warning, not exit 2)
     const char *save;         // checkpoint written at the end (and at save_every), or NULL
     int save_every;           // also save every N steps (0: only at the end)
     int stop_after;           // stop after this step (0: run to cfg.steps); the LR schedule still uses cfg.steps

@@ -5,7 +5,8 @@
 // Exit codes: 0 ok, 1 runtime failure, 2 usage or invalid config,
 // 3 non-finite value (anomaly record written), 4 a data-parallel collective did
 // not complete within --comm-timeout, 5 static_graph's used-parameter set differs
-// across ranks or steps, 138 stall dump after SIGUSR1; a crash ends
+// across ranks or steps, 6 an artifact could not be written ([IO-ERROR] line),
+// 138 stall dump after SIGUSR1; a crash ends
 // by its signal after the crash dump. See `nsa-train --help`, docs/diagnostics.md
 // for the diagnostics flags and docs/ddp.md for data parallel.
 #define _POSIX_C_SOURCE 200809L   // setenv, open, dup2, mkdir
@@ -46,9 +47,15 @@ static void usage(FILE *f) {
         "  --steps N            same as --set train.steps=N\n"
         "  --backend NAME       same as --set train.backend=NAME (cpu, cpu64, cuda)\n"
         "  --out DIR            write metrics.jsonl (and anomaly.json) here (default .)\n"
-        "  --save FILE          write a checkpoint (safetensors) at the end of the run\n"
+        "  --save FILE          write a checkpoint (safetensors, a digest64 checksum per tensor) at the end of\n"
+        "                       the run; FILE's directory must exist and be writable (checked at start: exit 2)\n"
         "  --save-every N       with --save: also every N steps\n"
-        "  --resume FILE        continue from a checkpoint (weights, AdamW state, data position)\n"
+        "  --resume FILE        continue from a checkpoint (weights, AdamW state, data position); every tensor\n"
+        "                       is verified against its checksum (a corrupt one is named, exit 1); a checkpoint\n"
+        "                       of another config is exit 2 naming the keys that differ (train.steps and name\n"
+        "                       may differ); one already at train.steps (or --stop-after) is 'nothing to do', exit 0\n"
+        "  --allow-config-change  with --resume: resume a checkpoint of another config anyway (the differing\n"
+        "                       keys are printed as a warning)\n"
         "  --stop-after N       stop after step N (the LR schedule still spans train.steps)\n"
         "  --dump-step FILE     write step 1's batch, logits, loss and every gradient (safetensors;\n"
         "                       logits F32, F64 on the fp64 backend)\n"
@@ -89,6 +96,8 @@ static void usage(FILE *f) {
         "(the first non-finite tensor is named on stderr and in OUT/anomaly.json), 4 a collective did not\n"
         "complete within --comm-timeout (data parallel; [COMM-TIMEOUT] names the collective and its bucket),\n"
         "5 static_graph: the used parameters differ across ranks or from the recorded step ([DDP] names them),\n"
+        "6 an artifact could not be written (disk full, I/O error: metrics.jsonl, traces, anomaly.json, the\n"
+        "dump, a checkpoint, the flight recorder); stderr has one line [IO-ERROR] file=PATH errno=N TEXT,\n"
         "138 stall dump after SIGUSR1; a crash ends by its signal (shell status 128+signal)\n");
 }
 
@@ -201,6 +210,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--save")) { NEED_VALUE; opts.save = v; }
         else if (!strcmp(a, "--save-every")) { NEED_VALUE; if (parse_int(a, v, &opts.save_every)) return 2; }
         else if (!strcmp(a, "--resume")) { NEED_VALUE; opts.resume = v; }
+        else if (!strcmp(a, "--allow-config-change")) opts.allow_config_change = 1;
         else if (!strcmp(a, "--stop-after")) { NEED_VALUE; if (parse_int(a, v, &opts.stop_after)) return 2; }
         else if (!strcmp(a, "--dump-step")) { NEED_VALUE; opts.dump_step = v; }
         else if (!strcmp(a, "--dump-acts")) opts.dump_acts = 1;
@@ -328,6 +338,11 @@ int main(int argc, char **argv) {
     for (int i = 0; i < n_owned; i++) free(owned[i]);
     free(owned);
     free(sets);
+    if (opts.allow_config_change && !opts.resume) {
+        fprintf(stderr, "nsa-train: --allow-config-change applies to --resume FILE, which is not given\n");
+        free(p_log); free(p_stack); free(p_fr); free(p_out); free(p_dump); free(p_save); free(p_resume);
+        return finish(&world, 2);
+    }
     if (print_env) {
         char *js = envinfo_json(&opts.cfg);
         puts(js);
