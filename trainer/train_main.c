@@ -214,7 +214,11 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--stop-after")) { NEED_VALUE; if (parse_int(a, v, &opts.stop_after)) return 2; }
         else if (!strcmp(a, "--dump-step")) { NEED_VALUE; opts.dump_step = v; }
         else if (!strcmp(a, "--dump-acts")) opts.dump_acts = 1;
-        else if (!strcmp(a, "--threads")) { NEED_VALUE; if (parse_int(a, v, &threads) || threads < 1) { fprintf(stderr, "nsa-train: --threads must be >= 1\n"); return 2; } }
+        else if (!strcmp(a, "--threads")) {   // one message, saying what it got
+            NEED_VALUE;
+            if (parse_int(a, v, &threads)) return 2;
+            if (threads < 1) { fprintf(stderr, "nsa-train: --threads %s: expected a whole number >= 1\n", v); return 2; }
+        }
         else if (!strcmp(a, "--check-config")) check_only = 1;
         else if (!strcmp(a, "--devices")) {
 #ifdef NSA_HAVE_CUDA

@@ -23,6 +23,10 @@ check "unknown flag is named" grep -q "unknown option '--frobnicate'" "$TMP/err"
 expect_rc "missing --config" 2 "$BIN" --steps 3
 expect_rc "flag without value" 2 "$BIN" --config
 expect_rc "bad --steps" 2 "$BIN" $TINY --steps x
+expect_rc "--threads -5" 2 "$BIN" --config configs/tiny.json --threads -5
+check "--threads -5: one message, naming the value (it printed two)" test "$(grep -c . "$TMP/err")" = 1
+expect_rc "--threads 0" 2 "$BIN" --config configs/tiny.json --threads 0
+check "--threads 0: says what it wants" grep -q -- "--threads 0: expected a whole number >= 1" "$TMP/err"
 expect_rc "unknown backend" 2 "$BIN" $TINY --backend tpu
 check "unknown backend names the flag" grep -q -- "--set train.backend=tpu" "$TMP/err"
 

@@ -1,0 +1,207 @@
+#!/usr/bin/env bash
+# tests/cli/harness_reliability.sh BUILD_DIR — the runner's side of issue 11 (reliability):
+# every item here is a defect a user hit, and each check fails on the code before its fix.
+#  1. full disk: a trainer that reports an artifact it could not write ([IO-ERROR], exit 6)
+#     is an ERROR "disk full writing <file>" (was FAIL "no metrics were written"); on a
+#     64 KiB tmpfs neither binary dies by a signal and the run says what it could not write
+#     (the runner read the trainer's half-allocated flight recorder and died by SIGBUS);
+#  2. one --out at a time: a second run into a folder another run holds exits 2 naming the
+#     holder's pid; a reused report folder starts clean of the last report's cases; a
+#     non-empty folder that is not a report is refused;
+#  3. reports that agree in every state — running, interrupted, done: the header's counts,
+#     the rows, summary.json and junit.xml (a case not reached is PENDING while the run goes
+#     on, SKIP once it stopped); a family's own cases are sub-steps of the progress counter;
+#  4. reproduce lines carry every option that shaped the case (--set, --timeout-scale,
+#     --fault, exact --case);
+#  5. checked up front, before any case runs: a misspelt --fault, an --out that is a file or
+#     cannot be made; check parameters that can never hold (a tensors glob matching no
+#     tensor, a fractional window); validate/list of a folder without scenarios; help nosuch;
+#  6. messages that say what they got (a tolerance out of range, --trainer /bin/true, show of
+#     a missing folder, --set train.lr=1e999, --out ""), a 1 MB name cut in the report;
+#  7. `list --tensors` names exactly what the trainer's dumps hold (every committed ci
+#     baseline's dump, and a tied-embedding dump).
+set -u
+BUILD=${1:?usage: harness_reliability.sh BUILD_DIR}
+BUILD=$(cd "$BUILD" && pwd)
+H="$BUILD/nsa-harness"
+T="$BUILD/nsa-train"
+TMP=$(mktemp -d)
+MNT=""
+cleanup() { [ -n "$MNT" ] && umount "$MNT" 2>/dev/null; pkill -f "$TMP/" 2>/dev/null; rm -rf "$TMP"; }
+trap cleanup EXIT
+. "$(dirname "$0")/lib/common.sh"   # ok, bad, check, finish
+# expect NAME RC CMD...: the exit code must be RC (stdout+stderr in $TMP/out)
+expect() { local name=$1 want=$2; shift 2
+  "$@" >"$TMP/out" 2>&1; local rc=$?
+  if [ "$rc" = "$want" ]; then ok "$name (exit $rc)"; else bad "$name: exit $rc, want $want"; tail -5 "$TMP/out"; fi; }
+has() { grep -qF -- "$2" "$1"; }
+GATE="scenarios/gate_init.json --profile ci"
+
+# ---- 1. full disk --------------------------------------------------------------------------
+cat >"$TMP/io_trainer" <<EOF
+#!/usr/bin/env bash
+# a trainer that behaves like nsa-train on a full disk: it names the file and exits 6
+case " \$* " in *" --print-env "*|*" --list-faults "*) exec "$T" "\$@" ;; esac
+echo "nsa-train: cannot write metrics.jsonl" >&2
+echo "[IO-ERROR] file=/data/out/metrics.jsonl errno=28 No space left on device" >&2
+exit 6
+EOF
+chmod +x "$TMP/io_trainer"
+expect "a trainer out of disk: the run exits 2" 2 "$H" run $GATE --trainer "$TMP/io_trainer" --out "$TMP/io" --quiet
+check "ERROR names the file: disk full writing /data/out/metrics.jsonl" \
+  grep -q "| gate_init | gate=softmax | \*\*ERROR\*\* | .* | disk full writing /data/out/metrics.jsonl (rank 0, exit 6)" "$TMP/io/RESULTS.md"
+MNT="$TMP/tiny_fs"
+mkdir -p "$MNT"
+if mount -t tmpfs -o size=64k tmpfs "$MNT" 2>"$TMP/mount.err"; then
+  "$H" run $GATE --case gate_init/gate=softmax --out "$MNT/r" >"$TMP/out" 2>&1
+  rc=$?
+  check "64 KiB tmpfs: nsa-harness ends by exit, not by a signal (exit $rc)" test "$rc" -lt 128
+  # the folder's claim sets a ballast aside and the rank log's first blocks, so when the
+  # trainer meets the full disk its [IO-ERROR] line lands and the report that names the
+  # file still fits
+  check "64 KiB tmpfs: the report names the disk-full file" \
+    grep -q "| gate_init | gate=softmax | \*\*ERROR\*\* | .* | disk full writing $MNT/r/gate_init/gate=softmax/" "$MNT/r/RESULTS.md"
+  check "... and says so on the console, announcing the report it wrote" grep -q "^RESULTS: $MNT/r/RESULTS.md" "$TMP/out"
+  "$T" --config configs/tiny.json --steps 2 --flight-recorder "$MNT/fr" --out "$MNT/tr" --quiet >"$TMP/out" 2>&1
+  rc=$?
+  check "64 KiB tmpfs: nsa-train --flight-recorder ends by exit, not by a signal (exit $rc)" test "$rc" -lt 128
+  umount "$MNT" && MNT=""
+else
+  echo "SKIP: cannot mount a tmpfs here ($(head -1 "$TMP/mount.err")): the 64 KiB full-disk part is not run"
+  MNT=""
+fi
+
+# ---- 2. one run per --out ----------------------------------------------------------------------
+mkdir -p "$TMP/held"
+echo 424242 >"$TMP/held/.nsa-harness.lock"
+flock -n "$TMP/held/.nsa-harness.lock" sleep 60 &
+holder=$!
+for _ in $(seq 1 100); do   # until the lock is held (a loaded machine may take a while)
+  flock -n "$TMP/held/.nsa-harness.lock" true || break
+  sleep 0.1
+done
+expect "a folder another run holds: exit 2" 2 "$H" run $GATE --out "$TMP/held" --quiet
+check "... naming the holder's pid" has "$TMP/out" "is in use by another nsa-harness run (pid 424242)"
+pkill -P "$holder" sleep 2>/dev/null; kill "$holder" 2>/dev/null; wait "$holder" 2>/dev/null
+expect "a first report" 0 "$H" run $GATE --out "$TMP/reuse" --quiet
+expect "the same folder, another scenario" 0 "$H" run scenarios/perf.json --profile ci --out "$TMP/reuse" --quiet
+check "the reused folder holds no case of the earlier report" test ! -e "$TMP/reuse/gate_init"
+check "... and the new report's cases" test -d "$TMP/reuse/perf"
+mkdir -p "$TMP/other" && echo keep >"$TMP/other/notes.txt"
+expect "a non-empty folder that is not a report: exit 2" 2 "$H" run $GATE --out "$TMP/other" --quiet
+check "... said, and nothing touched" bash -c "grep -q 'not empty and not an nsa-harness report' '$TMP/out' && test -s '$TMP/other/notes.txt'"
+
+# ---- 3. reports agree in every state ----------------------------------------------------------
+# agree DIR STATE: the header's counts, the rows, summary.json and junit.xml say the same
+agree() { python3 - "$1" "$2" <<'PY'
+import json, re, sys, xml.etree.ElementTree as ET
+d, state = sys.argv[1], sys.argv[2]
+md = open(d + "/RESULTS.md").read()
+head = re.search(r"\*\*(\d+) cases?((?: · \d+ [A-Z]+)*)\*\*", md)
+total = int(head.group(1)); hc = {v: int(n) for n, v in re.findall(r"(\d+) ([A-Z]+)", head.group(2))}
+rows = re.findall(r"^\| gate_init \| [^|]+ \| \**([A-Z]+)\** \|", md, re.M)
+s = json.load(open(d + "/summary.json"))
+sc = {k: v for k, v in s["counts"].items() if v}
+vs = [c["verdict"] for c in s["cases"]]
+j = ET.parse(d + "/junit.xml").getroot()
+jt = {k: int(j.get(k)) for k in ("tests", "failures", "errors", "skipped")}
+rc = {v: rows.count(v) for v in set(rows)}
+assert total == len(rows) == len(vs) == jt["tests"], (total, rows, vs, jt)
+assert hc == rc == sc == {v: vs.count(v) for v in set(vs)}, (hc, rc, sc, vs)
+assert jt["errors"] == hc.get("ERROR", 0) and jt["skipped"] == hc.get("SKIP", 0) + hc.get("PENDING", 0), (jt, hc)
+assert jt["failures"] == sum(hc.get(v, 0) for v in ("FAIL", "HANG", "CRASH")), (jt, hc)
+want = {"running": "PENDING", "interrupted": "SKIP", "done": None}[state]
+assert want is None or want in vs, (state, vs)
+print(state, hc)
+PY
+}
+"$H" run $GATE --fault hang=0:1:forward --out "$TMP/states" --quiet >"$TMP/states.out" 2>&1 &
+run_pid=$!
+for _ in $(seq 1 100); do [ -d "$TMP/states/gate_init/gate=softmax/ranks" ] && break; sleep 0.1; done
+sleep 1
+check "running: counts, rows, summary.json and junit.xml agree" agree "$TMP/states" running
+kill -INT "$run_pid"; wait "$run_pid"
+check "interrupted: they agree" agree "$TMP/states" interrupted
+check "interrupted: the header says it" has "$TMP/states/RESULTS.md" "**Interrupted**"
+"$H" run $GATE --fault gate_zero_init --out "$TMP/done" --quiet >/dev/null 2>&1
+check "done: they agree" agree "$TMP/done" done
+"$H" run scenarios/gc_bisection.json --profile ci --out "$TMP/gcb" >"$TMP/gcb.out" 2>&1
+check "a family's own cases are sub-steps: [1/1·1], [1/1·2], never [2/2]" \
+  bash -c "grep -q '^\[1/1·1\] PASS' '$TMP/gcb.out' && grep -q '^\[1/1·2\] PASS' '$TMP/gcb.out' && ! grep -q '^\[2/2\]' '$TMP/gcb.out'"
+
+# ---- 4. reproduce lines --------------------------------------------------------------------------
+"$H" run $GATE --fault gate_zero_init --set train.seed=7 --timeout-scale 2 --out "$TMP/repro" --quiet >/dev/null 2>&1
+check "the reproduce line carries --case, --set, --timeout-scale and --fault" \
+  grep -qE "reproduce: \`.*nsa-harness run scenarios/gate_init.json --profile ci --case gate_init/gate=softmax --fault gate_zero_init --set train.seed=7 --timeout-scale 2\`" \
+  "$TMP/repro/RESULTS.md"
+
+# ---- 5. up front ---------------------------------------------------------------------------------
+expect "--fault misspelt: exit 2 before any case" 2 "$H" run $GATE --fault gate_zer_init --out "$TMP/f" --quiet
+check "... naming the fault, no report written" bash -c "grep -q -- '--fault gate_zer_init: ' '$TMP/out' && test ! -e '$TMP/f'"
+echo x >"$TMP/afile"
+expect "--out is a file: exit 2" 2 "$H" run $GATE --out "$TMP/afile" --quiet
+check "... said" has "$TMP/out" "--out $TMP/afile: exists and is not a folder"
+expect "--out cannot be made: exit 2" 2 "$H" run $GATE --out /proc/nsa-harness-test --quiet
+check "... said, with the reason" has "$TMP/out" "--out /proc/nsa-harness-test: cannot create it:"
+mkdir -p "$TMP/scen"
+# copies of a shipped scenario, one defect each (their config paths made absolute)
+sed "s|\"\.\./configs/|\"$PWD/configs/|" scenarios/prefill_step5.json >"$TMP/prefill.json"
+sed 's/"tensors": \["logits"\]/"tensors": ["nosuch*"]/' "$TMP/prefill.json" >"$TMP/scen/nosuch.json"
+expect "a tensors glob that matches no tensor: validate exit 2" 2 "$H" validate "$TMP/scen/nosuch.json"
+check "... at its file:line:col, naming the glob" grep -q "nosuch.json:[0-9]*:[0-9]*: tensors\[0\]: 'nosuch\*' matches no tensor" "$TMP/out"
+sed 's/"window": 5/"window": 2.5/' "$TMP/prefill.json" >"$TMP/scen/window.json"
+expect "a fractional window: validate exit 2" 2 "$H" validate "$TMP/scen/window.json"
+check "... says what it got" grep -q "window: expected a whole number of steps, got 2.5" "$TMP/out"
+mkdir -p "$TMP/empty"
+expect "validate of a folder without scenarios: exit 2" 2 "$H" validate "$TMP/empty"
+expect "list of a folder without scenarios: exit 2" 2 "$H" list "$TMP/empty"
+expect "help nosuch: exit 2" 2 "$H" help nosuch
+
+# ---- 6. messages ---------------------------------------------------------------------------------
+sed 's/"tolerance": {"ci": 0, "gpu": 2e-2}/"tolerance": {"ci": 7, "gpu": 2e-2}/' "$TMP/prefill.json" >"$TMP/scen/tol.json"
+expect "a tolerance out of range: exit 2" 2 "$H" validate "$TMP/scen/tol.json"
+check "... its range [0, 1] and what it got" has "$TMP/out" "tolerance: expected a number in [0, 1], got 7"
+expect "--trainer /bin/true: exit 2" 2 "$H" run $GATE --trainer /bin/true --out "$TMP/t" --quiet
+check "... says it printed nothing, not 'failed (status 0)'" has "$TMP/out" "printed nothing for --print-env"
+expect "show of a missing folder: exit 2" 2 "$H" show "$TMP/nonexistent"
+check "... names it, no -1:-1" bash -c "grep -q '$TMP/nonexistent: No such file or directory' '$TMP/out' && ! grep -q -- '-1:-1' '$TMP/out'"
+expect "--set train.lr=1e999: exit 2" 2 "$H" run $GATE --set train.lr=1e999 --out "$TMP/lr" --quiet
+check "... out of the range of a number, not 'got string'" has "$TMP/out" "1e999 is out of the range of a number"
+expect "--out '': exit 2" 2 "$H" run $GATE --out "" --quiet
+check "... expected a folder" has "$TMP/out" "--out '': expected a folder"
+python3 -c "
+import json; s = json.load(open('scenarios/gate_init.json')); s['name'] = 'x!' * 500000
+json.dump(s, open('$TMP/scen/bigname.json', 'w'))"
+"$H" run "$TMP/scen/bigname.json" --profile ci --out "$TMP/big" --quiet >/dev/null 2>&1
+check "a 1 MB invalid name: RESULTS.md and junit.xml stay small" \
+  bash -c "test \$(stat -c %s '$TMP/big/RESULTS.md') -lt 20000 && test \$(stat -c %s '$TMP/big/junit.xml') -lt 20000"
+
+# ---- 7. list --tensors against real dumps ----------------------------------------------------------
+"$H" list scenarios/golden_regression.json --profile ci --tensors >"$TMP/tensors.txt"
+python3 - "$TMP/tensors.txt" golden/baselines/ci/cpu-*/golden_regression <<'PY' && ok "list --tensors equals every committed ci baseline's dump, in order" || bad "list --tensors vs the baselines' dumps"
+import json, os, sys
+listed, case = {}, None
+for line in open(sys.argv[1]):
+    if line.startswith("      ") and not line.startswith("        "): case = line.strip(); listed[case] = []
+    elif line.startswith("        ") and case: listed[case].append(line.strip())
+for f in sorted(os.listdir(sys.argv[2])):
+    b = json.load(open(os.path.join(sys.argv[2], f)))
+    real = [t["name"] for t in b["dump"]["tensors"]]
+    assert listed[b["case"]] == real, (b["case"], set(listed[b["case"]]) ^ set(real))
+assert len(listed) == 9, listed.keys()
+PY
+"$T" --config configs/tiny.json --steps 1 --set model.tie_embeddings=true --dump-step "$TMP/tied.st" --out "$TMP/tied" --quiet
+cat >"$TMP/scen/tied.json" <<EOF
+{"name": "tied", "description": "test", "family": "prefill_step5", "config": "$PWD/configs/tiny.json",
+ "overrides": {"train.steps": 1, "model.tie_embeddings": true}, "profiles": {"ci": {}},
+ "matrix": {"p": {"key": "train.prefill", "values": ["batched", "sequential"]}},
+ "checks": [{"check": "dump_match", "reference": "p=batched"}]}
+EOF
+"$H" list "$TMP/scen/tied.json" --profile ci --tensors | sed -n 's/^        //p' | sort -u >"$TMP/tied_listed.txt"
+python3 -c "
+import json, struct, sys
+raw = open('$TMP/tied.st', 'rb').read(); n = struct.unpack('<Q', raw[:8])[0]
+print('\n'.join(sorted(k for k in json.loads(raw[8:8 + n]) if k != '__metadata__')))" >"$TMP/tied_real.txt"
+check "list --tensors equals a tied-embedding dump (no lm_head)" cmp -s "$TMP/tied_listed.txt" "$TMP/tied_real.txt"
+
+finish
