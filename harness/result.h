@@ -29,6 +29,12 @@ typedef struct {
     char op[48];
     long long coll_enqueued, coll_started, coll_completed;
     char coll_name[48];
+    // a hang: every live rank is asked for its stack, stalled or waiting
+    int signalled;           // got SIGUSR1 from the watchdog
+    long long wait_seq;      // the oldest collective it enqueued and has not completed, 0 if none
+    long long wait_step;     // the step that collective belongs to
+    char wait_name[48];      // its name ("allreduce b11")
+    char stack_top[256];     // the first frame of nsa-train's own code in its stack dump, or ""
     char log_path[2112];     // ranks/rank_R.log
     char stack_path[2112];   // stacks/rank_R.txt
     char fr_path[2112];      // ranks/rank_R.fr (flight recorder)

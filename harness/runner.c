@@ -17,16 +17,20 @@
 #include <unistd.h>
 
 #include "harness/checks.h"
+#include "harness/hang.h"
 #include "harness/proc.h"
 #include "trainer/flightrec.h"
 
 #define POLL_NS (50 * 1000 * 1000)
-// After SIGUSR1 a stalled rank gets DUMP_GRACE_S x timeout scale (clamped to
-// [DUMP_GRACE_MIN_S, DUMP_GRACE_S]) to write its stack and exit; then SIGTERM,
-// TERM_GRACE_S later SIGKILL, both to its whole process group.
-#define DUMP_GRACE_S 15.0
+// When one rank stalls (or its collective times out), EVERY live rank gets SIGUSR1 — the
+// waiting ones show the collective they are in — and DUMP_GRACE_S x timeout scale
+// (clamped to [DUMP_GRACE_MIN_S, DUMP_GRACE_S]) to write its stack and exit; then SIGTERM,
+// TERM_GRACE_S later SIGKILL, both to the whole process group: the verdict comes at most
+// ~5 s after the stall was seen (symbolizing a stack takes ~1 s), stall_s + 5 s after the
+// last heartbeat (docs/ddp.md gives the measured latency).
+#define DUMP_GRACE_S 3.0
 #define DUMP_GRACE_MIN_S 2.0
-#define TERM_GRACE_S 3.0
+#define TERM_GRACE_S 1.5
 #define LOG_TAIL_BYTES 3000
 
 // ---- the case log (output.log): the runner's own timeline of the case -------------------
@@ -363,6 +367,26 @@ static void io_error_summary(CaseResult *r, const RankResult *q) {
     free(tail);
 }
 
+// A hang of several ranks whose evidence names the rank that never joined the
+// collective the others wait in: that is the summary (who, where), not just the rank
+// the watchdog happened to see first.
+static void name_who_never_joined(CaseResult *r) {
+    const json_t *absent = json_object_get(r->facts, "hang_never_joined");
+    if (!json_array_size(absent)) return;
+    const RankResult *q = &r->ranks[json_integer_value(json_array_get(absent, 0))];
+    Str sm = {0};
+    str_printf(&sm, "rank %d never joined collective seq %lld (%s): it is in %s of step %d", q->rank,
+               (long long)json_integer_value(json_object_get(r->facts, "hang_wait_seq")),
+               json_string_value(json_object_get(r->facts, "hang_wait_collective")), q->phase, q->step);
+    if (q->layer >= 0) str_printf(&sm, ", layer %d", q->layer);
+    if (q->stack_top[0]) str_printf(&sm, ", at %s", q->stack_top);
+    const json_t *waiting = json_object_get(r->facts, "hang_waiting_ranks");
+    str_printf(&sm, "; %zu rank%s wait%s in it", json_array_size(waiting), json_array_size(waiting) == 1 ? "" : "s",
+               json_array_size(waiting) == 1 ? "s" : "");
+    set_summary(r, "%s", str_c(&sm));
+    str_free(&sm);
+}
+
 // ---- run one case ---------------------------------------------------------------------------------------
 
 void run_case(const RunCtx *ctx, CaseResult *r, const ScenarioRun *sr) {
@@ -461,6 +485,7 @@ void run_case(const RunCtx *ctx, CaseResult *r, const ScenarioRun *sr) {
     const double timeout = c->run.timeout_s * ctx->timeout_scale, stall = c->run.stall_s * ctx->timeout_scale;
     const double t0 = mono_s();
     int stalled = 0, interrupted = 0, launcher_done = lp < 0, lstatus = 0;
+    double stall_age = 0;   // the stalled rank's heartbeat age when the watchdog saw it
     double last_progress = 0;
     char why[256] = "";
     // supervise until the launcher has exited, or a stall/interrupt
@@ -485,10 +510,20 @@ void run_case(const RunCtx *ctx, CaseResult *r, const ScenarioRun *sr) {
                 rk->exited = 1;
                 continue;
             }
+            // a rank whose own collective watchdog fired (exit 4) while others still run:
+            // the others hang with it; ask them all now rather than at their stall_s
+            if (mpi && rk->exited && rk->exit_code == 4 && !stalled) {
+                snprintf(why, sizeof why, "rank %d's collective did not complete within its --comm-timeout (exit 4)", k);
+                stalled = 1;
+                continue;
+            }
             double age = frs[k].h ? rk->heartbeat_age_s : el;
             if (age > stall) {
                 rk->stalled = 1;
-                if (!stalled) snprintf(why, sizeof why, "no heartbeat from rank %d for %.1f s (stall_s %.0f)", k, age, stall);
+                if (!stalled) {
+                    snprintf(why, sizeof why, "no heartbeat from rank %d for %.1f s (stall_s %.0f)", k, age, stall);
+                    stall_age = age;
+                }
                 stalled = 1;
             }
         }
@@ -503,15 +538,20 @@ void run_case(const RunCtx *ctx, CaseResult *r, const ScenarioRun *sr) {
             last_progress = el;
         }
     }
-    // stalled: ask every stalled rank for its stack (SIGUSR1), then escalate on the launcher
+    // stalled: ask EVERY live rank for its stack (SIGUSR1) — the stalled ones and the
+    // ones waiting for them in a collective — then escalate on the launcher
+    double seen_at = 0;
     if (stalled && !launcher_done) {
+        seen_at = mono_s();
         case_log(&cl, "watchdog: %s", why);
         for (int k = 0; k < W; k++) {
             RankResult *rk = &r->ranks[k];
-            if (!rk->stalled) continue;
-            case_log(&cl, "rank %d stalled in phase %s step %d layer %d op %s; sending SIGUSR1 to pid %d", k,
-                     rk->have_state ? rk->phase : "?", rk->step, rk->layer, rk->op, rk->pid);
-            if (rk->pid > 0) kill(rk->pid, SIGUSR1);
+            if (rk->exited || rk->pid <= 0) continue;
+            case_log(&cl, "rank %d %s in phase %s step %d layer %d op %s; sending SIGUSR1 to pid %d", k,
+                     rk->stalled ? "stalled" : "still beating", rk->have_state ? rk->phase : "?", rk->step, rk->layer,
+                     rk->op, rk->pid);
+            kill(rk->pid, SIGUSR1);
+            rk->signalled = 1;
         }
         double grace = DUMP_GRACE_S * ctx->timeout_scale;
         grace = grace < DUMP_GRACE_MIN_S ? DUMP_GRACE_MIN_S : grace > DUMP_GRACE_S ? DUMP_GRACE_S : grace;
@@ -532,8 +572,8 @@ void run_case(const RunCtx *ctx, CaseResult *r, const ScenarioRun *sr) {
         for (int k = 0; k < W; k++) {
             RankResult *rk = &r->ranks[k];
             struct stat sst;
-            rk->dumped = rk->stalled && stat(rk->stack_path, &sst) == 0 && sst.st_size > 0;
-            if (rk->stalled) case_log(&cl, "rank %d: stack %s", k, rk->dumped ? "written" : "not written");
+            rk->dumped = (rk->stalled || rk->signalled) && stat(rk->stack_path, &sst) == 0 && sst.st_size > 0;
+            if (rk->signalled) case_log(&cl, "rank %d: stack %s", k, rk->dumped ? "written" : "not written");
         }
     }
     if (interrupted && !launcher_done) {
@@ -556,6 +596,7 @@ void run_case(const RunCtx *ctx, CaseResult *r, const ScenarioRun *sr) {
     for (int k = 0; k < W; k++) {
         RankResult *rk = &r->ranks[k];
         fr_snapshot(&frs[k], rk, mono_ns());
+        if (stalled) hang_read_wait(frs[k].h, rk);   // the collective it waits in, if any
         fr_unmap(&frs[k]);
         if (!mpi && lp > 0) {
             rk->exited = 1;
@@ -564,7 +605,7 @@ void run_case(const RunCtx *ctx, CaseResult *r, const ScenarioRun *sr) {
         } else if (mpi) {
             rk->exited = 1;   // the job is over
         }
-        if (rk->term_signal == SIGUSR1 && rk->stalled) {   // its stall dump, not a crash
+        if (rk->term_signal == SIGUSR1 && (rk->stalled || rk->signalled)) {   // its stall dump, not a crash
             rk->term_signal = 0;
             rk->exit_code = 138;
         }
@@ -621,15 +662,25 @@ void run_case(const RunCtx *ctx, CaseResult *r, const ScenarioRun *sr) {
             set_summary(r, "%s", str_c(&sm));
             str_free(&sm);
         } else set_summary(r, "%s", why);
-        str_printf(&r->evidence, "- watchdog: %s; stalled ranks got SIGUSR1 (stack dump), then SIGTERM/SIGKILL\n", why);
+        // how long from the stall (the last heartbeat) and from the watchdog seeing it
+        // to this verdict: the promise is stall_s + 5 s
+        const double seen_to_verdict = seen_at > 0 ? mono_s() - seen_at : 0;
+        json_object_set_new(r->facts, "hang_seen_to_verdict_s", json_real(seen_to_verdict));
+        json_object_set_new(r->facts, "hang_stall_to_verdict_s", json_real(stall_age + seen_to_verdict));
+        str_printf(&r->evidence, "- watchdog: %s; every live rank got SIGUSR1 (stack and flight recorder), then "
+                                 "SIGTERM/SIGKILL; verdict %.1f s after the watchdog saw the stall, %.1f s after the last "
+                                 "heartbeat\n", why, seen_to_verdict, stall_age + seen_to_verdict);
         rank_table(&r->evidence, r);
+        for (int k = 0; k < W; k++) hang_read_stack_top(&r->ranks[k]);
+        hang_forensics(r, &r->evidence);
+        name_who_never_joined(r);
         for (int k = 0; k < W; k++) {
             const RankResult *q = &r->ranks[k];
             char *stack = q->dumped ? read_file(q->stack_path, NULL) : NULL;
             char title[1400];
             snprintf(title, sizeof title, "rank %d stack and flight recorder (`%s/stacks/rank_%d.txt`)", k, r->rel_dir, k);
             if (stack) add_code_block(&r->evidence, title, stack, 60);
-            else if (q->stalled) str_printf(&r->evidence, "- rank %d wrote no stack (it did not answer SIGUSR1)\n", k);
+            else if (q->signalled) str_printf(&r->evidence, "- rank %d wrote no stack (it did not answer SIGUSR1)\n", k);
             free(stack);
         }
     } else if (bad) {
