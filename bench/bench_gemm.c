@@ -6,6 +6,7 @@
 // Each shape is timed for at least ~0.3 s (at least 2 calls after a warm-up call);
 // the best and the mean per-call rate are printed. A substring argument runs only
 // the shapes whose name contains it. FLOPs are counted as 2*M*N*K.
+#define _POSIX_C_SOURCE 200809L   // clock_gettime (gcc's -fopenmp declared it; clang's does not)
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1118,7 +1118,8 @@ static int problem_order(const void *a, const void *b) {
 static void write_problems(Loader *L, char *err, size_t errlen) {
     if (!err || !errlen) return;
     err[0] = '\0';
-    qsort(L->probs, (size_t)L->n_probs, sizeof *L->probs, problem_order);
+    if (L->n_probs > 1)   // qsort(NULL, 0, ...) is undefined (nonnull argument; UBSan)
+        qsort(L->probs, (size_t)L->n_probs, sizeof *L->probs, problem_order);
     size_t used = 0;
     for (int i = 0; i < L->n_probs; i++) {
         size_t n = strlen(L->probs[i].text);

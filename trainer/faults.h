@@ -91,7 +91,13 @@ void faults_before_recompute(Model *m, int layer);                            //
 void faults_after_recompute(Model *m, int layer);
 void faults_after_forward(Model *m);                                          // clobber_activation
 
-// The functions a stack dump of a hung / crashed rank names. Never inlined.
+// The functions a stack dump of a hung / crashed rank names. Never inlined (nor, with
+// gcc, cloned into a renamed copy; clang has no noclone and does not clone).
+#ifdef __clang__
+void fault_hang(void) __attribute__((noinline, noreturn));
+void fault_crash(void) __attribute__((noinline));
+#else
 void fault_hang(void) __attribute__((noinline, noclone, noreturn));
 void fault_crash(void) __attribute__((noinline, noclone));
+#endif
 #endif

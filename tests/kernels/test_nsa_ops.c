@@ -24,6 +24,7 @@
 // The kernels are called directly as name_f32 / name_f64: cpu_ops.h declares only
 // one precision per translation unit, so the prototypes are declared below for
 // both and collected into two Backend tables (only the NSA members are filled).
+#define _POSIX_C_SOURCE 200809L   // clock_gettime (gcc's -fopenmp declared it; clang's does not)
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
