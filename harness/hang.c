@@ -101,7 +101,7 @@ void hang_forensics(CaseResult *r, Str *ev) {
                 "waiting in | stack (innermost frame of nsa-train) |\n|---|---|---|---|---|---|\n");
     for (int k = 0; k < W; k++) {
         const RankResult *q = &r->ranks[k];
-        str_printf(ev, "| %d | %s | ", q->rank, q->dumped ? "yes, stack written" : q->signalled ? "no stack" : "not asked");
+        str_printf(ev, "| %d%s | %s | ", q->rank, result_rank_host(r, k), q->dumped ? "yes, stack written" : q->signalled ? "no stack" : "not asked");
         if (q->have_state)
             str_printf(ev, "%s · %d · %d · %s | %lld / %lld / %lld | ", q->phase, q->step, q->layer, q->op[0] ? q->op : "-",
                        q->coll_enqueued, q->coll_started, q->coll_completed);
@@ -171,8 +171,8 @@ void hang_forensics(CaseResult *r, Str *ev) {
         str_printf(&c, " never enqueued it:");
         for (int i = 0; i < na; i++) {
             const RankResult *q = &r->ranks[absent[i]];
-            str_printf(&c, "%s rank %d reached seq %lld (`%s`) and is in %s of step %d", i ? ";" : "", q->rank,
-                       q->coll_enqueued, q->coll_name, q->phase, q->step);
+            str_printf(&c, "%s rank %d%s reached seq %lld (`%s`) and is in %s of step %d", i ? ";" : "", q->rank,
+                       result_rank_host(r, q->rank), q->coll_enqueued, q->coll_name, q->phase, q->step);
             if (q->layer >= 0) str_printf(&c, ", layer %d", q->layer);
             if (q->stack_top[0]) str_printf(&c, ", at %s", q->stack_top);
         }

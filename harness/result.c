@@ -110,3 +110,13 @@ json_t *read_jsonl(const char *path, int *bad) {
     if (bad) *bad = nbad;
     return arr;
 }
+
+const char *result_rank_host(const CaseResult *r, int k) {
+    static __thread char buf[80];
+    int several = 0;
+    for (int i = 1; i < r->n_ranks && !several; i++)
+        several = r->ranks[i].host[0] && r->ranks[0].host[0] && strcmp(r->ranks[i].host, r->ranks[0].host) != 0;
+    if (!several || k < 0 || k >= r->n_ranks || !r->ranks[k].host[0]) return "";
+    snprintf(buf, sizeof buf, " on %s", r->ranks[k].host);
+    return buf;
+}

@@ -14,7 +14,9 @@ extern const char *const VERDICT_NAMES[V_COUNT];   // "PASS", "FAIL", ..., "PEND
 
 typedef struct {
     int rank;
-    int pid;
+    int pid;                 // on its host
+    char host[48];           // its host, from its flight recorder ("" until it is read)
+    int remote;              // host is not the runner's: signalled through the launcher
     int exited;              // the process ended (by exit or signal)
     int exit_code;           // valid when exited && !term_signal
     int term_signal;         // the signal that ended it, or 0
@@ -103,6 +105,9 @@ Finding *result_finding_verdict(CaseResult *r, const char *check, int verdict, c
 // The case's verdict from its findings: FAIL if one failed, else ERROR, else SKIP
 // if one says so, else PASS.
 int result_verdict_of_findings(const CaseResult *r);
+// " on HOST" for rank k when the case's ranks ran on more than one host (their flight
+// recorders say which), else "": how a verdict names the node of a rank.
+const char *result_rank_host(const CaseResult *r, int k);
 // o[key] as a number: a JSON number, or a string strtod reads ("nan", "inf" as the
 // trainer writes them); def when absent
 double json_number_or(const json_t *o, const char *key, double def);

@@ -18,6 +18,7 @@
 
 #include "harness/checks.h"
 #include "harness/hang.h"
+#include "harness/launch.h"
 #include "harness/proc.h"
 #include "trainer/flightrec.h"
 
@@ -59,16 +60,19 @@ static void case_log(CaseLog *cl, const char *fmt, ...) {
 typedef struct {
     const volatile FrHeader *h;
     size_t bytes;
+    int64_t hb_last;       // a remote rank's heartbeat_ns as last read, and when (this host's
+    uint64_t hb_seen_ns;   // CLOCK_MONOTONIC) it last changed: another host's clock is not ours
 } FrMap;
 
 // Mapped only once every block of the file is allocated: on a full tmpfs, touching a
 // page of a sparse file allocates it, and a failed allocation is SIGBUS — in the
 // reader too. The trainer reserves every block before it writes the magic
 // (trainer/flightrec.h); until then, or if it could not, the recorder stays unread.
-static void fr_try_map(FrMap *m, const char *path) {
-    if (m->h) return;
+// Returns 1 when this call mapped it.
+static int fr_try_map(FrMap *m, const char *path) {
+    if (m->h) return 0;
     int fd = open(path, O_RDONLY);
-    if (fd < 0) return;
+    if (fd < 0) return 0;
     struct stat st;
     if (fstat(fd, &st) == 0 && st.st_size >= (off_t)FR_FILE_BYTES && (off_t)st.st_blocks * 512 >= st.st_size) {
         void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
@@ -80,6 +84,7 @@ static void fr_try_map(FrMap *m, const char *path) {
         }
     }
     close(fd);
+    return m->h != NULL;
 }
 
 static void fr_unmap(FrMap *m) {
@@ -87,8 +92,10 @@ static void fr_unmap(FrMap *m) {
     m->h = NULL;
 }
 
-// Copy the recorder's state into the rank result.
-static void fr_snapshot(const FrMap *m, RankResult *rk, uint64_t now_ns) {
+// Copy the recorder's state into the rank result. The heartbeat's age: against this host's
+// clock (CLOCK_MONOTONIC is system-wide), or for a rank on another host, since the runner
+// last saw the heartbeat change.
+static void fr_snapshot(FrMap *m, RankResult *rk, uint64_t now_ns) {
     if (!m->h) return;
     FrState st;
     fr_read_state(m->h, &st);
@@ -101,7 +108,15 @@ static void fr_snapshot(const FrMap *m, RankResult *rk, uint64_t now_ns) {
     rk->coll_started = st.coll_started;
     rk->coll_completed = st.coll_completed;
     snprintf(rk->coll_name, sizeof rk->coll_name, "%.*s", FR_OP_LEN, st.coll_name);
-    rk->heartbeat_age_s = st.heartbeat_ns > 0 ? ((double)now_ns - (double)st.heartbeat_ns) * 1e-9 : -1;
+    if (rk->remote) {
+        if (!m->hb_seen_ns || st.heartbeat_ns != m->hb_last) {
+            m->hb_last = st.heartbeat_ns;
+            m->hb_seen_ns = now_ns;
+        }
+        rk->heartbeat_age_s = ((double)now_ns - (double)m->hb_seen_ns) * 1e-9;
+    } else {
+        rk->heartbeat_age_s = st.heartbeat_ns > 0 ? ((double)now_ns - (double)st.heartbeat_ns) * 1e-9 : -1;
+    }
     if (st.exited) {
         rk->exited = 1;
         rk->exit_code = st.exit_code;
@@ -126,114 +141,75 @@ static void progress(const RunCtx *ctx, const CaseResult *r, double elapsed, con
     fflush(ctx->console);
 }
 
-// ---- argv ----------------------------------------------------------------------------------------
+// ---- the trainer's command line ----------------------------------------------------------------------
 
-typedef struct {
-    char **v;
-    int n, cap;
-} Argv;
-
-static void av_add(Argv *a, const char *s) {
-    if (a->n + 2 > a->cap) {
-        a->cap = a->cap ? 2 * a->cap : 32;
-        a->v = xrealloc(a->v, sizeof(char *) * (size_t)a->cap);
-    }
-    a->v[a->n++] = xstrdup(s);
-    a->v[a->n] = NULL;
-}
-static void av_free(Argv *a) {
-    for (int i = 0; i < a->n; i++) free(a->v[i]);
-    free(a->v);
-    memset(a, 0, sizeof *a);
-}
-
-// Is this case launched through MPI (several ranks, or a transport named)?
-static int uses_mpi(const Case *c) { return c->run.world_size > 1 || strcmp(c->run.transport, "none") != 0; }
-
-
-// The command line of the case: nsa-train itself (one rank), or
-//   mpirun -np W --oversubscribe --bind-to none -x VAR... nsa-train ... --transport T
-// with every per-rank path written with %r, which each rank replaces by its rank.
-// rank: the rank of a single-process case (ignored under MPI).
-static void trainer_argv(const RunCtx *ctx, const CaseResult *r, int rank, int for_env, Argv *a) {
+// nsa-train and its arguments for the case (the launcher's words come before them,
+// harness/launch.c). Several ranks (any launcher but the trainer alone): every per-rank
+// path written with %r, which each rank replaces by its rank, and the transport; the env
+// and srun launchers name the bootstrap (the trainer would find it, but a harness itself
+// started under mpirun or srun must not lend its ranks' variables to the case).
+// for_env: the --print-env form (the config only).
+static void trainer_argv(const RunCtx *ctx, const CaseResult *r, LaunchKind kind, int for_env, StrList *a) {
     const Scenario *s = r->s;
     const Case *c = r->c;
-    char buf[4600], rk[16];
-    const int mpi = !for_env && uses_mpi(c);
-    if (mpi) {
-        char mpirun[4096];
-        if (proc_which("mpirun", mpirun, sizeof mpirun)) snprintf(mpirun, sizeof mpirun, "mpirun");
-        av_add(a, mpirun);
-        av_add(a, "-np");
-        snprintf(buf, sizeof buf, "%d", c->run.world_size);
-        av_add(a, buf);
-        // one host, ranks as processes: no binding (the container may have fewer
-        // cores than ranks want), shared memory between them
-        av_add(a, "--oversubscribe");
-        av_add(a, "--bind-to");
-        av_add(a, "none");
-        // the scenario's variables and the harness's own for every rank
-        for (int i = 0; i < c->run.n_env; i++) {
-            const char *eq = strchr(c->run.env[i], '=');
-            snprintf(buf, sizeof buf, "%.*s", (int)(eq - c->run.env[i]), c->run.env[i]);
-            av_add(a, "-x");
-            av_add(a, buf);
-        }
-        static const char *const pass[] = {"NCCL_NVLS_ENABLE", "OMP_NUM_THREADS", "NSA_COMM_TIMEOUT", NULL};
-        for (int i = 0; pass[i]; i++) {
-            av_add(a, "-x");
-            av_add(a, pass[i]);
-        }
-    }
-    snprintf(rk, sizeof rk, mpi ? "%%r" : "%d", rank);
-    av_add(a, ctx->trainer);
-    if (for_env) av_add(a, "--print-env");
-    av_add(a, "--config");
-    av_add(a, s->config_path);
+    char buf[4600];
+    const int multi = !for_env && launch_is_multi(kind);
+    const char *rk = multi ? "%r" : "0";
+    strlist_add(a, ctx->trainer);
+    if (for_env) strlist_add(a, "--print-env");
+    strlist_add(a, "--config");
+    strlist_add(a, s->config_path);
     for (int i = 0; i < c->n_ov; i++) {
-        av_add(a, "--set");
+        strlist_add(a, "--set");
         snprintf(buf, sizeof buf, "%s=%s", c->ov[i].key, c->ov[i].value);
-        av_add(a, buf);
+        strlist_add(a, buf);
     }
     if (for_env) return;
-    av_add(a, "--out");
-    av_add(a, r->dir);
-    if (mpi) {
-        av_add(a, "--transport");
-        av_add(a, c->run.transport[0] && strcmp(c->run.transport, "none") ? c->run.transport : "mpi");
-        av_add(a, "--log-file");
+    strlist_add(a, "--out");
+    strlist_add(a, r->dir);
+    if (multi) {
+        strlist_add(a, "--transport");
+        strlist_add(a, strcmp(c->run.transport, "none") ? c->run.transport : "mpi");
+        const char *boot = kind == LAUNCH_ENV                                            ? "env"
+                           : kind == LAUNCH_SRUN && !strcmp(c->run.transport, "nccl") ? "slurm"
+                                                                                        : NULL;
+        if (boot) {
+            strlist_add(a, "--bootstrap");
+            strlist_add(a, boot);
+        }
+        strlist_add(a, "--log-file");
         snprintf(buf, sizeof buf, "%s/ranks/rank_%s.log", r->dir, rk);
-        av_add(a, buf);
+        strlist_add(a, buf);
     } else {
-        av_add(a, "--rank");
-        av_add(a, rk);
+        strlist_add(a, "--rank");
+        strlist_add(a, rk);
     }
-    av_add(a, "--flight-recorder");
+    strlist_add(a, "--flight-recorder");
     snprintf(buf, sizeof buf, "%s/ranks/rank_%s.fr", r->dir, rk);
-    av_add(a, buf);
-    av_add(a, "--stack-file");
+    strlist_add(a, buf);
+    strlist_add(a, "--stack-file");
     snprintf(buf, sizeof buf, "%s/stacks/rank_%s.txt", r->dir, rk);
-    av_add(a, buf);
+    strlist_add(a, buf);
     unsigned needs = checks_needs(s);
-    if (needs & NEED_GRAD_TRACE) av_add(a, "--trace-grads");
-    if (needs & NEED_GATE_STATS) av_add(a, "--gate-stats");
+    if (needs & NEED_GRAD_TRACE) strlist_add(a, "--trace-grads");
+    if (needs & NEED_GATE_STATS) strlist_add(a, "--gate-stats");
     if (needs & (NEED_DUMP | NEED_DUMP_ACTS)) {
-        av_add(a, "--dump-step");
+        strlist_add(a, "--dump-step");
         snprintf(buf, sizeof buf, "%s/step1.safetensors", r->dir);
-        av_add(a, buf);
+        strlist_add(a, buf);
     }
-    if (needs & NEED_DUMP_ACTS) av_add(a, "--dump-acts");
+    if (needs & NEED_DUMP_ACTS) strlist_add(a, "--dump-acts");
     for (int i = 0; i < ctx->n_faults; i++) {
-        av_add(a, "--fault");
-        av_add(a, ctx->faults[i]);
+        strlist_add(a, "--fault");
+        strlist_add(a, ctx->faults[i]);
     }
 }
 
 // The per-case env.json: the trainer's view of the environment for this case's
 // config (digest, seed, devices, versions) plus the exact command and env.
-static void write_case_env(const RunCtx *ctx, CaseResult *r, char *const *train_argv) {
-    Argv a = {0};
-    trainer_argv(ctx, r, 0, 1, &a);
+static void write_case_env(const RunCtx *ctx, CaseResult *r, const Launch *L) {
+    StrList a = {0};
+    trainer_argv(ctx, r, L->kind, 1, &a);
     char *out = NULL;
     int rc = proc_capture(a.v, 60, &out);
     json_t *env = rc == 0 ? json_loads(out, 0, NULL) : NULL;
@@ -243,8 +219,12 @@ static void write_case_env(const RunCtx *ctx, CaseResult *r, char *const *train_
         json_object_set_new(env, "error", json_sprintf("nsa-train --print-env failed (status %d)", rc));
     }
     json_t *cmd = json_array();
-    for (int i = 0; train_argv[i]; i++) json_array_append_new(cmd, json_string(train_argv[i]));
+    for (int i = 0; L->argv.v && L->argv.v[i]; i++) json_array_append_new(cmd, json_string(L->argv.v[i]));
     json_object_set_new(env, "command", cmd);
+    json_object_set_new(env, "launcher", json_string(launch_kind_name(L->kind)));
+    if (L->kind == LAUNCH_ENV) {   // what each rank got besides the command
+        json_object_set_new(env, "rendezvous", json_pack("{s:s,s:i}", "master_addr", "127.0.0.1", "master_port", L->port));
+    }
     json_t *extra = json_object();
     for (int i = 0; i < r->c->run.n_env; i++) {
         const char *e = r->c->run.env[i], *eq = strchr(e, '=');
@@ -270,7 +250,7 @@ static void write_case_env(const RunCtx *ctx, CaseResult *r, char *const *train_
     free(js);
     r->env = env;   // the checks read the build fingerprint and devices from it
     free(out);
-    av_free(&a);
+    strlist_free(&a);
 }
 
 // ---- evidence helpers --------------------------------------------------------------------------------
@@ -297,7 +277,7 @@ static void rank_table(Str *ev, const CaseResult *r) {
     str_add(ev, "\n```\n");
     for (int k = 0; k < r->n_ranks; k++) {
         const RankResult *rk = &r->ranks[k];
-        str_printf(ev, "rank %d  ", rk->rank);
+        str_printf(ev, "rank %d%s  ", rk->rank, result_rank_host(r, k));
         if (rk->have_state) {
             str_printf(ev, "step %d %-9s ", rk->step, rk->phase);
             if (rk->layer >= 0) str_printf(ev, "layer %-3d ", rk->layer);
@@ -375,7 +355,8 @@ static void name_who_never_joined(CaseResult *r) {
     if (!json_array_size(absent)) return;
     const RankResult *q = &r->ranks[json_integer_value(json_array_get(absent, 0))];
     Str sm = {0};
-    str_printf(&sm, "rank %d never joined collective seq %lld (%s): it is in %s of step %d", q->rank,
+    str_printf(&sm, "rank %d%s never joined collective seq %lld (%s): it is in %s of step %d", q->rank,
+               result_rank_host(r, q->rank),
                (long long)json_integer_value(json_object_get(r->facts, "hang_wait_seq")),
                json_string_value(json_object_get(r->facts, "hang_wait_collective")), q->phase, q->step);
     if (q->layer >= 0) str_printf(&sm, ", layer %d", q->layer);
@@ -385,6 +366,192 @@ static void name_who_never_joined(CaseResult *r) {
                json_array_size(waiting) == 1 ? "s" : "");
     set_summary(r, "%s", str_c(&sm));
     str_free(&sm);
+}
+
+// ---- supervision: a case's ranks from the start to the last reaped process ---------------------------
+
+typedef struct {
+    const RunCtx *ctx;
+    CaseResult *r;
+    CaseLog *cl;
+    Launch *L;
+    FrMap *frs;            // [W] each rank's flight recorder
+    char host[256];        // this host: a rank whose recorder names another is remote
+    double t0;
+    int all_done;          // every process the runner started has ended
+    int stalled, interrupted;
+    double stall_age;      // the stalled rank's heartbeat age when the watchdog saw it
+    double seen_at;        // when the watchdog saw the stall (mono_s), 0 if it did not
+    char why[256];         // what the watchdog saw
+} Watch;
+
+// One look at every rank: its recorder, whether it ended, whether it stalled.
+static void watch_ranks(Watch *w, double el) {
+    CaseResult *r = w->r;
+    const int multi = launch_is_multi(w->L->kind), W = r->n_ranks;
+    const double stall = r->c->run.stall_s * w->ctx->timeout_scale;
+    const uint64_t now = mono_ns();
+    for (int k = 0; k < W; k++) {
+        RankResult *rk = &r->ranks[k];
+        FrMap *m = &w->frs[k];
+        if (!m->h && fr_try_map(m, rk->fr_path)) {
+            snprintf(rk->host, sizeof rk->host, "%.*s", FR_HOST_LEN, (const char *)m->h->host);
+            rk->remote = rk->host[0] && strcmp(rk->host, w->host) != 0;
+            if (rk->remote) case_log(w->cl, "rank %d runs on host %s (this is %s)", k, rk->host, w->host);
+        }
+        fr_snapshot(m, rk, now);
+        if (multi && m->h && !rk->pid) rk->pid = m->h->pid;
+        if (w->all_done || rk->exited) continue;
+        // a rank of a multi-rank case has ended when its recorder says so or its process is
+        // gone (a remote rank's pid means nothing here)
+        if (multi && ((m->h && (rk->exited || rk->term_signal)) || (rk->pid > 0 && !rk->remote && !proc_alive(rk->pid)))) {
+            rk->exited = 1;
+            continue;
+        }
+        // a rank whose own collective watchdog fired (exit 4) while others still run:
+        // the others hang with it; ask them all now rather than at their stall_s
+        if (multi && rk->exited && rk->exit_code == 4 && !w->stalled) {
+            snprintf(w->why, sizeof w->why, "rank %d's collective did not complete within its --comm-timeout (exit 4)", k);
+            w->stalled = 1;
+            continue;
+        }
+        double age = m->h ? rk->heartbeat_age_s : el;
+        if (age > stall) {
+            rk->stalled = 1;
+            if (!w->stalled) {
+                snprintf(w->why, sizeof w->why, "no heartbeat from rank %d for %.1f s (stall_s %.0f)", k, age, stall);
+                w->stall_age = age;
+            }
+            w->stalled = 1;
+        }
+    }
+}
+
+// Poll until every process ended, a rank stalled, the case ran out of time, or the user
+// interrupted.
+static void supervise(Watch *w) {
+    CaseResult *r = w->r;
+    const double timeout = r->c->run.timeout_s * w->ctx->timeout_scale;
+    double last_progress = 0;
+    while (!w->all_done && !w->stalled && !w->interrupted) {
+        struct timespec ts = {0, POLL_NS};
+        nanosleep(&ts, NULL);
+        const double el = mono_s() - w->t0;
+        if (launch_poll(w->L)) {
+            w->all_done = 1;
+            case_log(w->cl, "%s ended: exit status %d", launch_kind_name(w->L->kind), launch_exit_status(w->L));
+        }
+        watch_ranks(w, el);
+        if (!w->stalled && !w->all_done && el > timeout) {
+            w->stalled = 1;
+            snprintf(w->why, sizeof w->why, "case still running after %.1f s (timeout_s %.0f)", el, timeout);
+            for (int k = 0; k < r->n_ranks; k++) r->ranks[k].stalled = !r->ranks[k].exited;
+        }
+        if (w->ctx->interrupted && *w->ctx->interrupted) w->interrupted = 1;
+        if (el - last_progress > 0.25) {
+            progress(w->ctx, r, el, &r->ranks[0]);
+            last_progress = el;
+        }
+    }
+}
+
+// SIGKILL to every process of the case: the launchers' groups and every local rank
+static void kill_everything(Watch *w) {
+    launch_signal(w->L, SIGKILL);
+    for (int k = 0; k < w->r->n_ranks; k++) {
+        const RankResult *rk = &w->r->ranks[k];
+        if (launch_is_multi(w->L->kind) && rk->pid > 0 && !rk->remote && proc_alive(rk->pid)) kill(rk->pid, SIGKILL);
+    }
+}
+
+// Stalled: ask EVERY live rank for its stack (SIGUSR1) — the stalled ones and the ones
+// waiting for them in a collective — then escalate on the launcher. A remote rank is
+// asked through its launcher (mpirun and srun forward SIGUSR1 to every rank).
+static void collect_stacks(Watch *w) {
+    CaseResult *r = w->r;
+    const int W = r->n_ranks;
+    w->seen_at = mono_s();
+    case_log(w->cl, "watchdog: %s", w->why);
+    int remote = 0;
+    for (int k = 0; k < W; k++) {
+        RankResult *rk = &r->ranks[k];
+        if (rk->exited || (rk->pid <= 0 && !rk->remote)) continue;
+        case_log(w->cl, "rank %d %s in phase %s step %d layer %d op %s; SIGUSR1 to pid %d%s%s", k,
+                 rk->stalled ? "stalled" : "still beating", rk->have_state ? rk->phase : "?", rk->step, rk->layer, rk->op,
+                 rk->pid, rk->remote ? " on " : "", rk->remote ? rk->host : "");
+        if (rk->remote) remote = 1;
+        else kill(rk->pid, SIGUSR1);
+        rk->signalled = 1;
+    }
+    if (remote && w->L->n == 1 && w->L->pid[0] > 0) {
+        case_log(w->cl, "SIGUSR1 to %s (pid %d), which forwards it to the remote ranks", launch_kind_name(w->L->kind),
+                 (int)w->L->pid[0]);
+        kill(w->L->pid[0], SIGUSR1);
+    }
+    double grace = DUMP_GRACE_S * w->ctx->timeout_scale;
+    grace = grace < DUMP_GRACE_MIN_S ? DUMP_GRACE_MIN_S : grace > DUMP_GRACE_S ? DUMP_GRACE_S : grace;
+    if (launch_wait(w->L, grace)) w->all_done = 1;
+    else {
+        case_log(w->cl, "still running %.1f s after SIGUSR1; SIGTERM to %s", grace,
+                 w->L->n == 1 ? "the process group" : "every rank's process group");
+        launch_signal(w->L, SIGTERM);
+        if (launch_wait(w->L, TERM_GRACE_S)) w->all_done = 1;
+        else {
+            case_log(w->cl, "SIGKILL to the process group%s and every rank", w->L->n == 1 ? "" : "s");
+            kill_everything(w);
+            launch_wait(w->L, 30);
+            w->all_done = 1;
+        }
+    }
+    for (int k = 0; k < W; k++) {
+        RankResult *rk = &r->ranks[k];
+        struct stat sst;
+        rk->dumped = (rk->stalled || rk->signalled) && stat(rk->stack_path, &sst) == 0 && sst.st_size > 0;
+        if (rk->signalled) case_log(w->cl, "rank %d: stack %s", k, rk->dumped ? "written" : "not written");
+    }
+}
+
+// Nothing of the case survives it: the launchers' groups, every rank, orphans.
+static void end_case(Watch *w) {
+    if (w->interrupted && !w->all_done) {
+        case_log(w->cl, "interrupted: stopping every rank");
+        launch_signal(w->L, SIGTERM);
+        if (!launch_wait(w->L, TERM_GRACE_S)) {
+            launch_signal(w->L, SIGKILL);
+            launch_wait(w->L, 30);
+        }
+        w->all_done = 1;
+    }
+    kill_everything(w);
+    launch_wait(w->L, 30);
+    proc_reap_orphans();
+    int stray = proc_kill_children();   // orphans that left the group (setsid), now ours as subreaper
+    if (stray)
+        case_log(w->cl, "killed %d process%s the case left behind outside its process group", stray,
+                 stray == 1 ? "" : "es");
+}
+
+// How each rank ended: its own wait status where the runner started it (the trainer
+// alone, the env launcher's ranks), else its flight recorder.
+static void harvest(Watch *w) {
+    CaseResult *r = w->r;
+    for (int k = 0; k < r->n_ranks; k++) {
+        RankResult *rk = &r->ranks[k];
+        fr_snapshot(&w->frs[k], rk, mono_ns());
+        if (w->stalled) hang_read_wait(w->frs[k].h, rk);   // the collective it waits in, if any
+        fr_unmap(&w->frs[k]);
+        int st = 0;
+        if (launch_rank_status(w->L, k, &st)) {
+            rk->term_signal = WIFSIGNALED(st) ? WTERMSIG(st) : 0;
+            rk->exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : 0;
+        }
+        rk->exited = 1;   // the case is over
+        if (rk->term_signal == SIGUSR1 && (rk->stalled || rk->signalled)) {   // its stall dump, not a crash
+            rk->term_signal = 0;
+            rk->exit_code = 138;
+        }
+    }
+    r->launcher_exit = launch_exit_status(w->L);
 }
 
 // ---- run one case ---------------------------------------------------------------------------------------
@@ -414,12 +581,12 @@ void run_case(const RunCtx *ctx, CaseResult *r, const ScenarioRun *sr) {
         set_summary(r, "needs %d GPU%s, found %d", s->requires_gpus, s->requires_gpus == 1 ? "" : "s", ctx->gpus);
         return;
     }
-    const int W = c->run.world_size, mpi = uses_mpi(c);
-    char mpirun[4096] = "";
-    if (mpi && proc_which("mpirun", mpirun, sizeof mpirun)) {
+    const int W = c->run.world_size;
+    const LaunchKind kind = launch_kind(&c->run);
+    char why_not[512];
+    if (launch_available(&c->run, why_not, sizeof why_not)) {
         r->verdict = V_SKIP;
-        set_summary(r, "needs mpirun (Open MPI) to launch %d rank%s over %s: apt-get install openmpi-bin", W,
-                    W == 1 ? "" : "s", c->run.transport);
+        set_summary(r, "%s", why_not);
         return;
     }
     char sub[2300];
@@ -447,171 +614,52 @@ void run_case(const RunCtx *ctx, CaseResult *r, const ScenarioRun *sr) {
         snprintf(rk->stack_path, sizeof rk->stack_path, "%s/stacks/rank_%d.txt", r->dir, k);
         snprintf(rk->fr_path, sizeof rk->fr_path, "%s/ranks/rank_%d.fr", r->dir, k);
     }
-    Argv av = {0};
-    trainer_argv(ctx, r, 0, 0, &av);
-    write_case_env(ctx, r, av.v);
-    Str cmd = {0};
-    shell_join(&cmd, av.v);
-    case_log(&cl, "case %s/%s (profile %s), %d rank%s%s%s, timeout %.0f s, stall %.0f s (scale %g)", s->name, c->name,
-             ctx->profile, W, W == 1 ? "" : "s", mpi ? " over " : "", mpi ? c->run.transport : "", c->run.timeout_s,
-             c->run.stall_s, ctx->timeout_scale);
+    // the environment: the scenario's, and NVLink multicast off (it can take a shared
+    // host's GPUs down; see the device docs) unless the caller set it
+    StrList env = {0};
+    for (int i = 0; i < c->run.n_env; i++) strlist_add(&env, c->run.env[i]);
+    if (!getenv("NCCL_NVLS_ENABLE")) strlist_add(&env, "NCCL_NVLS_ENABLE=0");
+    StrList targv = {0};
+    trainer_argv(ctx, r, kind, 0, &targv);
+    Launch L;
+    char err[600] = "";
+    const int prepared = launch_prepare(&L, &c->run, targv.v, r->dir, env.v, env.n, err, sizeof err) == 0;
+    strlist_free(&targv);
+    strlist_free(&env);
+    write_case_env(ctx, r, &L);
+    case_log(&cl, "case %s/%s (profile %s), %d rank%s%s%s, launcher %s, timeout %.0f s, stall %.0f s (scale %g)",
+             s->name, c->name, ctx->profile, W, W == 1 ? "" : "s", launch_is_multi(kind) ? " over " : "",
+             launch_is_multi(kind) ? c->run.transport : "", launch_kind_name(kind), c->run.timeout_s, c->run.stall_s,
+             ctx->timeout_scale);
     for (int i = 0; i < c->run.n_env; i++) case_log(&cl, "env %s", c->run.env[i]);
 
-    // the environment: the scenario's, what Open MPI needs as root, and NVLink
-    // multicast off (it can take a shared host's GPUs down; see the device docs)
-    char **env = xcalloc((size_t)c->run.n_env + 4, sizeof(char *));
-    int n_env = 0;
-    for (int i = 0; i < c->run.n_env; i++) env[n_env++] = c->run.env[i];
-    if (mpi && geteuid() == 0) {
-        env[n_env++] = "OMPI_ALLOW_RUN_AS_ROOT=1";
-        env[n_env++] = "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1";
-    }
-    if (!getenv("NCCL_NVLS_ENABLE")) env[n_env++] = "NCCL_NVLS_ENABLE=0";
-
-    // launch: the trainer itself (one rank), or mpirun (its own output goes to
-    // launcher.log; every rank writes ranks/rank_R.log itself)
-    char launcher_log[2300];
-    if (mpi) snprintf(launcher_log, sizeof launcher_log, "%s/launcher.log", r->dir);
-    else snprintf(launcher_log, sizeof launcher_log, "%s", r->ranks[0].log_path);
-    pid_t lp = proc_spawn(av.v, launcher_log, env, n_env);
-    free(env);
-    case_log(&cl, "%s pid %d: %s", mpi ? "mpirun" : "rank 0", (int)lp, str_c(&cmd));
-    if (lp < 0) {
-        r->verdict = V_ERROR;
-        set_summary(r, "cannot start %s: %s", av.v[0], strerror(errno));
-    }
-    if (!mpi) r->ranks[0].pid = (int)lp;
     FrMap *frs = xcalloc((size_t)W, sizeof(FrMap));
-    const double timeout = c->run.timeout_s * ctx->timeout_scale, stall = c->run.stall_s * ctx->timeout_scale;
-    const double t0 = mono_s();
-    int stalled = 0, interrupted = 0, launcher_done = lp < 0, lstatus = 0;
-    double stall_age = 0;   // the stalled rank's heartbeat age when the watchdog saw it
-    double last_progress = 0;
-    char why[256] = "";
-    // supervise until the launcher has exited, or a stall/interrupt
-    while (!launcher_done && !stalled && !interrupted) {
-        struct timespec ts = {0, POLL_NS};
-        nanosleep(&ts, NULL);
-        const double el = mono_s() - t0;
-        const uint64_t now = mono_ns();
-        if (waitpid(lp, &lstatus, WNOHANG) == lp) {
-            launcher_done = 1;
-            case_log(&cl, "%s exited: %s %d", mpi ? "mpirun" : "rank 0", WIFSIGNALED(lstatus) ? "signal" : "code",
-                     WIFSIGNALED(lstatus) ? WTERMSIG(lstatus) : WEXITSTATUS(lstatus));
-        }
-        for (int k = 0; k < W; k++) {
-            RankResult *rk = &r->ranks[k];
-            fr_try_map(&frs[k], rk->fr_path);
-            fr_snapshot(&frs[k], rk, now);
-            if (mpi && frs[k].h && !rk->pid) rk->pid = frs[k].h->pid;
-            if (launcher_done || rk->exited) continue;
-            // a rank of an MPI job has ended when its recorder says so or its process is gone
-            if (mpi && ((frs[k].h && (rk->exited || rk->term_signal)) || (rk->pid > 0 && !proc_alive(rk->pid)))) {
-                rk->exited = 1;
-                continue;
-            }
-            // a rank whose own collective watchdog fired (exit 4) while others still run:
-            // the others hang with it; ask them all now rather than at their stall_s
-            if (mpi && rk->exited && rk->exit_code == 4 && !stalled) {
-                snprintf(why, sizeof why, "rank %d's collective did not complete within its --comm-timeout (exit 4)", k);
-                stalled = 1;
-                continue;
-            }
-            double age = frs[k].h ? rk->heartbeat_age_s : el;
-            if (age > stall) {
-                rk->stalled = 1;
-                if (!stalled) {
-                    snprintf(why, sizeof why, "no heartbeat from rank %d for %.1f s (stall_s %.0f)", k, age, stall);
-                    stall_age = age;
-                }
-                stalled = 1;
-            }
-        }
-        if (!stalled && !launcher_done && el > timeout) {
-            stalled = 1;
-            snprintf(why, sizeof why, "case still running after %.1f s (timeout_s %.0f)", el, timeout);
-            for (int k = 0; k < W; k++) r->ranks[k].stalled = !r->ranks[k].exited;
-        }
-        if (ctx->interrupted && *ctx->interrupted) interrupted = 1;
-        if (el - last_progress > 0.25) {
-            progress(ctx, r, el, &r->ranks[0]);
-            last_progress = el;
-        }
+    Watch w = {.ctx = ctx, .r = r, .cl = &cl, .L = &L, .frs = frs, .t0 = mono_s()};
+    if (gethostname(w.host, sizeof w.host)) w.host[0] = 0;
+    w.host[sizeof w.host - 1] = 0;
+    if (!prepared || launch_exec(&L, err, sizeof err)) {
+        r->verdict = V_ERROR;
+        set_summary(r, "%s", err);
+        case_log(&cl, "%s", err);
+        w.all_done = 1;
+    } else {
+        for (int i = 0; i < L.n; i++)
+            if (L.kind == LAUNCH_ENV) case_log(&cl, "rank %d pid %d", i, (int)L.pid[i]);
+            else case_log(&cl, "%s pid %d", launch_kind_name(L.kind), (int)L.pid[i]);
+        case_log(&cl, "command: %s", str_c(&L.command));
+        if (kind == LAUNCH_TRAINER) r->ranks[0].pid = (int)L.pid[0];
+        if (kind == LAUNCH_ENV)
+            for (int k = 0; k < W; k++) r->ranks[k].pid = (int)L.pid[k];
+        supervise(&w);
     }
-    // stalled: ask EVERY live rank for its stack (SIGUSR1) — the stalled ones and the
-    // ones waiting for them in a collective — then escalate on the launcher
-    double seen_at = 0;
-    if (stalled && !launcher_done) {
-        seen_at = mono_s();
-        case_log(&cl, "watchdog: %s", why);
-        for (int k = 0; k < W; k++) {
-            RankResult *rk = &r->ranks[k];
-            if (rk->exited || rk->pid <= 0) continue;
-            case_log(&cl, "rank %d %s in phase %s step %d layer %d op %s; sending SIGUSR1 to pid %d", k,
-                     rk->stalled ? "stalled" : "still beating", rk->have_state ? rk->phase : "?", rk->step, rk->layer,
-                     rk->op, rk->pid);
-            kill(rk->pid, SIGUSR1);
-            rk->signalled = 1;
-        }
-        double grace = DUMP_GRACE_S * ctx->timeout_scale;
-        grace = grace < DUMP_GRACE_MIN_S ? DUMP_GRACE_MIN_S : grace > DUMP_GRACE_S ? DUMP_GRACE_S : grace;
-        if (proc_wait(lp, grace, &lstatus)) launcher_done = 1;
-        else {
-            case_log(&cl, "still running %.1f s after SIGUSR1; SIGTERM to the process group", grace);
-            proc_kill_group(lp, SIGTERM);
-            if (proc_wait(lp, TERM_GRACE_S, &lstatus)) launcher_done = 1;
-            else {
-                case_log(&cl, "SIGKILL to the process group and every rank");
-                proc_kill_group(lp, SIGKILL);
-                for (int k = 0; k < W; k++)
-                    if (mpi && r->ranks[k].pid > 0) kill(r->ranks[k].pid, SIGKILL);
-                proc_wait(lp, 30, &lstatus);
-                launcher_done = 1;
-            }
-        }
-        for (int k = 0; k < W; k++) {
-            RankResult *rk = &r->ranks[k];
-            struct stat sst;
-            rk->dumped = (rk->stalled || rk->signalled) && stat(rk->stack_path, &sst) == 0 && sst.st_size > 0;
-            if (rk->signalled) case_log(&cl, "rank %d: stack %s", k, rk->dumped ? "written" : "not written");
-        }
-    }
-    if (interrupted && !launcher_done) {
-        case_log(&cl, "interrupted: stopping every rank");
-        proc_kill_group(lp, SIGTERM);
-        if (!proc_wait(lp, TERM_GRACE_S, &lstatus)) {
-            proc_kill_group(lp, SIGKILL);
-            proc_wait(lp, 30, &lstatus);
-        }
-        launcher_done = 1;
-    }
-    // nothing of the case survives it: the launcher's group, every rank, orphans
-    if (lp > 0) proc_kill_group(lp, SIGKILL);
-    for (int k = 0; k < W; k++)
-        if (mpi && r->ranks[k].pid > 0 && proc_alive(r->ranks[k].pid)) kill(r->ranks[k].pid, SIGKILL);
-    proc_reap_orphans();
-    int stray = proc_kill_children();   // orphans that left the group (setsid), now ours as subreaper
-    if (stray) case_log(&cl, "killed %d process%s the case left behind outside its process group", stray, stray == 1 ? "" : "es");
-    // how each rank ended: the launcher's status (one rank), or its flight recorder (MPI)
-    for (int k = 0; k < W; k++) {
-        RankResult *rk = &r->ranks[k];
-        fr_snapshot(&frs[k], rk, mono_ns());
-        if (stalled) hang_read_wait(frs[k].h, rk);   // the collective it waits in, if any
-        fr_unmap(&frs[k]);
-        if (!mpi && lp > 0) {
-            rk->exited = 1;
-            rk->term_signal = WIFSIGNALED(lstatus) ? WTERMSIG(lstatus) : 0;
-            rk->exit_code = WIFEXITED(lstatus) ? WEXITSTATUS(lstatus) : 0;
-        } else if (mpi) {
-            rk->exited = 1;   // the job is over
-        }
-        if (rk->term_signal == SIGUSR1 && (rk->stalled || rk->signalled)) {   // its stall dump, not a crash
-            rk->term_signal = 0;
-            rk->exit_code = 138;
-        }
-    }
-    r->launcher_exit = WIFEXITED(lstatus) ? WEXITSTATUS(lstatus) : 128 + (WIFSIGNALED(lstatus) ? WTERMSIG(lstatus) : 0);
-    r->wall_s = mono_s() - t0;
+    if (w.stalled && !w.all_done) collect_stacks(&w);
+    end_case(&w);
+    harvest(&w);
+    const int stalled = w.stalled, interrupted = w.interrupted;
+    const double stall_age = w.stall_age, seen_at = w.seen_at;
+    char why[256];
+    snprintf(why, sizeof why, "%s", w.why);
+    r->wall_s = mono_s() - w.t0;
     if (ctx->console && ctx->tty) fprintf(ctx->console, "\r\033[K");
     read_artifacts(r);
 
@@ -628,10 +676,11 @@ void run_case(const RunCtx *ctx, CaseResult *r, const ScenarioRun *sr) {
     }
     if (r->verdict == V_ERROR) {
         // could not start
-    } else if (mpi && !any_recorder && !stalled && !interrupted && r->launcher_exit != 0) {
+    } else if ((kind == LAUNCH_MPIRUN || kind == LAUNCH_SRUN) && !any_recorder && !stalled && !interrupted &&
+               r->launcher_exit != 0) {
         r->verdict = V_ERROR;
-        set_summary(r, "mpirun exited %d before any rank started: see launcher.log", r->launcher_exit);
-        char *tail = read_tail(launcher_log, LOG_TAIL_BYTES);
+        set_summary(r, "%s exited %d before any rank started: see launcher.log", launch_kind_name(kind), r->launcher_exit);
+        char *tail = read_tail(L.log, LOG_TAIL_BYTES);
         if (tail && tail[0]) add_code_block(&r->evidence, "launcher.log, last lines", tail, 20);
         free(tail);
     } else if (!stalled && !interrupted && comm_timeout && !bad) {
@@ -653,7 +702,8 @@ void run_case(const RunCtx *ctx, CaseResult *r, const ScenarioRun *sr) {
             if (r->ranks[k].stalled) rk = &r->ranks[k];
         if (rk && rk->have_state) {
             Str sm = {0};
-            str_printf(&sm, "rank %d stalled at step %d, phase %s", rk->rank, rk->step, rk->phase);
+            str_printf(&sm, "rank %d%s stalled at step %d, phase %s", rk->rank, result_rank_host(r, rk->rank), rk->step,
+                       rk->phase);
             if (rk->layer >= 0) str_printf(&sm, ", layer %d", rk->layer);
             if (rk->op[0] && strcmp(rk->op, rk->phase)) str_printf(&sm, ", op %s", rk->op);
             if (rk->coll_enqueued || rk->coll_completed)
@@ -776,7 +826,6 @@ void run_case(const RunCtx *ctx, CaseResult *r, const ScenarioRun *sr) {
     }
     case_log(&cl, "verdict %s: %s", VERDICT_NAMES[r->verdict], r->summary);
     if (cl.f) fclose(cl.f);
-    str_free(&cmd);
-    av_free(&av);
+    launch_free(&L);
     free(frs);
 }

@@ -34,8 +34,9 @@ static const char *const SELFTEST_RUN_KEYS[] = {"timeout_s", NULL};
 static const char *const DETECTION_KEYS[] = {"name", "scenario", "fault", "seeds", "filter", "set", "timeout_s",
                                              "timeout_scale", "profiles", "expect", NULL};
 static const char *const EXPECT_KEYS[] = {"exit", "verdicts", "contains", "facts", NULL};
-static const char *const RUN_KEYS[] = {"steps", "world_size", "precision", "transport",
-                                       "timeout_s", "stall_s", "env", NULL};
+static const char *const RUN_KEYS[] = {"steps", "world_size", "precision", "transport", "timeout_s",
+                                       "stall_s", "env", "launcher", "hosts", "launcher_args", NULL};
+static const char *const LAUNCHERS[] = {"local", "mpirun", "srun", "env", NULL};
 static const char *const PROFILE_KEYS[] = {"config", "overrides", "run", "matrix", "exclude", "requires", NULL};
 static const char *const AXIS_KEYS[] = {"key", "values", NULL};
 static const char *const REQUIRES_KEYS[] = {"gpus", NULL};
@@ -255,6 +256,7 @@ static void run_defaults(RunBuild *rb) {
     memset(rb, 0, sizeof *rb);
     rb->run.world_size = 1;
     snprintf(rb->run.transport, sizeof rb->run.transport, "none");
+    snprintf(rb->run.launcher, sizeof rb->run.launcher, "local");
     rb->run.timeout_s = DEFAULT_TIMEOUT_S;
 }
 
@@ -273,21 +275,53 @@ static void env_set(RunSpec *r, const char *name, const char *value) {
     r->env[r->n_env++] = str_take(&e);
 }
 
+static char **strs_copy(char *const *src, int n) {
+    char **d = n ? xcalloc((size_t)n, sizeof(char *)) : NULL;
+    for (int i = 0; i < n; i++) d[i] = xstrdup(src[i]);
+    return d;
+}
+static void strs_free(char ***v, int *n) {
+    for (int i = 0; i < *n; i++) free((*v)[i]);
+    free(*v);
+    *v = NULL;
+    *n = 0;
+}
+
 static void run_copy(RunSpec *dst, const RunSpec *src) {
     *dst = *src;
-    dst->env = NULL;
-    dst->n_env = 0;
-    for (int i = 0; i < src->n_env; i++) {
-        dst->env = xrealloc(dst->env, sizeof(char *) * (size_t)(dst->n_env + 1));
-        dst->env[dst->n_env++] = xstrdup(src->env[i]);
-    }
+    dst->env = strs_copy(src->env, src->n_env);
+    dst->hosts = strs_copy(src->hosts, src->n_hosts);
+    dst->launcher_args = strs_copy(src->launcher_args, src->n_launcher_args);
 }
 
 static void run_free(RunSpec *r) {
-    for (int i = 0; i < r->n_env; i++) free(r->env[i]);
-    free(r->env);
-    r->env = NULL;
-    r->n_env = 0;
+    strs_free(&r->env, &r->n_env);
+    strs_free(&r->hosts, &r->n_hosts);
+    strs_free(&r->launcher_args, &r->n_launcher_args);
+}
+
+// An array of non-empty strings (run.hosts, run.launcher_args) into *out (replacing it).
+static void read_strings(const Scenario *s, Problems *ps, const json_t *v, const char *mp, const char *key,
+                         const char *what, char ***out, int *n) {
+    if (!json_is_array(v)) {
+        char got[96];
+        describe(v, got, sizeof got);
+        PROBLEM(mp, 0, "%s: expected an array of %s, got %s", key, what, got);
+        return;
+    }
+    strs_free(out, n);
+    size_t i;
+    json_t *e;
+    json_array_foreach(v, i, e) {
+        if (!json_is_string(e) || !json_string_value(e)[0] || strlen(json_string_value(e)) > 1000) {
+            char ip[600];
+            snprintf(ip, sizeof ip, "%s[%zu]", mp, i);
+            PROBLEM(ip, 0, "%s[%zu]: expected %s (a non-empty string)", key, i, what);
+            continue;
+        }
+        *out = xrealloc(*out, sizeof(char *) * (size_t)(*n + 1));
+        (*out)[(*n)++] = xstrdup(json_string_value(e));
+    }
 }
 
 // Apply a "run" object (top level or a profile's) over rb.
@@ -344,6 +378,28 @@ static void read_run(const Scenario *s, Problems *ps, const json_t *obj, const c
             rb->have_stall = 1;
         }
     }
+    if ((v = get_typed(s, ps, obj, jpath, "launcher", JSON_STRING, 0, "a string"))) {
+        member_path(mp, sizeof mp, jpath, "launcher");
+        if (!in_list(LAUNCHERS, json_string_value(v)))
+            PROBLEM(mp, 0, "launcher: expected one of \"local\", \"mpirun\", \"srun\", \"env\", got \"%.64s\"",
+                    json_string_value(v));
+        else snprintf(rb->run.launcher, sizeof rb->run.launcher, "%s", json_string_value(v));
+    }
+    if ((v = json_object_get(obj, "hosts"))) {
+        member_path(mp, sizeof mp, jpath, "hosts");
+        read_strings(s, ps, v, mp, "hosts", "host names (\"node1\" or \"node1:4\" with its slots)", &rb->run.hosts,
+                     &rb->run.n_hosts);
+        for (int i = 0; i < rb->run.n_hosts; i++)
+            if (strpbrk(rb->run.hosts[i], " \t\n#")) {
+                PROBLEM(mp, 0, "hosts[%d]: '%.64s' is not a host name (no spaces or '#'; \"host:slots\" for slots)", i,
+                        rb->run.hosts[i]);
+                break;
+            }
+    }
+    if ((v = json_object_get(obj, "launcher_args"))) {
+        member_path(mp, sizeof mp, jpath, "launcher_args");
+        read_strings(s, ps, v, mp, "launcher_args", "launcher arguments", &rb->run.launcher_args, &rb->run.n_launcher_args);
+    }
     if ((v = get_typed(s, ps, obj, jpath, "env", JSON_OBJECT, 0, "an object of strings"))) {
         const char *k;
         json_t *e;
@@ -377,6 +433,7 @@ typedef struct {
     OvList ov;            // config overrides
     int world_size;       // 0 = unchanged
     char transport[8];    // "" = unchanged
+    char launcher[8];     // "" = unchanged
 } AxisValue;
 
 typedef struct {
@@ -423,8 +480,16 @@ static int apply_run_key(const Scenario *s, Problems *ps, const char *mp, const 
         } else snprintf(av->transport, sizeof av->transport, "%s", json_string_value(v));
         return 1;
     }
+    if (!strcmp(key, "run.launcher")) {
+        if (!json_is_string(v) || !in_list(LAUNCHERS, json_string_value(v))) {
+            char got[96];
+            describe(v, got, sizeof got);
+            PROBLEM(mp, 0, "run.launcher: expected one of \"local\", \"mpirun\", \"srun\", \"env\", got %s", got);
+        } else snprintf(av->launcher, sizeof av->launcher, "%s", json_string_value(v));
+        return 1;
+    }
     if (!strncmp(key, "run.", 4)) {
-        PROBLEM(mp, 1, "'%s': the matrix can vary run.world_size and run.transport (run.steps and "
+        PROBLEM(mp, 1, "'%s': the matrix can vary run.world_size, run.transport and run.launcher (run.steps and "
                        "run.precision: use train.steps and train.precision)", key);
         return 1;
     }
@@ -480,7 +545,7 @@ static int read_axis(const Scenario *s, Problems *ps, const char *name, const js
         const char *k = json_string_value(key);
         if (strncmp(k, "run.", 4) && !override_key_ok(k)) {
             PROBLEM(kp, 0, "bad matrix: axis '%s': key '%s': expected section.key (e.g. \"nsa.w\") or "
-                           "run.world_size / run.transport", name, k);
+                           "run.world_size / run.transport / run.launcher", name, k);
             return -1;
         }
         if (json_array_size(vals) == 0) {
@@ -832,6 +897,7 @@ static int expand_profile(Scenario *s, Problems *ps, int p, Str *seen) {
                 ov_copy(&ovs, &av->ov);
                 if (av->world_size) c->run.world_size = av->world_size;
                 if (av->transport[0]) snprintf(c->run.transport, sizeof c->run.transport, "%s", av->transport);
+                if (av->launcher[0]) snprintf(c->run.launcher, sizeof c->run.launcher, "%s", av->launcher);
             }
             free(idx);
             snprintf(c->name, sizeof c->name, "%s", n_axes ? str_c(&name) : "default");
@@ -903,6 +969,25 @@ static int expand_profile(Scenario *s, Problems *ps, int p, Str *seen) {
             if (c->run.world_size > 1 && !strcmp(c->run.transport, "none")) {
                 PROBLEM("run.world_size", 0, "world_size %d needs a transport (\"mpi\" or \"nccl\")%s%s",
                         c->run.world_size, s->n_axes ? ": case " : "", s->n_axes ? c->name : "");
+                ok = 0;
+            }
+            // the launchers' contracts (harness/launch.h, docs/scenarios.md)
+            const char *L = c->run.launcher, *why = NULL;
+            if (!strcmp(L, "env") && strcmp(c->run.transport, "nccl"))
+                why = "launcher \"env\" starts the ranks without MPI: it needs transport \"nccl\" (the \"mpi\" "
+                      "transport needs an MPI launcher: local, mpirun or srun)";
+            else if ((!strcmp(L, "mpirun") || !strcmp(L, "srun")) && !strcmp(c->run.transport, "none"))
+                why = "launchers \"mpirun\" and \"srun\" start a data-parallel job: they need transport \"mpi\" or \"nccl\"";
+            else if (c->run.n_hosts && strcmp(L, "mpirun"))
+                why = "hosts: only launcher \"mpirun\" takes a host list";
+            else if (!strcmp(L, "mpirun") && !c->run.n_hosts)
+                why = "launcher \"mpirun\" needs \"hosts\" (for one host, launcher \"local\")";
+            else if (c->run.n_launcher_args &&
+                     (!strcmp(L, "env") || (!strcmp(L, "local") && !strcmp(c->run.transport, "none"))))
+                why = "launcher_args: arguments of mpirun or srun, and this case starts neither (launcher \"env\", "
+                      "or \"local\" with one rank and no transport)";
+            if (why) {
+                PROBLEM("run", 0, "%s%s%s", why, s->n_axes ? ": case " : "", s->n_axes ? c->name : "");
                 ok = 0;
             }
         }

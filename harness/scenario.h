@@ -34,6 +34,12 @@ typedef struct {
     double stall_s;        // heartbeat older than this => stalled (default: timeout_s)
     char **env;            // "NAME=value" strings added to the trainer's environment
     int n_env;
+    char launcher[8];      // how the ranks start (harness/launch.h): "local" (the trainer, or
+                           // mpirun on this host), "mpirun" (with a hostfile), "srun", "env"
+    char **hosts;          // launcher mpirun: "host" or "host:slots", written as a hostfile
+    int n_hosts;
+    char **launcher_args;  // extra arguments to mpirun (local over MPI, mpirun) or srun, before the
+    int n_launcher_args;   // trainer's (e.g. "--mca", "plm_rsh_agent", "X"; "--mpi=pmix")
 } RunSpec;
 
 typedef struct {

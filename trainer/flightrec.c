@@ -102,6 +102,10 @@ int flightrec_open(const char *path, int rank, char *err, size_t errlen) {
     h->file_bytes = FR_FILE_BYTES;
     h->rank = rank;
     h->pid = (int32_t)getpid();
+    char host[256] = "";
+    if (gethostname(host, sizeof host) != 0) host[0] = 0;
+    host[sizeof host - 1] = 0;
+    snprintf(h->host, sizeof h->host, "%s", host);   // a long name is cut: the node stays recognisable
     struct timespec rt;
     clock_gettime(CLOCK_REALTIME, &rt);
     h->start_unix_ns = (int64_t)rt.tv_sec * 1000000000 + rt.tv_nsec;
@@ -260,6 +264,7 @@ int flightrec_show(const char *path) {
     json_object_set_new(o, "version", json_integer(h->version));
     json_object_set_new(o, "rank", json_integer(h->rank));
     json_object_set_new(o, "pid", json_integer(h->pid));
+    json_object_set_new(o, "host", json_stringn((const char *)h->host, strnlen((const char *)h->host, FR_HOST_LEN)));
     json_object_set_new(o, "start_unix_ns", json_integer(h->start_unix_ns));
     json_object_set_new(o, "start_mono_ns", json_integer(h->start_mono_ns));
     int64_t now = mono_ns();

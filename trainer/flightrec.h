@@ -113,6 +113,8 @@ typedef struct {
     char op[FR_OP_LEN];
 } FrEvent;                  // 64 bytes
 
+#define FR_HOST_LEN 48
+
 typedef struct {
     char magic[8];          // FR_MAGIC, written last at creation
     uint32_t version;       // FR_VERSION
@@ -126,7 +128,9 @@ typedef struct {
     int64_t start_mono_ns;  // CLOCK_MONOTONIC at the same moment
     uint64_t seq;           // seqlock counter (odd: update in progress)
     FrState state;          // offset 64
-    char reserved[FR_HEADER_BYTES - 64 - sizeof(FrState)];
+    char host[FR_HOST_LEN]; // gethostname() of the rank, NUL-terminated, cut to fit ("" = not written:
+                            // a recorder from before this field); a reader names the rank's node with it
+    char reserved[FR_HEADER_BYTES - 64 - sizeof(FrState) - FR_HOST_LEN];
 } FrHeader;
 
 #ifndef __cplusplus
