@@ -97,6 +97,10 @@ static void mpirun_exports(StrList *a, char *const *env, int n_env) {
         strlist_add(a, name);
     }
     for (int i = 0; PASS_THROUGH[i]; i++) {
+        int dup = 0;   // the scenario set it: already exported
+        for (int j = 0; j < n_env && !dup; j++)
+            dup = !strncmp(env[j], PASS_THROUGH[i], strlen(PASS_THROUGH[i])) && env[j][strlen(PASS_THROUGH[i])] == '=';
+        if (dup) continue;
         strlist_add(a, "-x");
         strlist_add(a, PASS_THROUGH[i]);
     }
