@@ -10,17 +10,27 @@
 //         in-place ncclAllReduce on the gradient buffer, on a stream of its own that
 //         waits (cudaStreamWaitEvent) for the backend's stream at the moment the
 //         bucket became ready; completion by cudaEventQuery, errors by
-//         ncclCommGetAsyncError; ncclCommAbort after a timeout. The unique id is
-//         broadcast over MPI.
-// Whatever the transport, the process is an MPI process (mpirun / srun start it):
-// rank, world size and local rank come from MPI, and small control-plane
-// collectives (the step's mean loss, the static-graph used-set exchange, the
-// end-of-run weight check) go over an MPI communicator of their own, so they never
-// interleave with the bucket collectives.
+//         ncclCommGetAsyncError; ncclCommAbort after a timeout.
+// How a process learns its rank and world, and how the ranks find each other, is the
+// BOOTSTRAP (docs/ddp.md, "Bootstraps"):
+//   mpi    the process is an MPI process (mpirun / srun --mpi start it): rank, world
+//          size and local rank come from MPI; the NCCL unique id is broadcast over MPI
+//          and the small control-plane collectives (the step's mean loss, the
+//          static-graph used-set exchange, the end-of-run weight check) go over an MPI
+//          communicator of their own, so they never interleave with the bucket
+//          collectives. The only bootstrap of the mpi transport.
+//   env    torchrun-style variables (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR,
+//          MASTER_PORT): no MPI. The ranks meet at a TCP rendezvous of our own on
+//          MASTER_ADDR:MASTER_PORT (trainer/rendezvous.h), which carries the NCCL unique
+//          id and the control plane (a star through rank 0). nccl transport only.
+//   slurm  the same rendezvous, rank/world/local rank from SLURM_PROCID, SLURM_NTASKS,
+//          SLURM_LOCALID, rank 0's host from the first host of the step's node list.
+// Precedence when not forced (--bootstrap): an MPI launcher's variables > torchrun-style
+// > Slurm (comm_world_setup).
 //
 // Nothing here ever blocks without a bound: every operation is started and then
-// tested; the caller (trainer/ddp.c) polls with its timeout. comm_world_init and
-// comm_open poll their own collectives with the timeout they are given.
+// tested; the caller (trainer/ddp.c) polls with its timeout. comm_world_join and
+// comm_open poll their own exchanges with the timeout they are given.
 #ifndef NSA_TRAINER_COMM_H
 #define NSA_TRAINER_COMM_H
 #include <stddef.h>
@@ -35,22 +45,58 @@ const char *comm_transport_name(int transport);
 // 1 if the transport is built into this binary; else 0 and *why says what is missing.
 int comm_transport_built(int transport, const char **why);
 
+enum { COMM_BOOT_AUTO = -1, COMM_BOOT_NONE = 0, COMM_BOOT_MPI = 1, COMM_BOOT_ENV = 2, COMM_BOOT_SLURM = 3 };
+// "auto", "mpi", "env", "slurm" -> COMM_BOOT_*; -2 for anything else.
+int comm_bootstrap_parse(const char *s);
+const char *comm_bootstrap_name(int bootstrap);   // "none", "mpi", "env", "slurm"
+
+struct Rdzv;
 typedef struct {
     int transport;         // COMM_*
-    int rank, world;       // MPI_COMM_WORLD (0, 1 for COMM_NONE)
-    int local_rank;        // rank among the processes of this node (MPI_COMM_TYPE_SHARED)
-    int local_size;
+    int bootstrap;         // COMM_BOOT_*: NONE is one process (transport none, no --check-world)
+    int rank, world;       // (0, 1 for COMM_BOOT_NONE)
+    int local_rank;        // rank among the processes of this node (mpi: MPI_COMM_TYPE_SHARED;
+    int local_size;        //   env/slurm: LOCAL_RANK / SLURM_LOCALID, else derived at the rendezvous)
     int mpi_initialized;   // this process called MPI_Init_thread
+    int check_world;       // --check-world (the rendezvous HELLO says so)
+    char source[512];      // the variables rank and world came from, e.g. "RANK=1 WORLD_SIZE=2"
+    char source_keys[160]; // their names only, comma-separated ("RANK,WORLD_SIZE,MASTER_ADDR,MASTER_PORT")
+    char rdzv_addr[256];   // env/slurm: rank 0's address (MASTER_ADDR or Slurm's first host)
+    int rdzv_port;         //   and port
+    char rdzv_token[256];  //   the job token every rank must present
+    struct Rdzv *rdzv;     // env/slurm: the rendezvous, after comm_world_join
+    double join_ms;        // how long comm_world_join took
 } CommWorld;
 
 // The rank the launcher gives this process, read from its environment before MPI
-// is initialised (OMPI_COMM_WORLD_RANK, PMIX_RANK, PMI_RANK, SLURM_PROCID), -1 if none.
+// is initialised (OMPI_COMM_WORLD_RANK, PMIX_RANK, PMI_RANK, RANK, SLURM_PROCID), -1 if none.
 int comm_env_rank(void);
-// transport none: rank 0, world 1. mpi / nccl: MPI_Init_thread (MPI_THREAD_FUNNELED),
-// rank and size of MPI_COMM_WORLD, the local rank from MPI_Comm_split_type. Returns
-// 0, or -1 with err filled (MPI not built: the caller exits 2).
+// Which bootstrap, rank and world (docs/ddp.md "Bootstraps"); no network yet.
+//   transport none without check_world: one process (COMM_BOOT_NONE, rank 0, world 1).
+//   transport mpi: MPI_Init_thread (MPI_THREAD_FUNNELED), rank and size of MPI_COMM_WORLD,
+//     the local rank from MPI_Comm_split_type. bootstrap must be AUTO or MPI.
+//   transport nccl, or check_world: `bootstrap` if not AUTO, else the first that applies:
+//     an MPI launcher's variables (OMPI_COMM_WORLD_RANK, PMIX_RANK, PMI_RANK) in a build
+//     with MPI -> mpi; RANK/WORLD_SIZE -> env; SLURM_PROCID -> slurm; none of them:
+//     nccl in a build with MPI -> mpi (a singleton, world 1), otherwise env with world 1.
+// Returns 0, or the exit code (1 MPI failed to initialise, 2 usage: a missing or invalid
+// variable, a bootstrap the transport or the build cannot use) with err filled.
+int comm_world_setup(CommWorld *w, int transport, int bootstrap, int check_world, char *err, size_t errlen);
+// comm_world_setup(w, transport, COMM_BOOT_AUTO, 0, ...): 0, or -1 with err filled.
 int comm_world_init(CommWorld *w, int transport, char *err, size_t errlen);
-// MPI_Finalize; only after a clean run (every collective complete on every rank).
+// env/slurm: the TCP rendezvous (trainer/rendezvous.h), bounded by timeout_s; fills the
+// local rank/size when the variables did not give them. Nothing to do for mpi/none.
+// Returns 0, or the exit code (1 cannot listen, 2 the ranks disagree, 4 a rank never
+// arrived / rank 0 unreachable / a connection lost) with err one line (for 4 it starts
+// with [COMM-TIMEOUT] or [COMM-ERROR]).
+int comm_world_join(CommWorld *w, double timeout_s, char *err, size_t errlen);
+// --check-world: after the join, rank 0 broadcasts 128 bytes (as the NCCL unique id would
+// be) and every rank allgathers (its rank, pid, host, a digest of the bytes it received);
+// each rank checks every record. line: the [WORLD] line (docs/ddp.md). 0, or the exit code
+// (1 the records disagree, 4 a timeout or a lost connection) with err filled.
+int comm_world_check(CommWorld *w, double timeout_s, char *line, size_t linelen, char *err, size_t errlen);
+// MPI_Finalize / closing the rendezvous; only after a clean run (every collective complete
+// on every rank).
 void comm_world_finalize(CommWorld *w);
 
 // Library versions for --print-env. 0 and buf filled, or -1 when not built.
@@ -61,7 +107,9 @@ typedef struct Comm Comm;
 
 // The data-parallel communicators: for mpi a duplicate of MPI_COMM_WORLD for the
 // buckets; for nccl a non-blocking NCCL communicator on the backend's device
-// (CUDA backend only); for both a second MPI duplicate for the control plane.
+// (CUDA backend only; its unique id from rank 0 over MPI or the rendezvous); the
+// control plane on a second MPI duplicate (mpi bootstrap) or the rendezvous star
+// (env/slurm bootstrap, comm_world_join first).
 // n_slots concurrent bucket collectives (one per bucket), each at most
 // max_slot_bytes. Returns NULL with err filled; *timed_out = 1 if the reason is
 // that the NCCL initialisation (or the id broadcast) did not finish in timeout_s.
@@ -76,15 +124,20 @@ int comm_allreduce_start(Comm *c, int slot, void *buf, int64_t n, int elem_bytes
 // collective (nccl: the comm stream reached it; mpi: handed to MPI).
 int comm_test(Comm *c, int slot, int *started);
 
-// Control plane: host buffers, one operation at a time, over MPI.
+// Control plane: host buffers, one operation at a time, over MPI (mpi bootstrap) or
+// the rendezvous star through rank 0 (env/slurm).
 enum {
     COMM_CTRL_SUM_F64,        // recv[i] = sum over ranks of send[i] (double)
     COMM_CTRL_MAX_I64,        // recv[i] = max over ranks (int64)
     COMM_CTRL_MIN_I64,        // recv[i] = min over ranks (int64)
     COMM_CTRL_ALLGATHER_U8,   // recv[r*count + i] = send[i] of rank r (bytes)
+    COMM_CTRL_BCAST_U8,       // recv[i] = send[i] of rank 0 (bytes; send is read on rank 0 only)
 };
 int comm_ctrl_start(Comm *c, int op, const void *send, void *recv, int count);
 int comm_ctrl_test(Comm *c);   // 1 complete, 0 pending, -1 error
+// For a timeout message: whom the control collective in flight still waits for
+// ("waiting for rank 1 (10.0.0.2)"; rendezvous star only, "" otherwise).
+void comm_ctrl_waiting(const Comm *c, char *buf, size_t n);
 
 const char *comm_error(const Comm *c);
 // After a timeout or error: ncclCommAbort (nccl); MPI requests are left as they are

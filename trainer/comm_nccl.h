@@ -1,5 +1,6 @@
 // trainer/comm_nccl.h — the NCCL transport (trainer/comm_nccl.c), used by comm.c
-// only; built when CMake finds NCCL, CUDA and MPI (NSA_HAVE_NCCL).
+// only; built when CMake finds NCCL and CUDA (NSA_HAVE_NCCL). Needs no MPI: the unique id
+// reaches the ranks over MPI or over the env/slurm rendezvous (trainer/comm.c).
 #ifndef NSA_TRAINER_COMM_NCCL_H
 #define NSA_TRAINER_COMM_NCCL_H
 #include <stddef.h>

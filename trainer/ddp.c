@@ -256,9 +256,12 @@ static int ddp_ctrl_wait(Ddp *d, int op, const void *send, void *recv, int count
             if (r < 0)
                 fprintf(stderr, "[COMM-ERROR] rank %d: collective seq %" PRId64 " (%s) failed: %s\n", d->rank, seq, what,
                         comm_error(d->comm));
-            else
-                fprintf(stderr, "[COMM-TIMEOUT] rank %d: collective seq %" PRId64 " (%s) not complete after %g s\n",
-                        d->rank, seq, what, d->timeout_s);
+            else {
+                char wt[512];   // the rendezvous star (env/slurm bootstrap) says whom it waits for
+                comm_ctrl_waiting(d->comm, wt, sizeof wt);
+                fprintf(stderr, "[COMM-TIMEOUT] rank %d: collective seq %" PRId64 " (%s) not complete after %g s%s%s%s\n",
+                        d->rank, seq, what, d->timeout_s, wt[0] ? " (" : "", wt, wt[0] ? ")" : "");
+            }
             fflush(stderr);
             comm_abort(d->comm);
             d->aborted = 1;

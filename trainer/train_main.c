@@ -2,9 +2,11 @@
 //
 //   nsa-train --config FILE [--set KEY=VALUE]... [--steps N] [options]
 //
-// Exit codes: 0 ok, 1 runtime failure, 2 usage or invalid config,
-// 3 non-finite value (anomaly record written), 4 a data-parallel collective did
-// not complete within --comm-timeout, 5 static_graph's used-parameter set differs
+// Exit codes: 0 ok, 1 runtime failure (also: rank 0 cannot listen on the rendezvous
+// port), 2 usage or invalid config (also: invalid launcher variables, ranks that disagree
+// at the rendezvous), 3 non-finite value (anomaly record written), 4 a data-parallel
+// collective did not complete within --comm-timeout (or the rendezvous within
+// --rdzv-timeout, or a peer's connection was lost), 5 static_graph's used-parameter set differs
 // across ranks or steps, 6 an artifact could not be written ([IO-ERROR] line),
 // 138 stall dump after SIGUSR1; a crash ends
 // by its signal after the crash dump. See `nsa-train --help`, docs/diagnostics.md
@@ -67,10 +69,21 @@ static void usage(FILE *f) {
         "  --log-file FILE      redirect this process's stdout and stderr to FILE (appended, line-buffered)\n"
         "  --help               this text\n"
         "\n"
-        "data parallel (docs/ddp.md): mpirun -np W nsa-train ... --transport mpi|nccl\n"
+        "data parallel (docs/ddp.md): mpirun -np W nsa-train ... --transport mpi|nccl, or without MPI:\n"
+        "  RANK=R WORLD_SIZE=W MASTER_ADDR=A MASTER_PORT=P nsa-train ... --transport nccl (torchrun, Kubernetes),\n"
+        "  srun -n W nsa-train ... --transport nccl (Slurm)\n"
         "  --transport T        none (default: one process), mpi (host buffers; the CPU path and the A/B\n"
-        "                       transport), nccl (GPU buffers, cuda backend). Rank, world size and local rank\n"
-        "                       come from MPI; one GPU per rank (device = local rank)\n"
+        "                       transport; MPI only), nccl (GPU buffers, cuda backend). One GPU per rank\n"
+        "                       (device = local rank)\n"
+        "  --bootstrap B        where rank/world/local rank come from (default auto, or $NSA_BOOTSTRAP): auto =\n"
+        "                       an MPI launcher's variables (OMPI_COMM_WORLD_RANK, PMIX_RANK, PMI_RANK) > RANK/\n"
+        "                       WORLD_SIZE (env) > SLURM_PROCID (slurm); mpi, env, slurm force one. env and slurm\n"
+        "                       meet at a TCP rendezvous on MASTER_ADDR:MASTER_PORT (Slurm: the first host of the\n"
+        "                       node list, port MASTER_PORT or 20000 + SLURM_JOB_ID %% 10000); nccl only\n"
+        "  --rdzv-timeout S     seconds the rendezvous waits for every rank (default: --comm-timeout, or\n"
+        "                       $NSA_RDZV_TIMEOUT); a rank that never arrives is [COMM-TIMEOUT] naming it, exit 4\n"
+        "  --check-world        join the world (bootstrap and rendezvous; no GPU, no config needed), broadcast\n"
+        "                       rank 0's bytes, allgather every rank's record, print one [WORLD] line, exit 0\n"
         "  --comm-timeout S     seconds a collective may take before the rank reports [COMM-TIMEOUT] and\n"
         "                       exits 4 (default 300, or $NSA_COMM_TIMEOUT)\n"
         "  every path flag (--out, --log-file, --flight-recorder, --stack-file, --dump-step, --save, --resume)\n"
@@ -78,7 +91,7 @@ static void usage(FILE *f) {
         "\n"
         "diagnostics (docs/diagnostics.md; each off by default and free when off):\n"
         "  --rank R             this process's rank (default 0): in every trace, targets the rank faults;\n"
-        "                       under --transport mpi|nccl the MPI rank is used (a different --rank is an error)\n"
+        "                       under --transport mpi|nccl the world's rank is used (a different --rank is an error)\n"
         "  --trace-grads        gradient-arrival trace: OUT/grad_trace.jsonl (one line per step) and\n"
         "                       [GRAD-TRACE] step=S rank=R arrived=N missing=M lines on stdout\n"
         "  --gate-stats         per-layer gate statistics of each step's first forward: OUT/gate_stats.jsonl\n"
@@ -94,7 +107,8 @@ static void usage(FILE *f) {
         "\n"
         "exit codes: 0 ok, 1 runtime failure, 2 usage or invalid config, 3 non-finite value\n"
         "(the first non-finite tensor is named on stderr and in OUT/anomaly.json), 4 a collective did not\n"
-        "complete within --comm-timeout (data parallel; [COMM-TIMEOUT] names the collective and its bucket),\n"
+        "complete within --comm-timeout (data parallel; [COMM-TIMEOUT] names the collective and its bucket), or\n"
+        "the rendezvous did not complete ([COMM-TIMEOUT]/[COMM-ERROR] name the missing ranks or rank 0's address),\n"
         "5 static_graph: the used parameters differ across ranks or from the recorded step ([DDP] names them),\n"
         "6 an artifact could not be written (disk full, I/O error: metrics.jsonl, traces, anomaly.json, the\n"
         "dump, a checkpoint, the flight recorder); stderr has one line [IO-ERROR] file=PATH errno=N TEXT,\n"
@@ -183,7 +197,8 @@ int main(int argc, char **argv) {
     memset(&opts, 0, sizeof opts);
     const char *config_path = NULL, *stack_file = NULL, *log_file = NULL;
     int check_only = 0, threads = 0, print_env = 0, rank_given = 0, transport = COMM_NONE;
-    double comm_timeout = 0;
+    int bootstrap = COMM_BOOT_AUTO, bootstrap_given = 0, check_world = 0;
+    double comm_timeout = 0, rdzv_timeout = 0;
     static Faults faults;
     faults_init(&faults);
     const char **sets = calloc((size_t)argc + 2, sizeof(char *));
@@ -240,15 +255,25 @@ int main(int argc, char **argv) {
                 return 2;
             }
         }
-        else if (!strcmp(a, "--comm-timeout")) {
+        else if (!strcmp(a, "--comm-timeout") || !strcmp(a, "--rdzv-timeout")) {
             NEED_VALUE;
             char *end = NULL;
-            comm_timeout = strtod(v, &end);
-            if (!*v || *end || !(comm_timeout > 0) || comm_timeout > 1e7) {
-                fprintf(stderr, "nsa-train: --comm-timeout %s: expected a number of seconds > 0\n", v);
+            double *t = a[2] == 'c' ? &comm_timeout : &rdzv_timeout;
+            *t = strtod(v, &end);
+            if (!*v || *end || !(*t > 0) || *t > 1e7) {
+                fprintf(stderr, "nsa-train: %s %s: expected a number of seconds > 0\n", a, v);
                 return 2;
             }
         }
+        else if (!strcmp(a, "--bootstrap")) {
+            NEED_VALUE;
+            if ((bootstrap = comm_bootstrap_parse(v)) == -2) {
+                fprintf(stderr, "nsa-train: --bootstrap %s: expected auto, mpi, env or slurm\n", v);
+                return 2;
+            }
+            bootstrap_given = 1;
+        }
+        else if (!strcmp(a, "--check-world")) check_world = 1;
         else if (!strcmp(a, "--log-file")) { NEED_VALUE; log_file = v; }
         else if (!strcmp(a, "--trace-grads")) opts.trace_grads = 1;
         else if (!strcmp(a, "--gate-stats")) opts.gate_stats = 1;
@@ -282,8 +307,25 @@ int main(int argc, char **argv) {
         }
         if (comm_timeout <= 0) comm_timeout = 300;
     }
-    // data parallel: the process joins MPI first (rank, world size, local rank), so
-    // that %r in the paths, the log file and the stack dumps know the rank
+    if (rdzv_timeout <= 0) {
+        const char *e = getenv("NSA_RDZV_TIMEOUT");
+        char *end = NULL;
+        rdzv_timeout = e ? strtod(e, &end) : 0;
+        if (e && (!*e || *end || !(rdzv_timeout > 0) || rdzv_timeout > 1e7)) {
+            fprintf(stderr, "nsa-train: NSA_RDZV_TIMEOUT=%s: expected a number of seconds > 0\n", e);
+            return 2;
+        }
+        if (rdzv_timeout <= 0) rdzv_timeout = comm_timeout;
+    }
+    if (!bootstrap_given && getenv("NSA_BOOTSTRAP") && *getenv("NSA_BOOTSTRAP")) {
+        if ((bootstrap = comm_bootstrap_parse(getenv("NSA_BOOTSTRAP"))) == -2) {
+            fprintf(stderr, "nsa-train: NSA_BOOTSTRAP=%s: expected auto, mpi, env or slurm\n", getenv("NSA_BOOTSTRAP"));
+            return 2;
+        }
+    }
+    // data parallel: the process learns its rank first (MPI_Init for the mpi bootstrap;
+    // the launcher's variables for env/slurm), so that %r in the paths, the log file and
+    // the stack dumps know the rank; the env/slurm rendezvous comes after the log file
     const char *why = NULL;
     if (!comm_transport_built(transport, &why)) {
         fprintf(stderr, "nsa-train: --transport %s: %s\n", comm_transport_name(transport), why);
@@ -291,18 +333,32 @@ int main(int argc, char **argv) {
     }
     static CommWorld world;
     char err[8192];
-    if (comm_world_init(&world, transport, err, sizeof err)) {
+    int wrc = comm_world_setup(&world, transport, bootstrap, check_world, err, sizeof err);
+    if (wrc) {
         fprintf(stderr, "nsa-train: %s\n", err);
-        return 1;
+        return finish(&world, wrc);
     }
-    if (transport != COMM_NONE) {
+    if (world.bootstrap != COMM_BOOT_NONE) {
         if (rank_given && opts.rank != world.rank) {
-            fprintf(stderr, "nsa-train: --rank %d conflicts with the MPI rank %d (under --transport %s the MPI rank is "
-                    "used; leave --rank out)\n", opts.rank, world.rank, comm_transport_name(transport));
+            if (world.bootstrap == COMM_BOOT_MPI)
+                fprintf(stderr, "nsa-train: --rank %d conflicts with the MPI rank %d (under --transport %s the MPI rank "
+                        "is used; leave --rank out)\n", opts.rank, world.rank, comm_transport_name(transport));
+            else
+                fprintf(stderr, "nsa-train: --rank %d conflicts with the rank %d of the %s bootstrap (%s; leave --rank "
+                        "out)\n", opts.rank, world.rank, comm_bootstrap_name(world.bootstrap), world.source);
             return finish(&world, 2);
         }
         opts.rank = world.rank;
-        setvbuf(stdout, NULL, _IOLBF, 0);   // mpirun forwards a pipe: lines, not blocks
+        setvbuf(stdout, NULL, _IOLBF, 0);   // launchers forward a pipe: lines, not blocks
+    } else if (bootstrap_given && bootstrap != COMM_BOOT_AUTO) {
+        fprintf(stderr, "nsa-train: --bootstrap %s: there is no world to join with --transport none (add --transport "
+                "nccl, or --check-world)\n", comm_bootstrap_name(bootstrap));
+        return 2;
+    } else {
+        const char *ws = getenv("WORLD_SIZE");
+        if (ws && atoi(ws) > 1 && !getenv("OMPI_COMM_WORLD_RANK"))
+            fprintf(stderr, "nsa-train: warning: WORLD_SIZE=%s is set but --transport is none: this process trains "
+                    "alone (pass --transport nccl to join the world, docs/ddp.md)\n", ws);
     }
     opts.world = &world;
     opts.comm_timeout_s = comm_timeout;
@@ -320,6 +376,24 @@ int main(int argc, char **argv) {
     // stall/crash handlers first: a rank can be stalled or crash from here on (after
     // MPI_Init, which installs handlers of its own that these replace)
     if (stackdump_install(p_stack, opts.rank)) return finish(&world, 1);
+    // env/slurm: the rendezvous (bounded by --rdzv-timeout; nothing to do for mpi)
+    if ((wrc = comm_world_join(&world, rdzv_timeout, err, sizeof err))) {
+        fprintf(stderr, "%s%s\n", err[0] == '[' ? "" : "nsa-train: ", err);
+        return finish(&world, wrc);
+    }
+    if ((world.bootstrap == COMM_BOOT_ENV || world.bootstrap == COMM_BOOT_SLURM) && world.world > 1 && !check_world)
+        fprintf(stderr, "nsa-train: rank %d: joined a world of %d at %s:%d (bootstrap %s, local rank %d of %d) in %.0f ms\n",
+                world.rank, world.world, world.rdzv_addr, world.rdzv_port, comm_bootstrap_name(world.bootstrap),
+                world.local_rank, world.local_size, world.join_ms);
+    if (check_world) {
+        char line[16384];
+        if ((wrc = comm_world_check(&world, comm_timeout, line, sizeof line, err, sizeof err))) {
+            fprintf(stderr, "%s%s\n", err[0] == '[' ? "" : "nsa-train: ", err);
+            return finish(&world, wrc);
+        }
+        puts(line);
+        return finish(&world, 0);
+    }
     if (print_env && !config_path) {
         char *js = envinfo_json(NULL);
         puts(js);
