@@ -376,12 +376,13 @@ int main(int argc, char **argv) {
     // stall/crash handlers first: a rank can be stalled or crash from here on (after
     // MPI_Init, which installs handlers of its own that these replace)
     if (stackdump_install(p_stack, opts.rank)) return finish(&world, 1);
-    // env/slurm: the rendezvous (bounded by --rdzv-timeout; nothing to do for mpi)
-    if ((wrc = comm_world_join(&world, rdzv_timeout, err, sizeof err))) {
+    // env/slurm: the rendezvous (bounded by --rdzv-timeout; nothing to do for mpi, nor for
+    // --print-env / --check-config, which need no world)
+    if (!print_env && !check_only && (wrc = comm_world_join(&world, rdzv_timeout, err, sizeof err))) {
         fprintf(stderr, "%s%s\n", err[0] == '[' ? "" : "nsa-train: ", err);
         return finish(&world, wrc);
     }
-    if ((world.bootstrap == COMM_BOOT_ENV || world.bootstrap == COMM_BOOT_SLURM) && world.world > 1 && !check_world)
+    if (world.rdzv && world.world > 1 && !check_world)
         fprintf(stderr, "nsa-train: rank %d: joined a world of %d at %s:%d (bootstrap %s, local rank %d of %d) in %.0f ms\n",
                 world.rank, world.world, world.rdzv_addr, world.rdzv_port, comm_bootstrap_name(world.bootstrap),
                 world.local_rank, world.local_size, world.join_ms);
