@@ -728,11 +728,12 @@ static Rdzv *join_peer(Rdzv *z, const RdzvConfig *cf, double t0, double timeout_
             *rc = 4;
             if (!resolved)
                 seterr(err, errlen, "[COMM-TIMEOUT] rank %d: rendezvous at %s: MASTER_ADDR '%s' did not resolve within "
-                       "%g s (%d attempts, last error: %s)", cf->rank, z->where, cf->addr, timeout_s, attempts, last);
+                       "%g s (%d attempt%s, last error: %s)", cf->rank, z->where, cf->addr, timeout_s, attempts,
+                       attempts == 1 ? "" : "s", last);
             else
                 seterr(err, errlen, "[COMM-TIMEOUT] rank %d: rendezvous at %s: rank 0 not reachable within %g s (%d "
-                       "attempts, last error: %s): is rank 0 running, and do MASTER_ADDR and MASTER_PORT name it on "
-                       "every rank?", cf->rank, z->where, timeout_s, attempts, last);
+                       "attempt%s, last error: %s): is rank 0 running, and do MASTER_ADDR and MASTER_PORT name it on "
+                       "every rank?", cf->rank, z->where, timeout_s, attempts, attempts == 1 ? "" : "s", last);
             rdzv_free(z);
             return NULL;
         }
