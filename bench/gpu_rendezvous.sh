@@ -3,7 +3,7 @@
 # style variables and nsa-train's own TCP rendezvous, docs/ddp.md "Bootstraps") on a GPU
 # machine, held bitwise to the same runs started by mpirun (issue 12 item 2). One device call:
 #
-#   PHASES="build check w1 w2" BUDGET=540 bash bench/gpu_rendezvous.sh
+#   PHASES="build check w1 harness w2" BUDGET=540 bash bench/gpu_rendezvous.sh
 #
 # Phases, in this order (each step logs to its own file, a failing step never stops the next,
 # every step is cut at the deadline, BUDGET seconds after the start, default 540):
@@ -16,6 +16,9 @@
 #          against  mpirun -np 1 nsa-train --transport nccl ...  : the losses and grad norms of
 #          metrics.jsonl (%.17g), the end-of-run weight digest ([DDP] ... fnv1a64) and the
 #          step-1 dump file must be bitwise equal
+#   harness  the runner's launchers: nsa-harness run scenarios/launchers.json --profile gpu
+#          (ddp_onestep's 125M case, world size 1 over NCCL, started by mpirun and by the env
+#          launcher: finite, every gradient arrived, loss and grad norm bitwise equal)
 #   w2     2 ranks sharing GPU 0 (CUDA_VISIBLE_DEVICES=0 for both):
 #            plain    env and mpirun: NCCL is expected to refuse two ranks on one device
 #                     ("Duplicate GPU detected"): the step records what each launcher's ranks
@@ -73,7 +76,7 @@ OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
 LOG=$(mktemp -d)/logs
 mkdir -p "$LOG"
-PHASES=${PHASES:-"build check w1 w2"}
+PHASES=${PHASES:-"build check w1 harness w2"}
 DEADLINE=$((SECONDS + ${BUDGET:-540}))
 B=${BUILD:-build}
 export PKG_CONFIG_PATH=$PWD/.deps/usr/lib/x86_64-linux-gnu/pkgconfig:${PKG_CONFIG_PATH:-}
@@ -129,7 +132,7 @@ PY
 
 if has build; then
   step configure 120 cmake -S . -B "$B" -DCMAKE_CUDA_ARCHITECTURES=90 -DNSA_WERROR=ON
-  step build 420 cmake --build "$B" -j16 --target nsa-train
+  step build 420 cmake --build "$B" -j16 --target nsa-train nsa-harness
 fi
 "$BIN" --print-env >"$LOG/print_env.json" 2>&1
 
@@ -150,6 +153,11 @@ if has w1; then
       --dump-step "$LOG/mpi1_$mode/step1.safetensors"
     compare "w1 $mode" "$LOG/env1_$mode" "$LOG/mpi1_$mode"
   done
+fi
+
+if has harness; then
+  step launchers 300 "./$B/nsa-harness" run scenarios/launchers.json --profile gpu --out "$LOG/launchers" --quiet
+  while IFS= read -r row; do result "launchers" "$row"; done < <(grep -E '^\| launchers \|' "$LOG/launchers/RESULTS.md" 2>/dev/null | cut -c1-230)
 fi
 
 if has w2; then
