@@ -28,6 +28,15 @@
 
 // ---- small helpers -------------------------------------------------------------------------
 
+// Allocation failure is not a rendezvous outcome: say so and stop (never a NULL dereference).
+static void *must(void *p) {
+    if (!p) {
+        fputs("nsa-train: out of memory in the rendezvous\n", stderr);
+        abort();
+    }
+    return p;
+}
+
 static double mono_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -64,7 +73,7 @@ static void buf_reserve(Buf *b, size_t extra) {
     if (b->len + extra <= b->cap) return;
     size_t cap = b->cap ? b->cap : 256;
     while (cap < b->len + extra) cap *= 2;
-    b->p = realloc(b->p, cap);
+    b->p = must(realloc(b->p, cap));
     b->cap = cap;
 }
 static void buf_put(Buf *b, const void *d, size_t n) {
@@ -226,7 +235,7 @@ static void frame_drop(Conn *c, uint32_t len) { buf_drop(&c->in, RDZV_HEADER_BYT
 static void queue_abort(Conn *c, int type, int code, int timeout, const char *text) {
     size_t n = strlen(text);
     if (n > 60000) n = 60000;
-    unsigned char *pl = malloc(4 + n);
+    unsigned char *pl = must(malloc(4 + n));
     pl[0] = (unsigned char)code;
     pl[1] = (unsigned char)(timeout ? 1 : 0);
     put_u16(pl + 2, (uint32_t)n);
@@ -304,15 +313,15 @@ int rdzv_first_host(const char *nl, char *out, size_t n) {
 // ---- rdzv_join ------------------------------------------------------------------------------
 
 static Rdzv *rdzv_alloc(const RdzvConfig *c) {
-    Rdzv *z = calloc(1, sizeof *z);
+    Rdzv *z = must(calloc(1, sizeof *z));
     z->rank = c->rank;
     z->world = c->world;
     z->local_rank = c->local_rank;
     z->local_size = c->local_size;
     if (strchr(c->addr, ':')) snprintf(z->where, sizeof z->where, "[%s]:%d", c->addr, c->port);
     else snprintf(z->where, sizeof z->where, "%s:%d", c->addr[0] ? c->addr : "-", c->port);
-    z->addr = calloc((size_t)c->world, sizeof *z->addr);
-    z->host = calloc((size_t)c->world, sizeof *z->host);
+    z->addr = must(calloc((size_t)c->world, sizeof *z->addr));
+    z->host = must(calloc((size_t)c->world, sizeof *z->host));
     snprintf(z->host[c->rank], sizeof z->host[0], "%s", c->host);
     return z;
 }
@@ -420,7 +429,7 @@ static int listen_any(int port) {
 // rank 0 ends the rendezvous: the message to every registered rank (ABORT) and to
 // `offender` (REJECT), flushed for at most a second, then every connection closed.
 static void root_fail(Rdzv *z, Conn *pend, int n_pend, Conn *offender, int code, int timeout, const char *msg) {
-    Conn **cs = calloc((size_t)n_pend + 1, sizeof *cs);
+    Conn **cs = must(calloc((size_t)n_pend + 1, sizeof *cs));
     int n = 0;
     for (int i = 0; i < n_pend; i++) {
         Conn *c = &pend[i];
@@ -453,8 +462,8 @@ static Rdzv *join_root(Rdzv *z, const RdzvConfig *cf, double t0, double timeout_
     }
     // pending connections: accepted, HELLO not yet (or accepted and registered)
     int cap = W + 8, n = 0;
-    Conn *pend = calloc((size_t)cap, sizeof *pend);
-    int *by_rank = malloc(sizeof(int) * (size_t)W);   // index into pend, -1
+    Conn *pend = must(calloc((size_t)cap, sizeof *pend));
+    int *by_rank = must(malloc(sizeof(int) * (size_t)W));   // index into pend, -1
     for (int r = 0; r < W; r++) by_rank[r] = -1;
     int registered = 0;
     char notes[1024] = "";   // rejected or lost connections, for the timeout message
@@ -468,11 +477,11 @@ static Rdzv *join_root(Rdzv *z, const RdzvConfig *cf, double t0, double timeout_
     char msg[1536];
     int fail_code = 0, fail_timeout = 0;
     Conn *offender = NULL;
-    struct pollfd *pf = malloc(sizeof *pf * (size_t)(cap + 1));
+    struct pollfd *pf = must(malloc(sizeof *pf * (size_t)(cap + 1)));
     while (registered < W - 1 && !fail_code) {
         double now = mono_s();
         if (now >= deadline) {
-            int *miss = malloc(sizeof(int) * (size_t)W), nm = 0;
+            int *miss = must(malloc(sizeof(int) * (size_t)W)), nm = 0;
             for (int r = 1; r < W; r++)
                 if (by_rank[r] < 0) miss[nm++] = r;
             char list[512];
@@ -511,8 +520,8 @@ static Rdzv *join_root(Rdzv *z, const RdzvConfig *cf, double t0, double timeout_
             set_sock_opts(fd);
             if (n == cap) {
                 cap *= 2;
-                pend = realloc(pend, sizeof *pend * (size_t)cap);
-                pf = realloc(pf, sizeof *pf * (size_t)(cap + 1));
+                pend = must(realloc(pend, sizeof *pend * (size_t)cap));
+                pf = must(realloc(pf, sizeof *pf * (size_t)(cap + 1)));
             }
             conn_init(&pend[n], fd);
             sa_text((struct sockaddr *)&sa, pend[n].addr, sizeof pend[n].addr);
@@ -633,7 +642,7 @@ static Rdzv *join_root(Rdzv *z, const RdzvConfig *cf, double t0, double timeout_
     }
     // the world is complete: keep the registered connections (by rank), drop the rest
     z->n_conn = W;
-    z->conn = calloc((size_t)W, sizeof *z->conn);
+    z->conn = must(calloc((size_t)W, sizeof *z->conn));
     z->conn[0].fd = -1;
     for (int r = 1; r < W; r++) z->conn[r] = pend[by_rank[r]];
     for (int i = 0; i < n; i++)
@@ -654,7 +663,7 @@ static Rdzv *join_root(Rdzv *z, const RdzvConfig *cf, double t0, double timeout_
         snprintf(z->host[r], sizeof z->host[0], "%s", z->conn[r].host);
     }
     // local ranks: as given, else the rank's position among the ranks of its host
-    int *lr = malloc(sizeof(int) * (size_t)W * 2), *ls = lr + W;
+    int *lr = must(calloc((size_t)W * 2, sizeof(int))), *ls = lr + W;   // zeroed: W >= 1 here
     for (int r = 0; r < W; r++) {
         int given_lr = r == 0 ? cf->local_rank : z->conn[r].local_rank;
         int given_ls = r == 0 ? cf->local_size : z->conn[r].local_size;
@@ -666,13 +675,15 @@ static Rdzv *join_root(Rdzv *z, const RdzvConfig *cf, double t0, double timeout_
         }
         lr[r] = given_lr >= 0 ? given_lr : pos;
         ls[r] = given_ls > 0 ? given_ls : cnt;
+        if (r == 0) {
+            z->local_rank = lr[0];
+            z->local_size = ls[0];
+        }
     }
-    z->local_rank = lr[0];
-    z->local_size = ls[0];
     // WELCOME payload: u32 world | u32 n entries | entries of
     //   u32 rank | i32 local_rank | i32 local_size | u8 addr length | u8 host length | addr | host
     // (every rank when world <= RDZV_TABLE_ALL_MAX, else rank 0 and the receiver)
-    Conn **cs = malloc(sizeof *cs * (size_t)W);
+    Conn **cs = must(malloc(sizeof *cs * (size_t)W));
     Buf pl = {0};
     for (int r = 1; r < W; r++) {
         pl.len = 0;
@@ -779,7 +790,7 @@ static Rdzv *join_peer(Rdzv *z, const RdzvConfig *cf, double t0, double timeout_
         }
     }
     z->n_conn = 1;
-    z->conn = calloc(1, sizeof *z->conn);
+    z->conn = must(calloc(1, sizeof *z->conn));
     Conn *c = &z->conn[0];
     conn_init(c, fd);
     c->rank = 0;
@@ -906,7 +917,7 @@ void rdzv_close(Rdzv *z) { rdzv_free(z); }
 // broadcast: a contribution is empty, the result count bytes).
 static void queue_ctrl(Conn *c, uint32_t seq, int op, int count, const void *data, size_t n_elems, size_t esz) {
     size_t bytes = n_elems * esz;
-    unsigned char *pl = malloc(8 + bytes);
+    unsigned char *pl = must(malloc(8 + bytes));
     pl[0] = (unsigned char)op;
     pl[1] = pl[2] = pl[3] = 0;
     put_u32(pl + 4, (uint32_t)count);
@@ -989,10 +1000,10 @@ int rdzv_ctrl_start(Rdzv *z, int op, const void *send, void *recv, int count) {
         size_t need = (size_t)z->world * slot + 1;
         if (need > z->acc_cap) {
             free(z->acc);
-            z->acc = malloc(need);
+            z->acc = must(malloc(need));
             z->acc_cap = need;
         }
-        if (!z->got) z->got = calloc((size_t)z->world, 1);
+        if (!z->got) z->got = must(calloc((size_t)z->world, 1));
         memset(z->got, 0, (size_t)z->world);
         z->got[0] = 1;
         if (slot) memcpy(z->acc, send, slot);
@@ -1110,7 +1121,7 @@ void rdzv_ctrl_waiting(const Rdzv *z, char *buf, size_t n) {
                  z->conn[0].addr);
         return;
     }
-    int *rs = calloc((size_t)z->world, sizeof(int)), k = 0;
+    int *rs = must(calloc((size_t)z->world, sizeof(int))), k = 0;
     for (int r = 1; r < z->world; r++)
         if (z->phase == 0 ? !z->got[r] : z->conn[r].out.len > 0) rs[k++] = r;
     char list[400];
