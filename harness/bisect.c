@@ -680,8 +680,11 @@ static int run_step(Bisect *B, int idx, const char *role) {
     st->run_exit = -1;
     const Commit *c = &B->R->c[idx];
     snprintf(st->rel, sizeof st->rel, "%02d_%s", B->n_steps, c->shrt);
-    char dir[4200], log[4400], runlog[4400], src[4400], bdir[4400];
+    // the step's folder holds bisect's two logs and, in report/, the run's report (the
+    // runner claims only an empty folder or an earlier report of its own)
+    char dir[4200], rdir[4300], log[4400], runlog[4400], src[4400], bdir[4400];
     snprintf(dir, sizeof dir, "%s/%s", B->out, st->rel);
+    snprintf(rdir, sizeof rdir, "%s/report", dir);
     snprintf(log, sizeof log, "%s/build.log", dir);
     snprintf(runlog, sizeof runlog, "%s/run.log", dir);
     mkdir_p(dir);
@@ -707,7 +710,7 @@ static int run_step(Bisect *B, int idx, const char *role) {
         strlist_add(&av, "--trainer");
         strlist_add(&av, trainer);
         strlist_add(&av, "--out");
-        strlist_add(&av, dir);
+        strlist_add(&av, rdir);
         double t0 = mono_s();
         st->run_exit = spawn_wait(av.v, runlog, SIGINT, NULL, 0);
         st->run_s = mono_s() - t0;
@@ -718,7 +721,7 @@ static int run_step(Bisect *B, int idx, const char *role) {
         case 130: st->verdict = BV_STOP; break;
         default: st->verdict = g_stop ? BV_STOP : BV_SKIP; break;   // 2, 125, a crash of the runner
         }
-        if (st->run_exit == 2 && run_rejected_inputs(dir, runlog)) rejected = 1;
+        if (st->run_exit == 2 && run_rejected_inputs(rdir, runlog)) rejected = 1;
     }
     remove_worktree(B, bdir);
     char bt[32], rt[32];
@@ -790,9 +793,9 @@ static int verify_ends(Bisect *B) {
         }
         B->state[ends[e]] = st->verdict;
         if (st->verdict != want[e]) {
-            fprintf(stderr, ME ": --verify: %s %s tested %s (report %s/%s)\n", flag[e], B->R->c[ends[e]].shrt,
+            fprintf(stderr, ME ": --verify: %s %s tested %s (report %s/%s/report)\n", flag[e], B->R->c[ends[e]].shrt,
                     BV_NAMES[st->verdict], B->out, st->rel);
-            snprintf(B->why, sizeof B->why, "--verify: %s `%s` tested %s (report `%s/`)", flag[e], B->R->c[ends[e]].shrt,
+            snprintf(B->why, sizeof B->why, "--verify: %s `%s` tested %s (report `%s/report/`)", flag[e], B->R->c[ends[e]].shrt,
                      BV_NAMES[st->verdict], st->rel);
             return EXIT_USAGE;
         }
@@ -835,7 +838,7 @@ static const Step *step_of(const Bisect *B, int idx) {
 // cases[].summary) and the RESULTS.md section of the first of them.
 static void finding_of(const Bisect *B, const Step *st, Str *lines, Str *section) {
     char p[4400];
-    snprintf(p, sizeof p, "%s/%s/summary.json", B->out, st->rel);
+    snprintf(p, sizeof p, "%s/%s/report/summary.json", B->out, st->rel);
     json_t *sj = json_load_file(p, 0, NULL);
     char first[700] = "";
     size_t i;
@@ -851,8 +854,8 @@ static void finding_of(const Bisect *B, const Step *st, Str *lines, Str *section
     json_array_foreach(json_object_get(sj, "invalid_scenarios"), i, c)
         str_printf(lines, "- %s **ERROR**: invalid scenario\n", json_string_value(json_object_get(c, "file")));
     json_decref(sj);
-    if (!lines->len) str_printf(lines, "- (no failing case in %s/summary.json)\n", st->rel);
-    snprintf(p, sizeof p, "%s/%s/RESULTS.md", B->out, st->rel);
+    if (!lines->len) str_printf(lines, "- (no failing case in %s/report/summary.json)\n", st->rel);
+    snprintf(p, sizeof p, "%s/%s/report/RESULTS.md", B->out, st->rel);
     char *md = first[0] ? read_file(p, NULL) : NULL;
     char *at = md ? strstr(md, first) : NULL;
     if (at) {
@@ -932,9 +935,9 @@ static void finish(Bisect *B, int rc) {
         if (st) {
             Str lines = {0}, section = {0};
             finding_of(B, st, &lines, &section);
-            printf("finding (report %s/%s):\n%s", B->out, st->rel, str_c(&lines));
+            printf("finding (report %s/%s/report):\n%s", B->out, st->rel, str_c(&lines));
             if (section.len) printf("\n%s", str_c(&section));
-            str_printf(&res, "Its report: `%s/`\n\n%s", st->rel, str_c(&lines));
+            str_printf(&res, "Its report: `%s/report/`\n\n%s", st->rel, str_c(&lines));
             if (section.len) {   // its heading one level below this page's
                 const char *body = section.p;
                 if (!strncmp(body, "## ", 3)) body += 3;
@@ -1067,9 +1070,9 @@ int cmd_bisect(int argc, char **argv) {
             const Step *st = &B.steps[B.n_steps - 1];
             if (st->verdict == BV_STOP) rc = EXIT_INTERRUPTED;
             else if (st->verdict == BV_GOOD) {
-                fprintf(stderr, ME ": --bad %s tested good: no commit of the range fails (report %s/%s)\n", R.c[B.hi].shrt,
+                fprintf(stderr, ME ": --bad %s tested good: no commit of the range fails (report %s/%s/report)\n", R.c[B.hi].shrt,
                         B.out, st->rel);
-                snprintf(B.why, sizeof B.why, "--bad `%s` tested good: no commit of the range fails (report `%s/`)", R.c[B.hi].shrt,
+                snprintf(B.why, sizeof B.why, "--bad `%s` tested good: no commit of the range fails (report `%s/report/`)", R.c[B.hi].shrt,
                          st->rel);
                 rc = EXIT_USAGE;
             }

@@ -147,7 +147,7 @@ assert cells[2][3].startswith("ok") and cells[2][4] == "1" and cells[2][5] == "b
 assert "**First bad commit:** `%s` c5: gate fc2 init gain 0.1 -> 0.0" % c5 in md
 assert "**FAIL**" in md and "### The first failing case" in md
 for i, (sha, code) in enumerate([(c4, 0), (c5, 1)]):
-    d = os.path.join(out, cells[i + 1][6].strip("`/"))
+    d = os.path.join(out, cells[i + 1][6].strip("`/"), "report")
     s = json.load(open(os.path.join(d, "summary.json")))
     assert s["finished"] and s["exit_code"] == code and s["profile"] == "ci", (d, s["exit_code"])
     env = json.load(open(os.path.join(d, "env.json")))
@@ -194,7 +194,7 @@ expect2 "invalid --set" "--set nosuch.key=1" --repo "$tmp/repo" --good c0 --bad 
     --fault hang=0:1:forward >"$tmp/b4.out" 2>&1 &
 bpid=$!
 for _ in $(seq 600); do   # until the step's trainer is running (its case folder exists)
-    ls -d "$tmp"/out4/01_*/gate_init/*/ranks >/dev/null 2>&1 && break
+    ls -d "$tmp"/out4/01_*/report/gate_init/*/ranks >/dev/null 2>&1 && break
     sleep 0.1
 done
 sleep 1
@@ -206,7 +206,7 @@ bpid=
 py "SIGINT: the step's report is marked interrupted, bisect.md says so" '
 import glob, json, sys
 out = sys.argv[1]
-s = json.load(open(glob.glob(out + "/01_*/summary.json")[0]))
+s = json.load(open(glob.glob(out + "/01_*/report/summary.json")[0]))
 assert s["interrupted"] and s["exit_code"] == 130, (s["interrupted"], s["exit_code"])
 md = open(out + "/bisect.md").read()
 assert "Interrupted" in md and "| stop |" in md, md

@@ -29,8 +29,10 @@ for x in nsa-harness nsa-train; do
 done
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/nsa_asan_run.XXXXXX") || exit 1
 trap 'rm -rf "$TMP"' EXIT
-export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0:abort_on_error=1:strict_string_checks=1}
-export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1:abort_on_error=1}
+# appended to what the caller set (run_all.sh sets detect_leaks=1 for the unit tests):
+# the last value of an option wins
+export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}abort_on_error=1:strict_string_checks=1:detect_leaks=0"
+export UBSAN_OPTIONS="${UBSAN_OPTIONS:+$UBSAN_OPTIONS:}print_stacktrace=1:halt_on_error=1:abort_on_error=1"
 fail=0
 # scan DIR: print every sanitizer report in a report folder; status 1 if there is one
 scan() {
