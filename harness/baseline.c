@@ -11,10 +11,10 @@
 
 #include "harness/result.h"
 #include "harness/tensorstats.h"
-#include "harness/util.h"
-#include "trainer/digest.h"
-#include "trainer/jsonpos.h"
-#include "trainer/safetensors.h"
+#include "common/util.h"
+#include "common/digest.h"
+#include "common/jsonpos.h"
+#include "common/safetensors.h"
 
 // ---- where, and on what -------------------------------------------------------------------
 

@@ -21,7 +21,7 @@
 #include "harness/proc.h"
 #include "harness/result.h"
 #include "harness/scenario.h"
-#include "harness/util.h"
+#include "common/util.h"
 
 #ifndef NSA_SOURCE_DIR
 #define NSA_SOURCE_DIR "."

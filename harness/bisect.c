@@ -39,7 +39,7 @@
 #include "harness/commands.h"
 #include "harness/proc.h"
 #include "harness/scenario.h"
-#include "harness/util.h"
+#include "common/util.h"
 
 #ifndef NSA_SOURCE_DIR
 #define NSA_SOURCE_DIR "."

@@ -26,8 +26,8 @@
 #include "harness/plot.h"
 #include "harness/result.h"
 #include "harness/tensordiff.h"
-#include "harness/util.h"
-#include "trainer/jsonpos.h"
+#include "common/util.h"
+#include "common/jsonpos.h"
 
 enum { EXIT_NO_REGRESSION = 0, EXIT_REGRESSED = 1, EXIT_USAGE = 2 };
 

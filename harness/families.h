@@ -7,7 +7,7 @@
 #include "harness/result.h"
 #include "harness/runner.h"
 #include "harness/scenario.h"
-#include "harness/util.h"
+#include "common/util.h"
 
 // What a family's execute hook gets: the run it appends to and a way to run one
 // more case derived from a base case.

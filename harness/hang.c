@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "trainer/flightrec.h"
+#include "common/flightrec_layout.h"
 
 void hang_read_wait(const volatile void *fr_header, RankResult *rk) {
     const volatile FrHeader *h = fr_header;

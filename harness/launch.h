@@ -25,7 +25,7 @@
 #include <sys/types.h>
 
 #include "harness/scenario.h"
-#include "harness/util.h"
+#include "common/util.h"
 
 typedef enum { LAUNCH_TRAINER, LAUNCH_MPIRUN, LAUNCH_SRUN, LAUNCH_ENV } LaunchKind;
 

@@ -25,7 +25,7 @@
 #include "harness/report.h"
 #include "harness/runner.h"
 #include "harness/scenario.h"
-#include "harness/util.h"
+#include "common/util.h"
 
 #ifndef NSA_SOURCE_DIR
 #define NSA_SOURCE_DIR "."

@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "harness/util.h"
+#include "common/util.h"
 
 #define LOCK_NAME ".nsa-harness.lock"
 #define RESERVE_NAME ".nsa-harness.reserve"

@@ -16,7 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "harness/util.h"
+#include "common/util.h"
 
 extern char **environ;
 

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "harness/util.h"
+#include "common/util.h"
 
 int report_row_verdict(const Report *rp, const ScenarioRun *sr, int k, const char **summary) {
     const CaseResult *r = &sr->results[k];

@@ -5,7 +5,7 @@
 #include <jansson.h>
 
 #include "harness/scenario.h"
-#include "harness/util.h"
+#include "common/util.h"
 
 // A case's verdict. V_PENDING is never a result: it is what the reports show for a
 // case the run has not reached yet (harness/report.h: report_row_verdict).

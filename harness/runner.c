@@ -20,7 +20,7 @@
 #include "harness/hang.h"
 #include "harness/launch.h"
 #include "harness/proc.h"
-#include "trainer/flightrec.h"
+#include "common/flightrec_layout.h"
 
 #define POLL_NS (50 * 1000 * 1000)
 // When one rank stalls (or its collective times out), EVERY live rank gets SIGUSR1 — the

@@ -5,7 +5,7 @@
 // problem must name the file:line:col of the offending key or value (jsonpos),
 // every problem is reported (not only the first), and messages say what was
 // expected and what was found. Overrides are finally validated by the trainer's
-// own config loader (trainer/config.c, linked as a small library), case by case,
+// own config loader (common/config.c, linked as a small library), case by case,
 // and its complaints are moved to where the offending value stands in the
 // scenario file.
 #define _POSIX_C_SOURCE 200809L
@@ -21,7 +21,7 @@
 
 #include "harness/checks.h"
 #include "harness/families.h"
-#include "trainer/jsonpos.h"
+#include "common/jsonpos.h"
 
 const char *const PROFILE_NAMES[PROFILE_COUNT] = {"ci", "gpu"};
 

@@ -15,8 +15,8 @@
 #define NSA_HARNESS_SCENARIO_H
 #include <jansson.h>
 
-#include "harness/util.h"
-#include "trainer/config.h"
+#include "common/util.h"
+#include "common/config.h"
 
 enum { PROFILE_CI = 0, PROFILE_GPU = 1, PROFILE_COUNT };
 extern const char *const PROFILE_NAMES[PROFILE_COUNT];   // "ci", "gpu"

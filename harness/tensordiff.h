@@ -11,8 +11,8 @@
 #define NSA_HARNESS_TENSORDIFF_H
 #include <jansson.h>
 
-#include "harness/util.h"
-#include "trainer/safetensors.h"
+#include "common/util.h"
+#include "common/safetensors.h"
 
 typedef struct {
     const char *name;   // the tensor's name (owned by the DumpDiff's files)

@@ -7,8 +7,8 @@
 // trainer's real dumps, so the two cannot drift apart silently.
 #ifndef NSA_HARNESS_TENSORNAMES_H
 #define NSA_HARNESS_TENSORNAMES_H
-#include "harness/util.h"
-#include "trainer/config.h"
+#include "common/util.h"
+#include "common/config.h"
 
 void dump_tensor_names(const NsaConfig *c, int with_acts, StrList *out);
 #endif

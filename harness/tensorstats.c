@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "trainer/digest.h"
+#include "common/digest.h"
 
 // The signs of element i for the four projections: the top four bits of a
 // SplitMix64-style mix of i (fixed: changing it invalidates every baseline).

@@ -1,7 +1,7 @@
 // harness/tensorstats.h — a tensor summarised so that a baseline can hold every
 // tensor of a step dump at a few dozen bytes each, and still answer both
 // questions a regression check asks (docs/regression.md):
-//   - bitwise equal?        digest64 of the raw bytes (trainer/digest.h)
+//   - bitwise equal?        digest64 of the raw bytes (common/digest.h)
 //   - how far apart?        an estimate of the normwise relative difference
 //                           ||a - b||_2 / ||b||_2 from the summaries alone.
 // The estimate uses four random-sign projections p_k = sum_i s_k(i) x_i
@@ -15,7 +15,7 @@
 #include <jansson.h>
 #include <stdint.h>
 
-#include "trainer/safetensors.h"
+#include "common/safetensors.h"
 
 #define TSTATS_PROJ 4
 

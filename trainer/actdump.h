@@ -15,7 +15,7 @@
 #ifndef NSA_TRAINER_ACTDUMP_H
 #define NSA_TRAINER_ACTDUMP_H
 #include "trainer/model.h"
-#include "trainer/safetensors.h"
+#include "common/safetensors.h"
 
 typedef struct ActDump ActDump;
 

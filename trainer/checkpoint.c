@@ -8,8 +8,8 @@
 #include <string.h>
 
 #include "trainer/checkpoint.h"
-#include "trainer/digest.h"
-#include "trainer/safetensors.h"
+#include "common/digest.h"
+#include "common/safetensors.h"
 
 #define CKPT_FORMAT "nsa-harness-checkpoint-1"
 #define CKPT_DIGESTS "tensor_digests"

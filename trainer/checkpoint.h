@@ -9,7 +9,7 @@
 //
 // Integrity (issue 11): the metadata entry "tensor_digests" holds a JSON object
 // (as a string, like every safetensors metadata value) mapping every tensor's name
-// to the digest64 (trainer/digest.h, seed 0) of its raw bytes as stored in the
+// to the digest64 (common/digest.h, seed 0) of its raw bytes as stored in the
 // file, 16 lowercase hex digits. checkpoint_load verifies every tensor against it
 // before anything is copied into the model, and names the first tensor whose bytes
 // differ. Checkpoints written before checksums existed have no "tensor_digests":

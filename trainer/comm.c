@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "trainer/comm.h"
-#include "trainer/digest.h"
+#include "common/digest.h"
 #include "trainer/rendezvous.h"
 #ifdef NSA_HAVE_MPI
 #include <mpi.h>

@@ -62,7 +62,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "trainer/data.h"
 
-#include "trainer/config.h"
+#include "common/config.h"
 #include "trainer/rng.h"
 
 #include <errno.h>

@@ -2,7 +2,7 @@
 // --print-env` reports (DESIGN 7: the trainer's part of env.json).
 #ifndef NSA_TRAINER_ENVINFO_H
 #define NSA_TRAINER_ENVINFO_H
-#include "trainer/config.h"
+#include "common/config.h"
 
 // The environment as pretty JSON text (caller frees). cfg (or NULL) adds the
 // "config" section. Keys: docs/diagnostics.md "--print-env".

@@ -13,7 +13,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "trainer/config.h"
+#include "common/config.h"
 #include "trainer/model.h"
 
 #define FAULT_MAX_DROP 16

@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "kernels/ops.h"
-#include "trainer/config.h"
+#include "common/config.h"
 
 // Parameter slots of one block. Slots that a config does not have (the phi=mlp
 // compressor with phi=avg) have id -1.

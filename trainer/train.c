@@ -44,7 +44,7 @@
 #include "trainer/checkpoint.h"
 #include "trainer/data.h"
 #include "trainer/ddp.h"
-#include "trainer/digest.h"
+#include "common/digest.h"
 #include "trainer/faults.h"
 #include "trainer/flightrec.h"
 #include "trainer/flops.h"
@@ -52,7 +52,7 @@
 #include "trainer/ioerr.h"
 #include "trainer/model.h"
 #include "trainer/optim.h"
-#include "trainer/safetensors.h"
+#include "common/safetensors.h"
 #include "trainer/trace.h"
 #include "trainer/train.h"
 

@@ -2,7 +2,7 @@
 #ifndef NSA_TRAINER_TRAIN_H
 #define NSA_TRAINER_TRAIN_H
 #include "trainer/comm.h"
-#include "trainer/config.h"
+#include "common/config.h"
 
 // Exit codes of nsa-train (and train_run's return values).
 enum {

@@ -24,7 +24,7 @@
 #endif
 
 #include "trainer/comm.h"
-#include "trainer/config.h"
+#include "common/config.h"
 #include "trainer/envinfo.h"
 #include "trainer/faults.h"
 #include "trainer/flightrec.h"

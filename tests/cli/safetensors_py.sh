@@ -4,7 +4,7 @@
 # Usage (from the source root): bash tests/cli/safetensors_py.sh <build dir>
 # Runs <build>/tests/test_safetensors with NSA_ST_PY_OUT set, so its fixture
 # (every dtype, 0-d, empty and 8-d tensors, odd offsets, UTF-8 metadata) is
-# written by trainer/safetensors.c; then tools/st_dump.py (pure Python, its own
+# written by common/safetensors.c; then tools/st_dump.py (pure Python, its own
 # parser) must read back exactly the names, order, dtypes, shapes, offsets,
 # values and metadata below, print them in its text form, and reject a
 # truncated copy and hand-built malformed files with "path: why". Skips (77)

@@ -1,11 +1,11 @@
 // tests/fuzz/fuzz_config.c — libFuzzer target: the strict config loader
-// (trainer/config.c config_load: Jansson parse, jsonpos file:line:col, every key's
+// (common/config.c config_load: Jansson parse, jsonpos file:line:col, every key's
 // type and range, cross-key rules) on a file plus --set overrides.
 // Input: the config file's bytes, then optionally NUL-separated overrides
 // ("nsa.w=64\0train.lr=1e999"), at most 16. A valid config is also turned back
 // into canonical JSON (config_to_json), which must load again to the same digest.
 #include "tests/fuzz/fuzz_common.h"
-#include "trainer/config.h"
+#include "common/config.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,11 +1,11 @@
 // tests/fuzz/fuzz_safetensors.c — libFuzzer target: the safetensors reader
-// (trainer/safetensors.c st_read: header length, the JSON header, dtypes, shapes,
+// (common/safetensors.c st_read: header length, the JSON header, dtypes, shapes,
 // data offsets that must tile the data section) and what callers then do with a
 // file it accepted: look tensors up by name, read metadata, decode every element
 // with st_elem_f64 (the harness's tensordiff and baselines do).
 // Input: the file's bytes.
 #include "tests/fuzz/fuzz_common.h"
-#include "trainer/safetensors.h"
+#include "common/safetensors.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

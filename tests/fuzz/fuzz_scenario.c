@@ -11,7 +11,7 @@
 // -> scenarios/X.json (a self-test's "../gate_init.json").
 #include "tests/fuzz/fuzz_common.h"
 #include "harness/scenario.h"
-#include "harness/util.h"
+#include "common/util.h"
 
 #ifndef NSA_SOURCE_DIR
 #error "NSA_SOURCE_DIR (the repository) is needed for the configs and scenarios the input refers to"

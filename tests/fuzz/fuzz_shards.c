@@ -7,7 +7,7 @@
 // "TMP/shard_*.bin" with vocab_size 512, B 2, T 8, then 6 micro-batches are read;
 // every token must be < vocab_size and the targets the inputs shifted by one.
 #include "tests/fuzz/fuzz_common.h"
-#include "trainer/config.h"
+#include "common/config.h"
 #include "trainer/data.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -24,7 +24,7 @@
 #include <string.h>
 
 #include "kernels/cuda/cuda_launch.h"
-#include "trainer/config.h"
+#include "common/config.h"
 #include "trainer/model.h"
 #include "trainer/optim.h"
 #include "trainer/rng.h"

@@ -33,13 +33,13 @@
 #include <unistd.h>
 
 #include "trainer/checkpoint.h"
-#include "trainer/config.h"
+#include "common/config.h"
 #include "trainer/flightrec.h"
 #include "trainer/ioerr.h"
 #include "trainer/jsonl.h"
 #include "trainer/model.h"
 #include "trainer/optim.h"
-#include "trainer/safetensors.h"
+#include "common/safetensors.h"
 #include "tests/trainer/tiny_model.h"
 
 static char g_tmp[256];

@@ -20,8 +20,8 @@
 #include <unistd.h>
 
 #include "kernels/ops.h"
-#include "trainer/config.h"
-#include "trainer/jsonpos.h"
+#include "common/config.h"
+#include "common/jsonpos.h"
 
 // ---- fixtures --------------------------------------------------------------------
 static char g_dir[64];        // per-run temp dir

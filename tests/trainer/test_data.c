@@ -31,7 +31,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "trainer/config.h"
+#include "common/config.h"
 #include "trainer/data.h"
 #include "trainer/rng.h"
 

@@ -31,7 +31,7 @@
 #include <unistd.h>
 
 #include "trainer/comm.h"
-#include "trainer/config.h"
+#include "common/config.h"
 #include "trainer/ddp.h"
 #include "trainer/faults.h"
 #include "trainer/flightrec.h"

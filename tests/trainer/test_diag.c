@@ -30,7 +30,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "trainer/config.h"
+#include "common/config.h"
 #include "trainer/faults.h"
 #include "trainer/flightrec.h"
 #include "trainer/gatestats.h"

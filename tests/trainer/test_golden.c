@@ -20,9 +20,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "trainer/config.h"
+#include "common/config.h"
 #include "trainer/model.h"
-#include "trainer/safetensors.h"
+#include "common/safetensors.h"
 
 static double nrm(const double *a, int64_t n) {
     double s = 0;

@@ -41,7 +41,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "trainer/config.h"
+#include "common/config.h"
 #include "trainer/model.h"
 #include "trainer/rng.h"
 

@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "trainer/config.h"
+#include "common/config.h"
 #include "trainer/data.h"
 #include "trainer/model.h"
 #include "trainer/optim.h"

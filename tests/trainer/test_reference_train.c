@@ -59,9 +59,9 @@
 #include <cmocka.h>
 #include <jansson.h>
 
-#include "trainer/config.h"
+#include "common/config.h"
 #include "trainer/model.h"
-#include "trainer/safetensors.h"
+#include "common/safetensors.h"
 #include "trainer/train.h"
 
 #define MAX_FILES 16

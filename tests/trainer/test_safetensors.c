@@ -1,4 +1,4 @@
-// tests/trainer/test_safetensors.c — safetensors reader/writer (trainer/safetensors.h).
+// tests/trainer/test_safetensors.c — safetensors reader/writer (common/safetensors.h).
 //
 // Asserts: a round trip of every dtype (incl. 0-d, empty and 8-d tensors, and
 // metadata) preserves names, order, dtypes, shapes and bytes, with aligned data
@@ -26,7 +26,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "trainer/safetensors.h"
+#include "common/safetensors.h"
 
 static char g_dir[256];
 

@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "kernels/ops.h"
-#include "trainer/digest.h"
+#include "common/digest.h"
 #include "trainer/flops.h"
 #include "tests/trainer/tiny_model.h"
 

@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "trainer/config.h"
+#include "common/config.h"
 #include "trainer/model.h"
 #include "trainer/rng.h"
 

@@ -1,4 +1,4 @@
-// trainer/jsonpos.h — where a value sits in a JSON text.
+// common/jsonpos.h — where a value sits in a JSON text.
 //
 // Jansson parses a document but keeps no positions, so a semantic error ("n must
 // be >= 3") could not say file:line:col. jsonpos re-scans the (already valid) text

@@ -1,4 +1,4 @@
-// trainer/config.h — the model/training configuration and its strict loader.
+// common/config.h — the model/training configuration and its strict loader.
 //
 // A config is a JSON file (configs/*.json, schema in docs/config.md) loaded with
 // Jansson (duplicate keys rejected), then overridden by `--set path=value`

@@ -1,4 +1,4 @@
-// trainer/safetensors.h — read and write safetensors files.
+// common/safetensors.h — read and write safetensors files.
 //
 // Format: 8-byte little-endian header length N, N bytes of JSON header
 //   {"__metadata__": {str: str}, "<name>": {"dtype": "F32", "shape": [..],

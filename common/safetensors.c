@@ -1,4 +1,4 @@
-// trainer/safetensors.c — safetensors reader and writer (contract: safetensors.h).
+// common/safetensors.c — safetensors reader and writer (contract: safetensors.h).
 //
 // Layout written: u64 LE header length N | N bytes of compact JSON padded with
 // spaces to a multiple of 8 (as the reference implementation does, so the data
@@ -23,7 +23,7 @@
 // precedes an F32 one) are repacked on load: blob then holds every tensor at an
 // 8-aligned position rather than the verbatim data section.
 #define _POSIX_C_SOURCE 200809L
-#include "trainer/safetensors.h"
+#include "common/safetensors.h"
 
 #include <errno.h>
 #include <fcntl.h>

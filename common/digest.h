@@ -1,4 +1,4 @@
-// trainer/digest.h — a fast 64-bit digest of bytes, for "are these bitwise the
+// common/digest.h — a fast 64-bit digest of bytes, for "are these bitwise the
 // same?" questions: a tensor in a step dump against its baseline, the tokens of a
 // training step against the baseline's (data order). Not cryptographic: it
 // guards against accidents, not adversaries.

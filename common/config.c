@@ -1,4 +1,4 @@
-// trainer/config.c — the strict model/training config loader (schema: docs/config.md).
+// common/config.c — the strict model/training config loader (schema: docs/config.md).
 //
 // Pipeline: read the file -> Jansson (duplicate keys rejected) -> apply `--set`
 // overrides to the JSON tree -> check every key against one schema table (type,
@@ -16,7 +16,7 @@
 // The schema table is the single source of truth: parsing, the "known:" lists in
 // messages, override validation and config_to_json all iterate it, so a key added
 // there is accepted, reported and serialized everywhere at once.
-#include "trainer/config.h"
+#include "common/config.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -29,7 +29,7 @@
 #include <string.h>
 
 #include "kernels/ops.h"
-#include "trainer/jsonpos.h"
+#include "common/jsonpos.h"
 
 // ---- growable string ---------------------------------------------------------------
 // All text whose length depends on user input (messages, canonical JSON) goes

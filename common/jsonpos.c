@@ -1,4 +1,4 @@
-// trainer/jsonpos.c — find the line:col of a key or value at a path in JSON text.
+// common/jsonpos.c — find the line:col of a key or value at a path in JSON text.
 //
 // A second, position-only scan of text Jansson has already accepted: it walks
 // down the path, skipping sibling values without building anything, so error
@@ -6,7 +6,7 @@
 // input (or text that ends early) it returns -1 instead of reading past the NUL.
 // Skipping is iterative (a depth counter, not recursion), so deeply nested
 // input cannot exhaust the stack.
-#include "trainer/jsonpos.h"
+#include "common/jsonpos.h"
 
 #include <limits.h>
 #include <stddef.h>

@@ -1,6 +1,6 @@
-// harness/util.c — see util.h.
+// common/util.c — see util.h.
 #define _POSIX_C_SOURCE 200809L
-#include "harness/util.h"
+#include "common/util.h"
 
 #include <dirent.h>
 #include <math.h>

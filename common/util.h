@@ -1,4 +1,4 @@
-// harness/util.h — small host utilities of the runner: a growable string, files,
+// common/util.h — small host utilities shared by the runner and the trainer: a growable string, files,
 // directories, clocks, escaping for Markdown/XML, and a list of problems that
 // sort by file position (the scenario loader reports every problem it finds).
 #ifndef NSA_HARNESS_UTIL_H

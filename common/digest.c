@@ -1,5 +1,5 @@
-// trainer/digest.c — see digest.h.
-#include "trainer/digest.h"
+// common/digest.c — see digest.h.
+#include "common/digest.h"
 
 #include <stdio.h>
 #include <string.h>
