@@ -4,7 +4,7 @@
 For each file: its metadata, then one line per tensor with name, dtype, shape,
 element count and the first few values. Used by people to inspect checkpoints,
 step dumps and golden tensors, and by tests/cli/safetensors_py.sh as a reader
-independent of trainer/safetensors.c: it validates the same structure (header
+independent of common/safetensors.c: it validates the same structure (header
 length, JSON without duplicate keys, known dtypes, shapes, data_offsets that
 tile the data section exactly) and exits 1 with "path: why" otherwise.
 
