@@ -30,14 +30,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/nsa_names.h"   // NSA_BR_*, NSA_NBRANCH, NSA_GATE_*
+
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-// Branch indices, used for gate columns and for naming.
-enum { NSA_BR_CMP = 0, NSA_BR_SEL = 1, NSA_BR_WIN = 2, NSA_NBRANCH = 3 };
-
-enum { NSA_GATE_SOFTMAX = 0, NSA_GATE_SIGMOID = 1 };
 
 // Geometry of one NSA attention call. Filled by nsa_geom_init (below).
 typedef struct {
