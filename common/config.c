@@ -28,8 +28,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/ops.h"
 #include "common/jsonpos.h"
+#include "common/util.h"
+#include "kernels/ops.h"
 
 // ---- growable string ---------------------------------------------------------------
 // All text whose length depends on user input (messages, canonical JSON) goes
@@ -339,19 +340,12 @@ typedef struct {
 } Origin;
 
 typedef struct {
-    int line, col, seq;   // sort key; overrides: line INT_MAX, col = override index
-    char *text;
-} Problem;
-
-typedef struct {
     const char *path;     // config file as given
     const char *text;     // its contents, for jsonpos (NULL until read)
     Origin *origins;
     int n_origins;
     int cur_ov;           // index of the override being applied
-    Problem *probs;
-    int n_probs, cap_probs;
-    int oom;
+    ConfigProblems *ps;   // what was found (the caller's)
     unsigned char ok[F_COUNT];     // field holds a valid value (given or default)
     unsigned char given[F_COUNT];  // field present in the (overridden) document
 } Loader;
@@ -369,7 +363,7 @@ static void add_origin(Loader *L, const char *path, const char *flag) {
     if (!o || !p) {
         if (o) L->origins = o;
         free(p);
-        L->oom = 1;
+        L->ps->oom = 1;
         return;
     }
     L->origins = o;
@@ -392,29 +386,29 @@ static const Origin *origin_of(const Loader *L, const char *where) {
     return NULL;
 }
 
-static void add_problem(Loader *L, const char *loc, int line, int col, const char *dk,
-                        const char *fmt, va_list ap) {
-    Buf b = {0};
-    buf_add(&b, loc);
-    buf_add(&b, ": ");
-    if (dk && *dk) buf_printf(&b, "%s: ", dk);
-    buf_vprintf(&b, fmt, ap);
-    if (L->n_probs == L->cap_probs) {
-        int cap = L->cap_probs ? 2 * L->cap_probs : 16;
-        Problem *np = realloc(L->probs, (size_t)cap * sizeof *np);
-        if (!np) b.oom = 1;
+// ov: the override the problem is about, or -1; line 0: no position.
+static void add_problem(Loader *L, int ov, int line, int col, const char *dk, const char *fmt,
+                        va_list ap) {
+    ConfigProblems *ps = L->ps;
+    Buf msg = {0};
+    buf_vprintf(&msg, fmt, ap);
+    char *key = dup_str(dk ? dk : "");
+    if (ps->n == ps->cap) {
+        int cap = ps->cap ? 2 * ps->cap : 16;
+        ConfigProblem *np = realloc(ps->v, (size_t)cap * sizeof *np);
+        if (!np) msg.oom = 1;
         else {
-            L->probs = np;
-            L->cap_probs = cap;
+            ps->v = np;
+            ps->cap = cap;
         }
     }
-    if (b.oom) {
-        free(b.p);
-        L->oom = 1;
+    if (msg.oom || !msg.p || !key) {
+        free(msg.p);
+        free(key);
+        ps->oom = 1;
         return;
     }
-    L->probs[L->n_probs] = (Problem){line, col, L->n_probs, b.p};
-    L->n_probs++;
+    ps->v[ps->n++] = (ConfigProblem){.key = key, .line = line, .col = col, .override = ov, .message = msg.p};
 }
 
 // A problem with the value (want_key 0) or key (want_key 1) at dotted path
@@ -423,22 +417,14 @@ static void add_problem(Loader *L, const char *loc, int line, int col, const cha
 // exists in the file (so a missing key points at its object's brace); at the file.
 static void problem(Loader *L, const char *where, int want_key, const char *dk,
                     const char *fmt, ...) {
-    Buf loc = {0};
     int line = 0, col = 0;
     const Origin *o = origin_of(L, where);
     char *path = dup_str(where);   // shortened in place while walking up
-    if (o) {
-        buf_printf(&loc, "--set %s", o->flag);
-        line = INT_MAX;
-        col = o->index;
-    } else if (path) {
+    if (!o && path) {
         for (;;) {
-            if (L->text && jsonpos_find(L->text, path, want_key, &line, &col) == 0) {
-                buf_printf(&loc, "%s:%d:%d", L->path, line, col);
-                break;
-            }
+            if (L->text && jsonpos_find(L->text, path, want_key, &line, &col) == 0) break;
             if (!path[0]) {
-                buf_add(&loc, L->path);
+                line = col = 0;
                 break;
             }
             char *cut = strrchr(path, '.'), *br = strrchr(path, '[');
@@ -450,31 +436,27 @@ static void problem(Loader *L, const char *where, int want_key, const char *dk,
     }
     va_list ap;
     va_start(ap, fmt);
-    if (!loc.p || loc.oom) L->oom = 1;
-    else add_problem(L, loc.p, line, col, dk, fmt, ap);
+    if (!path) L->ps->oom = 1;
+    else add_problem(L, o ? o->index : -1, line, col, dk, fmt, ap);
     va_end(ap);
-    free(loc.p);
     free(path);
 }
 
-// A problem whose location the caller already knows (Jansson's, or the file itself).
-static void located_problem(Loader *L, const char *loc, int line, int col, const char *fmt, ...) {
+// A problem of the file whose position the caller already knows (Jansson's), or
+// none (line 0: the file itself).
+static void located_problem(Loader *L, int line, int col, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    add_problem(L, loc, line, col, NULL, fmt, ap);
+    add_problem(L, -1, line, col, NULL, fmt, ap);
     va_end(ap);
 }
 
-// A problem with an override string itself (malformed, unknown key).
-static void flag_problem(Loader *L, const char *flag, const char *dk, const char *fmt, ...) {
-    Buf loc = {0};
-    buf_printf(&loc, "--set %s", flag);
+// A problem with the override being applied itself (malformed, unknown key).
+static void flag_problem(Loader *L, const char *dk, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    if (loc.oom) L->oom = 1;
-    else add_problem(L, loc.p, INT_MAX, L->cur_ov, dk, fmt, ap);
+    add_problem(L, L->cur_ov, 0, 0, dk, fmt, ap);
     va_end(ap);
-    free(loc.p);
 }
 
 // A rule relating two fields: reported at `blame`, unless only `other`'s value
@@ -595,11 +577,11 @@ static void unknown_key(Loader *L, const char *sec, const char *key, const char 
     else snprintf(in, sizeof in, "at the top level");
     const char *list = known.oom ? "?" : known.p;
     if (flag) {
-        if (best) flag_problem(L, flag, dk, "unknown key '%s' %s (known: %s; did you mean '%s'?)",
+        if (best) flag_problem(L, dk, "unknown key '%s' %s (known: %s; did you mean '%s'?)",
                                k, in, list, best);
-        else flag_problem(L, flag, dk, "unknown key '%s' %s (known: %s)", k, in, list);
+        else flag_problem(L, dk, "unknown key '%s' %s (known: %s)", k, in, list);
     } else if (where.oom) {
-        L->oom = 1;
+        L->ps->oom = 1;
     } else {
         if (best) problem(L, where.p, 1, dk, "unknown key '%s' %s (known: %s; did you mean '%s'?)",
                           k, in, list, best);
@@ -766,13 +748,13 @@ static void read_field(Loader *L, NsaConfig *cfg, int id, const json_t *v) {
 static void apply_override(Loader *L, json_t *root, const char *ov) {
     const char *eq = strchr(ov, '=');
     if (!eq || eq == ov) {
-        flag_problem(L, ov, NULL, "expected section.key=value (e.g. --set train.lr=1e-3)");
+        flag_problem(L, NULL, "expected section.key=value (e.g. --set train.lr=1e-3)");
         return;
     }
     char path[128], dk[160];
     size_t plen = (size_t)(eq - ov);
     if (plen >= sizeof path) {
-        flag_problem(L, ov, NULL, "key path is longer than %zu bytes", sizeof path - 1);
+        flag_problem(L, NULL, "key path is longer than %zu bytes", sizeof path - 1);
         return;
     }
     memcpy(path, ov, plen);
@@ -793,7 +775,7 @@ static void apply_override(Loader *L, json_t *root, const char *ov) {
                 first = i;
                 break;
             }
-        flag_problem(L, ov, dk, "'%s' is a section: set its keys one at a time "
+        flag_problem(L, dk, "'%s' is a section: set its keys one at a time "
                      "(e.g. --set %s.%s=...)", key, key, FIELDS[first].key);
         return;
     }
@@ -802,7 +784,7 @@ static void apply_override(Loader *L, json_t *root, const char *ov) {
         printable(sec, sp, sizeof sp);
         Buf known = {0};
         for (int i = 0; SECTIONS[i]; i++) buf_printf(&known, "%s%s", i ? ", " : "", SECTIONS[i]);
-        flag_problem(L, ov, dk, "unknown section '%s' (known: %s)", sp, known.oom ? "?" : known.p);
+        flag_problem(L, dk, "unknown section '%s' (known: %s)", sp, known.oom ? "?" : known.p);
         free(known.p);
         return;
     }
@@ -813,12 +795,12 @@ static void apply_override(Loader *L, json_t *root, const char *ov) {
     json_error_t je;
     json_t *v = json_loads(eq + 1, JSON_DECODE_ANY, &je);
     if (!v && strstr(je.text, "overflow")) {   // 1e999: a number, but none a double holds
-        flag_problem(L, ov, dk, "%s is out of the range of a number (|x| < 1.8e308)", eq + 1);
+        flag_problem(L, dk, "%s is out of the range of a number (|x| < 1.8e308)", eq + 1);
         return;
     }
     if (!v) v = json_string(eq + 1);
     if (!v) {
-        flag_problem(L, ov, dk, "the value is not valid UTF-8");
+        flag_problem(L, dk, "the value is not valid UTF-8");
         return;
     }
     json_t *obj = root;
@@ -828,18 +810,18 @@ static void apply_override(Loader *L, json_t *root, const char *ov) {
             obj = json_object();
             if (!obj || json_object_set_new(root, sec, obj)) {
                 json_decref(v);
-                L->oom = 1;
+                L->ps->oom = 1;
                 return;
             }
             add_origin(L, sec, ov);   // errors about the new section point here
         } else if (!json_is_object(obj)) {
             json_decref(v);
-            flag_problem(L, ov, dk, "cannot set a key: '%s' in the file is not an object", sec);
+            flag_problem(L, dk, "cannot set a key: '%s' in the file is not an object", sec);
             return;
         }
     }
     if (json_object_set_new(obj, key, v)) {
-        L->oom = 1;
+        L->ps->oom = 1;
         return;
     }
     char full[128];   // the dotted path as written (path[] had its '.' cut)
@@ -1070,7 +1052,7 @@ static void digest_hex(const char *s, char out[17]) {
 // Whole file into memory, NUL-terminated. Read once and parsed from memory (the
 // same bytes feed Jansson and jsonpos), so `--config <(generate)` works and an
 // edit between two reads cannot make positions point at the wrong text.
-static char *read_file(const char *path, size_t *len, Buf *why) {
+static char *read_config_file(const char *path, size_t *len, Buf *why) {
     FILE *fp = fopen(path, "rb");
     if (!fp) {
         buf_printf(why, "cannot open: %s", strerror(errno));
@@ -1106,66 +1088,77 @@ static char *read_file(const char *path, size_t *len, Buf *why) {
     return b.p;
 }
 
-static int problem_order(const void *a, const void *b) {
-    const Problem *pa = a, *pb = b;
-    if (pa->line != pb->line) return pa->line < pb->line ? -1 : 1;
-    if (pa->col != pb->col) return pa->col < pb->col ? -1 : 1;
-    return pa->seq - pb->seq;
+// Sort key of a problem: no position first, then the file's by position, then
+// the overrides' in override order.
+static int problem_before(const ConfigProblem *a, const ConfigProblem *b) {
+    long la = a->override >= 0 ? INT_MAX : a->line, lb = b->override >= 0 ? INT_MAX : b->line;
+    long ca = a->override >= 0 ? a->override : a->col, cb = b->override >= 0 ? b->override : b->col;
+    return la != lb ? la < lb : ca < cb;
 }
 
-// Problems into err, one per line, sorted by position; if err is too small, as
-// many whole lines as fit and a count of the rest (room for it is kept).
-static void write_problems(Loader *L, char *err, size_t errlen) {
-    if (!err || !errlen) return;
-    err[0] = '\0';
-    if (L->n_probs > 1)   // qsort(NULL, 0, ...) is undefined (nonnull argument; UBSan)
-        qsort(L->probs, (size_t)L->n_probs, sizeof *L->probs, problem_order);
-    size_t used = 0;
-    for (int i = 0; i < L->n_probs; i++) {
-        size_t n = strlen(L->probs[i].text);
-        size_t tail = i + 1 < L->n_probs ? 32 : 0;   // "(N more problems)\n" fits in 32
-        if (used + n + 1 + tail >= errlen) {
-            snprintf(err + used, errlen - used, "(%d more problems)\n", L->n_probs - i);
-            return;
-        }
-        memcpy(err + used, L->probs[i].text, n);
-        err[used + n] = '\n';
-        err[used + n + 1] = '\0';
-        used += n + 1;
+// Stable (insertion): problems at the same place keep the order they were found in.
+static void sort_problems(ConfigProblems *ps) {
+    for (int i = 1; i < ps->n; i++) {
+        ConfigProblem p = ps->v[i];
+        int j = i;
+        for (; j > 0 && problem_before(&p, &ps->v[j - 1]); j--) ps->v[j] = ps->v[j - 1];
+        ps->v[j] = p;
     }
-    if (L->oom) snprintf(err + used, errlen - used, "out of memory while loading the config\n");
 }
 
-int config_load(NsaConfig *cfg, const char *path, const char *const *overrides,
-                int n_overrides, char *err, size_t errlen) {
+char *config_problem_text(const ConfigProblems *ps, int i, const char *const *overrides) {
+    const ConfigProblem *p = &ps->v[i];
+    Str out = {0};
+    if (p->override >= 0) str_printf(&out, "--set %s", overrides[p->override]);
+    else if (p->line > 0) str_printf(&out, "%s:%d:%d", ps->file, p->line, p->col);
+    else str_add(&out, ps->file);
+    str_add(&out, ": ");
+    if (p->key[0]) str_printf(&out, "%s: ", p->key);
+    str_add(&out, p->message);
+    return str_take(&out);
+}
+
+void config_problems_free(ConfigProblems *ps) {
+    for (int i = 0; i < ps->n; i++) {
+        free(ps->v[i].key);
+        free(ps->v[i].message);
+    }
+    free(ps->v);
+    ps->v = NULL;
+    ps->n = ps->cap = 0;
+    ps->oom = 0;
+}
+
+int config_load_problems(NsaConfig *cfg, const char *path, const char *const *overrides,
+                         int n_overrides, ConfigProblems *ps) {
     Loader L;
     memset(&L, 0, sizeof L);
     L.path = path;
+    L.ps = ps;
+    int before = ps->n;
     set_defaults(cfg);
+    snprintf(ps->file, sizeof ps->file, "%s", path && strlen(path) < sizeof cfg->source ? path : "config");
     json_t *root = NULL;
     char *text = NULL;
     size_t len = 0;
     Buf why = {0};
     if (!path) {
-        located_problem(&L, "config", 0, 0, "no config file given");
+        located_problem(&L, 0, 0, "no config file given");
         goto done;
     }
     if (strlen(path) >= sizeof cfg->source) {
-        located_problem(&L, "config", 0, 0, "path is longer than %zu bytes",
-                        sizeof cfg->source - 1);
+        located_problem(&L, 0, 0, "path is longer than %zu bytes", sizeof cfg->source - 1);
         goto done;
     }
     snprintf(cfg->source, sizeof cfg->source, "%s", path);
-    if (!(text = read_file(path, &len, &why))) {
-        located_problem(&L, path, 0, 0, "%s", why.oom ? "out of memory" : why.p);
+    if (!(text = read_config_file(path, &len, &why))) {
+        located_problem(&L, 0, 0, "%s", why.oom ? "out of memory" : why.p);
         goto done;
     }
     json_error_t je;
     root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
-    if (!root) {   // syntax: Jansson's own position and text
-        char loc[1100];
-        snprintf(loc, sizeof loc, "%s:%d:%d", path, je.line, je.column);
-        located_problem(&L, loc, je.line, je.column, "%s", je.text);
+    if (!root) {   // syntax: Jansson's own position (line >= 1) and text
+        located_problem(&L, je.line, je.column, "%s", je.text);
         goto done;
     }
     L.text = text;
@@ -1175,21 +1168,52 @@ int config_load(NsaConfig *cfg, const char *path, const char *const *overrides,
         apply_override(&L, root, overrides[i]);
     }
     validate(&L, root, cfg);
-    if (!L.n_probs && !L.oom) {
+    if (ps->n == before && !ps->oom) {
         char *canon = config_to_json(cfg);
-        if (!canon) L.oom = 1;
+        if (!canon) ps->oom = 1;
         else digest_hex(canon, cfg->digest);
         free(canon);
     }
 done:
-    write_problems(&L, err, errlen);
-    int rc = (L.n_probs || L.oom) ? -1 : 0;
-    for (int i = 0; i < L.n_probs; i++) free(L.probs[i].text);
+    sort_problems(ps);
     for (int i = 0; i < L.n_origins; i++) free(L.origins[i].path);
-    free(L.probs);
     free(L.origins);
     free(why.p);
     free(text);
     json_decref(root);
+    return (ps->n != before || ps->oom) ? -1 : 0;
+}
+
+// Problems into err, one per line, sorted by position; if err is too small, as
+// many whole lines as fit and a count of the rest (room for it is kept).
+static void write_problems(const ConfigProblems *ps, const char *const *overrides, char *err,
+                           size_t errlen) {
+    if (!err || !errlen) return;
+    err[0] = '\0';
+    size_t used = 0;
+    for (int i = 0; i < ps->n; i++) {
+        char *line = config_problem_text(ps, i, overrides);
+        size_t n = strlen(line);
+        size_t tail = i + 1 < ps->n ? 32 : 0;   // "(N more problems)\n" fits in 32
+        if (used + n + 1 + tail >= errlen) {
+            snprintf(err + used, errlen - used, "(%d more problems)\n", ps->n - i);
+            free(line);
+            return;
+        }
+        memcpy(err + used, line, n);
+        err[used + n] = '\n';
+        err[used + n + 1] = '\0';
+        used += n + 1;
+        free(line);
+    }
+    if (ps->oom) snprintf(err + used, errlen - used, "out of memory while loading the config\n");
+}
+
+int config_load(NsaConfig *cfg, const char *path, const char *const *overrides,
+                int n_overrides, char *err, size_t errlen) {
+    ConfigProblems ps = {0};
+    int rc = config_load_problems(cfg, path, overrides, n_overrides, &ps);
+    write_problems(&ps, overrides, err, errlen);
+    config_problems_free(&ps);
     return rc;
 }

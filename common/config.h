@@ -3,8 +3,9 @@
 // A config is a JSON file (configs/*.json, schema in docs/config.md) loaded with
 // Jansson (duplicate keys rejected), then overridden by `--set path=value`
 // (value parsed as JSON, else taken as a string), then validated. Every problem
-// is reported as `file:line:col: message` (or `--set path=value: message` for an
-// override) and makes the load fail; callers exit with status 2.
+// is collected (ConfigProblem: key, position, override, message) and makes the
+// load fail; as text it reads `file:line:col: message` (or `--set path=value:
+// message` for an override); callers exit with status 2.
 #ifndef NSA_TRAINER_CONFIG_H
 #define NSA_TRAINER_CONFIG_H
 #include <stddef.h>
@@ -62,9 +63,38 @@ enum { NSA_PREFILL_BATCHED = 0, NSA_PREFILL_SEQUENTIAL = 1 };
 enum { NSA_DDP_DEFAULT = 0, NSA_DDP_FIND_UNUSED = 1, NSA_DDP_STATIC_GRAPH = 2 };
 enum { NSA_DATA_SYNTHETIC = 0, NSA_DATA_LEARNABLE = 1, NSA_DATA_SHARDS = 2, NSA_DATA_TEXT = 3 };
 
+// One problem found while loading a config: where it is and what is wrong, kept
+// apart so a caller can place it elsewhere (the scenario loader moves a problem
+// with an override to where that override stands in the scenario file).
+typedef struct {
+    char *key;       // dotted key it is about ("model.dim", "train.checkpoint_layers[0]"); "" when none
+    int line, col;   // its position in the config file; line 0: none (a missing file, an override)
+    int override;    // index of the --set override it is about, or -1: the file itself
+    char *message;   // what is wrong, without location or key
+} ConfigProblem;
+
+typedef struct {
+    ConfigProblem *v;   // sorted: problems without a position, the file's by position, then the
+    int n, cap;         // overrides' in override order (as found within each)
+    int oom;            // memory ran out while loading: the list may be incomplete
+    char file[1024];    // what the file's problems are reported at: the path as given, or
+                        // "config" when there is none to name (none given, or too long)
+} ConfigProblems;
+
 // Load `path`, apply `n_overrides` strings of the form "a.b=value", validate.
-// On failure returns -1 and writes one or more lines "where: message\n" into
-// err (NUL-terminated, truncated to errlen). On success returns 0.
+// Every problem is appended to *ps (zero it first; free with config_problems_free).
+// Returns 0, or -1 when there are problems (or memory ran out).
+int config_load_problems(NsaConfig *cfg, const char *path, const char *const *overrides,
+                         int n_overrides, ConfigProblems *ps);
+void config_problems_free(ConfigProblems *ps);
+// Problem i as nsa-train prints it, without a newline: "<file>:<line>:<col>: <key>: <message>",
+// "<file>: <message>" or "--set <override>: <key>: <message>" (": <key>" only with a key).
+// The caller frees it.
+char *config_problem_text(const ConfigProblems *ps, int i, const char *const *overrides);
+
+// config_load_problems, the problems as text: on failure returns -1 and writes one
+// line per problem (config_problem_text) into err (NUL-terminated; when it is too
+// small, the whole lines that fit and "(N more problems)"). On success returns 0.
 int config_load(NsaConfig *cfg, const char *path, const char *const *overrides,
                 int n_overrides, char *err, size_t errlen);
 

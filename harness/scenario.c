@@ -640,6 +640,40 @@ static int read_axis(const Scenario *s, Problems *ps, const char *name, const js
 
 // ---- config validation per case -----------------------------------------------------------------
 
+// Where a config problem goes in the scenario's report: a problem with an
+// override at that override's position in the scenario (or, for a run --set,
+// the flag); one of the config file at its own position there; anything else
+// (a missing config file) at the scenario's "config" value. `line` gets the
+// sort position (0 for a flag, past the end for the config's own problems).
+static void place_config_problem(const Scenario *s, const Case *c, const ConfigProblems *cps, int i,
+                                 const char *const *sets, const char *config_jpath, const char *tag, Str *out,
+                                 int *line, int *col) {
+    const ConfigProblem *p = &cps->v[i];
+    *line = *col = 0;
+    if (p->override >= 0) {
+        const Override *o = &c->ov[p->override];
+        Str msg = {0};
+        if (p->key[0]) str_printf(&msg, "%s: ", p->key);
+        str_add(&msg, p->message);
+        *line = o->line;
+        *col = o->col;
+        if (o->line > 0) str_printf(out, "%s:%d:%d: %s%s", s->path, o->line, o->col, str_c(&msg), tag);
+        else str_printf(out, "--set %s: %s (scenario %s%s)", sets[p->override], str_c(&msg), s->path, tag);
+        str_free(&msg);
+        return;
+    }
+    char *text = config_problem_text(cps, i, sets);
+    if (p->line > 0) {
+        str_printf(out, "%s (the config of %s%s)", text, s->path, tag);
+        *line = 1 << 29;
+    } else {
+        scenario_pos(s, config_jpath, 0, line, col);
+        str_printf(out, "%s:%d:%d: config: %s", s->path, *line, *col, text);
+        if (!*line) *line = 1 << 29;
+    }
+    free(text);
+}
+
 // Run the trainer's config loader on the case's overrides; move its problems to
 // the scenario positions of the overrides they name. `seen` dedupes problems that
 // every case shares (an overrides typo would otherwise repeat once per case).
@@ -650,61 +684,39 @@ static int resolve_config(const Scenario *s, Problems *ps, Case *c, const char *
     if (profile != s->profile && s->n_axes) snprintf(tag, sizeof tag, " (profile %s, case %s)", PROFILE_NAMES[profile], c->name);
     else if (profile != s->profile) snprintf(tag, sizeof tag, " (profile %s)", PROFILE_NAMES[profile]);
     else if (s->n_axes) snprintf(tag, sizeof tag, " (case %s)", c->name);
-    const char **sets = xcalloc((size_t)c->n_ov + 1, sizeof(char *));
-    char **owned = xcalloc((size_t)c->n_ov + 1, sizeof(char *));
+    char **sets = xcalloc((size_t)c->n_ov + 1, sizeof(char *));
     for (int i = 0; i < c->n_ov; i++) {
         Str o = {0};
         str_printf(&o, "%s=%s", c->ov[i].key, c->ov[i].value);
-        owned[i] = str_take(&o);
-        sets[i] = owned[i];
+        sets[i] = str_take(&o);
     }
-    char err[8192];
-    int rc = config_load(&c->cfg, config_path, sets, c->n_ov, err, sizeof err);
-    if (rc) {
-        char *save = NULL;
-        for (char *ln = strtok_r(err, "\n", &save); ln; ln = strtok_r(NULL, "\n", &save)) {
-            Str one = {0};
-            int line = 0, col = 0;
-            // "--set KEY=VALUE: message" -> the override's own position
-            int mapped = 0;
-            for (int i = c->n_ov - 1; i >= 0 && !mapped; i--) {
-                size_t n = strlen(owned[i]);
-                if (!strncmp(ln, "--set ", 6) && !strncmp(ln + 6, owned[i], n) && ln[6 + n] == ':') {
-                    line = c->ov[i].line;
-                    col = c->ov[i].col;
-                    if (line > 0) str_printf(&one, "%s:%d:%d: %s%s", s->path, line, col, ln + 6 + n + 2, tag);
-                    else str_printf(&one, "--set %s: %s (scenario %s%s)", owned[i], ln + 6 + n + 2, s->path, tag);
-                    mapped = 1;
-                }
-            }
-            if (!mapped) {
-                // the config file's own problems keep their position; a missing file
-                // or similar is reported at the scenario's "config" value
-                const char *colon = strchr(ln, ':');
-                int in_config = colon && !strncmp(ln, config_path, strlen(config_path)) &&
-                                colon == ln + strlen(config_path) && colon[1] >= '0' && colon[1] <= '9';
-                if (in_config) str_printf(&one, "%s (the config of %s%s)", ln, s->path, tag);
-                else {
-                    scenario_pos(s, config_jpath, 0, &line, &col);
-                    str_printf(&one, "%s:%d:%d: config: %s", s->path, line, col, ln);
-                }
-            }
-            // dedupe on the message without the case name
-            const char *txt = str_c(&one);
-            const char *cs = tag[0] ? strstr(txt, tag) : NULL;
-            Str key = {0};
-            str_addn(&key, txt, cs ? (size_t)(cs - txt) : strlen(txt));
-            str_add(&key, "\n");
-            if (!strstr(str_c(seen), str_c(&key))) {
-                str_add(seen, str_c(&key));
-                problems_add(ps, line ? line : (mapped ? 0 : 1 << 29), col, "%s", txt);
-            }
-            str_free(&key);
-            str_free(&one);
+    ConfigProblems cps = {0};
+    int rc = config_load_problems(&c->cfg, config_path, (const char *const *)sets, c->n_ov, &cps);
+    for (int i = 0; i < cps.n; i++) {
+        Str one = {0};
+        int line, col;
+        place_config_problem(s, c, &cps, i, (const char *const *)sets, config_jpath, tag, &one, &line, &col);
+        // dedupe on the message without the case name
+        const char *txt = str_c(&one);
+        const char *cs = tag[0] ? strstr(txt, tag) : NULL;
+        Str key = {0};
+        str_addn(&key, txt, cs ? (size_t)(cs - txt) : strlen(txt));
+        str_add(&key, "\n");
+        if (!strstr(str_c(seen), str_c(&key))) {
+            str_add(seen, str_c(&key));
+            problems_add(ps, line, col, "%s", txt);
         }
+        str_free(&key);
+        str_free(&one);
     }
-    for (int i = 0; i < c->n_ov; i++) free(owned[i]);
-    free(owned);
+    if (cps.oom) {
+        int line = 0, col = 0;
+        scenario_pos(s, config_jpath, 0, &line, &col);
+        problems_add(ps, line ? line : 1 << 29, col, "%s:%d:%d: config: out of memory while loading the config",
+                     s->path, line, col);
+    }
+    config_problems_free(&cps);
+    for (int i = 0; i < c->n_ov; i++) free(sets[i]);
     free(sets);
     return rc;
 }

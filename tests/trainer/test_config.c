@@ -621,6 +621,55 @@ static void expect_override_error(const char *file, const char *ov, const char *
     assert_int_equal(count_lines(g_err), 1);
 }
 
+// The structured problems (what the scenario loader places in its own file):
+// key, position in the config file, override index and message kept apart, and
+// the text form built from them.
+static void test_problem_structure(void **state) {
+    (void)state;
+    const char *text = edit("\"n\": 4", "\"n\": 2");
+    const char *p = write_tmp(text);
+    const char *ov[] = {"train.lr=1", "nsa.w=abc"};
+    NsaConfig c;
+    ConfigProblems ps = {0};
+    assert_int_equal(config_load_problems(&c, p, ov, 2, &ps), -1);
+    assert_int_equal(ps.n, 2);
+    int line, col;
+    text_pos(text, "\"n\": ", 5, &line, &col);
+    // the file's problem first (by position), then the overrides'
+    assert_string_equal(ps.v[0].key, "nsa.n");
+    assert_int_equal(ps.v[0].line, line);
+    assert_int_equal(ps.v[0].col, col);
+    assert_int_equal(ps.v[0].override, -1);
+    assert_string_equal(ps.v[0].message, "n must be >= 3: block 0, the current block and the one "
+                                         "before it are always selected (got 2)");
+    assert_string_equal(ps.v[1].key, "nsa.w");
+    assert_int_equal(ps.v[1].line, 0);
+    assert_int_equal(ps.v[1].override, 1);
+    assert_string_equal(ps.v[1].message, "expected a positive integer, got string \"abc\"");
+    char *t = config_problem_text(&ps, 1, ov);
+    assert_string_equal(t, "--set nsa.w=abc: nsa.w: expected a positive integer, got string \"abc\"");
+    free(t);
+    t = config_problem_text(&ps, 0, ov);
+    char want[1200];
+    snprintf(want, sizeof want, "%s:%d:%d: nsa.n: %s", p, line, col, ps.v[0].message);
+    assert_string_equal(t, want);
+    free(t);
+    config_problems_free(&ps);
+    // a malformed override has no key; a missing file no position
+    const char *bad[] = {"train.lr"};
+    assert_int_equal(config_load_problems(&c, write_tmp(BASE), bad, 1, &ps), -1);
+    assert_int_equal(ps.n, 1);
+    assert_string_equal(ps.v[0].key, "");
+    assert_int_equal(ps.v[0].override, 0);
+    config_problems_free(&ps);
+    assert_int_equal(config_load_problems(&c, "no_such_file.json", NULL, 0, &ps), -1);
+    assert_int_equal(ps.n, 1);
+    assert_int_equal(ps.v[0].line, 0);
+    assert_int_equal(ps.v[0].override, -1);
+    assert_string_equal(ps.file, "no_such_file.json");
+    config_problems_free(&ps);
+}
+
 static void test_override_errors(void **state) {
     (void)state;
     const char *p = write_tmp(BASE);
@@ -911,6 +960,7 @@ int main(void) {
         cmocka_unit_test(test_err_truncated),
         cmocka_unit_test(test_overrides_apply),
         cmocka_unit_test(test_override_errors),
+        cmocka_unit_test(test_problem_structure),
         cmocka_unit_test(test_canonical),
         cmocka_unit_test(test_names),
         cmocka_unit_test(test_bad_config_files),
