@@ -9,15 +9,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/jsonutil.h"
+#include "common/nsa_names.h"
 #include "trainer/gatestats.h"
 #include "trainer/ioerr.h"
 #include "trainer/jsonl.h"
 
-// JSON number, or "nan" / "inf" / "-inf" (JSON has no non-finite numbers)
-static json_t *jnum(double v) {
-    if (isfinite(v)) return json_real(v);
-    return json_string(isnan(v) ? "nan" : v > 0 ? "inf" : "-inf");
-}
 
 // mean and population std of x[0..n) in double. When every value is equal the
 // mean is that value and std exactly 0 (summation rounding cannot blur it).
@@ -79,7 +76,7 @@ void gatestats_arm(GateStats *gs) {
 }
 
 void gatestats_layer(GateStats *gs, const Model *m, int L) {
-    if (!gs->armed || m->cfg.force_branch >= 0 || L < 0 || L >= gs->n_layers) return;
+    if (!gs->armed || !nsa_gated(m->cfg.force_branch) || L < 0 || L >= gs->n_layers) return;
     const Backend *be = m->be;
     GateLayerStats *st = &gs->layers[L];
     const LayerActs *a = &m->acts[L];
@@ -102,14 +99,14 @@ void gatestats_layer(GateStats *gs, const Model *m, int L) {
 
 static json_t *triple(const double *v) {
     json_t *a = json_array();
-    for (int b = 0; b < 3; b++) json_array_append_new(a, jnum(v[b]));
+    for (int b = 0; b < 3; b++) json_array_append_new(a, json_real_or_name(v[b]));
     return a;
 }
 
 char *gatestats_finish_step(GateStats *gs, const Model *m, int64_t step) {
     if (!gs->armed) return NULL;
     gs->armed = 0;
-    const int gated = m->cfg.force_branch < 0;
+    const int gated = nsa_gated(m->cfg.force_branch);
     json_t *rec = json_object();
     json_object_set_new(rec, "step", json_integer(step));
     json_object_set_new(rec, "rank", json_integer(gs->rank));
@@ -121,10 +118,10 @@ char *gatestats_finish_step(GateStats *gs, const Model *m, int64_t step) {
         if (!st->have) continue;   // the forward stopped early (anomaly localisation)
         json_t *o = json_object();
         json_object_set_new(o, "layer", json_integer(L));
-        json_object_set_new(o, "fc2_weight_mean", jnum(st->fc2_w_mean));
-        json_object_set_new(o, "fc2_weight_std", jnum(st->fc2_w_std));
-        json_object_set_new(o, "fc2_bias_mean", jnum(st->fc2_b_mean));
-        json_object_set_new(o, "fc2_bias_std", jnum(st->fc2_b_std));
+        json_object_set_new(o, "fc2_weight_mean", json_real_or_name(st->fc2_w_mean));
+        json_object_set_new(o, "fc2_weight_std", json_real_or_name(st->fc2_w_std));
+        json_object_set_new(o, "fc2_bias_mean", json_real_or_name(st->fc2_b_mean));
+        json_object_set_new(o, "fc2_bias_std", json_real_or_name(st->fc2_b_std));
         json_object_set_new(o, "out_mean", triple(st->out_mean));
         json_object_set_new(o, "out_std", triple(st->out_std));
         json_object_set_new(o, "out_min", triple(st->out_min));

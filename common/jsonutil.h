@@ -1,0 +1,10 @@
+// common/jsonutil.h — small Jansson helpers shared by the trainer and the runner.
+#ifndef NSA_COMMON_JSONUTIL_H
+#define NSA_COMMON_JSONUTIL_H
+#include <jansson.h>
+
+// A double as JSON: a finite value as a number, a non-finite one as the string
+// "nan", "inf" or "-inf" (JSON has no non-finite numbers, and a reader should see
+// which one it was rather than a null). A new reference (NULL only on OOM).
+json_t *json_real_or_name(double v);
+#endif
