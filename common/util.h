@@ -46,8 +46,10 @@ const char *path_basename(const char *path);
 void path_join(char *out, size_t n, const char *dir, const char *rel);
 
 // ---- clocks -------------------------------------------------------------------------
+// mono_ns is one clock_gettime(CLOCK_MONOTONIC) call and nothing else, so it is
+// async-signal-safe (trainer/stackdump.c calls it from a signal handler): keep it so.
 double mono_s(void);                          // CLOCK_MONOTONIC seconds
-uint64_t mono_ns(void);
+uint64_t mono_ns(void);                       // CLOCK_MONOTONIC nanoseconds
 void utc_iso(char *out, size_t n);            // 2026-11-23T14:02:11Z
 void utc_stamp(char *out, size_t n);          // 20261123T140211Z (for directory names)
 void fmt_duration(char *out, size_t n, double s);   // "8.2 s", "1 m 12 s"

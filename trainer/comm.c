@@ -11,6 +11,7 @@
 
 #include "trainer/comm.h"
 #include "common/digest.h"
+#include "common/util.h"
 #include "trainer/rendezvous.h"
 #ifdef NSA_HAVE_MPI
 #include <mpi.h>
@@ -75,12 +76,6 @@ int comm_env_rank(void) {
         if (!*end && r >= 0 && r < (1L << 30)) return (int)r;
     }
     return -1;
-}
-
-static double mono_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 static void nap_us(long us) {

@@ -29,6 +29,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/util.h"
 #include "trainer/comm_nccl.h"
 
 void *nsa_cuda_ddp_stream(void);   // kernels/cuda/cuda_ddp_support.cu
@@ -47,12 +48,6 @@ struct NcclComm {
     int n_slots;
     NcclSlot *slots;
 };
-
-static double mono_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static void nap_us(long us) {
     struct timespec ts = {0, us * 1000};

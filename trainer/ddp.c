@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/util.h"
 #include "trainer/ddp.h"
 #include "trainer/faults.h"
 #include "trainer/jsonl.h"
@@ -71,12 +72,6 @@ struct Ddp {
     int failed_bucket;
     char err[1024];
 };
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static void nap(long *us) {
     struct timespec ts = {0, *us * 1000};
@@ -150,7 +145,7 @@ static void launch(Ddp *d, int k) {
     Bucket *b = &d->b[k];
     b->seq = ++d->seq;
     b->launched = 1;
-    b->launch_t = now_s();
+    b->launch_t = mono_s();
     flightrec_collective(FR_COLL_ENQUEUED, b->seq, b->name, d->step);
     char *g = (char *)d->m->grad_mem + (size_t)b->off * (size_t)d->eb;
     if (comm_allreduce_start(d->comm, k, g, b->n, d->eb)) fail(d, k, comm_error(d->comm));
@@ -176,7 +171,7 @@ static void progress(Ddp *d) {
         }
         if (r == 0) return;
         b->completed = 1;
-        b->complete_t = now_s();
+        b->complete_t = mono_s();
         flightrec_collective(FR_COLL_COMPLETED, b->seq, b->name, d->step);
         d->first_open++;
     }
@@ -215,17 +210,17 @@ static int report_stuck(Ddp *d, int timed_out) {
 }
 
 int ddp_comm_wait(Ddp *d) {
-    const double t0 = now_s();
+    const double t0 = mono_s();
     long us = 10;
     for (;;) {
         progress(d);
         if (d->failed) return report_stuck(d, 0);
         if (d->first_open >= d->nb) break;   // every bucket launched and complete
-        double el = now_s() - t0;
+        double el = mono_s() - t0;
         if (el > d->timeout_s) return report_stuck(d, 1);
         nap(&us);
     }
-    d->wait_s += now_s() - t0;
+    d->wait_s += mono_s() - t0;
     return 0;
 }
 
@@ -237,7 +232,7 @@ static int ddp_ctrl_wait(Ddp *d, int op, const void *send, void *recv, int count
     const int64_t seq = ++d->seq;
     flightrec_state(FR_PHASE_COMM, d->step, -1, what);
     flightrec_collective(FR_COLL_ENQUEUED, seq, what, d->step);
-    const double t0 = now_s();
+    const double t0 = mono_s();
     if (comm_ctrl_start(d->comm, op, send, recv, count)) {
         fprintf(stderr, "[COMM-ERROR] rank %d: collective seq %" PRId64 " (%s) failed: %s\n", d->rank, seq, what,
                 comm_error(d->comm));
@@ -251,7 +246,7 @@ static int ddp_ctrl_wait(Ddp *d, int op, const void *send, void *recv, int count
     for (;;) {
         int r = comm_ctrl_test(d->comm);
         if (r == 1) break;
-        double el = now_s() - t0;
+        double el = mono_s() - t0;
         if (r < 0 || el > d->timeout_s) {
             if (r < 0)
                 fprintf(stderr, "[COMM-ERROR] rank %d: collective seq %" PRId64 " (%s) failed: %s\n", d->rank, seq, what,
@@ -269,7 +264,7 @@ static int ddp_ctrl_wait(Ddp *d, int op, const void *send, void *recv, int count
         }
         nap(&us);
     }
-    d->wait_s += now_s() - t0;
+    d->wait_s += mono_s() - t0;
     flightrec_collective(FR_COLL_COMPLETED, seq, what, d->step);
     return 0;
 }
@@ -434,7 +429,7 @@ static void reset_buckets(Ddp *d) {
     d->records_written = 0;
     d->static_diff = 0;
     d->failed = 0;
-    d->t_bwd0 = now_s();
+    d->t_bwd0 = mono_s();
 }
 
 void ddp_begin_backward(Ddp *d, int reduce) {
@@ -460,7 +455,7 @@ void ddp_grad_ready(Ddp *d, int id) {
     if (d->mode == NSA_DDP_STATIC_GRAPH && d->recorded && !d->used[id]) {
         d->static_diff = 1;   // arrived although unused at the recorded step: reported after the wait
     } else if (--b->pending == 0) {
-        b->ready_t = now_s();
+        b->ready_t = mono_s();
         try_launch(d);
     }
     progress(d);
@@ -513,7 +508,7 @@ int ddp_finish_backward(Ddp *d) {
         // find_unused, static_graph: what did not arrive is ready now (its gradient
         // is whatever its buffer holds: zero unless an earlier micro-batch of the
         // step produced one), so every bucket launches and nothing hangs
-        double t = now_s();
+        double t = mono_s();
         for (int id = P - 1; id >= 0; id--) {
             if (d->arrived[id]) continue;
             if (d->mode == NSA_DDP_STATIC_GRAPH && d->recorded) {

@@ -18,15 +18,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/util.h"
 #include "trainer/flightrec.h"
 
 static FrHeader *g_fr;   // NULL: recorder off
 
-static int64_t mono_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 // bounded copy of a short name into a fixed field, always NUL-terminated
 static void put_name(char *dst, const char *src) {
@@ -109,7 +105,7 @@ int flightrec_open(const char *path, int rank, char *err, size_t errlen) {
     struct timespec rt;
     clock_gettime(CLOCK_REALTIME, &rt);
     h->start_unix_ns = (int64_t)rt.tv_sec * 1000000000 + rt.tv_nsec;
-    h->start_mono_ns = mono_ns();
+    h->start_mono_ns = (int64_t)mono_ns();
     h->state.heartbeat_ns = h->start_mono_ns;
     h->state.layer = -1;
     h->state.phase = FR_PHASE_INIT;
@@ -133,7 +129,7 @@ static void set_state(FrHeader *h, int64_t now, int phase, int64_t step, int lay
 void flightrec_event(int phase, int kind, int64_t step, int layer, const char *op) {
     FrHeader *h = g_fr;
     if (!h) return;
-    int64_t now = mono_ns();
+    int64_t now = (int64_t)mono_ns();
     seq_begin(h);
     FrEvent *e = (FrEvent *)((char *)h + FR_HEADER_BYTES) + h->state.n_events % FR_RING;
     e->t_ns = now;
@@ -152,7 +148,7 @@ void flightrec_event(int phase, int kind, int64_t step, int layer, const char *o
 void flightrec_state(int phase, int64_t step, int layer, const char *op) {
     FrHeader *h = g_fr;
     if (!h) return;
-    int64_t now = mono_ns();
+    int64_t now = (int64_t)mono_ns();
     seq_begin(h);
     set_state(h, now, phase, step, layer, op);
     seq_end(h);
@@ -161,7 +157,7 @@ void flightrec_state(int phase, int64_t step, int layer, const char *op) {
 void flightrec_collective(int which, int64_t seq, const char *name, int64_t step) {
     FrHeader *h = g_fr;
     if (!h) return;
-    int64_t now = mono_ns();
+    int64_t now = (int64_t)mono_ns();
     seq_begin(h);
     FrEvent *e = (FrEvent *)((char *)h + FR_HEADER_BYTES) + h->state.n_events % FR_RING;
     e->t_ns = now;
@@ -267,7 +263,7 @@ int flightrec_show(const char *path) {
     json_object_set_new(o, "host", json_stringn((const char *)h->host, strnlen((const char *)h->host, FR_HOST_LEN)));
     json_object_set_new(o, "start_unix_ns", json_integer(h->start_unix_ns));
     json_object_set_new(o, "start_mono_ns", json_integer(h->start_mono_ns));
-    int64_t now = mono_ns();
+    int64_t now = (int64_t)mono_ns();
     json_object_set_new(o, "now_mono_ns", json_integer(now));
     json_object_set_new(o, "torn", json_boolean(torn));
     json_t *s = json_object();

@@ -37,6 +37,7 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#include "common/util.h"   // mono_ns: one clock_gettime call, async-signal-safe
 #include "trainer/flightrec.h"
 #include "trainer/stackdump.h"
 
@@ -265,11 +266,6 @@ static char *g_argv[SD_MAX_FRAMES + 16];
 static char g_sym[65536];
 static char *g_envp[] = {"LC_ALL=C", NULL};
 
-static int64_t mono_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void hex_arg(char *dst, uintptr_t v) {
     char t[20];
@@ -311,7 +307,7 @@ static int symbolize_run(Out *o, int i0, int i1, int64_t deadline) {
     if (pid < 0) { close(pfd[0]); return 0; }
     int len = 0, killed = 0;
     for (;;) {
-        int64_t left = deadline - mono_ms();
+        int64_t left = deadline - (int64_t)(mono_ns() / 1000000);
         if (left <= 0) { kill(pid, SIGKILL); killed = 1; break; }
         struct pollfd pf = {pfd[0], POLLIN, 0};
         int r = poll(&pf, 1, (int)left);
@@ -378,7 +374,7 @@ static void print_frames(Out *o, int first, int n) {
         return;
     }
     out_str(o, "symbolized (addr2line):\n");
-    int64_t deadline = mono_ms() + SD_SYMBOLIZE_BUDGET_MS;
+    int64_t deadline = (int64_t)(mono_ns() / 1000000) + SD_SYMBOLIZE_BUDGET_MS;
     for (int i = 0; i < n;) {
         int j = i + 1;
         const Frame *f = &g_frames[i];
@@ -403,9 +399,7 @@ static void print_flight_recorder(Out *o) {
     FrState s;
     int n = 0;
     int torn = fr_read_events(h, ev, SD_EVENTS, &n, &s);
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    int64_t now = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+    int64_t now = (int64_t)mono_ns();
     out_str(o, "flight recorder (rank "); out_i64(o, h->rank); out_str(o, ", pid "); out_i64(o, h->pid);
     out_str(o, "):\n  state: step "); out_i64(o, s.step);
     out_str(o, " phase "); out_str(o, fr_phase_name(s.phase));
