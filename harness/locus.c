@@ -5,16 +5,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/nsa_names.h"
+
 // The part of a block tensor, from the name after "blocks.L.". Branch tensors
 // carry the branch in their name: k_proj_sel, cmp_k.fc1, attn.sel.o, attn.cmp.Kc.
 static const char *block_part(const char *rest) {
-    static const char *const branches[] = {"cmp", "sel", "win"};
-    for (int b = 0; b < 3; b++) {
+    for (int b = 0; b < NSA_NBRANCH; b++) {
+        const char *br = nsa_branch_name(b);
         char a[16], c[16], d[16];
-        snprintf(a, sizeof a, "_%s", branches[b]);   // k_proj_cmp
-        snprintf(c, sizeof c, ".%s.", branches[b]);  // attn.sel.o
-        snprintf(d, sizeof d, "%s_", branches[b]);   // cmp_k.fc1 (phi = mlp)
-        if (strstr(rest, a) || strstr(rest, c) || strstr(rest, d)) return branches[b];
+        snprintf(a, sizeof a, "_%s", br);   // k_proj_cmp
+        snprintf(c, sizeof c, ".%s.", br);  // attn.sel.o
+        snprintf(d, sizeof d, "%s_", br);   // cmp_k.fc1 (phi = mlp)
+        if (strstr(rest, a) || strstr(rest, c) || strstr(rest, d)) return br;
     }
     if (strstr(rest, "gate.") || strstr(rest, ".gate")) {
         // attn.gate.* is the NSA gate; mlp.gate_proj is the SwiGLU gate

@@ -3,7 +3,7 @@
 
 #include <stdio.h>
 
-#include "kernels/ops.h"   // NSA_BR_*: the config's enum values
+#include "common/nsa_names.h"   // NSA_BR_*: the config's enum values, the branch names
 
 // a name of layer L (fmt has one %d), and one with a part too (%d then %s)
 static void add1(StrList *out, const char *fmt, int L) {
@@ -18,22 +18,21 @@ static void add(StrList *out, const char *fmt, int L, const char *a) {
 }
 
 void dump_tensor_names(const NsaConfig *c, int with_acts, StrList *out) {
-    static const char *const BR[3] = {"cmp", "sel", "win"};
     strlist_add(out, "inputs");
     strlist_add(out, "targets");
     strlist_add(out, "logits");
     strlist_add(out, "loss");
     // activations (file order: after loss, before the gradients)
-    const int fb = c->force_branch;
-    const int used[3] = {fb < 0 || fb == NSA_BR_CMP, fb < 0 || fb == NSA_BR_SEL, fb < 0 || fb == NSA_BR_WIN};
+    const int fb = c->force_branch, gated = nsa_gated(fb);
+    const int used[3] = {gated || fb == NSA_BR_CMP, gated || fb == NSA_BR_SEL, gated || fb == NSA_BR_WIN};
     const int computed[3] = {used[0] || used[1], used[1], used[2]};
     for (int L = 0; with_acts && L < c->n_layers; L++) {
         add1(out, "acts.blocks.%d.attn_norm.out", L);
         add1(out, "acts.blocks.%d.attn.q", L);
         for (int b = 0; b < 3; b++) {
             if (!computed[b]) continue;
-            add(out, "acts.blocks.%d.attn.%s.k", L, BR[b]);
-            add(out, "acts.blocks.%d.attn.%s.v", L, BR[b]);
+            add(out, "acts.blocks.%d.attn.%s.k", L, nsa_branch_name(b));
+            add(out, "acts.blocks.%d.attn.%s.v", L, nsa_branch_name(b));
         }
         if (computed[0]) {
             add1(out, "acts.blocks.%d.attn.cmp.Kc", L);
@@ -45,7 +44,7 @@ void dump_tensor_names(const NsaConfig *c, int with_acts, StrList *out) {
             add1(out, "acts.blocks.%d.attn.sel.o", L);
         }
         if (used[2]) add1(out, "acts.blocks.%d.attn.win.o", L);
-        if (fb < 0) add1(out, "acts.blocks.%d.attn.gate.out", L);
+        if (gated) add1(out, "acts.blocks.%d.attn.gate.out", L);
         add1(out, "acts.blocks.%d.attn.out", L);
         add1(out, "acts.blocks.%d.attn.residual", L);
         add1(out, "acts.blocks.%d.mlp.hidden", L);
@@ -57,8 +56,8 @@ void dump_tensor_names(const NsaConfig *c, int with_acts, StrList *out) {
         add1(out, "grads.blocks.%d.attn_norm.weight", L);
         add1(out, "grads.blocks.%d.attn.q_proj.weight", L);
         for (int b = 0; b < 3; b++) {
-            add(out, "grads.blocks.%d.attn.k_proj_%s.weight", L, BR[b]);
-            add(out, "grads.blocks.%d.attn.v_proj_%s.weight", L, BR[b]);
+            add(out, "grads.blocks.%d.attn.k_proj_%s.weight", L, nsa_branch_name(b));
+            add(out, "grads.blocks.%d.attn.v_proj_%s.weight", L, nsa_branch_name(b));
         }
         if (c->phi == NSA_PHI_MLP) {
             static const char *const KV[2] = {"k", "v"};

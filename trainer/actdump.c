@@ -1,5 +1,6 @@
 // trainer/actdump.c — see actdump.h.
 #include "trainer/actdump.h"
+#include "common/nsa_names.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,16 +62,15 @@ static void grab_act(ActDump *d, const Model *m, const void *dev, int L, const c
 
 void actdump_layer(ActDump *d, const Model *m, int L) {
     const LayerActs *a = &m->acts[L];
-    static const char *const BR[3] = {"cmp", "sel", "win"};
     const int64_t B = m->B, T = m->T, C = m->C, HD = (int64_t)m->H * m->D, GD = (int64_t)m->G * m->D;
     const int64_t rowC[3] = {B, T, C}, rowHD[3] = {B, T, HD}, rowGD[3] = {B, T, GD};
     char what[64];
     grab_act(d, m, a->xn1, L, "attn_norm.out", 3, rowC);
     grab_act(d, m, a->q, L, "attn.q", 3, rowHD);
     for (int b = 0; b < 3; b++) {
-        snprintf(what, sizeof what, "attn.%s.k", BR[b]);
+        snprintf(what, sizeof what, "attn.%s.k", nsa_branch_name(b));
         grab_act(d, m, a->k[b], L, what, 3, rowGD);
-        snprintf(what, sizeof what, "attn.%s.v", BR[b]);
+        snprintf(what, sizeof what, "attn.%s.v", nsa_branch_name(b));
         grab_act(d, m, a->v[b], L, what, 3, rowGD);
     }
     if (m->cmp_needed) {
@@ -92,7 +92,7 @@ void actdump_layer(ActDump *d, const Model *m, int L) {
         grab_act(d, m, a->o[1], L, "attn.sel.o", 3, rowHD);
     }
     if (m->used[NSA_BR_WIN]) grab_act(d, m, a->o[2], L, "attn.win.o", 3, rowHD);
-    if (m->cfg.force_branch < 0) {
+    if (nsa_gated(m->cfg.force_branch)) {
         const int64_t g3[3] = {B, T, 3 * (int64_t)m->G};
         grab_act(d, m, a->gate, L, "attn.gate.out", 3, g3);
     }

@@ -1,5 +1,6 @@
 // trainer/flops.c — see flops.h.
 #include "trainer/flops.h"
+#include "common/nsa_names.h"
 
 // Keys a query at position t attends in each branch (exactly the unmasked ones).
 static double keys_at(const Model *m, const NsaGeom *g, int t) {
@@ -22,7 +23,7 @@ double model_flops_per_step(const Model *m, int B, int T, int grad_accum) {
     // weights a token passes through, per layer
     double kv_branches = (m->cmp_needed ? 1 : 0) + m->used[NSA_BR_SEL] + m->used[NSA_BR_WIN];
     double layer_w = H * D * C + kv_branches * 2 * G * D * C + C * H * D + 3 * F * C;
-    if (c->force_branch < 0) layer_w += gh * C + 3 * G * gh;   // the gate MLP
+    if (nsa_gated(c->force_branch)) layer_w += gh * C + 3 * G * gh;   // the gate MLP
     double tokens = (double)B * T;
     double fwd = 2 * tokens * (m->L * layer_w + V * C);
     if (c->phi == NSA_PHI_MLP && m->cmp_needed)   // per compressed block, group, K and V: fc1 + fc2

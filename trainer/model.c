@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/nsa_names.h"
 #include "trainer/faults.h"
 #include "trainer/model.h"
 #include "trainer/rng.h"
@@ -96,15 +97,14 @@ static void build_params(Model *m) {
     const InitSpec proj_out = {INIT_NORMAL, 0.02 / sqrt(2.0 * c->n_layers)};  // GPT-2 residual scaling
     const InitSpec xav = {INIT_XAVIER, 1.0}, gate_fc2 = {INIT_XAVIER, 0.1};   // DESIGN: fc2 gain 0.1, bias 0
     m->id_tok_emb = add_param(m, -1, 1, 2, V, C, nrm, "tok_emb.weight");
-    static const char *br[3] = {"cmp", "sel", "win"};
     for (int L = 0; L < c->n_layers; L++) {
         int *id = m->lid[L];
         for (int s = 0; s < LP_COUNT; s++) id[s] = -1;
         id[LP_ATTN_NORM] = add_param(m, L, 0, 1, C, 1, one, "blocks.%d.attn_norm.weight", L);
         id[LP_WQ] = add_param(m, L, 1, 2, H * D, C, nrm, "blocks.%d.attn.q_proj.weight", L);
         for (int b = 0; b < 3; b++) {
-            id[LP_WK_CMP + 2 * b] = add_param(m, L, 1, 2, G * D, C, nrm, "blocks.%d.attn.k_proj_%s.weight", L, br[b]);
-            id[LP_WV_CMP + 2 * b] = add_param(m, L, 1, 2, G * D, C, nrm, "blocks.%d.attn.v_proj_%s.weight", L, br[b]);
+            id[LP_WK_CMP + 2 * b] = add_param(m, L, 1, 2, G * D, C, nrm, "blocks.%d.attn.k_proj_%s.weight", L, nsa_branch_name(b));
+            id[LP_WV_CMP + 2 * b] = add_param(m, L, 1, 2, G * D, C, nrm, "blocks.%d.attn.v_proj_%s.weight", L, nsa_branch_name(b));
         }
         if (c->phi == NSA_PHI_MLP) {
             static const char *kv[2] = {"k", "v"};
@@ -140,7 +140,7 @@ int model_init(Model *m, const NsaConfig *cfg, const Backend *be, char *err, siz
     m->D = cfg->head_dim; m->F = cfg->ffn_dim; m->V = cfg->vocab_size;
     m->gh = cfg->gate_hidden > 0 ? cfg->gate_hidden : (cfg->dim / 4 > 0 ? cfg->dim / 4 : 1);
     int fb = cfg->force_branch;
-    for (int b = 0; b < 3; b++) m->used[b] = fb < 0 || fb == b;
+    for (int b = 0; b < 3; b++) m->used[b] = nsa_gated(fb) || fb == b;
     m->cmp_needed = m->used[NSA_BR_CMP] || m->used[NSA_BR_SEL];  // selection scores need p_cmp
     build_params(m);
     m->param_bytes_total = (size_t)m->n_elems * be->param_bytes * 2;
@@ -190,7 +190,7 @@ void model_init_weights(Model *m, uint64_t seed) {
 
 void model_expected_unused(const Model *m, uint8_t *out) {
     memset(out, 0, (size_t)m->n_params);
-    if (m->cfg.force_branch < 0) return;
+    if (nsa_gated(m->cfg.force_branch)) return;
     for (int L = 0; L < m->L; L++) {
         const int *id = m->lid[L];
         for (int s = LP_GATE_FC1_W; s <= LP_GATE_FC2_B; s++) out[id[s]] = 1;   // gate bypassed
@@ -262,7 +262,7 @@ static void alloc_layer_acts(Model *m, LayerActs *a) {
         }
     }
     if (m->used[NSA_BR_SEL]) a->sel_idx = act_alloc(m, N * G * n, (int)sizeof(int32_t));
-    if (m->cfg.force_branch < 0) {
+    if (nsa_gated(m->cfg.force_branch)) {
         a->gh_pre = act_alloc(m, N * m->gh, AB);
         a->gh = act_alloc(m, N * m->gh, AB);
         a->glogits = act_alloc(m, N * G * 3, AB);
@@ -423,7 +423,6 @@ static void compress_fwd(Model *m, int L, LayerActs *a, int j, int i0, int Ni) {
     }
 }
 
-static const char *BRN[3] = {"cmp", "sel", "win"};
 
 // Forward of block L over rows [t0, t0+Tn) of every sequence: reads res[L], writes
 // res[L+1]. Returns 1 if an anomaly was recorded.
@@ -458,8 +457,8 @@ static int layer_forward(Model *m, int L, LayerActs *a, int t0, int Tn) {
     CK(a->q, HD, "", "matmul_fwd+rope", "blocks.%d.attn.q", L);
     for (int b = 0; b < 3; b++) {
         if (!a->k[b]) continue;
-        CK(a->k[b], GD, BRN[b], "matmul_fwd+rope", "blocks.%d.attn.%s.k", L, BRN[b]);
-        CK(a->v[b], GD, BRN[b], "matmul_fwd", "blocks.%d.attn.%s.v", L, BRN[b]);
+        CK(a->k[b], GD, nsa_branch_name(b), "matmul_fwd+rope", "blocks.%d.attn.%s.k", L, nsa_branch_name(b));
+        CK(a->v[b], GD, nsa_branch_name(b), "matmul_fwd", "blocks.%d.attn.%s.v", L, nsa_branch_name(b));
     }
 
     // compressed branch: blocks completed by the rows of this call, then attention
@@ -490,7 +489,7 @@ static int layer_forward(Model *m, int L, LayerActs *a, int t0, int Tn) {
     }
 
     // gate, combine, output projection, residual
-    const int gated = m->cfg.force_branch < 0;
+    const int gated = nsa_gated(m->cfg.force_branch);
     FOR_ROW_BLOCKS(m, t0, Tn, r0, nr) {
         if (gated) {
             be->matmul_fwd(AOFF(m, a->gh_pre, r0 * m->gh), m->gh, AOFF(m, a->xn1, r0 * C), C,
@@ -629,7 +628,7 @@ static int layer_backward(Model *m, int L, LayerActs *a) {
     // attention output projection and combine
     be->matmul_bwd(m->dattn_o, DW(m, L, LP_WO), NULL, m->dres, a->attn_o, W(m, L, LP_WO), N, C, HD, 0);
     grad_ready(m, id[LP_WO]);
-    const int gated = m->cfg.force_branch < 0;
+    const int gated = nsa_gated(m->cfg.force_branch);
     void *dob[3];
     for (int b = 0; b < 3; b++) dob[b] = m->used[b] ? m->dob[b] : NULL;
     be->combine_bwd(dob[0], dob[1], dob[2], gated ? m->dgate : NULL, m->dattn_o, gated ? a->gate : NULL,
