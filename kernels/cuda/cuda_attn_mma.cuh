@@ -1124,97 +1124,84 @@ template <typename T, int D> __global__ void __launch_bounds__(128) k_select_mma
     }
 }
 
-template <typename T, int D> void mma_select(const AttnArgs &a, int32_t *sel_out) {
-    const RowsGeom rg = rows_geom(a.hpg);
-    const size_t sm = selscore_fixed_smem<D>() + (size_t)rg.BQ * a.NS * 5 + 16;
-    mma_smem_attr(k_select_mma<T, D>, sm);
-    dim3 grid((a.Tn + rg.BQ - 1) / rg.BQ, a.G, a.B);
-    k_select_mma<T, D><<<grid, 128, sm, NSA_STREAM>>>(a, sel_out);
-    CUDA_LAUNCHED();
-}
-
 // ============================================================================================
 // host launchers
 // ============================================================================================
-template <typename T, int D> void mma_attn_fwd(const AttnArgs &a, int br) {
-    if (br == BR_SEL) {
-        const int pack = a.hpg <= 8 && a.n <= 64 && g_nsa_cuda.sel_pack;
-        const int nrt = (a.hpg + 15) / 16;
-        dim3 grid(pack ? (a.Tn + 1) / 2 : a.Tn, pack ? a.G : a.G * nrt, a.B);
-#define SEL_FWD(KT_, P_)                                              \
-    do {                                                              \
-        const size_t sm = sel_smem<D, KT_>();                         \
-        mma_smem_attr(k_sel_fwd<T, D, KT_, P_>, sm);                  \
-        k_sel_fwd<T, D, KT_, P_><<<grid, 128, sm, NSA_STREAM>>>(a);   \
-    } while (0)
-        if (a.lsel % 32 == 0) { if (pack) SEL_FWD(32, 2); else SEL_FWD(32, 1); }
-        else { if (pack) SEL_FWD(16, 2); else SEL_FWD(16, 1); }
-#undef SEL_FWD
-    } else {
-        const RowsGeom rg = rows_geom(a.hpg);
-        dim3 grid((a.Tn + rg.BQ - 1) / rg.BQ, a.G * rg.nhb, a.B);
-        const size_t sm = rows_fwd_smem<D>();
-        if (br == BR_WIN) {
-            mma_smem_attr(k_rows_fwd<T, D, BR_WIN>, sm);
-            k_rows_fwd<T, D, BR_WIN><<<grid, 128, sm, NSA_STREAM>>>(a);
-        } else {
-            mma_smem_attr(k_rows_fwd<T, D, BR_CMP>, sm);
-            k_rows_fwd<T, D, BR_CMP><<<grid, 128, sm, NSA_STREAM>>>(a);
-        }
-    }
+// Every launch: raise the kernel's dynamic shared-memory limit where it needs more than
+// 48 KiB, then launch on the backend's stream.
+template <typename K, typename... A> static void mma_launch(K kernel, dim3 grid, int block, size_t sm, A... args) {
+    mma_smem_attr(kernel, sm);
+    kernel<<<grid, block, sm, NSA_STREAM>>>(args...);
+}
+
+template <typename T, int D> void mma_select(const AttnArgs &a, int32_t *sel_out) {
+    const RowsGeom rg = rows_geom(a.hpg);
+    const size_t sm = selscore_fixed_smem<D>() + (size_t)rg.BQ * a.NS * 5 + 16;
+    dim3 grid((a.Tn + rg.BQ - 1) / rg.BQ, a.G, a.B);
+    mma_launch(k_select_mma<T, D>, grid, 128, sm, a, sel_out);
     CUDA_LAUNCHED();
 }
 
-template <typename T, int D> void mma_attn_dq(const AttnArgs &a, int br) {
+// The forward and the dQ pass share one dispatch over the branch: selection (key tile
+// KT 32 or 16, P positions per tile), window or compressed rows. A kernel set names
+// its kernels, their shared memory and the query rows it covers (the forward may
+// cover a row range, dQ all rows).
+template <typename T, int D> struct FwdKernels {
+    static int rows(const AttnArgs &a) { return a.Tn; }
+    template <int KT, int P> static void sel(dim3 grid, const AttnArgs &a) {
+        mma_launch(k_sel_fwd<T, D, KT, P>, grid, 128, sel_smem<D, KT>(), a);
+    }
+    template <int BR> static void rows_k(dim3 grid, const AttnArgs &a) {
+        mma_launch(k_rows_fwd<T, D, BR>, grid, 128, rows_fwd_smem<D>(), a);
+    }
+};
+template <typename T, int D> struct DqKernels {
+    static int rows(const AttnArgs &a) { return a.T; }
+    template <int KT, int P> static void sel(dim3 grid, const AttnArgs &a) {
+        mma_launch(k_sel_dq<T, D, KT, P>, grid, 128, sel_smem<D, KT>(), a);
+    }
+    template <int BR> static void rows_k(dim3 grid, const AttnArgs &a) {
+        mma_launch(k_rows_dq<T, D, BR>, grid, 128, rows_dq_smem<D>(), a);
+    }
+};
+template <typename Kn> static void mma_attn_rows_pass(const AttnArgs &a, int br) {
+    const int rows = Kn::rows(a);
     if (br == BR_SEL) {
         const int pack = a.hpg <= 8 && a.n <= 64 && g_nsa_cuda.sel_pack;
         const int nrt = (a.hpg + 15) / 16;
-        dim3 grid(pack ? (a.T + 1) / 2 : a.T, pack ? a.G : a.G * nrt, a.B);
-#define SEL_DQ(KT_, P_)                                               \
-    do {                                                              \
-        const size_t sm = sel_smem<D, KT_>();                         \
-        mma_smem_attr(k_sel_dq<T, D, KT_, P_>, sm);                   \
-        k_sel_dq<T, D, KT_, P_><<<grid, 128, sm, NSA_STREAM>>>(a);    \
-    } while (0)
-        if (a.lsel % 32 == 0) { if (pack) SEL_DQ(32, 2); else SEL_DQ(32, 1); }
-        else { if (pack) SEL_DQ(16, 2); else SEL_DQ(16, 1); }
-#undef SEL_DQ
+        dim3 grid(pack ? (rows + 1) / 2 : rows, pack ? a.G : a.G * nrt, a.B);
+        if (a.lsel % 32 == 0) {
+            if (pack) Kn::template sel<32, 2>(grid, a);
+            else Kn::template sel<32, 1>(grid, a);
+        } else {
+            if (pack) Kn::template sel<16, 2>(grid, a);
+            else Kn::template sel<16, 1>(grid, a);
+        }
     } else {
         const RowsGeom rg = rows_geom(a.hpg);
-        dim3 grid((a.T + rg.BQ - 1) / rg.BQ, a.G * rg.nhb, a.B);
-        const size_t sm = rows_dq_smem<D>();
-        if (br == BR_WIN) {
-            mma_smem_attr(k_rows_dq<T, D, BR_WIN>, sm);
-            k_rows_dq<T, D, BR_WIN><<<grid, 128, sm, NSA_STREAM>>>(a);
-        } else {
-            mma_smem_attr(k_rows_dq<T, D, BR_CMP>, sm);
-            k_rows_dq<T, D, BR_CMP><<<grid, 128, sm, NSA_STREAM>>>(a);
-        }
+        dim3 grid((rows + rg.BQ - 1) / rg.BQ, a.G * rg.nhb, a.B);
+        if (br == BR_WIN) Kn::template rows_k<BR_WIN>(grid, a);
+        else Kn::template rows_k<BR_CMP>(grid, a);
     }
     CUDA_LAUNCHED();
 }
+template <typename T, int D> void mma_attn_fwd(const AttnArgs &a, int br) { mma_attn_rows_pass<FwdKernels<T, D>>(a, br); }
+template <typename T, int D> void mma_attn_dq(const AttnArgs &a, int br) { mma_attn_rows_pass<DqKernels<T, D>>(a, br); }
 
+// dK/dV: 64-key chunks (128 threads) for every branch, 16-key chunks (32 threads) for
+// selection blocks of 16 keys
+template <typename T, int D, int KT> static void dkdv_launch(const AttnArgs &a, int br, dim3 grid, int NKC) {
+    const size_t sm = dkdv_smem<D, KT>();
+    if (br == BR_WIN) mma_launch(k_dkdv<T, D, KT, BR_WIN>, grid, KT * 2, sm, a, NKC);
+    else if (br == BR_CMP) mma_launch(k_dkdv<T, D, KT, BR_CMP>, grid, KT * 2, sm, a, NKC);
+    else mma_launch(k_dkdv<T, D, KT, BR_SEL>, grid, KT * 2, sm, a, NKC);
+}
 template <typename T, int D> void mma_attn_dkdv(const AttnArgs &a, int br) {
     const int NKC = a.nentries / (a.B * a.G);
     int maxrows = br == BR_WIN ? (a.kt + a.w) * a.hpg : a.T * a.hpg;
     dim3 grid(a.nentries, (maxrows + a.rch - 1) / a.rch);
-    if (a.kt == 64) {
-        const size_t sm = dkdv_smem<D, 64>();
-        if (br == BR_WIN) {
-            mma_smem_attr(k_dkdv<T, D, 64, BR_WIN>, sm);
-            k_dkdv<T, D, 64, BR_WIN><<<grid, 128, sm, NSA_STREAM>>>(a, NKC);
-        } else if (br == BR_CMP) {
-            mma_smem_attr(k_dkdv<T, D, 64, BR_CMP>, sm);
-            k_dkdv<T, D, 64, BR_CMP><<<grid, 128, sm, NSA_STREAM>>>(a, NKC);
-        } else {
-            mma_smem_attr(k_dkdv<T, D, 64, BR_SEL>, sm);
-            k_dkdv<T, D, 64, BR_SEL><<<grid, 128, sm, NSA_STREAM>>>(a, NKC);
-        }
-    } else {
-        const size_t sm = dkdv_smem<D, 16>();
-        mma_smem_attr(k_dkdv<T, D, 16, BR_SEL>, sm);
-        k_dkdv<T, D, 16, BR_SEL><<<grid, 32, sm, NSA_STREAM>>>(a, NKC);
-    }
+    if (a.kt == 64) dkdv_launch<T, D, 64>(a, br, grid, NKC);
+    else mma_launch(k_dkdv<T, D, 16, BR_SEL>, grid, 32, dkdv_smem<D, 16>(), a, NKC);
     CUDA_LAUNCHED();
 }
 

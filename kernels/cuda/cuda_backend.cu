@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <map>
 #include <string>
+#include <type_traits>
 #include <vector>
 #include "kernels/cuda/cuda_common.cuh"
 
@@ -427,9 +428,64 @@ static const char *mm_name(char *buf, size_t n, const char *op, int M, int N, in
 }
 
 // ---- the op tables ---------------------------------------------------------------------
+// Most entries of a Backend table are a launcher of cuda_launch.h with the activation type
+// bound as its first argument: bound<launcher, name, DT>, inside a profiling scope
+// (NSA_CUDA_PROFILE) named `name`, or none where name is NULL.
+template <typename Sig> struct Binder;
+template <typename R, typename... A> struct Binder<R(int, A...)> {
+    template <R (*Fn)(int, A...), const char *Name, int DT> static R call(A... args) {
+        if constexpr (Name == nullptr) {
+            return Fn(DT, args...);
+        } else {
+            PROF(Name);
+            return Fn(DT, args...);
+        }
+    }
+};
+template <auto Fn, const char *Name, int DT>
+constexpr auto bound = &Binder<std::remove_pointer_t<decltype(Fn)>>::template call<Fn, Name, DT>;
+// the profiled launchers: Backend field, launcher, profile name
+#define NSA_CUDA_PROFILED_OPS(X)                                  \
+    X(embedding_fwd, nsa_cuda_embedding_fwd, embedding_fwd)       \
+    X(embedding_bwd, nsa_cuda_embedding_bwd, embedding_bwd)       \
+    X(rmsnorm_fwd, nsa_cuda_rmsnorm_fwd, rmsnorm_fwd)             \
+    X(rmsnorm_bwd, nsa_cuda_rmsnorm_bwd, rmsnorm_bwd)             \
+    X(rope_fwd, nsa_cuda_rope_fwd, rope_fwd)                      \
+    X(rope_bwd, nsa_cuda_rope_bwd, rope_bwd)                      \
+    X(swiglu_fwd, nsa_cuda_swiglu_fwd, swiglu_fwd)                \
+    X(swiglu_bwd, nsa_cuda_swiglu_bwd, swiglu_bwd)                \
+    X(silu_fwd, nsa_cuda_silu_fwd, silu_fwd)                      \
+    X(silu_bwd, nsa_cuda_silu_bwd, silu_bwd)                      \
+    X(add, nsa_cuda_add, add)                                     \
+    X(add_inplace, nsa_cuda_add_inplace, add_inplace)             \
+    X(xent_fwd_bwd, nsa_cuda_xent_fwd_bwd, xent)                  \
+    X(compress_avg_fwd, nsa_cuda_compress_avg_fwd, compress_avg_fwd) \
+    X(compress_avg_bwd, nsa_cuda_compress_avg_bwd, compress_avg_bwd) \
+    X(block_gather_fwd, nsa_cuda_block_gather_fwd, block_gather_fwd) \
+    X(block_gather_bwd, nsa_cuda_block_gather_bwd, block_gather_bwd) \
+    X(cmp_attn_fwd, nsa_cuda_cmp_attn_fwd, cmp_attn_fwd)          \
+    X(cmp_attn_bwd, nsa_cuda_cmp_attn_bwd, cmp_attn_bwd)          \
+    X(select_blocks, nsa_cuda_select_blocks, select_blocks)       \
+    X(sel_attn_fwd, nsa_cuda_sel_attn_fwd, sel_attn_fwd)          \
+    X(sel_attn_bwd, nsa_cuda_sel_attn_bwd, sel_attn_bwd)          \
+    X(win_attn_fwd, nsa_cuda_win_attn_fwd, win_attn_fwd)          \
+    X(win_attn_bwd, nsa_cuda_win_attn_bwd, win_attn_bwd)          \
+    X(gate_act_fwd, nsa_cuda_gate_act_fwd, gate_act_fwd)          \
+    X(gate_act_bwd, nsa_cuda_gate_act_bwd, gate_act_bwd)          \
+    X(combine_fwd, nsa_cuda_combine_fwd, combine_fwd)             \
+    X(combine_bwd, nsa_cuda_combine_bwd, combine_bwd)
+#define NSA_PROF_NAME(field, fn, name) static constexpr char prof_##field[] = #name;
+NSA_CUDA_PROFILED_OPS(NSA_PROF_NAME)
+#undef NSA_PROF_NAME
+
+static void scale_param(void *x, double s, int64_t n) {
+    nsa_cuda_scale_f32(x, s, n);
+    refresh_copies(x, (size_t)n * 4);   // only matters if x is parameter memory
+}
+static int64_t nonfinite_param(const void *x, int64_t n) { return nsa_cuda_first_nonfinite(NSA_DT_F32, x, n); }
+
+// the entries that do more than forward
 template <int DT> struct Ops {
-    static void act_to_f64(double *h, const void *d, int64_t n) { to_f64_dt(DT, h, d, n); }
-    static void act_from_f64(void *d, const double *h, int64_t n) { from_f64_dt(DT, d, h, n); }
     static void matmul_fwd(void *out, int64_t ldo, const void *inp, int64_t ldi, const void *w, const void *bias,
                            int M, int N, int K) {
         char nb[48];
@@ -442,56 +498,6 @@ template <int DT> struct Ops {
         PROF(mm_name(nb, sizeof nb, "matmul_bwd", M, N, K));
         nsa_cuda_matmul_bwd(DT, dinp, dw, dbias, dout, inp, w, M, N, K, acc);
     }
-    static void embedding_fwd(void *out, const int32_t *tok, const void *wte, int N, int C) {
-        PROF("embedding_fwd");
-        nsa_cuda_embedding_fwd(DT, out, tok, wte, N, C);
-    }
-    static void embedding_bwd(void *dwte, const void *dout, const int32_t *tok, int N, int C) {
-        PROF("embedding_bwd");
-        nsa_cuda_embedding_bwd(DT, dwte, dout, tok, N, C);
-    }
-    static void rmsnorm_fwd(void *out, void *rstd, const void *inp, const void *w, int N, int C, double eps) {
-        PROF("rmsnorm_fwd");
-        nsa_cuda_rmsnorm_fwd(DT, out, rstd, inp, w, N, C, eps);
-    }
-    static void rmsnorm_bwd(void *dinp, void *dw, const void *dout, const void *inp, const void *w,
-                            const void *rstd, int N, int C) {
-        PROF("rmsnorm_bwd");
-        nsa_cuda_rmsnorm_bwd(DT, dinp, dw, dout, inp, w, rstd, N, C);
-    }
-    static void rope_fwd(void *x, const void *cs, int B, int T, int t0, int Tn, int nh, int D) {
-        PROF("rope_fwd");
-        nsa_cuda_rope_fwd(DT, x, cs, B, T, t0, Tn, nh, D);
-    }
-    static void rope_bwd(void *x, const void *cs, int B, int T, int t0, int Tn, int nh, int D) {
-        PROF("rope_bwd");
-        nsa_cuda_rope_bwd(DT, x, cs, B, T, t0, Tn, nh, D);
-    }
-    static void rope_table(void *cs, int Tmax, int D, double theta) { nsa_cuda_rope_table(DT, cs, Tmax, D, theta); }
-    static void swiglu_fwd(void *h, const void *a, const void *b, int64_t n) {
-        PROF("swiglu_fwd");
- nsa_cuda_swiglu_fwd(DT, h, a, b, n); }
-    static void swiglu_bwd(void *da, void *db, const void *dh, const void *a, const void *b, int64_t n) {
-        PROF("swiglu_bwd");
-        nsa_cuda_swiglu_bwd(DT, da, db, dh, a, b, n);
-    }
-    static void silu_fwd(void *o, const void *i, int64_t n) {
-        PROF("silu_fwd");
- nsa_cuda_silu_fwd(DT, o, i, n); }
-    static void silu_bwd(void *di, const void *dout, const void *i, int64_t n) {
-        PROF("silu_bwd");
- nsa_cuda_silu_bwd(DT, di, dout, i, n); }
-    static void add(void *o, const void *a, const void *b, int64_t n) {
-        PROF("add");
- nsa_cuda_add(DT, o, a, b, n); }
-    static void add_inplace(void *y, const void *x, int64_t n) {
-        PROF("add_inplace");
- nsa_cuda_add_inplace(DT, y, x, n); }
-    static void xent(void *losses, void *dlogits, const void *logits, const int32_t *tg, int N, int V, double ds) {
-        PROF("xent");
-        nsa_cuda_xent_fwd_bwd(DT, losses, dlogits, logits, tg, N, V, ds);
-    }
-    static int64_t nonfinite_act(const void *x, int64_t n) { return nsa_cuda_first_nonfinite(DT, x, n); }
     static void adamw(void *p, const void *g, void *m, void *v, int64_t n, double lr, double b1, double b2,
                       double bc1, double bc2, double eps, double wd) {
         PROF("adamw");
@@ -512,75 +518,6 @@ template <int DT> struct Ops {
                 nsa_cuda_f32_to_act(DT, kv.second.ptr, (const float *)w0, kv.second.n);
             }
     }
-    static void params_changed(void *param_mem, int64_t n) { params_changed_dt(DT, param_mem, n); }
-    static void compress_avg_fwd(void *Kc, const void *k, const NsaGeom *g, int i0, int Ni) {
-        PROF("compress_avg_fwd");
-        nsa_cuda_compress_avg_fwd(DT, Kc, k, g, i0, Ni);
-    }
-    static void compress_avg_bwd(void *dk, const void *dKc, const NsaGeom *g) {
-        PROF("compress_avg_bwd");
- nsa_cuda_compress_avg_bwd(DT, dk, dKc, g); }
-    static void block_gather_fwd(void *X, const void *k, const void *pe, const NsaGeom *g, int i0, int Ni) {
-        PROF("block_gather_fwd");
-        nsa_cuda_block_gather_fwd(DT, X, k, pe, g, i0, Ni);
-    }
-    static void block_gather_bwd(void *dk, void *dpe, const void *dX, const NsaGeom *g) {
-        PROF("block_gather_bwd");
-        nsa_cuda_block_gather_bwd(DT, dk, dpe, dX, g);
-    }
-    static void cmp_attn_fwd(void *o, void *lse, const void *q, const void *Kc, const void *Vc, const NsaGeom *g,
-                             int t0, int Tn) {
-        PROF("cmp_attn_fwd");
-        nsa_cuda_cmp_attn_fwd(DT, o, lse, q, Kc, Vc, g, t0, Tn);
-    }
-    static void cmp_attn_bwd(void *dq, void *dKc, void *dVc, const void *dout, const void *q, const void *Kc,
-                             const void *Vc, const void *o, const void *lse, const NsaGeom *g) {
-        PROF("cmp_attn_bwd");
-        nsa_cuda_cmp_attn_bwd(DT, dq, dKc, dVc, dout, q, Kc, Vc, o, lse, g);
-    }
-    static void select_blocks(int32_t *sel, const void *q, const void *Kc, const void *lse, const NsaGeom *g, int t0,
-                              int Tn) {
-        PROF("select_blocks");
-        nsa_cuda_select_blocks(DT, sel, q, Kc, lse, g, t0, Tn);
-    }
-    static void sel_attn_fwd(void *o, void *lse, const void *q, const void *k, const void *v, const int32_t *sel,
-                             const NsaGeom *g, int t0, int Tn) {
-        PROF("sel_attn_fwd");
-        nsa_cuda_sel_attn_fwd(DT, o, lse, q, k, v, sel, g, t0, Tn);
-    }
-    static void sel_attn_bwd(void *dq, void *dk, void *dv, const void *dout, const void *q, const void *k,
-                             const void *v, const void *o, const void *lse, const int32_t *sel, const NsaGeom *g) {
-        PROF("sel_attn_bwd");
-        nsa_cuda_sel_attn_bwd(DT, dq, dk, dv, dout, q, k, v, o, lse, sel, g);
-    }
-    static void win_attn_fwd(void *o, void *lse, const void *q, const void *k, const void *v, const NsaGeom *g,
-                             int t0, int Tn) {
-        PROF("win_attn_fwd");
-        nsa_cuda_win_attn_fwd(DT, o, lse, q, k, v, g, t0, Tn);
-    }
-    static void win_attn_bwd(void *dq, void *dk, void *dv, const void *dout, const void *q, const void *k,
-                             const void *v, const void *o, const void *lse, const NsaGeom *g) {
-        PROF("win_attn_bwd");
-        nsa_cuda_win_attn_bwd(DT, dq, dk, dv, dout, q, k, v, o, lse, g);
-    }
-    static void gate_act_fwd(void *gate, const void *logits, int64_t NG, int act) {
-        PROF("gate_act_fwd");
-        nsa_cuda_gate_act_fwd(DT, gate, logits, NG, act);
-    }
-    static void gate_act_bwd(void *dl, const void *dg, const void *gate, int64_t NG, int act) {
-        PROF("gate_act_bwd");
-        nsa_cuda_gate_act_bwd(DT, dl, dg, gate, NG, act);
-    }
-    static void combine_fwd(void *o, const void *gate, const void *oc, const void *os, const void *ow, int64_t N,
-                            int H, int G, int D) {
-        PROF("combine_fwd");
-        nsa_cuda_combine_fwd(DT, o, gate, oc, os, ow, N, H, G, D);
-    }
-    static void combine_bwd(void *dc, void *ds, void *dw, void *dgate, const void *dout, const void *gate,
-                            const void *oc, const void *os, const void *ow, int64_t N, int H, int G, int D) {
-        PROF("combine_bwd");
-        nsa_cuda_combine_bwd(DT, dc, ds, dw, dgate, dout, gate, oc, os, ow, N, H, G, D);
-    }
 
     static void fill(Backend *b) {
         memset(b, 0, sizeof *b);
@@ -596,53 +533,23 @@ template <int DT> struct Ops {
         b->copy = cu_copy;
         b->sync = cu_sync;
         b->mem_peak = nsa_cuda_peak_bytes;
-        b->act_to_f64 = act_to_f64;
-        b->act_from_f64 = act_from_f64;
-        b->param_to_f64 = Ops<NSA_DT_F32>::act_to_f64;
-        b->param_from_f64 = Ops<NSA_DT_F32>::act_from_f64;
+        b->act_to_f64 = bound<to_f64_dt, nullptr, DT>;
+        b->act_from_f64 = bound<from_f64_dt, nullptr, DT>;
+        b->param_to_f64 = bound<to_f64_dt, nullptr, NSA_DT_F32>;
+        b->param_from_f64 = bound<from_f64_dt, nullptr, NSA_DT_F32>;
         b->matmul_fwd = matmul_fwd;
         b->matmul_bwd = matmul_bwd;
-        b->embedding_fwd = embedding_fwd;
-        b->embedding_bwd = embedding_bwd;
-        b->rmsnorm_fwd = rmsnorm_fwd;
-        b->rmsnorm_bwd = rmsnorm_bwd;
-        b->rope_fwd = rope_fwd;
-        b->rope_bwd = rope_bwd;
-        b->rope_table = rope_table;
-        b->swiglu_fwd = swiglu_fwd;
-        b->swiglu_bwd = swiglu_bwd;
-        b->silu_fwd = silu_fwd;
-        b->silu_bwd = silu_bwd;
-        b->add = add;
-        b->add_inplace = add_inplace;
-        b->xent_fwd_bwd = xent;
+        b->rope_table = bound<nsa_cuda_rope_table, nullptr, DT>;
         b->sumsq_param = nsa_cuda_sumsq_f32;
         b->scale_param = scale_param;
-        b->first_nonfinite_act = nonfinite_act;
+        b->first_nonfinite_act = bound<nsa_cuda_first_nonfinite, nullptr, DT>;
         b->first_nonfinite_param = nonfinite_param;
         b->adamw = adamw;
-        b->params_changed = DT == NSA_DT_F32 ? NULL : params_changed;
-        b->compress_avg_fwd = compress_avg_fwd;
-        b->compress_avg_bwd = compress_avg_bwd;
-        b->block_gather_fwd = block_gather_fwd;
-        b->block_gather_bwd = block_gather_bwd;
-        b->cmp_attn_fwd = cmp_attn_fwd;
-        b->cmp_attn_bwd = cmp_attn_bwd;
-        b->select_blocks = select_blocks;
-        b->sel_attn_fwd = sel_attn_fwd;
-        b->sel_attn_bwd = sel_attn_bwd;
-        b->win_attn_fwd = win_attn_fwd;
-        b->win_attn_bwd = win_attn_bwd;
-        b->gate_act_fwd = gate_act_fwd;
-        b->gate_act_bwd = gate_act_bwd;
-        b->combine_fwd = combine_fwd;
-        b->combine_bwd = combine_bwd;
+        b->params_changed = DT == NSA_DT_F32 ? NULL : bound<params_changed_dt, nullptr, DT>;
+#define NSA_BIND(field, fn, name) b->field = bound<fn, prof_##field, DT>;
+        NSA_CUDA_PROFILED_OPS(NSA_BIND)
+#undef NSA_BIND
     }
-    static void scale_param(void *x, double s, int64_t n) {
-        nsa_cuda_scale_f32(x, s, n);
-        refresh_copies(x, (size_t)n * 4);   // only matters if x is parameter memory
-    }
-    static int64_t nonfinite_param(const void *x, int64_t n) { return nsa_cuda_first_nonfinite(NSA_DT_F32, x, n); }
 };
 
 static Backend g_tables[3];

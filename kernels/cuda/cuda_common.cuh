@@ -103,58 +103,33 @@ static inline unsigned nsa_blocks(int64_t n, int threads) {
     return (unsigned)b;
 }
 
-// fixed-order block reduction of one float per thread (blockDim.x a multiple of 32,
-// <= 1024): warp trees, then warp 0 folds the warp sums in order. Deterministic.
-__device__ __forceinline__ float warp_sum(float v) {
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+// Fixed-order reductions. A warp reduces by an xor-shuffle tree; a block (blockDim.x a
+// multiple of 32, <= 1024) reduces each warp so, then thread 0 folds the warp results in
+// warp order starting from the identity. Deterministic: the same tree for every launch.
+// The op is a functor: SumOp (float or double) or MaxOp (float).
+struct SumOp {
+    template <typename V> __device__ __forceinline__ V operator()(V a, V b) const { return a + b; }
+    template <typename V> __device__ __forceinline__ static V identity() { return 0; }
+};
+struct MaxOp {
+    __device__ __forceinline__ float operator()(float a, float b) const { return fmaxf(a, b); }
+    template <typename V> __device__ __forceinline__ static V identity() { return -INFINITY; }
+};
+template <typename Op, typename V> __device__ __forceinline__ V warp_reduce(V v) {
+    for (int o = 16; o > 0; o >>= 1) v = Op()(v, __shfl_xor_sync(0xffffffffu, v, o));
     return v;
 }
-__device__ __forceinline__ double warp_sum_d(double v) {
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-__device__ __forceinline__ float warp_max(float v) {
-    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-    return v;
-}
-// result valid in every thread; `sh` has >= 33 floats
-__device__ __forceinline__ float block_sum(float v, float *sh) {
+__device__ __forceinline__ float warp_sum(float v) { return warp_reduce<SumOp>(v); }
+// result valid in every thread; `sh` has >= 33 elements of V
+template <typename Op, typename V> __device__ __forceinline__ V block_reduce(V v, V *sh) {
     const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
-    v = warp_sum(v);
+    v = warp_reduce<Op>(v);
     __syncthreads();
     if (lane == 0) sh[wid] = v;
     __syncthreads();
     if (threadIdx.x == 0) {
-        float s = 0;
-        for (int i = 0; i < nw; i++) s += sh[i];
-        sh[32] = s;
-    }
-    __syncthreads();
-    return sh[32];
-}
-__device__ __forceinline__ double block_sum_d(double v, double *sh) {
-    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
-    v = warp_sum_d(v);
-    __syncthreads();
-    if (lane == 0) sh[wid] = v;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        double s = 0;
-        for (int i = 0; i < nw; i++) s += sh[i];
-        sh[32] = s;
-    }
-    __syncthreads();
-    return sh[32];
-}
-__device__ __forceinline__ float block_max(float v, float *sh) {
-    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
-    v = warp_max(v);
-    __syncthreads();
-    if (lane == 0) sh[wid] = v;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        float s = -INFINITY;
-        for (int i = 0; i < nw; i++) s = fmaxf(s, sh[i]);
+        V s = Op::template identity<V>();
+        for (int i = 0; i < nw; i++) s = Op()(s, sh[i]);
         sh[32] = s;
     }
     __syncthreads();

@@ -344,14 +344,14 @@ __global__ void k_sumsq_part(double *part, const float *x, int64_t n) {
     int64_t i0 = (int64_t)blockIdx.x * RED_CHUNK, i1 = i0 + RED_CHUNK < n ? i0 + RED_CHUNK : n;
     double s = 0;
     for (int64_t i = i0 + threadIdx.x; i < i1; i += blockDim.x) s += (double)x[i] * (double)x[i];
-    s = block_sum_d(s, sh);
+    s = block_reduce<SumOp>(s, sh);
     if (threadIdx.x == 0) part[blockIdx.x] = s;
 }
 __global__ void k_sum_final(double *out, const double *part, int64_t np) {
     __shared__ double sh[33];
     double s = 0;
     for (int64_t i = threadIdx.x; i < np; i += blockDim.x) s += part[i];
-    s = block_sum_d(s, sh);
+    s = block_reduce<SumOp>(s, sh);
     if (threadIdx.x == 0) out[0] = s;
 }
 __global__ void k_scale(float *x, double s, int64_t n) {

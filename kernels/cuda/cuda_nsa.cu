@@ -9,6 +9,8 @@
 // Determinism: no floating-point atomics. Every sum has one owner thread (or warp,
 // or block) that adds its terms in a fixed order; selection ties go to the lower
 // block index; the inverted index lists queries in ascending t.
+#include <type_traits>   // std::integral_constant (by_head_dim)
+
 #include "kernels/cuda/cuda_common.cuh"
 
 // ============================================================================================
@@ -664,10 +666,15 @@ extern "C" void nsa_cuda_combine_bwd(int dt, void *do_cmp, void *do_sel, void *d
 
 static int use_mma(int dt, const NsaGeom *g, int br, const void *p0, const void *p1, const void *p2, const void *p3,
                    const void *p4);
+// the tensor-core kernels exist for head_dim 16, 64 and 128 (use_mma checks): calls
+// f(std::integral_constant<int, D>) with the head dimension as a compile-time constant
+template <typename F> static void by_head_dim(int D, F f) {
+    if (D == 16) f(std::integral_constant<int, 16>());
+    else if (D == 64) f(std::integral_constant<int, 64>());
+    else f(std::integral_constant<int, 128>());
+}
 template <typename T> static void mma_sel_T(const AttnArgs &a, int32_t *sel) {
-    if (a.D == 16) mma_select<T, 16>(a, sel);
-    else if (a.D == 64) mma_select<T, 64>(a, sel);
-    else mma_select<T, 128>(a, sel);
+    by_head_dim(a.D, [&](auto d) { mma_select<T, decltype(d)::value>(a, sel); });
 }
 
 extern "C" void nsa_cuda_select_blocks(int dt, int32_t *sel_idx, const void *q, const void *Kc, const void *lse,
@@ -703,19 +710,13 @@ static int use_mma(int dt, const NsaGeom *g, int br, const void *p0, const void 
 }
 
 template <typename T> static void mma_fwd(const AttnArgs &a, int br) {
-    if (a.D == 16) mma_attn_fwd<T, 16>(a, br);
-    else if (a.D == 64) mma_attn_fwd<T, 64>(a, br);
-    else mma_attn_fwd<T, 128>(a, br);
+    by_head_dim(a.D, [&](auto d) { mma_attn_fwd<T, decltype(d)::value>(a, br); });
 }
 template <typename T> static void mma_dq(const AttnArgs &a, int br) {
-    if (a.D == 16) mma_attn_dq<T, 16>(a, br);
-    else if (a.D == 64) mma_attn_dq<T, 64>(a, br);
-    else mma_attn_dq<T, 128>(a, br);
+    by_head_dim(a.D, [&](auto d) { mma_attn_dq<T, decltype(d)::value>(a, br); });
 }
 template <typename T> static void mma_dkdv(const AttnArgs &a, int br) {
-    if (a.D == 16) mma_attn_dkdv<T, 16>(a, br);
-    else if (a.D == 64) mma_attn_dkdv<T, 64>(a, br);
-    else mma_attn_dkdv<T, 128>(a, br);
+    by_head_dim(a.D, [&](auto d) { mma_attn_dkdv<T, decltype(d)::value>(a, br); });
 }
 
 static void attn_fwd(int dt, int br, void *o, void *lse, const void *q, const void *k, const void *v,
