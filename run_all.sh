@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # nsa-harness — the two commands.
-#   ./run_all.sh          build if needed, then the main job: run every scenario in
+#   ./run_all.sh          build what it runs (nsa-harness, nsa-train; no CUDA objects
+#                         where no GPU is usable), then the main job: run every scenario in
 #                         scenarios/ with the profile that fits the machine (gpu when a
 #                         CUDA device is usable, else ci) and print the RESULTS.md path.
 #                         Extra arguments go to `nsa-harness run` (e.g. --filter, --fault).
@@ -10,7 +11,9 @@
 #                         a clang ASan+UBSan build in build-asan (-DNSA_FUZZ=ON, CPU
 #                         only) runs the kernels/trainer unit tests, a short scenario
 #                         run and the four fuzzers (README "Tests").
-# Environment: NSA_BUILD_DIR (default build), CI=true turns warnings into errors,
+# Environment: NSA_BUILD_DIR (default build; the main job without a GPU: build-cpu),
+# NSA_CUDA=on|off|auto (the main job: build the CUDA backend; auto = when
+# nvidia-smi lists a GPU), CI=true turns warnings into errors,
 # CMAKE_ARGS extra configure arguments (e.g. -DCMAKE_CUDA_ARCHITECTURES=90),
 # NSA_ASAN_BUILD_DIR (default build-asan), NSA_FUZZ_SECONDS (each fuzzer's budget,
 # default 25), NSA_SANITIZE_STAGE=0 leaves the sanitizer/fuzz stage out (it says so).
@@ -18,7 +21,33 @@ set -euo pipefail
 cd "$(dirname "$0")"
 mode=${1:-run}
 case "$mode" in test|run) ;; -*) mode=run; set -- run "$@" ;; esac
-BUILD=${NSA_BUILD_DIR:-build}
+
+# ---- what to build ---------------------------------------------------------------------
+# test: everything, in build/ (CI compiles and links every CUDA file even without a GPU).
+# run:  only nsa-harness and nsa-train. Where no GPU is usable the CUDA objects could not
+#       run, so the main job builds without them, in build-cpu/ (-DNSA_ENABLE_CUDA=OFF):
+#       the scenarios take the ci profile either way. NSA_CUDA=on|off|auto (default auto:
+#       on when `nvidia-smi -L` lists a GPU) overrides the choice.
+gpu_usable() { command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU '; }
+run_cfg=()
+if [ "$mode" = run ]; then
+  case "${NSA_CUDA:-auto}" in
+    on) use_cuda=1 ;;
+    off) use_cuda=0 ;;
+    auto) if gpu_usable; then use_cuda=1; else use_cuda=0; fi ;;
+    *) echo "run_all.sh: NSA_CUDA=${NSA_CUDA}: expected on, off or auto" >&2; exit 2 ;;
+  esac
+  if [ "$use_cuda" = 0 ]; then
+    BUILD=${NSA_BUILD_DIR:-build-cpu}
+    run_cfg+=(-DNSA_ENABLE_CUDA=OFF)
+  else
+    BUILD=${NSA_BUILD_DIR:-build}
+  fi
+  build_targets=(--target nsa-harness nsa-train)
+else
+  BUILD=${NSA_BUILD_DIR:-build}
+  build_targets=()
+fi
 
 # ---- dependencies: install what is missing (root + apt-get), else say how ----------
 need_pkgs=()
@@ -70,12 +99,12 @@ build_failed() {
 cfg_args=()
 if [ "${CI:-}" = true ]; then cfg_args+=(-DNSA_WERROR=ON); fi
 if [ ! -f "$BUILD/CMakeCache.txt" ]; then
-  cmake -S . -B "$BUILD" "${cfg_args[@]}" ${CMAKE_ARGS:-} >/dev/null || build_failed
+  cmake -S . -B "$BUILD" "${run_cfg[@]}" "${cfg_args[@]}" ${CMAKE_ARGS:-} >/dev/null || build_failed
 elif [ ${#cfg_args[@]} -gt 0 ]; then
-  cmake -S . -B "$BUILD" "${cfg_args[@]}" ${CMAKE_ARGS:-} >/dev/null || build_failed
+  cmake -S . -B "$BUILD" "${run_cfg[@]}" "${cfg_args[@]}" ${CMAKE_ARGS:-} >/dev/null || build_failed
 fi
 jobs=$(nproc 2>/dev/null || echo 2)
-cmake --build "$BUILD" -j"$jobs" || build_failed
+cmake --build "$BUILD" -j"$jobs" "${build_targets[@]}" || build_failed
 
 # ---- the sanitizer and fuzzing stage of `test` ------------------------------------------
 # clang with its sanitizer and libFuzzer runtimes (Debian 12: clang, libclang-rt-14-dev;
