@@ -21,9 +21,8 @@
 // Outputs are poisoned with NaN (sel_idx with INT32_MIN) before each call; NaN
 // never passes check_close, so a value left unwritten fails.
 //
-// The kernels are called directly as name_f32 / name_f64: cpu_ops.h declares only
-// one precision per translation unit, so the prototypes are declared below for
-// both and collected into two Backend tables (only the NSA members are filled).
+// The kernels are reached through the backend table (kernels/ops.h, backend_get):
+// "cpu" (fp32) and "cpu64" (fp64). Buffers are host memory, as the CPU backends' are.
 #define _POSIX_C_SOURCE 200809L   // clock_gettime (gcc's -fopenmp declared it; clang's does not)
 #include <stdarg.h>
 #include <stddef.h>
@@ -43,52 +42,11 @@
 
 // ---- the kernels under test, both precisions ---------------------------------------
 
-#define NSA_DECLS(S)                                                                      \
-    void compress_avg_fwd_##S(void *, const void *, const NsaGeom *, int, int);           \
-    void compress_avg_bwd_##S(void *, const void *, const NsaGeom *);                     \
-    void block_gather_fwd_##S(void *, const void *, const void *, const NsaGeom *, int,   \
-                              int);                                                       \
-    void block_gather_bwd_##S(void *, void *, const void *, const NsaGeom *);             \
-    void cmp_attn_fwd_##S(void *, void *, const void *, const void *, const void *,       \
-                          const NsaGeom *, int, int);                                     \
-    void cmp_attn_bwd_##S(void *, void *, void *, const void *, const void *,             \
-                          const void *, const void *, const void *, const void *,         \
-                          const NsaGeom *);                                               \
-    void select_blocks_##S(int32_t *, const void *, const void *, const void *,           \
-                           const NsaGeom *, int, int);                                    \
-    void sel_attn_fwd_##S(void *, void *, const void *, const void *, const void *,       \
-                          const int32_t *, const NsaGeom *, int, int);                    \
-    void sel_attn_bwd_##S(void *, void *, void *, const void *, const void *,             \
-                          const void *, const void *, const void *, const void *,         \
-                          const int32_t *, const NsaGeom *);                              \
-    void win_attn_fwd_##S(void *, void *, const void *, const void *, const void *,       \
-                          const NsaGeom *, int, int);                                     \
-    void win_attn_bwd_##S(void *, void *, void *, const void *, const void *,             \
-                          const void *, const void *, const void *, const void *,         \
-                          const NsaGeom *);                                               \
-    void gate_act_fwd_##S(void *, const void *, int64_t, int);                            \
-    void gate_act_bwd_##S(void *, const void *, const void *, int64_t, int);              \
-    void combine_fwd_##S(void *, const void *, const void *, const void *, const void *,  \
-                         int64_t, int, int, int);                                         \
-    void combine_bwd_##S(void *, void *, void *, void *, const void *, const void *,       \
-                         const void *, const void *, const void *, int64_t, int, int, int);
-NSA_DECLS(f32)
-NSA_DECLS(f64)
-
-#define NSA_TABLE(S, BYTES)                                                               \
-    {                                                                                     \
-        .name = #S, .act_bytes = BYTES, .param_bytes = BYTES,                             \
-        .compress_avg_fwd = compress_avg_fwd_##S, .compress_avg_bwd = compress_avg_bwd_##S, \
-        .block_gather_fwd = block_gather_fwd_##S, .block_gather_bwd = block_gather_bwd_##S, \
-        .cmp_attn_fwd = cmp_attn_fwd_##S, .cmp_attn_bwd = cmp_attn_bwd_##S,               \
-        .select_blocks = select_blocks_##S, .sel_attn_fwd = sel_attn_fwd_##S,             \
-        .sel_attn_bwd = sel_attn_bwd_##S, .win_attn_fwd = win_attn_fwd_##S,               \
-        .win_attn_bwd = win_attn_bwd_##S, .gate_act_fwd = gate_act_fwd_##S,               \
-        .gate_act_bwd = gate_act_bwd_##S, .combine_fwd = combine_fwd_##S,                 \
-        .combine_bwd = combine_bwd_##S,                                                   \
-    }
-static const Backend PREC[2] = {NSA_TABLE(f32, 4), NSA_TABLE(f64, 8)};
-static const Backend *const F64 = &PREC[1];
+// PREC[0] the fp32 CPU backend ("cpu"), PREC[1] the fp64 one ("cpu64"): set by main
+static const Backend *PREC[2];
+#define F64 (PREC[1])
+// the precision's name in check labels
+static const char *prec_name(const Backend *be) { return be->act_bytes == 4 ? "f32" : "f64"; }
 static const double TOL_FWD[2] = {2e-5, 1e-12};   // see the header comment
 static const double TOL_FD = 1e-6;
 static const double FD_EPS = 1e-5;
@@ -448,7 +406,7 @@ static void test_compress_fwd(void **state) {
     (void)state;
     for (int p = 0; p < 2; p++)
         for (int gi = 0; gi < NGEOMS; gi++) {
-            const Backend *be = &PREC[p];
+            const Backend *be = PREC[p];
             NsaGeom g = geom_of(GEOMS[gi]);
             assert_int_equal(g.NC, ref_nc(&g));
             uint64_t seed = 100 + gi;
@@ -485,9 +443,9 @@ static void check_branch_fwd(const Backend *be, int p, const Branch *br, const I
     br_fwd(be, br, o, lse, dq, dK, dV, 0, g->T);
     double *go = dfetch(be, o, nq(g)), *gl = dfetch(be, lse, nlse(g));
     char name[64];
-    snprintf(name, sizeof name, "%s o (%s)", what, be->name);
+    snprintf(name, sizeof name, "%s o (%s)", what, prec_name(be));
     check_close(name, go, ro, nq(g), TOL_FWD[p]);
-    snprintf(name, sizeof name, "%s lse (%s)", what, be->name);
+    snprintf(name, sizeof name, "%s lse (%s)", what, prec_name(be));
     check_close(name, gl, rl, nlse(g), TOL_FWD[p]);
     free(ro); free(rl); free(dq); free(dK); free(dV); free(o); free(lse); free(go); free(gl);
 }
@@ -497,12 +455,12 @@ static void test_attn_fwd(void **state) {
     for (int p = 0; p < 2; p++)
         for (int gi = 0; gi < NGEOMS; gi++) {
             NsaGeom g = geom_of(GEOMS[gi]);
-            Inputs in = inputs_new(&PREC[p], &g, 200 + gi);
+            Inputs in = inputs_new(PREC[p], &g, 200 + gi);
             Branch cmp = {NSA_BR_CMP, g, g.NC, NULL}, sel = {NSA_BR_SEL, g, g.T, in.sel},
                    win = {NSA_BR_WIN, g, g.T, NULL};
-            check_branch_fwd(&PREC[p], p, &cmp, &in, in.Kc, in.Vc, VIS_CMP, "cmp_attn_fwd");
-            check_branch_fwd(&PREC[p], p, &sel, &in, in.k, in.v, VIS_SEL, "sel_attn_fwd");
-            check_branch_fwd(&PREC[p], p, &win, &in, in.k, in.v, VIS_WIN, "win_attn_fwd");
+            check_branch_fwd(PREC[p], p, &cmp, &in, in.Kc, in.Vc, VIS_CMP, "cmp_attn_fwd");
+            check_branch_fwd(PREC[p], p, &sel, &in, in.k, in.v, VIS_SEL, "sel_attn_fwd");
+            check_branch_fwd(PREC[p], p, &win, &in, in.k, in.v, VIS_WIN, "win_attn_fwd");
             inputs_free(&in);
         }
 }
@@ -529,8 +487,8 @@ static void test_select_ref(void **state) {
     for (int p = 0; p < 2; p++)
         for (int gi = 0; gi < NGEOMS; gi++) {
             NsaGeom g = geom_of(GEOMS[gi]);
-            Inputs in = inputs_new(&PREC[p], &g, 300 + gi);
-            check_select(&PREC[p], p, &g, in.q, in.Kc, in.lse_cmp);
+            Inputs in = inputs_new(PREC[p], &g, 300 + gi);
+            check_select(PREC[p], p, &g, in.q, in.Kc, in.lse_cmp);
             inputs_free(&in);
         }
 }
@@ -547,7 +505,7 @@ static void test_select_ties(void **state) {
     };
     for (int p = 0; p < 2; p++)
         for (int gi = 0; gi < 2; gi++) {
-            const Backend *be = &PREC[p];
+            const Backend *be = PREC[p];
             NsaGeom g = geom_of(geoms[gi]);
             uint64_t seed = 400 + gi;
             double *q = hnew(nq(&g)), *Kc = hrand(be, nkv(&g, g.NC), 1, &seed), *lse = hnew(nlse(&g));
@@ -582,7 +540,7 @@ static void test_select_ties(void **state) {
 static void test_cmp_empty_rows(void **state) {
     (void)state;
     for (int p = 0; p < 2; p++) {
-        const Backend *be = &PREC[p];
+        const Backend *be = PREC[p];
         NsaGeom g = geom_of(GEOMS[0]);   // l = 8: rows t < 7 see no block
         Inputs in = inputs_new(be, &g, 500);
         uint64_t seed = 501;
@@ -650,7 +608,7 @@ static void test_causality(void **state) {
     (void)state;
     for (int p = 0; p < 2; p++)
         for (int gi = 0; gi < NGEOMS; gi++) {
-            const Backend *be = &PREC[p];
+            const Backend *be = PREC[p];
             NsaGeom g = geom_of(GEOMS[gi]);
             Inputs in = inputs_new(be, &g, 600 + gi);
             Pipe A = pipe_run(be, &g, in.q, in.k, in.v);
@@ -698,9 +656,9 @@ static void test_window_dense(void **state) {
                 memcpy(gp, GEOMS[gi], sizeof gp);
                 gp[9] = gp[1] + extra;   // w = T, T + 3
                 NsaGeom g = geom_of(gp);
-                Inputs in = inputs_new(&PREC[p], &g, 700 + gi);
+                Inputs in = inputs_new(PREC[p], &g, 700 + gi);
                 Branch win = {NSA_BR_WIN, g, g.T, NULL};
-                check_branch_fwd(&PREC[p], p, &win, &in, in.k, in.v, VIS_CAUSAL, "win(w>=T) vs dense");
+                check_branch_fwd(PREC[p], p, &win, &in, in.k, in.v, VIS_CAUSAL, "win(w>=T) vs dense");
                 inputs_free(&in);
             }
 }
@@ -765,7 +723,7 @@ static void test_row_independence(void **state) {
                                       "select_blocks", "sel_attn_fwd", "win_attn_fwd"};
     for (int p = 0; p < 2; p++)
         for (int gi = 0; gi < NGEOMS; gi++) {
-            const Backend *be = &PREC[p];
+            const Backend *be = PREC[p];
             NsaGeom g = geom_of(GEOMS[gi]);
             Inputs in = inputs_new(be, &g, 800 + gi);
             Dev d = dev_new(be, &in, 801 + gi);
@@ -848,7 +806,7 @@ static void test_threads_bitwise(void **state) {
 #ifdef _OPENMP
     const int saved = omp_get_max_threads();
     for (int p = 0; p < 2; p++) {
-        const Backend *be = &PREC[p];
+        const Backend *be = PREC[p];
         int gp[10] = {2, 150, 6, 2, 24, 16, 8, 32, 5, 40};
         NsaGeom g = geom_of(gp);
         Inputs in = inputs_new(be, &g, 900);
@@ -1020,7 +978,7 @@ static void test_gate_act(void **state) {
         // forward vs the definition, both precisions (logits up to +-30: the softmax
         // must subtract the max, the sigmoid must not produce NaN)
         for (int p = 0; p < 2; p++) {
-            const Backend *be = &PREC[p];
+            const Backend *be = PREC[p];
             const int64_t NG = 301;
             uint64_t seed = 1200 + act;
             double *x = hrand(be, 3 * NG, 30, &seed), *ref = hnew(3 * NG);
@@ -1085,7 +1043,7 @@ static void combine_case(int mask, int gated, uint64_t seed) {
     const int H = 6, G = 2, D = 7, hpg = H / G;
     const int64_t n = N * H * D, ng = N * G * 3;
     for (int p = 0; p < 2; p++) {
-        const Backend *be = &PREC[p];
+        const Backend *be = PREC[p];
         uint64_t s = seed;
         double *gate = gated ? hrand(be, ng, 1, &s) : NULL, *ob[3], *ref = hnew(n);
         for (int b = 0; b < 3; b++) ob[b] = (mask >> b & 1) ? hrand(be, n, 1, &s) : NULL;
@@ -1170,7 +1128,7 @@ static double now_s(void) {
 
 static void test_timing_production(void **state) {
     (void)state;
-    const Backend *be = &PREC[0];   // fp32, the "cpu" backend
+    const Backend *be = PREC[0];   // fp32, the "cpu" backend
     NsaGeom g;
     nsa_geom_init(&g, 1, 2048, 12, 2, 64, 32, 16, 64, 16, 512);
     uint64_t seed = 1400;
@@ -1253,5 +1211,12 @@ int main(void) {
         cmocka_unit_test(test_combine),
         cmocka_unit_test(test_timing_production),
     };
+    const char *why = NULL;
+    PREC[0] = backend_get("cpu", NULL, &why);
+    if (PREC[0]) PREC[1] = backend_get("cpu64", NULL, &why);
+    if (!PREC[0] || !PREC[1]) {
+        fprintf(stderr, "test_nsa_ops: no CPU backend: %s\n", why ? why : "?");
+        return 1;
+    }
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
