@@ -21,6 +21,7 @@
 #include "harness/proc.h"
 #include "harness/result.h"
 #include "harness/scenario.h"
+#include "common/exit_codes.h"
 #include "common/util.h"
 
 #ifndef NSA_SOURCE_DIR
@@ -285,8 +286,8 @@ static char *source_commit(void) {
 static int baseline_record(int argc, char **argv) {
     RecordOpts o;
     int prc = parse_record(argc, argv, &o);
-    if (prc) return prc > 0 ? 0 : 2;
-    if (o.files.n == 0 && default_scenarios(&o.files)) return 2;
+    if (prc) return prc > 0 ? HARNESS_EXIT_OK : HARNESS_EXIT_USAGE;
+    if (o.files.n == 0 && default_scenarios(&o.files)) return HARNESS_EXIT_USAGE;
     char stamp[32], out[2048];
     utc_stamp(stamp, sizeof stamp);
     if (o.out) snprintf(out, sizeof out, "%s", o.out);
@@ -296,20 +297,21 @@ static int baseline_record(int argc, char **argv) {
     shell_join(&command, argv);
     char **run_dirs = xcalloc((size_t)o.repeat + 1, sizeof(char *));
     json_t **summaries = xcalloc((size_t)o.repeat + 1, sizeof(json_t *));
-    int rc = 0;
+    int rc = HARNESS_EXIT_OK;
     for (int k = 0; k < o.repeat && !rc; k++) {
         run_dirs[k] = xmalloc(2200);
         snprintf(run_dirs[k], 2200, "%s/run_%d", out, k + 1);
         printf("nsa-harness baseline record: run %d of %d into %s\n", k + 1, o.repeat, run_dirs[k]);
         fflush(stdout);
         int r = record_run(&o, run_dirs[k]);
-        if (r == 2 || r == 125 || r == 130) rc = r == 125 ? 2 : r;   // invalid scenario, usage, interrupt: stop
+        if (r == HARNESS_EXIT_USAGE || r == HARNESS_EXIT_BISECT_SKIP || r == HARNESS_EXIT_INTERRUPTED)   // invalid scenario, usage, interrupt: stop
+            rc = r == HARNESS_EXIT_BISECT_SKIP ? HARNESS_EXIT_USAGE : r;
         char sp[2300];
         snprintf(sp, sizeof sp, "%s/summary.json", run_dirs[k]);
         json_error_t je;
         if (!rc && !(summaries[k] = json_load_file(sp, 0, &je))) {
             fprintf(stderr, "nsa-harness baseline record: %s:%d:%d: %s\n", sp, je.line, je.column, je.text);
-            rc = 2;
+            rc = HARNESS_EXIT_USAGE;
         }
     }
     if (!rc) {
@@ -329,7 +331,7 @@ static int baseline_record(int argc, char **argv) {
         }
         printf("nsa-harness baseline record: %d recorded, %d not recorded%s\n", recorded, refused,
                recorded + refused == 0 ? " (no case with a golden or perf_floor check ran)" : "");
-        rc = refused || recorded == 0 ? 1 : 0;
+        rc = refused || recorded == 0 ? HARNESS_EXIT_FAIL : HARNESS_EXIT_OK;
         free(commit);
     }
     for (int k = 0; k < o.repeat; k++) {
@@ -422,34 +424,34 @@ static int baseline_show(int argc, char **argv) {
     if (argc != 1 || argv[0][0] == '-') {
         if (argc == 1 && (!strcmp(argv[0], "--help") || !strcmp(argv[0], "-h"))) {
             usage_baseline(stdout);
-            return 0;
+            return HARNESS_EXIT_OK;
         }
         fprintf(stderr, "usage: nsa-harness baseline show FILE|DIR\n");
-        return 2;
+        return HARNESS_EXIT_USAGE;
     }
     if (is_dir(argv[0])) {
         int n = 0, bad = show_dir(argv[0], &n);
         if (n == 0) fprintf(stderr, "nsa-harness baseline show: no baseline under %s\n", argv[0]);
-        return bad || n == 0 ? 2 : 0;
+        return bad || n == 0 ? HARNESS_EXIT_USAGE : HARNESS_EXIT_OK;
     }
     char err[2048];
     json_t *b = baseline_load(argv[0], err, sizeof err);
     if (!b) {
         fprintf(stderr, "nsa-harness baseline show: %s\n", err);
-        return 2;
+        return HARNESS_EXIT_USAGE;
     }
     show_one(argv[0], b, 0);
     json_decref(b);
-    return 0;
+    return HARNESS_EXIT_OK;
 }
 
 int cmd_baseline(int argc, char **argv) {
     if (argc < 1 || !strcmp(argv[0], "--help") || !strcmp(argv[0], "-h")) {
         usage_baseline(argc < 1 ? stderr : stdout);
-        return argc < 1 ? 2 : 0;
+        return argc < 1 ? HARNESS_EXIT_USAGE : HARNESS_EXIT_OK;
     }
     if (!strcmp(argv[0], "record")) return baseline_record(argc - 1, argv + 1);
     if (!strcmp(argv[0], "show")) return baseline_show(argc - 1, argv + 1);
     fprintf(stderr, "nsa-harness baseline: unknown subcommand '%s' (record, show)\n", argv[0]);
-    return 2;
+    return HARNESS_EXIT_USAGE;
 }

@@ -39,13 +39,13 @@
 #include "harness/commands.h"
 #include "harness/proc.h"
 #include "harness/scenario.h"
+#include "common/exit_codes.h"
 #include "common/util.h"
 
 #ifndef NSA_SOURCE_DIR
 #define NSA_SOURCE_DIR "."
 #endif
 
-enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2, EXIT_INTERRUPTED = 130 };
 #define ME "nsa-harness bisect"
 
 static volatile sig_atomic_t g_stop = 0;
@@ -716,12 +716,12 @@ static int run_step(Bisect *B, int idx, const char *role) {
         st->run_s = mono_s() - t0;
         strlist_free(&av);
         switch (st->run_exit) {
-        case 0: st->verdict = BV_GOOD; break;
-        case 1: st->verdict = BV_BAD; break;
-        case 130: st->verdict = BV_STOP; break;
+        case HARNESS_EXIT_OK: st->verdict = BV_GOOD; break;
+        case HARNESS_EXIT_FAIL: st->verdict = BV_BAD; break;
+        case HARNESS_EXIT_INTERRUPTED: st->verdict = BV_STOP; break;
         default: st->verdict = g_stop ? BV_STOP : BV_SKIP; break;   // 2, 125, a crash of the runner
         }
-        if (st->run_exit == 2 && run_rejected_inputs(rdir, runlog)) rejected = 1;
+        if (st->run_exit == HARNESS_EXIT_USAGE && run_rejected_inputs(rdir, runlog)) rejected = 1;
     }
     remove_worktree(B, bdir);
     char bt[32], rt[32];
@@ -782,11 +782,11 @@ static int verify_ends(Bisect *B) {
     const int ends[2] = {0, B->R->n - 1}, want[2] = {BV_GOOD, BV_BAD};
     const char *flag[2] = {"--good", "--bad"};
     for (int e = 0; e < 2; e++) {
-        if (g_stop) return EXIT_INTERRUPTED;
+        if (g_stop) return HARNESS_EXIT_INTERRUPTED;
         if (run_step(B, ends[e], "verify") == -2) return -2;
         const Step *st = &B->steps[B->n_steps - 1];
         write_report(B, NULL);
-        if (st->verdict == BV_STOP) return EXIT_INTERRUPTED;
+        if (st->verdict == BV_STOP) return HARNESS_EXIT_INTERRUPTED;
         if (st->verdict == BV_SKIP) {
             printf("         %s %s could not be judged: assumed %s\n", flag[e], B->R->c[ends[e]].shrt, BV_NAMES[want[e]]);
             continue;
@@ -797,10 +797,10 @@ static int verify_ends(Bisect *B) {
                     BV_NAMES[st->verdict], B->out, st->rel);
             snprintf(B->why, sizeof B->why, "--verify: %s `%s` tested %s (report `%s/report/`)", flag[e], B->R->c[ends[e]].shrt,
                      BV_NAMES[st->verdict], st->rel);
-            return EXIT_USAGE;
+            return HARNESS_EXIT_USAGE;
         }
     }
-    return 0;
+    return HARNESS_EXIT_OK;
 }
 
 // Binary search. Returns 0 when the first bad commit is B->hi (lo + 1 == hi), 1 when
@@ -808,7 +808,7 @@ static int verify_ends(Bisect *B) {
 // when the run rejected its inputs.
 static int search(Bisect *B) {
     for (;;) {
-        if (g_stop) return EXIT_INTERRUPTED;
+        if (g_stop) return HARNESS_EXIT_INTERRUPTED;
         int next = pick_next(B);
         if (next < 0) break;
         int left = untested_between(B), steps = 0;
@@ -818,12 +818,12 @@ static int search(Bisect *B) {
         const Step *st = &B->steps[B->n_steps - 1];
         if (st->verdict == BV_STOP) {
             write_report(B, NULL);
-            return EXIT_INTERRUPTED;
+            return HARNESS_EXIT_INTERRUPTED;
         }
         note_verdict(B, next, st->verdict);
         write_report(B, NULL);
     }
-    return B->hi == B->lo + 1 ? EXIT_OK : EXIT_FAIL;
+    return B->hi == B->lo + 1 ? HARNESS_EXIT_OK : HARNESS_EXIT_FAIL;
 }
 
 // ---- 6. report --------------------------------------------------------------------------------------
@@ -927,7 +927,7 @@ static void write_report(const Bisect *B, const char *result) {
 static void finish(Bisect *B, int rc) {
     const Repo *R = B->R;
     Str res = {0};
-    if (rc == EXIT_OK) {
+    if (rc == HARNESS_EXIT_OK) {
         const Commit *c = &R->c[B->hi];
         printf("\nfirst bad commit: %s %s\n", c->sha, c->subject);
         str_printf(&res, "**First bad commit:** `%s` %s\n\n", c->sha, c->subject);
@@ -949,7 +949,7 @@ static void finish(Bisect *B, int rc) {
             printf("(BAD was assumed bad and could not be judged: no finding to show)\n");
             str_add(&res, "(BAD was assumed bad and could not be judged: no finding to show)\n");
         }
-    } else if (rc == EXIT_FAIL) {
+    } else if (rc == HARNESS_EXIT_FAIL) {
         printf("\nthe first bad commit could not be isolated (skipped commits at the boundary);\n"
                "the first bad commit is one of:\n");
         str_add(&res, "The first bad commit could not be isolated (skipped commits at the boundary). It is one of:\n\n");
@@ -958,7 +958,7 @@ static void finish(Bisect *B, int rc) {
             printf("  %s %s (%s)\n", R->c[i].sha, R->c[i].subject, why);
             str_printf(&res, "- `%s` %s (%s)\n", R->c[i].sha, R->c[i].subject, why);
         }
-    } else if (rc == EXIT_INTERRUPTED) {
+    } else if (rc == HARNESS_EXIT_INTERRUPTED) {
         printf("\nbisect interrupted\n");
         str_add(&res, "Interrupted: the search stopped; the steps so far are below.\n");
     } else if (B->why[0]) {
@@ -1022,14 +1022,14 @@ static void clean_up(Bisect *B) {
 int cmd_bisect(int argc, char **argv) {
     Opts o;
     int prc = parse_options(argc, argv, &o);
-    if (prc) return prc > 0 ? EXIT_OK : EXIT_USAGE;
+    if (prc) return prc > 0 ? HARNESS_EXIT_OK : HARNESS_EXIT_USAGE;
     Repo R;
-    if (load_revisions(&o, &R)) return EXIT_USAGE;
+    if (load_revisions(&o, &R)) return HARNESS_EXIT_USAGE;
     Plan P;
     memset(&P, 0, sizeof P);
     self_paths(&P);
     decide_profile(&o, &P);
-    if (check_scenarios(&o, &P) || plan_build(&P)) return EXIT_USAGE;
+    if (check_scenarios(&o, &P) || plan_build(&P)) return HARNESS_EXIT_USAGE;
 
     Bisect B;
     memset(&B, 0, sizeof B);
@@ -1051,7 +1051,7 @@ int cmd_bisect(int argc, char **argv) {
     B.lo = 0;
     B.hi = R.n - 1;
     proc_on_interrupt(on_signal);
-    if (make_folders(&B)) return EXIT_USAGE;
+    if (make_folders(&B)) return HARNESS_EXIT_USAGE;
     plan_ccache_env(&P, B.tmp);
 
     printf("bisect: %d commit%s after %s (good) up to %s (bad) in %s; GOOD assumed good, BAD assumed bad%s\n", R.n - 1,
@@ -1064,22 +1064,22 @@ int cmd_bisect(int argc, char **argv) {
     int rc = o.verify ? verify_ends(&B) : 0;
     if (rc == 0) rc = search(&B);
     // the first bad commit's finding needs its report: BAD itself may not have run yet
-    if (rc == EXIT_OK && !step_of(&B, B.hi) && !g_stop) {
+    if (rc == HARNESS_EXIT_OK && !step_of(&B, B.hi) && !g_stop) {
         if (run_step(&B, B.hi, "finding") == -2) rc = -2;
         else {
             const Step *st = &B.steps[B.n_steps - 1];
-            if (st->verdict == BV_STOP) rc = EXIT_INTERRUPTED;
+            if (st->verdict == BV_STOP) rc = HARNESS_EXIT_INTERRUPTED;
             else if (st->verdict == BV_GOOD) {
                 fprintf(stderr, ME ": --bad %s tested good: no commit of the range fails (report %s/%s/report)\n", R.c[B.hi].shrt,
                         B.out, st->rel);
                 snprintf(B.why, sizeof B.why, "--bad `%s` tested good: no commit of the range fails (report `%s/report/`)", R.c[B.hi].shrt,
                          st->rel);
-                rc = EXIT_USAGE;
+                rc = HARNESS_EXIT_USAGE;
             }
         }
     }
-    if (g_stop) rc = EXIT_INTERRUPTED;
-    if (rc == -2) rc = EXIT_USAGE;
+    if (g_stop) rc = HARNESS_EXIT_INTERRUPTED;
+    if (rc == -2) rc = HARNESS_EXIT_USAGE;
     clean_up(&B);
     finish(&B, rc);
     return rc;

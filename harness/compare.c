@@ -26,10 +26,9 @@
 #include "harness/plot.h"
 #include "harness/result.h"
 #include "harness/tensordiff.h"
+#include "common/exit_codes.h"
 #include "common/util.h"
 #include "common/jsonpos.h"
-
-enum { EXIT_NO_REGRESSION = 0, EXIT_REGRESSED = 1, EXIT_USAGE = 2 };
 
 #define SUMMARY_FORMAT "nsa-harness-summary-1"
 #define DUMP_NAME "step1.safetensors"
@@ -1005,13 +1004,13 @@ static int emit(const Str *md, const CompareOptions *o, int n_regressed, int n_p
 int cmd_compare(int argc, char **argv) {
     CompareOptions o;
     int prc = parse_options(argc, argv, &o);
-    if (prc) return prc > 0 ? EXIT_NO_REGRESSION : EXIT_USAGE;
+    if (prc) return prc > 0 ? HARNESS_EXIT_OK : HARNESS_EXIT_USAGE;
     ReportIn A, B;
     int bad_a = report_load(&A, o.a_arg, "A"), bad_b = report_load(&B, o.b_arg, "B");   // both named if both are bad
     if (bad_a || bad_b) {
         report_free(&A);
         report_free(&B);
-        return EXIT_USAGE;
+        return HARNESS_EXIT_USAGE;
     }
     Pairs ps = pair_cases(&A, &B);
     for (int i = 0; i < ps.n; i++) {
@@ -1020,7 +1019,7 @@ int cmd_compare(int argc, char **argv) {
     }
     Plot *plots = NULL;
     int n_plots = write_plots(&ps, &o, &plots);
-    int rc = EXIT_USAGE;
+    int rc = HARNESS_EXIT_USAGE;
     if (n_plots >= 0) {
         Str md = {0};
         md_header(&md, &A, &B, &o);
@@ -1029,7 +1028,7 @@ int cmd_compare(int argc, char **argv) {
         md_case_details(&md, &ps, &o, plots, n_plots);
         md_golden(&md, &ps);
         md_plots(&md, &ps, &o, plots, n_plots);
-        if (emit(&md, &o, regressions(&ps), n_plots) == 0) rc = regressions(&ps) ? EXIT_REGRESSED : EXIT_NO_REGRESSION;
+        if (emit(&md, &o, regressions(&ps), n_plots) == 0) rc = regressions(&ps) ? HARNESS_EXIT_FAIL : HARNESS_EXIT_OK;
         str_free(&md);
     }
     free(plots);

@@ -25,13 +25,12 @@
 #include "harness/report.h"
 #include "harness/runner.h"
 #include "harness/scenario.h"
+#include "common/exit_codes.h"
 #include "common/util.h"
 
 #ifndef NSA_SOURCE_DIR
 #define NSA_SOURCE_DIR "."
 #endif
-
-enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2, EXIT_BISECT_SKIP = 125, EXIT_INTERRUPTED = 130 };
 
 static volatile sig_atomic_t g_interrupted = 0;
 static void on_signal(int sig) {
@@ -312,121 +311,139 @@ static int fx_interrupted(FamilyExec *fx) {
     return g_interrupted != 0;
 }
 
-int cmd_run(int argc, char **argv) {
-    int profile = -1, bisect = 0, quiet = 0, recording = 0;
-    const char *out_dir = NULL, *trainer_arg = NULL, *baselines = NSA_SOURCE_DIR "/golden/baselines";
-    Str shaping = {0};   // the options that shaped the cases' configs and baselines (--set,
-                         // --baselines), for record commands
-    Str replay = {0};    // every option that shaped a case (also --timeout-scale, --trainer,
-                         // --fault), for reproduce commands
-    double scale = 1.0;
-    StrList files_in = {0}, filters = {0}, exact = {0}, faults = {0}, sets = {0};
+// Everything `run`'s options and its trainer say, as cmd_run's stages pass it on.
+typedef struct {
+    int profile, bisect, quiet, recording;
+    const char *out_dir, *trainer_arg, *baselines;
+    Str shaping;   // the options that shaped the cases' configs and baselines (--set,
+                   // --baselines), for record commands
+    Str replay;    // every option that shaped a case (also --timeout-scale, --trainer,
+                   // --fault), for reproduce commands
+    double scale;
+    StrList files_in, filters, exact, faults, sets;
+    int usage_rc;  // what "could not run" exits with: 2, or 125 under --bisect (git bisect's skip)
+    char trainer[4200], harness[4200];
+    json_t *env;   // the trainer's --print-env
+    int gpus;
+} RunOpts;
+
+enum { GO_ON = -1 };   // a stage's "not done yet": cmd_run continues; any other value is the exit code
+
+// run's options, in order. Returns GO_ON, or the exit code of --help and of a bad option.
+static int run_parse_options(int argc, char **argv, RunOpts *O) {
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 #define NEED                                                                                   \
     if (!v) {                                                                                  \
         fprintf(stderr, "nsa-harness run: %s needs a value (see nsa-harness help run)\n", a);  \
-        return EXIT_USAGE;                                                                     \
+        return HARNESS_EXIT_USAGE;                                                             \
     }                                                                                          \
     i++
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage_run(stdout);
-            return EXIT_OK;
+            return HARNESS_EXIT_OK;
         } else if (!strcmp(a, "--profile")) {
             NEED;
-            if ((profile = parse_profile(v)) < 0) {
+            if ((O->profile = parse_profile(v)) < 0) {
                 fprintf(stderr, "nsa-harness run: --profile %s: expected ci or gpu\n", v);
-                return EXIT_USAGE;
+                return HARNESS_EXIT_USAGE;
             }
         } else if (!strcmp(a, "--out")) {
             NEED;
-            out_dir = v;
+            O->out_dir = v;
         } else if (!strcmp(a, "--filter")) {
             NEED;
-            strlist_add(&filters, v);
+            strlist_add(&O->filters, v);
         } else if (!strcmp(a, "--case")) {
             NEED;
             if (!strchr(v, '/')) {
                 fprintf(stderr, "nsa-harness run: --case '%s': expected SCENARIO/CASE (e.g. perf/batch=1)\n", v);
-                return EXIT_USAGE;
+                return HARNESS_EXIT_USAGE;
             }
-            strlist_add(&exact, v);
+            strlist_add(&O->exact, v);
         } else if (!strcmp(a, "--fault")) {
             NEED;
             if (!v[0] || v[0] == '=') {
                 fprintf(stderr, "nsa-harness run: --fault '%s': expected NAME or NAME=ARG\n", v);
-                return EXIT_USAGE;
+                return HARNESS_EXIT_USAGE;
             }
-            strlist_add(&faults, v);
+            strlist_add(&O->faults, v);
             char *const fv[] = {"--fault", (char *)v, NULL};
-            if (replay.len) str_add(&replay, " ");
-            shell_join(&replay, fv);
+            if (O->replay.len) str_add(&O->replay, " ");
+            shell_join(&O->replay, fv);
         } else if (!strcmp(a, "--set")) {
             NEED;
             const char *eq = strchr(v, '=');
             if (!eq || eq == v || !memchr(v, '.', (size_t)(eq - v))) {
                 fprintf(stderr, "nsa-harness run: --set '%s': expected section.key=value (e.g. --set train.seed=7)\n", v);
-                return EXIT_USAGE;
+                return HARNESS_EXIT_USAGE;
             }
-            strlist_add(&sets, v);
+            strlist_add(&O->sets, v);
             char *const sv[] = {"--set", (char *)v, NULL};
-            if (shaping.len) str_add(&shaping, " ");
-            shell_join(&shaping, sv);
-            if (replay.len) str_add(&replay, " ");
-            shell_join(&replay, sv);
+            if (O->shaping.len) str_add(&O->shaping, " ");
+            shell_join(&O->shaping, sv);
+            if (O->replay.len) str_add(&O->replay, " ");
+            shell_join(&O->replay, sv);
         } else if (!strcmp(a, "--baselines")) {
             NEED;
             if (!v[0]) {
                 fprintf(stderr, "nsa-harness run: --baselines '': expected a folder\n");
-                return EXIT_USAGE;
+                return HARNESS_EXIT_USAGE;
             }
-            baselines = v;
+            O->baselines = v;
             char *const bv[] = {"--baselines", (char *)v, NULL};
-            if (shaping.len) str_add(&shaping, " ");
-            shell_join(&shaping, bv);
-            if (replay.len) str_add(&replay, " ");
-            shell_join(&replay, bv);
+            if (O->shaping.len) str_add(&O->shaping, " ");
+            shell_join(&O->shaping, bv);
+            if (O->replay.len) str_add(&O->replay, " ");
+            shell_join(&O->replay, bv);
         } else if (!strcmp(a, "--recording")) {
-            recording = 1;
+            O->recording = 1;
         } else if (!strcmp(a, "--timeout-scale")) {
             NEED;
             char *end = NULL;
-            scale = strtod(v, &end);
-            if (!end || *end || !(scale > 0) || scale > 1000) {
+            O->scale = strtod(v, &end);
+            if (!end || *end || !(O->scale > 0) || O->scale > 1000) {
                 fprintf(stderr, "nsa-harness run: --timeout-scale %s: expected a number > 0 (at most 1000)\n", v);
-                return EXIT_USAGE;
+                return HARNESS_EXIT_USAGE;
             }
             char *const tv[] = {"--timeout-scale", (char *)v, NULL};
-            if (replay.len) str_add(&replay, " ");
-            shell_join(&replay, tv);
+            if (O->replay.len) str_add(&O->replay, " ");
+            shell_join(&O->replay, tv);
         } else if (!strcmp(a, "--trainer")) {
             NEED;
-            trainer_arg = v;
+            O->trainer_arg = v;
             char *const tv[] = {"--trainer", (char *)v, NULL};
-            if (replay.len) str_add(&replay, " ");
-            shell_join(&replay, tv);
-        } else if (!strcmp(a, "--bisect")) bisect = 1;
-        else if (!strcmp(a, "--quiet")) quiet = 1;
+            if (O->replay.len) str_add(&O->replay, " ");
+            shell_join(&O->replay, tv);
+        } else if (!strcmp(a, "--bisect")) O->bisect = 1;
+        else if (!strcmp(a, "--quiet")) O->quiet = 1;
         else if (a[0] == '-' && a[1]) {
             fprintf(stderr, "nsa-harness run: unknown option '%s' (see nsa-harness help run)\n", a);
-            return EXIT_USAGE;
-        } else strlist_add(&files_in, a);
+            return HARNESS_EXIT_USAGE;
+        } else strlist_add(&O->files_in, a);
 #undef NEED
     }
-    const int usage_rc = bisect ? EXIT_BISECT_SKIP : EXIT_USAGE;
-    char here[4096], trainer[4200], harness[4200];
+    O->usage_rc = O->bisect ? HARNESS_EXIT_BISECT_SKIP : HARNESS_EXIT_USAGE;
+    return GO_ON;
+}
+
+// The trainer: an executable that prints its JSON environment (it knows the build, CUDA
+// devices, versions) and accepts every --fault (checked up front by the trainer's own
+// parser: a misspelt fault would otherwise ERROR every case). Sets O->env, O->gpus and
+// the profile when none was given. Returns GO_ON or the exit code.
+static int run_check_trainer(RunOpts *O) {
+    char here[4096];
     self_dir(here, sizeof here);
-    snprintf(harness, sizeof harness, "%s/nsa-harness", here);
-    if (trainer_arg) snprintf(trainer, sizeof trainer, "%s", trainer_arg);
-    else snprintf(trainer, sizeof trainer, "%s/nsa-train", here);
-    if (access(trainer, X_OK) != 0) {
+    snprintf(O->harness, sizeof O->harness, "%s/nsa-harness", here);
+    if (O->trainer_arg) snprintf(O->trainer, sizeof O->trainer, "%s", O->trainer_arg);
+    else snprintf(O->trainer, sizeof O->trainer, "%s/nsa-train", here);
+    if (access(O->trainer, X_OK) != 0) {
         fprintf(stderr, "nsa-harness: the trainer %s is not an executable: %s (build it, or pass --trainer PATH)\n",
-                trainer, strerror(errno));
-        return usage_rc;
+                O->trainer, strerror(errno));
+        return O->usage_rc;
     }
-    // the environment, through the trainer (it knows the build, CUDA devices, versions)
     char *env_text = NULL;
-    char *const pe[] = {trainer, "--print-env", NULL};
+    char *const pe[] = {O->trainer, "--print-env", NULL};
     int prc = proc_capture(pe, 120, &env_text);
     json_t *env = prc == 0 ? json_loads(env_text, 0, NULL) : NULL;
     const int printed = env_text && env_text[0];
@@ -434,218 +451,233 @@ int cmd_run(int argc, char **argv) {
     if (!env || !json_is_object(env)) {
         if (prc == 0)
             fprintf(stderr, "nsa-harness run: the trainer %s printed %s for --print-env, not its JSON environment: is it "
-                            "nsa-train (see --trainer)?\n", trainer, printed ? "something else" : "nothing");
+                            "nsa-train (see --trainer)?\n", O->trainer, printed ? "something else" : "nothing");
         else
             fprintf(stderr, "nsa-harness run: `%s --print-env` failed (%s %d): is the trainer built from this tree?\n",
-                    trainer, prc > 0 && WIFSIGNALED(prc) ? "signal" : "exit status",
+                    O->trainer, prc > 0 && WIFSIGNALED(prc) ? "signal" : "exit status",
                     prc > 0 ? (WIFSIGNALED(prc) ? WTERMSIG(prc) : WEXITSTATUS(prc)) : prc);
         json_decref(env);
-        return usage_rc;
+        return O->usage_rc;
     }
-    // every --fault is checked up front by the trainer's own parser (a misspelt fault
-    // would otherwise ERROR every case)
-    for (int i = 0; i < faults.n; i++) {
+    O->env = env;
+    for (int i = 0; i < O->faults.n; i++) {
         char *fout = NULL;
-        char *const fv[] = {trainer, "--fault", faults.v[i], "--list-faults", NULL};
+        char *const fv[] = {O->trainer, "--fault", O->faults.v[i], "--list-faults", NULL};
         int frc = proc_capture_all(fv, 60, &fout);
         if (frc != 0) {
             char *line = fout ? strstr(fout, "nsa-train: ") : NULL;
             if (line) line[strcspn(line, "\n")] = '\0';
-            fprintf(stderr, "nsa-harness run: --fault %s: %s\n", faults.v[i],
+            fprintf(stderr, "nsa-harness run: --fault %s: %s\n", O->faults.v[i],
                     line ? line + 11 : "the trainer rejects it (nsa-train --list-faults lists the faults)");
             free(fout);
-            return usage_rc;
+            return O->usage_rc;
         }
         free(fout);
     }
-    int gpus = (int)json_array_size(json_object_get(json_object_get(env, "cuda"), "devices"));
-    if (profile < 0) profile = gpus > 0 ? PROFILE_GPU : PROFILE_CI;
+    O->gpus = (int)json_array_size(json_object_get(json_object_get(env, "cuda"), "devices"));
+    if (O->profile < 0) O->profile = O->gpus > 0 ? PROFILE_GPU : PROFILE_CI;
+    return GO_ON;
+}
+
+// The plan of one valid scenario: the cases the filters select, plus the reference cases
+// they compare with; references run first. A family that creates its cases while it runs
+// counts one case per base.
+static void run_plan_scenario(const RunOpts *O, Report *rp, ScenarioRun *sr) {
+    const Scenario *s = sr->s;
+    const StrList *filters = &O->filters, *exact = &O->exact;
+    sr->cap = s->n_cases + 16;
+    sr->results = xcalloc((size_t)sr->cap, sizeof(CaseResult));
+    char *take = xcalloc((size_t)s->n_cases + 1, 1);
+    for (int c = 0; c < s->n_cases; c++) {
+        take[c] = case_selected(filters, exact, s->name, s->cases[c].name);
+    }
+    for (int c = 0; c < s->n_cases; c++)
+        if (!take[c] && (filters->n || exact->n) && is_reference_case(s, s->cases[c].name))
+            for (int o = 0; o < s->n_cases; o++) take[c] |= take[o] && o != c;
+    const FamilyDef *fam = family_find(s->family);
+    int bases = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (int c = 0; c < s->n_cases; c++) {
+            if (!take[c] || is_reference_case(s, s->cases[c].name) != (pass == 0)) continue;
+            if (fam->execute) {   // the family creates its cases while it runs
+                bases++;
+                continue;
+            }
+            CaseResult *r = &sr->results[sr->n++];
+            result_init(r, s, &s->cases[c]);
+            r->is_reference = is_reference_case(s, s->cases[c].name);
+            r->verdict = V_SKIP;
+            snprintf(r->summary, sizeof r->summary, "not run yet");
+            snprintf(r->rel_dir, sizeof r->rel_dir, "%s/%s", s->name, s->cases[c].dir);
+        }
+    free(take);
+    if (fam->execute) rp->total += bases;   // at least one case per base; more as it runs
+    if (!s->has_profile[O->profile] && filters->n == 0 && exact->n == 0) {
+        // a scenario without this profile: say so rather than silently run nothing
+        fprintf(stderr, "nsa-harness: %s has no '%s' profile: skipped\n", s->path, PROFILE_NAMES[O->profile]);
+    }
+    rp->total += sr->n;
+}
+
+// Load every scenario: the valid ones are planned and run, the invalid ones are reported
+// as ERROR. Returns GO_ON or the exit code.
+static int run_load_scenarios(const RunOpts *O, Report *rp) {
     StrList files = {0};
-    if (collect(&files, files_in.v, files_in.n)) return usage_rc;
+    if (collect(&files, O->files_in.v, O->files_in.n)) return O->usage_rc;
     if (files.n == 0) {
         fprintf(stderr, "nsa-harness: no scenario files found\n");
-        return usage_rc;
+        return O->usage_rc;
     }
-
-    // load every scenario: the valid ones run, the invalid ones are reported as ERROR
-    Report rp;
-    memset(&rp, 0, sizeof rp);
-    rp.profile = PROFILE_NAMES[profile];
+    rp->profile = PROFILE_NAMES[O->profile];
     Scenario *scen = xcalloc((size_t)files.n, sizeof(Scenario));
-    rp.runs = xcalloc((size_t)files.n, sizeof(ScenarioRun));
-    rp.invalid = xcalloc((size_t)files.n, sizeof(InvalidScenario));
+    rp->runs = xcalloc((size_t)files.n, sizeof(ScenarioRun));
+    rp->invalid = xcalloc((size_t)files.n, sizeof(InvalidScenario));
     for (int i = 0; i < files.n; i++) {
         Problems ps = {0};
-        Scenario *s = &scen[rp.n_runs];
-        if (scenario_load(s, files.v[i], profile, 0, (const char *const *)sets.v, sets.n, &ps) == 0) {
-            for (int k = 0; k < rp.n_runs; k++)
-                if (!strcmp(rp.runs[k].s->name, s->name))
+        Scenario *s = &scen[rp->n_runs];
+        if (scenario_load(s, files.v[i], O->profile, 0, (const char *const *)O->sets.v, O->sets.n, &ps) == 0) {
+            for (int k = 0; k < rp->n_runs; k++)
+                if (!strcmp(rp->runs[k].s->name, s->name))
                     problems_add(&ps, 0, 0, "%s: scenario name '%s' is already used by %s", files.v[i], s->name,
-                                 rp.runs[k].s->path);
+                                 rp->runs[k].s->path);
         }
         if (ps.n) {
             if (s->root) scenario_free(s);
-            InvalidScenario *iv = &rp.invalid[rp.n_invalid++];
+            InvalidScenario *iv = &rp->invalid[rp->n_invalid++];
             snprintf(iv->file, sizeof iv->file, "%s", files.v[i]);
             iv->problems = problems_text(&ps);
             fputs(iv->problems, stderr);
             problems_free(&ps);
             continue;
         }
-        // the cases the filters select, plus the reference cases they compare
-        // with; references run first
-        ScenarioRun *sr = &rp.runs[rp.n_runs++];
+        ScenarioRun *sr = &rp->runs[rp->n_runs++];
         sr->s = s;
-        sr->cap = s->n_cases + 16;
-        sr->results = xcalloc((size_t)sr->cap, sizeof(CaseResult));
-        char *take = xcalloc((size_t)s->n_cases + 1, 1);
-        for (int c = 0; c < s->n_cases; c++) {
-            take[c] = case_selected(&filters, &exact, s->name, s->cases[c].name);
-        }
-        for (int c = 0; c < s->n_cases; c++)
-            if (!take[c] && (filters.n || exact.n) && is_reference_case(s, s->cases[c].name))
-                for (int o = 0; o < s->n_cases; o++) take[c] |= take[o] && o != c;
-        const FamilyDef *fam = family_find(s->family);
-        int bases = 0;
-        for (int pass = 0; pass < 2; pass++)
-            for (int c = 0; c < s->n_cases; c++) {
-                if (!take[c] || is_reference_case(s, s->cases[c].name) != (pass == 0)) continue;
-                if (fam->execute) {   // the family creates its cases while it runs
-                    bases++;
-                    continue;
-                }
-                CaseResult *r = &sr->results[sr->n++];
-                result_init(r, s, &s->cases[c]);
-                r->is_reference = is_reference_case(s, s->cases[c].name);
-                r->verdict = V_SKIP;
-                snprintf(r->summary, sizeof r->summary, "not run yet");
-                snprintf(r->rel_dir, sizeof r->rel_dir, "%s/%s", s->name, s->cases[c].dir);
-            }
-        free(take);
-        if (fam->execute) rp.total += bases;   // at least one case per base; more as it runs
-        if (!s->has_profile[profile] && filters.n == 0 && exact.n == 0) {
-            // a scenario without this profile: say so rather than silently run nothing
-            fprintf(stderr, "nsa-harness: %s has no '%s' profile: skipped\n", s->path, PROFILE_NAMES[profile]);
-        }
-        rp.total += sr->n;
+        run_plan_scenario(O, rp, sr);
     }
-    if ((filters.n || exact.n) && rp.total == 0 && rp.n_invalid == 0) {
+    if ((O->filters.n || O->exact.n) && rp->total == 0 && rp->n_invalid == 0) {
         fprintf(stderr, "nsa-harness: no case matches the --filter pattern(s) or --case name(s)\n");
-        return usage_rc;
+        return O->usage_rc;
     }
+    return GO_ON;
+}
 
-    // the report directory
-    char sha[48] = "nogit";
-    int dirty = 0;
-    if (git_state(sha, sizeof sha, &dirty)) {
-        const char *bs = json_string_value(json_object_get(json_object_get(env, "build"), "git_sha"));
-        if (bs) snprintf(sha, sizeof sha, "%.12s", bs);
-    }
-    snprintf(rp.sha, sizeof rp.sha, "%s", sha);
-    rp.dirty = dirty;
-    char stamp[32];
-    utc_stamp(stamp, sizeof stamp);
-    if (out_dir) snprintf(rp.dir, sizeof rp.dir, "%s", out_dir);
-    else snprintf(rp.dir, sizeof rp.dir, "%s/reports/%s_%s", NSA_SOURCE_DIR, stamp, sha);
-    int lock_fd = -1;
-    {
-        char err[4600];
-        if (outdir_claim(rp.dir, &lock_fd, err, sizeof err)) {
-            fprintf(stderr, "nsa-harness run: %s\n", err);
-            return usage_rc;
-        }
-    }
-    utc_iso(rp.started, sizeof rp.started);
-    rp.t0 = mono_s();
-    {
-        Str c = {0};
-        str_add(&c, "nsa-harness run");
-        for (int i = 0; i < argc; i++) str_printf(&c, " %s", argv[i]);
-        rp.command = str_take(&c);
-    }
-    // device summary and the top-level env.json
-    const json_t *cuda = json_object_get(env, "cuda");
-    if (gpus > 0) {
+// The report's one-line device summary, from the trainer's environment.
+static void run_describe_device(const RunOpts *O, Report *rp) {
+    const json_t *env = O->env, *cuda = json_object_get(env, "cuda");
+    if (O->gpus > 0) {
         const json_t *d0 = json_array_get(json_object_get(cuda, "devices"), 0);
-        snprintf(rp.device, sizeof rp.device, "%d× %s · CUDA %s / driver %s", gpus,
+        snprintf(rp->device, sizeof rp->device, "%d× %s · CUDA %s / driver %s", O->gpus,
                  json_string_value(json_object_get(d0, "name")) ? json_string_value(json_object_get(d0, "name")) : "GPU",
                  json_string_value(json_object_get(cuda, "runtime")) ? json_string_value(json_object_get(cuda, "runtime")) : "?",
                  json_string_value(json_object_get(cuda, "driver")) ? json_string_value(json_object_get(cuda, "driver")) : "?");
     } else {
         const json_t *h = json_object_get(env, "host");
-        snprintf(rp.device, sizeof rp.device, "CPU: %s, %lld cores (no CUDA device)",
+        snprintf(rp->device, sizeof rp->device, "CPU: %s, %lld cores (no CUDA device)",
                  json_string_value(json_object_get(h, "cpu_model")) ? json_string_value(json_object_get(h, "cpu_model")) : "?",
                  (long long)json_integer_value(json_object_get(h, "cores")));
     }
-    {
-        json_t *runner = json_object();
-        json_t *cmd = json_array();
-        json_array_append_new(cmd, json_string("nsa-harness"));
-        json_array_append_new(cmd, json_string("run"));
-        for (int i = 0; i < argc; i++) json_array_append_new(cmd, json_string(argv[i]));
-        json_object_set_new(runner, "command", cmd);
-        char cwd[4096] = "";
-        if (getcwd(cwd, sizeof cwd)) json_object_set_new(runner, "cwd", json_string(cwd));
-        json_object_set_new(runner, "started", json_string(rp.started));
-        json_object_set_new(runner, "profile", json_string(rp.profile));
-        json_object_set_new(runner, "report_dir", json_string(rp.dir));
-        json_object_set_new(runner, "trainer", json_string(trainer));
-        json_object_set_new(runner, "git", json_pack("{s:s,s:b}", "sha", sha, "dirty", dirty));
-        json_object_set_new(runner, "timeout_scale", json_real(scale));
-        json_t *fl = json_array();
-        for (int i = 0; i < faults.n; i++) json_array_append_new(fl, json_string(faults.v[i]));
-        json_object_set_new(runner, "faults", fl);
-        json_object_set_new(env, "runner", runner);
-        char *const mv[] = {"mpirun", "--version", NULL};
-        char *mpi = first_line_of(mv);
-        if (!json_object_get(env, "mpi") || json_is_null(json_object_get(env, "mpi")))
-            json_object_set_new(env, "mpi", mpi ? json_string(mpi) : json_null());
-        free(mpi);
-        char *const nv[] = {"nvidia-smi", "--query-gpu=name,uuid,memory.total,driver_version", "--format=csv,noheader", NULL};
-        char *smi = first_line_of(nv);
-        json_object_set_new(env, "nvidia_smi", smi ? json_string(smi) : json_null());
-        free(smi);
-        char *js = json_dumps(env, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-        char p[2200];
-        snprintf(p, sizeof p, "%s/env.json", rp.dir);
-        Str s = {0};
-        str_add(&s, js ? js : "{}");
-        str_add(&s, "\n");
-        write_file_atomic(p, str_c(&s), s.len);
-        str_free(&s);
-        free(js);
-    }
-    rp.env = env;
-    {
-        Str f = {0};
-        for (int i = 0; i < faults.n; i++) str_printf(&f, "%s%s", i ? ", " : "", faults.v[i]);
-        rp.faults = str_take(&f);
-    }
-    write_report(&rp);
+}
 
-    // run
+// The top-level env.json: the trainer's environment, the runner's command and settings,
+// mpirun's and nvidia-smi's first lines.
+static void run_write_env(const RunOpts *O, const Report *rp, int argc, char **argv) {
+    json_t *env = O->env;
+    json_t *runner = json_object();
+    json_t *cmd = json_array();
+    json_array_append_new(cmd, json_string("nsa-harness"));
+    json_array_append_new(cmd, json_string("run"));
+    for (int i = 0; i < argc; i++) json_array_append_new(cmd, json_string(argv[i]));
+    json_object_set_new(runner, "command", cmd);
+    char cwd[4096] = "";
+    if (getcwd(cwd, sizeof cwd)) json_object_set_new(runner, "cwd", json_string(cwd));
+    json_object_set_new(runner, "started", json_string(rp->started));
+    json_object_set_new(runner, "profile", json_string(rp->profile));
+    json_object_set_new(runner, "report_dir", json_string(rp->dir));
+    json_object_set_new(runner, "trainer", json_string(O->trainer));
+    json_object_set_new(runner, "git", json_pack("{s:s,s:b}", "sha", rp->sha, "dirty", rp->dirty));
+    json_object_set_new(runner, "timeout_scale", json_real(O->scale));
+    json_t *fl = json_array();
+    for (int i = 0; i < O->faults.n; i++) json_array_append_new(fl, json_string(O->faults.v[i]));
+    json_object_set_new(runner, "faults", fl);
+    json_object_set_new(env, "runner", runner);
+    char *const mv[] = {"mpirun", "--version", NULL};
+    char *mpi = first_line_of(mv);
+    if (!json_object_get(env, "mpi") || json_is_null(json_object_get(env, "mpi")))
+        json_object_set_new(env, "mpi", mpi ? json_string(mpi) : json_null());
+    free(mpi);
+    char *const nv[] = {"nvidia-smi", "--query-gpu=name,uuid,memory.total,driver_version", "--format=csv,noheader", NULL};
+    char *smi = first_line_of(nv);
+    json_object_set_new(env, "nvidia_smi", smi ? json_string(smi) : json_null());
+    free(smi);
+    char *js = json_dumps(env, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    char p[2200];
+    snprintf(p, sizeof p, "%s/env.json", rp->dir);
+    Str s = {0};
+    str_add(&s, js ? js : "{}");
+    str_add(&s, "\n");
+    write_file_atomic(p, str_c(&s), s.len);
+    str_free(&s);
+    free(js);
+}
+
+// The report folder (claimed: *lock_fd holds it), its env.json and its first report.
+// Returns GO_ON or the exit code.
+static int run_open_report(const RunOpts *O, Report *rp, int argc, char **argv, int *lock_fd) {
+    char sha[48] = "nogit";
+    int dirty = 0;
+    if (git_state(sha, sizeof sha, &dirty)) {
+        const char *bs = json_string_value(json_object_get(json_object_get(O->env, "build"), "git_sha"));
+        if (bs) snprintf(sha, sizeof sha, "%.12s", bs);
+    }
+    snprintf(rp->sha, sizeof rp->sha, "%s", sha);
+    rp->dirty = dirty;
+    char stamp[32];
+    utc_stamp(stamp, sizeof stamp);
+    if (O->out_dir) snprintf(rp->dir, sizeof rp->dir, "%s", O->out_dir);
+    else snprintf(rp->dir, sizeof rp->dir, "%s/reports/%s_%s", NSA_SOURCE_DIR, stamp, sha);
+    char err[4600];
+    if (outdir_claim(rp->dir, lock_fd, err, sizeof err)) {
+        fprintf(stderr, "nsa-harness run: %s\n", err);
+        return O->usage_rc;
+    }
+    utc_iso(rp->started, sizeof rp->started);
+    rp->t0 = mono_s();
+    Str c = {0};
+    str_add(&c, "nsa-harness run");
+    for (int i = 0; i < argc; i++) str_printf(&c, " %s", argv[i]);
+    rp->command = str_take(&c);
+    run_describe_device(O, rp);
+    run_write_env(O, rp, argc, argv);
+    rp->env = O->env;
+    Str f = {0};
+    for (int i = 0; i < O->faults.n; i++) str_printf(&f, "%s%s", i ? ", " : "", O->faults.v[i]);
+    rp->faults = str_take(&f);
+    write_report(rp);
+    return GO_ON;
+}
+
+// Run every planned case (and the cases families create), until done or interrupted.
+static void run_cases(RunOpts *O, Report *rp, FILE *con, int tty) {
     proc_on_interrupt(on_signal);
     proc_become_subreaper();
-    const int tty = !quiet && isatty(fileno(stdout));
-    FILE *con = quiet ? NULL : stdout;
-    RunCtx ctx = {trainer, harness, rp.dir, rp.profile, scale, (const char *const *)faults.v, faults.n, gpus,
-                  &g_interrupted, con, tty, 0, rp.total, 0, baselines, recording, rp.device, str_c(&shaping),
-                  str_c(&replay)};
-    if (con) fprintf(con, "nsa-harness: %d case%s in %d scenario%s, profile %s, report %s\n", rp.total,
-                     rp.total == 1 ? "" : "s", rp.n_runs, rp.n_runs == 1 ? "" : "s", rp.profile, rp.dir);
-    Main M = {&rp, &ctx, con, tty, filters, exact, rp.total, 0, 0, NULL};
-    for (int i = 0; i < rp.n_runs && !g_interrupted; i++) {
-        ScenarioRun *sr = &rp.runs[i];
+    RunCtx ctx = {O->trainer, O->harness, rp->dir, rp->profile, O->scale, (const char *const *)O->faults.v, O->faults.n,
+                  O->gpus, &g_interrupted, con, tty, 0, rp->total, 0, O->baselines, O->recording, rp->device,
+                  str_c(&O->shaping), str_c(&O->replay)};
+    if (con) fprintf(con, "nsa-harness: %d case%s in %d scenario%s, profile %s, report %s\n", rp->total,
+                     rp->total == 1 ? "" : "s", rp->n_runs, rp->n_runs == 1 ? "" : "s", rp->profile, rp->dir);
+    Main M = {rp, &ctx, con, tty, O->filters, O->exact, rp->total, 0, 0, NULL};
+    for (int i = 0; i < rp->n_runs && !g_interrupted; i++) {
+        ScenarioRun *sr = &rp->runs[i];
         const FamilyDef *fam = family_find(sr->s->family);
         if (fam->execute) {
             // the bases: the scenario's cases that the filters select
             const Case **bases = xcalloc((size_t)sr->s->n_cases + 1, sizeof(Case *));
             int nb = 0;
             for (int c = 0; c < sr->s->n_cases; c++) {
-                int take = case_selected(&filters, &exact, sr->s->name, sr->s->cases[c].name);
+                int take = case_selected(&O->filters, &O->exact, sr->s->name, sr->s->cases[c].name);
                 if (take) bases[nb++] = &sr->s->cases[c];
             }
-            rp.total -= nb;   // replaced by the cases the family creates
+            rp->total -= nb;   // replaced by the cases the family creates
             FamilyExec fx = {sr, bases, nb, fx_run_variant, fx_interrupted, &M};
             fam->execute(&fx);
             free(bases);
@@ -653,43 +685,64 @@ int cmd_run(int argc, char **argv) {
         }
         for (int k = 0; k < sr->n && !g_interrupted; k++) run_one(&M, sr, k);
     }
+}
+
+// The exit code from the verdicts, the final report and the closing lines.
+static int run_report(const RunOpts *O, Report *rp, FILE *con, int lock_fd) {
     int counts[V_COUNT];
-    report_counts(&rp, counts);
-    int rc = EXIT_OK;
-    if (counts[V_FAIL] + counts[V_HANG] + counts[V_CRASH]) rc = EXIT_FAIL;
-    if (counts[V_ERROR]) rc = usage_rc;
+    report_counts(rp, counts);
+    int rc = HARNESS_EXIT_OK;
+    if (counts[V_FAIL] + counts[V_HANG] + counts[V_CRASH]) rc = HARNESS_EXIT_FAIL;
+    if (counts[V_ERROR]) rc = O->usage_rc;
     if (g_interrupted) {
-        rp.interrupted = 1;
-        rc = EXIT_INTERRUPTED;
+        rp->interrupted = 1;
+        rc = HARNESS_EXIT_INTERRUPTED;
         // cases never started: SKIP "not run"
-        for (int i = 0; i < rp.n_runs; i++) {
-            ScenarioRun *sr = &rp.runs[i];
+        for (int i = 0; i < rp->n_runs; i++) {
+            ScenarioRun *sr = &rp->runs[i];
             for (int k = sr->done; k < sr->n; k++) snprintf(sr->results[k].summary, sizeof sr->results[k].summary, "not run: interrupted");
         }
-    } else rp.finished = 1;
-    rp.exit_code = rc;
+    } else rp->finished = 1;
+    rp->exit_code = rc;
     // the final report; if it cannot be written (a full disk), the one on disk is the
     // last complete one, and the run says so rather than announce a file it never wrote
-    const int report_failed = write_report(&rp) != 0;
+    const int report_failed = write_report(rp) != 0;
     const int report_errno = errno;
-    report_github_summary(&rp);
+    report_github_summary(rp);
     if (con) {
         Str line = {0};
         for (int v = 0; v < V_COUNT; v++)
             if (counts[v]) str_printf(&line, "%s%d %s", line.len ? ", " : "", counts[v], VERDICT_NAMES[v]);
         fprintf(con, "nsa-harness: %s%s\n", line.len ? str_c(&line) : "no cases", g_interrupted ? " (interrupted)" : "");
-        if (!report_failed) fprintf(con, "RESULTS: %s/RESULTS.md\n", rp.dir);
+        if (!report_failed) fprintf(con, "RESULTS: %s/RESULTS.md\n", rp->dir);
         str_free(&line);
     }
     if (report_failed) {
         fprintf(stderr, "nsa-harness: could not write the final report in %s: %s; RESULTS.md there is the last one "
-                        "written (it says partial)\n", rp.dir, strerror(report_errno));
-        if (rc == EXIT_OK) rc = usage_rc;
+                        "written (it says partial)\n", rp->dir, strerror(report_errno));
+        if (rc == HARNESS_EXIT_OK) rc = O->usage_rc;
     }
-    outdir_release_reserve(rp.dir);
+    outdir_release_reserve(rp->dir);
     if (lock_fd >= 0) close(lock_fd);   // the folder is free for the next run
-    // (the process exits: the OS frees the rest)
     return rc;
+}
+
+// nsa-harness run: parse options, check the trainer, load and plan the scenarios, open
+// the report, run the cases, report. (The process exits after: the OS frees the rest.)
+int cmd_run(int argc, char **argv) {
+    RunOpts O = {.profile = -1, .baselines = NSA_SOURCE_DIR "/golden/baselines", .scale = 1.0};
+    int rc;
+    if ((rc = run_parse_options(argc, argv, &O)) != GO_ON) return rc;
+    if ((rc = run_check_trainer(&O)) != GO_ON) return rc;
+    Report rp;
+    memset(&rp, 0, sizeof rp);
+    if ((rc = run_load_scenarios(&O, &rp)) != GO_ON) return rc;
+    int lock_fd = -1;
+    if ((rc = run_open_report(&O, &rp, argc, argv, &lock_fd)) != GO_ON) return rc;
+    const int tty = !O.quiet && isatty(fileno(stdout));
+    FILE *con = O.quiet ? NULL : stdout;
+    run_cases(&O, &rp, con, tty);
+    return run_report(&O, &rp, con, lock_fd);
 }
 
 // ---- list / validate / show --------------------------------------------------------------------------
@@ -700,17 +753,17 @@ static int cmd_list(int argc, char **argv) {
     for (int i = 0; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             usage_list(stdout);
-            return EXIT_OK;
+            return HARNESS_EXIT_OK;
         } else if (!strcmp(argv[i], "--profile") && i + 1 < argc) {
             if ((profile = parse_profile(argv[++i])) < 0) {
                 fprintf(stderr, "nsa-harness list: --profile %s: expected ci or gpu\n", argv[i]);
-                return EXIT_USAGE;
+                return HARNESS_EXIT_USAGE;
             }
         } else if (!strcmp(argv[i], "--checks")) checks = 1;
         else if (!strcmp(argv[i], "--tensors")) tensors = 1;
         else if (argv[i][0] == '-') {
             fprintf(stderr, "nsa-harness list: unknown option '%s'\n", argv[i]);
-            return EXIT_USAGE;
+            return HARNESS_EXIT_USAGE;
         } else strlist_add(&in, argv[i]);
     }
     if (checks) {
@@ -718,15 +771,15 @@ static int cmd_list(int argc, char **argv) {
         for (int i = 0; check_at(i); i++) printf("  %-16s %s\n", check_at(i)->name, check_at(i)->summary);
         printf("families:\n");
         for (int i = 0; family_at(i); i++) printf("  %-16s %s\n", family_at(i)->name, family_at(i)->summary);
-        return EXIT_OK;
+        return HARNESS_EXIT_OK;
     }
     StrList files = {0};
-    if (collect(&files, in.v, in.n)) return EXIT_USAGE;
+    if (collect(&files, in.v, in.n)) return HARNESS_EXIT_USAGE;
     if (files.n == 0) {
         fprintf(stderr, "nsa-harness list: no scenario files in %s\n", in.n ? in.v[0] : NSA_SOURCE_DIR "/scenarios");
-        return EXIT_USAGE;
+        return HARNESS_EXIT_USAGE;
     }
-    int rc = EXIT_OK;
+    int rc = HARNESS_EXIT_OK;
     for (int i = 0; i < files.n; i++) {
         for (int p = 0; p < PROFILE_COUNT; p++) {
             if (profile >= 0 && p != profile) continue;
@@ -737,7 +790,7 @@ static int cmd_list(int argc, char **argv) {
                     char *t = problems_text(&ps);
                     fputs(t, stderr);
                     free(t);
-                    rc = EXIT_USAGE;
+                    rc = HARNESS_EXIT_USAGE;
                 }
                 problems_free(&ps);
                 break;
@@ -768,19 +821,19 @@ static int cmd_validate(int argc, char **argv) {
     for (int i = 0; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             usage_validate(stdout);
-            return EXIT_OK;
+            return HARNESS_EXIT_OK;
         }
         if (argv[i][0] == '-' && argv[i][1]) {
             fprintf(stderr, "nsa-harness validate: unknown option '%s'\n", argv[i]);
-            return EXIT_USAGE;
+            return HARNESS_EXIT_USAGE;
         }
         strlist_add(&in, argv[i]);
     }
     StrList files = {0};
-    if (collect(&files, in.v, in.n)) return EXIT_USAGE;
+    if (collect(&files, in.v, in.n)) return HARNESS_EXIT_USAGE;
     if (files.n == 0) {
         fprintf(stderr, "nsa-harness validate: no scenario files in %s\n", in.n ? in.v[0] : NSA_SOURCE_DIR "/scenarios");
-        return EXIT_USAGE;
+        return HARNESS_EXIT_USAGE;
     }
     int bad = 0;
     for (int i = 0; i < files.n; i++) {
@@ -811,37 +864,37 @@ static int cmd_validate(int argc, char **argv) {
         problems_free(&ps);
     }
     if (bad) fprintf(stderr, "nsa-harness validate: %d of %d file%s invalid\n", bad, files.n, files.n == 1 ? "" : "s");
-    return bad ? EXIT_USAGE : EXIT_OK;
+    return bad ? HARNESS_EXIT_USAGE : HARNESS_EXIT_OK;
 }
 
 static int cmd_show(int argc, char **argv) {
     if (argc >= 1 && (!strcmp(argv[0], "--help") || !strcmp(argv[0], "-h"))) {
         usage_show(stdout);
-        return EXIT_OK;
+        return HARNESS_EXIT_OK;
     }
     if (argc != 1) {
         usage_show(stderr);
-        return EXIT_USAGE;
+        return HARNESS_EXIT_USAGE;
     }
     char p[4200];
     if (!file_exists(argv[0])) {
         fprintf(stderr, "nsa-harness show: %s: %s\n", argv[0], strerror(errno));
-        return EXIT_USAGE;
+        return HARNESS_EXIT_USAGE;
     }
     snprintf(p, sizeof p, "%s/summary.json", argv[0]);
     if (!is_dir(argv[0])) {
         fprintf(stderr, "nsa-harness show: %s: expected a report folder (it holds summary.json and RESULTS.md)\n", argv[0]);
-        return EXIT_USAGE;
+        return HARNESS_EXIT_USAGE;
     }
     if (!file_exists(p)) {
         fprintf(stderr, "nsa-harness show: %s: not a report folder (no summary.json)\n", argv[0]);
-        return EXIT_USAGE;
+        return HARNESS_EXIT_USAGE;
     }
     json_error_t je;
     json_t *sj = json_load_file(p, 0, &je);
     if (!sj) {
         fprintf(stderr, "nsa-harness show: %s:%d:%d: %s\n", p, je.line, je.column, je.text);
-        return EXIT_USAGE;
+        return HARNESS_EXIT_USAGE;
     }
     printf("report %s — started %s, git %s%s, profile %s%s\n", argv[0],
            json_string_value(json_object_get(sj, "started")),
@@ -880,7 +933,7 @@ static int cmd_show(int argc, char **argv) {
         free(md);
     }
     const json_t *ec = json_object_get(sj, "exit_code");
-    int rc = json_is_integer(ec) ? (int)json_integer_value(ec) : EXIT_OK;
+    int rc = json_is_integer(ec) ? (int)json_integer_value(ec) : HARNESS_EXIT_OK;
     json_decref(sj);
     return rc;
 }
@@ -888,12 +941,12 @@ static int cmd_show(int argc, char **argv) {
 int main(int argc, char **argv) {
     if (argc < 2) {
         usage(stderr);
-        return EXIT_USAGE;
+        return HARNESS_EXIT_USAGE;
     }
     const char *cmd = argv[1];
     if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
         usage(stdout);
-        return EXIT_OK;
+        return HARNESS_EXIT_OK;
     }
     if (!strcmp(cmd, "help")) {
         const char *t = argc > 2 ? argv[2] : "";
@@ -907,9 +960,9 @@ int main(int argc, char **argv) {
         else if (!t[0]) usage(stdout);
         else {
             fprintf(stderr, "nsa-harness help: no command '%.80s' (run, list, validate, show, baseline, compare, bisect)\n", t);
-            return EXIT_USAGE;
+            return HARNESS_EXIT_USAGE;
         }
-        return EXIT_OK;
+        return HARNESS_EXIT_OK;
     }
     if (!strcmp(cmd, "run")) return cmd_run(argc - 2, argv + 2);
     if (!strcmp(cmd, "list")) return cmd_list(argc - 2, argv + 2);
@@ -919,5 +972,5 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "compare")) return cmd_compare(argc - 2, argv + 2);
     if (!strcmp(cmd, "bisect")) return cmd_bisect(argc - 2, argv + 2);
     fprintf(stderr, "nsa-harness: unknown command '%s' (run, list, validate, show, baseline, compare, bisect, help)\n", cmd);
-    return EXIT_USAGE;
+    return HARNESS_EXIT_USAGE;
 }

@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/exit_codes.h"
 #include "harness/checks.h"
 #include "harness/hang.h"
 #include "harness/launch.h"
@@ -410,7 +411,7 @@ static void watch_ranks(Watch *w, double el) {
         }
         // a rank whose own collective watchdog fired (exit 4) while others still run:
         // the others hang with it; ask them all now rather than at their stall_s
-        if (multi && rk->exited && rk->exit_code == 4 && !w->stalled) {
+        if (multi && rk->exited && rk->exit_code == NSA_EXIT_COMM_TIMEOUT && !w->stalled) {
             snprintf(w->why, sizeof w->why, "rank %d's collective did not complete within its --comm-timeout (exit 4)", k);
             w->stalled = 1;
             continue;
@@ -548,47 +549,65 @@ static void harvest(Watch *w) {
         rk->exited = 1;   // the case is over
         if (rk->term_signal == SIGUSR1 && (rk->stalled || rk->signalled)) {   // its stall dump, not a crash
             rk->term_signal = 0;
-            rk->exit_code = 138;
+            rk->exit_code = NSA_EXIT_STALL_DUMP;
         }
     }
     r->launcher_exit = launch_exit_status(w->L);
 }
 
-// ---- run one case ---------------------------------------------------------------------------------------
+// ---- run one case: reproduce line, folders, launch, supervise, judge, checks, evidence ---------------------
 
-void run_case(const RunCtx *ctx, CaseResult *r, const ScenarioRun *sr) {
+typedef struct {
+    const RunCtx *ctx;
+    CaseResult *r;
+    const ScenarioRun *sr;
+    LaunchKind kind;
+    int W;            // ranks
+    CaseLog cl;
+    Launch L;
+    Watch w;          // the supervision and what it saw (stalled, interrupted, why)
+} CaseRun;
+
+// The case's folder names, its step dump's path and the command that reproduces it:
+// every option that shaped the case.
+static void case_names(const RunCtx *ctx, CaseResult *r) {
     const Scenario *s = r->s;
     const Case *c = r->c;
-    r->ctx = ctx;
     snprintf(r->dir, sizeof r->dir, "%s/%s/%s", ctx->report_dir, s->name, c->dir);
     snprintf(r->rel_dir, sizeof r->rel_dir, "%s/%s", s->name, c->dir);
     if (checks_needs(s) & (NEED_DUMP | NEED_DUMP_ACTS)) snprintf(r->dump_path, sizeof r->dump_path, "%s/step1.safetensors", r->dir);
-    {
-        // every option that shaped the case, so the command reproduces it exactly
-        Str rep = {0};
-        char sel[600];
-        snprintf(sel, sizeof sel, "%s/%s", s->name, c->name);
-        char *const av[] = {(char *)ctx->harness, "run", (char *)s->path, "--profile", (char *)ctx->profile, "--case",
-                            sel, NULL};
-        shell_join(&rep, av);
-        if (ctx->replay_args && ctx->replay_args[0]) str_printf(&rep, " %s", ctx->replay_args);
-        snprintf(r->repro, sizeof r->repro, "%s", str_c(&rep));
-        str_free(&rep);
-    }
-    // requirements
+    Str rep = {0};
+    char sel[600];
+    snprintf(sel, sizeof sel, "%s/%s", s->name, c->name);
+    char *const av[] = {(char *)ctx->harness, "run", (char *)s->path, "--profile", (char *)ctx->profile, "--case",
+                        sel, NULL};
+    shell_join(&rep, av);
+    if (ctx->replay_args && ctx->replay_args[0]) str_printf(&rep, " %s", ctx->replay_args);
+    snprintf(r->repro, sizeof r->repro, "%s", str_c(&rep));
+    str_free(&rep);
+}
+
+// SKIP when the case needs more GPUs than there are or a launcher that is missing.
+// Returns 1 when skipped.
+static int case_skipped(const RunCtx *ctx, CaseResult *r) {
+    const Scenario *s = r->s;
     if (s->requires_gpus > ctx->gpus) {
         r->verdict = V_SKIP;
         set_summary(r, "needs %d GPU%s, found %d", s->requires_gpus, s->requires_gpus == 1 ? "" : "s", ctx->gpus);
-        return;
+        return 1;
     }
-    const int W = c->run.world_size;
-    const LaunchKind kind = launch_kind(&c->run);
     char why_not[512];
-    if (launch_available(&c->run, why_not, sizeof why_not)) {
+    if (launch_available(&r->c->run, why_not, sizeof why_not)) {
         r->verdict = V_SKIP;
         set_summary(r, "%s", why_not);
-        return;
+        return 1;
     }
+    return 0;
+}
+
+// ranks/ and stacks/, the case log, and each rank's paths. Returns 0, or -1 with ERROR.
+static int case_folders(CaseRun *cr) {
+    CaseResult *r = cr->r;
     char sub[2300];
     snprintf(sub, sizeof sub, "%s/ranks", r->dir);
     int mk = mkdir_p(sub);
@@ -597,16 +616,14 @@ void run_case(const RunCtx *ctx, CaseResult *r, const ScenarioRun *sr) {
     if (mk) {
         r->verdict = V_ERROR;
         set_summary(r, "cannot create the case folder: %s", strerror(errno));
-        return;
+        return -1;
     }
-    CaseLog cl = {0};
     snprintf(sub, sizeof sub, "%s/output.log", r->dir);
-    cl.f = fopen(sub, "w");
-    cl.t0 = mono_s();
-
-    r->n_ranks = W;
-    r->ranks = xcalloc((size_t)W, sizeof(RankResult));
-    for (int k = 0; k < W; k++) {
+    cr->cl.f = fopen(sub, "w");
+    cr->cl.t0 = mono_s();
+    r->n_ranks = cr->W;
+    r->ranks = xcalloc((size_t)cr->W, sizeof(RankResult));
+    for (int k = 0; k < cr->W; k++) {
         RankResult *rk = &r->ranks[k];
         rk->rank = k;
         rk->layer = -1;
@@ -614,76 +631,159 @@ void run_case(const RunCtx *ctx, CaseResult *r, const ScenarioRun *sr) {
         snprintf(rk->stack_path, sizeof rk->stack_path, "%s/stacks/rank_%d.txt", r->dir, k);
         snprintf(rk->fr_path, sizeof rk->fr_path, "%s/ranks/rank_%d.fr", r->dir, k);
     }
+    return 0;
+}
+
+// Launch the ranks, supervise them to the end (or the stall, the timeout, the
+// interrupt), stop what is left and harvest every rank's state.
+static void case_launch_and_supervise(CaseRun *cr) {
+    const RunCtx *ctx = cr->ctx;
+    CaseResult *r = cr->r;
+    const Case *c = r->c;
+    CaseLog *cl = &cr->cl;
+    Launch *L = &cr->L;
     // the environment: the scenario's, and NVLink multicast off (it can take a shared
     // host's GPUs down; see the device docs) unless the caller set it
     StrList env = {0};
     for (int i = 0; i < c->run.n_env; i++) strlist_add(&env, c->run.env[i]);
     if (!getenv("NCCL_NVLS_ENABLE")) strlist_add(&env, "NCCL_NVLS_ENABLE=0");
     StrList targv = {0};
-    trainer_argv(ctx, r, kind, 0, &targv);
-    Launch L;
+    trainer_argv(ctx, r, cr->kind, 0, &targv);
     char err[600] = "";
-    const int prepared = launch_prepare(&L, &c->run, targv.v, r->dir, env.v, env.n, err, sizeof err) == 0;
+    const int prepared = launch_prepare(L, &c->run, targv.v, r->dir, env.v, env.n, err, sizeof err) == 0;
     strlist_free(&targv);
     strlist_free(&env);
-    write_case_env(ctx, r, &L);
-    case_log(&cl, "case %s/%s (profile %s), %d rank%s%s%s, launcher %s, timeout %.0f s, stall %.0f s (scale %g)",
-             s->name, c->name, ctx->profile, W, W == 1 ? "" : "s", launch_is_multi(kind) ? " over " : "",
-             launch_is_multi(kind) ? c->run.transport : "", launch_kind_name(kind), c->run.timeout_s, c->run.stall_s,
-             ctx->timeout_scale);
-    for (int i = 0; i < c->run.n_env; i++) case_log(&cl, "env %s", c->run.env[i]);
+    write_case_env(ctx, r, L);
+    const int W = cr->W;
+    case_log(cl, "case %s/%s (profile %s), %d rank%s%s%s, launcher %s, timeout %.0f s, stall %.0f s (scale %g)",
+             r->s->name, c->name, ctx->profile, W, W == 1 ? "" : "s", launch_is_multi(cr->kind) ? " over " : "",
+             launch_is_multi(cr->kind) ? c->run.transport : "", launch_kind_name(cr->kind), c->run.timeout_s,
+             c->run.stall_s, ctx->timeout_scale);
+    for (int i = 0; i < c->run.n_env; i++) case_log(cl, "env %s", c->run.env[i]);
 
-    FrMap *frs = xcalloc((size_t)W, sizeof(FrMap));
-    Watch w = {.ctx = ctx, .r = r, .cl = &cl, .L = &L, .frs = frs, .t0 = mono_s()};
-    if (gethostname(w.host, sizeof w.host)) w.host[0] = 0;
-    w.host[sizeof w.host - 1] = 0;
-    if (!prepared || launch_exec(&L, err, sizeof err)) {
+    Watch *w = &cr->w;
+    *w = (Watch){.ctx = ctx, .r = r, .cl = cl, .L = L, .frs = xcalloc((size_t)W, sizeof(FrMap)), .t0 = mono_s()};
+    if (gethostname(w->host, sizeof w->host)) w->host[0] = 0;
+    w->host[sizeof w->host - 1] = 0;
+    if (!prepared || launch_exec(L, err, sizeof err)) {
         r->verdict = V_ERROR;
         set_summary(r, "%s", err);
-        case_log(&cl, "%s", err);
-        w.all_done = 1;
+        case_log(cl, "%s", err);
+        w->all_done = 1;
     } else {
-        for (int i = 0; i < L.n; i++)
-            if (L.kind == LAUNCH_ENV) case_log(&cl, "rank %d pid %d", i, (int)L.pid[i]);
-            else case_log(&cl, "%s pid %d", launch_kind_name(L.kind), (int)L.pid[i]);
-        case_log(&cl, "command: %s", str_c(&L.command));
-        if (kind == LAUNCH_TRAINER) r->ranks[0].pid = (int)L.pid[0];
-        if (kind == LAUNCH_ENV)
-            for (int k = 0; k < W; k++) r->ranks[k].pid = (int)L.pid[k];
-        supervise(&w);
+        for (int i = 0; i < L->n; i++)
+            if (L->kind == LAUNCH_ENV) case_log(cl, "rank %d pid %d", i, (int)L->pid[i]);
+            else case_log(cl, "%s pid %d", launch_kind_name(L->kind), (int)L->pid[i]);
+        case_log(cl, "command: %s", str_c(&L->command));
+        if (cr->kind == LAUNCH_TRAINER) r->ranks[0].pid = (int)L->pid[0];
+        if (cr->kind == LAUNCH_ENV)
+            for (int k = 0; k < W; k++) r->ranks[k].pid = (int)L->pid[k];
+        supervise(w);
     }
-    if (w.stalled && !w.all_done) collect_stacks(&w);
-    end_case(&w);
-    harvest(&w);
-    const int stalled = w.stalled, interrupted = w.interrupted;
-    const double stall_age = w.stall_age, seen_at = w.seen_at;
-    char why[256];
-    snprintf(why, sizeof why, "%s", w.why);
-    r->wall_s = mono_s() - w.t0;
+    if (w->stalled && !w->all_done) collect_stacks(w);
+    end_case(w);
+    harvest(w);
+    r->wall_s = mono_s() - w->t0;
     if (ctx->console && ctx->tty) fprintf(ctx->console, "\r\033[K");
-    read_artifacts(r);
+}
 
-    // ---- verdict ----
-    const RankResult *bad = NULL, *comm_timeout = NULL;
-    int any_recorder = 0;
+// HANG: the stalled rank's place (or what the watchdog saw), the latency of the verdict,
+// the rank table, the collective forensics and every rank's stack.
+static void judge_hang(CaseRun *cr) {
+    CaseResult *r = cr->r;
+    const int W = cr->W;
+    const Watch *w = &cr->w;
+    r->verdict = V_HANG;
+    const RankResult *rk = NULL;
+    for (int k = 0; k < W && !rk; k++)
+        if (r->ranks[k].stalled) rk = &r->ranks[k];
+    if (rk && rk->have_state) {
+        Str sm = {0};
+        str_printf(&sm, "rank %d%s stalled at step %d, phase %s", rk->rank, result_rank_host(r, rk->rank), rk->step,
+                   rk->phase);
+        if (rk->layer >= 0) str_printf(&sm, ", layer %d", rk->layer);
+        if (rk->op[0] && strcmp(rk->op, rk->phase)) str_printf(&sm, ", op %s", rk->op);
+        if (rk->coll_enqueued || rk->coll_completed)
+            str_printf(&sm, ", collective seq %lld started / %lld completed", rk->coll_started, rk->coll_completed);
+        str_printf(&sm, "; no heartbeat for %.0f s", rk->heartbeat_age_s);
+        set_summary(r, "%s", str_c(&sm));
+        str_free(&sm);
+    } else set_summary(r, "%s", w->why);
+    // how long from the stall (the last heartbeat) and from the watchdog seeing it
+    // to this verdict: the promise is stall_s + 5 s
+    const double seen_to_verdict = w->seen_at > 0 ? mono_s() - w->seen_at : 0;
+    json_object_set_new(r->facts, "hang_seen_to_verdict_s", json_real(seen_to_verdict));
+    json_object_set_new(r->facts, "hang_stall_to_verdict_s", json_real(w->stall_age + seen_to_verdict));
+    str_printf(&r->evidence, "- watchdog: %s; every live rank got SIGUSR1 (stack and flight recorder), then "
+                             "SIGTERM/SIGKILL; verdict %.1f s after the watchdog saw the stall, %.1f s after the last "
+                             "heartbeat\n", w->why, seen_to_verdict, w->stall_age + seen_to_verdict);
+    rank_table(&r->evidence, r);
+    for (int k = 0; k < W; k++) hang_read_stack_top(&r->ranks[k]);
+    hang_forensics(r, &r->evidence);
+    name_who_never_joined(r);
     for (int k = 0; k < W; k++) {
         const RankResult *q = &r->ranks[k];
+        char *stack = q->dumped ? read_file(q->stack_path, NULL) : NULL;
+        char title[1400];
+        snprintf(title, sizeof title, "rank %d stack and flight recorder (`%s/stacks/rank_%d.txt`)", k, r->rel_dir, k);
+        if (stack) add_code_block(&r->evidence, title, stack, 60);
+        else if (q->signalled) str_printf(&r->evidence, "- rank %d wrote no stack (it did not answer SIGUSR1)\n", k);
+        free(stack);
+    }
+}
+
+// CRASH (or ERROR for the trainer's usage and I/O exits): the first rank that died or
+// exited with an unexpected code, its stack.
+static void judge_crash(CaseResult *r, const RankResult *bad) {
+    r->verdict = V_CRASH;
+    if (bad->term_signal)
+        set_summary(r, "rank %d killed by %s (signal %d)", bad->rank, proc_signal_name(bad->term_signal),
+                    bad->term_signal);
+    else if (bad->exit_code == NSA_EXIT_USAGE) {
+        r->verdict = V_ERROR;
+        set_summary(r, "the trainer rejected its arguments (exit 2): see ranks/rank_%d.log", bad->rank);
+    } else if (bad->exit_code == NSA_EXIT_IO) {   // an artifact could not be written: not a defect of the model
+        r->verdict = V_ERROR;
+        io_error_summary(r, bad);
+    } else
+        set_summary(r, "rank %d exited with code %d%s", bad->rank, bad->exit_code,
+                    bad->exit_code == NSA_EXIT_RUNTIME ? " (runtime failure)" : "");
+    rank_table(&r->evidence, r);
+    char *stack = read_file(bad->stack_path, NULL);
+    char title[1400];
+    snprintf(title, sizeof title, "rank %d stack (`%s/stacks/rank_%d.txt`)", bad->rank, r->rel_dir, bad->rank);
+    if (stack && stack[0]) add_code_block(&r->evidence, title, stack, 60);
+    free(stack);
+}
+
+// The verdict from how the ranks ended: ERROR (could not start, the launcher failed before
+// any rank, interrupted), HANG (the trainer's collective watchdog, or the runner's), CRASH;
+// otherwise it stays PASS and the checks decide.
+static void judge_ranks(CaseRun *cr) {
+    CaseResult *r = cr->r;
+    const Watch *w = &cr->w;
+    const RankResult *bad = NULL, *comm_timeout = NULL;
+    int any_recorder = 0;
+    for (int k = 0; k < cr->W; k++) {
+        const RankResult *q = &r->ranks[k];
         any_recorder |= q->have_state;
-        if (q->exit_code == 4 && !comm_timeout) comm_timeout = q;
+        if (q->exit_code == NSA_EXIT_COMM_TIMEOUT && !comm_timeout) comm_timeout = q;
         if (!bad && (q->term_signal ||
-                     (q->exit_code != 0 && q->exit_code != 3 && q->exit_code != 4 && q->exit_code != 5 && !q->stalled)))
+                     (q->exit_code != NSA_EXIT_OK && q->exit_code != NSA_EXIT_ANOMALY && q->exit_code != NSA_EXIT_COMM_TIMEOUT &&
+                      q->exit_code != NSA_EXIT_DDP_CONTRACT && !q->stalled)))
             bad = q;
     }
     if (r->verdict == V_ERROR) {
         // could not start
-    } else if ((kind == LAUNCH_MPIRUN || kind == LAUNCH_SRUN) && !any_recorder && !stalled && !interrupted &&
-               r->launcher_exit != 0) {
+    } else if ((cr->kind == LAUNCH_MPIRUN || cr->kind == LAUNCH_SRUN) && !any_recorder && !w->stalled &&
+               !w->interrupted && r->launcher_exit != 0) {
         r->verdict = V_ERROR;
-        set_summary(r, "%s exited %d before any rank started: see launcher.log", launch_kind_name(kind), r->launcher_exit);
-        char *tail = read_tail(L.log, LOG_TAIL_BYTES);
+        set_summary(r, "%s exited %d before any rank started: see launcher.log", launch_kind_name(cr->kind),
+                    r->launcher_exit);
+        char *tail = read_tail(cr->L.log, LOG_TAIL_BYTES);
         if (tail && tail[0]) add_code_block(&r->evidence, "launcher.log, last lines", tail, 20);
         free(tail);
-    } else if (!stalled && !interrupted && comm_timeout && !bad) {
+    } else if (!w->stalled && !w->interrupted && comm_timeout && !bad) {
         // the trainer's own watchdog: a collective did not complete within --comm-timeout
         r->verdict = V_HANG;
         const RankResult *q = comm_timeout;
@@ -691,141 +791,111 @@ void run_case(const RunCtx *ctx, CaseResult *r, const ScenarioRun *sr) {
                     q->coll_started ? q->coll_started : q->coll_enqueued);
         str_add(&r->evidence, "- the trainer's collective watchdog fired (exit 4) before the runner's\n");
         rank_table(&r->evidence, r);
-    } else if (interrupted) {
+    } else if (w->interrupted) {
         r->verdict = V_ERROR;
         set_summary(r, "interrupted by the user after %.1f s", r->wall_s);
         str_printf(&r->evidence, "- the run was interrupted (SIGINT/SIGTERM) while this case ran; its ranks were stopped\n");
-    } else if (stalled) {
-        r->verdict = V_HANG;
-        const RankResult *rk = NULL;
-        for (int k = 0; k < W && !rk; k++)
-            if (r->ranks[k].stalled) rk = &r->ranks[k];
-        if (rk && rk->have_state) {
-            Str sm = {0};
-            str_printf(&sm, "rank %d%s stalled at step %d, phase %s", rk->rank, result_rank_host(r, rk->rank), rk->step,
-                       rk->phase);
-            if (rk->layer >= 0) str_printf(&sm, ", layer %d", rk->layer);
-            if (rk->op[0] && strcmp(rk->op, rk->phase)) str_printf(&sm, ", op %s", rk->op);
-            if (rk->coll_enqueued || rk->coll_completed)
-                str_printf(&sm, ", collective seq %lld started / %lld completed", rk->coll_started, rk->coll_completed);
-            str_printf(&sm, "; no heartbeat for %.0f s", rk->heartbeat_age_s);
-            set_summary(r, "%s", str_c(&sm));
-            str_free(&sm);
-        } else set_summary(r, "%s", why);
-        // how long from the stall (the last heartbeat) and from the watchdog seeing it
-        // to this verdict: the promise is stall_s + 5 s
-        const double seen_to_verdict = seen_at > 0 ? mono_s() - seen_at : 0;
-        json_object_set_new(r->facts, "hang_seen_to_verdict_s", json_real(seen_to_verdict));
-        json_object_set_new(r->facts, "hang_stall_to_verdict_s", json_real(stall_age + seen_to_verdict));
-        str_printf(&r->evidence, "- watchdog: %s; every live rank got SIGUSR1 (stack and flight recorder), then "
-                                 "SIGTERM/SIGKILL; verdict %.1f s after the watchdog saw the stall, %.1f s after the last "
-                                 "heartbeat\n", why, seen_to_verdict, stall_age + seen_to_verdict);
-        rank_table(&r->evidence, r);
-        for (int k = 0; k < W; k++) hang_read_stack_top(&r->ranks[k]);
-        hang_forensics(r, &r->evidence);
-        name_who_never_joined(r);
-        for (int k = 0; k < W; k++) {
-            const RankResult *q = &r->ranks[k];
-            char *stack = q->dumped ? read_file(q->stack_path, NULL) : NULL;
-            char title[1400];
-            snprintf(title, sizeof title, "rank %d stack and flight recorder (`%s/stacks/rank_%d.txt`)", k, r->rel_dir, k);
-            if (stack) add_code_block(&r->evidence, title, stack, 60);
-            else if (q->signalled) str_printf(&r->evidence, "- rank %d wrote no stack (it did not answer SIGUSR1)\n", k);
-            free(stack);
-        }
+    } else if (w->stalled) {
+        judge_hang(cr);
     } else if (bad) {
-        r->verdict = V_CRASH;
-        if (bad->term_signal)
-            set_summary(r, "rank %d killed by %s (signal %d)", bad->rank, proc_signal_name(bad->term_signal),
-                        bad->term_signal);
-        else if (bad->exit_code == 2) {
-            r->verdict = V_ERROR;
-            set_summary(r, "the trainer rejected its arguments (exit 2): see ranks/rank_%d.log", bad->rank);
-        } else if (bad->exit_code == 6) {   // an artifact could not be written: not a defect of the model
-            r->verdict = V_ERROR;
-            io_error_summary(r, bad);
-        } else
-            set_summary(r, "rank %d exited with code %d%s", bad->rank, bad->exit_code,
-                        bad->exit_code == 1 ? " (runtime failure)" : "");
-        rank_table(&r->evidence, r);
-        char *stack = read_file(bad->stack_path, NULL);
-        char title[1400];
-        snprintf(title, sizeof title, "rank %d stack (`%s/stacks/rank_%d.txt`)", bad->rank, r->rel_dir, bad->rank);
-        if (stack && stack[0]) add_code_block(&r->evidence, title, stack, 60);
-        free(stack);
+        judge_crash(r, bad);
     }
-    if (r->verdict == V_PASS) {
-        // the ranks finished (exit 0, or 3: a non-finite value was localised): evaluate the checks
-        int any_anomaly = 0;
-        for (int k = 0; k < W; k++) any_anomaly |= r->ranks[k].exit_code == 3;
-        // exit 5: the data-parallel layer found its contract broken (static_graph:
-        // the used parameters differ across ranks or steps): a failed check
-        int ddp_stop = 0;
-        for (int k = 0; k < W; k++) {
-            if (r->ranks[k].exit_code != 5) continue;
-            ddp_stop = 1;
-            char *tail = read_tail(r->ranks[k].log_path, LOG_TAIL_BYTES);
-            Str lines = {0};
-            char *save = NULL;
-            for (char *ln = tail ? strtok_r(tail, "\n", &save) : NULL; ln; ln = strtok_r(NULL, "\n", &save))
-                if (strstr(ln, "[DDP]") && !strstr(ln, "[DDP] world")) str_printf(&lines, "%s%s", lines.len ? "\n" : "", ln);
-            const char *first = lines.len ? str_c(&lines) : "the data-parallel layer stopped the run (exit 5)";
-            const char *nl = strchr(first, '\n');
-            Finding *f = result_finding(r, "ddp", 0, "rank %d: %.*s", k, nl ? (int)(nl - first) : (int)strlen(first), first);
-            if (lines.len) add_code_block(&f->details, "its [DDP] lines", str_c(&lines), 20);
-            str_free(&lines);
-            free(tail);
-            break;
-        }
-        int has_finite = 0;
-        for (int i = 0; i < s->n_checks; i++) {
-            const CheckDef *def = check_find(s->checks[i].kind);
-            has_finite |= !strcmp(def->name, "finite");
-            if ((any_anomaly || ddp_stop) && strcmp(def->name, "finite")) continue;   // the run stopped early: partial artifacts
-            def->evaluate(s->checks[i].params, r, sr);
-        }
-        if (any_anomaly && !has_finite) {
-            Finding *f = result_finding(r, "anomaly", 0, "the trainer stopped on a non-finite value (exit 3)");
-            if (r->anomaly) {
-                char *js = json_dumps(r->anomaly, JSON_COMPACT);
-                str_printf(&f->details, "- anomaly.json: `%s`\n", js ? js : "?");
-                free(js);
-            }
-        }
-        // the verdict: FAIL if a check failed, else ERROR / SKIP if a check could not
-        // judge (golden without a baseline, or with one of another config), else PASS;
-        // the summary shows the findings that decided it
-        r->verdict = result_verdict_of_findings(r);
-        Str sum = {0};
-        for (int i = 0; i < r->n_findings; i++) {
-            const Finding *f = &r->findings[i];
-            int decides = r->verdict == V_PASS || (r->verdict == V_FAIL ? !f->ok : f->verdict == r->verdict);
-            if (!decides) continue;
-            if (sum.len) str_add(&sum, "; ");
-            str_add(&sum, f->summary);
-        }
-        snprintf(r->summary, sizeof r->summary, "%s", str_c(&sum));
-        str_free(&sum);
-        for (int i = 0; i < r->n_findings; i++) {
-            const Finding *f = &r->findings[i];
-            if (f->ok && f->verdict == V_PASS) continue;
-            str_printf(&r->evidence, "- **%s**: %s\n", f->check, f->summary);
-            if (f->details.len) str_add(&r->evidence, str_c(&f->details));
-        }
-    }
-    if (r->verdict != V_PASS && r->verdict != V_SKIP) {
-        int lead = -1;
-        for (int k = 0; k < W && lead < 0; k++)
-            if (r->ranks[k].stalled || r->ranks[k].term_signal || r->ranks[k].exit_code) lead = k;
-        if (lead < 0) lead = 0;
-        char *tail = read_tail(r->ranks[lead].log_path, LOG_TAIL_BYTES);
-        char title[1400];
-        snprintf(title, sizeof title, "rank %d log, last lines (`%s/ranks/rank_%d.log`)", lead, r->rel_dir, lead);
-        if (tail && tail[0]) add_code_block(&r->evidence, title, tail, 15);
+}
+
+// Exit 5: the data-parallel layer found its contract broken (static_graph: the used
+// parameters differ across ranks or steps): a failed check, from the first such rank's
+// [DDP] lines. Returns 1 when a rank exited so.
+static int ddp_stop_finding(CaseResult *r) {
+    for (int k = 0; k < r->n_ranks; k++) {
+        if (r->ranks[k].exit_code != NSA_EXIT_DDP_CONTRACT) continue;
+        char *tail = read_tail(r->ranks[k].log_path, LOG_TAIL_BYTES);
+        Str lines = {0};
+        char *save = NULL;
+        for (char *ln = tail ? strtok_r(tail, "\n", &save) : NULL; ln; ln = strtok_r(NULL, "\n", &save))
+            if (strstr(ln, "[DDP]") && !strstr(ln, "[DDP] world")) str_printf(&lines, "%s%s", lines.len ? "\n" : "", ln);
+        const char *first = lines.len ? str_c(&lines) : "the data-parallel layer stopped the run (exit 5)";
+        const char *nl = strchr(first, '\n');
+        Finding *f = result_finding(r, "ddp", 0, "rank %d: %.*s", k, nl ? (int)(nl - first) : (int)strlen(first), first);
+        if (lines.len) add_code_block(&f->details, "its [DDP] lines", str_c(&lines), 20);
+        str_free(&lines);
         free(tail);
+        return 1;
     }
-    case_log(&cl, "verdict %s: %s", VERDICT_NAMES[r->verdict], r->summary);
-    if (cl.f) fclose(cl.f);
-    launch_free(&L);
-    free(frs);
+    return 0;
+}
+
+// The ranks finished (exit 0, or 3: a non-finite value was localised, or 5): evaluate the
+// checks, then the verdict and summary from the findings.
+static void evaluate_checks(CaseRun *cr) {
+    CaseResult *r = cr->r;
+    const Scenario *s = r->s;
+    int any_anomaly = 0;
+    for (int k = 0; k < cr->W; k++) any_anomaly |= r->ranks[k].exit_code == NSA_EXIT_ANOMALY;
+    const int ddp_stop = ddp_stop_finding(r);
+    int has_finite = 0;
+    for (int i = 0; i < s->n_checks; i++) {
+        const CheckDef *def = check_find(s->checks[i].kind);
+        has_finite |= !strcmp(def->name, "finite");
+        if ((any_anomaly || ddp_stop) && strcmp(def->name, "finite")) continue;   // the run stopped early: partial artifacts
+        def->evaluate(s->checks[i].params, r, cr->sr);
+    }
+    if (any_anomaly && !has_finite) {
+        Finding *f = result_finding(r, "anomaly", 0, "the trainer stopped on a non-finite value (exit 3)");
+        if (r->anomaly) {
+            char *js = json_dumps(r->anomaly, JSON_COMPACT);
+            str_printf(&f->details, "- anomaly.json: `%s`\n", js ? js : "?");
+            free(js);
+        }
+    }
+    // the verdict: FAIL if a check failed, else ERROR / SKIP if a check could not
+    // judge (golden without a baseline, or with one of another config), else PASS;
+    // the summary shows the findings that decided it
+    r->verdict = result_verdict_of_findings(r);
+    Str sum = {0};
+    for (int i = 0; i < r->n_findings; i++) {
+        const Finding *f = &r->findings[i];
+        int decides = r->verdict == V_PASS || (r->verdict == V_FAIL ? !f->ok : f->verdict == r->verdict);
+        if (!decides) continue;
+        if (sum.len) str_add(&sum, "; ");
+        str_add(&sum, f->summary);
+    }
+    snprintf(r->summary, sizeof r->summary, "%s", str_c(&sum));
+    str_free(&sum);
+    for (int i = 0; i < r->n_findings; i++) {
+        const Finding *f = &r->findings[i];
+        if (f->ok && f->verdict == V_PASS) continue;
+        str_printf(&r->evidence, "- **%s**: %s\n", f->check, f->summary);
+        if (f->details.len) str_add(&r->evidence, str_c(&f->details));
+    }
+}
+
+// Evidence of a case that did not pass: the last lines of the log of the rank that
+// stalled, died or failed first (rank 0 when none did).
+static void add_lead_log(CaseResult *r) {
+    int lead = -1;
+    for (int k = 0; k < r->n_ranks && lead < 0; k++)
+        if (r->ranks[k].stalled || r->ranks[k].term_signal || r->ranks[k].exit_code) lead = k;
+    if (lead < 0) lead = 0;
+    char *tail = read_tail(r->ranks[lead].log_path, LOG_TAIL_BYTES);
+    char title[1400];
+    snprintf(title, sizeof title, "rank %d log, last lines (`%s/ranks/rank_%d.log`)", lead, r->rel_dir, lead);
+    if (tail && tail[0]) add_code_block(&r->evidence, title, tail, 15);
+    free(tail);
+}
+
+void run_case(const RunCtx *ctx, CaseResult *r, const ScenarioRun *sr) {
+    r->ctx = ctx;
+    case_names(ctx, r);
+    if (case_skipped(ctx, r)) return;
+    CaseRun cr = {.ctx = ctx, .r = r, .sr = sr, .kind = launch_kind(&r->c->run), .W = r->c->run.world_size};
+    if (case_folders(&cr)) return;
+    case_launch_and_supervise(&cr);
+    read_artifacts(r);
+    judge_ranks(&cr);
+    if (r->verdict == V_PASS) evaluate_checks(&cr);
+    if (r->verdict != V_PASS && r->verdict != V_SKIP) add_lead_log(r);
+    case_log(&cr.cl, "verdict %s: %s", VERDICT_NAMES[r->verdict], r->summary);
+    if (cr.cl.f) fclose(cr.cl.f);
+    launch_free(&cr.L);
+    free(cr.w.frs);
 }

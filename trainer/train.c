@@ -55,16 +55,11 @@
 #include "common/safetensors.h"
 #include "trainer/trace.h"
 #include "trainer/train.h"
+#include "common/util.h"
 
 #ifdef NSA_HAVE_CUDA
 int nsa_cuda_ddp_device_count(void);   // kernels/cuda/cuda_ddp_support.cu
 #endif
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 // Resident set size from /proc/self/statm (0 if unreadable).
 static int64_t rss_bytes(void) {
@@ -128,18 +123,6 @@ static void on_grad_ready(void *ctx, int id) {
 static void enter_phase(const TrainDiag *d, int phase, const char *op) {
     flightrec_event(phase, FR_KIND_BEGIN, d->step, -1, op);
     if (d->faults) faults_on_phase(d->faults, phase, d->step);
-}
-
-static int mkdir_p(const char *dir) {
-    char tmp[1024];
-    snprintf(tmp, sizeof tmp, "%s", dir);
-    for (char *p = tmp + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = 0;
-        if (mkdir(tmp, 0775) && errno != EEXIST) return -1;
-        *p = '/';
-    }
-    return mkdir(tmp, 0775) && errno != EEXIST ? -1 : 0;
 }
 
 // One metrics.jsonl record, written with write(2) on the file's descriptor (no
@@ -294,10 +277,7 @@ static int train_run_inner(const TrainOpts *opts);
 // mkdir -p of the directory part of `path` (nothing if it has none)
 static int mkdir_parent(const char *path) {
     char dir[1024];
-    snprintf(dir, sizeof dir, "%s", path);
-    char *slash = strrchr(dir, '/');
-    if (!slash || slash == dir) return 0;
-    *slash = 0;
+    path_dirname(path, dir, sizeof dir);
     return mkdir_p(dir);
 }
 
@@ -415,29 +395,55 @@ static int check_resume_config(const TrainOpts *opts, const CkptInfo *ck) {
     return -1;
 }
 
-static int train_run_inner(const TrainOpts *opts) {
-    const NsaConfig *cfg = &opts->cfg;
-    const char *out_dir = opts->out_dir ? opts->out_dir : ".";
+// ---- the run: setup, the step loop's stages, finish ---------------------------------------------------
+
+// One run's state, as its stages pass it on.
+typedef struct {
+    const TrainOpts *opts;
+    const NsaConfig *cfg;
+    const char *out_dir;
+    const CommWorld *cw;       // data parallel: a transport, any world size (1 included); else NULL
+    int world, rank, data_rank;
+    int B, T;
+    const Backend *be;
+    Faults *faults;            // the active faults, or NULL
+    Model m;
+    Optim opt;
+    TrainDiag diag;
+    GradTrace trace;
+    GateStats gstats;
+    ReadyHooks hooks;
+    Ddp *ddp;
+    int tracing;
+    DataSource *ds;
+    int32_t *in, *tg;          // [B*T] one micro-batch's inputs and targets
+    int metrics;               // OUT/metrics.jsonl (rank 0), written by metrics_record; -1 none
+    char path[1100];           // its path
+    double dscale;             // the mean over every token of the optimizer step on every rank
+    double flops_step;         // one rank's model FLOPs per step
+    int64_t step0, last;       // steps (step0, last] are trained
     char err[1024];
-    int rc = NSA_EXIT_RUNTIME;
-    // data parallel: a transport, any world size (1 included: the same code path)
-    const CommWorld *cw = opts->world && opts->world->transport != COMM_NONE ? opts->world : NULL;
-    const int world = cw ? cw->world : 1, rank = cw ? cw->rank : opts->rank;
-    const int data_rank = cw ? cw->rank : 0;   // a single process (--rank R) reads the whole batch
-    g_rank = rank;
-    flightrec_event(FR_PHASE_INIT, FR_KIND_BEGIN, 0, -1, "init");
-    if (mkdir_p(out_dir)) {   // where the artifacts go: [IO-ERROR], exit 6
+} Run;
+
+enum { GO_ON = -1 };   // a stage's "not done yet": the run continues; any other value is the exit code
+
+// Before the model: the output folder, the output files, the GPU of this rank, the
+// backend, the faults against the config. Returns GO_ON or the exit code.
+static int run_prepare(Run *R) {
+    const NsaConfig *cfg = R->cfg;
+    if (mkdir_p(R->out_dir)) {   // where the artifacts go: [IO-ERROR], exit 6
         int e = errno;
-        fprintf(stderr, "nsa-train: cannot create %s: %s\n", out_dir, strerror(e));
-        io_error(out_dir, e);
+        fprintf(stderr, "nsa-train: cannot create %s: %s\n", R->out_dir, strerror(e));
+        io_error(R->out_dir, e);
         return NSA_EXIT_IO;
     }
-    if ((opts->save && check_output_file("--save", opts->save)) ||
-        (opts->dump_step && check_output_file("--dump-step", opts->dump_step)))
+    if ((R->opts->save && check_output_file("--save", R->opts->save)) ||
+        (R->opts->dump_step && check_output_file("--dump-step", R->opts->dump_step)))
         return NSA_EXIT_USAGE;
 #ifdef NSA_HAVE_CUDA
     // one GPU per rank: device = local rank (modulo the visible devices), unless
     // NSA_CUDA_DEVICE says otherwise; must happen before the backend initialises
+    const CommWorld *cw = R->cw;
     if (cw && !strcmp(cfg->backend, "cuda") && !getenv("NSA_CUDA_DEVICE")) {
         int ndev = nsa_cuda_ddp_device_count();
         if (ndev > 0) {
@@ -446,314 +452,395 @@ static int train_run_inner(const TrainOpts *opts) {
             setenv("NSA_CUDA_DEVICE", dv, 1);
             if (cw->local_size > ndev)
                 fprintf(stderr, "nsa-train: rank %d: warning: %d ranks on this node share %d visible GPU%s (NCCL needs "
-                        "one GPU per rank)\n", rank, cw->local_size, ndev, ndev == 1 ? "" : "s");
+                        "one GPU per rank)\n", R->rank, cw->local_size, ndev, ndev == 1 ? "" : "s");
         }
     }
 #endif
     const char *why = NULL;
-    const Backend *be = backend_get(cfg->backend, cfg->precision, &why);
-    if (!be) { fprintf(stderr, "nsa-train: backend '%s': %s\n", cfg->backend, why); return NSA_EXIT_USAGE; }
-    Faults *faults = opts->faults && opts->faults->n_active ? opts->faults : NULL;
-    if (faults && faults_check_config(faults, cfg, err, sizeof err)) {
-        fprintf(stderr, "nsa-train: %s\n", err);
+    R->be = backend_get(cfg->backend, cfg->precision, &why);
+    if (!R->be) { fprintf(stderr, "nsa-train: backend '%s': %s\n", cfg->backend, why); return NSA_EXIT_USAGE; }
+    R->faults = R->opts->faults && R->opts->faults->n_active ? R->opts->faults : NULL;
+    if (R->faults && faults_check_config(R->faults, cfg, R->err, sizeof R->err)) {
+        fprintf(stderr, "nsa-train: %s\n", R->err);
         return NSA_EXIT_USAGE;
     }
+    return GO_ON;
+}
 
-    Model m;
-    if (model_init(&m, cfg, be, err, sizeof err)) { fprintf(stderr, "nsa-train: %s\n", err); return rc; }
-    m.keep_logits = opts->dump_step != NULL;
-    const int B = cfg->batch_size, T = cfg->seq_len;
-    if (model_alloc_acts(&m, B, T, err, sizeof err)) { fprintf(stderr, "nsa-train: %s\n", err); model_free(&m); return rc; }
+// The model (weights initialised, faults bound) and its optimizer. Returns GO_ON or
+// the exit code (with whatever was built freed).
+static int run_build_model(Run *R) {
+    Model *m = &R->m;
+    if (model_init(m, R->cfg, R->be, R->err, sizeof R->err)) { fprintf(stderr, "nsa-train: %s\n", R->err); return NSA_EXIT_RUNTIME; }
+    m->keep_logits = R->opts->dump_step != NULL;
+    if (model_alloc_acts(m, R->B, R->T, R->err, sizeof R->err)) {
+        fprintf(stderr, "nsa-train: %s\n", R->err);
+        model_free(m);
+        return NSA_EXIT_RUNTIME;
+    }
+    Faults *faults = R->faults;
     if (faults) {
-        if (faults_bind(faults, &m, rank, err, sizeof err)) {
-            fprintf(stderr, "nsa-train: %s\n", err);
-            model_free(&m);
+        if (faults_bind(faults, m, R->rank, R->err, sizeof R->err)) {
+            fprintf(stderr, "nsa-train: %s\n", R->err);
+            model_free(m);
             return NSA_EXIT_USAGE;
         }
-        fprintf(stderr, "nsa-train: rank %d: FAULT INJECTION ACTIVE: %s\n", rank, faults->desc);
-        if (faults->divergent && faults->divergent_rank == rank)
-            fprintf(stderr, "nsa-train: rank %d: [FAULT] divergent_unused: %s gets no gradient on this rank\n", rank,
+        fprintf(stderr, "nsa-train: rank %d: FAULT INJECTION ACTIVE: %s\n", R->rank, faults->desc);
+        if (faults->divergent && faults->divergent_rank == R->rank)
+            fprintf(stderr, "nsa-train: rank %d: [FAULT] divergent_unused: %s gets no gradient on this rank\n", R->rank,
                     faults->divergent_param);
     }
-    model_init_weights(&m, cfg->seed);
-    if (faults) faults_after_init_weights(faults, &m);   // gate_zero_init
-    Optim opt;
-    optim_init(&opt, &m);
-    // diagnostics
-    TrainDiag diag = {0, NULL, NULL, faults};
-    GradTrace trace;
-    GateStats gstats;
-    ReadyHooks hooks = {NULL, NULL};
-    Ddp *ddp = NULL;
-    int tracing = 0;
+    model_init_weights(m, R->cfg->seed);
+    if (faults) faults_after_init_weights(faults, m);   // gate_zero_init
+    optim_init(&R->opt, m);
+    return GO_ON;
+}
+
+// The diagnostics (gradient trace, gate statistics, the model's event hook), the data,
+// the data-parallel layer and the gradient-ready hooks. Returns GO_ON or the exit code
+// (run_finish frees what was opened).
+static int run_open(Run *R) {
+    const NsaConfig *cfg = R->cfg;
+    const TrainOpts *opts = R->opts;
+    Model *m = &R->m;
+    R->diag = (TrainDiag){0, NULL, NULL, R->faults};
     if (opts->trace_grads) {
-        if (gradtrace_open(&trace, &m, out_dir, rank, 1, err, sizeof err)) {
-            fprintf(stderr, "nsa-train: %s\n", err);
-            optim_free(&opt, &m);
-            if (faults) faults_unbind(faults, &m);
-            model_free(&m);
-            return rc;
+        if (gradtrace_open(&R->trace, m, R->out_dir, R->rank, 1, R->err, sizeof R->err)) {
+            fprintf(stderr, "nsa-train: %s\n", R->err);
+            return NSA_EXIT_RUNTIME;
         }
-        tracing = 1;
-        hooks.trace = &trace;
+        R->tracing = 1;
+        R->hooks.trace = &R->trace;
     }
     if (opts->gate_stats) {
-        if (gatestats_open(&gstats, out_dir, rank, m.L, err, sizeof err)) {
-            fprintf(stderr, "nsa-train: %s\n", err);
-            if (tracing) gradtrace_close(&trace);
-            optim_free(&opt, &m);
-            if (faults) faults_unbind(faults, &m);
-            model_free(&m);
-            return rc;
+        if (gatestats_open(&R->gstats, R->out_dir, R->rank, m->L, R->err, sizeof R->err)) {
+            fprintf(stderr, "nsa-train: %s\n", R->err);
+            return NSA_EXIT_RUNTIME;
         }
-        diag.gs = &gstats;
+        R->diag.gs = &R->gstats;
     }
-    if (diag.gs || flightrec_header() || (opts->dump_step && opts->dump_acts)) {
-        m.event = on_model_event;
-        m.event_ctx = &diag;
+    if (R->diag.gs || flightrec_header() || (opts->dump_step && opts->dump_acts)) {
+        m->event = on_model_event;
+        m->event_ctx = &R->diag;
     }
     // rank r reads sequences [r*B, (r+1)*B) of each global micro-batch of world*B
-    DataSource *ds = data_open(cfg->data_kind, cfg->data_path, cfg->vocab_size, B, T, cfg->seed, data_rank, world, err,
-                               sizeof err);
-    int32_t *in = malloc(sizeof(int32_t) * (size_t)B * T), *tg = malloc(sizeof(int32_t) * (size_t)B * T);
-    int metrics = -1;   // OUT/metrics.jsonl (rank 0), written by metrics_record
-    char path[1100];
-    snprintf(path, sizeof path, "%s/metrics.jsonl", out_dir);
-    if (!ds) { fprintf(stderr, "nsa-train: data: %s\n", err); rc = NSA_EXIT_USAGE; goto out; }
-    if (cw) {
-        DdpOpts dop = {cfg->ddp_mode, cfg->bucket_mb, opts->comm_timeout_s > 0 ? opts->comm_timeout_s : 300.0, out_dir,
-                       faults};
+    R->ds = data_open(cfg->data_kind, cfg->data_path, cfg->vocab_size, R->B, R->T, cfg->seed, R->data_rank, R->world,
+                      R->err, sizeof R->err);
+    R->in = malloc(sizeof(int32_t) * (size_t)R->B * R->T);
+    R->tg = malloc(sizeof(int32_t) * (size_t)R->B * R->T);
+    snprintf(R->path, sizeof R->path, "%s/metrics.jsonl", R->out_dir);
+    if (!R->ds) { fprintf(stderr, "nsa-train: data: %s\n", R->err); return NSA_EXIT_USAGE; }
+    if (R->cw) {
+        DdpOpts dop = {cfg->ddp_mode, cfg->bucket_mb, opts->comm_timeout_s > 0 ? opts->comm_timeout_s : 300.0, R->out_dir,
+                       R->faults};
         int drc = NSA_EXIT_RUNTIME;
         flightrec_event(FR_PHASE_INIT, FR_KIND_BEGIN, 0, -1, "ddp_open");
-        ddp = ddp_open(&m, cw, &dop, &drc, err, sizeof err);
-        if (!ddp) { fprintf(stderr, "nsa-train: rank %d: %s\n", rank, err); rc = drc; goto out; }
-        hooks.ddp = ddp;
+        R->ddp = ddp_open(m, R->cw, &dop, &drc, R->err, sizeof R->err);
+        if (!R->ddp) { fprintf(stderr, "nsa-train: rank %d: %s\n", R->rank, R->err); return drc; }
+        R->hooks.ddp = R->ddp;
     }
-    if (hooks.trace || hooks.ddp) {
-        m.grad_ready = on_grad_ready;
-        m.grad_ready_ctx = &hooks;
+    if (R->hooks.trace || R->hooks.ddp) {
+        m->grad_ready = on_grad_ready;
+        m->grad_ready_ctx = &R->hooks;
     }
+    return GO_ON;
+}
 
-    int64_t step0 = 0;
-    const int64_t last = opts->stop_after > 0 && opts->stop_after < cfg->steps ? opts->stop_after : cfg->steps;
-    if (opts->resume) {
-        flightrec_event(FR_PHASE_CHECKPOINT, FR_KIND_BEGIN, 0, -1, "resume_load");
-        CkptInfo ck;
-        // unreadable, corrupt (a tensor's checksum), or tensors that do not fit this
-        // model: exit 1 (docs/diagnostics.md, "Checkpoints")
-        if (checkpoint_load(opts->resume, &m, &opt, &ck, err, sizeof err)) {
-            fprintf(stderr, "nsa-train: --resume: %s\n", err);
-            goto out;
-        }
-        if (!ck.checksums)
-            fprintf(stderr, "nsa-train: note: --resume %s: the checkpoint has no tensor checksums (written before they "
-                    "existed): its tensor data is not verified\n", opts->resume);
-        int cfg_bad = check_resume_config(opts, &ck);   // another config: exit 2 unless --allow-config-change
-        step0 = ck.step;
-        data_set_pos(ds, ck.pos);
-        checkpoint_info_free(&ck);
-        if (cfg_bad) { rc = NSA_EXIT_USAGE; goto out; }
-        if (step0 >= last) {   // nothing left to train: say so, exit 0
-            if (last < cfg->steps)
-                fprintf(stderr, "nsa-train: nothing to do: the checkpoint %s is at step %" PRId64 ", and --stop-after "
-                        "is %d\n", opts->resume, step0, opts->stop_after);
-            else
-                fprintf(stderr, "nsa-train: nothing to do: the checkpoint %s is at step %" PRId64 " of %d (train.steps); "
-                        "raise --steps to train further\n", opts->resume, step0, cfg->steps);
-            rc = NSA_EXIT_OK;
-            goto out;
-        }
+// --resume: the weights, the optimizer and the data position from the checkpoint, its
+// config against this run's. Returns GO_ON or the exit code (0 when nothing is left).
+static int run_resume(Run *R) {
+    const TrainOpts *opts = R->opts;
+    flightrec_event(FR_PHASE_CHECKPOINT, FR_KIND_BEGIN, 0, -1, "resume_load");
+    CkptInfo ck;
+    // unreadable, corrupt (a tensor's checksum), or tensors that do not fit this
+    // model: exit 1 (docs/diagnostics.md, "Checkpoints")
+    if (checkpoint_load(opts->resume, &R->m, &R->opt, &ck, R->err, sizeof R->err)) {
+        fprintf(stderr, "nsa-train: --resume: %s\n", R->err);
+        return NSA_EXIT_RUNTIME;
     }
-    if (rank == 0) {   // under data parallel rank 0 alone writes the metrics
-        metrics = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (opts->resume ? 0 : O_TRUNC), 0644);
-        if (metrics < 0) {   // an artifact: [IO-ERROR], exit 6
+    if (!ck.checksums)
+        fprintf(stderr, "nsa-train: note: --resume %s: the checkpoint has no tensor checksums (written before they "
+                "existed): its tensor data is not verified\n", opts->resume);
+    int cfg_bad = check_resume_config(opts, &ck);   // another config: exit 2 unless --allow-config-change
+    R->step0 = ck.step;
+    data_set_pos(R->ds, ck.pos);
+    checkpoint_info_free(&ck);
+    if (cfg_bad) return NSA_EXIT_USAGE;
+    if (R->step0 >= R->last) {   // nothing left to train: say so, exit 0
+        if (R->last < R->cfg->steps)
+            fprintf(stderr, "nsa-train: nothing to do: the checkpoint %s is at step %" PRId64 ", and --stop-after "
+                    "is %d\n", opts->resume, R->step0, opts->stop_after);
+        else
+            fprintf(stderr, "nsa-train: nothing to do: the checkpoint %s is at step %" PRId64 " of %d (train.steps); "
+                    "raise --steps to train further\n", opts->resume, R->step0, R->cfg->steps);
+        return NSA_EXIT_OK;
+    }
+    return GO_ON;
+}
+
+// metrics.jsonl (rank 0 alone writes it under data parallel; appended to on --resume)
+// and the run's header lines. Returns GO_ON or the exit code.
+static int run_open_metrics(Run *R) {
+    const NsaConfig *cfg = R->cfg;
+    if (R->rank == 0) {
+        R->metrics = open(R->path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (R->opts->resume ? 0 : O_TRUNC), 0644);
+        if (R->metrics < 0) {   // an artifact: [IO-ERROR], exit 6
             int e = errno;
-            fprintf(stderr, "nsa-train: cannot write %s: %s\n", path, strerror(e));
-            io_error(path, e);
-            goto out;
+            fprintf(stderr, "nsa-train: cannot write %s: %s\n", R->path, strerror(e));
+            io_error(R->path, e);
+            return NSA_EXIT_RUNTIME;
         }
     }
-
-    if (!opts->quiet) {
+    if (!R->opts->quiet) {
         printf("nsa-train: config %s (digest %s) | backend %s | %lld parameters | %s\n", cfg->name, cfg->digest,
-               be->name, (long long)m.n_elems, data_describe(ds));
+               R->be->name, (long long)R->m.n_elems, data_describe(R->ds));
         printf("nsa-train: B=%d T=%d grad_accum=%d steps=%d | NSA l=%d d=%d l'=%d n=%d w=%d phi=%s gate=%s "
                "force_branch=%s | prefill=%s | checkpoint layers [%d,%d) | activations %.1f MiB\n",
-               B, T, cfg->grad_accum, cfg->steps, cfg->l, cfg->d, cfg->l_sel, cfg->n, cfg->w,
+               R->B, R->T, cfg->grad_accum, cfg->steps, cfg->l, cfg->d, cfg->l_sel, cfg->n, cfg->w,
                config_phi_name(cfg->phi), config_gate_act_name(cfg->gate_act), config_branch_name(cfg->force_branch),
                cfg->prefill == NSA_PREFILL_SEQUENTIAL ? "sequential" : "batched", cfg->ckpt_begin, cfg->ckpt_end,
-               (double)m.act_bytes / (1 << 20));
+               (double)R->m.act_bytes / (1 << 20));
         fflush(stdout);
     }
-    // the mean over every token of the optimizer step on every rank: the collectives sum
-    const double dscale = 1.0 / ((double)B * T * cfg->grad_accum * world);
-    const double flops_step = model_flops_per_step(&m, B, T, cfg->grad_accum);   // one rank's
-    for (int64_t step = step0 + 1; step <= last; step++) {
-        double t0 = now_s();
-        diag.step = step;
-        flightrec_event(FR_PHASE_DATA, FR_KIND_BEGIN, step, -1, "step");
-        if (ddp) ddp_begin_step(ddp, step);
-        if (faults) faults_begin_step(faults, &m, step);
-        if (tracing) gradtrace_begin_step(&trace, step);
-        if (diag.gs) gatestats_arm(diag.gs);
-        DataPos pos = data_get_pos(ds);
-        model_zero_grad(&m);
-        double loss = 0;
-        uint64_t data_digest = 0;   // this rank's tokens of the step, in order (the data order)
-        for (int k = 0; k < cfg->grad_accum; k++) {
-            enter_phase(&diag, FR_PHASE_DATA, "data_next");
-            if (data_next(ds, in, tg)) { fprintf(stderr, "nsa-train: data source failed at step %" PRId64 "\n", step); goto out; }
-            data_digest = digest64(in, sizeof(int32_t) * (size_t)B * T, data_digest);
-            data_digest = digest64(tg, sizeof(int32_t) * (size_t)B * T, data_digest);
-            enter_phase(&diag, FR_PHASE_FORWARD, "forward");
-            loss += model_forward(&m, in, tg, dscale * opt.loss_scale);
-            if (k == 0 && diag.gs) free(gatestats_finish_step(diag.gs, &m, step));
-            enter_phase(&diag, FR_PHASE_BACKWARD, "backward");
-            if (tracing) gradtrace_begin_micro(&trace, k);
-            if (ddp) ddp_begin_backward(ddp, k == cfg->grad_accum - 1);   // only the last micro-batch reduces
-            model_backward(&m);
+    return GO_ON;
+}
+
+// The step's micro-batches: data, forward, backward (the last one reduces under data
+// parallel). *loss: the sum of their losses; *data_digest: this rank's tokens of the
+// step, in order (the data order). Returns 0, or -1 when the data source failed.
+static int step_micro_batches(Run *R, int64_t step, double *loss, uint64_t *data_digest) {
+    const size_t BT = (size_t)R->B * R->T;
+    for (int k = 0; k < R->cfg->grad_accum; k++) {
+        enter_phase(&R->diag, FR_PHASE_DATA, "data_next");
+        if (data_next(R->ds, R->in, R->tg)) {
+            fprintf(stderr, "nsa-train: data source failed at step %" PRId64 "\n", step);
+            return -1;
         }
-        // the trace goes out before any anomaly handling, so a non-finite
-        // gradient is on record even when the run halts below; under data parallel
-        // also before the wait for the collectives, so a rank that hangs there has
-        // its arrival record out
-        if (tracing) free(gradtrace_end_step(&trace));
-        loss /= cfg->grad_accum;
-        if (ddp) {
-            // wait for every bucket (bounded by --comm-timeout), then the mean loss over ranks
-            int drc = ddp_finish_backward(ddp);
-            if (!drc) drc = ddp_mean(ddp, &loss, "allreduce loss");
-            if (drc) { rc = drc; goto out; }
-        }
-        enter_phase(&diag, FR_PHASE_OPTIMIZER, "grad_norm");
-        double gnorm = optim_grad_norm(&m);
-        if (isfinite(loss) && !isfinite(gnorm) && opt.loss_scale > 1.0) {
-            // fp16: the scaled gradients overflowed. Skip the update, halve the scale.
-            double was = opt.loss_scale;
-            optim_unscale(&opt, &m, &gnorm);
-            fprintf(stderr, "nsa-train: step %" PRId64 ": fp16 gradient overflow at loss scale %g: step skipped, scale now %g\n",
-                    step, was, opt.loss_scale);
-            if (metrics >= 0 &&
-                metrics_record(metrics, path, "{\"step\": %" PRId64 ", \"loss\": %.17g, \"skipped\": true, \"loss_scale\": %g}\n",
-                               step, loss, opt.loss_scale))
-                goto out;
-            if (ddp) ddp_write_rank_times(ddp, step, (now_s() - t0) * 1e3);
-            if (io_error_seen()) goto out;
-            continue;
-        }
-        optim_unscale(&opt, &m, &gnorm);
-        if (!isfinite(loss) || !isfinite(gnorm)) {
-            fprintf(stderr, "nsa-train: step %" PRId64 ": non-finite %s (loss %g, grad norm %g); replaying the step to localise\n",
-                    step, !isfinite(loss) ? "loss" : "gradient", loss, gnorm);
-            if (metrics >= 0)   // a failure: the anomaly is still localised; the run ends with 6
-                metrics_record(metrics, path, "{\"step\": %" PRId64 ", \"loss\": \"%g\", \"grad_norm\": \"%g\", \"anomaly\": true}\n",
-                               step, loss, gnorm);
-            // every rank replays its own micro-batches (no collectives): the rank whose
-            // data produced the value names the tensor
-            localise_anomaly(&m, ds, pos, in, tg, dscale, step, out_dir);
-            rc = NSA_EXIT_ANOMALY;
-            goto out;
-        }
-        if (step == 1 && opts->dump_step) {
-            // the dump describes the first micro-batch of step 1: replay it alone so
-            // that logits and gradients belong to the same batch. Under data parallel
-            // every rank replays its slice and the gradients are reduced (the mean over
-            // world*B sequences, what the optimizer would use), so the dump of W ranks
-            // with batch B compares with one rank's dump at batch W*B; rank 0 writes it
-            // with its own slice's inputs and logits, and the mean loss over ranks.
-            DataSource *ds1 = data_open(cfg->data_kind, cfg->data_path, cfg->vocab_size, B, T, cfg->seed, data_rank, world,
-                                        err, sizeof err);
-            int32_t *in1 = malloc(sizeof(int32_t) * (size_t)B * T), *tg1 = malloc(sizeof(int32_t) * (size_t)B * T);
-            data_set_pos(ds1, pos);
-            data_next(ds1, in1, tg1);
-            data_close(ds1);
-            void *saved = malloc((size_t)m.n_elems * be->param_bytes);
-            be->to_host(saved, m.grad_mem, (size_t)m.n_elems * be->param_bytes);
-            model_zero_grad(&m);
-            if (opts->dump_acts) diag.acts = actdump_new();
-            double l1 = model_forward(&m, in1, tg1, 1.0 / ((double)B * T * world));
-            const int64_t nlog = (int64_t)B * T * m.V;
-            void *lh = logits_to_host(&m, nlog);
-            model_backward(&m);
-            int drc = 0;
-            if (ddp) {
-                drc = ddp_reduce_all(ddp);
-                if (!drc) drc = ddp_mean(ddp, &l1, "allreduce dump loss");
-            }
-            if (!drc && rank == 0)
-                drc = dump_step(opts->dump_step, &m, in1, tg1, l1, &l1, lh, diag.acts) ? NSA_EXIT_RUNTIME : 0;
-            be->from_host(m.grad_mem, saved, (size_t)m.n_elems * be->param_bytes);
-            actdump_free(diag.acts);
-            diag.acts = NULL;
-            free(lh); free(saved); free(in1); free(tg1);
-            if (drc) { rc = drc; goto out; }
-        }
-        double lr = optim_lr(cfg, step);
-        flightrec_event(FR_PHASE_OPTIMIZER, FR_KIND_BEGIN, step, -1, "adamw");
-        optim_step(&opt, &m, lr, gnorm);
-        be->sync();
-        double dt = now_s() - t0;
-        double toks = (double)B * T * cfg->grad_accum;
-        if (!opts->quiet) {
-            if (ddp)   // the loss is the mean over ranks; tok/s the world's
-                printf("step %5" PRId64 "/%d | loss %.6f | grad_norm %.4f | lr %.3e | %8.1f ms | %9.0f tok/s | rank %d "
-                       "comm wait %.1f ms\n", step, cfg->steps, loss, gnorm, lr, dt * 1e3, toks * world / dt, rank,
-                       ddp_comm_wait_ms(ddp));
-            else
-                printf("step %5" PRId64 "/%d | loss %.6f | grad_norm %.4f | lr %.3e | %8.1f ms | %9.0f tok/s\n", step,
-                       cfg->steps, loss, gnorm, lr, dt * 1e3, toks / dt);
-            fflush(stdout);
-        }
-        // mem_bytes: what the model holds on its backend (parameters, gradients,
-        // AdamW moments, activations and scratch); rss_bytes: the process's RSS
-        const int64_t mem = (int64_t)m.param_bytes_total + (int64_t)m.act_bytes + 2 * m.n_elems * be->param_bytes;
-        // peak_mem_bytes: the most the backend held allocated at once so far (its
-        // allocator's exact count); flops: model FLOPs of the step (trainer/flops.h);
-        // data_digest: digest64 of this rank's inputs and targets of the step
-        const int64_t peak = be->mem_peak ? (int64_t)be->mem_peak() : -1;
-        char dd[17];
-        digest64_hex(data_digest, dd);
-        // tokens and tok/s: the whole world's (every rank processes B*T*grad_accum)
-        // metrics.jsonl gets its record every step: a full disk shows here,
-        // [IO-ERROR] naming it, exit 6
-        if (metrics >= 0 &&
-            metrics_record(metrics, path,
-                    "{\"step\": %" PRId64 ", \"loss\": %.17g, \"grad_norm\": %.17g, \"lr\": %.17g, \"ms\": %.3f, "
-                    "\"tok_per_s\": %.1f, \"tokens\": %.0f, \"mem_bytes\": %" PRId64 ", \"rss_bytes\": %" PRId64 ", "
-                    "\"peak_mem_bytes\": %" PRId64 ", \"flops\": %.17g, \"data_digest\": \"%s\", "
-                    "\"world_size\": %d, \"comm_wait_ms\": %.3f}\n",
-                    step, loss, gnorm, lr, dt * 1e3, toks * world / dt, toks * world, mem, rss_bytes(), peak,
-                    flops_step * world, dd, world, ddp ? ddp_comm_wait_ms(ddp) : 0.0))
-            goto out;
-        if (ddp) ddp_write_rank_times(ddp, step, dt * 1e3);
-        int save_now = rank == 0 && opts->save && ((opts->save_every > 0 && step % opts->save_every == 0) || step == last);
-        if (save_now) {
-            flightrec_event(FR_PHASE_CHECKPOINT, FR_KIND_BEGIN, step, -1, "checkpoint_save");
-            if (checkpoint_save(opts->save, &m, &opt, step, data_get_pos(ds), err, sizeof err)) {
-                int e = errno;   // != 0: the file could not be written: [IO-ERROR], exit 6
-                fprintf(stderr, "nsa-train: --save: %s\n", err);
-                if (e) io_error(opts->save, e);
-                goto out;
-            }
-        }
-        // a trace record (grad_trace, gate_stats, buckets, rank_times) that could not
-        // be written this step: stop here, exit 6 (train_run)
-        if (io_error_seen()) goto out;
-        flightrec_event(save_now ? FR_PHASE_CHECKPOINT : FR_PHASE_OPTIMIZER, FR_KIND_END, step, -1, "step");
+        *data_digest = digest64(R->in, sizeof(int32_t) * BT, *data_digest);
+        *data_digest = digest64(R->tg, sizeof(int32_t) * BT, *data_digest);
+        enter_phase(&R->diag, FR_PHASE_FORWARD, "forward");
+        *loss += model_forward(&R->m, R->in, R->tg, R->dscale * R->opt.loss_scale);
+        if (k == 0 && R->diag.gs) free(gatestats_finish_step(R->diag.gs, &R->m, step));
+        enter_phase(&R->diag, FR_PHASE_BACKWARD, "backward");
+        if (R->tracing) gradtrace_begin_micro(&R->trace, k);
+        if (R->ddp) ddp_begin_backward(R->ddp, k == R->cfg->grad_accum - 1);   // only the last micro-batch reduces
+        model_backward(&R->m);
     }
-    rc = NSA_EXIT_OK;
-    if (ddp && last > step0) rc = ddp_check_weights(ddp, last);
-out:
-    if (metrics >= 0 && close(metrics) != 0) io_error(path, errno);   // (NFS reports write errors at close)
-    if (ds) data_close(ds);
-    free(in); free(tg);
-    if (tracing) gradtrace_close(&trace);
-    if (diag.gs) gatestats_close(diag.gs);
-    ddp_close(ddp, rc == NSA_EXIT_OK);
-    m.grad_ready = NULL;
-    m.event = NULL;
-    optim_free(&opt, &m);
-    if (faults) faults_unbind(faults, &m);
-    model_free(&m);
+    return 0;
+}
+
+// fp16: the scaled gradients overflowed. Skip the update, halve the scale. Returns GO_ON
+// or the exit code.
+static int step_skip_overflow(Run *R, int64_t step, double loss, double *gnorm, double t0) {
+    double was = R->opt.loss_scale;
+    optim_unscale(&R->opt, &R->m, gnorm);
+    fprintf(stderr, "nsa-train: step %" PRId64 ": fp16 gradient overflow at loss scale %g: step skipped, scale now %g\n",
+            step, was, R->opt.loss_scale);
+    if (R->metrics >= 0 &&
+        metrics_record(R->metrics, R->path, "{\"step\": %" PRId64 ", \"loss\": %.17g, \"skipped\": true, \"loss_scale\": %g}\n",
+                       step, loss, R->opt.loss_scale))
+        return NSA_EXIT_RUNTIME;
+    if (R->ddp) ddp_write_rank_times(R->ddp, step, (mono_s() - t0) * 1e3);
+    if (io_error_seen()) return NSA_EXIT_RUNTIME;
+    return GO_ON;
+}
+
+// --dump-step: the dump describes the first micro-batch of step 1: replay it alone so
+// that logits and gradients belong to the same batch. Under data parallel every rank
+// replays its slice and the gradients are reduced (the mean over world*B sequences,
+// what the optimizer would use), so the dump of W ranks with batch B compares with one
+// rank's dump at batch W*B; rank 0 writes it with its own slice's inputs and logits, and
+// the mean loss over ranks. The step's gradients are restored after. Returns 0 or the
+// exit code.
+static int step_dump(Run *R, DataPos pos) {
+    const NsaConfig *cfg = R->cfg;
+    const Backend *be = R->be;
+    Model *m = &R->m;
+    const int B = R->B, T = R->T;
+    DataSource *ds1 = data_open(cfg->data_kind, cfg->data_path, cfg->vocab_size, B, T, cfg->seed, R->data_rank, R->world,
+                                R->err, sizeof R->err);
+    int32_t *in1 = malloc(sizeof(int32_t) * (size_t)B * T), *tg1 = malloc(sizeof(int32_t) * (size_t)B * T);
+    data_set_pos(ds1, pos);
+    data_next(ds1, in1, tg1);
+    data_close(ds1);
+    void *saved = malloc((size_t)m->n_elems * be->param_bytes);
+    be->to_host(saved, m->grad_mem, (size_t)m->n_elems * be->param_bytes);
+    model_zero_grad(m);
+    if (R->opts->dump_acts) R->diag.acts = actdump_new();
+    double l1 = model_forward(m, in1, tg1, 1.0 / ((double)B * T * R->world));
+    const int64_t nlog = (int64_t)B * T * m->V;
+    void *lh = logits_to_host(m, nlog);
+    model_backward(m);
+    int drc = 0;
+    if (R->ddp) {
+        drc = ddp_reduce_all(R->ddp);
+        if (!drc) drc = ddp_mean(R->ddp, &l1, "allreduce dump loss");
+    }
+    if (!drc && R->rank == 0)
+        drc = dump_step(R->opts->dump_step, m, in1, tg1, l1, &l1, lh, R->diag.acts) ? NSA_EXIT_RUNTIME : 0;
+    be->from_host(m->grad_mem, saved, (size_t)m->n_elems * be->param_bytes);
+    actdump_free(R->diag.acts);
+    R->diag.acts = NULL;
+    free(lh); free(saved); free(in1); free(tg1);
+    return drc;
+}
+
+// After the update: the step's line on stdout, its metrics.jsonl record, the rank's
+// times, the checkpoint when due. Returns GO_ON or the exit code.
+static int step_record(Run *R, int64_t step, double loss, double gnorm, double lr, double dt, uint64_t data_digest) {
+    const NsaConfig *cfg = R->cfg;
+    const TrainOpts *opts = R->opts;
+    const Backend *be = R->be;
+    const int world = R->world;
+    double toks = (double)R->B * R->T * cfg->grad_accum;
+    if (!opts->quiet) {
+        if (R->ddp)   // the loss is the mean over ranks; tok/s the world's
+            printf("step %5" PRId64 "/%d | loss %.6f | grad_norm %.4f | lr %.3e | %8.1f ms | %9.0f tok/s | rank %d "
+                   "comm wait %.1f ms\n", step, cfg->steps, loss, gnorm, lr, dt * 1e3, toks * world / dt, R->rank,
+                   ddp_comm_wait_ms(R->ddp));
+        else
+            printf("step %5" PRId64 "/%d | loss %.6f | grad_norm %.4f | lr %.3e | %8.1f ms | %9.0f tok/s\n", step,
+                   cfg->steps, loss, gnorm, lr, dt * 1e3, toks / dt);
+        fflush(stdout);
+    }
+    // mem_bytes: what the model holds on its backend (parameters, gradients,
+    // AdamW moments, activations and scratch); rss_bytes: the process's RSS
+    const int64_t mem = (int64_t)R->m.param_bytes_total + (int64_t)R->m.act_bytes + 2 * R->m.n_elems * be->param_bytes;
+    // peak_mem_bytes: the most the backend held allocated at once so far (its
+    // allocator's exact count); flops: model FLOPs of the step (trainer/flops.h);
+    // data_digest: digest64 of this rank's inputs and targets of the step
+    const int64_t peak = be->mem_peak ? (int64_t)be->mem_peak() : -1;
+    char dd[17];
+    digest64_hex(data_digest, dd);
+    // tokens and tok/s: the whole world's (every rank processes B*T*grad_accum)
+    // metrics.jsonl gets its record every step: a full disk shows here,
+    // [IO-ERROR] naming it, exit 6
+    if (R->metrics >= 0 &&
+        metrics_record(R->metrics, R->path,
+                "{\"step\": %" PRId64 ", \"loss\": %.17g, \"grad_norm\": %.17g, \"lr\": %.17g, \"ms\": %.3f, "
+                "\"tok_per_s\": %.1f, \"tokens\": %.0f, \"mem_bytes\": %" PRId64 ", \"rss_bytes\": %" PRId64 ", "
+                "\"peak_mem_bytes\": %" PRId64 ", \"flops\": %.17g, \"data_digest\": \"%s\", "
+                "\"world_size\": %d, \"comm_wait_ms\": %.3f}\n",
+                step, loss, gnorm, lr, dt * 1e3, toks * world / dt, toks * world, mem, rss_bytes(), peak,
+                R->flops_step * world, dd, world, R->ddp ? ddp_comm_wait_ms(R->ddp) : 0.0))
+        return NSA_EXIT_RUNTIME;
+    if (R->ddp) ddp_write_rank_times(R->ddp, step, dt * 1e3);
+    int save_now = R->rank == 0 && opts->save && ((opts->save_every > 0 && step % opts->save_every == 0) || step == R->last);
+    if (save_now) {
+        flightrec_event(FR_PHASE_CHECKPOINT, FR_KIND_BEGIN, step, -1, "checkpoint_save");
+        if (checkpoint_save(opts->save, &R->m, &R->opt, step, data_get_pos(R->ds), R->err, sizeof R->err)) {
+            int e = errno;   // != 0: the file could not be written: [IO-ERROR], exit 6
+            fprintf(stderr, "nsa-train: --save: %s\n", R->err);
+            if (e) io_error(opts->save, e);
+            return NSA_EXIT_RUNTIME;
+        }
+    }
+    // a trace record (grad_trace, gate_stats, buckets, rank_times) that could not
+    // be written this step: stop here, exit 6 (train_run)
+    if (io_error_seen()) return NSA_EXIT_RUNTIME;
+    flightrec_event(save_now ? FR_PHASE_CHECKPOINT : FR_PHASE_OPTIMIZER, FR_KIND_END, step, -1, "step");
+    return GO_ON;
+}
+
+// One optimizer step: micro-batches, the collectives, the gradient norm (fp16 overflow:
+// skipped), the anomaly check, the step-1 dump, the update, the record. Returns GO_ON or
+// the exit code.
+static int train_step(Run *R, int64_t step) {
+    const NsaConfig *cfg = R->cfg;
+    double t0 = mono_s();
+    R->diag.step = step;
+    flightrec_event(FR_PHASE_DATA, FR_KIND_BEGIN, step, -1, "step");
+    if (R->ddp) ddp_begin_step(R->ddp, step);
+    if (R->faults) faults_begin_step(R->faults, &R->m, step);
+    if (R->tracing) gradtrace_begin_step(&R->trace, step);
+    if (R->diag.gs) gatestats_arm(R->diag.gs);
+    DataPos pos = data_get_pos(R->ds);
+    model_zero_grad(&R->m);
+    double loss = 0;
+    uint64_t data_digest = 0;
+    if (step_micro_batches(R, step, &loss, &data_digest)) return NSA_EXIT_RUNTIME;
+    // the trace goes out before any anomaly handling, so a non-finite
+    // gradient is on record even when the run halts below; under data parallel
+    // also before the wait for the collectives, so a rank that hangs there has
+    // its arrival record out
+    if (R->tracing) free(gradtrace_end_step(&R->trace));
+    loss /= cfg->grad_accum;
+    if (R->ddp) {
+        // wait for every bucket (bounded by --comm-timeout), then the mean loss over ranks
+        int drc = ddp_finish_backward(R->ddp);
+        if (!drc) drc = ddp_mean(R->ddp, &loss, "allreduce loss");
+        if (drc) return drc;
+    }
+    enter_phase(&R->diag, FR_PHASE_OPTIMIZER, "grad_norm");
+    double gnorm = optim_grad_norm(&R->m);
+    if (isfinite(loss) && !isfinite(gnorm) && R->opt.loss_scale > 1.0) return step_skip_overflow(R, step, loss, &gnorm, t0);
+    optim_unscale(&R->opt, &R->m, &gnorm);
+    if (!isfinite(loss) || !isfinite(gnorm)) {
+        fprintf(stderr, "nsa-train: step %" PRId64 ": non-finite %s (loss %g, grad norm %g); replaying the step to localise\n",
+                step, !isfinite(loss) ? "loss" : "gradient", loss, gnorm);
+        if (R->metrics >= 0)   // a failure: the anomaly is still localised; the run ends with 6
+            metrics_record(R->metrics, R->path, "{\"step\": %" PRId64 ", \"loss\": \"%g\", \"grad_norm\": \"%g\", \"anomaly\": true}\n",
+                           step, loss, gnorm);
+        // every rank replays its own micro-batches (no collectives): the rank whose
+        // data produced the value names the tensor
+        localise_anomaly(&R->m, R->ds, pos, R->in, R->tg, R->dscale, step, R->out_dir);
+        return NSA_EXIT_ANOMALY;
+    }
+    if (step == 1 && R->opts->dump_step) {
+        int drc = step_dump(R, pos);
+        if (drc) return drc;
+    }
+    double lr = optim_lr(cfg, step);
+    flightrec_event(FR_PHASE_OPTIMIZER, FR_KIND_BEGIN, step, -1, "adamw");
+    optim_step(&R->opt, &R->m, lr, gnorm);
+    R->be->sync();
+    return step_record(R, step, loss, gnorm, lr, mono_s() - t0, data_digest);
+}
+
+// Close and free everything the run opened; a metrics.jsonl that fails at close is an
+// I/O error (NFS reports write errors there). Returns rc.
+static int run_finish(Run *R, int rc) {
+    if (R->metrics >= 0 && close(R->metrics) != 0) io_error(R->path, errno);
+    if (R->ds) data_close(R->ds);
+    free(R->in); free(R->tg);
+    if (R->tracing) gradtrace_close(&R->trace);
+    if (R->diag.gs) gatestats_close(R->diag.gs);
+    ddp_close(R->ddp, rc == NSA_EXIT_OK);
+    R->m.grad_ready = NULL;
+    R->m.event = NULL;
+    optim_free(&R->opt, &R->m);
+    if (R->faults) faults_unbind(R->faults, &R->m);
+    model_free(&R->m);
     return rc;
+}
+
+static int train_run_inner(const TrainOpts *opts) {
+    Run R;
+    memset(&R, 0, sizeof R);
+    R.opts = opts;
+    R.cfg = &opts->cfg;
+    R.out_dir = opts->out_dir ? opts->out_dir : ".";
+    R.cw = opts->world && opts->world->transport != COMM_NONE ? opts->world : NULL;
+    R.world = R.cw ? R.cw->world : 1;
+    R.rank = R.cw ? R.cw->rank : opts->rank;
+    R.data_rank = R.cw ? R.cw->rank : 0;   // a single process (--rank R) reads the whole batch
+    R.B = R.cfg->batch_size;
+    R.T = R.cfg->seq_len;
+    R.metrics = -1;
+    g_rank = R.rank;
+    flightrec_event(FR_PHASE_INIT, FR_KIND_BEGIN, 0, -1, "init");
+    int rc;
+    if ((rc = run_prepare(&R)) != GO_ON) return rc;
+    if ((rc = run_build_model(&R)) != GO_ON) return rc;
+    if ((rc = run_open(&R)) != GO_ON) return run_finish(&R, rc);
+    R.last = opts->stop_after > 0 && opts->stop_after < R.cfg->steps ? opts->stop_after : R.cfg->steps;
+    if (opts->resume && (rc = run_resume(&R)) != GO_ON) return run_finish(&R, rc);
+    if ((rc = run_open_metrics(&R)) != GO_ON) return run_finish(&R, rc);
+    R.dscale = 1.0 / ((double)R.B * R.T * R.cfg->grad_accum * R.world);
+    R.flops_step = model_flops_per_step(&R.m, R.B, R.T, R.cfg->grad_accum);
+    for (int64_t step = R.step0 + 1; step <= R.last; step++)
+        if ((rc = train_step(&R, step)) != GO_ON) return run_finish(&R, rc);
+    rc = NSA_EXIT_OK;
+    if (R.ddp && R.last > R.step0) rc = ddp_check_weights(R.ddp, R.last);
+    return run_finish(&R, rc);
 }

@@ -3,20 +3,9 @@
 #define NSA_TRAINER_TRAIN_H
 #include "trainer/comm.h"
 #include "common/config.h"
+#include "common/exit_codes.h"
 
-// Exit codes of nsa-train (and train_run's return values).
-enum {
-    NSA_EXIT_OK = 0,
-    NSA_EXIT_RUNTIME = 1,   // I/O failure, bad checkpoint, backend failure
-    NSA_EXIT_USAGE = 2,     // bad flag or invalid config
-    NSA_EXIT_ANOMALY = 3,   // a non-finite loss/activation/gradient (anomaly record written)
-    NSA_EXIT_COMM_TIMEOUT = 4, // data parallel: a collective did not complete within --comm-timeout
-    NSA_EXIT_DDP_CONTRACT = 5, // data parallel: static_graph's used-parameter set differs across ranks or steps
-                               // (or its transport reported an error); [COMM-TIMEOUT] / [COMM-ERROR] printed
-    NSA_EXIT_IO = 6,        // an artifact could not be written (disk full, I/O error): one line
-                            // "[IO-ERROR] file=<path> errno=<n> <strerror text>" on stderr (trainer/ioerr.h);
-                            // takes precedence over 0 and every other code a run ends with
-};
+// Exit codes of nsa-train (and train_run's return values): NSA_EXIT_* in common/exit_codes.h.
 
 typedef struct {
     NsaConfig cfg;

@@ -30,6 +30,8 @@
 #include "trainer/flightrec.h"
 #include "trainer/stackdump.h"
 #include "trainer/train.h"
+#include "common/exit_codes.h"
+#include "common/util.h"
 
 #ifdef NSA_HAVE_CUDA
 int nsa_cuda_describe(char *buf, size_t n);   // kernels/cuda/cuda_probe.cu
@@ -133,26 +135,12 @@ static char *subst_rank(const char *path, int rank) {
     return out;
 }
 
-// mkdir -p of the directory part of `path`
-static void mkdir_parent(const char *path) {
-    char dir[1024];
-    snprintf(dir, sizeof dir, "%s", path);
-    char *slash = strrchr(dir, '/');
-    if (!slash || slash == dir) return;
-    *slash = 0;
-    for (char *p = dir + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = 0;
-        mkdir(dir, 0775);
-        *p = '/';
-    }
-    mkdir(dir, 0775);
-}
-
 // --log-file: this process's stdout and stderr go to FILE (appended, never
 // truncated: several ranks may share one), stdout line-buffered, stderr unbuffered.
 static int redirect_log(const char *path) {
-    mkdir_parent(path);
+    char dir[1024];
+    path_dirname(path, dir, sizeof dir);
+    mkdir_p(dir);   // failures show in the open below
     int fd = open(path, O_WRONLY | O_CREAT | O_APPEND, 0644);
     if (fd < 0) {
         fprintf(stderr, "nsa-train: --log-file %s: %s\n", path, strerror(errno));
@@ -187,264 +175,342 @@ static int parse_int(const char *flag, const char *s, int *out) {
 static int finish(CommWorld *w, int rc) {
     fflush(stdout);
     fflush(stderr);
-    if (rc == 0) comm_world_finalize(w);
+    if (rc == NSA_EXIT_OK) comm_world_finalize(w);
     else if (w->mpi_initialized) exit(rc);
     return rc;
 }
 
-int main(int argc, char **argv) {
+// Everything the command line and the environment set, as main's stages pass it on.
+typedef struct {
     TrainOpts opts;
-    memset(&opts, 0, sizeof opts);
-    const char *config_path = NULL, *stack_file = NULL, *log_file = NULL;
-    int check_only = 0, threads = 0, print_env = 0, rank_given = 0, transport = COMM_NONE;
-    int bootstrap = COMM_BOOT_AUTO, bootstrap_given = 0, check_world = 0;
-    double comm_timeout = 0, rdzv_timeout = 0;
-    static Faults faults;
-    faults_init(&faults);
-    const char **sets = calloc((size_t)argc + 2, sizeof(char *));
-    char **owned = calloc((size_t)argc + 2, sizeof(char *));
-    int n_sets = 0, n_owned = 0;
+    const char *config_path, *stack_file, *log_file;
+    int check_only, threads, print_env, rank_given, transport;
+    int bootstrap, bootstrap_given, check_world;
+    double comm_timeout, rdzv_timeout;
+    const char **sets;   // --set KEY=VALUE (and --steps/--backend as train.* sets)
+    char **owned;        // the sets built here (freed after config_load)
+    int n_sets, n_owned;
+    Faults *faults;
+    // every path flag with %r replaced by this rank (malloc'd)
+    char *p_log, *p_stack, *p_fr, *p_out, *p_dump, *p_save, *p_resume;
+} MainArgs;
+
+enum { GO_ON = -1 };   // a stage's "not done yet": main continues; any other value is the exit code
+
+// The flags. Returns GO_ON, or the exit code of --help, --devices, --list-faults,
+// --show-flight-recorder and of a bad flag.
+static int parse_args(int argc, char **argv, MainArgs *A) {
+    TrainOpts *o = &A->opts;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
 #define NEED_VALUE                                                                   \
-    if (!v) { fprintf(stderr, "nsa-train: %s needs a value (see --help)\n", a); return 2; } \
+    if (!v) { fprintf(stderr, "nsa-train: %s needs a value (see --help)\n", a); return NSA_EXIT_USAGE; } \
     i++
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
-        else if (!strcmp(a, "--config")) { NEED_VALUE; config_path = v; }
-        else if (!strcmp(a, "--set")) { NEED_VALUE; sets[n_sets++] = v; }
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return NSA_EXIT_OK; }
+        else if (!strcmp(a, "--config")) { NEED_VALUE; A->config_path = v; }
+        else if (!strcmp(a, "--set")) { NEED_VALUE; A->sets[A->n_sets++] = v; }
         else if (!strcmp(a, "--steps") || !strcmp(a, "--backend")) {
             NEED_VALUE;
             size_t n = strlen(v) + 32;
             char *s = malloc(n);
             snprintf(s, n, "train.%s=%s", a + 2, v);
-            owned[n_owned++] = s;
-            sets[n_sets++] = s;
+            A->owned[A->n_owned++] = s;
+            A->sets[A->n_sets++] = s;
         }
-        else if (!strcmp(a, "--out")) { NEED_VALUE; opts.out_dir = v; }
-        else if (!strcmp(a, "--save")) { NEED_VALUE; opts.save = v; }
-        else if (!strcmp(a, "--save-every")) { NEED_VALUE; if (parse_int(a, v, &opts.save_every)) return 2; }
-        else if (!strcmp(a, "--resume")) { NEED_VALUE; opts.resume = v; }
-        else if (!strcmp(a, "--allow-config-change")) opts.allow_config_change = 1;
-        else if (!strcmp(a, "--stop-after")) { NEED_VALUE; if (parse_int(a, v, &opts.stop_after)) return 2; }
-        else if (!strcmp(a, "--dump-step")) { NEED_VALUE; opts.dump_step = v; }
-        else if (!strcmp(a, "--dump-acts")) opts.dump_acts = 1;
+        else if (!strcmp(a, "--out")) { NEED_VALUE; o->out_dir = v; }
+        else if (!strcmp(a, "--save")) { NEED_VALUE; o->save = v; }
+        else if (!strcmp(a, "--save-every")) { NEED_VALUE; if (parse_int(a, v, &o->save_every)) return NSA_EXIT_USAGE; }
+        else if (!strcmp(a, "--resume")) { NEED_VALUE; o->resume = v; }
+        else if (!strcmp(a, "--allow-config-change")) o->allow_config_change = 1;
+        else if (!strcmp(a, "--stop-after")) { NEED_VALUE; if (parse_int(a, v, &o->stop_after)) return NSA_EXIT_USAGE; }
+        else if (!strcmp(a, "--dump-step")) { NEED_VALUE; o->dump_step = v; }
+        else if (!strcmp(a, "--dump-acts")) o->dump_acts = 1;
         else if (!strcmp(a, "--threads")) {   // one message, saying what it got
             NEED_VALUE;
-            if (parse_int(a, v, &threads)) return 2;
-            if (threads < 1) { fprintf(stderr, "nsa-train: --threads %s: expected a whole number >= 1\n", v); return 2; }
+            if (parse_int(a, v, &A->threads)) return NSA_EXIT_USAGE;
+            if (A->threads < 1) {
+                fprintf(stderr, "nsa-train: --threads %s: expected a whole number >= 1\n", v);
+                return NSA_EXIT_USAGE;
+            }
         }
-        else if (!strcmp(a, "--check-config")) check_only = 1;
+        else if (!strcmp(a, "--check-config")) A->check_only = 1;
         else if (!strcmp(a, "--devices")) {
 #ifdef NSA_HAVE_CUDA
             char buf[2048];
             int n = nsa_cuda_describe(buf, sizeof buf);
             printf("%s\n", buf);
-            return n > 0 ? 0 : 1;
+            return n > 0 ? NSA_EXIT_OK : NSA_EXIT_RUNTIME;
 #else
             printf("this build has no CUDA support (CUDA toolkit not found at configure time)\n");
-            return 1;
+            return NSA_EXIT_RUNTIME;
 #endif
         }
-        else if (!strcmp(a, "--quiet")) opts.quiet = 1;
-        else if (!strcmp(a, "--rank")) { NEED_VALUE; if (parse_int(a, v, &opts.rank)) return 2; rank_given = 1; }
+        else if (!strcmp(a, "--quiet")) o->quiet = 1;
+        else if (!strcmp(a, "--rank")) {
+            NEED_VALUE;
+            if (parse_int(a, v, &o->rank)) return NSA_EXIT_USAGE;
+            A->rank_given = 1;
+        }
         else if (!strcmp(a, "--transport")) {
             NEED_VALUE;
-            if ((transport = comm_transport_parse(v)) < 0) {
+            if ((A->transport = comm_transport_parse(v)) < 0) {
                 fprintf(stderr, "nsa-train: --transport %s: expected none, mpi or nccl\n", v);
-                return 2;
+                return NSA_EXIT_USAGE;
             }
         }
         else if (!strcmp(a, "--comm-timeout") || !strcmp(a, "--rdzv-timeout")) {
             NEED_VALUE;
             char *end = NULL;
-            double *t = a[2] == 'c' ? &comm_timeout : &rdzv_timeout;
+            double *t = a[2] == 'c' ? &A->comm_timeout : &A->rdzv_timeout;
             *t = strtod(v, &end);
             if (!*v || *end || !(*t > 0) || *t > 1e7) {
                 fprintf(stderr, "nsa-train: %s %s: expected a number of seconds > 0\n", a, v);
-                return 2;
+                return NSA_EXIT_USAGE;
             }
         }
         else if (!strcmp(a, "--bootstrap")) {
             NEED_VALUE;
-            if ((bootstrap = comm_bootstrap_parse(v)) == -2) {
+            if ((A->bootstrap = comm_bootstrap_parse(v)) == -2) {
                 fprintf(stderr, "nsa-train: --bootstrap %s: expected auto, mpi, env or slurm\n", v);
-                return 2;
+                return NSA_EXIT_USAGE;
             }
-            bootstrap_given = 1;
+            A->bootstrap_given = 1;
         }
-        else if (!strcmp(a, "--check-world")) check_world = 1;
-        else if (!strcmp(a, "--log-file")) { NEED_VALUE; log_file = v; }
-        else if (!strcmp(a, "--trace-grads")) opts.trace_grads = 1;
-        else if (!strcmp(a, "--gate-stats")) opts.gate_stats = 1;
-        else if (!strcmp(a, "--flight-recorder")) { NEED_VALUE; opts.flight_recorder = v; }
-        else if (!strcmp(a, "--stack-file")) { NEED_VALUE; stack_file = v; }
+        else if (!strcmp(a, "--check-world")) A->check_world = 1;
+        else if (!strcmp(a, "--log-file")) { NEED_VALUE; A->log_file = v; }
+        else if (!strcmp(a, "--trace-grads")) o->trace_grads = 1;
+        else if (!strcmp(a, "--gate-stats")) o->gate_stats = 1;
+        else if (!strcmp(a, "--flight-recorder")) { NEED_VALUE; o->flight_recorder = v; }
+        else if (!strcmp(a, "--stack-file")) { NEED_VALUE; A->stack_file = v; }
         else if (!strcmp(a, "--fault")) {
             NEED_VALUE;
             char ferr[1024];
-            if (faults_parse(&faults, v, ferr, sizeof ferr)) { fprintf(stderr, "nsa-train: %s\n", ferr); return 2; }
+            if (faults_parse(A->faults, v, ferr, sizeof ferr)) {
+                fprintf(stderr, "nsa-train: %s\n", ferr);
+                return NSA_EXIT_USAGE;
+            }
         }
-        else if (!strcmp(a, "--list-faults")) { faults_list(stdout); return 0; }
-        else if (!strcmp(a, "--print-env")) print_env = 1;
-        else if (!strcmp(a, "--show-flight-recorder")) { NEED_VALUE; return flightrec_show(v) ? 1 : 0; }
+        else if (!strcmp(a, "--list-faults")) { faults_list(stdout); return NSA_EXIT_OK; }
+        else if (!strcmp(a, "--print-env")) A->print_env = 1;
+        else if (!strcmp(a, "--show-flight-recorder")) {
+            NEED_VALUE;
+            return flightrec_show(v) ? NSA_EXIT_RUNTIME : NSA_EXIT_OK;
+        }
         else {
             fprintf(stderr, "nsa-train: unknown option '%s' (see --help)\n", a);
-            return 2;
+            return NSA_EXIT_USAGE;
         }
 #undef NEED_VALUE
     }
-    if (opts.dump_acts && !opts.dump_step) {
+    return GO_ON;
+}
+
+// A timeout from the environment when its flag was not given: NAME=seconds, > 0 (and
+// at most 1e7 when `capped`). Returns 0, or -1 after the message.
+static int env_seconds(const char *name, double *t, int capped) {
+    const char *e = getenv(name);
+    char *end = NULL;
+    *t = e ? strtod(e, &end) : 0;
+    if (e && (!*e || *end || !(*t > 0) || (capped && *t > 1e7))) {
+        fprintf(stderr, "nsa-train: %s=%s: expected a number of seconds > 0\n", name, e);
+        return -1;
+    }
+    return 0;
+}
+
+// What the flags did not say: the timeouts and the bootstrap from the environment,
+// and the combinations checked before any world exists. Returns GO_ON or the exit code.
+static int resolve_defaults(MainArgs *A) {
+    if (A->opts.dump_acts && !A->opts.dump_step) {
         fprintf(stderr, "nsa-train: --dump-acts adds the activations to the step dump: it needs --dump-step FILE\n");
-        return 2;
+        return NSA_EXIT_USAGE;
     }
-    if (comm_timeout <= 0) {
-        const char *e = getenv("NSA_COMM_TIMEOUT");
-        char *end = NULL;
-        comm_timeout = e ? strtod(e, &end) : 0;
-        if (e && (!*e || *end || !(comm_timeout > 0))) {
-            fprintf(stderr, "nsa-train: NSA_COMM_TIMEOUT=%s: expected a number of seconds > 0\n", e);
-            return 2;
-        }
-        if (comm_timeout <= 0) comm_timeout = 300;
+    if (A->comm_timeout <= 0) {
+        if (env_seconds("NSA_COMM_TIMEOUT", &A->comm_timeout, 0)) return NSA_EXIT_USAGE;
+        if (A->comm_timeout <= 0) A->comm_timeout = 300;
     }
-    if (rdzv_timeout <= 0) {
-        const char *e = getenv("NSA_RDZV_TIMEOUT");
-        char *end = NULL;
-        rdzv_timeout = e ? strtod(e, &end) : 0;
-        if (e && (!*e || *end || !(rdzv_timeout > 0) || rdzv_timeout > 1e7)) {
-            fprintf(stderr, "nsa-train: NSA_RDZV_TIMEOUT=%s: expected a number of seconds > 0\n", e);
-            return 2;
-        }
-        if (rdzv_timeout <= 0) rdzv_timeout = comm_timeout;
+    if (A->rdzv_timeout <= 0) {
+        if (env_seconds("NSA_RDZV_TIMEOUT", &A->rdzv_timeout, 1)) return NSA_EXIT_USAGE;
+        if (A->rdzv_timeout <= 0) A->rdzv_timeout = A->comm_timeout;
     }
-    if (!bootstrap_given && getenv("NSA_BOOTSTRAP") && *getenv("NSA_BOOTSTRAP")) {
-        if ((bootstrap = comm_bootstrap_parse(getenv("NSA_BOOTSTRAP"))) == -2) {
+    if (!A->bootstrap_given && getenv("NSA_BOOTSTRAP") && *getenv("NSA_BOOTSTRAP")) {
+        if ((A->bootstrap = comm_bootstrap_parse(getenv("NSA_BOOTSTRAP"))) == -2) {
             fprintf(stderr, "nsa-train: NSA_BOOTSTRAP=%s: expected auto, mpi, env or slurm\n", getenv("NSA_BOOTSTRAP"));
-            return 2;
+            return NSA_EXIT_USAGE;
         }
     }
-    // data parallel: the process learns its rank first (MPI_Init for the mpi bootstrap;
-    // the launcher's variables for env/slurm), so that %r in the paths, the log file and
-    // the stack dumps know the rank; the env/slurm rendezvous comes after the log file
+    return GO_ON;
+}
+
+// Data parallel: the process learns its rank first (MPI_Init for the mpi bootstrap; the
+// launcher's variables for env/slurm), so that %r in the paths, the log file and the
+// stack dumps know the rank; the env/slurm rendezvous comes later (join_world), after
+// the log file. Returns GO_ON or the exit code.
+static int setup_world(MainArgs *A, CommWorld *world, char *err, size_t errn) {
     const char *why = NULL;
-    if (!comm_transport_built(transport, &why)) {
-        fprintf(stderr, "nsa-train: --transport %s: %s\n", comm_transport_name(transport), why);
-        return 2;
+    if (!comm_transport_built(A->transport, &why)) {
+        fprintf(stderr, "nsa-train: --transport %s: %s\n", comm_transport_name(A->transport), why);
+        return NSA_EXIT_USAGE;
     }
-    static CommWorld world;
-    char err[8192];
-    int wrc = comm_world_setup(&world, transport, bootstrap, check_world, err, sizeof err);
+    int wrc = comm_world_setup(world, A->transport, A->bootstrap, A->check_world, err, errn);
     if (wrc) {
         fprintf(stderr, "nsa-train: %s\n", err);
-        return finish(&world, wrc);
+        return finish(world, wrc);
     }
-    if (world.bootstrap != COMM_BOOT_NONE) {
-        if (rank_given && opts.rank != world.rank) {
-            if (world.bootstrap == COMM_BOOT_MPI)
+    if (world->bootstrap != COMM_BOOT_NONE) {
+        if (A->rank_given && A->opts.rank != world->rank) {
+            if (world->bootstrap == COMM_BOOT_MPI)
                 fprintf(stderr, "nsa-train: --rank %d conflicts with the MPI rank %d (under --transport %s the MPI rank "
-                        "is used; leave --rank out)\n", opts.rank, world.rank, comm_transport_name(transport));
+                        "is used; leave --rank out)\n", A->opts.rank, world->rank, comm_transport_name(A->transport));
             else
                 fprintf(stderr, "nsa-train: --rank %d conflicts with the rank %d of the %s bootstrap (%s; leave --rank "
-                        "out)\n", opts.rank, world.rank, comm_bootstrap_name(world.bootstrap), world.source);
-            return finish(&world, 2);
+                        "out)\n", A->opts.rank, world->rank, comm_bootstrap_name(world->bootstrap), world->source);
+            return finish(world, NSA_EXIT_USAGE);
         }
-        opts.rank = world.rank;
+        A->opts.rank = world->rank;
         setvbuf(stdout, NULL, _IOLBF, 0);   // launchers forward a pipe: lines, not blocks
-    } else if (bootstrap_given && bootstrap != COMM_BOOT_AUTO) {
+    } else if (A->bootstrap_given && A->bootstrap != COMM_BOOT_AUTO) {
         fprintf(stderr, "nsa-train: --bootstrap %s: there is no world to join with --transport none (add --transport "
-                "nccl, or --check-world)\n", comm_bootstrap_name(bootstrap));
-        return 2;
+                "nccl, or --check-world)\n", comm_bootstrap_name(A->bootstrap));
+        return NSA_EXIT_USAGE;
     } else {
         const char *ws = getenv("WORLD_SIZE");
         if (ws && atoi(ws) > 1 && !getenv("OMPI_COMM_WORLD_RANK"))
             fprintf(stderr, "nsa-train: warning: WORLD_SIZE=%s is set but --transport is none: this process trains "
                     "alone (pass --transport nccl to join the world, docs/ddp.md)\n", ws);
     }
-    opts.world = &world;
-    opts.comm_timeout_s = comm_timeout;
-    // every path flag accepts %r = this rank
-    char *p_log = subst_rank(log_file, opts.rank), *p_stack = subst_rank(stack_file, opts.rank);
-    char *p_fr = subst_rank(opts.flight_recorder, opts.rank), *p_out = subst_rank(opts.out_dir, opts.rank);
-    char *p_dump = subst_rank(opts.dump_step, opts.rank), *p_save = subst_rank(opts.save, opts.rank);
-    char *p_resume = subst_rank(opts.resume, opts.rank);
-    opts.flight_recorder = p_fr;
-    opts.out_dir = p_out;
-    opts.dump_step = p_dump;
-    opts.save = p_save;
-    opts.resume = p_resume;
-    if (p_log && redirect_log(p_log)) return finish(&world, 2);
+    A->opts.world = world;
+    A->opts.comm_timeout_s = A->comm_timeout;
+    return GO_ON;
+}
+
+// every path flag accepts %r = this rank
+static void substitute_rank(MainArgs *A) {
+    TrainOpts *o = &A->opts;
+    A->p_log = subst_rank(A->log_file, o->rank);
+    A->p_stack = subst_rank(A->stack_file, o->rank);
+    A->p_fr = subst_rank(o->flight_recorder, o->rank);
+    A->p_out = subst_rank(o->out_dir, o->rank);
+    A->p_dump = subst_rank(o->dump_step, o->rank);
+    A->p_save = subst_rank(o->save, o->rank);
+    A->p_resume = subst_rank(o->resume, o->rank);
+    o->flight_recorder = A->p_fr;
+    o->out_dir = A->p_out;
+    o->dump_step = A->p_dump;
+    o->save = A->p_save;
+    o->resume = A->p_resume;
+}
+
+static void free_rank_paths(MainArgs *A) {
+    free(A->p_log); free(A->p_stack); free(A->p_fr); free(A->p_out); free(A->p_dump); free(A->p_save); free(A->p_resume);
+}
+
+// The log file, the stall/crash handlers, the env/slurm rendezvous, and --check-world.
+// Returns GO_ON or the exit code.
+static int join_world(MainArgs *A, CommWorld *world, char *err, size_t errn) {
+    int wrc;
+    if (A->p_log && redirect_log(A->p_log)) return finish(world, NSA_EXIT_USAGE);
     // stall/crash handlers first: a rank can be stalled or crash from here on (after
     // MPI_Init, which installs handlers of its own that these replace)
-    if (stackdump_install(p_stack, opts.rank)) return finish(&world, 1);
+    if (stackdump_install(A->p_stack, A->opts.rank)) return finish(world, NSA_EXIT_RUNTIME);
     // env/slurm: the rendezvous (bounded by --rdzv-timeout; nothing to do for mpi, nor for
     // --print-env / --check-config, which need no world)
-    if (!print_env && !check_only && (wrc = comm_world_join(&world, rdzv_timeout, err, sizeof err))) {
+    if (!A->print_env && !A->check_only && (wrc = comm_world_join(world, A->rdzv_timeout, err, errn))) {
         fprintf(stderr, "%s%s\n", err[0] == '[' ? "" : "nsa-train: ", err);
-        return finish(&world, wrc);
+        return finish(world, wrc);
     }
-    if (world.rdzv && world.world > 1 && !check_world)
+    if (world->rdzv && world->world > 1 && !A->check_world)
         fprintf(stderr, "nsa-train: rank %d: joined a world of %d at %s:%d (bootstrap %s, local rank %d of %d) in %.0f ms\n",
-                world.rank, world.world, world.rdzv_addr, world.rdzv_port, comm_bootstrap_name(world.bootstrap),
-                world.local_rank, world.local_size, world.join_ms);
-    if (check_world) {
+                world->rank, world->world, world->rdzv_addr, world->rdzv_port, comm_bootstrap_name(world->bootstrap),
+                world->local_rank, world->local_size, world->join_ms);
+    if (A->check_world) {
         char line[16384];
-        if ((wrc = comm_world_check(&world, comm_timeout, line, sizeof line, err, sizeof err))) {
+        if ((wrc = comm_world_check(world, A->comm_timeout, line, sizeof line, err, errn))) {
             fprintf(stderr, "%s%s\n", err[0] == '[' ? "" : "nsa-train: ", err);
-            return finish(&world, wrc);
+            return finish(world, wrc);
         }
         puts(line);
-        return finish(&world, 0);
+        return finish(world, NSA_EXIT_OK);
     }
-    if (print_env && !config_path) {
+    return GO_ON;
+}
+
+// The config (--config with its --set overrides), and the commands that only print it
+// or the environment. Returns GO_ON or the exit code.
+static int load_config(MainArgs *A, CommWorld *world, char *err, size_t errn) {
+    TrainOpts *o = &A->opts;
+    if (A->print_env && !A->config_path) {
         char *js = envinfo_json(NULL);
         puts(js);
         free(js);
-        return finish(&world, 0);
+        return finish(world, NSA_EXIT_OK);
     }
-    if (!config_path) {
+    if (!A->config_path) {
         fprintf(stderr, "nsa-train: --config FILE is required (see --help)\n");
-        return finish(&world, 2);
+        return finish(world, NSA_EXIT_USAGE);
     }
-    if (opts.save_every && !opts.save) {
+    if (o->save_every && !o->save) {
         fprintf(stderr, "nsa-train: --save-every needs --save FILE\n");
-        return finish(&world, 2);
+        return finish(world, NSA_EXIT_USAGE);
     }
-    if (config_load(&opts.cfg, config_path, sets, n_sets, err, sizeof err)) {
+    if (config_load(&o->cfg, A->config_path, A->sets, A->n_sets, err, errn)) {
         fputs(err, stderr);
         if (err[0] && err[strlen(err) - 1] != '\n') fputc('\n', stderr);
-        return finish(&world, 2);
+        return finish(world, NSA_EXIT_USAGE);
     }
-    for (int i = 0; i < n_owned; i++) free(owned[i]);
-    free(owned);
-    free(sets);
-    if (opts.allow_config_change && !opts.resume) {
+    for (int i = 0; i < A->n_owned; i++) free(A->owned[i]);
+    free(A->owned);
+    free(A->sets);
+    if (o->allow_config_change && !o->resume) {
         fprintf(stderr, "nsa-train: --allow-config-change applies to --resume FILE, which is not given\n");
-        free(p_log); free(p_stack); free(p_fr); free(p_out); free(p_dump); free(p_save); free(p_resume);
-        return finish(&world, 2);
+        free_rank_paths(A);
+        return finish(world, NSA_EXIT_USAGE);
     }
-    if (print_env) {
-        char *js = envinfo_json(&opts.cfg);
+    if (A->print_env) {
+        char *js = envinfo_json(&o->cfg);
         puts(js);
         free(js);
-        return finish(&world, 0);
+        return finish(world, NSA_EXIT_OK);
     }
-    if (check_only) {
-        char *js = config_to_json(&opts.cfg);   // ends with a newline
+    if (A->check_only) {
+        char *js = config_to_json(&o->cfg);   // ends with a newline
         fputs(js, stdout);
         free(js);
-        return finish(&world, 0);
+        return finish(world, NSA_EXIT_OK);
     }
+    return GO_ON;
+}
+
+int main(int argc, char **argv) {
+    static MainArgs A;
+    static Faults faults;
+    static CommWorld world;
+    char err[8192];
+    A.transport = COMM_NONE;
+    A.bootstrap = COMM_BOOT_AUTO;
+    A.faults = &faults;
+    faults_init(&faults);
+    A.sets = calloc((size_t)argc + 2, sizeof(char *));
+    A.owned = calloc((size_t)argc + 2, sizeof(char *));
+    int rc;
+    if ((rc = parse_args(argc, argv, &A)) != GO_ON) return rc;
+    if ((rc = resolve_defaults(&A)) != GO_ON) return rc;
+    if ((rc = setup_world(&A, &world, err, sizeof err)) != GO_ON) return rc;
+    substitute_rank(&A);
+    if ((rc = join_world(&A, &world, err, sizeof err)) != GO_ON) return rc;
+    if ((rc = load_config(&A, &world, err, sizeof err)) != GO_ON) return rc;
 #ifdef _OPENMP
     // several ranks on one node share its cores: without --threads each takes its share
-    if (threads <= 0 && world.local_size > 1 && !getenv("OMP_NUM_THREADS")) {
+    if (A.threads <= 0 && world.local_size > 1 && !getenv("OMP_NUM_THREADS")) {
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
-        threads = (int)(cores / world.local_size);
-        if (threads < 1) threads = 1;
+        A.threads = (int)(cores / world.local_size);
+        if (A.threads < 1) A.threads = 1;
     }
-    if (threads > 0) omp_set_num_threads(threads);
+    if (A.threads > 0) omp_set_num_threads(A.threads);
 #endif
-    if (faults.n_active) opts.faults = &faults;
-    int rc = train_run(&opts);
-    free(p_log); free(p_stack); free(p_fr); free(p_out); free(p_dump); free(p_save); free(p_resume);
+    if (faults.n_active) A.opts.faults = &faults;
+    rc = train_run(&A.opts);
+    free_rank_paths(&A);
     return finish(&world, rc);
 }
