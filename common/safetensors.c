@@ -24,11 +24,11 @@
 // 8-aligned position rather than the verbatim data section.
 #define _POSIX_C_SOURCE 200809L
 #include "common/safetensors.h"
+#include "common/util.h"   // xrealloc, xstrdup (abort on OOM: st_add has no error channel), set_err
 
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
-#include <stdarg.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -88,23 +88,6 @@ static int dtype_from_name(const char *s) {
     return -1;
 }
 
-// Bookkeeping allocations (names, descriptor arrays) are tiny; failing them
-// means the process is already lost, and st_add/st_add_meta have no error
-// channel, so they abort like xmalloc would.
-static void *xrealloc(void *p, size_t n) {
-    void *q = realloc(p, n ? n : 1);
-    if (!q) {
-        fprintf(stderr, "safetensors: out of memory (%zu bytes)\n", n);
-        abort();
-    }
-    return q;
-}
-
-static char *xstrdup(const char *s) {
-    size_t n = strlen(s) + 1;
-    return memcpy(xrealloc(NULL, n), s, n);
-}
-
 // Bytes of a tensor of this dtype and shape; -1 when the dtype or ndim is out of
 // range, a dimension is negative, or the size overflows size_t/int64.
 static int tensor_nbytes(int dt, int ndim, const int64_t *shape, size_t *out) {
@@ -157,14 +140,6 @@ void st_add_meta(StFile *f, const char *key, const char *val) {
     f->meta_keys[f->n_meta] = xstrdup(key);
     f->meta_vals[f->n_meta] = xstrdup(val);
     f->n_meta++;
-}
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...) {
-    if (!err || errlen == 0) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
 }
 
 // Builds the header object; -1 with err on an invalid tensor (bad dtype/shape,

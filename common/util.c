@@ -1,5 +1,5 @@
 // common/util.c — see util.h.
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE   // program_invocation_short_name
 #include "common/util.h"
 
 #include <dirent.h>
@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,9 +16,13 @@
 #include <unistd.h>
 
 // ---- allocation ---------------------------------------------------------------------
+// The allocations that go through here are bookkeeping (names, lists, text) with no
+// error channel: failing one means the process is already lost. One line naming the
+// program ("nsa-harness: out of memory (N bytes)") and abort(), so nsa-train's
+// SIGABRT handler dumps the stack and a core can be taken.
 static void oom(size_t n) {
-    fprintf(stderr, "nsa-harness: out of memory (%zu bytes)\n", n);
-    exit(125);
+    fprintf(stderr, "%s: out of memory (%zu bytes)\n", program_invocation_short_name, n);
+    abort();
 }
 void *xmalloc(size_t n) {
     void *p = malloc(n ? n : 1);
@@ -39,6 +44,15 @@ char *xstrdup(const char *s) {
     char *p = xmalloc(n);
     memcpy(p, s, n);
     return p;
+}
+
+// ---- error messages ---------------------------------------------------------------------
+void set_err(char *err, size_t errlen, const char *fmt, ...) {
+    if (!err || errlen == 0) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
 }
 
 // ---- Str ------------------------------------------------------------------------------

@@ -24,10 +24,16 @@ const char *str_c(const Str *s);
 // hands the buffer to the caller (free()), leaving s empty
 char *str_take(Str *s);
 
+// ---- allocation: abort() on OOM after "<program>: out of memory (N bytes)" on stderr ----
 char *xstrdup(const char *s);                 // aborts on OOM (as do all allocations here)
 void *xmalloc(size_t n);
 void *xcalloc(size_t n, size_t size);
 void *xrealloc(void *p, size_t n);
+
+// ---- error messages -----------------------------------------------------------------------
+// A formatted message into the caller's err[errlen] (the convention of every
+// `char *err, size_t errlen` parameter); nothing when err is NULL or errlen 0.
+void set_err(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 // ---- files and directories --------------------------------------------------------
 int mkdir_p(const char *dir);                 // 0 or -1 (errno)

@@ -1,6 +1,7 @@
 // trainer/actdump.c — see actdump.h.
 #include "trainer/actdump.h"
 #include "common/nsa_names.h"
+#include "common/util.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,16 +21,14 @@ struct ActDump {
 };
 
 ActDump *actdump_new(void) {
-    ActDump *d = calloc(1, sizeof *d);
-    if (!d) abort();
+    ActDump *d = xcalloc(1, sizeof *d);
     return d;
 }
 
 static Captured *push(ActDump *d) {
     if (d->n == d->cap) {
         d->cap = d->cap ? 2 * d->cap : 64;
-        d->v = realloc(d->v, sizeof(Captured) * (size_t)d->cap);
-        if (!d->v) abort();
+        d->v = xrealloc(d->v, sizeof(Captured) * (size_t)d->cap);
     }
     Captured *c = &d->v[d->n++];
     memset(c, 0, sizeof *c);
@@ -44,16 +43,14 @@ static void grab_act(ActDump *d, const Model *m, const void *dev, int L, const c
     c->ndim = ndim;
     int64_t n = 1;
     for (int i = 0; i < ndim; i++) n *= (c->shape[i] = shape[i]);
-    double *h = malloc(sizeof(double) * (size_t)(n ? n : 1));
-    if (!h) abort();
+    double *h = xmalloc(sizeof(double) * (size_t)n);
     m->be->act_to_f64(h, dev, n);
     if (m->be->act_bytes == 8) {
         c->dtype = ST_F64;
         c->data = h;
         return;
     }
-    float *f = malloc(sizeof(float) * (size_t)(n ? n : 1));
-    if (!f) abort();
+    float *f = xmalloc(sizeof(float) * (size_t)n);
     for (int64_t i = 0; i < n; i++) f[i] = (float)h[i];   // exact for bf16/fp16/fp32 values
     free(h);
     c->dtype = ST_F32;
@@ -86,8 +83,7 @@ void actdump_layer(ActDump *d, const Model *m, int L) {
         c->ndim = 4;
         c->shape[0] = B, c->shape[1] = T, c->shape[2] = m->G, c->shape[3] = m->cfg.n;
         size_t bytes = sizeof(int32_t) * (size_t)(B * T * m->G * m->cfg.n);
-        c->data = malloc(bytes ? bytes : 1);
-        if (!c->data) abort();
+        c->data = xmalloc(bytes);
         m->be->to_host(c->data, a->sel_idx, bytes);
         grab_act(d, m, a->o[1], L, "attn.sel.o", 3, rowHD);
     }

@@ -63,12 +63,12 @@
 #include "trainer/data.h"
 
 #include "common/config.h"
+#include "common/util.h"   // set_err
 #include "trainer/rng.h"
 
 #include <errno.h>
 #include <glob.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -109,14 +109,6 @@ struct DataSource {
     uint16_t *tokens;        // shards: the loaded shard
     unsigned char *bytes;    // text: the whole file
 };
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...) {
-    if (!err || errlen == 0) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 // ---- learnable ----------------------------------------------------------------
 

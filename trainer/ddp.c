@@ -83,19 +83,13 @@ static const char *pname(const Ddp *d, int id) { return d->m->params[id].name; }
 
 // "a,b,c" of the bucket's parameters in bucket order; only the missing ones if `missing`.
 static char *bucket_names(const Ddp *d, const Bucket *b, int missing) {
-    size_t cap = 256, len = 0;
-    char *s = malloc(cap);
-    s[0] = 0;
+    Str s = {0};
     for (int id = b->id_hi; id >= b->id_lo; id--) {
         if (missing && d->arrived[id]) continue;
-        const char *n = pname(d, id);
-        size_t k = strlen(n);
-        while (len + k + 2 > cap) s = realloc(s, cap *= 2);
-        if (len) s[len++] = ',';
-        memcpy(s + len, n, k + 1);
-        len += k;
+        if (s.len) str_add(&s, ",");
+        str_add(&s, pname(d, id));
     }
-    return s;
+    return str_take(&s);
 }
 
 static json_t *ms_or_null(const Ddp *d, double t) {

@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "common/nsa_names.h"
+#include "common/util.h"
 #include "trainer/faults.h"
 #include "trainer/model.h"
 #include "trainer/rng.h"
@@ -212,7 +213,7 @@ static void *act_alloc(Model *m, int64_t elems, int bytes) {
     void *p = m->be->alloc(sz);
     if (m->n_allocs == m->cap_allocs) {
         m->cap_allocs = m->cap_allocs ? 2 * m->cap_allocs : 64;
-        m->allocs = realloc(m->allocs, sizeof(void *) * (size_t)m->cap_allocs);
+        m->allocs = xrealloc(m->allocs, sizeof(void *) * (size_t)m->cap_allocs);
     }
     m->allocs[m->n_allocs++] = p;
     m->act_bytes += sz;
