@@ -354,27 +354,21 @@ static const char *parse_entry(const json_t *e, StTensor *t, int64_t dsize, int6
     return NULL;
 }
 
-int st_read(StFile *f, const char *path, char *err, size_t errlen) {
-    st_init(f);
-    char *hdr = NULL;
-    json_t *root = NULL;
-    Span *spans = NULL;
-    FILE *fp = fopen(path, "rb");
-    if (!fp) {
-        set_err(err, errlen, "%s: %s", path, strerror(errno));
-        return -1;
-    }
+// Stage 1: the 8-byte length and the JSON header, checked against the file's size.
+// Returns the header object (the caller json_decref()s it) and the data section's
+// size in *dsize, or NULL with err.
+static json_t *read_header(FILE *fp, const char *path, int64_t *dsize, char *err, size_t errlen) {
     struct stat sb;
     if (fstat(fileno(fp), &sb) != 0 || !S_ISREG(sb.st_mode)) {
         set_err(err, errlen, "%s: not a regular file", path);
-        goto fail;
+        return NULL;
     }
     int64_t fsize = (int64_t)sb.st_size;
     unsigned char lenb[8];
     if (fsize < 8 || fread(lenb, 1, 8, fp) != 8) {
         set_err(err, errlen, "%s: file is %lld bytes, shorter than the 8-byte header length",
                 path, (long long)fsize);
-        goto fail;
+        return NULL;
     }
     uint64_t hlen;
     memcpy(&hlen, lenb, 8);
@@ -382,50 +376,56 @@ int st_read(StFile *f, const char *path, char *err, size_t errlen) {
         set_err(err, errlen,
                 "%s: header length %llu is absurd (limit %llu): not a safetensors file?", path,
                 (unsigned long long)hlen, (unsigned long long)ST_MAX_HEADER);
-        goto fail;
+        return NULL;
     }
     if (hlen > (uint64_t)(fsize - 8)) {
         set_err(err, errlen, "%s: header length %llu runs past the end of the file (%lld bytes)",
                 path, (unsigned long long)hlen, (long long)fsize);
-        goto fail;
+        return NULL;
     }
-    hdr = xrealloc(NULL, (size_t)hlen);
+    char *hdr = xrealloc(NULL, (size_t)hlen);
     if (fread(hdr, 1, (size_t)hlen, fp) != (size_t)hlen) {
         set_err(err, errlen, "%s: cannot read the header: %s", path,
                 ferror(fp) ? strerror(errno) : "unexpected end of file");
-        goto fail;
+        free(hdr);
+        return NULL;
     }
     json_error_t jerr;
-    root = json_loadb(hdr, (size_t)hlen, JSON_REJECT_DUPLICATES, &jerr);
+    json_t *root = json_loadb(hdr, (size_t)hlen, JSON_REJECT_DUPLICATES, &jerr);
+    free(hdr);
     if (!root) {
         set_err(err, errlen, "%s: invalid JSON header at line %d col %d: %s", path, jerr.line,
                 jerr.column, jerr.text);
-        goto fail;
+        return NULL;
     }
     if (!json_is_object(root)) {
         set_err(err, errlen, "%s: header is not a JSON object", path);
-        goto fail;
+        json_decref(root);
+        return NULL;
     }
-    int64_t dsize = fsize - 8 - (int64_t)hlen;
-    size_t n_entries = json_object_size(root);
-    f->tensors = xrealloc(NULL, n_entries * sizeof *f->tensors);
-    f->cap = (int)n_entries;
-    spans = xrealloc(NULL, n_entries * sizeof *spans);
+    *dsize = fsize - 8 - (int64_t)hlen;
+    return root;
+}
 
+// Stage 2: every header entry, in file order: __metadata__ into f's metadata, each
+// tensor into f->tensors (data not set yet) with its byte range in spans[i]
+// (room for every entry). 0, or -1 with err.
+static int parse_entries(StFile *f, json_t *root, int64_t dsize, Span *spans, const char *path,
+                         char *err, size_t errlen) {
     const char *key;
     json_t *val;
     json_object_foreach(root, key, val) {
         if (strcmp(key, "__metadata__") == 0) {
             if (!json_is_object(val)) {
                 set_err(err, errlen, "%s: __metadata__ is not an object", path);
-                goto fail;
+                return -1;
             }
             const char *mk;
             json_t *mv;
             json_object_foreach(val, mk, mv) {
                 if (!json_is_string(mv)) {
                     set_err(err, errlen, "%s: metadata '%s' is not a string", path, mk);
-                    goto fail;
+                    return -1;
                 }
                 st_add_meta(f, mk, json_string_value(mv));
             }
@@ -440,79 +440,109 @@ int st_read(StFile *f, const char *path, char *err, size_t errlen) {
         const char *why = parse_entry(val, t, dsize, &s->begin, &s->end);
         if (why) {
             set_err(err, errlen, "%s: tensor '%s': %s", path, key, why);
-            goto fail;
+            return -1;
         }
     }
+    return 0;
+}
 
-    // The tensors must tile the data section exactly: sorted by offset, each
-    // begins where the previous one ended, and the last ends at the file's end.
+// Stage 3: the tensors must tile the data section exactly: sorted by offset, each
+// begins where the previous one ended, and the last ends at the file's end. Sorts
+// spans; *aligned: every tensor starts at a multiple of its element size. 0, or -1
+// with err.
+static int check_tiling(const StFile *f, Span *spans, int64_t dsize, int *aligned,
+                        const char *path, char *err, size_t errlen) {
     int nt = f->n_tensors;
     qsort(spans, (size_t)nt, sizeof *spans, span_cmp);
     int64_t at = 0;
-    int aligned = 1;
+    *aligned = 1;
     for (int i = 0; i < nt; i++) {
         const char *name = f->tensors[spans[i].idx].name;
         if (spans[i].begin < at) {
             set_err(err, errlen, "%s: tensor '%s' [%lld, %lld) overlaps '%s'", path, name,
                     (long long)spans[i].begin, (long long)spans[i].end,
                     f->tensors[spans[i - 1].idx].name);
-            goto fail;
+            return -1;
         }
         if (spans[i].begin > at) {
             set_err(err, errlen,
                     "%s: gap in the data section: bytes [%lld, %lld) before tensor '%s' "
                     "belong to no tensor",
                     path, (long long)at, (long long)spans[i].begin, name);
-            goto fail;
+            return -1;
         }
         at = spans[i].end;
-        aligned &= spans[i].begin % (int64_t)DTYPES[f->tensors[spans[i].idx].dtype].size == 0;
+        *aligned &= spans[i].begin % (int64_t)DTYPES[f->tensors[spans[i].idx].dtype].size == 0;
     }
     if (at != dsize) {
         set_err(err, errlen, "%s: tensors cover %lld bytes but the data section has %lld",
                 path, (long long)at, (long long)dsize);
-        goto fail;
+        return -1;
     }
+    return 0;
+}
 
+// Stage 4: the data section into f->blob, each tensor's data pointing into it;
+// repacked with every tensor 8-aligned when the file's offsets are not aligned
+// (see the file comment). 0, or -1 with err.
+static int read_data(StFile *f, FILE *fp, const Span *spans, int64_t dsize, int aligned,
+                     const char *path, char *err, size_t errlen) {
+    int nt = f->n_tensors;
     unsigned char *data = xrealloc(NULL, (size_t)dsize);
     if (dsize > 0 && fread(data, 1, (size_t)dsize, fp) != (size_t)dsize) {
         set_err(err, errlen, "%s: cannot read the data section: %s", path,
                 ferror(fp) ? strerror(errno) : "unexpected end of file");
         free(data);
-        goto fail;
+        return -1;
     }
     if (aligned) {
         f->blob = data;
         for (int i = 0; i < nt; i++) f->tensors[spans[i].idx].data = data + spans[i].begin;
-    } else {
-        // Repack with every tensor 8-aligned (see the file comment). The padded
-        // size is at most dsize + 7 per tensor: no overflow for a file that fit.
-        size_t total = 0;
-        for (int i = 0; i < nt; i++)
-            total = (total + 7) / 8 * 8 + (size_t)(spans[i].end - spans[i].begin);
-        unsigned char *packed = xrealloc(NULL, total);
-        size_t pos = 0;
-        for (int i = 0; i < nt; i++) {
-            size_t nb = (size_t)(spans[i].end - spans[i].begin);
-            pos = (pos + 7) / 8 * 8;
-            memcpy(packed + pos, data + spans[i].begin, nb);
-            f->tensors[spans[i].idx].data = packed + pos;
-            pos += nb;
-        }
-        free(data);
-        f->blob = packed;
+        return 0;
+    }
+    // The padded size is at most dsize + 7 per tensor: no overflow for a file that fit.
+    size_t total = 0;
+    for (int i = 0; i < nt; i++)
+        total = (total + 7) / 8 * 8 + (size_t)(spans[i].end - spans[i].begin);
+    unsigned char *packed = xrealloc(NULL, total);
+    size_t pos = 0;
+    for (int i = 0; i < nt; i++) {
+        size_t nb = (size_t)(spans[i].end - spans[i].begin);
+        pos = (pos + 7) / 8 * 8;
+        memcpy(packed + pos, data + spans[i].begin, nb);
+        f->tensors[spans[i].idx].data = packed + pos;
+        pos += nb;
+    }
+    free(data);
+    f->blob = packed;
+    return 0;
+}
+
+int st_read(StFile *f, const char *path, char *err, size_t errlen) {
+    st_init(f);
+    FILE *fp = fopen(path, "rb");
+    if (!fp) {
+        set_err(err, errlen, "%s: %s", path, strerror(errno));
+        return -1;
+    }
+    int64_t dsize = 0;
+    json_t *root = read_header(fp, path, &dsize, err, errlen);
+    Span *spans = NULL;
+    int aligned = 0;
+    int rc = -1;
+    if (root) {
+        size_t n_entries = json_object_size(root);
+        f->tensors = xrealloc(NULL, n_entries * sizeof *f->tensors);
+        f->cap = (int)n_entries;
+        spans = xrealloc(NULL, n_entries * sizeof *spans);
+        if (parse_entries(f, root, dsize, spans, path, err, errlen) == 0 &&
+            check_tiling(f, spans, dsize, &aligned, path, err, errlen) == 0 &&
+            read_data(f, fp, spans, dsize, aligned, path, err, errlen) == 0)
+            rc = 0;
     }
     free(spans);
     json_decref(root);
-    free(hdr);
     fclose(fp);
-    return 0;
-
-fail:
-    free(spans);
-    json_decref(root);
-    free(hdr);
-    fclose(fp);
-    st_free(f);
-    return -1;
+    if (rc) st_free(f);
+    return rc;
 }
