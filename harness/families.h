@@ -41,6 +41,12 @@ typedef struct {
     // Optional: NULL-terminated names of the cases the family creates, so checks
     // may name them as their "reference" (e.g. "ckpt=off").
     const char *const *(*generated_names)(void);
+    // Optional: the family's files have a schema of their own (the self-test's
+    // detections). Reads ld->s->root (whose "family" names this family) into the
+    // scenario's name, description, profiles and cases for ld->profile, reporting
+    // every problem at its position (scenario_problem); 0, or -1 with problems.
+    // Without it, the scenario schema of docs/scenarios.md applies.
+    int (*load)(ScenarioLoader *ld);
 } FamilyDef;
 
 const FamilyDef *family_find(const char *name);

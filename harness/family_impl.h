@@ -28,7 +28,8 @@ void golden_section(const ScenarioRun *sr, const char *report_dir, Str *md);
 void perf_diagnose(const ScenarioRun *sr, Str *md);
 void perf_section(const ScenarioRun *sr, const char *report_dir, Str *md);
 
-// selftest (selftest.c)
+// selftest (selftest.c; its file schema, the detections, in family_selftest.c)
+int selftest_load(ScenarioLoader *ld);
 void selftest_run_case(const RunCtx *ctx, CaseResult *r);
 void selftest_diagnose(const ScenarioRun *sr, Str *md);
 void selftest_section(const ScenarioRun *sr, const char *report_dir, Str *md);

@@ -27,13 +27,6 @@ const char *const PROFILE_NAMES[PROFILE_COUNT] = {"ci", "gpu"};
 
 static const char *const TOP_KEYS[] = {"name", "description", "family", "config", "overrides",
                                        "run", "profiles", "matrix", "exclude", "checks", NULL};
-// a self-test file (family "selftest") lists detections instead (see load_selftest)
-static const char *const SELFTEST_KEYS[] = {"name", "description", "family", "profiles", "run", "detections", NULL};
-static const char *const SELFTEST_PROFILE_KEYS[] = {"run", NULL};
-static const char *const SELFTEST_RUN_KEYS[] = {"timeout_s", NULL};
-static const char *const DETECTION_KEYS[] = {"name", "scenario", "fault", "seeds", "filter", "set", "timeout_s",
-                                             "timeout_scale", "profiles", "expect", NULL};
-static const char *const EXPECT_KEYS[] = {"exit", "verdicts", "contains", "facts", NULL};
 static const char *const RUN_KEYS[] = {"steps", "world_size", "precision", "transport", "timeout_s",
                                        "stall_s", "env", "launcher", "hosts", "launcher_args", NULL};
 static const char *const LAUNCHERS[] = {"local", "mpirun", "srun", "env", NULL};
@@ -126,32 +119,32 @@ static int in_list(const char *const *keys, const char *k) {
 }
 
 // jpath of a member: base.key, or base["key"] when the key needs quoting.
-static void member_path(char *out, size_t n, const char *base, const char *key) {
+void scenario_member_path(char *out, size_t n, const char *base, const char *key) {
     int plain = key[0] && !strpbrk(key, ".[]\"");
     if (plain) snprintf(out, n, "%s%s%s", base, base[0] ? "." : "", key);
     else snprintf(out, n, "%s[\"%s\"]", base, key);
 }
 
 // Every key of obj must be in `known`; reports the others at their key.
-static void check_keys(const Scenario *s, Problems *ps, const json_t *obj, const char *jpath,
+void scenario_check_keys(const Scenario *s, Problems *ps, const json_t *obj, const char *jpath,
                        const char *const *known, const char *where) {
     const char *k;
     json_t *v;
     json_object_foreach((json_t *)obj, k, v) {
         if (in_list(known, k)) continue;
         char mp[512], list[512];
-        member_path(mp, sizeof mp, jpath, k);
+        scenario_member_path(mp, sizeof mp, jpath, k);
         known_list(known, list, sizeof list);
         PROBLEM(mp, 1, "unknown key '%s' in %s (known: %s)", k, where, list);
     }
 }
 
 // Typed getters: NULL/0 when absent (and not required) or wrong (reported).
-static const json_t *get_typed(const Scenario *s, Problems *ps, const json_t *obj, const char *jpath,
+const json_t *scenario_get_typed(const Scenario *s, Problems *ps, const json_t *obj, const char *jpath,
                                const char *key, int type, int required, const char *what) {
     const json_t *v = json_object_get(obj, key);
     char mp[512];
-    member_path(mp, sizeof mp, jpath, key);
+    scenario_member_path(mp, sizeof mp, jpath, key);
     if (!v) {
         if (required) PROBLEM(mp, 0, "missing required key '%s'", key);
         return NULL;
@@ -166,7 +159,7 @@ static const json_t *get_typed(const Scenario *s, Problems *ps, const json_t *ob
     return v;
 }
 
-static int name_ok(const char *n, size_t max) {
+int scenario_name_ok(const char *n, size_t max) {
     size_t len = strlen(n);
     if (len == 0 || len > max) return 0;
     for (const char *p = n; *p; p++)
@@ -228,7 +221,7 @@ static void read_overrides(const Scenario *s, Problems *ps, const json_t *obj, c
     json_t *v;
     json_object_foreach((json_t *)obj, k, v) {
         char mp[512];
-        member_path(mp, sizeof mp, jpath, k);
+        scenario_member_path(mp, sizeof mp, jpath, k);
         if (!override_key_ok(k)) {
             PROBLEM(mp, 1, "override key '%s': expected section.key (e.g. \"train.steps\", \"nsa.w\")", k);
             continue;
@@ -326,11 +319,11 @@ static void read_strings(const Scenario *s, Problems *ps, const json_t *v, const
 
 // Apply a "run" object (top level or a profile's) over rb.
 static void read_run(const Scenario *s, Problems *ps, const json_t *obj, const char *jpath, RunBuild *rb) {
-    check_keys(s, ps, obj, jpath, RUN_KEYS, "'run'");
+    scenario_check_keys(s, ps, obj, jpath, RUN_KEYS, "'run'");
     char mp[512];
     const json_t *v;
-    if ((v = get_typed(s, ps, obj, jpath, "steps", JSON_INTEGER, 0, "a positive integer"))) {
-        member_path(mp, sizeof mp, jpath, "steps");
+    if ((v = scenario_get_typed(s, ps, obj, jpath, "steps", JSON_INTEGER, 0, "a positive integer"))) {
+        scenario_member_path(mp, sizeof mp, jpath, "steps");
         if (json_integer_value(v) < 1 || json_integer_value(v) > 1000000000)
             PROBLEM(mp, 0, "steps: expected a positive integer, got %lld", (long long)json_integer_value(v));
         else {
@@ -339,15 +332,15 @@ static void read_run(const Scenario *s, Problems *ps, const json_t *obj, const c
             ov_add(&rb->sugar, "train.steps", v, line, col);
         }
     }
-    if ((v = get_typed(s, ps, obj, jpath, "world_size", JSON_INTEGER, 0, "a positive integer"))) {
-        member_path(mp, sizeof mp, jpath, "world_size");
+    if ((v = scenario_get_typed(s, ps, obj, jpath, "world_size", JSON_INTEGER, 0, "a positive integer"))) {
+        scenario_member_path(mp, sizeof mp, jpath, "world_size");
         if (json_integer_value(v) < 1 || json_integer_value(v) > 4096)
             PROBLEM(mp, 0, "world_size: expected an integer from 1 to 4096, got %lld",
                     (long long)json_integer_value(v));
         else rb->run.world_size = (int)json_integer_value(v);
     }
-    if ((v = get_typed(s, ps, obj, jpath, "precision", JSON_STRING, 0, "a string"))) {
-        member_path(mp, sizeof mp, jpath, "precision");
+    if ((v = scenario_get_typed(s, ps, obj, jpath, "precision", JSON_STRING, 0, "a string"))) {
+        scenario_member_path(mp, sizeof mp, jpath, "precision");
         if (!in_list(PRECISIONS, json_string_value(v)))
             PROBLEM(mp, 0, "precision: expected one of \"fp32\", \"fp64\", \"bf16\", \"fp16\", got \"%s\"",
                     json_string_value(v));
@@ -357,20 +350,20 @@ static void read_run(const Scenario *s, Problems *ps, const json_t *obj, const c
             ov_add(&rb->sugar, "train.precision", v, line, col);
         }
     }
-    if ((v = get_typed(s, ps, obj, jpath, "transport", JSON_STRING, 0, "a string"))) {
-        member_path(mp, sizeof mp, jpath, "transport");
+    if ((v = scenario_get_typed(s, ps, obj, jpath, "transport", JSON_STRING, 0, "a string"))) {
+        scenario_member_path(mp, sizeof mp, jpath, "transport");
         if (!in_list(TRANSPORTS, json_string_value(v)))
             PROBLEM(mp, 0, "transport: expected one of \"none\", \"mpi\", \"nccl\", got \"%s\"", json_string_value(v));
         else snprintf(rb->run.transport, sizeof rb->run.transport, "%s", json_string_value(v));
     }
-    if ((v = get_typed(s, ps, obj, jpath, "timeout_s", JSON_REAL, 0, "a positive number of seconds"))) {
-        member_path(mp, sizeof mp, jpath, "timeout_s");
+    if ((v = scenario_get_typed(s, ps, obj, jpath, "timeout_s", JSON_REAL, 0, "a positive number of seconds"))) {
+        scenario_member_path(mp, sizeof mp, jpath, "timeout_s");
         double t = json_number_value(v);
         if (!(t > 0) || t > 7 * 24 * 3600.0) PROBLEM(mp, 0, "timeout_s: expected a positive number of seconds, got %g", t);
         else rb->run.timeout_s = t;
     }
-    if ((v = get_typed(s, ps, obj, jpath, "stall_s", JSON_REAL, 0, "a positive number of seconds"))) {
-        member_path(mp, sizeof mp, jpath, "stall_s");
+    if ((v = scenario_get_typed(s, ps, obj, jpath, "stall_s", JSON_REAL, 0, "a positive number of seconds"))) {
+        scenario_member_path(mp, sizeof mp, jpath, "stall_s");
         double t = json_number_value(v);
         if (!(t > 0) || t > 7 * 24 * 3600.0) PROBLEM(mp, 0, "stall_s: expected a positive number of seconds, got %g", t);
         else {
@@ -378,15 +371,15 @@ static void read_run(const Scenario *s, Problems *ps, const json_t *obj, const c
             rb->have_stall = 1;
         }
     }
-    if ((v = get_typed(s, ps, obj, jpath, "launcher", JSON_STRING, 0, "a string"))) {
-        member_path(mp, sizeof mp, jpath, "launcher");
+    if ((v = scenario_get_typed(s, ps, obj, jpath, "launcher", JSON_STRING, 0, "a string"))) {
+        scenario_member_path(mp, sizeof mp, jpath, "launcher");
         if (!in_list(LAUNCHERS, json_string_value(v)))
             PROBLEM(mp, 0, "launcher: expected one of \"local\", \"mpirun\", \"srun\", \"env\", got \"%.64s\"",
                     json_string_value(v));
         else snprintf(rb->run.launcher, sizeof rb->run.launcher, "%s", json_string_value(v));
     }
     if ((v = json_object_get(obj, "hosts"))) {
-        member_path(mp, sizeof mp, jpath, "hosts");
+        scenario_member_path(mp, sizeof mp, jpath, "hosts");
         read_strings(s, ps, v, mp, "hosts", "host names (\"node1\" or \"node1:4\" with its slots)", &rb->run.hosts,
                      &rb->run.n_hosts);
         for (int i = 0; i < rb->run.n_hosts; i++)
@@ -397,16 +390,16 @@ static void read_run(const Scenario *s, Problems *ps, const json_t *obj, const c
             }
     }
     if ((v = json_object_get(obj, "launcher_args"))) {
-        member_path(mp, sizeof mp, jpath, "launcher_args");
+        scenario_member_path(mp, sizeof mp, jpath, "launcher_args");
         read_strings(s, ps, v, mp, "launcher_args", "launcher arguments", &rb->run.launcher_args, &rb->run.n_launcher_args);
     }
-    if ((v = get_typed(s, ps, obj, jpath, "env", JSON_OBJECT, 0, "an object of strings"))) {
+    if ((v = scenario_get_typed(s, ps, obj, jpath, "env", JSON_OBJECT, 0, "an object of strings"))) {
         const char *k;
         json_t *e;
         char ep[512];
-        member_path(ep, sizeof ep, jpath, "env");
+        scenario_member_path(ep, sizeof ep, jpath, "env");
         json_object_foreach((json_t *)v, k, e) {
-            member_path(mp, sizeof mp, ep, k);
+            scenario_member_path(mp, sizeof mp, ep, k);
             int name_valid = k[0] && !strchr(k, '=') && !(k[0] >= '0' && k[0] <= '9');
             for (const char *p = k; *p && name_valid; p++)
                 name_valid = (*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '_';
@@ -521,11 +514,11 @@ static int read_axis(const Scenario *s, Problems *ps, const char *name, const js
         return -1;
     }
     int before = ps->n;
-    check_keys(s, ps, ax, jpath, AXIS_KEYS, "a matrix axis");
+    scenario_check_keys(s, ps, ax, jpath, AXIS_KEYS, "a matrix axis");
     const json_t *key = json_object_get(ax, "key"), *vals = json_object_get(ax, "values");
     char kp[512], vp[512];
-    member_path(kp, sizeof kp, jpath, "key");
-    member_path(vp, sizeof vp, jpath, "values");
+    scenario_member_path(kp, sizeof kp, jpath, "key");
+    scenario_member_path(vp, sizeof vp, jpath, "values");
     if (!vals) {
         PROBLEM(jpath, 0, "bad matrix: axis '%s' has no \"values\"", name);
         return -1;
@@ -595,7 +588,7 @@ static int read_axis(const Scenario *s, Problems *ps, const char *name, const js
         json_t *set;
         json_object_foreach((json_t *)vals, label, set) {
             char lp[600];
-            member_path(lp, sizeof lp, vp, label);
+            scenario_member_path(lp, sizeof lp, vp, label);
             if (!label[0] || strlen(label) >= 96 || strpbrk(label, ",/=")) {
                 PROBLEM(lp, 1, "bad matrix: axis '%s': label '%s' (non-empty, at most 95 bytes, no ',' '/' '=')",
                         name, label);
@@ -614,7 +607,7 @@ static int read_axis(const Scenario *s, Problems *ps, const char *name, const js
             json_t *ov;
             json_object_foreach(set, ok, ov) {
                 char op[700];
-                member_path(op, sizeof op, lp, ok);
+                scenario_member_path(op, sizeof op, lp, ok);
                 if (apply_run_key(s, ps, op, ok, ov, av)) continue;
                 if (!override_key_ok(ok)) {
                     PROBLEM(op, 1, "override key '%s': expected section.key (e.g. \"train.steps\")", ok);
@@ -721,7 +714,7 @@ static int resolve_config(const Scenario *s, Problems *ps, Case *c, const char *
     return rc;
 }
 
-// ---- expansion of one profile ------------------------------------------------------------------
+// ---- cases ---------------------------------------------------------------------------------------
 
 void scenario_case_free(Case *c, int n_axes) {
     for (int i = 0; i < c->n_ov; i++) free(c->ov[i].value);
@@ -732,7 +725,7 @@ void scenario_case_free(Case *c, int n_axes) {
     run_free(&c->run);
 }
 
-static void free_cases(Scenario *s) {
+void scenario_free_cases(Scenario *s) {
     for (int i = 0; i < s->n_cases; i++) scenario_case_free(&s->cases[i], s->n_axes);
     free(s->cases);
     s->cases = NULL;
@@ -742,112 +735,143 @@ static void free_cases(Scenario *s) {
     s->n_axes = 0;
 }
 
-// Expand the scenario for profile p into s->cases (replacing any). Returns 0 if
-// every case is valid.
-// run --set overrides, for expand_profile (set by scenario_load)
-static const char *const *g_sets;
-static int g_n_sets;
+// ---- expansion of one profile, stage by stage --------------------------------------------------
+// config -> overrides and run settings -> requires -> matrix -> cases (the
+// cartesian product) -> exclude -> the launchers' contracts -> each case's config
+// through the trainer's loader.
 
-static int expand_profile(Scenario *s, Problems *ps, int p, Str *seen) {
-    free_cases(s);
-    s->cur_profile = p;
-    const json_t *root = s->root;
-    const json_t *prof = json_object_get(json_object_get(root, "profiles"), PROFILE_NAMES[p]);
-    char pp[64];
-    snprintf(pp, sizeof pp, "profiles.%s", PROFILE_NAMES[p]);
-    int before = ps->n;
+// What expanding one profile builds before it makes cases.
+typedef struct {
+    int p;                  // PROFILE_*
+    const json_t *prof;     // its object in "profiles" (NULL: the file lacks it)
+    char pp[64];            // "profiles.<name>"
+    char cjp[96];           // where the config path stands: "config" or "profiles.<name>.config"
+    OvList base;            // every case's overrides: the file's, the profile's, run sugar, run --set
+    RunBuild rb;            // run settings before the matrix varies them
+    AxisBuild *axes;        // the matrix: top-level axes, a profile's axis of the same name replacing one
+    int n_axes;
+} ProfileBuild;
 
-    // config: the profile's, else the top level's
-    const json_t *cfgv = prof ? json_object_get(prof, "config") : NULL;
-    char cjp[96];
-    snprintf(cjp, sizeof cjp, "%s.config", pp);
+static void profile_build_free(ProfileBuild *pb) {
+    for (int a = 0; a < pb->n_axes; a++) axis_free(&pb->axes[a]);
+    free(pb->axes);
+    ov_free(&pb->base);
+    ov_free(&pb->rb.sugar);
+    run_free(&pb->rb.run);
+}
+
+// The config: the profile's, else the top level's, into s->config_path. 0 or -1
+// (missing; a wrong type was reported when reading the top level).
+static int profile_config(ScenarioLoader *ld, ProfileBuild *pb) {
+    Scenario *s = ld->s;
+    Problems *ps = ld->ps;
+    const json_t *cfgv = pb->prof ? json_object_get(pb->prof, "config") : NULL;
+    snprintf(pb->cjp, sizeof pb->cjp, "%s.config", pb->pp);
     if (!cfgv) {
-        cfgv = json_object_get(root, "config");
-        snprintf(cjp, sizeof cjp, "config");
+        cfgv = json_object_get(s->root, "config");
+        snprintf(pb->cjp, sizeof pb->cjp, "config");
     }
     if (!cfgv || !json_is_string(cfgv)) {
-        if (!json_object_get(root, "config"))
+        if (!json_object_get(s->root, "config"))
             PROBLEM("", 0, "missing required key 'config' (the model config file, relative to the scenario)");
-        return -1;   // type problems were reported when reading
+        return -1;
     }
     path_join(s->config_path, sizeof s->config_path, s->dir, json_string_value(cfgv));
+    return 0;
+}
 
-    // overrides: top level, then the profile's (later ones win in the config loader)
-    OvList base = {0};
+// Overrides (top level, then the profile's: later ones win in the config
+// loader) and run settings (defaults, top level, the profile's); run.steps and
+// run.precision become overrides after them.
+static void profile_overrides_and_run(ScenarioLoader *ld, ProfileBuild *pb) {
+    Scenario *s = ld->s;
+    Problems *ps = ld->ps;
     const json_t *o;
-    if ((o = json_object_get(root, "overrides")) && json_is_object(o)) read_overrides(s, ps, o, "overrides", &base);
-    if (prof && (o = json_object_get(prof, "overrides"))) {
+    if ((o = json_object_get(s->root, "overrides")) && json_is_object(o)) read_overrides(s, ps, o, "overrides", &pb->base);
+    if (pb->prof && (o = json_object_get(pb->prof, "overrides"))) {
         char op[96];
-        snprintf(op, sizeof op, "%s.overrides", pp);
-        if (json_is_object(o)) read_overrides(s, ps, o, op, &base);
+        snprintf(op, sizeof op, "%s.overrides", pb->pp);
+        if (json_is_object(o)) read_overrides(s, ps, o, op, &pb->base);
     }
-    // run: defaults, top level, the profile's
-    RunBuild rb;
-    run_defaults(&rb);
-    if ((o = json_object_get(root, "run")) && json_is_object(o)) read_run(s, ps, o, "run", &rb);
-    if (prof && (o = json_object_get(prof, "run"))) {
+    run_defaults(&pb->rb);
+    if ((o = json_object_get(s->root, "run")) && json_is_object(o)) read_run(s, ps, o, "run", &pb->rb);
+    if (pb->prof && (o = json_object_get(pb->prof, "run"))) {
         char rp[96];
-        snprintf(rp, sizeof rp, "%s.run", pp);
-        if (json_is_object(o)) read_run(s, ps, o, rp, &rb);
+        snprintf(rp, sizeof rp, "%s.run", pb->pp);
+        if (json_is_object(o)) read_run(s, ps, o, rp, &pb->rb);
         else {
             char got[96];
             describe(o, got, sizeof got);
             PROBLEM(rp, 0, "run: expected an object, got %s", got);
         }
     }
-    if (!rb.have_stall) rb.run.stall_s = rb.run.timeout_s;
-    ov_copy(&base, &rb.sugar);
-    // command-line --set: after the scenario's own overrides (line 0: reported as the flag)
-    for (int i = 0; i < g_n_sets; i++) {
-        const char *eq = strchr(g_sets[i], '=');
+    if (!pb->rb.have_stall) pb->rb.run.stall_s = pb->rb.run.timeout_s;
+    ov_copy(&pb->base, &pb->rb.sugar);
+}
+
+// Command-line --set: after the scenario's own overrides (line 0: reported as the flag).
+static void profile_command_line_sets(ScenarioLoader *ld, ProfileBuild *pb) {
+    Problems *ps = ld->ps;
+    for (int i = 0; i < ld->n_sets; i++) {
+        const char *set = ld->sets[i];
+        const char *eq = strchr(set, '=');
         char key[96];
-        snprintf(key, sizeof key, "%.*s", eq ? (int)(eq - g_sets[i]) : 0, g_sets[i]);
+        snprintf(key, sizeof key, "%.*s", eq ? (int)(eq - set) : 0, set);
         json_error_t je;
         json_t *v = eq ? json_loads(eq + 1, JSON_DECODE_ANY, &je) : NULL;
         if (!v && eq && strstr(je.text, "overflow")) {   // 1e999: a number no double holds
-            problems_add(ps, 0, 0, "--set %s: %s is out of the range of a number (|x| < 1.8e308)", g_sets[i], eq + 1);
+            problems_add(ps, 0, 0, "--set %s: %s is out of the range of a number (|x| < 1.8e308)", set, eq + 1);
             continue;
         }
         if (!v && eq) v = json_string(eq + 1);
         if (!eq || !override_key_ok(key) || !v) {
-            problems_add(ps, 0, 0, "--set %s: expected section.key=value (e.g. --set train.seed=7)", g_sets[i]);
+            problems_add(ps, 0, 0, "--set %s: expected section.key=value (e.g. --set train.seed=7)", set);
             json_decref(v);
             continue;
         }
-        ov_add(&base, key, v, 0, i);
+        ov_add(&pb->base, key, v, 0, i);
         json_decref(v);
     }
-    // requires
-    s->requires_gpus = 0;
-    if (prof && (o = json_object_get(prof, "requires"))) {
-        char rq[96];
-        snprintf(rq, sizeof rq, "%s.requires", pp);
-        if (!json_is_object(o)) {
-            char got[96];
-            describe(o, got, sizeof got);
-            PROBLEM(rq, 0, "requires: expected an object, got %s", got);
-        } else {
-            check_keys(s, ps, o, rq, REQUIRES_KEYS, "'requires'");
-            const json_t *g = get_typed(s, ps, o, rq, "gpus", JSON_INTEGER, 0, "a non-negative integer");
-            if (g) {
-                char gp[128];
-                snprintf(gp, sizeof gp, "%s.gpus", rq);
-                if (json_integer_value(g) < 0 || json_integer_value(g) > 4096)
-                    PROBLEM(gp, 0, "gpus: expected an integer from 0 to 4096, got %lld", (long long)json_integer_value(g));
-                else s->requires_gpus = (int)json_integer_value(g);
-            }
-        }
-    }
+}
 
-    // matrix: top-level axes, a profile's axis of the same name replaces it, new ones append
-    AxisBuild *axes = NULL;
-    int n_axes = 0, matrix_ok = 1;
+// The profile's "requires" into s->requires_gpus.
+static void profile_requires(ScenarioLoader *ld, const ProfileBuild *pb) {
+    Scenario *s = ld->s;
+    Problems *ps = ld->ps;
+    const json_t *o;
+    s->requires_gpus = 0;
+    if (!pb->prof || !(o = json_object_get(pb->prof, "requires"))) return;
+    char rq[96];
+    snprintf(rq, sizeof rq, "%s.requires", pb->pp);
+    if (!json_is_object(o)) {
+        char got[96];
+        describe(o, got, sizeof got);
+        PROBLEM(rq, 0, "requires: expected an object, got %s", got);
+        return;
+    }
+    scenario_check_keys(s, ps, o, rq, REQUIRES_KEYS, "'requires'");
+    const json_t *g = scenario_get_typed(s, ps, o, rq, "gpus", JSON_INTEGER, 0, "a non-negative integer");
+    if (!g) return;
+    char gp[128];
+    snprintf(gp, sizeof gp, "%s.gpus", rq);
+    if (json_integer_value(g) < 0 || json_integer_value(g) > 4096)
+        PROBLEM(gp, 0, "gpus: expected an integer from 0 to 4096, got %lld", (long long)json_integer_value(g));
+    else s->requires_gpus = (int)json_integer_value(g);
+}
+
+// The matrix: top-level axes, then the profile's (one of the same name replaces
+// it, new ones append). 1 if every axis is usable.
+static int profile_matrix(ScenarioLoader *ld, ProfileBuild *pb) {
+    Scenario *s = ld->s;
+    Problems *ps = ld->ps;
+    int matrix_ok = 1;
     for (int pass = 0; pass < 2; pass++) {
-        const json_t *m = pass == 0 ? json_object_get(root, "matrix") : (prof ? json_object_get(prof, "matrix") : NULL);
+        const json_t *m = pass == 0 ? json_object_get(s->root, "matrix")
+                                    : (pb->prof ? json_object_get(pb->prof, "matrix") : NULL);
         if (!m) continue;
         char mp[96];
-        snprintf(mp, sizeof mp, "%s", pass == 0 ? "matrix" : "");
-        if (pass == 1) snprintf(mp, sizeof mp, "%s.matrix", pp);
+        if (pass == 0) snprintf(mp, sizeof mp, "matrix");
+        else snprintf(mp, sizeof mp, "%s.matrix", pb->pp);
         if (!json_is_object(m)) {
             char got[96];
             describe(m, got, sizeof got);
@@ -859,161 +883,204 @@ static int expand_profile(Scenario *s, Problems *ps, int p, Str *seen) {
         json_t *ax;
         json_object_foreach((json_t *)m, an, ax) {
             char ap[512];
-            member_path(ap, sizeof ap, mp, an);
+            scenario_member_path(ap, sizeof ap, mp, an);
             AxisBuild b;
             if (read_axis(s, ps, an, ax, ap, &b)) {
                 axis_free(&b);
                 matrix_ok = 0;
                 continue;
             }
-            int slot = n_axes;
-            for (int i = 0; i < n_axes; i++)
-                if (!strcmp(axes[i].name, an)) slot = i;
-            if (slot == n_axes) {
-                axes = xrealloc(axes, sizeof(AxisBuild) * (size_t)(n_axes + 1));
-                n_axes++;
-            } else axis_free(&axes[slot]);
-            axes[slot] = b;
+            int slot = pb->n_axes;
+            for (int i = 0; i < pb->n_axes; i++)
+                if (!strcmp(pb->axes[i].name, an)) slot = i;
+            if (slot == pb->n_axes) {
+                pb->axes = xrealloc(pb->axes, sizeof(AxisBuild) * (size_t)(pb->n_axes + 1));
+                pb->n_axes++;
+            } else axis_free(&pb->axes[slot]);
+            pb->axes[slot] = b;
         }
     }
-    int ok = matrix_ok && ps->n == before;
+    return matrix_ok;
+}
+
+// Case ci of the cartesian product: the base overrides and run settings, then
+// each axis's value (the last axis varies fastest, so cases list in reading order).
+static void make_case(const ProfileBuild *pb, size_t ci, Case *c) {
+    int n_axes = pb->n_axes;
+    OvList ovs = {0};
+    ov_copy(&ovs, &pb->base);
+    run_copy(&c->run, &pb->rb.run);
+    c->labels = xcalloc((size_t)n_axes + 1, sizeof(char *));
+    Str name = {0};
+    size_t rest = ci;
+    size_t *idx = xcalloc((size_t)n_axes + 1, sizeof(size_t));
+    for (int a = n_axes - 1; a >= 0; a--) {
+        idx[a] = rest % (size_t)pb->axes[a].n_vals;
+        rest /= (size_t)pb->axes[a].n_vals;
+    }
+    for (int a = 0; a < n_axes; a++) {
+        const AxisValue *av = &pb->axes[a].vals[idx[a]];
+        str_printf(&name, "%s%s=%s", a ? "," : "", pb->axes[a].name, av->label);
+        c->labels[a] = xstrdup(av->label);
+        ov_copy(&ovs, &av->ov);
+        if (av->world_size) c->run.world_size = av->world_size;
+        if (av->transport[0]) snprintf(c->run.transport, sizeof c->run.transport, "%s", av->transport);
+        if (av->launcher[0]) snprintf(c->run.launcher, sizeof c->run.launcher, "%s", av->launcher);
+    }
+    free(idx);
+    snprintf(c->name, sizeof c->name, "%s", n_axes ? str_c(&name) : "default");
+    str_free(&name);
+    safe_name(c->dir, sizeof c->dir, c->name);
+    c->ov = ovs.v;
+    c->n_ov = ovs.n;
+}
+
+// s->axes and every case of the product into s->cases.
+static void make_cases(Scenario *s, const ProfileBuild *pb, size_t n_cases) {
+    s->axes = xcalloc((size_t)pb->n_axes + 1, sizeof(Axis));
+    s->n_axes = pb->n_axes;
+    for (int a = 0; a < pb->n_axes; a++) snprintf(s->axes[a].name, sizeof s->axes[a].name, "%s", pb->axes[a].name);
+    s->cases = xcalloc(n_cases, sizeof(Case));
+    for (size_t ci = 0; ci < n_cases; ci++) make_case(pb, ci, &s->cases[s->n_cases++]);
+}
+
+// Drop the cases whose labels match every entry of the exclude object e (at ep).
+static void exclude_one(ScenarioLoader *ld, const json_t *e, const char *ep, size_t i) {
+    Scenario *s = ld->s;
+    Problems *ps = ld->ps;
+    int w = 0, hit = 0;
+    for (int ci = 0; ci < s->n_cases; ci++) {
+        Case *c = &s->cases[ci];
+        int match = 1;
+        const char *ax;
+        json_t *g;
+        json_object_foreach((json_t *)e, ax, g) {
+            for (int a = 0; a < s->n_axes; a++)
+                if (!strcmp(s->axes[a].name, ax) && fnmatch(json_string_value(g), c->labels[a], 0) != 0) match = 0;
+        }
+        if (match) {
+            scenario_case_free(c, s->n_axes);
+            hit = 1;
+        } else s->cases[w++] = *c;
+    }
+    s->n_cases = w;
+    if (!hit) PROBLEM(ep, 0, "exclude[%zu] removes no case", i);
+}
+
+// "exclude": [{axis: label glob, ...}, ...] at the top level and in the profile:
+// a case whose labels match every entry of one object is dropped. 1 if all is well.
+static int profile_exclude(ScenarioLoader *ld, const ProfileBuild *pb) {
+    Scenario *s = ld->s;
+    Problems *ps = ld->ps;
+    int before_ex = ps->n;
+    const json_t *exl[2] = {json_object_get(s->root, "exclude"), pb->prof ? json_object_get(pb->prof, "exclude") : NULL};
+    char expath[2][96];
+    snprintf(expath[0], sizeof expath[0], "exclude");
+    snprintf(expath[1], sizeof expath[1], "%s.exclude", pb->pp);
+    for (int w = 0; w < 2; w++) {
+        const json_t *ex = exl[w];
+        if (!ex) continue;
+        if (!json_is_array(ex)) {
+            PROBLEM(expath[w], 0, "exclude: expected a list of objects {axis: label glob}");
+            continue;
+        }
+        size_t i;
+        json_t *e;
+        json_array_foreach(ex, i, e) {
+            char ep[256];
+            snprintf(ep, sizeof ep, "%s[%zu]", expath[w], i);
+            if (!json_is_object(e) || !json_object_size(e)) {
+                PROBLEM(ep, 0, "exclude[%zu]: expected a non-empty object {axis: label glob}", i);
+                continue;
+            }
+            const char *ax;
+            json_t *g;
+            json_object_foreach(e, ax, g) {
+                int found = 0;
+                for (int a = 0; a < s->n_axes; a++) found |= !strcmp(s->axes[a].name, ax);
+                char kp[300];
+                scenario_member_path(kp, sizeof kp, ep, ax);
+                if (!found) PROBLEM(kp, 1, "exclude: '%s' is not an axis of the matrix", ax);
+                else if (!json_is_string(g)) PROBLEM(kp, 0, "exclude: expected a label (or glob) string");
+            }
+            if (ps->n == before_ex) exclude_one(ld, e, ep, i);
+        }
+    }
+    if (ps->n != before_ex) return 0;
+    if (s->n_cases == 0) {
+        PROBLEM("exclude", 0, "exclude removes every case");
+        return 0;
+    }
+    return 1;
+}
+
+// Every case's run settings against the launchers' contracts (harness/launch.h,
+// docs/scenarios.md). 1 if all hold.
+static int check_launch_contracts(ScenarioLoader *ld) {
+    Scenario *s = ld->s;
+    Problems *ps = ld->ps;
+    int ok = 1;
+    for (int ci = 0; ci < s->n_cases; ci++) {
+        const Case *c = &s->cases[ci];
+        if (c->run.world_size > 1 && !strcmp(c->run.transport, "none")) {
+            PROBLEM("run.world_size", 0, "world_size %d needs a transport (\"mpi\" or \"nccl\")%s%s",
+                    c->run.world_size, s->n_axes ? ": case " : "", s->n_axes ? c->name : "");
+            ok = 0;
+        }
+        const char *L = c->run.launcher, *why = NULL;
+        if (!strcmp(L, "env") && strcmp(c->run.transport, "nccl"))
+            why = "launcher \"env\" starts the ranks without MPI: it needs transport \"nccl\" (the \"mpi\" "
+                  "transport needs an MPI launcher: local, mpirun or srun)";
+        else if ((!strcmp(L, "mpirun") || !strcmp(L, "srun")) && !strcmp(c->run.transport, "none"))
+            why = "launchers \"mpirun\" and \"srun\" start a data-parallel job: they need transport \"mpi\" or \"nccl\"";
+        else if (c->run.n_hosts && strcmp(L, "mpirun"))
+            why = "hosts: only launcher \"mpirun\" takes a host list";
+        else if (!strcmp(L, "mpirun") && !c->run.n_hosts)
+            why = "launcher \"mpirun\" needs \"hosts\" (for one host, launcher \"local\")";
+        else if (c->run.n_launcher_args &&
+                 (!strcmp(L, "env") || (!strcmp(L, "local") && !strcmp(c->run.transport, "none"))))
+            why = "launcher_args: arguments of mpirun or srun, and this case starts neither (launcher \"env\", "
+                  "or \"local\" with one rank and no transport)";
+        if (why) {
+            PROBLEM("run", 0, "%s%s%s", why, s->n_axes ? ": case " : "", s->n_axes ? c->name : "");
+            ok = 0;
+        }
+    }
+    return ok;
+}
+
+// Expand the scenario for profile p into s->cases (replacing any). Returns 0 if
+// every case is valid.
+static int expand_profile(ScenarioLoader *ld, int p, Str *seen) {
+    Scenario *s = ld->s;
+    Problems *ps = ld->ps;
+    scenario_free_cases(s);
+    s->cur_profile = p;
+    ProfileBuild pb = {.p = p, .prof = json_object_get(json_object_get(s->root, "profiles"), PROFILE_NAMES[p])};
+    snprintf(pb.pp, sizeof pb.pp, "profiles.%s", PROFILE_NAMES[p]);
+    int before = ps->n;
+    if (profile_config(ld, &pb)) return -1;
+    profile_overrides_and_run(ld, &pb);
+    profile_command_line_sets(ld, &pb);
+    profile_requires(ld, &pb);
+    int ok = profile_matrix(ld, &pb) && ps->n == before;
     size_t n_cases = 1;
-    for (int a = 0; a < n_axes; a++) n_cases *= (size_t)axes[a].n_vals;
+    for (int a = 0; a < pb.n_axes; a++) n_cases *= (size_t)pb.axes[a].n_vals;
     if (ok && n_cases > 10000) {
         PROBLEM("matrix", 0, "bad matrix: %zu cases (more than 10000)", n_cases);
         ok = 0;
     }
     if (ok) {
-        s->axes = xcalloc((size_t)n_axes + 1, sizeof(Axis));
-        s->n_axes = n_axes;
-        for (int a = 0; a < n_axes; a++) snprintf(s->axes[a].name, sizeof s->axes[a].name, "%s", axes[a].name);
-        s->cases = xcalloc(n_cases, sizeof(Case));
-        for (size_t ci = 0; ci < n_cases; ci++) {
-            Case *c = &s->cases[s->n_cases++];
-            OvList ovs = {0};
-            ov_copy(&ovs, &base);
-            run_copy(&c->run, &rb.run);
-            c->labels = xcalloc((size_t)n_axes + 1, sizeof(char *));
-            Str name = {0};
-            size_t rest = ci;
-            // the last axis varies fastest, so cases list in reading order
-            size_t *idx = xcalloc((size_t)n_axes + 1, sizeof(size_t));
-            for (int a = n_axes - 1; a >= 0; a--) {
-                idx[a] = rest % (size_t)axes[a].n_vals;
-                rest /= (size_t)axes[a].n_vals;
-            }
-            for (int a = 0; a < n_axes; a++) {
-                AxisValue *av = &axes[a].vals[idx[a]];
-                str_printf(&name, "%s%s=%s", a ? "," : "", axes[a].name, av->label);
-                c->labels[a] = xstrdup(av->label);
-                ov_copy(&ovs, &av->ov);
-                if (av->world_size) c->run.world_size = av->world_size;
-                if (av->transport[0]) snprintf(c->run.transport, sizeof c->run.transport, "%s", av->transport);
-                if (av->launcher[0]) snprintf(c->run.launcher, sizeof c->run.launcher, "%s", av->launcher);
-            }
-            free(idx);
-            snprintf(c->name, sizeof c->name, "%s", n_axes ? str_c(&name) : "default");
-            str_free(&name);
-            safe_name(c->dir, sizeof c->dir, c->name);
-            c->ov = ovs.v;
-            c->n_ov = ovs.n;
-        }
-    }
-    // "exclude": [{axis: label glob, ...}, ...] at the top level and in the profile:
-    // a case whose labels match every entry of one object is dropped
-    if (ok) {
-        int before_ex = ps->n;
-        const json_t *exl[2] = {json_object_get(root, "exclude"), prof ? json_object_get(prof, "exclude") : NULL};
-        char expath[2][96];
-        snprintf(expath[0], sizeof expath[0], "exclude");
-        snprintf(expath[1], sizeof expath[1], "%s.exclude", pp);
-        for (int w = 0; w < 2; w++) {
-            const json_t *ex = exl[w];
-            if (!ex) continue;
-            if (!json_is_array(ex)) {
-                PROBLEM(expath[w], 0, "exclude: expected a list of objects {axis: label glob}");
-                continue;
-            }
-            size_t i;
-            json_t *e;
-            json_array_foreach(ex, i, e) {
-                char ep[256];
-                snprintf(ep, sizeof ep, "%s[%zu]", expath[w], i);
-                if (!json_is_object(e) || !json_object_size(e)) {
-                    PROBLEM(ep, 0, "exclude[%zu]: expected a non-empty object {axis: label glob}", i);
-                    continue;
-                }
-                const char *ax;
-                json_t *g;
-                json_object_foreach(e, ax, g) {
-                    int found = 0;
-                    for (int a = 0; a < s->n_axes; a++) found |= !strcmp(s->axes[a].name, ax);
-                    char kp[300];
-                    member_path(kp, sizeof kp, ep, ax);
-                    if (!found) PROBLEM(kp, 1, "exclude: '%s' is not an axis of the matrix", ax);
-                    else if (!json_is_string(g)) PROBLEM(kp, 0, "exclude: expected a label (or glob) string");
-                }
-                if (ps->n != before_ex) continue;
-                int w2 = 0, hit = 0;
-                for (int ci = 0; ci < s->n_cases; ci++) {
-                    Case *c = &s->cases[ci];
-                    int match = 1;
-                    json_object_foreach(e, ax, g) {
-                        for (int a = 0; a < s->n_axes; a++)
-                            if (!strcmp(s->axes[a].name, ax) && fnmatch(json_string_value(g), c->labels[a], 0) != 0) match = 0;
-                    }
-                    if (match) {
-                        scenario_case_free(c, s->n_axes);
-                        hit = 1;
-                    } else s->cases[w2++] = *c;
-                }
-                s->n_cases = w2;
-                if (!hit) PROBLEM(ep, 0, "exclude[%zu] removes no case", i);
-            }
-        }
-        if (ps->n != before_ex) ok = 0;
-        else if (s->n_cases == 0) {
-            PROBLEM("exclude", 0, "exclude removes every case");
-            ok = 0;
-        }
-        for (int ci = 0; ci < s->n_cases; ci++) {
-            const Case *c = &s->cases[ci];
-            if (c->run.world_size > 1 && !strcmp(c->run.transport, "none")) {
-                PROBLEM("run.world_size", 0, "world_size %d needs a transport (\"mpi\" or \"nccl\")%s%s",
-                        c->run.world_size, s->n_axes ? ": case " : "", s->n_axes ? c->name : "");
-                ok = 0;
-            }
-            // the launchers' contracts (harness/launch.h, docs/scenarios.md)
-            const char *L = c->run.launcher, *why = NULL;
-            if (!strcmp(L, "env") && strcmp(c->run.transport, "nccl"))
-                why = "launcher \"env\" starts the ranks without MPI: it needs transport \"nccl\" (the \"mpi\" "
-                      "transport needs an MPI launcher: local, mpirun or srun)";
-            else if ((!strcmp(L, "mpirun") || !strcmp(L, "srun")) && !strcmp(c->run.transport, "none"))
-                why = "launchers \"mpirun\" and \"srun\" start a data-parallel job: they need transport \"mpi\" or \"nccl\"";
-            else if (c->run.n_hosts && strcmp(L, "mpirun"))
-                why = "hosts: only launcher \"mpirun\" takes a host list";
-            else if (!strcmp(L, "mpirun") && !c->run.n_hosts)
-                why = "launcher \"mpirun\" needs \"hosts\" (for one host, launcher \"local\")";
-            else if (c->run.n_launcher_args &&
-                     (!strcmp(L, "env") || (!strcmp(L, "local") && !strcmp(c->run.transport, "none"))))
-                why = "launcher_args: arguments of mpirun or srun, and this case starts neither (launcher \"env\", "
-                      "or \"local\" with one rank and no transport)";
-            if (why) {
-                PROBLEM("run", 0, "%s%s%s", why, s->n_axes ? ": case " : "", s->n_axes ? c->name : "");
-                ok = 0;
-            }
-        }
+        make_cases(s, &pb, n_cases);
+        ok = profile_exclude(ld, &pb);
+        ok &= check_launch_contracts(ld);
         // every case that remains: its config through the trainer's loader
         for (int ci = 0; ci < s->n_cases && ok; ci++)
-            if (resolve_config(s, ps, &s->cases[ci], s->config_path, cjp, p, seen)) ok = 0;
+            if (resolve_config(s, ps, &s->cases[ci], s->config_path, pb.cjp, p, seen)) ok = 0;
         for (int ci = 0; ci < s->n_cases && !ok; ci++)   // report every case's problems, not the first only
-            resolve_config(s, ps, &s->cases[ci], s->config_path, cjp, p, seen);
+            resolve_config(s, ps, &s->cases[ci], s->config_path, pb.cjp, p, seen);
     }
-    for (int a = 0; a < n_axes; a++) axis_free(&axes[a]);
-    free(axes);
-    ov_free(&base);
-    ov_free(&rb.sugar);
-    run_free(&rb.run);
+    profile_build_free(&pb);
     return ok ? 0 : -1;
 }
 
@@ -1069,7 +1136,7 @@ static void validate_checks(Scenario *s, Problems *ps) {
 }
 
 // Drop problems whose text repeats (validation runs per profile).
-static void dedupe_from(Problems *ps, int from) {
+void scenario_dedupe_problems(Problems *ps, int from) {
     int w = from;
     for (int r = from; r < ps->n; r++) {
         int dup = 0;
@@ -1083,14 +1150,14 @@ static void dedupe_from(Problems *ps, int from) {
 // The "profiles" object: known profile names, each an object with `known` keys;
 // sets has_profile. A scenario profile's config and overrides are type-checked
 // here, the rest when the profile is expanded.
-static void read_profiles(Scenario *s, Problems *ps, const char *const *known_keys, const char *what) {
-    const json_t *profs = get_typed(s, ps, s->root, "", "profiles", JSON_OBJECT, 1, "an object");
+void scenario_read_profiles(Scenario *s, Problems *ps, const char *const *known_keys, const char *what) {
+    const json_t *profs = scenario_get_typed(s, ps, s->root, "", "profiles", JSON_OBJECT, 1, "an object");
     if (!profs) return;
     const char *pn;
     json_t *pv;
     json_object_foreach((json_t *)profs, pn, pv) {
         char pp[128];
-        member_path(pp, sizeof pp, "profiles", pn);
+        scenario_member_path(pp, sizeof pp, "profiles", pn);
         int known = -1;
         for (int p = 0; p < PROFILE_COUNT; p++)
             if (!strcmp(pn, PROFILE_NAMES[p])) known = p;
@@ -1104,307 +1171,109 @@ static void read_profiles(Scenario *s, Problems *ps, const char *const *known_ke
             PROBLEM(pp, 0, "profiles.%s: expected an object (may be empty), got %s", pn, got);
             continue;
         }
-        check_keys(s, ps, pv, pp, known_keys, what);
+        scenario_check_keys(s, ps, pv, pp, known_keys, what);
         if (in_list(known_keys, "config")) {
-            get_typed(s, ps, pv, pp, "config", JSON_STRING, 0, "a path (string)");
-            get_typed(s, ps, pv, pp, "overrides", JSON_OBJECT, 0, "an object of \"section.key\": value");
+            scenario_get_typed(s, ps, pv, pp, "config", JSON_STRING, 0, "a path (string)");
+            scenario_get_typed(s, ps, pv, pp, "overrides", JSON_OBJECT, 0, "an object of \"section.key\": value");
         }
         s->has_profile[known] = 1;
     }
     if (json_object_size(profs) == 0) PROBLEM("profiles", 0, "profiles: name at least one of \"ci\", \"gpu\"");
 }
 
-// ---- self-test files ------------------------------------------------------------------------------
-
-static const char *const VERDICT_WORDS[] = {"PASS", "FAIL", "HANG", "CRASH", "SKIP", "ERROR", NULL};
-
-// One detection: a scenario run (nested nsa-harness) with faults and seeds, and
-// what its report must say. Validated against the nested scenario's cases for
-// profile p.
-static void read_detection(Scenario *s, Problems *ps, const json_t *d, const char *dp, int p, int *n_cases) {
-    check_keys(s, ps, d, dp, DETECTION_KEYS, "a detection");
-    char kp[1000];
-    // "profiles": the profiles this detection applies to (default: all the file has)
-    const json_t *dprof = json_object_get(d, "profiles");
-    if (dprof) {
-        snprintf(kp, sizeof kp, "%s.profiles", dp);
-        int applies = 0, ok = json_is_array(dprof) && json_array_size(dprof) > 0;
-        size_t i;
-        json_t *x;
-        json_array_foreach(dprof, i, x) {
-            int known = 0;
-            for (int q = 0; q < PROFILE_COUNT; q++)
-                if (json_is_string(x) && !strcmp(json_string_value(x), PROFILE_NAMES[q])) {
-                    known = 1;
-                    applies |= q == p;
-                }
-            ok &= known;
-        }
-        if (!ok) {
-            PROBLEM(kp, 0, "profiles: expected a non-empty list of \"ci\" / \"gpu\"");
-            return;
-        }
-        if (!applies) return;
-    }
-    const json_t *nm = get_typed(s, ps, d, dp, "name", JSON_STRING, 1, "a string");
-    const json_t *sc = get_typed(s, ps, d, dp, "scenario", JSON_STRING, 1, "a path (string)");
-    const json_t *ex = get_typed(s, ps, d, dp, "expect", JSON_OBJECT, 1, "an object");
-    const json_t *fault = json_object_get(d, "fault"), *seeds = json_object_get(d, "seeds");
-    const json_t *sets = json_object_get(d, "set"), *filt = json_object_get(d, "filter");
-    if (fault && !json_is_string(fault) && !json_is_array(fault)) {
-        snprintf(kp, sizeof kp, "%s.fault", dp);
-        PROBLEM(kp, 0, "fault: expected NAME[=ARG] or a list of them");
-    }
-    size_t i;
-    json_t *x;
-    json_array_foreach(fault, i, x) if (!json_is_string(x)) {
-        snprintf(kp, sizeof kp, "%s.fault[%zu]", dp, i);
-        PROBLEM(kp, 0, "fault: expected a string NAME[=ARG]");
-    }
-    if (seeds && (!json_is_array(seeds) || !json_array_size(seeds))) {
-        snprintf(kp, sizeof kp, "%s.seeds", dp);
-        PROBLEM(kp, 0, "seeds: expected a non-empty list of integers (one run each, --set train.seed=S)");
-    }
-    json_array_foreach(seeds, i, x) if (!json_is_integer(x) || json_integer_value(x) < 0) {
-        snprintf(kp, sizeof kp, "%s.seeds[%zu]", dp, i);
-        PROBLEM(kp, 0, "seeds: expected a non-negative integer");
-    }
-    if (sets && !json_is_array(sets)) {
-        snprintf(kp, sizeof kp, "%s.set", dp);
-        PROBLEM(kp, 0, "set: expected a list of \"section.key=value\" strings");
-    }
-    json_array_foreach(sets, i, x) if (!json_is_string(x) || !strchr(json_string_value(x), '=')) {
-        snprintf(kp, sizeof kp, "%s.set[%zu]", dp, i);
-        PROBLEM(kp, 0, "set: expected \"section.key=value\"");
-    }
-    if (filt && !json_is_string(filt)) {
-        snprintf(kp, sizeof kp, "%s.filter", dp);
-        PROBLEM(kp, 0, "filter: expected a case glob (string)");
-    }
-    const json_t *tsc = json_object_get(d, "timeout_scale");
-    if (tsc && (!json_is_number(tsc) || !(json_number_value(tsc) > 0) || json_number_value(tsc) > 1000)) {
-        snprintf(kp, sizeof kp, "%s.timeout_scale", dp);
-        PROBLEM(kp, 0, "timeout_scale: expected a number > 0 (passed as --timeout-scale, times the outer run's)");
-    }
-    const json_t *to = json_object_get(d, "timeout_s");
-    if (to && (!json_is_number(to) || !(json_number_value(to) > 0))) {
-        snprintf(kp, sizeof kp, "%s.timeout_s", dp);
-        PROBLEM(kp, 0, "timeout_s: expected a positive number of seconds");
-    }
-    // the nested scenario: must load for this profile; the expectations must name its cases
-    Scenario nested;
-    int nested_ok = 0;
-    if (sc) {
-        char np[2048];
-        path_join(np, sizeof np, s->dir, json_string_value(sc));
-        Problems nps = {0};
-        const char *const *save_sets = g_sets;
-        int save_n = g_n_sets;
-        nested_ok = scenario_load(&nested, np, p, 0, NULL, 0, &nps) == 0;
-        g_sets = save_sets;
-        g_n_sets = save_n;
-        snprintf(kp, sizeof kp, "%s.scenario", dp);
-        if (!nested_ok) PROBLEM(kp, 0, "scenario %s does not load: %s", np, nps.n ? nps.v[0].text : "?");
-        else if (!nested.n_cases && strcmp(nested.family, "gc_bisection"))
-            PROBLEM(kp, 0, "scenario %s has no '%s' profile", np, PROFILE_NAMES[p]);
-        problems_free(&nps);
-    }
-    if (ex) {
-        char ep[600];
-        snprintf(ep, sizeof ep, "%s.expect", dp);
-        check_keys(s, ps, ex, ep, EXPECT_KEYS, "'expect'");
-        const json_t *vd = get_typed(s, ps, ex, ep, "verdicts", JSON_OBJECT, 1, "an object {case glob: verdict}");
-        const char *k;
-        json_t *v;
-        json_object_foreach((json_t *)vd, k, v) {
-            char vp[800];
-            member_path(vp, sizeof vp, ep, "verdicts");
-            char vp2[900];
-            member_path(vp2, sizeof vp2, vp, k);
-            if (!json_is_string(v) || !in_list(VERDICT_WORDS, json_string_value(v)))
-                PROBLEM(vp2, 0, "expected a verdict: PASS, FAIL, HANG, CRASH, SKIP or ERROR");
-            // a glob must match a case of the nested scenario (GC bisection creates
-            // its cases while running: any glob may match those)
-            if (nested_ok && strcmp(nested.family, "gc_bisection")) {
-                int hit = 0;
-                for (int c = 0; c < nested.n_cases; c++) hit |= fnmatch(k, nested.cases[c].name, 0) == 0;
-                if (!hit) PROBLEM(vp2, 1, "'%s' matches no case of %s", k, nested.path);
-            }
-        }
-        const json_t *ct = json_object_get(ex, "contains");
-        if (ct && !json_is_array(ct)) {
-            snprintf(kp, sizeof kp, "%s.contains", ep);
-            PROBLEM(kp, 0, "contains: expected a list of strings RESULTS.md must contain");
-        }
-        json_array_foreach(ct, i, x) if (!json_is_string(x)) {
-            snprintf(kp, sizeof kp, "%s.contains[%zu]", ep, i);
-            PROBLEM(kp, 0, "contains: expected a string");
-        }
-        const json_t *fa = json_object_get(ex, "facts");
-        if (fa && !json_is_object(fa)) {
-            snprintf(kp, sizeof kp, "%s.facts", ep);
-            PROBLEM(kp, 0, "facts: expected an object {case glob: {fact: value}}");
-        }
-        const json_t *xc = json_object_get(ex, "exit");
-        if (xc && (!json_is_integer(xc) || json_integer_value(xc) < 0 || json_integer_value(xc) > 255)) {
-            snprintf(kp, sizeof kp, "%s.exit", ep);
-            PROBLEM(kp, 0, "exit: expected the nested run's exit code (0-255)");
-        }
-    }
-    if (nested_ok) scenario_free(&nested);
-    if (nm) {
-        for (int c = 0; c < *n_cases; c++)
-            if (!strcmp(s->cases[c].name, json_string_value(nm))) {
-                snprintf(kp, sizeof kp, "%s.name", dp);
-                PROBLEM(kp, 0, "detection name '%s' is used twice", json_string_value(nm));
-            }
-        Case *c = &s->cases[(*n_cases)++];
-        snprintf(c->name, sizeof c->name, "%s", json_string_value(nm));
-        safe_name(c->dir, sizeof c->dir, c->name);
-        c->spec = d;
-        c->run.world_size = 1;
-        snprintf(c->run.transport, sizeof c->run.transport, "none");
-        const json_t *rt = json_object_get(json_object_get(s->root, "run"), "timeout_s");
-        const json_t *prt = json_object_get(json_object_get(json_object_get(json_object_get(s->root, "profiles"),
-                                                                            PROFILE_NAMES[p]), "run"), "timeout_s");
-        c->run.timeout_s = to && json_is_number(to) ? json_number_value(to)
-                           : prt && json_is_number(prt) ? json_number_value(prt)
-                           : rt && json_is_number(rt) ? json_number_value(rt) : 600;
-        c->run.stall_s = c->run.timeout_s;
-    }
-}
-
-static int load_selftest(Scenario *s, Problems *ps, int profile, int all_profiles, int before) {
-    check_keys(s, ps, s->root, "", SELFTEST_KEYS, "a self-test file's top level");
-    const json_t *v;
-    if ((v = get_typed(s, ps, s->root, "", "name", JSON_STRING, 1, "a string")) && name_ok(json_string_value(v), 63))
-        snprintf(s->name, sizeof s->name, "%s", json_string_value(v));
-    else if (v) PROBLEM("name", 0, "name: \"%.64s%s\": 1 to 63 characters from A-Z a-z 0-9 _ . -", json_string_value(v), strlen(json_string_value(v)) > 64 ? "…" : "");
-    if ((v = get_typed(s, ps, s->root, "", "description", JSON_STRING, 1, "a string"))) s->description = xstrdup(json_string_value(v));
-    snprintf(s->family, sizeof s->family, "selftest");
-    const json_t *run = get_typed(s, ps, s->root, "", "run", JSON_OBJECT, 0, "an object");
-    if (run) {
-        check_keys(s, ps, run, "run", SELFTEST_RUN_KEYS, "a self-test's 'run'");
-        const json_t *t = get_typed(s, ps, run, "run", "timeout_s", JSON_REAL, 0, "a positive number");
-        if (t && !(json_number_value(t) > 0)) PROBLEM("run.timeout_s", 0, "timeout_s: expected a positive number");
-    }
-    read_profiles(s, ps, SELFTEST_PROFILE_KEYS, "a self-test profile");
-    const json_t *dets = get_typed(s, ps, s->root, "", "detections", JSON_ARRAY, 1, "a list of detections");
-    if (ps->n != before) return -1;
-    if (!json_array_size(dets)) {
-        PROBLEM("detections", 0, "detections: name at least one");
-        return -1;
-    }
-    // every other profile first (validation), the selected one last: its cases are kept
-    for (int k = 0; k <= PROFILE_COUNT; k++) {
-        int p = k < PROFILE_COUNT ? k : profile;
-        if (k < PROFILE_COUNT && (p == profile || !all_profiles)) continue;
-        if (!s->has_profile[p]) continue;
-        free_cases(s);
-        s->cur_profile = p;
-        s->cases = xcalloc(json_array_size(dets) + 1, sizeof(Case));
-        int n = 0;
-        size_t i;
-        json_t *d;
-        json_array_foreach(dets, i, d) {
-            char dp[64];
-            snprintf(dp, sizeof dp, "detections[%zu]", i);
-            if (!json_is_object(d)) {
-                PROBLEM(dp, 0, "detections[%zu]: expected an object", i);
-                continue;
-            }
-            read_detection(s, ps, d, dp, p, &n);
-        }
-        s->n_cases = n;
-    }
-    if (!s->has_profile[profile]) free_cases(s);
-    s->cur_profile = profile;
-    dedupe_from(ps, before);
-    return ps->n != before ? -1 : 0;
-}
-
-int scenario_load(Scenario *s, const char *path, int profile, int all_profiles, const char *const *sets,
-                  int n_sets, Problems *ps) {
-    memset(s, 0, sizeof *s);
-    g_sets = sets;
-    g_n_sets = n_sets;
+// Read and parse the file; 0, or -1 with the problem reported.
+static int scenario_open(Scenario *s, const char *path, Problems *ps) {
     snprintf(s->path, sizeof s->path, "%s", path);
     path_dirname(path, s->dir, sizeof s->dir);
-    s->profile = profile;
-    int before = ps->n;
     size_t len = 0;
     s->text = read_file(path, &len);
     if (!s->text) {
         problems_add(ps, 0, 0, "%s: cannot read: %s", path, strerror(errno));
-        scenario_free(s);
         return -1;
     }
     json_error_t je;
     s->root = json_loadb(s->text, len, JSON_REJECT_DUPLICATES, &je);
     if (!s->root) {
         problems_add(ps, je.line, je.column, "%s:%d:%d: %s", path, je.line, je.column, je.text);
-        scenario_free(s);
         return -1;
     }
     if (!json_is_object(s->root)) {
         char got[96];
         describe(s->root, got, sizeof got);
         PROBLEM("", 0, "expected the scenario to be a JSON object, got %s", got);
-        scenario_free(s);
         return -1;
     }
+    return 0;
+}
+
+// The scenario schema's top level: name, description, family, the types of
+// config/overrides/run/matrix (their contents are read per profile), profiles, checks.
+static void read_top_level(Scenario *s, Problems *ps) {
     const json_t *v;
-    const json_t *fam = json_object_get(s->root, "family");
-    if (json_is_string(fam) && !strcmp(json_string_value(fam), "selftest")) {
-        int rc = load_selftest(s, ps, profile, all_profiles, before);
-        if (rc) scenario_free(s);
-        return rc;
-    }
-    check_keys(s, ps, s->root, "", TOP_KEYS, "the scenario's top level");
-    if ((v = get_typed(s, ps, s->root, "", "name", JSON_STRING, 1, "a string"))) {
-        if (!name_ok(json_string_value(v), 63))
+    scenario_check_keys(s, ps, s->root, "", TOP_KEYS, "the scenario's top level");
+    if ((v = scenario_get_typed(s, ps, s->root, "", "name", JSON_STRING, 1, "a string"))) {
+        if (!scenario_name_ok(json_string_value(v), 63))
             PROBLEM("name", 0, "name: \"%.64s%s\": 1 to 63 characters from A-Z a-z 0-9 _ . -", json_string_value(v), strlen(json_string_value(v)) > 64 ? "…" : "");
         else snprintf(s->name, sizeof s->name, "%s", json_string_value(v));
     }
-    if ((v = get_typed(s, ps, s->root, "", "description", JSON_STRING, 1, "a string"))) {
+    if ((v = scenario_get_typed(s, ps, s->root, "", "description", JSON_STRING, 1, "a string"))) {
         if (!json_string_value(v)[0]) PROBLEM("description", 0, "description: say what the scenario proves");
         s->description = xstrdup(json_string_value(v));
     }
-    if ((v = get_typed(s, ps, s->root, "", "family", JSON_STRING, 1, "a string"))) {
+    if ((v = scenario_get_typed(s, ps, s->root, "", "family", JSON_STRING, 1, "a string"))) {
         if (!family_find(json_string_value(v)))
             PROBLEM("family", 0, "unknown family '%s' (known: %s)", json_string_value(v), family_names());
         else snprintf(s->family, sizeof s->family, "%s", json_string_value(v));
     }
-    get_typed(s, ps, s->root, "", "config", JSON_STRING, 0, "a path (string)");
-    get_typed(s, ps, s->root, "", "overrides", JSON_OBJECT, 0, "an object of \"section.key\": value");
-    get_typed(s, ps, s->root, "", "run", JSON_OBJECT, 0, "an object");
-    get_typed(s, ps, s->root, "", "matrix", JSON_OBJECT, 0, "an object of axes");
-    read_profiles(s, ps, PROFILE_KEYS, "a profile");
+    scenario_get_typed(s, ps, s->root, "", "config", JSON_STRING, 0, "a path (string)");
+    scenario_get_typed(s, ps, s->root, "", "overrides", JSON_OBJECT, 0, "an object of \"section.key\": value");
+    scenario_get_typed(s, ps, s->root, "", "run", JSON_OBJECT, 0, "an object");
+    scenario_get_typed(s, ps, s->root, "", "matrix", JSON_OBJECT, 0, "an object of axes");
+    scenario_read_profiles(s, ps, PROFILE_KEYS, "a profile");
     read_checks(s, ps);
-    if (ps->n != before) {   // structural problems: expansion would only add noise
-        dedupe_from(ps, before);
-        scenario_free(s);
+}
+
+// A file of the scenario schema; 0 or -1.
+static int load_scenario_schema(ScenarioLoader *ld) {
+    Scenario *s = ld->s;
+    Problems *ps = ld->ps;
+    read_top_level(s, ps);
+    if (ps->n != ld->before) {   // structural problems: expansion would only add noise
+        scenario_dedupe_problems(ps, ld->before);
         return -1;
     }
     Str seen = {0};
     // expand every profile the file has (validate) or just the selected one; the
     // selected profile goes last so its cases are the ones kept
     for (int p = 0; p < PROFILE_COUNT; p++) {
-        if (p == profile || !all_profiles || !s->has_profile[p]) continue;
-        if (expand_profile(s, ps, p, &seen) == 0) validate_checks(s, ps);
+        if (p == ld->profile || !ld->all_profiles || !s->has_profile[p]) continue;
+        if (expand_profile(ld, p, &seen) == 0) validate_checks(s, ps);
     }
-    if (s->has_profile[profile]) {
-        if (expand_profile(s, ps, profile, &seen) == 0) validate_checks(s, ps);
+    if (s->has_profile[ld->profile]) {
+        if (expand_profile(ld, ld->profile, &seen) == 0) validate_checks(s, ps);
     } else {
-        free_cases(s);
+        scenario_free_cases(s);
     }
     str_free(&seen);
-    dedupe_from(ps, before);
-    if (ps->n != before) {
-        scenario_free(s);
-        return -1;
+    scenario_dedupe_problems(ps, ld->before);
+    return ps->n != ld->before ? -1 : 0;
+}
+
+int scenario_load(Scenario *s, const char *path, int profile, int all_profiles, const char *const *sets,
+                  int n_sets, Problems *ps) {
+    memset(s, 0, sizeof *s);
+    s->profile = profile;
+    ScenarioLoader ld = {.s = s, .ps = ps, .profile = profile, .all_profiles = all_profiles, .sets = sets,
+                         .n_sets = n_sets, .before = ps->n};
+    int rc = scenario_open(s, path, ps);
+    if (rc == 0) {
+        // a family with a file schema of its own loads it (the self-test's detections)
+        const json_t *fam = json_object_get(s->root, "family");
+        const FamilyDef *def = json_is_string(fam) ? family_find(json_string_value(fam)) : NULL;
+        rc = def && def->load ? def->load(&ld) : load_scenario_schema(&ld);
     }
-    return 0;
+    if (rc) scenario_free(s);
+    return rc;
 }
 
 int scenario_derive_case(const Scenario *s, const Case *base, const char *name, const Override *extra, int n_extra,
@@ -1437,7 +1306,7 @@ int scenario_derive_case(const Scenario *s, const Case *base, const char *name, 
 }
 
 void scenario_free(Scenario *s) {
-    free_cases(s);
+    scenario_free_cases(s);
     free(s->checks);
     free(s->description);
     free(s->text);

@@ -109,6 +109,40 @@ int scenario_pos(const Scenario *s, const char *jpath, int want_key, int *line, 
 void scenario_problem(const Scenario *s, Problems *ps, const char *jpath, int want_key, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
 
+// ---- loading, for a family whose files have a schema of their own ----------------------
+// (FamilyDef.load: the self-test's detections). What loading one file needs,
+// passed down rather than kept in statics, so a loader may load other files
+// while loading (a self-test checks the scenarios its detections run).
+typedef struct {
+    Scenario *s;               // the file being loaded: path, dir, text and root are read
+    Problems *ps;              // where its problems go
+    int profile;               // the profile whose cases are kept
+    int all_profiles;          // validate every profile the file defines as well
+    const char *const *sets;   // run --set overrides, applied to every case
+    int n_sets;
+    int before;                // ps->n when loading began
+} ScenarioLoader;
+
+// Every key of obj must be in `known` (NULL-terminated); the others are reported
+// at their key as "unknown key 'k' in <where> (known: ...)".
+void scenario_check_keys(const Scenario *s, Problems *ps, const json_t *obj, const char *jpath,
+                         const char *const *known, const char *where);
+// obj[key] if present and of `type` (JSON_REAL: any number), else NULL; a wrong
+// type is reported ("key: expected <what>, got ..."), and a missing key if required.
+const json_t *scenario_get_typed(const Scenario *s, Problems *ps, const json_t *obj, const char *jpath,
+                                 const char *key, int type, int required, const char *what);
+// The jsonpos path of a member: base.key, or base["key"] when the key needs quoting.
+void scenario_member_path(char *out, size_t n, const char *base, const char *key);
+// 1..max characters of [A-Za-z0-9_.-].
+int scenario_name_ok(const char *n, size_t max);
+// The "profiles" object: known profile names, each an object with `known_keys`;
+// sets s->has_profile.
+void scenario_read_profiles(Scenario *s, Problems *ps, const char *const *known_keys, const char *what);
+// Drop s's cases and axes.
+void scenario_free_cases(Scenario *s);
+// Drop problems from index `from` on whose text repeats an earlier one.
+void scenario_dedupe_problems(Problems *ps, int from);
+
 // The case whose name matches a glob (fnmatch), first match; NULL if none.
 int scenario_case_matches(const Case *c, const char *glob);
 #endif
