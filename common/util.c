@@ -2,7 +2,6 @@
 #define _GNU_SOURCE   // program_invocation_short_name
 #include "common/util.h"
 
-#include <dirent.h>
 #include <math.h>
 
 #include <errno.h>
@@ -207,6 +206,15 @@ void path_dirname(const char *path, char *out, size_t n) {
     else if (slash == path) snprintf(out, n, "/");
     else snprintf(out, n, "%.*s", (int)(slash - path), path);
 }
+int mkdir_p_parent(const char *path) {
+    char dir[4096];
+    if (strlen(path) >= sizeof dir) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    path_dirname(path, dir, sizeof dir);
+    return mkdir_p(dir);
+}
 const char *path_basename(const char *path) {
     const char *slash = strrchr(path, '/');
     return slash ? slash + 1 : path;
@@ -371,38 +379,6 @@ void strlist_free(StrList *l) {
     free(l->v);
     l->v = NULL;
     l->n = 0;
-}
-
-int collect_json_files(StrList *out, char *const *args, int n, const char *default_arg) {
-    int rc = 0;
-    for (int i = 0; i < (n ? n : 1); i++) {
-        const char *a = n ? args[i] : default_arg;
-        if (!is_dir(a)) {
-            strlist_add(out, a);
-            continue;
-        }
-        DIR *d = opendir(a);
-        if (!d) {
-            fprintf(stderr, "nsa-harness: %s: %s\n", a, strerror(errno));
-            rc = -1;
-            continue;
-        }
-        StrList found = {0};
-        struct dirent *e;
-        while ((e = readdir(d))) {
-            size_t l = strlen(e->d_name);
-            if (l > 5 && !strcmp(e->d_name + l - 5, ".json") && e->d_name[0] != '.') {
-                char p[4200];
-                snprintf(p, sizeof p, "%s/%s", a, e->d_name);
-                if (!is_dir(p)) strlist_add(&found, p);
-            }
-        }
-        closedir(d);
-        strlist_sort(&found);
-        for (int k = 0; k < found.n; k++) strlist_add(out, found.v[k]);
-        strlist_free(&found);
-    }
-    return rc;
 }
 
 // ---- numbers ------------------------------------------------------------------------------

@@ -37,6 +37,9 @@ void set_err(char *err, size_t errlen, const char *fmt, ...) __attribute__((form
 
 // ---- files and directories --------------------------------------------------------
 int mkdir_p(const char *dir);                 // 0 or -1 (errno)
+// mkdir -p of the directory part of a file's path, before creating the file ("."
+// when it has none: nothing to do); 0 or -1 (errno; ENAMETOOLONG past 4095 bytes)
+int mkdir_p_parent(const char *path);
 // whole file, NUL-terminated; NULL on error (errno); *len if non-NULL
 char *read_file(const char *path, size_t *len);
 // the last `max` bytes of a file (from a line start when possible); NULL if unreadable
@@ -77,10 +80,9 @@ typedef struct {
 void strlist_add(StrList *l, const char *s);   // a copy
 void strlist_sort(StrList *l);                 // strcmp order
 void strlist_free(StrList *l);
-// Scenario arguments to files: each file as given; each directory expands to the *.json
-// files directly in it (not hidden, not folders), sorted. n == 0: default_arg alone.
-// Returns 0, or -1 after printing "nsa-harness: DIR: why" for a directory it cannot read
-// (the others are still collected).
+// collect_json_files (the runner's scenario folders) moved to harness/files.c. Its
+// prototype stays here only until harness/main.c, baseline_cmd.c and bisect.c include
+// harness/files.h; then delete this line.
 int collect_json_files(StrList *out, char *const *args, int n, const char *default_arg);
 
 // ---- shell words ------------------------------------------------------------------------

@@ -1,0 +1,40 @@
+// harness/files.c — see files.h.
+#define _POSIX_C_SOURCE 200809L
+#include "harness/files.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+int collect_json_files(StrList *out, char *const *args, int n, const char *default_arg) {
+    int rc = 0;
+    for (int i = 0; i < (n ? n : 1); i++) {
+        const char *a = n ? args[i] : default_arg;
+        if (!is_dir(a)) {
+            strlist_add(out, a);
+            continue;
+        }
+        DIR *d = opendir(a);
+        if (!d) {
+            fprintf(stderr, "nsa-harness: %s: %s\n", a, strerror(errno));
+            rc = -1;
+            continue;
+        }
+        StrList found = {0};
+        struct dirent *e;
+        while ((e = readdir(d))) {
+            size_t l = strlen(e->d_name);
+            if (l > 5 && !strcmp(e->d_name + l - 5, ".json") && e->d_name[0] != '.') {
+                char p[4200];
+                snprintf(p, sizeof p, "%s/%s", a, e->d_name);
+                if (!is_dir(p)) strlist_add(&found, p);
+            }
+        }
+        closedir(d);
+        strlist_sort(&found);
+        for (int k = 0; k < found.n; k++) strlist_add(out, found.v[k]);
+        strlist_free(&found);
+    }
+    return rc;
+}
