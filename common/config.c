@@ -29,112 +29,63 @@
 #include <string.h>
 
 #include "common/jsonpos.h"
+#include "common/nsa_names.h"
 #include "common/util.h"
-#include "kernels/ops.h"
 
-// ---- growable string ---------------------------------------------------------------
+// ---- text ------------------------------------------------------------------------
 // All text whose length depends on user input (messages, canonical JSON) goes
-// through this, so nothing is cut off or overflows; allocation failure is sticky
-// and checked once at the end.
-typedef struct {
-    char *p;
-    size_t len, cap;
-    int oom;
-} Buf;
-
-static int buf_reserve(Buf *b, size_t extra) {
-    if (b->oom) return -1;
-    if (b->len + extra + 1 <= b->cap) return 0;
-    size_t cap = b->cap ? b->cap : 256;
-    while (cap < b->len + extra + 1) cap *= 2;
-    char *np = realloc(b->p, cap);
-    if (!np) {
-        b->oom = 1;
-        return -1;
-    }
-    b->p = np;
-    b->cap = cap;
-    return 0;
-}
-
-static void buf_add(Buf *b, const char *s) {
-    size_t n = strlen(s);
-    if (buf_reserve(b, n)) return;
-    memcpy(b->p + b->len, s, n + 1);
-    b->len += n;
-}
-
-static void buf_vprintf(Buf *b, const char *fmt, va_list ap) {
-    va_list ap2;
-    va_copy(ap2, ap);
-    int n = vsnprintf(NULL, 0, fmt, ap2);
-    va_end(ap2);
-    if (n < 0) {
-        b->oom = 1;
-        return;
-    }
-    if (buf_reserve(b, (size_t)n)) return;
-    vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
-    b->len += (size_t)n;
-}
-
-static void buf_printf(Buf *b, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    buf_vprintf(b, fmt, ap);
-    va_end(ap);
-}
+// through common/util's Str, so nothing is cut off or overflows.
 
 // JSON string literal. Bytes >= 0x80 pass through (the loader only stores
 // strings Jansson validated as UTF-8); control characters are escaped.
-static void buf_json_string(Buf *b, const char *s) {
-    buf_add(b, "\"");
+static void json_string_lit(Str *b, const char *s) {
+    str_add(b, "\"");
     for (; *s; s++) {
         unsigned char c = (unsigned char)*s;
         switch (c) {
-        case '"': buf_add(b, "\\\""); break;
-        case '\\': buf_add(b, "\\\\"); break;
-        case '\n': buf_add(b, "\\n"); break;
-        case '\r': buf_add(b, "\\r"); break;
-        case '\t': buf_add(b, "\\t"); break;
+        case '"': str_add(b, "\\\""); break;
+        case '\\': str_add(b, "\\\\"); break;
+        case '\n': str_add(b, "\\n"); break;
+        case '\r': str_add(b, "\\r"); break;
+        case '\t': str_add(b, "\\t"); break;
         default:
             if (c < 0x20 || c == 0x7f) {
-                buf_printf(b, "\\u%04x", c);
+                str_printf(b, "\\u%04x", c);
             } else {
                 char one[2] = {(char)c, '\0'};
-                buf_add(b, one);
+                str_add(b, one);
             }
         }
     }
-    buf_add(b, "\"");
+    str_add(b, "\"");
 }
 
 // Shortest text that reads back as exactly v, so canonical JSON is both exact
 // (a reloaded config has bitwise-identical values and the same digest) and
 // readable (3e-4, not 0.00029999999999999997). Jansson does the conversions so
 // the result is independent of the C locale's decimal point.
-static void buf_real(Buf *b, double v) {
+static void real_text(Str *b, double v) {
     if (!isfinite(v)) {   // never produced by config_load; keep the output valid JSON
-        buf_add(b, "null");
+        str_add(b, "null");
         return;
     }
     if (v == floor(v) && fabs(v) < 1e15) {   // integral: "10000.0", no exponent
-        buf_printf(b, "%.0f.0", v);
+        str_printf(b, "%.0f.0", v);
         return;
     }
     for (int prec = 1; prec <= 17; prec++) {
         json_t *j = json_real(v);
         char *s = j ? json_dumps(j, JSON_ENCODE_ANY | JSON_REAL_PRECISION(prec)) : NULL;
         json_decref(j);
-        if (!s) {
-            b->oom = 1;
+        if (!s) {   // out of memory
+            str_add(b, "null");
             return;
         }
         json_t *back = json_loads(s, JSON_DECODE_ANY, NULL);
         int exact = back && json_is_real(back) && json_real_value(back) == v;
         json_decref(back);
         if (exact || prec == 17) {   // 17 significant digits always round-trip
-            buf_add(b, s);
+            str_add(b, s);
             free(s);
             return;
         }
@@ -173,6 +124,8 @@ static const char *const PHI_NAMES[] = {"avg", "mlp", NULL};
 static const int PHI_VALS[] = {NSA_PHI_AVG, NSA_PHI_MLP};
 static const char *const GATE_NAMES[] = {"softmax", "sigmoid", NULL};
 static const int GATE_VALS[] = {NSA_GATE_SOFTMAX, NSA_GATE_SIGMOID};
+// the names a force_branch value is written with: "none", then nsa_branch_name() of each
+// branch (test_config checks they agree)
 static const char *const BRANCH_NAMES[] = {"none", "cmp", "sel", "win", NULL};
 static const int BRANCH_VALS[] = {-1, NSA_BR_CMP, NSA_BR_SEL, NSA_BR_WIN};
 static const char *const PREFILL_NAMES[] = {"batched", "sequential", NULL};
@@ -326,9 +279,7 @@ static const char *enum_name(const char *const *names, const int *vals, int v) {
 
 const char *config_phi_name(int phi) { return enum_name(PHI_NAMES, PHI_VALS, phi); }
 const char *config_gate_act_name(int act) { return enum_name(GATE_NAMES, GATE_VALS, act); }
-const char *config_branch_name(int branch) {
-    return enum_name(BRANCH_NAMES, BRANCH_VALS, branch);
-}
+const char *config_branch_name(int branch) { return branch == -1 ? "none" : nsa_branch_name(branch); }
 const char *config_data_name(int kind) { return enum_name(DATA_NAMES, DATA_VALS, kind); }
 const char *config_ddp_mode_name(int mode) { return enum_name(DDP_NAMES, DDP_VALS, mode); }
 
@@ -350,24 +301,9 @@ typedef struct {
     unsigned char given[F_COUNT];  // field present in the (overridden) document
 } Loader;
 
-static char *dup_str(const char *s) {
-    size_t n = strlen(s) + 1;
-    char *p = malloc(n);
-    if (p) memcpy(p, s, n);
-    return p;
-}
-
 static void add_origin(Loader *L, const char *path, const char *flag) {
-    Origin *o = realloc(L->origins, (size_t)(L->n_origins + 1) * sizeof *o);
-    char *p = dup_str(path);
-    if (!o || !p) {
-        if (o) L->origins = o;
-        free(p);
-        L->ps->oom = 1;
-        return;
-    }
-    L->origins = o;
-    o[L->n_origins].path = p;
+    Origin *o = L->origins = xrealloc(L->origins, (size_t)(L->n_origins + 1) * sizeof *o);
+    o[L->n_origins].path = xstrdup(path);
     o[L->n_origins].flag = flag;
     o[L->n_origins].index = L->cur_ov;
     L->n_origins++;
@@ -390,25 +326,14 @@ static const Origin *origin_of(const Loader *L, const char *where) {
 static void add_problem(Loader *L, int ov, int line, int col, const char *dk, const char *fmt,
                         va_list ap) {
     ConfigProblems *ps = L->ps;
-    Buf msg = {0};
-    buf_vprintf(&msg, fmt, ap);
-    char *key = dup_str(dk ? dk : "");
+    Str msg = {0};
+    str_vprintf(&msg, fmt, ap);
     if (ps->n == ps->cap) {
-        int cap = ps->cap ? 2 * ps->cap : 16;
-        ConfigProblem *np = realloc(ps->v, (size_t)cap * sizeof *np);
-        if (!np) msg.oom = 1;
-        else {
-            ps->v = np;
-            ps->cap = cap;
-        }
+        ps->cap = ps->cap ? 2 * ps->cap : 16;
+        ps->v = xrealloc(ps->v, (size_t)ps->cap * sizeof *ps->v);
     }
-    if (msg.oom || !msg.p || !key) {
-        free(msg.p);
-        free(key);
-        ps->oom = 1;
-        return;
-    }
-    ps->v[ps->n++] = (ConfigProblem){.key = key, .line = line, .col = col, .override = ov, .message = msg.p};
+    ps->v[ps->n++] = (ConfigProblem){.key = xstrdup(dk ? dk : ""), .line = line, .col = col, .override = ov,
+                                     .message = str_take(&msg)};
 }
 
 // A problem with the value (want_key 0) or key (want_key 1) at dotted path
@@ -419,8 +344,8 @@ static void problem(Loader *L, const char *where, int want_key, const char *dk,
                     const char *fmt, ...) {
     int line = 0, col = 0;
     const Origin *o = origin_of(L, where);
-    char *path = dup_str(where);   // shortened in place while walking up
-    if (!o && path) {
+    char *path = xstrdup(where);   // shortened in place while walking up
+    if (!o) {
         for (;;) {
             if (L->text && jsonpos_find(L->text, path, want_key, &line, &col) == 0) break;
             if (!path[0]) {
@@ -436,8 +361,7 @@ static void problem(Loader *L, const char *where, int want_key, const char *dk,
     }
     va_list ap;
     va_start(ap, fmt);
-    if (!path) L->ps->oom = 1;
-    else add_problem(L, o ? o->index : -1, line, col, dk, fmt, ap);
+    add_problem(L, o ? o->index : -1, line, col, dk, fmt, ap);
     va_end(ap);
     free(path);
 }
@@ -486,7 +410,7 @@ static void printable(const char *s, char *out, size_t n) {
 // "got ..." text for a value of the wrong type or out of range.
 static void describe(const json_t *v, int want_int, char *out, size_t n) {
     char s[48];
-    Buf b = {0};
+    Str b = {0};
     switch (json_typeof(v)) {
     case JSON_OBJECT: snprintf(out, n, "object"); return;
     case JSON_ARRAY:
@@ -501,12 +425,12 @@ static void describe(const json_t *v, int want_int, char *out, size_t n) {
         snprintf(out, n, "integer %" JSON_INTEGER_FORMAT, json_integer_value(v));
         return;
     case JSON_REAL:
-        buf_real(&b, json_real_value(v));
+        real_text(&b, json_real_value(v));
         // 64.0 or 6.4e1 where an integer belongs: Jansson reads those as reals
-        snprintf(out, n, "real %s%s", b.oom ? "" : b.p,
+        snprintf(out, n, "real %s%s", str_c(&b),
                  want_int && json_real_value(v) == floor(json_real_value(v))
                      ? " (write integers without a decimal point or exponent)" : "");
-        free(b.p);
+        str_free(&b);
         return;
     case JSON_TRUE: snprintf(out, n, "boolean true"); return;
     case JSON_FALSE: snprintf(out, n, "boolean false"); return;
@@ -547,7 +471,7 @@ static int edit_distance(const char *a, const char *b) {
 // where sections and top-level keys are both known. flag != NULL: report at the
 // override instead of the key's position in the file.
 static void unknown_key(Loader *L, const char *sec, const char *key, const char *flag) {
-    Buf known = {0};
+    Str known = {0};
     const char *best = NULL;
     int best_d = INT_MAX;
     const char *cand[F_COUNT + 8];
@@ -558,7 +482,7 @@ static void unknown_key(Loader *L, const char *sec, const char *key, const char 
     if (!sec)
         for (int i = 0; SECTIONS[i]; i++) cand[nc++] = SECTIONS[i];
     for (int i = 0; i < nc; i++) {
-        buf_printf(&known, "%s%s", i ? ", " : "", cand[i]);
+        str_printf(&known, "%s%s", i ? ", " : "", cand[i]);
         int d = edit_distance(key, cand[i]);
         if (d < best_d) {
             best_d = d;
@@ -570,25 +494,23 @@ static void unknown_key(Loader *L, const char *sec, const char *key, const char 
     char k[80], dk[160];
     printable(key, k, sizeof k);
     snprintf(dk, sizeof dk, "%s%s%s", sec ? sec : "", sec ? "." : "", k);
-    Buf where = {0};   // the key in full: a shortened one would not be found
-    buf_printf(&where, "%s%s%s", sec ? sec : "", sec ? "." : "", key);
+    Str where = {0};   // the key in full: a shortened one would not be found
+    str_printf(&where, "%s%s%s", sec ? sec : "", sec ? "." : "", key);
     char in[40];
     if (sec) snprintf(in, sizeof in, "in '%s'", sec);
     else snprintf(in, sizeof in, "at the top level");
-    const char *list = known.oom ? "?" : known.p;
+    const char *list = str_c(&known);
     if (flag) {
         if (best) flag_problem(L, dk, "unknown key '%s' %s (known: %s; did you mean '%s'?)",
                                k, in, list, best);
         else flag_problem(L, dk, "unknown key '%s' %s (known: %s)", k, in, list);
-    } else if (where.oom) {
-        L->ps->oom = 1;
     } else {
-        if (best) problem(L, where.p, 1, dk, "unknown key '%s' %s (known: %s; did you mean '%s'?)",
+        if (best) problem(L, str_c(&where), 1, dk, "unknown key '%s' %s (known: %s; did you mean '%s'?)",
                           k, in, list, best);
-        else problem(L, where.p, 1, dk, "unknown key '%s' %s (known: %s)", k, in, list);
+        else problem(L, str_c(&where), 1, dk, "unknown key '%s' %s (known: %s)", k, in, list);
     }
-    free(known.p);
-    free(where.p);
+    str_free(&known);
+    str_free(&where);
 }
 
 // ---- reading values ----------------------------------------------------------------
@@ -650,11 +572,11 @@ static void read_field(Loader *L, NsaConfig *cfg, int id, const json_t *v) {
         }
         double r = json_number_value(v);
         if (!real_in_range(f->range, r)) {   // "got 0", not "got integer 0"
-            Buf got = {0};
-            if (json_is_integer(v)) buf_printf(&got, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
-            else buf_real(&got, r);
-            problem(L, dk, 0, dk, "expected %s, got %s", f->desc, got.oom ? "?" : got.p);
-            free(got.p);
+            Str got = {0};
+            if (json_is_integer(v)) str_printf(&got, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
+            else real_text(&got, r);
+            problem(L, dk, 0, dk, "expected %s, got %s", f->desc, str_c(&got));
+            str_free(&got);
             return;
         }
         *(double *)dst = r;
@@ -668,10 +590,10 @@ static void read_field(Loader *L, NsaConfig *cfg, int id, const json_t *v) {
         *(int *)dst = json_is_true(v);
         break;
     case T_ENUM: {
-        Buf one_of = {0};
-        buf_add(&one_of, "one of ");
-        for (int i = 0; f->names[i]; i++) buf_printf(&one_of, "%s\"%s\"", i ? ", " : "", f->names[i]);
-        const char *desc = one_of.oom ? "a known name" : one_of.p;
+        Str one_of = {0};
+        str_add(&one_of, "one of ");
+        for (int i = 0; f->names[i]; i++) str_printf(&one_of, "%s\"%s\"", i ? ", " : "", f->names[i]);
+        const char *desc = str_c(&one_of);
         int hit = -1;
         if (!json_is_string(v)) {
             type_problem(L, dk, desc, v, 0);
@@ -680,7 +602,7 @@ static void read_field(Loader *L, NsaConfig *cfg, int id, const json_t *v) {
                 if (!strcmp(f->names[i], json_string_value(v))) hit = i;
             if (hit < 0) type_problem(L, dk, desc, v, 0);   // "got string \"gpu\""
         }
-        free(one_of.p);
+        str_free(&one_of);
         if (hit < 0) return;
         if (f->vals) *(int *)dst = f->vals[hit];
         else snprintf(dst, f->size, "%s", f->names[hit]);   // names fit: checked by tests
@@ -782,10 +704,10 @@ static void apply_override(Loader *L, json_t *root, const char *ov) {
     if (sec && s < 0) {
         char sp[80];
         printable(sec, sp, sizeof sp);
-        Buf known = {0};
-        for (int i = 0; SECTIONS[i]; i++) buf_printf(&known, "%s%s", i ? ", " : "", SECTIONS[i]);
-        flag_problem(L, dk, "unknown section '%s' (known: %s)", sp, known.oom ? "?" : known.p);
-        free(known.p);
+        Str known = {0};
+        for (int i = 0; SECTIONS[i]; i++) str_printf(&known, "%s%s", i ? ", " : "", SECTIONS[i]);
+        flag_problem(L, dk, "unknown section '%s' (known: %s)", sp, str_c(&known));
+        str_free(&known);
         return;
     }
     if (field_index(sec, key) < 0) {
@@ -980,20 +902,20 @@ static int field_order(const void *a, const void *b) {
     return strcmp(fa->key, fb->key);
 }
 
-static void put_value(Buf *b, const NsaConfig *c, int id) {
+static void put_value(Str *b, const NsaConfig *c, int id) {
     const Field *f = &FIELDS[id];
     const char *src = (const char *)c + f->off;
     switch (f->type) {
-    case T_INT: buf_printf(b, "%d", *(const int *)src); break;
-    case T_SEED: buf_printf(b, "%" PRIu64, *(const uint64_t *)src); break;
-    case T_REAL: buf_real(b, *(const double *)src); break;
-    case T_BOOL: buf_add(b, *(const int *)src ? "true" : "false"); break;
+    case T_INT: str_printf(b, "%d", *(const int *)src); break;
+    case T_SEED: str_printf(b, "%" PRIu64, *(const uint64_t *)src); break;
+    case T_REAL: real_text(b, *(const double *)src); break;
+    case T_BOOL: str_add(b, *(const int *)src ? "true" : "false"); break;
     case T_ENUM:
-        buf_json_string(b, f->vals ? enum_name(f->names, f->vals, *(const int *)src) : src);
+        json_string_lit(b, f->vals ? enum_name(f->names, f->vals, *(const int *)src) : src);
         break;
     case T_NAME:
-    case T_PATH: buf_json_string(b, src); break;
-    case T_PAIR: buf_printf(b, "[%d, %d]", c->ckpt_begin, c->ckpt_end); break;
+    case T_PATH: json_string_lit(b, src); break;
+    case T_PAIR: str_printf(b, "[%d, %d]", c->ckpt_begin, c->ckpt_end); break;
     }
 }
 
@@ -1005,37 +927,33 @@ char *config_to_json(const NsaConfig *c) {
     int order[F_COUNT];
     for (int i = 0; i < F_COUNT; i++) order[i] = i;
     qsort(order, F_COUNT, sizeof order[0], field_order);
-    Buf b = {0};
-    buf_add(&b, "{");
+    Str b = {0};
+    str_add(&b, "{");
     const char *open = NULL;   // section whose object is open
     int n_top = 0, n_in = 0;
     for (int i = 0; i < F_COUNT; i++) {
         const Field *f = &FIELDS[order[i]];
         if (order[i] == F_PATH && !c->data_path[0]) continue;
         if (open && (!f->sec || strcmp(open, f->sec))) {
-            buf_add(&b, "\n  }");
+            str_add(&b, "\n  }");
             open = NULL;
         }
         if (!f->sec) {
-            buf_printf(&b, "%s\n  \"%s\": ", n_top++ ? "," : "", f->key);
+            str_printf(&b, "%s\n  \"%s\": ", n_top++ ? "," : "", f->key);
             put_value(&b, c, order[i]);
             continue;
         }
         if (!open) {
-            buf_printf(&b, "%s\n  \"%s\": {", n_top++ ? "," : "", f->sec);
+            str_printf(&b, "%s\n  \"%s\": {", n_top++ ? "," : "", f->sec);
             open = f->sec;
             n_in = 0;
         }
-        buf_printf(&b, "%s\n    \"%s\": ", n_in++ ? "," : "", f->key);
+        str_printf(&b, "%s\n    \"%s\": ", n_in++ ? "," : "", f->key);
         put_value(&b, c, order[i]);
     }
-    if (open) buf_add(&b, "\n  }");
-    buf_add(&b, "\n}\n");
-    if (b.oom) {
-        free(b.p);
-        return NULL;
-    }
-    return b.p;
+    if (open) str_add(&b, "\n  }");
+    str_add(&b, "\n}\n");
+    return str_take(&b);
 }
 
 // 64-bit FNV-1a.
@@ -1052,40 +970,31 @@ static void digest_hex(const char *s, char out[17]) {
 // Whole file into memory, NUL-terminated. Read once and parsed from memory (the
 // same bytes feed Jansson and jsonpos), so `--config <(generate)` works and an
 // edit between two reads cannot make positions point at the wrong text.
-static char *read_config_file(const char *path, size_t *len, Buf *why) {
+static char *read_config_file(const char *path, size_t *len, Str *why) {
     FILE *fp = fopen(path, "rb");
     if (!fp) {
-        buf_printf(why, "cannot open: %s", strerror(errno));
+        str_printf(why, "cannot open: %s", strerror(errno));
         return NULL;
     }
-    Buf b = {0};
+    Str b = {0};
     char chunk[65536];
     size_t n;
     while ((n = fread(chunk, 1, sizeof chunk, fp)) > 0) {
         if (b.len + n > ((size_t)64 << 20)) {
-            buf_printf(why, "file is larger than 64 MiB; not a config");
+            str_printf(why, "file is larger than 64 MiB; not a config");
             break;
         }
-        if (buf_reserve(&b, n)) break;
-        memcpy(b.p + b.len, chunk, n);
-        b.len += n;
-        b.p[b.len] = '\0';
+        str_addn(&b, chunk, n);
     }
     int err = ferror(fp) ? errno : 0;
     fclose(fp);
-    if (err) buf_printf(why, "cannot read: %s", strerror(err));
-    else if (b.oom) buf_printf(why, "out of memory");
+    if (err) str_printf(why, "cannot read: %s", strerror(err));
     if (why->len) {
-        free(b.p);
-        return NULL;
-    }
-    if (!b.p) buf_add(&b, "");   // empty file: Jansson reports it
-    if (b.oom) {
-        buf_printf(why, "out of memory");
+        str_free(&b);
         return NULL;
     }
     *len = b.len;
-    return b.p;
+    return str_take(&b);   // "" for an empty file: Jansson reports it
 }
 
 // Sort key of a problem: no position first, then the file's by position, then
@@ -1141,7 +1050,7 @@ int config_load_problems(NsaConfig *cfg, const char *path, const char *const *ov
     json_t *root = NULL;
     char *text = NULL;
     size_t len = 0;
-    Buf why = {0};
+    Str why = {0};
     if (!path) {
         located_problem(&L, 0, 0, "no config file given");
         goto done;
@@ -1152,7 +1061,7 @@ int config_load_problems(NsaConfig *cfg, const char *path, const char *const *ov
     }
     snprintf(cfg->source, sizeof cfg->source, "%s", path);
     if (!(text = read_config_file(path, &len, &why))) {
-        located_problem(&L, 0, 0, "%s", why.oom ? "out of memory" : why.p);
+        located_problem(&L, 0, 0, "%s", str_c(&why));
         goto done;
     }
     json_error_t je;
@@ -1170,15 +1079,14 @@ int config_load_problems(NsaConfig *cfg, const char *path, const char *const *ov
     validate(&L, root, cfg);
     if (ps->n == before && !ps->oom) {
         char *canon = config_to_json(cfg);
-        if (!canon) ps->oom = 1;
-        else digest_hex(canon, cfg->digest);
+        digest_hex(canon, cfg->digest);
         free(canon);
     }
 done:
     sort_problems(ps);
     for (int i = 0; i < L.n_origins; i++) free(L.origins[i].path);
     free(L.origins);
-    free(why.p);
+    str_free(&why);
     free(text);
     json_decref(root);
     return (ps->n != before || ps->oom) ? -1 : 0;

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/nsa_names.h"
 #include "harness/family_impl.h"
 #include "harness/plot.h"
 
@@ -326,16 +327,16 @@ static void gate_section(const ScenarioRun *sr, const char *report_dir, Str *md)
                    json_number_value(json_object_get(r->facts, "gate_expected_fc2_std")));
         str_add(md, "| layer | fc2 weight std | out std cmp | out std sel | out std win | out mean cmp / sel / win |\n"
                     "|---|---|---|---|---|---|\n");
-        double *vals = xcalloc((size_t)nl * 3, sizeof(double));
+        double *vals = xcalloc((size_t)nl * NSA_NBRANCH, sizeof(double));
         char **labels = xcalloc((size_t)nl, sizeof(char *));
         for (int L = 0; L < nl; L++) {
             const json_t *row = json_array_get(layers, (size_t)L);
             const json_t *sd = json_object_get(row, "out_std"), *mu = json_object_get(row, "out_mean");
             str_printf(md, "| %lld | %.4g |", (long long)json_integer_value(json_object_get(row, "layer")),
                        json_number_value(json_object_get(row, "fc2_weight_std")));
-            for (int b = 0; b < 3; b++) {
-                vals[L * 3 + b] = json_number_value(json_array_get(sd, (size_t)b));
-                str_printf(md, " %.3g |", vals[L * 3 + b]);
+            for (int b = 0; b < NSA_NBRANCH; b++) {
+                vals[L * NSA_NBRANCH + b] = json_number_value(json_array_get(sd, (size_t)b));
+                str_printf(md, " %.3g |", vals[L * NSA_NBRANCH + b]);
             }
             str_printf(md, " %.6f / %.6f / %.6f |\n", json_number_value(json_array_get(mu, 0)),
                        json_number_value(json_array_get(mu, 1)), json_number_value(json_array_get(mu, 2)));
@@ -351,8 +352,10 @@ static void gate_section(const ScenarioRun *sr, const char *report_dir, Str *md)
             if (*p == '=' || *p == ',') *p = '_';
         snprintf(path, sizeof path, "%s/%s", dir, fname);
         snprintf(title, sizeof title, "%s · %s: gate output std per layer and branch", sr->s->name, r->c->name);
-        const char *bars[3] = {"cmp", "sel", "win"};
-        if (plot_bars(path, title, "std of gate output (log)", (const char *const *)labels, nl, bars, 3, vals, 1) == 0)
+        const char *bars[NSA_NBRANCH] = {nsa_branch_name(NSA_BR_CMP), nsa_branch_name(NSA_BR_SEL),
+                                         nsa_branch_name(NSA_BR_WIN)};
+        if (plot_bars(path, title, "std of gate output (log)", (const char *const *)labels, nl, bars, NSA_NBRANCH,
+                      vals, 1) == 0)
             str_printf(md, "\n![gate output std, %s](%s/%s)\n", r->c->name, sr->s->name, fname);
         for (int L = 0; L < nl; L++) free(labels[L]);
         free(labels);

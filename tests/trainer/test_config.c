@@ -805,6 +805,16 @@ static void test_names(void **state) {
     assert_string_equal(config_branch_name(NSA_BR_CMP), "cmp");
     assert_string_equal(config_branch_name(NSA_BR_SEL), "sel");
     assert_string_equal(config_branch_name(NSA_BR_WIN), "win");
+    // the config spells a forced branch as common/nsa_names.h names it
+    const char *p = write_tmp(BASE);
+    for (int br = 0; br < NSA_NBRANCH; br++) {
+        char set[64];
+        snprintf(set, sizeof set, "nsa.force_branch=%s", nsa_branch_name(br));
+        const char *ov[] = {set};
+        NsaConfig c;
+        if (load(&c, p, ov, 1)) fail_msg("%s", g_err);
+        assert_int_equal(c.force_branch, br);
+    }
     assert_string_equal(config_data_name(NSA_DATA_TEXT), "text");
     assert_string_equal(config_data_name(NSA_DATA_SHARDS), "shards");
     assert_string_equal(config_data_name(42), "?");
