@@ -231,6 +231,11 @@ uint64_t mono_ns(void) {
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 double mono_s(void) { return (double)mono_ns() * 1e-9; }
+void sleep_s(double s) {
+    if (s <= 0) return;
+    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+    nanosleep(&ts, NULL);
+}
 void utc_iso(char *out, size_t n) {
     time_t t = time(NULL);
     struct tm tm;

@@ -50,7 +50,7 @@ int file_exists(const char *path);
 int is_dir(const char *path);
 // directory part of a path ("." when none), into out
 void path_dirname(const char *path, char *out, size_t n);
-const char *path_basename(const char *path);
+const char *path_basename(const char *path);   // strrchr only: async-signal-safe (stackdump)
 // join a relative `rel` to directory `dir` (absolute rel is copied unchanged)
 void path_join(char *out, size_t n, const char *dir, const char *rel);
 
@@ -59,6 +59,9 @@ void path_join(char *out, size_t n, const char *dir, const char *rel);
 // async-signal-safe (trainer/stackdump.c calls it from a signal handler): keep it so.
 double mono_s(void);                          // CLOCK_MONOTONIC seconds
 uint64_t mono_ns(void);                       // CLOCK_MONOTONIC nanoseconds
+// one nanosleep of s seconds (nothing when s <= 0); a signal may end it early, so
+// callers poll a deadline against mono_s
+void sleep_s(double s);
 void utc_iso(char *out, size_t n);            // 2026-11-23T14:02:11Z
 void utc_stamp(char *out, size_t n);          // 20261123T140211Z (for directory names)
 void fmt_duration(char *out, size_t n, double s);   // "8.2 s", "1 m 12 s"

@@ -78,11 +78,6 @@ int comm_env_rank(void) {
     return -1;
 }
 
-static void nap_us(long us) {
-    struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
-    nanosleep(&ts, NULL);
-}
-
 #ifdef NSA_HAVE_MPI
 static void mpi_errstr(int rc, const char *what, char *err, size_t errlen) {
     char s[MPI_MAX_ERROR_STRING];
@@ -104,7 +99,7 @@ static int mpi_wait_bounded(MPI_Request *req, double timeout_s, const char *what
             snprintf(err, errlen, "%s: not complete after %.0f s", what, timeout_s);
             return -2;
         }
-        nap_us(nap);
+        sleep_s((double)nap * 1e-6);
         if (nap < 2000) nap *= 2;
     }
 }
@@ -125,7 +120,7 @@ static int rdzv_wait_bounded(struct Rdzv *z, double timeout_s, const char *what,
             snprintf(err, errlen, "%s: not complete after %.0f s (%s)", what, timeout_s, wt);
             return -2;
         }
-        nap_us(nap);
+        sleep_s((double)nap * 1e-6);
         if (nap < 2000) nap *= 2;
     }
 }

@@ -49,11 +49,6 @@ struct NcclComm {
     NcclSlot *slots;
 };
 
-static void nap_us(long us) {
-    struct timespec ts = {0, us * 1000};
-    nanosleep(&ts, NULL);
-}
-
 // Poll the communicator until it leaves ncclInProgress. 0 ok, -1 error, -2 timeout.
 static int wait_not_in_progress(ncclComm_t comm, double timeout_s, const char *what, char *err, size_t errlen) {
     const double t0 = mono_s();
@@ -73,7 +68,7 @@ static int wait_not_in_progress(ncclComm_t comm, double timeout_s, const char *w
             snprintf(err, errlen, "%s: not complete after %.0f s", what, timeout_s);
             return -2;
         }
-        nap_us(50);
+        sleep_s(50e-6);
     }
 }
 

@@ -73,9 +73,9 @@ struct Ddp {
     char err[1024];
 };
 
+// sleep *us microseconds, then double it up to 1 ms (a poll's backoff)
 static void nap(long *us) {
-    struct timespec ts = {0, *us * 1000};
-    nanosleep(&ts, NULL);
+    sleep_s((double)*us * 1e-6);
     if (*us < 1000) *us *= 2;
 }
 

@@ -37,7 +37,7 @@
 #include <ucontext.h>
 #include <unistd.h>
 
-#include "common/util.h"   // mono_ns: one clock_gettime call, async-signal-safe
+#include "common/util.h"   // mono_ns (one clock_gettime call), path_basename: async-signal-safe
 #include "trainer/flightrec.h"
 #include "trainer/stackdump.h"
 
@@ -253,12 +253,6 @@ static uintptr_t frame_rel(const Frame *f) {
     return m->is_exec ? f->addr : f->addr - m->base;
 }
 
-static const char *basename_of(const char *p) {
-    const char *b = p;
-    for (; *p; p++) if (*p == '/') b = p + 1;
-    return b;
-}
-
 // ---- symbolization (addr2line in a child) ------------------------------------------------
 
 static char g_argbuf[SD_MAX_FRAMES][24];
@@ -338,7 +332,7 @@ static int symbolize_run(Out *o, int i0, int i1, int64_t deadline) {
             out_str(o, "  ");
             out_str(o, body ? body + 2 : line);
             out_str(o, "  [");
-            out_str(o, basename_of(m->path));
+            out_str(o, path_basename(m->path));   // strrchr: async-signal-safe
             out_str(o, "]\n");
         } else if (line[0]) {
             out_str(o, k >= 0 ? "        " : "  (addr2line) ");
@@ -532,22 +526,11 @@ static void find_addr2line(void) {
     }
 }
 
-// mkdir -p of the stack file's directory, now rather than in the handler (a
-// missing directory would send the dump to stderr)
-static void make_parent_dirs(const char *path) {
-    char dir[1024];
-    snprintf(dir, sizeof dir, "%s", path);
-    for (char *p = dir + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = 0;
-        mkdir(dir, 0775);
-        *p = '/';
-    }
-}
-
 int stackdump_install(const char *stack_file, int rank) {
     snprintf(g_path, sizeof g_path, "%s", stack_file ? stack_file : "");
-    if (g_path[0]) make_parent_dirs(g_path);
+    // mkdir -p of the stack file's directory now rather than in the handler (a missing
+    // directory would send the dump to stderr); a failure shows there too
+    if (g_path[0]) mkdir_p_parent(g_path);
     g_rank = rank;
     g_main_tid = my_tid();
     find_addr2line();
