@@ -1,6 +1,12 @@
 // tests/gpu/test_cuda_ops.c — every op of the CUDA backend against the CPU reference
 // backend (ggml test-backend-ops style).
 //
+// One engine (run_group) over tables of op cases: a group (matmul, rmsnorm, ..., the NSA
+// ops) owns paired CPU/CUDA buffers sized from one row of RUNS (or one NSA shape); each
+// of its cases fills inputs on both sides (setup), runs the op once per backend through
+// one callback that sees that backend's table and buffers (run), and compares outputs
+// with a tolerance (out) or through a case-specific check (err).
+//
 // For each precision of the CUDA backend (fp32, bf16, fp16) and, for the attention
 // ops, each implementation (tensor-core "mma" where the shape allows, and "simple"),
 // every op runs on fresh random inputs (never zero) that both backends see
@@ -163,261 +169,523 @@ static void report(const char *op, const char *shape, double err, double tol) {
     if (g_csv) fprintf(g_csv, "%s,%s,%s,%.6e,%.1e,%s\n", op, shape, g_dtname, err, tol, pass ? "PASS" : "FAIL");
     fflush(stdout);
 }
-static void report_tp(const char *op, const char *shape, const TP *t) { report(op, shape, tp_err(t), g_tol); }
+
+// ============================================================================================
+// the engine
+// ============================================================================================
+// A group of op cases shares one context: paired buffers in numbered slots, sized by the
+// group's `open` from its parameters (one row of RUNS), an int32 buffer (tokens, targets,
+// selection) on both sides and host scratch. Its cases run in order; each case:
+//   setup  fills inputs and poisons outputs on both sides identically (NULL: none),
+//   run    the op, written once: called with the CPU backend and its buffers (gpu 0), then
+//          with the CUDA backend and its buffers (gpu 1) (NULL: none),
+//   then   each listed output is compared normwise (tp_err) with the case's tolerance, or
+//          `err` computes a case-specific error (and may extend the shape label).
+// A case with no output and no err only prepares state for the cases after it.
+enum { NSLOT = 16 };
+typedef struct {
+    const int *p;           // the group's parameters (RUNS[i].p, or the NSA shape)
+    NsaGeom g;              // NSA groups: the geometry
+    int impl;               // NSA groups: 0 simple, 1 mma, 2 mma with one position per selection tile
+    TP t[NSLOT];
+    int32_t *ic, *ig, *ih;  // int32 buffer: CPU, CUDA, host copy
+    int64_t ni;             // its elements
+    double *h;              // host scratch
+    char shape[160];        // the shape column of the report
+} Ctx;
+#define TOL_PREC (-1.0)     // the precision's tolerance (g_tol)
+enum { ONLY_SIMPLE = 1, ONLY_NOT_MMA1 = 2, ONLY_NC = 4 };   // case conditions (NSA groups)
+typedef struct {
+    int slot;
+    const char *name;
+    int if_nc;              // compared only when g.NC > 0
+} Out;
+#define OUT(s, nm) {.slot = (s), .name = (nm)}
+#define OUT_IF_NC(s, nm) {.slot = (s), .name = (nm), .if_nc = 1}
+typedef struct {
+    const char *filter;     // --filter: the case runs when this matches (NULL: always)
+    int only;               // ONLY_* conditions, all must hold
+    void (*setup)(Ctx *c);
+    void (*run)(Ctx *c, const Backend *be, int gpu);
+    Out out[3];             // compared outputs (name NULL ends)
+    double (*err)(Ctx *c, char *shape, size_t n);   // or: a case-specific check, reported as `name`
+    const char *name;
+    double tol;             // TOL_PREC or a fixed tolerance
+    int arg;                // a constant the callbacks read (gate activation, rows branch)
+} OpCase;
+typedef struct {
+    const char *filter[2];  // --filter: the group runs when one matches (NULL: always; its cases filter)
+    void (*open)(Ctx *c);   // shape label and buffers from c->p
+    const OpCase *cases;
+    int ncases;
+} Group;
+#define CASES(a) a, (int)(sizeof a / sizeof a[0])
+// the CPU or the CUDA side of a slot / of the int32 buffer
+#define S(slot) (gpu ? c->t[slot].g : c->t[slot].c)
+#define SI (gpu ? c->ig : c->ic)
+static const OpCase *g_case;   // the case running (its `arg`)
+
+static void ctx_ints(Ctx *c, int64_t n) {
+    c->ni = n;
+    c->ic = CPU->alloc(sizeof(int32_t) * (size_t)n);
+    c->ig = GPU->alloc(sizeof(int32_t) * (size_t)n);
+    c->ih = malloc(sizeof(int32_t) * (size_t)n);
+}
+static void ctx_ints_upload(Ctx *c) {   // the host ints to both sides
+    memcpy(c->ic, c->ih, sizeof(int32_t) * (size_t)c->ni);
+    GPU->from_host(c->ig, c->ih, sizeof(int32_t) * (size_t)c->ni);
+}
+static void ctx_close(Ctx *c) {
+    for (int i = 0; i < NSLOT; i++)
+        if (c->t[i].c) tp_free(&c->t[i]);
+    if (c->ic) { CPU->free(c->ic); GPU->free(c->ig); free(c->ih); }
+    free(c->h);
+}
+
+static int case_wanted(const Ctx *c, const OpCase *k) {
+    if (k->filter && !want(k->filter)) return 0;
+    if ((k->only & ONLY_SIMPLE) && c->impl != 0) return 0;
+    if ((k->only & ONLY_NOT_MMA1) && c->impl == 2) return 0;
+    if ((k->only & ONLY_NC) && c->g.NC <= 0) return 0;
+    return 1;
+}
+static void run_group(const Group *gr, const int *p, int impl) {
+    if (gr->filter[0] && !want(gr->filter[0]) && !(gr->filter[1] && want(gr->filter[1]))) return;
+    Ctx c;
+    memset(&c, 0, sizeof c);
+    c.p = p;
+    c.impl = impl;
+    gr->open(&c);
+    for (int i = 0; i < gr->ncases; i++) {
+        const OpCase *k = &gr->cases[i];
+        if (!case_wanted(&c, k)) continue;
+        g_case = k;
+        const double tol = k->tol == TOL_PREC ? g_tol : k->tol;
+        if (k->setup) k->setup(&c);
+        if (k->run) {
+            k->run(&c, CPU, 0);
+            k->run(&c, GPU, 1);
+        }
+        if (k->err) {
+            char sh[320];
+            snprintf(sh, sizeof sh, "%s", c.shape);
+            double e = k->err(&c, sh, sizeof sh);
+            report(k->name, sh, e, tol);
+        }
+        for (int o = 0; o < 3 && k->out[o].name; o++)
+            if (!k->out[o].if_nc || c.g.NC > 0) report(k->out[o].name, c.shape, tp_err(&c.t[k->out[o].slot]), tol);
+    }
+    ctx_close(&c);
+}
 
 // ============================================================================================
 // dense ops
 // ============================================================================================
-static void test_matmul(int M, int N, int K, int ldi, int ldo, int with_bias) {
-    if (!want("matmul")) return;
-    char sh[96];
-    snprintf(sh, sizeof sh, "M%d N%d K%d ldi%d ldo%d%s", M, N, K, ldi, ldo, with_bias ? " bias" : "");
-    TP inp = tp_new((int64_t)M * ldi, 1), w = tp_new((int64_t)N * K, 0), bias = tp_new(N, 0);
-    TP out = tp_new((int64_t)M * ldo, 1);
-    tp_rand(&inp, 1.0, 0);
-    tp_rand(&w, 0.1, 1);
-    tp_rand(&bias, 0.5, 1);
-    tp_poison(&out);
-    CPU->matmul_fwd(out.c, ldo, inp.c, ldi, w.c, with_bias ? bias.c : NULL, M, N, K);
-    GPU->matmul_fwd(out.g, ldo, inp.g, ldi, w.g, with_bias ? bias.g : NULL, M, N, K);
-    // only the M x N region is defined: compare row by row
-    double *a = malloc(sizeof(double) * (size_t)out.n), *b = malloc(sizeof(double) * (size_t)out.n);
-    GPU->act_to_f64(a, out.g, out.n);
-    CPU->act_to_f64(b, out.c, out.n);
+// ---- matmul_fwd: p = M N K ldi ldo bias ----
+enum { MM_INP, MM_W, MM_BIAS, MM_OUT };
+static void mm_open(Ctx *c) {
+    const int *p = c->p;
+    snprintf(c->shape, sizeof c->shape, "M%d N%d K%d ldi%d ldo%d%s", p[0], p[1], p[2], p[3], p[4], p[5] ? " bias" : "");
+    c->t[MM_INP] = tp_new((int64_t)p[0] * p[3], 1);
+    c->t[MM_W] = tp_new((int64_t)p[1] * p[2], 0);
+    c->t[MM_BIAS] = tp_new(p[1], 0);
+    c->t[MM_OUT] = tp_new((int64_t)p[0] * p[4], 1);
+}
+static void mm_setup(Ctx *c) {
+    tp_rand(&c->t[MM_INP], 1.0, 0);
+    tp_rand(&c->t[MM_W], 0.1, 1);
+    tp_rand(&c->t[MM_BIAS], 0.5, 1);
+    tp_poison(&c->t[MM_OUT]);
+}
+static void mm_run(Ctx *c, const Backend *be, int gpu) {
+    const int *p = c->p;
+    be->matmul_fwd(S(MM_OUT), p[4], S(MM_INP), p[3], S(MM_W), p[5] ? S(MM_BIAS) : NULL, p[0], p[1], p[2]);
+}
+// only the M x N region of the ldo-strided output is defined: compare row by row
+static double mm_err(Ctx *c, char *shape, size_t n) {
+    (void)shape; (void)n;
+    const int M = c->p[0], N = c->p[1], ldo = c->p[4];
+    const TP *out = &c->t[MM_OUT];
+    double *a = malloc(sizeof(double) * (size_t)out->n), *b = malloc(sizeof(double) * (size_t)out->n);
+    GPU->act_to_f64(a, out->g, out->n);
+    CPU->act_to_f64(b, out->c, out->n);
     double num = 0, den = 0;
     int bad = 0;
     for (int m = 0; m < M; m++)
-        for (int n = 0; n < N; n++) {
-            double x = a[(int64_t)m * ldo + n], y = b[(int64_t)m * ldo + n];
+        for (int j = 0; j < N; j++) {
+            double x = a[(int64_t)m * ldo + j], y = b[(int64_t)m * ldo + j];
             if (!isfinite(x) || !isfinite(y)) bad = 1;
             num += (x - y) * (x - y);
             den += y * y;
         }
-    report("matmul_fwd", sh, bad ? INFINITY : sqrt(num / den), g_tol);
     free(a);
     free(b);
-    tp_free(&inp); tp_free(&w); tp_free(&bias); tp_free(&out);
+    return bad ? INFINITY : sqrt(num / den);
 }
+static const OpCase MATMUL_CASES[] = {
+    {.setup = mm_setup, .run = mm_run, .err = mm_err, .name = "matmul_fwd", .tol = TOL_PREC},
+};
+static const Group G_MATMUL = {{"matmul", NULL}, mm_open, CASES(MATMUL_CASES)};
 
-static void test_matmul_bwd(int M, int N, int K, int acc) {
-    if (!want("matmul")) return;
-    char sh[96];
-    snprintf(sh, sizeof sh, "M%d N%d K%d dinp%s", M, N, K, acc ? "+=" : "=");
-    TP dout = tp_new((int64_t)M * N, 1), inp = tp_new((int64_t)M * K, 1), w = tp_new((int64_t)N * K, 0);
-    TP dinp = tp_new((int64_t)M * K, 1), dw = tp_new((int64_t)N * K, 0), db = tp_new(N, 0);
-    tp_rand(&dout, 1.0, 0);
-    tp_rand(&inp, 1.0, 0);
-    tp_rand(&w, 0.1, 1);
-    if (acc) tp_rand(&dinp, 1.0, 0);
-    else tp_poison(&dinp);
-    tp_rand(&dw, 1.0, 0);
-    tp_rand(&db, 1.0, 0);
-    CPU->matmul_bwd(dinp.c, dw.c, db.c, dout.c, inp.c, w.c, M, N, K, acc);
-    GPU->matmul_bwd(dinp.g, dw.g, db.g, dout.g, inp.g, w.g, M, N, K, acc);
-    report_tp("matmul_bwd.dinp", sh, &dinp);
-    report("matmul_bwd.dw", sh, tp_err(&dw), g_tol);
-    report("matmul_bwd.dbias", sh, tp_err(&db), g_tol);
-    tp_free(&dout); tp_free(&inp); tp_free(&w); tp_free(&dinp); tp_free(&dw); tp_free(&db);
+// ---- matmul_bwd: p = M N K acc ----
+enum { MB_DOUT, MB_INP, MB_W, MB_DINP, MB_DW, MB_DB };
+static void mb_open(Ctx *c) {
+    const int M = c->p[0], N = c->p[1], K = c->p[2];
+    snprintf(c->shape, sizeof c->shape, "M%d N%d K%d dinp%s", M, N, K, c->p[3] ? "+=" : "=");
+    c->t[MB_DOUT] = tp_new((int64_t)M * N, 1);
+    c->t[MB_INP] = tp_new((int64_t)M * K, 1);
+    c->t[MB_W] = tp_new((int64_t)N * K, 0);
+    c->t[MB_DINP] = tp_new((int64_t)M * K, 1);
+    c->t[MB_DW] = tp_new((int64_t)N * K, 0);
+    c->t[MB_DB] = tp_new(N, 0);
 }
+static void mb_setup(Ctx *c) {
+    tp_rand(&c->t[MB_DOUT], 1.0, 0);
+    tp_rand(&c->t[MB_INP], 1.0, 0);
+    tp_rand(&c->t[MB_W], 0.1, 1);
+    if (c->p[3]) tp_rand(&c->t[MB_DINP], 1.0, 0);
+    else tp_poison(&c->t[MB_DINP]);
+    tp_rand(&c->t[MB_DW], 1.0, 0);
+    tp_rand(&c->t[MB_DB], 1.0, 0);
+}
+static void mb_run(Ctx *c, const Backend *be, int gpu) {
+    be->matmul_bwd(S(MB_DINP), S(MB_DW), S(MB_DB), S(MB_DOUT), S(MB_INP), S(MB_W), c->p[0], c->p[1], c->p[2], c->p[3]);
+}
+static const OpCase MATMUL_BWD_CASES[] = {
+    {.setup = mb_setup, .run = mb_run, .tol = TOL_PREC,
+     .out = {OUT(MB_DINP, "matmul_bwd.dinp"), OUT(MB_DW, "matmul_bwd.dw"), OUT(MB_DB, "matmul_bwd.dbias")}},
+};
+static const Group G_MATMUL_BWD = {{"matmul", NULL}, mb_open, CASES(MATMUL_BWD_CASES)};
 
-// weights registered through params_changed: the GPU reads its own low-precision copy,
-// refreshed by adamw; the result must follow the updated fp32 master weights
-static void test_weight_copy(void) {
-    if (!want("weight_copy")) return;
-    const int M = 40, N = 48, K = 64, P = N * K + 100;
-    TP par = tp_new(P, 0), inp = tp_new((int64_t)M * K, 1), out = tp_new((int64_t)M * N, 1);
-    TP g = tp_new(P, 0), m = tp_new(P, 0), v = tp_new(P, 0);
-    tp_rand(&par, 0.1, 1);
-    tp_rand(&inp, 1.0, 0);
-    tp_rand(&g, 1.0, 0);
-    if (GPU->params_changed) GPU->params_changed(par.g, P);
-    void *wc = (char *)par.c + 100 * 4, *wg = (char *)par.g + 100 * 4;
-    CPU->matmul_fwd(out.c, N, inp.c, K, wc, NULL, M, N, K);
-    GPU->matmul_fwd(out.g, N, inp.g, K, wg, NULL, M, N, K);
-    report_tp("weight_copy.matmul", "registered params, offset 100", &out);
-    CPU->adamw(par.c, g.c, m.c, v.c, P, 1e-2, 0.9, 0.95, 0.1, 0.05, 1e-8, 0.1);
-    GPU->adamw(par.g, g.g, m.g, v.g, P, 1e-2, 0.9, 0.95, 0.1, 0.05, 1e-8, 0.1);
-    tp_poison(&out);
-    CPU->matmul_fwd(out.c, N, inp.c, K, wc, NULL, M, N, K);
-    GPU->matmul_fwd(out.g, N, inp.g, K, wg, NULL, M, N, K);
-    report_tp("weight_copy.after_adamw", "copy refreshed by adamw", &out);
-    tp_free(&par); tp_free(&inp); tp_free(&out); tp_free(&g); tp_free(&m); tp_free(&v);
+// ---- weights registered through params_changed: the GPU reads its own low-precision copy,
+// refreshed by adamw; the result must follow the updated fp32 master weights ----
+enum { WC_M = 40, WC_N = 48, WC_K = 64, WC_P = WC_N * WC_K + 100 };
+enum { WC_PAR, WC_INP, WC_OUT, WC_G, WC_MOM, WC_VAR };
+static void wc_open(Ctx *c) {
+    c->t[WC_PAR] = tp_new(WC_P, 0);
+    c->t[WC_INP] = tp_new((int64_t)WC_M * WC_K, 1);
+    c->t[WC_OUT] = tp_new((int64_t)WC_M * WC_N, 1);
+    c->t[WC_G] = tp_new(WC_P, 0);
+    c->t[WC_MOM] = tp_new(WC_P, 0);
+    c->t[WC_VAR] = tp_new(WC_P, 0);
 }
+static void wc_setup(Ctx *c) {
+    tp_rand(&c->t[WC_PAR], 0.1, 1);
+    tp_rand(&c->t[WC_INP], 1.0, 0);
+    tp_rand(&c->t[WC_G], 1.0, 0);
+    if (GPU->params_changed) GPU->params_changed(c->t[WC_PAR].g, WC_P);
+}
+static void wc_matmul(Ctx *c, const Backend *be, int gpu) {   // the weights at offset 100
+    be->matmul_fwd(S(WC_OUT), WC_N, S(WC_INP), WC_K, (char *)S(WC_PAR) + 100 * 4, NULL, WC_M, WC_N, WC_K);
+}
+static void wc_adamw(Ctx *c, const Backend *be, int gpu) {
+    be->adamw(S(WC_PAR), S(WC_G), S(WC_MOM), S(WC_VAR), WC_P, 1e-2, 0.9, 0.95, 0.1, 0.05, 1e-8, 0.1);
+}
+static void wc_after_adamw(Ctx *c) {
+    tp_poison(&c->t[WC_OUT]);
+    snprintf(c->shape, sizeof c->shape, "copy refreshed by adamw");
+}
+static const OpCase WEIGHT_COPY_CASES[] = {
+    {.setup = wc_setup, .run = wc_matmul, .tol = TOL_PREC, .out = {OUT(WC_OUT, "weight_copy.matmul")}},
+    {.run = wc_adamw},
+    {.setup = wc_after_adamw, .run = wc_matmul, .tol = TOL_PREC, .out = {OUT(WC_OUT, "weight_copy.after_adamw")}},
+};
+static void wc_open_labelled(Ctx *c) {
+    wc_open(c);
+    snprintf(c->shape, sizeof c->shape, "registered params, offset 100");
+}
+static const Group G_WEIGHT_COPY = {{"weight_copy", NULL}, wc_open_labelled, CASES(WEIGHT_COPY_CASES)};
 
-static void test_embedding(int N, int C, int V) {
-    if (!want("embedding")) return;
-    char sh[96];
-    snprintf(sh, sizeof sh, "N%d C%d V%d", N, C, V);
-    TP wte = tp_new((int64_t)V * C, 0), out = tp_new((int64_t)N * C, 1), dout = tp_new((int64_t)N * C, 1);
-    TP dwte = tp_new((int64_t)V * C, 0);
-    int32_t *tok = malloc(sizeof(int32_t) * (size_t)N);
-    for (int i = 0; i < N; i++) tok[i] = (int32_t)(urand() * V) % V;
-    int32_t *tc = CPU->alloc(sizeof(int32_t) * (size_t)N), *tg = GPU->alloc(sizeof(int32_t) * (size_t)N);
-    memcpy(tc, tok, sizeof(int32_t) * (size_t)N);
-    GPU->from_host(tg, tok, sizeof(int32_t) * (size_t)N);
-    tp_rand(&wte, 1.0, 1);
-    tp_poison(&out);
-    CPU->embedding_fwd(out.c, tc, wte.c, N, C);
-    GPU->embedding_fwd(out.g, tg, wte.g, N, C);
-    report_tp("embedding_fwd", sh, &out);
-    tp_rand(&dout, 1.0, 0);
-    tp_rand(&dwte, 1.0, 0);
-    CPU->embedding_bwd(dwte.c, dout.c, tc, N, C);
-    GPU->embedding_bwd(dwte.g, dout.g, tg, N, C);
-    report_tp("embedding_bwd", sh, &dwte);
-    CPU->free(tc); GPU->free(tg); free(tok);
-    tp_free(&wte); tp_free(&out); tp_free(&dout); tp_free(&dwte);
+// ---- embedding: p = N C V ----
+enum { EM_WTE, EM_OUT, EM_DOUT, EM_DWTE };
+static void em_open(Ctx *c) {
+    const int N = c->p[0], C = c->p[1], V = c->p[2];
+    snprintf(c->shape, sizeof c->shape, "N%d C%d V%d", N, C, V);
+    c->t[EM_WTE] = tp_new((int64_t)V * C, 0);
+    c->t[EM_OUT] = tp_new((int64_t)N * C, 1);
+    c->t[EM_DOUT] = tp_new((int64_t)N * C, 1);
+    c->t[EM_DWTE] = tp_new((int64_t)V * C, 0);
+    ctx_ints(c, N);
 }
+static void em_setup_fwd(Ctx *c) {
+    const int N = c->p[0], V = c->p[2];
+    for (int i = 0; i < N; i++) c->ih[i] = (int32_t)(urand() * V) % V;
+    ctx_ints_upload(c);
+    tp_rand(&c->t[EM_WTE], 1.0, 1);
+    tp_poison(&c->t[EM_OUT]);
+}
+static void em_run_fwd(Ctx *c, const Backend *be, int gpu) { be->embedding_fwd(S(EM_OUT), SI, S(EM_WTE), c->p[0], c->p[1]); }
+static void em_setup_bwd(Ctx *c) {
+    tp_rand(&c->t[EM_DOUT], 1.0, 0);
+    tp_rand(&c->t[EM_DWTE], 1.0, 0);
+}
+static void em_run_bwd(Ctx *c, const Backend *be, int gpu) { be->embedding_bwd(S(EM_DWTE), S(EM_DOUT), SI, c->p[0], c->p[1]); }
+static const OpCase EMBEDDING_CASES[] = {
+    {.setup = em_setup_fwd, .run = em_run_fwd, .tol = TOL_PREC, .out = {OUT(EM_OUT, "embedding_fwd")}},
+    {.setup = em_setup_bwd, .run = em_run_bwd, .tol = TOL_PREC, .out = {OUT(EM_DWTE, "embedding_bwd")}},
+};
+static const Group G_EMBEDDING = {{"embedding", NULL}, em_open, CASES(EMBEDDING_CASES)};
 
-static void test_rmsnorm(int N, int C) {
-    if (!want("rmsnorm")) return;
-    char sh[96];
-    snprintf(sh, sizeof sh, "N%d C%d", N, C);
-    TP x = tp_new((int64_t)N * C, 1), w = tp_new(C, 0), out = tp_new((int64_t)N * C, 1), rstd = tp_new(N, 1);
-    TP dout = tp_new((int64_t)N * C, 1), dx = tp_new((int64_t)N * C, 1), dw = tp_new(C, 0);
-    tp_rand(&x, 2.0, 0);
-    tp_rand(&w, 1.0, 0);
-    tp_poison(&out);
-    tp_poison(&rstd);
-    CPU->rmsnorm_fwd(out.c, rstd.c, x.c, w.c, N, C, 1e-5);
-    GPU->rmsnorm_fwd(out.g, rstd.g, x.g, w.g, N, C, 1e-5);
-    report_tp("rmsnorm_fwd.out", sh, &out);
-    report_tp("rmsnorm_fwd.rstd", sh, &rstd);
-    tp_rand(&dout, 1.0, 0);
-    tp_rand(&dx, 1.0, 0);
-    tp_rand(&dw, 1.0, 0);
-    CPU->rmsnorm_bwd(dx.c, dw.c, dout.c, x.c, w.c, rstd.c, N, C);
-    GPU->rmsnorm_bwd(dx.g, dw.g, dout.g, x.g, w.g, rstd.g, N, C);
-    report_tp("rmsnorm_bwd.dinp", sh, &dx);
-    report_tp("rmsnorm_bwd.dw", sh, &dw);
-    tp_free(&x); tp_free(&w); tp_free(&out); tp_free(&rstd); tp_free(&dout); tp_free(&dx); tp_free(&dw);
+// ---- rmsnorm: p = N C ----
+enum { RN_X, RN_W, RN_OUT, RN_RSTD, RN_DOUT, RN_DX, RN_DW };
+static void rn_open(Ctx *c) {
+    const int N = c->p[0], C = c->p[1];
+    snprintf(c->shape, sizeof c->shape, "N%d C%d", N, C);
+    c->t[RN_X] = tp_new((int64_t)N * C, 1);
+    c->t[RN_W] = tp_new(C, 0);
+    c->t[RN_OUT] = tp_new((int64_t)N * C, 1);
+    c->t[RN_RSTD] = tp_new(N, 1);
+    c->t[RN_DOUT] = tp_new((int64_t)N * C, 1);
+    c->t[RN_DX] = tp_new((int64_t)N * C, 1);
+    c->t[RN_DW] = tp_new(C, 0);
 }
+static void rn_setup_fwd(Ctx *c) {
+    tp_rand(&c->t[RN_X], 2.0, 0);
+    tp_rand(&c->t[RN_W], 1.0, 0);
+    tp_poison(&c->t[RN_OUT]);
+    tp_poison(&c->t[RN_RSTD]);
+}
+static void rn_run_fwd(Ctx *c, const Backend *be, int gpu) {
+    be->rmsnorm_fwd(S(RN_OUT), S(RN_RSTD), S(RN_X), S(RN_W), c->p[0], c->p[1], 1e-5);
+}
+static void rn_setup_bwd(Ctx *c) {
+    tp_rand(&c->t[RN_DOUT], 1.0, 0);
+    tp_rand(&c->t[RN_DX], 1.0, 0);
+    tp_rand(&c->t[RN_DW], 1.0, 0);
+}
+static void rn_run_bwd(Ctx *c, const Backend *be, int gpu) {
+    be->rmsnorm_bwd(S(RN_DX), S(RN_DW), S(RN_DOUT), S(RN_X), S(RN_W), S(RN_RSTD), c->p[0], c->p[1]);
+}
+static const OpCase RMSNORM_CASES[] = {
+    {.setup = rn_setup_fwd, .run = rn_run_fwd, .tol = TOL_PREC,
+     .out = {OUT(RN_OUT, "rmsnorm_fwd.out"), OUT(RN_RSTD, "rmsnorm_fwd.rstd")}},
+    {.setup = rn_setup_bwd, .run = rn_run_bwd, .tol = TOL_PREC,
+     .out = {OUT(RN_DX, "rmsnorm_bwd.dinp"), OUT(RN_DW, "rmsnorm_bwd.dw")}},
+};
+static const Group G_RMSNORM = {{"rmsnorm", NULL}, rn_open, CASES(RMSNORM_CASES)};
 
-static void test_rope(int B, int T, int t0, int Tn, int nh, int D) {
-    if (!want("rope")) return;
-    char sh[96];
-    snprintf(sh, sizeof sh, "B%d T%d rows[%d,%d) nh%d D%d", B, T, t0, t0 + Tn, nh, D);
-    TP cs = tp_new((int64_t)T * D, 1), x = tp_new((int64_t)B * T * nh * D, 1);
-    tp_poison(&cs);
-    CPU->rope_table(cs.c, T, D, 10000.0);
-    GPU->rope_table(cs.g, T, D, 10000.0);
-    report_tp("rope_table", sh, &cs);
-    tp_rand(&x, 1.0, 0);
-    CPU->rope_fwd(x.c, cs.c, B, T, t0, Tn, nh, D);
-    GPU->rope_fwd(x.g, cs.g, B, T, t0, Tn, nh, D);
-    report_tp("rope_fwd", sh, &x);
-    tp_rand(&x, 1.0, 0);
-    CPU->rope_bwd(x.c, cs.c, B, T, t0, Tn, nh, D);
-    GPU->rope_bwd(x.g, cs.g, B, T, t0, Tn, nh, D);
-    report_tp("rope_bwd", sh, &x);
-    tp_free(&cs); tp_free(&x);
+// ---- rope: p = B T t0 Tn nh D ----
+enum { RP_CS, RP_X };
+static void rp_open(Ctx *c) {
+    const int *p = c->p;
+    snprintf(c->shape, sizeof c->shape, "B%d T%d rows[%d,%d) nh%d D%d", p[0], p[1], p[2], p[2] + p[3], p[4], p[5]);
+    c->t[RP_CS] = tp_new((int64_t)p[1] * p[5], 1);
+    c->t[RP_X] = tp_new((int64_t)p[0] * p[1] * p[4] * p[5], 1);
 }
+static void rp_poison_cs(Ctx *c) { tp_poison(&c->t[RP_CS]); }
+static void rp_rand_x(Ctx *c) { tp_rand(&c->t[RP_X], 1.0, 0); }
+static void rp_run_table(Ctx *c, const Backend *be, int gpu) { be->rope_table(S(RP_CS), c->p[1], c->p[5], 10000.0); }
+static void rp_run_fwd(Ctx *c, const Backend *be, int gpu) {
+    const int *p = c->p;
+    be->rope_fwd(S(RP_X), S(RP_CS), p[0], p[1], p[2], p[3], p[4], p[5]);
+}
+static void rp_run_bwd(Ctx *c, const Backend *be, int gpu) {
+    const int *p = c->p;
+    be->rope_bwd(S(RP_X), S(RP_CS), p[0], p[1], p[2], p[3], p[4], p[5]);
+}
+static const OpCase ROPE_CASES[] = {
+    {.setup = rp_poison_cs, .run = rp_run_table, .tol = TOL_PREC, .out = {OUT(RP_CS, "rope_table")}},
+    {.setup = rp_rand_x, .run = rp_run_fwd, .tol = TOL_PREC, .out = {OUT(RP_X, "rope_fwd")}},
+    {.setup = rp_rand_x, .run = rp_run_bwd, .tol = TOL_PREC, .out = {OUT(RP_X, "rope_bwd")}},
+};
+static const Group G_ROPE = {{"rope", NULL}, rp_open, CASES(ROPE_CASES)};
 
-static void test_elementwise(int64_t n) {
-    if (!want("elementwise")) return;
-    char sh[96];
-    snprintf(sh, sizeof sh, "n%lld", (long long)n);
-    TP a = tp_new(n, 1), b = tp_new(n, 1), h = tp_new(n, 1), da = tp_new(n, 1), db = tp_new(n, 1);
-    tp_rand(&a, 4.0, 0);
-    tp_rand(&b, 2.0, 0);
-    tp_poison(&h);
-    CPU->swiglu_fwd(h.c, a.c, b.c, n);
-    GPU->swiglu_fwd(h.g, a.g, b.g, n);
-    report_tp("elementwise.swiglu_fwd", sh, &h);
-    tp_rand(&h, 1.0, 0);
-    tp_poison(&da);
-    tp_poison(&db);
-    CPU->swiglu_bwd(da.c, db.c, h.c, a.c, b.c, n);
-    GPU->swiglu_bwd(da.g, db.g, h.g, a.g, b.g, n);
-    report_tp("elementwise.swiglu_bwd.da", sh, &da);
-    report_tp("elementwise.swiglu_bwd.db", sh, &db);
-    tp_poison(&h);
-    CPU->silu_fwd(h.c, a.c, n);
-    GPU->silu_fwd(h.g, a.g, n);
-    report_tp("elementwise.silu_fwd", sh, &h);
-    tp_rand(&h, 1.0, 0);
-    CPU->silu_bwd(h.c, h.c, a.c, n);   // in place, as the model calls it
-    GPU->silu_bwd(h.g, h.g, a.g, n);
-    report_tp("elementwise.silu_bwd(inplace)", sh, &h);
-    tp_poison(&h);
-    CPU->add(h.c, a.c, b.c, n);
-    GPU->add(h.g, a.g, b.g, n);
-    report_tp("elementwise.add", sh, &h);
-    CPU->add_inplace(h.c, a.c, n);
-    GPU->add_inplace(h.g, a.g, n);
-    report_tp("elementwise.add_inplace", sh, &h);
-    tp_free(&a); tp_free(&b); tp_free(&h); tp_free(&da); tp_free(&db);
+// ---- elementwise: p = n ----
+enum { EW_A, EW_B, EW_H, EW_DA, EW_DB };
+static void ew_open(Ctx *c) {
+    const int64_t n = c->p[0];
+    snprintf(c->shape, sizeof c->shape, "n%lld", (long long)n);
+    for (int s = EW_A; s <= EW_DB; s++) c->t[s] = tp_new(n, 1);
 }
+static void ew_setup_swiglu(Ctx *c) {
+    tp_rand(&c->t[EW_A], 4.0, 0);
+    tp_rand(&c->t[EW_B], 2.0, 0);
+    tp_poison(&c->t[EW_H]);
+}
+static void ew_setup_swiglu_bwd(Ctx *c) {
+    tp_rand(&c->t[EW_H], 1.0, 0);
+    tp_poison(&c->t[EW_DA]);
+    tp_poison(&c->t[EW_DB]);
+}
+static void ew_poison_h(Ctx *c) { tp_poison(&c->t[EW_H]); }
+static void ew_rand_h(Ctx *c) { tp_rand(&c->t[EW_H], 1.0, 0); }
+static void ew_swiglu_fwd(Ctx *c, const Backend *be, int gpu) { be->swiglu_fwd(S(EW_H), S(EW_A), S(EW_B), c->p[0]); }
+static void ew_swiglu_bwd(Ctx *c, const Backend *be, int gpu) {
+    be->swiglu_bwd(S(EW_DA), S(EW_DB), S(EW_H), S(EW_A), S(EW_B), c->p[0]);
+}
+static void ew_silu_fwd(Ctx *c, const Backend *be, int gpu) { be->silu_fwd(S(EW_H), S(EW_A), c->p[0]); }
+// in place, as the model calls it
+static void ew_silu_bwd(Ctx *c, const Backend *be, int gpu) { be->silu_bwd(S(EW_H), S(EW_H), S(EW_A), c->p[0]); }
+static void ew_add(Ctx *c, const Backend *be, int gpu) { be->add(S(EW_H), S(EW_A), S(EW_B), c->p[0]); }
+static void ew_add_inplace(Ctx *c, const Backend *be, int gpu) { be->add_inplace(S(EW_H), S(EW_A), c->p[0]); }
+static const OpCase ELEMENTWISE_CASES[] = {
+    {.setup = ew_setup_swiglu, .run = ew_swiglu_fwd, .tol = TOL_PREC, .out = {OUT(EW_H, "elementwise.swiglu_fwd")}},
+    {.setup = ew_setup_swiglu_bwd, .run = ew_swiglu_bwd, .tol = TOL_PREC,
+     .out = {OUT(EW_DA, "elementwise.swiglu_bwd.da"), OUT(EW_DB, "elementwise.swiglu_bwd.db")}},
+    {.setup = ew_poison_h, .run = ew_silu_fwd, .tol = TOL_PREC, .out = {OUT(EW_H, "elementwise.silu_fwd")}},
+    {.setup = ew_rand_h, .run = ew_silu_bwd, .tol = TOL_PREC, .out = {OUT(EW_H, "elementwise.silu_bwd(inplace)")}},
+    {.setup = ew_poison_h, .run = ew_add, .tol = TOL_PREC, .out = {OUT(EW_H, "elementwise.add")}},
+    {.run = ew_add_inplace, .tol = TOL_PREC, .out = {OUT(EW_H, "elementwise.add_inplace")}},
+};
+static const Group G_ELEMENTWISE = {{"elementwise", NULL}, ew_open, CASES(ELEMENTWISE_CASES)};
 
-static void test_xent(int N, int V) {
-    if (!want("xent")) return;
-    char sh[96];
-    snprintf(sh, sizeof sh, "N%d V%d (row 1 ignored)", N, V);
-    TP lg = tp_new((int64_t)N * V, 1), dl = tp_new((int64_t)N * V, 1), loss = tp_new(N, 1);
-    int32_t *tgt = malloc(sizeof(int32_t) * (size_t)N);
-    for (int i = 0; i < N; i++) tgt[i] = (int32_t)(urand() * V) % V;
-    if (N > 1) tgt[1] = -1;
-    int32_t *tc = CPU->alloc(sizeof(int32_t) * (size_t)N), *tg = GPU->alloc(sizeof(int32_t) * (size_t)N);
-    memcpy(tc, tgt, sizeof(int32_t) * (size_t)N);
-    GPU->from_host(tg, tgt, sizeof(int32_t) * (size_t)N);
-    tp_rand(&lg, 6.0, 0);
-    tp_poison(&dl);
-    tp_poison(&loss);
-    CPU->xent_fwd_bwd(loss.c, dl.c, lg.c, tc, N, V, 1.0 / N);
-    GPU->xent_fwd_bwd(loss.g, dl.g, lg.g, tg, N, V, 1.0 / N);
-    report_tp("xent.losses", sh, &loss);
-    report_tp("xent.dlogits", sh, &dl);
-    tp_poison(&loss);
-    CPU->xent_fwd_bwd(loss.c, NULL, lg.c, tc, N, V, 1.0 / N);
-    GPU->xent_fwd_bwd(loss.g, NULL, lg.g, tg, N, V, 1.0 / N);
-    report_tp("xent.losses(fwd only)", sh, &loss);
-    CPU->xent_fwd_bwd(loss.c, lg.c, lg.c, tc, N, V, 1.0 / N);
-    GPU->xent_fwd_bwd(loss.g, lg.g, lg.g, tg, N, V, 1.0 / N);
-    report_tp("xent.dlogits(in place)", sh, &lg);
-    CPU->free(tc); GPU->free(tg); free(tgt);
-    tp_free(&lg); tp_free(&dl); tp_free(&loss);
+// ---- xent: p = N V (row 1's target is -1: ignored) ----
+enum { XE_LG, XE_DL, XE_LOSS };
+static void xe_open(Ctx *c) {
+    const int N = c->p[0], V = c->p[1];
+    snprintf(c->shape, sizeof c->shape, "N%d V%d (row 1 ignored)", N, V);
+    c->t[XE_LG] = tp_new((int64_t)N * V, 1);
+    c->t[XE_DL] = tp_new((int64_t)N * V, 1);
+    c->t[XE_LOSS] = tp_new(N, 1);
+    ctx_ints(c, N);
 }
+static void xe_setup(Ctx *c) {
+    const int N = c->p[0], V = c->p[1];
+    for (int i = 0; i < N; i++) c->ih[i] = (int32_t)(urand() * V) % V;
+    if (N > 1) c->ih[1] = -1;
+    ctx_ints_upload(c);
+    tp_rand(&c->t[XE_LG], 6.0, 0);
+    tp_poison(&c->t[XE_DL]);
+    tp_poison(&c->t[XE_LOSS]);
+}
+static void xe_poison_loss(Ctx *c) { tp_poison(&c->t[XE_LOSS]); }
+static void xe_run(Ctx *c, const Backend *be, int gpu) {
+    const int N = c->p[0];
+    be->xent_fwd_bwd(S(XE_LOSS), S(XE_DL), S(XE_LG), SI, N, c->p[1], 1.0 / N);
+}
+static void xe_run_fwd_only(Ctx *c, const Backend *be, int gpu) {
+    const int N = c->p[0];
+    be->xent_fwd_bwd(S(XE_LOSS), NULL, S(XE_LG), SI, N, c->p[1], 1.0 / N);
+}
+static void xe_run_in_place(Ctx *c, const Backend *be, int gpu) {
+    const int N = c->p[0];
+    be->xent_fwd_bwd(S(XE_LOSS), S(XE_LG), S(XE_LG), SI, N, c->p[1], 1.0 / N);
+}
+static const OpCase XENT_CASES[] = {
+    {.setup = xe_setup, .run = xe_run, .tol = TOL_PREC, .out = {OUT(XE_LOSS, "xent.losses"), OUT(XE_DL, "xent.dlogits")}},
+    {.setup = xe_poison_loss, .run = xe_run_fwd_only, .tol = TOL_PREC, .out = {OUT(XE_LOSS, "xent.losses(fwd only)")}},
+    {.run = xe_run_in_place, .tol = TOL_PREC, .out = {OUT(XE_LG, "xent.dlogits(in place)")}},
+};
+static const Group G_XENT = {{"xent", NULL}, xe_open, CASES(XENT_CASES)};
 
-static void test_param_ops(int64_t n) {
-    if (!want("param")) return;
-    char sh[96];
-    snprintf(sh, sizeof sh, "n%lld", (long long)n);
-    TP x = tp_new(n, 0), g = tp_new(n, 0), m = tp_new(n, 0), v = tp_new(n, 0);
-    tp_rand(&x, 1.0, 0);
-    double sc = CPU->sumsq_param(x.c, n), sg = GPU->sumsq_param(x.g, n);
-    report("sumsq_param", sh, fabs(sg - sc) / sc, 1e-12);   // fp64 accumulation on both
-    CPU->scale_param(x.c, 0.37, n);
-    GPU->scale_param(x.g, 0.37, n);
-    report("scale_param", sh, tp_err(&x), 0.0 + 1e-12);
-    tp_rand(&g, 1.0, 0);
-    tp_rand(&m, 0.1, 0);
-    double *h = malloc(sizeof(double) * (size_t)n);
-    fill_rand(h, n, 0.1);
-    for (int64_t i = 0; i < n; i++) h[i] = h[i] * h[i];   // v >= 0
-    tp_set(&v, h, 0);
-    CPU->adamw(x.c, g.c, m.c, v.c, n, 3e-3, 0.9, 0.95, 0.19, 0.0975, 1e-8, 0.1);
-    GPU->adamw(x.g, g.g, m.g, v.g, n, 3e-3, 0.9, 0.95, 0.19, 0.0975, 1e-8, 0.1);
-    report("adamw.p", sh, tp_err(&x), 1e-6);   // fp64 math on both, one rounding
-    report("adamw.m", sh, tp_err(&m), 1e-6);
-    report("adamw.v", sh, tp_err(&v), 1e-6);
-    // first non-finite: plant an inf and a NaN
-    for (int64_t i = 0; i < n; i++) h[i] = 1.0;
-    h[n / 2] = INFINITY;
-    h[n - 3] = NAN;
-    GPU->param_from_f64(x.g, h, n);
-    int64_t f = GPU->first_nonfinite_param(x.g, n);
-    report("first_nonfinite_param", sh, f == n / 2 ? 0 : INFINITY, 0);
-    TP a = tp_new(n, 1);
-    GPU->act_from_f64(a.g, h, n);
-    f = GPU->first_nonfinite_act(a.g, n);
-    report("first_nonfinite_act", sh, f == n / 2 ? 0 : INFINITY, 0);
-    for (int64_t i = 0; i < n; i++) h[i] = 1.0;
-    GPU->act_from_f64(a.g, h, n);
-    f = GPU->first_nonfinite_act(a.g, n);
-    report("first_nonfinite_act(none)", sh, f == -1 ? 0 : INFINITY, 0);
-    free(h);
-    tp_free(&a); tp_free(&x); tp_free(&g); tp_free(&m); tp_free(&v);
+// ---- parameter-buffer ops: p = n ----
+enum { PO_X, PO_G, PO_M, PO_V, PO_A };
+static void po_open(Ctx *c) {
+    const int64_t n = c->p[0];
+    snprintf(c->shape, sizeof c->shape, "n%lld", (long long)n);
+    for (int s = PO_X; s <= PO_V; s++) c->t[s] = tp_new(n, 0);
+    c->t[PO_A] = tp_new(n, 1);
+    c->h = malloc(sizeof(double) * (size_t)n);
 }
+static void po_rand_x(Ctx *c) { tp_rand(&c->t[PO_X], 1.0, 0); }
+static double po_sumsq_err(Ctx *c, char *shape, size_t n) {   // fp64 accumulation on both
+    (void)shape; (void)n;
+    const TP *x = &c->t[PO_X];
+    double sc = CPU->sumsq_param(x->c, x->n), sg = GPU->sumsq_param(x->g, x->n);
+    return fabs(sg - sc) / sc;
+}
+static void po_scale(Ctx *c, const Backend *be, int gpu) { be->scale_param(S(PO_X), 0.37, c->p[0]); }
+static void po_setup_adamw(Ctx *c) {
+    const int64_t n = c->p[0];
+    tp_rand(&c->t[PO_G], 1.0, 0);
+    tp_rand(&c->t[PO_M], 0.1, 0);
+    fill_rand(c->h, n, 0.1);
+    for (int64_t i = 0; i < n; i++) c->h[i] = c->h[i] * c->h[i];   // v >= 0
+    tp_set(&c->t[PO_V], c->h, 0);
+}
+static void po_adamw(Ctx *c, const Backend *be, int gpu) {
+    be->adamw(S(PO_X), S(PO_G), S(PO_M), S(PO_V), c->p[0], 3e-3, 0.9, 0.95, 0.19, 0.0975, 1e-8, 0.1);
+}
+// first non-finite (CUDA only): an inf at n/2 and a NaN at n-3, then none
+static double po_nonfinite_param(Ctx *c, char *shape, size_t sn) {
+    (void)shape; (void)sn;
+    const int64_t n = c->p[0];
+    for (int64_t i = 0; i < n; i++) c->h[i] = 1.0;
+    c->h[n / 2] = INFINITY;
+    c->h[n - 3] = NAN;
+    GPU->param_from_f64(c->t[PO_X].g, c->h, n);
+    return GPU->first_nonfinite_param(c->t[PO_X].g, n) == n / 2 ? 0 : INFINITY;
+}
+static double po_nonfinite_act(Ctx *c, char *shape, size_t sn) {
+    (void)shape; (void)sn;
+    const int64_t n = c->p[0];
+    GPU->act_from_f64(c->t[PO_A].g, c->h, n);
+    return GPU->first_nonfinite_act(c->t[PO_A].g, n) == n / 2 ? 0 : INFINITY;
+}
+static double po_nonfinite_none(Ctx *c, char *shape, size_t sn) {
+    (void)shape; (void)sn;
+    const int64_t n = c->p[0];
+    for (int64_t i = 0; i < n; i++) c->h[i] = 1.0;
+    GPU->act_from_f64(c->t[PO_A].g, c->h, n);
+    return GPU->first_nonfinite_act(c->t[PO_A].g, n) == -1 ? 0 : INFINITY;
+}
+static const OpCase PARAM_CASES[] = {
+    {.setup = po_rand_x, .err = po_sumsq_err, .name = "sumsq_param", .tol = 1e-12},
+    {.run = po_scale, .tol = 0.0 + 1e-12, .out = {OUT(PO_X, "scale_param")}},
+    {.setup = po_setup_adamw, .run = po_adamw, .tol = 1e-6,   // fp64 math on both, one rounding
+     .out = {OUT(PO_X, "adamw.p"), OUT(PO_M, "adamw.m"), OUT(PO_V, "adamw.v")}},
+    {.err = po_nonfinite_param, .name = "first_nonfinite_param", .tol = 0},
+    {.err = po_nonfinite_act, .name = "first_nonfinite_act", .tol = 0},
+    {.err = po_nonfinite_none, .name = "first_nonfinite_act(none)", .tol = 0},
+};
+static const Group G_PARAM = {{"param", NULL}, po_open, CASES(PARAM_CASES)};
+
+// ---- gate activation and combine: p = N H G D ----
+enum { GC_LG, GC_GATE, GC_DG, GC_DL, GC_OB0, GC_OB1, GC_OB2, GC_DOB0, GC_DOB1, GC_DOB2, GC_O, GC_DOUT };
+static void gc_open(Ctx *c) {
+    const int64_t N = c->p[0], H = c->p[1], G = c->p[2], D = c->p[3];
+    snprintf(c->shape, sizeof c->shape, "N%lld H%d G%d D%d", (long long)N, c->p[1], c->p[2], c->p[3]);
+    const int64_t NG = N * G, NO = N * H * D;
+    for (int s = GC_LG; s <= GC_DL; s++) c->t[s] = tp_new(NG * 3, 1);
+    for (int s = GC_OB0; s <= GC_DOUT; s++) c->t[s] = tp_new(NO, 1);
+}
+// arg: 0 softmax, 1 sigmoid
+static void gc_setup_act(Ctx *c) {
+    tp_rand(&c->t[GC_LG], 3.0, 0);
+    tp_poison(&c->t[GC_GATE]);
+}
+static void gc_act_fwd(Ctx *c, const Backend *be, int gpu) {
+    be->gate_act_fwd(S(GC_GATE), S(GC_LG), (int64_t)c->p[0] * c->p[2], g_case->arg);
+}
+static void gc_setup_act_bwd(Ctx *c) {
+    tp_sync_from_cpu(&c->t[GC_GATE]);
+    tp_rand(&c->t[GC_DG], 1.0, 0);
+    tp_poison(&c->t[GC_DL]);
+}
+static void gc_act_bwd(Ctx *c, const Backend *be, int gpu) {
+    be->gate_act_bwd(S(GC_DL), S(GC_DG), S(GC_GATE), (int64_t)c->p[0] * c->p[2], g_case->arg);
+}
+static void gc_setup_combine(Ctx *c) {
+    for (int b = 0; b < 3; b++) tp_rand(&c->t[GC_OB0 + b], 1.0, 0);
+    tp_poison(&c->t[GC_O]);
+}
+static void gc_combine(Ctx *c, const Backend *be, int gpu) {
+    be->combine_fwd(S(GC_O), S(GC_GATE), S(GC_OB0), S(GC_OB1), S(GC_OB2), c->p[0], c->p[1], c->p[2], c->p[3]);
+}
+static void gc_poison_o(Ctx *c) { tp_poison(&c->t[GC_O]); }
+static void gc_combine_one_hot(Ctx *c, const Backend *be, int gpu) {
+    be->combine_fwd(S(GC_O), NULL, NULL, S(GC_OB1), NULL, c->p[0], c->p[1], c->p[2], c->p[3]);
+}
+static void gc_setup_combine_bwd(Ctx *c) {
+    tp_rand(&c->t[GC_DOUT], 1.0, 0);
+    for (int b = 0; b < 3; b++) tp_poison(&c->t[GC_DOB0 + b]);
+    tp_poison(&c->t[GC_DG]);
+}
+static void gc_combine_bwd(Ctx *c, const Backend *be, int gpu) {
+    be->combine_bwd(S(GC_DOB0), S(GC_DOB1), S(GC_DOB2), S(GC_DG), S(GC_DOUT), S(GC_GATE), S(GC_OB0), S(GC_OB1),
+                    S(GC_OB2), c->p[0], c->p[1], c->p[2], c->p[3]);
+}
+static const OpCase GATE_COMBINE_CASES[] = {
+    {.setup = gc_setup_act, .run = gc_act_fwd, .tol = TOL_PREC, .arg = 0, .out = {OUT(GC_GATE, "gate_act(softmax)_fwd")}},
+    {.setup = gc_setup_act_bwd, .run = gc_act_bwd, .tol = TOL_PREC, .arg = 0, .out = {OUT(GC_DL, "gate_act(softmax)_bwd")}},
+    {.setup = gc_setup_act, .run = gc_act_fwd, .tol = TOL_PREC, .arg = 1, .out = {OUT(GC_GATE, "gate_act(sigmoid)_fwd")}},
+    {.setup = gc_setup_act_bwd, .run = gc_act_bwd, .tol = TOL_PREC, .arg = 1, .out = {OUT(GC_DL, "gate_act(sigmoid)_bwd")}},
+    {.setup = gc_setup_combine, .run = gc_combine, .tol = TOL_PREC, .out = {OUT(GC_O, "combine_fwd")}},
+    {.setup = gc_poison_o, .run = gc_combine_one_hot, .tol = TOL_PREC, .out = {OUT(GC_O, "combine_fwd(one-hot sel)")}},
+    {.setup = gc_setup_combine_bwd, .run = gc_combine_bwd, .tol = TOL_PREC,
+     .out = {OUT(GC_DOB0, "combine_bwd.do_cmp"), OUT(GC_DOB2, "combine_bwd.do_win"), OUT(GC_DG, "combine_bwd.dgate")}},
+};
+static const Group G_GATE_COMBINE = {{"gate", "combine"}, gc_open, CASES(GATE_COMBINE_CASES)};
 
 // ============================================================================================
 // NSA ops
@@ -448,257 +716,276 @@ static void host_scores(double *score, const double *q, const double *Kc, const 
     }
 }
 
-static void test_nsa(const Shape *s, int impl_mma) {
-    NsaGeom g;
-    nsa_geom_init(&g, s->B, s->T, s->H, s->G, s->D, s->l, s->d, s->lsel, s->n, s->w);
-    char sh[128];
-    shape_str(sh, sizeof sh, &g);
-    const int64_t NQ = (int64_t)g.B * g.T * g.H * g.D, NK = (int64_t)g.B * g.T * g.G * g.D;
-    const int64_t NCK = (int64_t)g.B * g.NC * g.G * g.D, NL = (int64_t)g.B * g.T * g.H;
-    const int64_t NX = (int64_t)g.B * g.NC * g.G * g.l * g.D;
-    TP q = tp_new(NQ, 1), k = tp_new(NK, 1), v = tp_new(NK, 1), Kc = tp_new(NCK > 0 ? NCK : 1, 1);
-    TP Vc = tp_new(NCK > 0 ? NCK : 1, 1), o = tp_new(NQ, 1), lse = tp_new(NL, 1), dout = tp_new(NQ, 1);
-    TP dq = tp_new(NQ, 1), dk = tp_new(NK, 1), dv = tp_new(NK, 1), dKc = tp_new(NCK > 0 ? NCK : 1, 1);
-    TP dVc = tp_new(NCK > 0 ? NCK : 1, 1);
-    const int64_t NSEL = (int64_t)g.B * g.T * g.G * g.n;
-    int32_t *sel_c = CPU->alloc(sizeof(int32_t) * (size_t)NSEL), *sel_g = GPU->alloc(sizeof(int32_t) * (size_t)NSEL);
-    int32_t *sel_h = malloc(sizeof(int32_t) * (size_t)NSEL);
-    tp_rand(&q, 1.0, 0);
-    tp_rand(&k, 1.0, 0);
-    tp_rand(&v, 1.0, 0);
-
-    if (!impl_mma) {   // layout-only ops: once per precision (impl 0)
-        if (want("compress")) {
-            tp_poison(&Kc);
-            CPU->compress_avg_fwd(Kc.c, k.c, &g, 0, g.NC);
-            GPU->compress_avg_fwd(Kc.g, k.g, &g, 0, g.NC);
-            if (g.NC > 0) report_tp("compress_avg_fwd", sh, &Kc);
-            tp_rand(&dKc, 1.0, 0);
-            tp_rand(&dk, 1.0, 0);
-            CPU->compress_avg_bwd(dk.c, dKc.c, &g);
-            GPU->compress_avg_bwd(dk.g, dKc.g, &g);
-            report_tp("compress_avg_bwd", sh, &dk);
-            if (g.NC > 0) {
-                TP X = tp_new(NX, 1), pe = tp_new((int64_t)g.l * g.D, 0), dpe = tp_new((int64_t)g.l * g.D, 0);
-                tp_rand(&pe, 0.5, 0);
-                tp_poison(&X);
-                CPU->block_gather_fwd(X.c, k.c, pe.c, &g, 0, g.NC);
-                GPU->block_gather_fwd(X.g, k.g, pe.g, &g, 0, g.NC);
-                report_tp("block_gather_fwd", sh, &X);
-                tp_rand(&X, 1.0, 0);
-                tp_rand(&dk, 1.0, 0);
-                tp_rand(&dpe, 1.0, 0);
-                CPU->block_gather_bwd(dk.c, dpe.c, X.c, &g);
-                GPU->block_gather_bwd(dk.g, dpe.g, X.g, &g);
-                report_tp("block_gather_bwd.dk", sh, &dk);
-                report_tp("block_gather_bwd.dpe", sh, &dpe);
-                tp_free(&X); tp_free(&pe); tp_free(&dpe);
-            }
-        }
-    }
-    // compressed keys for the attention ops: the CPU's compression of k, shared
-    CPU->compress_avg_fwd(Kc.c, k.c, &g, 0, g.NC);
-    CPU->compress_avg_fwd(Vc.c, v.c, &g, 0, g.NC);
-    tp_sync_from_cpu(&Kc);
-    tp_sync_from_cpu(&Vc);
-
-    // ---- compressed branch ----
-    if (want("cmp_attn")) {
-        tp_poison(&o);
-        tp_poison(&lse);
-        CPU->cmp_attn_fwd(o.c, lse.c, q.c, Kc.c, Vc.c, &g, 0, g.T);
-        GPU->cmp_attn_fwd(o.g, lse.g, q.g, Kc.g, Vc.g, &g, 0, g.T);
-        report_tp("cmp_attn_fwd.o", sh, &o);
-        report_tp("cmp_attn_fwd.lse", sh, &lse);
-    }
-    // reference lse / o of the cmp branch for selection and the backward (CPU values)
-    CPU->cmp_attn_fwd(o.c, lse.c, q.c, Kc.c, Vc.c, &g, 0, g.T);
-    tp_sync_from_cpu(&o);
-    tp_sync_from_cpu(&lse);
-    if (want("cmp_attn")) {
-        tp_rand(&dout, 1.0, 0);
-        tp_rand(&dq, 1.0, 0);
-        tp_rand(&dKc, 1.0, 0);
-        tp_rand(&dVc, 1.0, 0);
-        CPU->cmp_attn_bwd(dq.c, dKc.c, dVc.c, dout.c, q.c, Kc.c, Vc.c, o.c, lse.c, &g);
-        GPU->cmp_attn_bwd(dq.g, dKc.g, dVc.g, dout.g, q.g, Kc.g, Vc.g, o.g, lse.g, &g);
-        report_tp("cmp_attn_bwd.dq", sh, &dq);
-        if (g.NC > 0) {
-            report_tp("cmp_attn_bwd.dKc", sh, &dKc);
-            report_tp("cmp_attn_bwd.dVc", sh, &dVc);
-        }
-    }
-
-    // ---- selection ----
-    for (int64_t i = 0; i < NSEL; i++) sel_h[i] = INT32_MIN;
-    memcpy(sel_c, sel_h, sizeof(int32_t) * (size_t)NSEL);
-    GPU->from_host(sel_g, sel_h, sizeof(int32_t) * (size_t)NSEL);
-    CPU->select_blocks(sel_c, q.c, Kc.c, lse.c, &g, 0, g.T);
-    if (impl_mma != 2 && want("select")) {   // CUDA-core (impl 0) and tensor-core (impl 1) selection
-        GPU->select_blocks(sel_g, q.g, Kc.g, lse.g, &g, 0, g.T);
-        GPU->to_host(sel_h, sel_g, sizeof(int32_t) * (size_t)NSEL);
-        int64_t rows = (int64_t)g.B * g.T * g.G, mism = 0, ties = 0;
-        double *qh = malloc(sizeof(double) * (size_t)NQ), *kh = malloc(sizeof(double) * (size_t)(NCK > 0 ? NCK : 1));
-        double *lh = malloc(sizeof(double) * (size_t)NL), *score = malloc(sizeof(double) * (size_t)(g.NS + 1));
-        CPU->act_to_f64(qh, q.c, NQ);
-        if (NCK > 0) CPU->act_to_f64(kh, Kc.c, NCK);
-        CPU->act_to_f64(lh, lse.c, NL);
-        for (int64_t r = 0; r < rows; r++) {
-            if (!memcmp(sel_h + r * g.n, sel_c + r * g.n, sizeof(int32_t) * (size_t)g.n)) continue;
-            mism++;
-            // near-tie? the score of every block in the symmetric difference must be
-            // within 1e-4 (relative) of the score of some block in the other set
-            int b = (int)(r / ((int64_t)g.T * g.G)), t = (int)((r / g.G) % g.T), gr = (int)(r % g.G);
-            host_scores(score, qh, kh, lh, &g, b, t, gr);
-            int ok = 1;
-            for (int c = 0; c < g.n; c++) {
-                int jg = sel_h[r * g.n + c];
-                if (jg < 0 || jg > t / g.lsel) { if (jg != -1 || sel_c[r * g.n + c] != -1) ok = 0; continue; }
-                int found = 0;
-                for (int c2 = 0; c2 < g.n; c2++) found |= sel_c[r * g.n + c2] == jg;
-                if (found) continue;
-                int near = 0;
-                for (int c2 = 0; c2 < g.n; c2++) {
-                    int jc = sel_c[r * g.n + c2];
-                    if (jc >= 0 && fabs(score[jc] - score[jg]) <= 1e-4 * fabs(score[jc])) near = 1;
-                }
-                if (!near) ok = 0;
-            }
-            ties += ok;
-        }
-        free(qh); free(kh); free(lh); free(score);
-        char extra[320];
-        snprintf(extra, sizeof extra, "%s (%lld rows, %lld differ, %lld near-ties)", sh, (long long)rows, (long long)mism,
-                 (long long)ties);
-        report("select_blocks", extra, (double)(mism - ties), 0);
-    }
-    // the attention ops use the CPU's selection on both sides
-    GPU->from_host(sel_g, sel_c, sizeof(int32_t) * (size_t)NSEL);
-
-    if (want("sel_attn")) {
-        tp_poison(&o);
-        tp_poison(&lse);
-        CPU->sel_attn_fwd(o.c, lse.c, q.c, k.c, v.c, sel_c, &g, 0, g.T);
-        GPU->sel_attn_fwd(o.g, lse.g, q.g, k.g, v.g, sel_g, &g, 0, g.T);
-        report_tp("sel_attn_fwd.o", sh, &o);
-        report_tp("sel_attn_fwd.lse", sh, &lse);
-        tp_sync_from_cpu(&o);
-        tp_sync_from_cpu(&lse);
-        tp_rand(&dout, 1.0, 0);
-        tp_rand(&dq, 1.0, 0);
-        tp_rand(&dk, 1.0, 0);
-        tp_rand(&dv, 1.0, 0);
-        CPU->sel_attn_bwd(dq.c, dk.c, dv.c, dout.c, q.c, k.c, v.c, o.c, lse.c, sel_c, &g);
-        GPU->sel_attn_bwd(dq.g, dk.g, dv.g, dout.g, q.g, k.g, v.g, o.g, lse.g, sel_g, &g);
-        report_tp("sel_attn_bwd.dq", sh, &dq);
-        report_tp("sel_attn_bwd.dk", sh, &dk);
-        report_tp("sel_attn_bwd.dv", sh, &dv);
-    }
-    if (want("win_attn")) {
-        tp_poison(&o);
-        tp_poison(&lse);
-        CPU->win_attn_fwd(o.c, lse.c, q.c, k.c, v.c, &g, 0, g.T);
-        GPU->win_attn_fwd(o.g, lse.g, q.g, k.g, v.g, &g, 0, g.T);
-        report_tp("win_attn_fwd.o", sh, &o);
-        report_tp("win_attn_fwd.lse", sh, &lse);
-        tp_sync_from_cpu(&o);
-        tp_sync_from_cpu(&lse);
-        tp_rand(&dout, 1.0, 0);
-        tp_rand(&dq, 1.0, 0);
-        tp_rand(&dk, 1.0, 0);
-        tp_rand(&dv, 1.0, 0);
-        CPU->win_attn_bwd(dq.c, dk.c, dv.c, dout.c, q.c, k.c, v.c, o.c, lse.c, &g);
-        GPU->win_attn_bwd(dq.g, dk.g, dv.g, dout.g, q.g, k.g, v.g, o.g, lse.g, &g);
-        report_tp("win_attn_bwd.dq", sh, &dq);
-        report_tp("win_attn_bwd.dk", sh, &dk);
-        report_tp("win_attn_bwd.dv", sh, &dv);
-    }
-    // row-range forwards (sequential prefill's calls): rows [t0, t0+Tn) written, the rest untouched
-    if (want("rows")) {
-        int t0 = g.T / 3, Tn = g.T / 4 > 0 ? g.T / 4 : 1;
-        char rs[160];
-        snprintf(rs, sizeof rs, "%s rows[%d,%d)", sh, t0, t0 + Tn);
-        for (int br = 0; br < 3; br++) {
-            static const char *nm[3] = {"cmp_attn_fwd(rows)", "sel_attn_fwd(rows)", "win_attn_fwd(rows)"};
-            tp_poison(&o);
-            tp_poison(&lse);
-            if (br == 0) {
-                CPU->cmp_attn_fwd(o.c, lse.c, q.c, Kc.c, Vc.c, &g, t0, Tn);
-                GPU->cmp_attn_fwd(o.g, lse.g, q.g, Kc.g, Vc.g, &g, t0, Tn);
-            } else if (br == 1) {
-                CPU->sel_attn_fwd(o.c, lse.c, q.c, k.c, v.c, sel_c, &g, t0, Tn);
-                GPU->sel_attn_fwd(o.g, lse.g, q.g, k.g, v.g, sel_g, &g, t0, Tn);
-            } else {
-                CPU->win_attn_fwd(o.c, lse.c, q.c, k.c, v.c, &g, t0, Tn);
-                GPU->win_attn_fwd(o.g, lse.g, q.g, k.g, v.g, &g, t0, Tn);
-            }
-            double err = 0;
-            int untouched = 1;
-            double *a = malloc(sizeof(double) * (size_t)NQ);
-            GPU->act_to_f64(a, o.g, NQ);
-            for (int b = 0; b < g.B; b++) {
-                int64_t r0 = ((int64_t)b * g.T + t0) * g.H * g.D;
-                double e = tp_err_range(&o, r0, (int64_t)Tn * g.H * g.D, NULL);
-                err = e > err ? e : err;
-                for (int t = 0; t < g.T; t++) {
-                    if (t >= t0 && t < t0 + Tn) continue;
-                    if (!isnan(a[((int64_t)b * g.T + t) * g.H * g.D])) untouched = 0;
-                }
-            }
-            free(a);
-            report(nm[br], rs, untouched ? err : INFINITY, g_tol);
-        }
-    }
-    CPU->free(sel_c); GPU->free(sel_g); free(sel_h);
-    tp_free(&q); tp_free(&k); tp_free(&v); tp_free(&Kc); tp_free(&Vc); tp_free(&o); tp_free(&lse);
-    tp_free(&dout); tp_free(&dq); tp_free(&dk); tp_free(&dv); tp_free(&dKc); tp_free(&dVc);
+// The NSA group runs once per (precision, implementation, shape): c->impl is the
+// implementation (0 simple, 1 mma, 2 mma with one position per selection tile).
+enum { NS_Q, NS_K, NS_V, NS_KC, NS_VC, NS_O, NS_LSE, NS_DOUT, NS_DQ, NS_DK, NS_DV, NS_DKC, NS_DVC, NS_X, NS_PE, NS_DPE };
+static void nsa_open(Ctx *c) {
+    const Shape *s = (const Shape *)c->p;
+    NsaGeom *g = &c->g;
+    nsa_geom_init(g, s->B, s->T, s->H, s->G, s->D, s->l, s->d, s->lsel, s->n, s->w);
+    shape_str(c->shape, sizeof c->shape, g);
+    const int64_t NQ = (int64_t)g->B * g->T * g->H * g->D, NK = (int64_t)g->B * g->T * g->G * g->D;
+    const int64_t NCK = (int64_t)g->B * g->NC * g->G * g->D, NL = (int64_t)g->B * g->T * g->H;
+    const int64_t NX = (int64_t)g->B * g->NC * g->G * g->l * g->D;
+    const int64_t NC1 = NCK > 0 ? NCK : 1;
+    const int64_t n[NSLOT] = {[NS_Q] = NQ, [NS_K] = NK, [NS_V] = NK, [NS_KC] = NC1, [NS_VC] = NC1, [NS_O] = NQ,
+                              [NS_LSE] = NL, [NS_DOUT] = NQ, [NS_DQ] = NQ, [NS_DK] = NK, [NS_DV] = NK,
+                              [NS_DKC] = NC1, [NS_DVC] = NC1, [NS_X] = NX, [NS_PE] = (int64_t)g->l * g->D,
+                              [NS_DPE] = (int64_t)g->l * g->D};
+    for (int i = NS_Q; i <= NS_DPE; i++) c->t[i] = tp_new(n[i], i != NS_PE && i != NS_DPE);
+    ctx_ints(c, (int64_t)g->B * g->T * g->G * g->n);   // the selection
 }
-
-static void test_gate_combine(int64_t N, int H, int G, int D) {
-    if (!want("gate") && !want("combine")) return;
-    char sh[96];
-    snprintf(sh, sizeof sh, "N%lld H%d G%d D%d", (long long)N, H, G, D);
-    const int64_t NG = N * G, NO = N * H * D;
-    TP lg = tp_new(NG * 3, 1), gate = tp_new(NG * 3, 1), dg = tp_new(NG * 3, 1), dl = tp_new(NG * 3, 1);
-    TP ob[3] = {tp_new(NO, 1), tp_new(NO, 1), tp_new(NO, 1)}, dob[3] = {tp_new(NO, 1), tp_new(NO, 1), tp_new(NO, 1)};
-    TP o = tp_new(NO, 1), dout = tp_new(NO, 1);
-    for (int act = 0; act < 2; act++) {
-        const char *an = act ? "gate_act(sigmoid)" : "gate_act(softmax)";
-        char nm[64];
-        tp_rand(&lg, 3.0, 0);
-        tp_poison(&gate);
-        CPU->gate_act_fwd(gate.c, lg.c, NG, act);
-        GPU->gate_act_fwd(gate.g, lg.g, NG, act);
-        snprintf(nm, sizeof nm, "%s_fwd", an);
-        report_tp(nm, sh, &gate);
-        tp_sync_from_cpu(&gate);
-        tp_rand(&dg, 1.0, 0);
-        tp_poison(&dl);
-        CPU->gate_act_bwd(dl.c, dg.c, gate.c, NG, act);
-        GPU->gate_act_bwd(dl.g, dg.g, gate.g, NG, act);
-        snprintf(nm, sizeof nm, "%s_bwd", an);
-        report_tp(nm, sh, &dl);
-    }
-    for (int b = 0; b < 3; b++) tp_rand(&ob[b], 1.0, 0);
-    tp_poison(&o);
-    CPU->combine_fwd(o.c, gate.c, ob[0].c, ob[1].c, ob[2].c, N, H, G, D);
-    GPU->combine_fwd(o.g, gate.g, ob[0].g, ob[1].g, ob[2].g, N, H, G, D);
-    report_tp("combine_fwd", sh, &o);
-    tp_poison(&o);
-    CPU->combine_fwd(o.c, NULL, NULL, ob[1].c, NULL, N, H, G, D);
-    GPU->combine_fwd(o.g, NULL, NULL, ob[1].g, NULL, N, H, G, D);
-    report_tp("combine_fwd(one-hot sel)", sh, &o);
-    tp_rand(&dout, 1.0, 0);
-    for (int b = 0; b < 3; b++) tp_poison(&dob[b]);
-    tp_poison(&dg);
-    CPU->combine_bwd(dob[0].c, dob[1].c, dob[2].c, dg.c, dout.c, gate.c, ob[0].c, ob[1].c, ob[2].c, N, H, G, D);
-    GPU->combine_bwd(dob[0].g, dob[1].g, dob[2].g, dg.g, dout.g, gate.g, ob[0].g, ob[1].g, ob[2].g, N, H, G, D);
-    report_tp("combine_bwd.do_cmp", sh, &dob[0]);
-    report_tp("combine_bwd.do_win", sh, &dob[2]);
-    report_tp("combine_bwd.dgate", sh, &dg);
-    for (int b = 0; b < 3; b++) { tp_free(&ob[b]); tp_free(&dob[b]); }
-    tp_free(&lg); tp_free(&gate); tp_free(&dg); tp_free(&dl); tp_free(&o); tp_free(&dout);
+static void ns_rand_qkv(Ctx *c) {
+    tp_rand(&c->t[NS_Q], 1.0, 0);
+    tp_rand(&c->t[NS_K], 1.0, 0);
+    tp_rand(&c->t[NS_V], 1.0, 0);
 }
+// ---- layout-only ops: once per precision (impl 0) ----
+static void ns_poison_kc(Ctx *c) { tp_poison(&c->t[NS_KC]); }
+static void ns_compress_fwd(Ctx *c, const Backend *be, int gpu) { be->compress_avg_fwd(S(NS_KC), S(NS_K), &c->g, 0, c->g.NC); }
+static void ns_setup_compress_bwd(Ctx *c) {
+    tp_rand(&c->t[NS_DKC], 1.0, 0);
+    tp_rand(&c->t[NS_DK], 1.0, 0);
+}
+static void ns_compress_bwd(Ctx *c, const Backend *be, int gpu) { be->compress_avg_bwd(S(NS_DK), S(NS_DKC), &c->g); }
+static void ns_setup_gather(Ctx *c) {
+    tp_rand(&c->t[NS_PE], 0.5, 0);
+    tp_poison(&c->t[NS_X]);
+}
+static void ns_gather_fwd(Ctx *c, const Backend *be, int gpu) {
+    be->block_gather_fwd(S(NS_X), S(NS_K), S(NS_PE), &c->g, 0, c->g.NC);
+}
+static void ns_setup_gather_bwd(Ctx *c) {
+    tp_rand(&c->t[NS_X], 1.0, 0);
+    tp_rand(&c->t[NS_DK], 1.0, 0);
+    tp_rand(&c->t[NS_DPE], 1.0, 0);
+}
+static void ns_gather_bwd(Ctx *c, const Backend *be, int gpu) { be->block_gather_bwd(S(NS_DK), S(NS_DPE), S(NS_X), &c->g); }
+// compressed keys for the attention ops: the CPU's compression of k, shared
+static void ns_shared_kc(Ctx *c) {
+    CPU->compress_avg_fwd(c->t[NS_KC].c, c->t[NS_K].c, &c->g, 0, c->g.NC);
+    CPU->compress_avg_fwd(c->t[NS_VC].c, c->t[NS_V].c, &c->g, 0, c->g.NC);
+    tp_sync_from_cpu(&c->t[NS_KC]);
+    tp_sync_from_cpu(&c->t[NS_VC]);
+}
+// ---- compressed branch ----
+static void ns_poison_o_lse(Ctx *c) {
+    tp_poison(&c->t[NS_O]);
+    tp_poison(&c->t[NS_LSE]);
+}
+static void ns_cmp_fwd(Ctx *c, const Backend *be, int gpu) {
+    be->cmp_attn_fwd(S(NS_O), S(NS_LSE), S(NS_Q), S(NS_KC), S(NS_VC), &c->g, 0, c->g.T);
+}
+// reference lse / o of the cmp branch for selection and the backward (CPU values)
+static void ns_shared_cmp_o(Ctx *c) {
+    CPU->cmp_attn_fwd(c->t[NS_O].c, c->t[NS_LSE].c, c->t[NS_Q].c, c->t[NS_KC].c, c->t[NS_VC].c, &c->g, 0, c->g.T);
+    tp_sync_from_cpu(&c->t[NS_O]);
+    tp_sync_from_cpu(&c->t[NS_LSE]);
+}
+static void ns_setup_cmp_bwd(Ctx *c) {
+    tp_rand(&c->t[NS_DOUT], 1.0, 0);
+    tp_rand(&c->t[NS_DQ], 1.0, 0);
+    tp_rand(&c->t[NS_DKC], 1.0, 0);
+    tp_rand(&c->t[NS_DVC], 1.0, 0);
+}
+static void ns_cmp_bwd(Ctx *c, const Backend *be, int gpu) {
+    be->cmp_attn_bwd(S(NS_DQ), S(NS_DKC), S(NS_DVC), S(NS_DOUT), S(NS_Q), S(NS_KC), S(NS_VC), S(NS_O), S(NS_LSE), &c->g);
+}
+// ---- selection ----
+// the CPU's selection (outputs poisoned with INT32_MIN on both sides first)
+static void ns_cpu_select(Ctx *c) {
+    for (int64_t i = 0; i < c->ni; i++) c->ih[i] = INT32_MIN;
+    ctx_ints_upload(c);
+    CPU->select_blocks(c->ic, c->t[NS_Q].c, c->t[NS_KC].c, c->t[NS_LSE].c, &c->g, 0, c->g.T);
+}
+// CUDA-core (impl 0) and tensor-core (impl 1) selection against the CPU's: sel_idx must be
+// equal except rows with a near-tie (relative score gap <= 1e-4) at the decision boundary
+static double ns_select_err(Ctx *c, char *shape, size_t shn) {
+    const NsaGeom g = c->g;
+    const TP *q = &c->t[NS_Q], *Kc = &c->t[NS_KC], *lse = &c->t[NS_LSE];
+    const int32_t *sel_c = c->ic;
+    int32_t *sel_h = c->ih;
+    const int64_t NQ = q->n, NCK = (int64_t)g.B * g.NC * g.G * g.D, NL = lse->n;
+    GPU->select_blocks(c->ig, q->g, Kc->g, lse->g, &g, 0, g.T);
+    GPU->to_host(sel_h, c->ig, sizeof(int32_t) * (size_t)c->ni);
+    int64_t rows = (int64_t)g.B * g.T * g.G, mism = 0, ties = 0;
+    double *qh = malloc(sizeof(double) * (size_t)NQ), *kh = malloc(sizeof(double) * (size_t)(NCK > 0 ? NCK : 1));
+    double *lh = malloc(sizeof(double) * (size_t)NL), *score = malloc(sizeof(double) * (size_t)(g.NS + 1));
+    CPU->act_to_f64(qh, q->c, NQ);
+    if (NCK > 0) CPU->act_to_f64(kh, Kc->c, NCK);
+    CPU->act_to_f64(lh, lse->c, NL);
+    for (int64_t r = 0; r < rows; r++) {
+        if (!memcmp(sel_h + r * g.n, sel_c + r * g.n, sizeof(int32_t) * (size_t)g.n)) continue;
+        mism++;
+        // near-tie? the score of every block in the symmetric difference must be
+        // within 1e-4 (relative) of the score of some block in the other set
+        int b = (int)(r / ((int64_t)g.T * g.G)), t = (int)((r / g.G) % g.T), gr = (int)(r % g.G);
+        host_scores(score, qh, kh, lh, &g, b, t, gr);
+        int ok = 1;
+        for (int k = 0; k < g.n; k++) {
+            int jg = sel_h[r * g.n + k];
+            if (jg < 0 || jg > t / g.lsel) { if (jg != -1 || sel_c[r * g.n + k] != -1) ok = 0; continue; }
+            int found = 0;
+            for (int k2 = 0; k2 < g.n; k2++) found |= sel_c[r * g.n + k2] == jg;
+            if (found) continue;
+            int near = 0;
+            for (int k2 = 0; k2 < g.n; k2++) {
+                int jc = sel_c[r * g.n + k2];
+                if (jc >= 0 && fabs(score[jc] - score[jg]) <= 1e-4 * fabs(score[jc])) near = 1;
+            }
+            if (!near) ok = 0;
+        }
+        ties += ok;
+    }
+    free(qh); free(kh); free(lh); free(score);
+    char base[160];
+    snprintf(base, sizeof base, "%s", shape);
+    snprintf(shape, shn, "%s (%lld rows, %lld differ, %lld near-ties)", base, (long long)rows, (long long)mism,
+             (long long)ties);
+    return (double)(mism - ties);
+}
+// the attention ops use the CPU's selection on both sides
+static void ns_shared_sel(Ctx *c) { GPU->from_host(c->ig, c->ic, sizeof(int32_t) * (size_t)c->ni); }
+static void ns_sel_fwd(Ctx *c, const Backend *be, int gpu) {
+    be->sel_attn_fwd(S(NS_O), S(NS_LSE), S(NS_Q), S(NS_K), S(NS_V), SI, &c->g, 0, c->g.T);
+}
+// a backward's inputs: the CPU's forward outputs on both sides, random dO and gradients to add to
+static void ns_setup_bwd(Ctx *c) {
+    tp_sync_from_cpu(&c->t[NS_O]);
+    tp_sync_from_cpu(&c->t[NS_LSE]);
+    tp_rand(&c->t[NS_DOUT], 1.0, 0);
+    tp_rand(&c->t[NS_DQ], 1.0, 0);
+    tp_rand(&c->t[NS_DK], 1.0, 0);
+    tp_rand(&c->t[NS_DV], 1.0, 0);
+}
+static void ns_sel_bwd(Ctx *c, const Backend *be, int gpu) {
+    be->sel_attn_bwd(S(NS_DQ), S(NS_DK), S(NS_DV), S(NS_DOUT), S(NS_Q), S(NS_K), S(NS_V), S(NS_O), S(NS_LSE), SI, &c->g);
+}
+static void ns_win_fwd(Ctx *c, const Backend *be, int gpu) {
+    be->win_attn_fwd(S(NS_O), S(NS_LSE), S(NS_Q), S(NS_K), S(NS_V), &c->g, 0, c->g.T);
+}
+static void ns_win_bwd(Ctx *c, const Backend *be, int gpu) {
+    be->win_attn_bwd(S(NS_DQ), S(NS_DK), S(NS_DV), S(NS_DOUT), S(NS_Q), S(NS_K), S(NS_V), S(NS_O), S(NS_LSE), &c->g);
+}
+// ---- row-range forwards (sequential prefill's calls): rows [t0, t0+Tn) written, the rest
+// untouched; arg: the branch (0 cmp, 1 sel, 2 win) ----
+static void ns_rows(const Ctx *c, int *t0, int *Tn) {
+    *t0 = c->g.T / 3;
+    *Tn = c->g.T / 4 > 0 ? c->g.T / 4 : 1;
+}
+static void ns_rows_fwd(Ctx *c, const Backend *be, int gpu) {
+    int t0, Tn;
+    ns_rows(c, &t0, &Tn);
+    if (g_case->arg == 0) be->cmp_attn_fwd(S(NS_O), S(NS_LSE), S(NS_Q), S(NS_KC), S(NS_VC), &c->g, t0, Tn);
+    else if (g_case->arg == 1) be->sel_attn_fwd(S(NS_O), S(NS_LSE), S(NS_Q), S(NS_K), S(NS_V), SI, &c->g, t0, Tn);
+    else be->win_attn_fwd(S(NS_O), S(NS_LSE), S(NS_Q), S(NS_K), S(NS_V), &c->g, t0, Tn);
+}
+static double ns_rows_err(Ctx *c, char *shape, size_t shn) {
+    const NsaGeom g = c->g;
+    const TP *o = &c->t[NS_O];
+    int t0, Tn;
+    ns_rows(c, &t0, &Tn);
+    char base[160];
+    snprintf(base, sizeof base, "%s", shape);
+    snprintf(shape, shn, "%s rows[%d,%d)", base, t0, t0 + Tn);
+    double err = 0;
+    int untouched = 1;
+    double *a = malloc(sizeof(double) * (size_t)o->n);
+    GPU->act_to_f64(a, o->g, o->n);
+    for (int b = 0; b < g.B; b++) {
+        int64_t r0 = ((int64_t)b * g.T + t0) * g.H * g.D;
+        double e = tp_err_range(o, r0, (int64_t)Tn * g.H * g.D, NULL);
+        err = e > err ? e : err;
+        for (int t = 0; t < g.T; t++) {
+            if (t >= t0 && t < t0 + Tn) continue;
+            if (!isnan(a[((int64_t)b * g.T + t) * g.H * g.D])) untouched = 0;
+        }
+    }
+    free(a);
+    return untouched ? err : INFINITY;
+}
+static const OpCase NSA_CASES[] = {
+    {.setup = ns_rand_qkv},
+    {.filter = "compress", .only = ONLY_SIMPLE, .setup = ns_poison_kc, .run = ns_compress_fwd, .tol = TOL_PREC,
+     .out = {OUT_IF_NC(NS_KC, "compress_avg_fwd")}},
+    {.filter = "compress", .only = ONLY_SIMPLE, .setup = ns_setup_compress_bwd, .run = ns_compress_bwd,
+     .tol = TOL_PREC, .out = {OUT(NS_DK, "compress_avg_bwd")}},
+    {.filter = "compress", .only = ONLY_SIMPLE | ONLY_NC, .setup = ns_setup_gather, .run = ns_gather_fwd,
+     .tol = TOL_PREC, .out = {OUT(NS_X, "block_gather_fwd")}},
+    {.filter = "compress", .only = ONLY_SIMPLE | ONLY_NC, .setup = ns_setup_gather_bwd, .run = ns_gather_bwd,
+     .tol = TOL_PREC, .out = {OUT(NS_DK, "block_gather_bwd.dk"), OUT(NS_DPE, "block_gather_bwd.dpe")}},
+    {.setup = ns_shared_kc},
+    {.filter = "cmp_attn", .setup = ns_poison_o_lse, .run = ns_cmp_fwd, .tol = TOL_PREC,
+     .out = {OUT(NS_O, "cmp_attn_fwd.o"), OUT(NS_LSE, "cmp_attn_fwd.lse")}},
+    {.setup = ns_shared_cmp_o},
+    {.filter = "cmp_attn", .setup = ns_setup_cmp_bwd, .run = ns_cmp_bwd, .tol = TOL_PREC,
+     .out = {OUT(NS_DQ, "cmp_attn_bwd.dq"), OUT_IF_NC(NS_DKC, "cmp_attn_bwd.dKc"), OUT_IF_NC(NS_DVC, "cmp_attn_bwd.dVc")}},
+    {.setup = ns_cpu_select},
+    {.filter = "select", .only = ONLY_NOT_MMA1, .err = ns_select_err, .name = "select_blocks", .tol = 0},
+    {.setup = ns_shared_sel},
+    {.filter = "sel_attn", .setup = ns_poison_o_lse, .run = ns_sel_fwd, .tol = TOL_PREC,
+     .out = {OUT(NS_O, "sel_attn_fwd.o"), OUT(NS_LSE, "sel_attn_fwd.lse")}},
+    {.filter = "sel_attn", .setup = ns_setup_bwd, .run = ns_sel_bwd, .tol = TOL_PREC,
+     .out = {OUT(NS_DQ, "sel_attn_bwd.dq"), OUT(NS_DK, "sel_attn_bwd.dk"), OUT(NS_DV, "sel_attn_bwd.dv")}},
+    {.filter = "win_attn", .setup = ns_poison_o_lse, .run = ns_win_fwd, .tol = TOL_PREC,
+     .out = {OUT(NS_O, "win_attn_fwd.o"), OUT(NS_LSE, "win_attn_fwd.lse")}},
+    {.filter = "win_attn", .setup = ns_setup_bwd, .run = ns_win_bwd, .tol = TOL_PREC,
+     .out = {OUT(NS_DQ, "win_attn_bwd.dq"), OUT(NS_DK, "win_attn_bwd.dk"), OUT(NS_DV, "win_attn_bwd.dv")}},
+    {.filter = "rows", .setup = ns_poison_o_lse, .run = ns_rows_fwd, .err = ns_rows_err, .name = "cmp_attn_fwd(rows)",
+     .tol = TOL_PREC, .arg = 0},
+    {.filter = "rows", .setup = ns_poison_o_lse, .run = ns_rows_fwd, .err = ns_rows_err, .name = "sel_attn_fwd(rows)",
+     .tol = TOL_PREC, .arg = 1},
+    {.filter = "rows", .setup = ns_poison_o_lse, .run = ns_rows_fwd, .err = ns_rows_err, .name = "win_attn_fwd(rows)",
+     .tol = TOL_PREC, .arg = 2},
+};
+static const Group G_NSA = {{NULL, NULL}, nsa_open, CASES(NSA_CASES)};
+
+// ============================================================================================
+// the runs: each dense group with its parameters, in order, for every precision; then the
+// NSA group for every implementation and shape
+// ============================================================================================
+typedef struct {
+    const Group *group;
+    int p[6];
+    int big;   // left out with --small
+} Run;
+static const Run RUNS[] = {
+    {&G_MATMUL, {64, 96, 80, 80, 96, 1}, 0},
+    {&G_MATMUL, {33, 40, 17, 20, 45, 0}, 0},
+    {&G_MATMUL, {7, 3, 130, 130, 3, 1}, 0},
+    {&G_MATMUL, {512, 768, 768, 768, 768, 0}, 1},
+    {&G_MATMUL_BWD, {64, 96, 80, 0}, 0},
+    {&G_MATMUL_BWD, {300, 7, 33, 1}, 0},
+    {&G_MATMUL_BWD, {1024, 768, 256, 1}, 1},
+    {&G_WEIGHT_COPY, {0}, 0},
+    {&G_EMBEDDING, {200, 48, 17}, 0},
+    {&G_EMBEDDING, {64, 20, 1000}, 0},
+    {&G_RMSNORM, {37, 768}, 0},
+    {&G_RMSNORM, {5, 64}, 0},
+    {&G_ROPE, {2, 20, 3, 10, 3, 16}, 0},
+    {&G_ROPE, {1, 33, 0, 33, 2, 64}, 0},
+    {&G_ELEMENTWISE, {1000}, 0},
+    {&G_ELEMENTWISE, {1003}, 0},
+    {&G_XENT, {7, 300}, 0},
+    {&G_XENT, {64, 50304}, 1},
+    {&G_PARAM, {5000}, 0},
+    {&G_PARAM, {1 << 20}, 1},
+    {&G_GATE_COMBINE, {37, 12, 2, 64}, 0},
+    {&G_GATE_COMBINE, {9, 4, 4, 16}, 0},
+};
+static const Shape SHAPES[] = {
+    {2, 64, 4, 2, 16, 8, 4, 16, 4, 32},        // tiny-like, group of 2
+    {1, 100, 2, 2, 64, 32, 16, 64, 3, 40},     // group of 1, T not a multiple of l'
+    {1, 300, 12, 2, 64, 32, 16, 64, 16, 128},  // m7c heads (group of 6), n > available blocks
+    {1, 200, 32, 2, 128, 32, 16, 64, 4, 64},   // group of 16, D 128 (paper-style)
+    {2, 20, 4, 1, 16, 32, 16, 64, 4, 8},       // T < l: every compressed row empty
+    {1, 150, 6, 2, 64, 16, 8, 32, 5, 24},      // l' = 32, group of 3
+    {1, 50, 6, 3, 32, 16, 8, 32, 4, 16},       // D = 32: simple kernels only
+    {1, 90, 40, 1, 16, 8, 4, 16, 5, 20},       // group of 40 (> 16 heads per tile)
+    {2, 1024, 12, 2, 64, 32, 16, 64, 16, 512}, // m7c geometry at T = 1024
+};
+#define NSHAPES ((int)(sizeof SHAPES / sizeof SHAPES[0]))
+static int shape_is_big(int si) { return si == 2 || si == 3 || si == 7 || si == NSHAPES - 1; }
 
 int main(int argc, char **argv) {
     const char *only_prec = NULL;
@@ -714,18 +1001,6 @@ int main(int argc, char **argv) {
         return 77;
     }
     CPU = backend_get("cpu", NULL, NULL);
-    static const Shape shapes[] = {
-        {2, 64, 4, 2, 16, 8, 4, 16, 4, 32},        // tiny-like, group of 2
-        {1, 100, 2, 2, 64, 32, 16, 64, 3, 40},     // group of 1, T not a multiple of l'
-        {1, 300, 12, 2, 64, 32, 16, 64, 16, 128},  // m7c heads (group of 6), n > available blocks
-        {1, 200, 32, 2, 128, 32, 16, 64, 4, 64},   // group of 16, D 128 (paper-style)
-        {2, 20, 4, 1, 16, 32, 16, 64, 4, 8},       // T < l: every compressed row empty
-        {1, 150, 6, 2, 64, 16, 8, 32, 5, 24},      // l' = 32, group of 3
-        {1, 50, 6, 3, 32, 16, 8, 32, 4, 16},       // D = 32: simple kernels only
-        {1, 90, 40, 1, 16, 8, 4, 16, 5, 20},       // group of 40 (> 16 heads per tile)
-        {2, 1024, 12, 2, 64, 32, 16, 64, 16, 512}, // m7c geometry at T = 1024
-    };
-    const int nshapes = (int)(sizeof shapes / sizeof shapes[0]);
     const char *precs[3] = {"fp32", "bf16", "fp16"};
     const double tols[3] = {1e-5, 2e-2, 5e-3};
     printf("%-28s %-44s %-12s %10s %8s  %s\n", "op", "shape", "dtype", "err", "tol", "result");
@@ -741,28 +1016,8 @@ int main(int argc, char **argv) {
         snprintf(dn, sizeof dn, "%s", precs[p]);
         g_dtname = dn;
         nsa_cuda_set_attn_impl(1);
-        test_matmul(64, 96, 80, 80, 96, 1);
-        test_matmul(33, 40, 17, 20, 45, 0);
-        test_matmul(7, 3, 130, 130, 3, 1);
-        if (!g_small) test_matmul(512, 768, 768, 768, 768, 0);
-        test_matmul_bwd(64, 96, 80, 0);
-        test_matmul_bwd(300, 7, 33, 1);
-        if (!g_small) test_matmul_bwd(1024, 768, 256, 1);
-        test_weight_copy();
-        test_embedding(200, 48, 17);
-        test_embedding(64, 20, 1000);
-        test_rmsnorm(37, 768);
-        test_rmsnorm(5, 64);
-        test_rope(2, 20, 3, 10, 3, 16);
-        test_rope(1, 33, 0, 33, 2, 64);
-        test_elementwise(1000);
-        test_elementwise(1003);
-        test_xent(7, 300);
-        if (!g_small) test_xent(64, 50304);
-        test_param_ops(5000);
-        if (!g_small) test_param_ops(1 << 20);
-        test_gate_combine(37, 12, 2, 64);
-        test_gate_combine(9, 4, 4, 16);
+        for (size_t r = 0; r < sizeof RUNS / sizeof RUNS[0]; r++)
+            if (!(g_small && RUNS[r].big)) run_group(RUNS[r].group, RUNS[r].p, 0);
         // impl 0: simple kernels; 1: tensor cores (selection tiles of 2 positions where
         // heads per group <= 8); 2: tensor cores, one position per selection tile
         for (int impl = 0; impl < 3; impl++) {
@@ -770,11 +1025,11 @@ int main(int argc, char **argv) {
             nsa_cuda_set_attn_impl(impl >= 1 ? 0 : 1);
             nsa_cuda_set_sel_pack(impl != 2);
             snprintf(dn, sizeof dn, "%s/%s", precs[p], impl == 0 ? "simple" : impl == 1 ? "mma" : "mma1");
-            for (int si = 0; si < nshapes; si++) {
-                if (g_small && (si == 2 || si == 3 || si == 7 || si == nshapes - 1)) continue;
-                if (impl >= 1 && shapes[si].D == 32) continue;   // not a tensor-core shape
-                if (impl == 2 && shapes[si].H / shapes[si].G > 8) continue;   // no packing there anyway
-                test_nsa(&shapes[si], impl);
+            for (int si = 0; si < NSHAPES; si++) {
+                if (g_small && shape_is_big(si)) continue;
+                if (impl >= 1 && SHAPES[si].D == 32) continue;   // not a tensor-core shape
+                if (impl == 2 && SHAPES[si].H / SHAPES[si].G > 8) continue;   // no packing there anyway
+                run_group(&G_NSA, (const int *)&SHAPES[si], impl);
             }
         }
         nsa_cuda_set_attn_impl(0);
