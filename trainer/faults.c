@@ -2,9 +2,11 @@
 // docs/diagnostics.md "Faults").
 //
 // A fault is a row of FAULTS: its name, its argument syntax, the parser that
-// switches it on, what it breaks, which harness family is meant to catch it and
-// when it has no effect. The hooks below are called from model.c / train.c only
-// when a Faults object is attached, so a run without --fault never enters here.
+// switches it on, the hook points it acts at, whether it may be given more than
+// once, what it breaks, which harness family is meant to catch it and when it has
+// no effect. Adding one: its state (faults.h), its row and parser here, its effect
+// in the hooks its row names. The hooks below are called from model.c / train.c
+// only when a Faults object is attached, so a run without --fault never enters here.
 #define _POSIX_C_SOURCE 200809L   // pause
 #include <errno.h>
 #include <inttypes.h>
@@ -13,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/nsa_names.h"
 #include "trainer/faults.h"
 #include "trainer/flightrec.h"
 
@@ -131,38 +134,42 @@ static int p_clobber_activation(Faults *f, const char *arg, char *err, size_t er
     return parse_layer(arg, "clobber_activation=LAYER", &f->clobber_layer, err, errlen);
 }
 
+enum { ONCE = 1, REPEATABLE = 0 };
+
 typedef struct {
     const char *name;
     const char *syntax;
     FaultParse parse;
+    unsigned hooks;          // FAULT_AT_*: where it acts
+    int once;                // ONCE: given twice is a usage error; REPEATABLE: each adds one
     const char *breaks;      // what it breaks
     const char *family;      // the harness family meant to catch it
     const char *no_effect;   // when it does nothing
 } FaultSpec;
 
 static const FaultSpec FAULTS[] = {
-    {"gate_zero_init", "gate_zero_init", p_gate_zero_init,
+    {"gate_zero_init", "gate_zero_init", p_gate_zero_init, FAULT_AT_INIT_WEIGHTS, ONCE,
      "every layer's gate.fc2 weight and bias start at exactly 0, so at step 1 every gate output is exactly "
      "1/3 (softmax) or 0.5 (sigmoid): the branches are mixed uniformly whatever the token",
      "gate-init checks (--gate-stats at step 1: fc2 std vs Xavier gain 0.1, outputs not uniform)",
      "force_branch set (the gate is bypassed); --resume (the checkpoint's weights replace the init)"},
-    {"hang", "hang=RANK:STEP:PHASE", p_hang,
+    {"hang", "hang=RANK:STEP:PHASE", p_hang, FAULT_AT_PHASE, ONCE,
      "rank RANK, on entering PHASE (data|forward|backward|optimizer|comm) of step STEP, records the phase in "
      "the flight recorder, then sleeps forever in fault_hang(): the heartbeat stops (comm: the data-parallel "
      "wait for the step's collectives at the end of backward, after this rank launched its buckets)",
      "watchdog -> HANG verdict (flight recorder phase/heartbeat, SIGUSR1 stack dump naming fault_hang)",
      "RANK is not this process's rank; STEP beyond the run; PHASE comm without data parallel "
      "(--transport none)"},
-    {"crash", "crash=RANK:STEP", p_crash,
+    {"crash", "crash=RANK:STEP", p_crash, FAULT_AT_PHASE, ONCE,
      "rank RANK dies by SIGSEGV (a NULL write in fault_crash()) at the start of step STEP's forward",
      "CRASH verdict (exit by signal 11, crash stack dump naming fault_crash)",
      "RANK is not this process's --rank; STEP beyond the run"},
-    {"drop_grad", "drop_grad=PARAM", p_drop_grad,
+    {"drop_grad", "drop_grad=PARAM", p_drop_grad, FAULT_AT_GRAD, REPEATABLE,
      "PARAM's gradient is never produced: its grad_ready notification is suppressed and its gradient stays "
      "exactly zero (so it is never updated; a data-parallel bucket holding it would never launch)",
      "DDP one-step gradient-arrival trace (--trace-grads: missing != expected_missing)",
      "never (an unknown PARAM is a usage error); repeatable, one parameter each"},
-    {"divergent_unused", "divergent_unused=RANK[:PARAM]", p_divergent_unused,
+    {"divergent_unused", "divergent_unused=RANK[:PARAM]", p_divergent_unused, FAULT_AT_GRAD, ONCE,
      "on rank RANK only, PARAM is unused in backward: drop_grad's mechanism on that rank alone (no grad_ready, "
      "gradient stays 0). PARAM defaults to blocks.<n_layers/2>.attn.gate.fc2.weight (with force_branch, whose "
      "gate is bypassed: blocks.<n_layers/2>.attn.o_proj.weight)",
@@ -170,27 +177,27 @@ static const FaultSpec FAULTS[] = {
      "([DDP] line, buckets.jsonl); find_unused -> PASS; static_graph -> exit 1 naming rank and parameter",
      "RANK is not a rank of the run (e.g. without data parallel and --rank != RANK); an unknown PARAM is a "
      "usage error"},
-    {"nan_at_seqlen", "nan_at_seqlen=K", p_nan_at_seqlen,
+    {"nan_at_seqlen", "nan_at_seqlen=K", p_nan_at_seqlen, FAULT_AT_BRANCH_FWD, ONCE,
      "when train.seq_len T is a multiple of K, layer 0's selection-branch output becomes NaN at position "
      "T-1 of sequence 0 (stand-in for non-finite selection scores): anomaly exit 3 naming "
      "blocks.0.attn.sel.o, op sel_attn_fwd, t = T-1",
      "sequence-length NaN sweep (exit 3 + anomaly.json at lengths that are multiples of K only)",
      "T not a multiple of K. With force_branch = cmp or win the forced branch's output is poisoned instead "
      "(blocks.0.attn.cmp.o / cmp_attn_fwd, blocks.0.attn.win.o / win_attn_fwd)"},
-    {"prefill_state_leak", "prefill_state_leak", p_prefill_state_leak,
+    {"prefill_state_leak", "prefill_state_leak", p_prefill_state_leak, FAULT_AT_BEGIN_STEP | FAULT_AT_PREFILL_CMP, ONCE,
      "sequential prefill: from the second step this process runs, the compressed K/V caches are not reset "
      "between steps (blocks that exist from the previous step are not recomputed: stale keys and values), "
      "and every such step leaks one more allocation of the caches' size (memory grows per step)",
      "step-5 prefill (sequential vs batched loss parity from step 2, no per-step memory growth)",
      "train.prefill = batched"},
-    {"gc_recompute_mismatch", "gc_recompute_mismatch=LAYER", p_gc_recompute_mismatch,
+    {"gc_recompute_mismatch", "gc_recompute_mismatch=LAYER", p_gc_recompute_mismatch, FAULT_AT_RECOMPUTE, ONCE,
      "when LAYER is checkpointed, its recomputation in backward runs on its input perturbed by a relative "
      "+-1e-3 (+-2^-6 with 16-bit activations, so that it survives rounding; alternating sign per element), so "
      "the recomputed activations differ from the forward's: "
      "gradients change but stay finite",
      "GC bisection (gradients with checkpointing vs without; bisects down to LAYER)",
      "LAYER not in train.checkpoint_layers"},
-    {"clobber_activation", "clobber_activation=LAYER", p_clobber_activation,
+    {"clobber_activation", "clobber_activation=LAYER", p_clobber_activation, FAULT_AT_FORWARD_END, ONCE,
      "after the forward and before its backward, LAYER's saved SwiGLU hidden (ffh) is overwritten with its "
      "gate pre-activation (ffa): finite but wrong gradients (blocks.LAYER.mlp.down_proj at once, the rest "
      "through the updated weights)",
@@ -198,6 +205,7 @@ static const FaultSpec FAULTS[] = {
      "LAYER in train.checkpoint_layers (its backward recomputes the activation)"},
 };
 #define N_FAULTS ((int)(sizeof FAULTS / sizeof FAULTS[0]))
+_Static_assert(N_FAULTS <= 32, "Faults.given has a bit per fault");
 
 void faults_init(Faults *f) {
     memset(f, 0, sizeof *f);
@@ -209,10 +217,10 @@ int faults_parse(Faults *f, const char *spec, char *err, size_t errlen) {
     const char *eq = strchr(spec, '=');
     size_t nlen = eq ? (size_t)(eq - spec) : strlen(spec);
     const char *arg = eq ? eq + 1 : NULL;
-    const FaultSpec *fs = NULL;
+    int k = -1;
     for (int i = 0; i < N_FAULTS; i++)
-        if (strlen(FAULTS[i].name) == nlen && !strncmp(FAULTS[i].name, spec, nlen)) fs = &FAULTS[i];
-    if (!fs) {
+        if (strlen(FAULTS[i].name) == nlen && !strncmp(FAULTS[i].name, spec, nlen)) k = i;
+    if (k < 0) {
         char known[512] = "";
         for (int i = 0; i < N_FAULTS; i++) {
             strncat(known, i ? ", " : "", sizeof known - strlen(known) - 1);
@@ -221,19 +229,18 @@ int faults_parse(Faults *f, const char *spec, char *err, size_t errlen) {
         snprintf(err, errlen, "--fault %s: unknown fault (known: %s; see --list-faults)", spec, known);
         return -1;
     }
-    // every fault but drop_grad at most once
-    int already = (fs->parse == p_gate_zero_init && f->gate_zero_init) || (fs->parse == p_hang && f->hang) ||
-                  (fs->parse == p_crash && f->crash) || (fs->parse == p_nan_at_seqlen && f->nan_seqlen) ||
-                  (fs->parse == p_prefill_state_leak && f->prefill_leak) ||
-                  (fs->parse == p_gc_recompute_mismatch && f->gc_mismatch_layer >= 0) ||
-                  (fs->parse == p_clobber_activation && f->clobber_layer >= 0) ||
-                  (fs->parse == p_divergent_unused && f->divergent);
-    if (already) { snprintf(err, errlen, "--fault %s: fault %s given twice", spec, fs->name); return -1; }
+    const FaultSpec *fs = &FAULTS[k];
+    if (fs->once && (f->given & (1u << k))) {
+        snprintf(err, errlen, "--fault %s: fault %s given twice", spec, fs->name);
+        return -1;
+    }
     char why[256];
     if (fs->parse(f, arg, why, sizeof why)) {
         snprintf(err, errlen, "--fault %s: %s (syntax: %s)", spec, why, fs->syntax);
         return -1;
     }
+    f->given |= 1u << k;
+    f->hooks |= fs->hooks;
     f->n_active++;
     size_t used = strlen(f->desc);
     snprintf(f->desc + used, sizeof f->desc - used, "%s%s", used ? " " : "", spec);
@@ -276,7 +283,7 @@ int faults_bind(Faults *f, Model *m, int rank, char *err, size_t errlen) {
         char def[80];
         const char *name = f->divergent_name;
         if (!name[0]) {
-            int L = m->L / 2, id = m->lid[L][m->cfg.force_branch < 0 ? LP_GATE_FC2_W : LP_WO];
+            int L = m->L / 2, id = m->lid[L][nsa_gated(m->cfg.force_branch) ? LP_GATE_FC2_W : LP_WO];
             snprintf(def, sizeof def, "%s", m->params[id].name);
             name = def;
         }
@@ -327,7 +334,7 @@ void faults_unbind(Faults *f, Model *m) {
 // ---- training-loop hooks ---------------------------------------------------------------
 
 void faults_after_init_weights(Faults *f, Model *m) {
-    if (!f->gate_zero_init) return;
+    if (!(f->hooks & FAULT_AT_INIT_WEIGHTS) || !f->gate_zero_init) return;
     for (int L = 0; L < m->L; L++)
         for (int s = LP_GATE_FC2_W; s <= LP_GATE_FC2_B; s++) {
             int id = m->lid[L][s];
@@ -338,7 +345,7 @@ void faults_after_init_weights(Faults *f, Model *m) {
 
 void faults_begin_step(Faults *f, Model *m, int64_t step) {
     f->step = step;
-    if (f->prefill_leak && m->cfg.prefill == NSA_PREFILL_SEQUENTIAL) {
+    if ((f->hooks & FAULT_AT_BEGIN_STEP) && f->prefill_leak && m->cfg.prefill == NSA_PREFILL_SEQUENTIAL) {
         // "from step 2": from the second step this process runs (a resumed run has
         // no caches from before it started)
         f->stale_cmp = f->steps_begun >= 1;
@@ -364,6 +371,7 @@ static volatile int *volatile fault_null_ptr;
 void fault_crash(void) { *fault_null_ptr = 0x5e6f; }
 
 void faults_on_phase(const Faults *f, int phase, int64_t step) {
+    if (!(f->hooks & FAULT_AT_PHASE)) return;
     if (f->crash && phase == FR_PHASE_FORWARD && step == f->crash_step && f->rank == f->crash_rank) {
         fprintf(stderr, "nsa-train: [FAULT] crash: rank %d step %" PRId64 ": SIGSEGV now\n", f->rank, step);
         fflush(stderr);
@@ -379,18 +387,20 @@ void faults_on_phase(const Faults *f, int phase, int64_t step) {
 
 // ---- model hooks ----------------------------------------------------------------------
 
-int faults_grad_dropped(const Faults *f, int id) { return f->drop && id >= 0 && id < f->n_params && f->drop[id]; }
+int faults_grad_dropped(const Faults *f, int id) {
+    return (f->hooks & FAULT_AT_GRAD) && f->drop && id >= 0 && id < f->n_params && f->drop[id];
+}
 
 void faults_after_backward(Model *m) {
     const Faults *f = m->faults;
-    if (!f->drop) return;
+    if (!(f->hooks & FAULT_AT_GRAD) || !f->drop) return;
     for (int i = 0; i < m->n_params; i++)
         if (f->drop[i]) m->be->zero(model_grad_ptr(m, i), (size_t)m->params[i].numel * m->be->param_bytes);
 }
 
 void faults_after_branch_fwd(Model *m, int L, int b, void *o, int t0, int Tn) {
     const Faults *f = m->faults;
-    if (f->nan_seqlen <= 0 || L != 0 || m->T % f->nan_seqlen) return;
+    if (!(f->hooks & FAULT_AT_BRANCH_FWD) || f->nan_seqlen <= 0 || L != 0 || m->T % f->nan_seqlen) return;
     int target = m->used[NSA_BR_SEL] ? NSA_BR_SEL : m->cfg.force_branch;
     int t = m->T - 1;   // last position of sequence 0 = row T-1
     if (b != target || t < t0 || t >= t0 + Tn) return;
@@ -404,12 +414,14 @@ void faults_after_branch_fwd(Model *m, int L, int b, void *o, int t0, int Tn) {
 int faults_keep_stale_cmp(Model *m, int L, int t0, int Tn) {
     // only the decode algorithm's per-token calls; the anomaly replay and the
     // recompute of checkpointed layers run batched and compute every block
-    return m->faults->stale_cmp && m->cfg.prefill == NSA_PREFILL_SEQUENTIAL && !m->check_finite && Tn < m->T;
+    const Faults *f = m->faults;
+    return (f->hooks & FAULT_AT_PREFILL_CMP) && f->stale_cmp && m->cfg.prefill == NSA_PREFILL_SEQUENTIAL &&
+           !m->check_finite && Tn < m->T;
 }
 
 void faults_before_recompute(Model *m, int L) {
     Faults *f = m->faults;
-    if (L != f->gc_mismatch_layer) return;
+    if (!(f->hooks & FAULT_AT_RECOMPUTE) || L != f->gc_mismatch_layer) return;
     const Backend *be = m->be;
     const int64_t n = (int64_t)m->B * m->T * m->C;
     const size_t bytes = (size_t)n * be->act_bytes;
@@ -428,7 +440,7 @@ void faults_before_recompute(Model *m, int L) {
 
 void faults_after_recompute(Model *m, int L) {
     Faults *f = m->faults;
-    if (L != f->gc_mismatch_layer || !f->gc_saved) return;
+    if (!(f->hooks & FAULT_AT_RECOMPUTE) || L != f->gc_mismatch_layer || !f->gc_saved) return;
     m->be->copy(m->res[L], f->gc_saved, (size_t)m->B * m->T * m->C * m->be->act_bytes);
     m->be->free(f->gc_saved);
     f->gc_saved = NULL;
@@ -436,7 +448,7 @@ void faults_after_recompute(Model *m, int L) {
 
 void faults_after_forward(Model *m) {
     const Faults *f = m->faults;
-    if (f->clobber_layer < 0 || f->clobber_layer >= m->L) return;
+    if (!(f->hooks & FAULT_AT_FORWARD_END) || f->clobber_layer < 0 || f->clobber_layer >= m->L) return;
     // A checkpointed layer's acts are rewritten by its recompute in backward:
     // clobbering them here is healed, which is the point (see the fault table).
     LayerActs *a = &m->acts[f->clobber_layer];

@@ -18,9 +18,26 @@
 
 #define FAULT_MAX_DROP 16
 
+// The hook points a fault acts at (a row of the fault table, faults.c, names its own).
+// A hook returns at once when no active fault acts there.
+enum {
+    FAULT_AT_INIT_WEIGHTS = 1 << 0,   // faults_after_init_weights (train.c)
+    FAULT_AT_BEGIN_STEP = 1 << 1,     // faults_begin_step (train.c)
+    FAULT_AT_PHASE = 1 << 2,          // faults_on_phase (train.c, ddp.c)
+    FAULT_AT_GRAD = 1 << 3,           // faults_grad_dropped, faults_after_backward (model.c)
+    FAULT_AT_BRANCH_FWD = 1 << 4,     // faults_after_branch_fwd (model.c)
+    FAULT_AT_PREFILL_CMP = 1 << 5,    // faults_keep_stale_cmp (model.c)
+    FAULT_AT_RECOMPUTE = 1 << 6,      // faults_before_recompute, faults_after_recompute (model.c)
+    FAULT_AT_FORWARD_END = 1 << 7,    // faults_after_forward (model.c)
+};
+
+// Adding a fault: its state below, its row (and argument parser) in faults.c's table,
+// its effect in the hook(s) the row names.
 typedef struct Faults {
     int n_active;              // faults asked for (0: none)
     char desc[512];            // the --fault values as given, space-separated
+    uint32_t given;            // bit i: the table's fault i was given (a "once" fault is refused twice)
+    unsigned hooks;            // FAULT_AT_*: the hook points of the faults given
     // gate_zero_init
     int gate_zero_init;
     // hang=RANK:STEP:PHASE (phase: FR_PHASE_DATA/FORWARD/BACKWARD/OPTIMIZER/COMM)

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "trainer/rendezvous.h"
+#include "common/exit_codes.h"
 
 // ---- small helpers -------------------------------------------------------------------------
 
@@ -444,226 +445,269 @@ static void root_fail(Rdzv *z, Conn *pend, int n_pend, Conn *offender, int code,
     (void)z;
 }
 
-static Rdzv *join_root(Rdzv *z, const RdzvConfig *cf, double t0, double timeout_s, int *rc, char *err, size_t errlen) {
-    const double deadline = t0 + timeout_s;
-    const int W = cf->world;
-    int lfd = listen_any(cf->port);
-    if (lfd < 0) {
-        int e = errno;
-        *rc = 1;
-        if (e == EADDRINUSE)
-            seterr(err, errlen, "rank 0: rendezvous at %s: cannot listen on port %d (every address of this host): %s: "
-                   "another process holds the port (another job, or a previous run still exiting): choose another "
-                   "MASTER_PORT (or NSA_RDZV_PORT)", z->where, cf->port, strerror(e));
-        else
-            seterr(err, errlen, "rank 0: rendezvous at %s: cannot listen on port %d: %s", z->where, cf->port, strerror(e));
-        rdzv_free(z);
-        return NULL;
+// ---- rank 0: listen, gather every rank's HELLO, send the world's description ------------------------
+
+// rank 0's gathering of the world, as its stages pass it on.
+typedef struct {
+    Rdzv *z;
+    const RdzvConfig *cf;
+    int W;
+    double deadline, timeout_s;
+    int lfd;                  // the listening socket
+    Conn *pend;               // [cap] pending connections: accepted, HELLO not yet (or accepted and registered)
+    int n, cap;
+    struct pollfd *pf;        // [cap + 1]
+    int *by_rank;             // [W] index into pend, -1
+    int registered;
+    char notes[1024];         // rejected or lost connections, for the timeout message
+    size_t nl;
+    char msg[1536];           // why the rendezvous failed
+    int fail_code, fail_timeout;
+    Conn *offender;           // the connection that made it fail (REJECTed), or NULL
+} Gather;
+
+// A rejected or lost connection, for the timeout message ("; "-separated, cut at the end).
+static void gather_note(Gather *G, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void gather_note(Gather *G, const char *fmt, ...) {
+    const size_t cap = sizeof G->notes;
+    if (G->nl < cap - 2) G->nl += (size_t)snprintf(G->notes + G->nl, cap - G->nl, "%s", G->nl ? "; " : "");
+    if (G->nl < cap - 2) {
+        va_list ap;
+        va_start(ap, fmt);
+        G->nl += (size_t)vsnprintf(G->notes + G->nl, cap - G->nl, fmt, ap);
+        va_end(ap);
     }
-    // pending connections: accepted, HELLO not yet (or accepted and registered)
-    int cap = W + 8, n = 0;
-    Conn *pend = must(calloc((size_t)cap, sizeof *pend));
-    int *by_rank = must(malloc(sizeof(int) * (size_t)W));   // index into pend, -1
-    for (int r = 0; r < W; r++) by_rank[r] = -1;
-    int registered = 0;
-    char notes[1024] = "";   // rejected or lost connections, for the timeout message
-    size_t nl = 0;
-#define NOTE(...)                                                                               \
-    do {                                                                                        \
-        if (nl < sizeof notes - 2) nl += (size_t)snprintf(notes + nl, sizeof notes - nl, "%s", nl ? "; " : ""); \
-        if (nl < sizeof notes - 2) nl += (size_t)snprintf(notes + nl, sizeof notes - nl, __VA_ARGS__);          \
-        if (nl > sizeof notes - 1) nl = sizeof notes - 1;                                        \
-    } while (0)
-    char msg[1536];
-    int fail_code = 0, fail_timeout = 0;
-    Conn *offender = NULL;
-    struct pollfd *pf = must(malloc(sizeof *pf * (size_t)(cap + 1)));
-    while (registered < W - 1 && !fail_code) {
+    if (G->nl > cap - 1) G->nl = cap - 1;
+}
+
+// The rendezvous fails: code (an NSA_EXIT_*), the message, the connection to REJECT.
+static void gather_fail(Gather *G, int code, Conn *offender) {
+    G->fail_code = code;
+    G->offender = offender;
+}
+
+// The deadline passed: the missing ranks and the notes.
+static void gather_timed_out(Gather *G) {
+    const int W = G->W;
+    int *miss = must(malloc(sizeof(int) * (size_t)W)), nm = 0;
+    for (int r = 1; r < W; r++)
+        if (G->by_rank[r] < 0) miss[nm++] = r;
+    char list[512];
+    rdzv_rank_list(miss, nm, list, sizeof list);
+    snprintf(G->msg, sizeof G->msg, "%d of %d ranks never arrived within %g s (missing: %s)%s", nm, W, G->timeout_s,
+             list, G->nl ? "; " : "");
+    size_t k = strlen(G->msg), nn = strlen(G->notes);   // the notes, cut at the end of the message
+    if (nn > sizeof G->msg - 1 - k) nn = sizeof G->msg - 1 - k;
+    memcpy(G->msg + k, G->notes, nn);
+    G->msg[k + nn] = '\0';
+    free(miss);
+    gather_fail(G, NSA_EXIT_COMM_TIMEOUT, NULL);
+    G->fail_timeout = 1;
+}
+
+// Every connection waiting to be accepted.
+static void gather_accept(Gather *G) {
+    for (;;) {
+        struct sockaddr_storage sa;
+        socklen_t sl = sizeof sa;
+        int fd = accept(G->lfd, (struct sockaddr *)&sa, &sl);
+        if (fd < 0) break;
+        fcntl(fd, F_SETFD, FD_CLOEXEC);
+        set_sock_opts(fd);
+        if (G->n == G->cap) {
+            G->cap *= 2;
+            G->pend = must(realloc(G->pend, sizeof *G->pend * (size_t)G->cap));
+            G->pf = must(realloc(G->pf, sizeof *G->pf * (size_t)(G->cap + 1)));
+        }
+        conn_init(&G->pend[G->n], fd);
+        sa_text((struct sockaddr *)&sa, G->pend[G->n].addr, sizeof G->pend[G->n].addr);
+        G->n++;
+    }
+}
+
+// A well-formed HELLO from pending connection i: rejected (another job's token: the
+// connection is closed, the rendezvous goes on), the rendezvous failed (another world
+// size, command, or a rank taken or out of range), or the rank registered.
+static void gather_hello(Gather *G, int i, const Hello *h) {
+    const RdzvConfig *cf = G->cf;
+    const int W = G->W;
+    Conn *c = &G->pend[i];
+    if (strcmp(h->token, cf->token)) {
+        char m[1024];
+        snprintf(m, sizeof m, "rank %d (from %s, host %s) has job token '%s', rank 0 has '%s': a process of "
+                 "another job (or a different NSA_RDZV_TOKEN) reached this rendezvous; rejected", h->rank,
+                 c->addr, h->host, h->token, cf->token);
+        fprintf(stderr, "nsa-train: rank 0: rendezvous at %s: %s\n", G->z->where, m);
+        gather_note(G, "rejected rank %d from %s (job token '%s', this job's '%s')", h->rank, c->addr, h->token, cf->token);
+        queue_abort(c, RDZV_REJECT, NSA_EXIT_USAGE, 0, m);
+        Conn *one = c;
+        flush_all_until(&one, 1, mono_s() + 1.0);
+        conn_close(c);
+        return;
+    }
+    if (h->world != W) {
+        snprintf(G->msg, sizeof G->msg, "rank %d (from %s, host %s) has WORLD_SIZE %d, rank 0 has %d: every rank "
+                 "must be started with the same world size", h->rank, c->addr, h->host, h->world, W);
+        gather_fail(G, NSA_EXIT_USAGE, c);
+        return;
+    }
+    if (h->transport != cf->transport || h->mode != cf->mode) {
+        snprintf(G->msg, sizeof G->msg, "rank %d (from %s, host %s) runs %s with --transport %s, rank 0 %s with "
+                 "--transport %s: every rank must run the same command", h->rank, c->addr, h->host,
+                 mode_text(h->mode), transport_text(h->transport), mode_text(cf->mode),
+                 transport_text(cf->transport));
+        gather_fail(G, NSA_EXIT_USAGE, c);
+        return;
+    }
+    if (h->rank <= 0 || h->rank >= W || G->by_rank[h->rank] >= 0) {
+        const Conn *o = h->rank > 0 && h->rank < W ? &G->pend[G->by_rank[h->rank]] : NULL;
+        if (h->rank == 0)
+            snprintf(G->msg, sizeof G->msg, "two processes claim rank 0: this one (host %s) and one from %s "
+                     "(host %s, pid %u): every process needs its own RANK", cf->host, c->addr, h->host, h->pid);
+        else if (o)
+            snprintf(G->msg, sizeof G->msg, "rank %d arrived twice: from %s (host %s, pid %u) and from %s (host %s, "
+                     "pid %u): every process needs its own RANK", h->rank, o->addr, o->host, o->pid, c->addr,
+                     h->host, h->pid);
+        else
+            snprintf(G->msg, sizeof G->msg, "a process from %s (host %s) claims rank %d of a world of %d", c->addr,
+                     h->host, h->rank, W);
+        gather_fail(G, NSA_EXIT_USAGE, c);
+        return;
+    }
+    c->rank = h->rank;
+    c->local_rank = h->local_rank;
+    c->local_size = h->local_size;
+    c->pid = h->pid;
+    snprintf(c->host, sizeof c->host, "%s", h->host);
+    G->by_rank[h->rank] = i;
+    G->registered++;
+}
+
+// What pending connection i sent or did: its HELLO (or something else: ignored), another
+// protocol version (the rendezvous fails), or it went away (a registered rank is
+// unregistered: it may come back).
+static void gather_read(Gather *G, int i) {
+    Conn *c = &G->pend[i];
+    const char *where = G->z->where;
+    if (c->fd < 0) return;
+    int rr = conn_read(c);
+    int type = 0, fr;
+    uint32_t seq = 0, len = 0;
+    const unsigned char *pl = NULL;
+    fr = c->rank < 0 ? frame_peek(c, &type, &seq, &pl, &len) : 0;
+    if (fr == -1) {
+        char first[16] = "";
+        for (size_t k = 0; k < c->in.len && k < 4; k++)
+            first[k] = c->in.p[k] >= 32 && c->in.p[k] < 127 ? (char)c->in.p[k] : '.';
+        fprintf(stderr, "nsa-train: rank 0: rendezvous at %s: ignored a connection from %s that is not an "
+                "nsa-train rendezvous (first bytes '%s')\n", where, c->addr, first);
+        conn_close(c);
+        return;
+    }
+    if (fr == -2) {
+        snprintf(G->msg, sizeof G->msg, "a process at %s speaks rendezvous protocol version %u, rank 0 version %d: "
+                 "every rank must run the same nsa-train", c->addr, (unsigned)seq, RDZV_VERSION);
+        gather_fail(G, NSA_EXIT_USAGE, c);
+        return;
+    }
+    if (fr == 1) {
+        Hello h;
+        if (type != RDZV_HELLO || parse_hello(pl, len, &h)) {
+            fprintf(stderr, "nsa-train: rank 0: rendezvous at %s: ignored a connection from %s: its first frame "
+                    "is not a well-formed HELLO (type %d, %u bytes)\n", where, c->addr, type, (unsigned)len);
+            conn_close(c);
+            return;
+        }
+        frame_drop(c, len);
+        gather_hello(G, i, &h);
+        return;
+    }
+    if (rr != 0 && fr == 0) {   // closed (or failed) before or after its HELLO
+        if (c->rank >= 0) {
+            gather_note(G, "rank %d (from %s) connected and went away", c->rank, c->addr);
+            fprintf(stderr, "nsa-train: rank 0: rendezvous at %s: rank %d (from %s) closed its connection before "
+                    "the world was complete; waiting for it to come back\n", where, c->rank, c->addr);
+            G->by_rank[c->rank] = -1;
+            G->registered--;
+        }
+        conn_close(c);
+    }
+}
+
+// Poll, accept and read until every rank registered, the deadline passed or the
+// rendezvous failed (G->fail_code).
+static void gather_world(Gather *G) {
+    while (G->registered < G->W - 1 && !G->fail_code) {
         double now = mono_s();
-        if (now >= deadline) {
-            int *miss = must(malloc(sizeof(int) * (size_t)W)), nm = 0;
-            for (int r = 1; r < W; r++)
-                if (by_rank[r] < 0) miss[nm++] = r;
-            char list[512];
-            rdzv_rank_list(miss, nm, list, sizeof list);
-            snprintf(msg, sizeof msg, "%d of %d ranks never arrived within %g s (missing: %s)%s%s", nm, W, timeout_s,
-                     list, nl ? "; " : "", notes);
-            free(miss);
-            fail_code = 4;
-            fail_timeout = 1;
+        if (now >= G->deadline) {
+            gather_timed_out(G);
             break;
         }
         int np = 0;
-        pf[np].fd = lfd;
-        pf[np].events = POLLIN;
+        G->pf[np].fd = G->lfd;
+        G->pf[np].events = POLLIN;
         np++;
-        for (int i = 0; i < n; i++) {
-            pf[np].fd = pend[i].fd;
-            pf[np].events = POLLIN;
+        for (int i = 0; i < G->n; i++) {
+            G->pf[np].fd = G->pend[i].fd;
+            G->pf[np].events = POLLIN;
             np++;
         }
-        int ms = (int)((deadline - now) * 1000.0) + 1;
+        int ms = (int)((G->deadline - now) * 1000.0) + 1;
         if (ms > 200) ms = 200;
-        int pr = poll(pf, (nfds_t)np, ms);
+        int pr = poll(G->pf, (nfds_t)np, ms);
         if (pr < 0 && errno != EINTR) {
-            snprintf(msg, sizeof msg, "poll: %s", strerror(errno));
-            fail_code = 1;
+            snprintf(G->msg, sizeof G->msg, "poll: %s", strerror(errno));
+            gather_fail(G, NSA_EXIT_RUNTIME, NULL);
             break;
         }
-        // new connections
-        for (;;) {
-            struct sockaddr_storage sa;
-            socklen_t sl = sizeof sa;
-            int fd = accept(lfd, (struct sockaddr *)&sa, &sl);
-            if (fd < 0) break;
-            fcntl(fd, F_SETFD, FD_CLOEXEC);
-            set_sock_opts(fd);
-            if (n == cap) {
-                cap *= 2;
-                pend = must(realloc(pend, sizeof *pend * (size_t)cap));
-                pf = must(realloc(pf, sizeof *pf * (size_t)(cap + 1)));
-            }
-            conn_init(&pend[n], fd);
-            sa_text((struct sockaddr *)&sa, pend[n].addr, sizeof pend[n].addr);
-            n++;
-        }
-        // HELLOs and disconnects
-        for (int i = 0; i < n && !fail_code; i++) {
-            Conn *c = &pend[i];
-            if (c->fd < 0) continue;
-            int rr = conn_read(c);
-            int type = 0, fr;
-            uint32_t seq = 0, len = 0;
-            const unsigned char *pl = NULL;
-            fr = c->rank < 0 ? frame_peek(c, &type, &seq, &pl, &len) : 0;
-            if (fr == -1) {
-                char first[16] = "";
-                for (size_t k = 0; k < c->in.len && k < 4; k++)
-                    first[k] = c->in.p[k] >= 32 && c->in.p[k] < 127 ? (char)c->in.p[k] : '.';
-                fprintf(stderr, "nsa-train: rank 0: rendezvous at %s: ignored a connection from %s that is not an "
-                        "nsa-train rendezvous (first bytes '%s')\n", z->where, c->addr, first);
-                conn_close(c);
-                continue;
-            }
-            if (fr == -2) {
-                snprintf(msg, sizeof msg, "a process at %s speaks rendezvous protocol version %u, rank 0 version %d: "
-                         "every rank must run the same nsa-train", c->addr, (unsigned)seq, RDZV_VERSION);
-                fail_code = 2;
-                offender = c;
-                break;
-            }
-            if (fr == 1) {
-                Hello h;
-                if (type != RDZV_HELLO || parse_hello(pl, len, &h)) {
-                    fprintf(stderr, "nsa-train: rank 0: rendezvous at %s: ignored a connection from %s: its first frame "
-                            "is not a well-formed HELLO (type %d, %u bytes)\n", z->where, c->addr, type, (unsigned)len);
-                    conn_close(c);
-                    continue;
-                }
-                frame_drop(c, len);
-                if (strcmp(h.token, cf->token)) {
-                    char m[1024];
-                    snprintf(m, sizeof m, "rank %d (from %s, host %s) has job token '%s', rank 0 has '%s': a process of "
-                             "another job (or a different NSA_RDZV_TOKEN) reached this rendezvous; rejected", h.rank,
-                             c->addr, h.host, h.token, cf->token);
-                    fprintf(stderr, "nsa-train: rank 0: rendezvous at %s: %s\n", z->where, m);
-                    NOTE("rejected rank %d from %s (job token '%s', this job's '%s')", h.rank, c->addr, h.token, cf->token);
-                    queue_abort(c, RDZV_REJECT, 2, 0, m);
-                    Conn *one = c;
-                    flush_all_until(&one, 1, mono_s() + 1.0);
-                    conn_close(c);
-                    continue;
-                }
-                if (h.world != W) {
-                    snprintf(msg, sizeof msg, "rank %d (from %s, host %s) has WORLD_SIZE %d, rank 0 has %d: every rank "
-                             "must be started with the same world size", h.rank, c->addr, h.host, h.world, W);
-                    fail_code = 2;
-                    offender = c;
-                    break;
-                }
-                if (h.transport != cf->transport || h.mode != cf->mode) {
-                    snprintf(msg, sizeof msg, "rank %d (from %s, host %s) runs %s with --transport %s, rank 0 %s with "
-                             "--transport %s: every rank must run the same command", h.rank, c->addr, h.host,
-                             mode_text(h.mode), transport_text(h.transport), mode_text(cf->mode),
-                             transport_text(cf->transport));
-                    fail_code = 2;
-                    offender = c;
-                    break;
-                }
-                if (h.rank <= 0 || h.rank >= W || by_rank[h.rank] >= 0) {
-                    const Conn *o = h.rank > 0 && h.rank < W ? &pend[by_rank[h.rank]] : NULL;
-                    if (h.rank == 0)
-                        snprintf(msg, sizeof msg, "two processes claim rank 0: this one (host %s) and one from %s "
-                                 "(host %s, pid %u): every process needs its own RANK", cf->host, c->addr, h.host, h.pid);
-                    else if (o)
-                        snprintf(msg, sizeof msg, "rank %d arrived twice: from %s (host %s, pid %u) and from %s (host %s, "
-                                 "pid %u): every process needs its own RANK", h.rank, o->addr, o->host, o->pid, c->addr,
-                                 h.host, h.pid);
-                    else
-                        snprintf(msg, sizeof msg, "a process from %s (host %s) claims rank %d of a world of %d", c->addr,
-                                 h.host, h.rank, W);
-                    fail_code = 2;
-                    offender = c;
-                    break;
-                }
-                c->rank = h.rank;
-                c->local_rank = h.local_rank;
-                c->local_size = h.local_size;
-                c->pid = h.pid;
-                snprintf(c->host, sizeof c->host, "%s", h.host);
-                by_rank[h.rank] = i;
-                registered++;
-                continue;
-            }
-            if (rr != 0 && fr == 0) {   // closed (or failed) before or after its HELLO
-                if (c->rank >= 0) {
-                    NOTE("rank %d (from %s) connected and went away", c->rank, c->addr);
-                    fprintf(stderr, "nsa-train: rank 0: rendezvous at %s: rank %d (from %s) closed its connection before "
-                            "the world was complete; waiting for it to come back\n", z->where, c->rank, c->addr);
-                    by_rank[c->rank] = -1;
-                    registered--;
-                }
-                conn_close(c);
-            }
-        }
+        gather_accept(G);   // new connections
+        for (int i = 0; i < G->n && !G->fail_code; i++) gather_read(G, i);   // HELLOs and disconnects
     }
-    free(pf);
-    close(lfd);
-#undef NOTE
-    if (fail_code) {
-        root_fail(z, pend, n, offender, fail_code, fail_timeout, msg);
-        *rc = fail_code;
-        seterr(err, errlen, "%srank 0: rendezvous at %s: %s", fail_code == 4 ? "[COMM-TIMEOUT] " : "", z->where, msg);
-        for (int i = 0; i < n; i++) conn_close(&pend[i]);
-        free(pend);
-        free(by_rank);
-        rdzv_free(z);
-        return NULL;
-    }
-    // the world is complete: keep the registered connections (by rank), drop the rest
+}
+
+// rank 0 listens on the rendezvous port (every address of this host). The socket, or -1
+// with *rc and err set.
+static int root_listen(const Rdzv *z, const RdzvConfig *cf, int *rc, char *err, size_t errlen) {
+    int lfd = listen_any(cf->port);
+    if (lfd >= 0) return lfd;
+    int e = errno;
+    *rc = NSA_EXIT_RUNTIME;
+    if (e == EADDRINUSE)
+        seterr(err, errlen, "rank 0: rendezvous at %s: cannot listen on port %d (every address of this host): %s: "
+               "another process holds the port (another job, or a previous run still exiting): choose another "
+               "MASTER_PORT (or NSA_RDZV_PORT)", z->where, cf->port, strerror(e));
+    else
+        seterr(err, errlen, "rank 0: rendezvous at %s: cannot listen on port %d: %s", z->where, cf->port, strerror(e));
+    return -1;
+}
+
+// The world is complete: keep the registered connections (by rank), drop the rest; every
+// rank's address and host.
+static void root_keep_world(Gather *G) {
+    Rdzv *z = G->z;
+    const int W = G->W;
     z->n_conn = W;
     z->conn = must(calloc((size_t)W, sizeof *z->conn));
     z->conn[0].fd = -1;
-    for (int r = 1; r < W; r++) z->conn[r] = pend[by_rank[r]];
-    for (int i = 0; i < n; i++)
-        if (pend[i].rank < 0) conn_close(&pend[i]);
-    free(pend);
-    free(by_rank);
+    for (int r = 1; r < W; r++) z->conn[r] = G->pend[G->by_rank[r]];
+    for (int i = 0; i < G->n; i++)
+        if (G->pend[i].rank < 0) conn_close(&G->pend[i]);
     // rank 0's own address: its end of the connection to rank 1
-    {
-        struct sockaddr_storage sa;
-        socklen_t sl = sizeof sa;
-        if (W > 1 && getsockname(z->conn[1].fd, (struct sockaddr *)&sa, &sl) == 0)
-            sa_text((struct sockaddr *)&sa, z->addr[0], sizeof z->addr[0]);
-        else
-            snprintf(z->addr[0], sizeof z->addr[0], "%.63s", cf->addr);
-    }
+    struct sockaddr_storage sa;
+    socklen_t sl = sizeof sa;
+    if (W > 1 && getsockname(z->conn[1].fd, (struct sockaddr *)&sa, &sl) == 0)
+        sa_text((struct sockaddr *)&sa, z->addr[0], sizeof z->addr[0]);
+    else
+        snprintf(z->addr[0], sizeof z->addr[0], "%.63s", G->cf->addr);
     for (int r = 1; r < W; r++) {
         snprintf(z->addr[r], sizeof z->addr[0], "%s", z->conn[r].addr);
         snprintf(z->host[r], sizeof z->host[0], "%s", z->conn[r].host);
     }
-    // local ranks: as given, else the rank's position among the ranks of its host
-    int *lr = must(calloc((size_t)W * 2, sizeof(int))), *ls = lr + W;   // zeroed: W >= 1 here
+}
+
+// Local ranks: as given, else the rank's position among the ranks of its host; lr[W],
+// ls[W]. Sets rank 0's own.
+static void root_local_ranks(Rdzv *z, const RdzvConfig *cf, int W, int *lr, int *ls) {
     for (int r = 0; r < W; r++) {
         int given_lr = r == 0 ? cf->local_rank : z->conn[r].local_rank;
         int given_ls = r == 0 ? cf->local_size : z->conn[r].local_size;
@@ -680,6 +724,12 @@ static Rdzv *join_root(Rdzv *z, const RdzvConfig *cf, double t0, double timeout_
             z->local_size = ls[0];
         }
     }
+}
+
+// Every rank's WELCOME, flushed until the deadline (at least 10 s). 0, or -1 with *rc and
+// err set.
+static int root_welcome(Rdzv *z, const int *lr, const int *ls, double deadline, int *rc, char *err, size_t errlen) {
+    const int W = z->n_conn;
     // WELCOME payload: u32 world | u32 n entries | entries of
     //   u32 rank | i32 local_rank | i32 local_size | u8 addr length | u8 host length | addr | host
     // (every rank when world <= RDZV_TABLE_ALL_MAX, else rank 0 and the receiver)
@@ -710,20 +760,58 @@ static Rdzv *join_root(Rdzv *z, const RdzvConfig *cf, double t0, double timeout_
         cs[r - 1] = &z->conn[r];
     }
     free(pl.p);
-    free(lr);
     double until = deadline > mono_s() + 10 ? deadline : mono_s() + 10;
     flush_all_until(cs, W - 1, until);
+    free(cs);
     for (int r = 1; r < W; r++) {
         if (z->conn[r].out.len == 0) continue;
-        *rc = 4;
+        *rc = NSA_EXIT_COMM_TIMEOUT;
         seterr(err, errlen, "[COMM-ERROR] rank 0: rendezvous at %s: could not send the world's description to rank %d "
                "(%s): %s", z->where, r, z->conn[r].addr,
                z->conn[r].sock_errno ? strerror(z->conn[r].sock_errno) : "it does not read its connection");
-        free(cs);
+        return -1;
+    }
+    return 0;
+}
+
+static Rdzv *join_root(Rdzv *z, const RdzvConfig *cf, double t0, double timeout_s, int *rc, char *err, size_t errlen) {
+    const int W = cf->world;
+    Gather G = {.z = z, .cf = cf, .W = W, .deadline = t0 + timeout_s, .timeout_s = timeout_s};
+    G.lfd = root_listen(z, cf, rc, err, errlen);
+    if (G.lfd < 0) {
         rdzv_free(z);
         return NULL;
     }
-    free(cs);
+    G.cap = W + 8;
+    G.pend = must(calloc((size_t)G.cap, sizeof *G.pend));
+    G.by_rank = must(malloc(sizeof(int) * (size_t)W));
+    for (int r = 0; r < W; r++) G.by_rank[r] = -1;
+    G.pf = must(malloc(sizeof *G.pf * (size_t)(G.cap + 1)));
+    gather_world(&G);
+    free(G.pf);
+    close(G.lfd);
+    if (G.fail_code) {
+        root_fail(z, G.pend, G.n, G.offender, G.fail_code, G.fail_timeout, G.msg);
+        *rc = G.fail_code;
+        seterr(err, errlen, "%srank 0: rendezvous at %s: %s", G.fail_code == NSA_EXIT_COMM_TIMEOUT ? "[COMM-TIMEOUT] " : "",
+               z->where, G.msg);
+        for (int i = 0; i < G.n; i++) conn_close(&G.pend[i]);
+        free(G.pend);
+        free(G.by_rank);
+        rdzv_free(z);
+        return NULL;
+    }
+    root_keep_world(&G);
+    free(G.pend);
+    free(G.by_rank);
+    int *lr = must(calloc((size_t)W * 2, sizeof(int))), *ls = lr + W;   // zeroed: W >= 1 here
+    root_local_ranks(z, cf, W, lr, ls);
+    int bad = root_welcome(z, lr, ls, G.deadline, rc, err, errlen);
+    free(lr);
+    if (bad) {
+        rdzv_free(z);
+        return NULL;
+    }
     return z;
 }
 
@@ -736,7 +824,7 @@ static Rdzv *join_peer(Rdzv *z, const RdzvConfig *cf, double t0, double timeout_
     double backoff = 0.02;
     while (fd < 0) {
         if (mono_s() >= deadline) {
-            *rc = 4;
+            *rc = NSA_EXIT_COMM_TIMEOUT;
             if (!resolved)
                 seterr(err, errlen, "[COMM-TIMEOUT] rank %d: rendezvous at %s: MASTER_ADDR '%s' did not resolve within "
                        "%g s (%d attempt%s, last error: %s)", cf->rank, z->where, cf->addr, timeout_s, attempts,
@@ -799,7 +887,7 @@ static Rdzv *join_peer(Rdzv *z, const RdzvConfig *cf, double t0, double timeout_
     for (;;) {
         double now = mono_s();
         if (now >= deadline) {
-            *rc = 4;
+            *rc = NSA_EXIT_COMM_TIMEOUT;
             seterr(err, errlen, "[COMM-TIMEOUT] rank %d: rendezvous at %s: connected to rank 0, but the world of %d ranks "
                    "was not complete within %g s (rank 0 names the ranks that never arrived)", cf->rank, z->where,
                    cf->world, timeout_s);
@@ -817,7 +905,7 @@ static Rdzv *join_peer(Rdzv *z, const RdzvConfig *cf, double t0, double timeout_
         const unsigned char *pl = NULL;
         int fr = frame_peek(c, &type, &seq, &pl, &len);
         if (fr == -1 || fr == -2) {
-            *rc = 4;
+            *rc = NSA_EXIT_COMM_TIMEOUT;
             if (fr == -2)
                 seterr(err, errlen, "[COMM-ERROR] rank %d: rendezvous at %s: rank 0 speaks rendezvous protocol version %u, "
                        "this rank %d: every rank must run the same nsa-train", cf->rank, z->where, (unsigned)seq,
@@ -830,19 +918,20 @@ static Rdzv *join_peer(Rdzv *z, const RdzvConfig *cf, double t0, double timeout_
         }
         if (fr == 1) {
             if (type == RDZV_REJECT || type == RDZV_ABORT) {
-                int code = len >= 4 ? pl[0] : 4, tmo = len >= 4 ? pl[1] : 0;
+                int code = len >= 4 ? pl[0] : NSA_EXIT_COMM_TIMEOUT, tmo = len >= 4 ? pl[1] : 0;
                 size_t tl = len >= 4 ? get_u16(pl + 2) : 0;
                 if (4 + tl > len) tl = len >= 4 ? len - 4 : 0;
-                *rc = code == 2 || code == 4 || code == 1 ? code : 4;
+                *rc = code == NSA_EXIT_USAGE || code == NSA_EXIT_COMM_TIMEOUT || code == NSA_EXIT_RUNTIME
+                          ? code : NSA_EXIT_COMM_TIMEOUT;
                 seterr(err, errlen, "%srank %d: rendezvous at %s: rank 0 %s: %.*s",
-                       *rc == 4 ? (tmo ? "[COMM-TIMEOUT] " : "[COMM-ERROR] ") : "", cf->rank, z->where,
+                       *rc == NSA_EXIT_COMM_TIMEOUT ? (tmo ? "[COMM-TIMEOUT] " : "[COMM-ERROR] ") : "", cf->rank, z->where,
                        type == RDZV_REJECT ? "rejected this rank" : "ended the rendezvous", (int)tl,
                        (const char *)pl + 4);
                 rdzv_free(z);
                 return NULL;
             }
             if (type != RDZV_WELCOME || len < 8 || (int)get_u32(pl) != cf->world) {
-                *rc = 4;
+                *rc = NSA_EXIT_COMM_TIMEOUT;
                 seterr(err, errlen, "[COMM-ERROR] rank %d: rendezvous at %s: unexpected answer from rank 0 (frame type %d, "
                        "%u bytes)", cf->rank, z->where, type, (unsigned)len);
                 rdzv_free(z);
@@ -867,7 +956,7 @@ static Rdzv *join_peer(Rdzv *z, const RdzvConfig *cf, double t0, double timeout_
             return z;
         }
         if (rr != 0) {
-            *rc = 4;
+            *rc = NSA_EXIT_COMM_TIMEOUT;
             seterr(err, errlen, "[COMM-ERROR] rank %d: rendezvous at %s: rank 0 (%s) %s before the world was complete "
                    "(rank 0 exited or failed: see its log)", cf->rank, z->where, c->addr,
                    rr > 0 || c->sock_errno == ECONNRESET ? "closed the connection"
@@ -879,11 +968,11 @@ static Rdzv *join_peer(Rdzv *z, const RdzvConfig *cf, double t0, double timeout_
 }
 
 Rdzv *rdzv_join(const RdzvConfig *cf, double timeout_s, int *rc, char *err, size_t errlen) {
-    *rc = 0;
+    *rc = NSA_EXIT_OK;
     err[0] = 0;
     const double t0 = mono_s();
     if (cf->world < 1 || cf->rank < 0 || cf->rank >= cf->world) {
-        *rc = 2;
+        *rc = NSA_EXIT_USAGE;
         seterr(err, errlen, "rendezvous: rank %d of a world of %d", cf->rank, cf->world);
         return NULL;
     }

@@ -274,20 +274,15 @@ static int dump_step(const char *path, Model *m, const int32_t *in, const int32_
 
 static int train_run_inner(const TrainOpts *opts);
 
-// mkdir -p of the directory part of `path` (nothing if it has none)
-static int mkdir_parent(const char *path) {
-    char dir[1024];
-    path_dirname(path, dir, sizeof dir);
-    return mkdir_p(dir);
-}
 
 int train_run(const TrainOpts *opts) {
     io_error_reset();
     if (opts->flight_recorder) {
         // the recorder is an artifact (the runner's watchdog reads it): a failure to
         // create or reserve it is [IO-ERROR] and exit 6, before anything runs
-        char err[1200];
-        if (mkdir_parent(opts->flight_recorder)) {
+        char err[1200], dir[1024];
+        path_dirname(opts->flight_recorder, dir, sizeof dir);
+        if (mkdir_p(dir)) {   // its directory
             int e = errno;
             fprintf(stderr, "nsa-train: --flight-recorder %s: cannot create its directory: %s\n", opts->flight_recorder,
                     strerror(e));
