@@ -445,34 +445,34 @@ template <typename R, typename... A> struct Binder<R(int, A...)> {
 template <auto Fn, const char *Name, int DT>
 constexpr auto bound = &Binder<std::remove_pointer_t<decltype(Fn)>>::template call<Fn, Name, DT>;
 // the profiled launchers: Backend field, launcher, profile name
-#define NSA_CUDA_PROFILED_OPS(X)                                  \
-    X(embedding_fwd, nsa_cuda_embedding_fwd, embedding_fwd)       \
-    X(embedding_bwd, nsa_cuda_embedding_bwd, embedding_bwd)       \
-    X(rmsnorm_fwd, nsa_cuda_rmsnorm_fwd, rmsnorm_fwd)             \
-    X(rmsnorm_bwd, nsa_cuda_rmsnorm_bwd, rmsnorm_bwd)             \
-    X(rope_fwd, nsa_cuda_rope_fwd, rope_fwd)                      \
-    X(rope_bwd, nsa_cuda_rope_bwd, rope_bwd)                      \
-    X(swiglu_fwd, nsa_cuda_swiglu_fwd, swiglu_fwd)                \
-    X(swiglu_bwd, nsa_cuda_swiglu_bwd, swiglu_bwd)                \
-    X(silu_fwd, nsa_cuda_silu_fwd, silu_fwd)                      \
-    X(silu_bwd, nsa_cuda_silu_bwd, silu_bwd)                      \
-    X(add, nsa_cuda_add, add)                                     \
-    X(add_inplace, nsa_cuda_add_inplace, add_inplace)             \
-    X(xent_fwd_bwd, nsa_cuda_xent_fwd_bwd, xent)                  \
+#define NSA_CUDA_PROFILED_OPS(X)                                     \
+    X(embedding_fwd, nsa_cuda_embedding_fwd, embedding_fwd)          \
+    X(embedding_bwd, nsa_cuda_embedding_bwd, embedding_bwd)          \
+    X(rmsnorm_fwd, nsa_cuda_rmsnorm_fwd, rmsnorm_fwd)                \
+    X(rmsnorm_bwd, nsa_cuda_rmsnorm_bwd, rmsnorm_bwd)                \
+    X(rope_fwd, nsa_cuda_rope_fwd, rope_fwd)                         \
+    X(rope_bwd, nsa_cuda_rope_bwd, rope_bwd)                         \
+    X(swiglu_fwd, nsa_cuda_swiglu_fwd, swiglu_fwd)                   \
+    X(swiglu_bwd, nsa_cuda_swiglu_bwd, swiglu_bwd)                   \
+    X(silu_fwd, nsa_cuda_silu_fwd, silu_fwd)                         \
+    X(silu_bwd, nsa_cuda_silu_bwd, silu_bwd)                         \
+    X(add, nsa_cuda_add, add)                                        \
+    X(add_inplace, nsa_cuda_add_inplace, add_inplace)                \
+    X(xent_fwd_bwd, nsa_cuda_xent_fwd_bwd, xent)                     \
     X(compress_avg_fwd, nsa_cuda_compress_avg_fwd, compress_avg_fwd) \
     X(compress_avg_bwd, nsa_cuda_compress_avg_bwd, compress_avg_bwd) \
     X(block_gather_fwd, nsa_cuda_block_gather_fwd, block_gather_fwd) \
     X(block_gather_bwd, nsa_cuda_block_gather_bwd, block_gather_bwd) \
-    X(cmp_attn_fwd, nsa_cuda_cmp_attn_fwd, cmp_attn_fwd)          \
-    X(cmp_attn_bwd, nsa_cuda_cmp_attn_bwd, cmp_attn_bwd)          \
-    X(select_blocks, nsa_cuda_select_blocks, select_blocks)       \
-    X(sel_attn_fwd, nsa_cuda_sel_attn_fwd, sel_attn_fwd)          \
-    X(sel_attn_bwd, nsa_cuda_sel_attn_bwd, sel_attn_bwd)          \
-    X(win_attn_fwd, nsa_cuda_win_attn_fwd, win_attn_fwd)          \
-    X(win_attn_bwd, nsa_cuda_win_attn_bwd, win_attn_bwd)          \
-    X(gate_act_fwd, nsa_cuda_gate_act_fwd, gate_act_fwd)          \
-    X(gate_act_bwd, nsa_cuda_gate_act_bwd, gate_act_bwd)          \
-    X(combine_fwd, nsa_cuda_combine_fwd, combine_fwd)             \
+    X(cmp_attn_fwd, nsa_cuda_cmp_attn_fwd, cmp_attn_fwd)             \
+    X(cmp_attn_bwd, nsa_cuda_cmp_attn_bwd, cmp_attn_bwd)             \
+    X(select_blocks, nsa_cuda_select_blocks, select_blocks)          \
+    X(sel_attn_fwd, nsa_cuda_sel_attn_fwd, sel_attn_fwd)             \
+    X(sel_attn_bwd, nsa_cuda_sel_attn_bwd, sel_attn_bwd)             \
+    X(win_attn_fwd, nsa_cuda_win_attn_fwd, win_attn_fwd)             \
+    X(win_attn_bwd, nsa_cuda_win_attn_bwd, win_attn_bwd)             \
+    X(gate_act_fwd, nsa_cuda_gate_act_fwd, gate_act_fwd)             \
+    X(gate_act_bwd, nsa_cuda_gate_act_bwd, gate_act_bwd)             \
+    X(combine_fwd, nsa_cuda_combine_fwd, combine_fwd)                \
     X(combine_bwd, nsa_cuda_combine_bwd, combine_bwd)
 #define NSA_PROF_NAME(field, fn, name) static constexpr char prof_##field[] = #name;
 NSA_CUDA_PROFILED_OPS(NSA_PROF_NAME)
