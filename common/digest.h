@@ -8,8 +8,8 @@
 // word): h = rotl(h ^ mix(w), 27) * K2 + K3, with mix(w) = fmix64(w * K1);
 // the result is fmix64(h), fmix64 being MurmurHash3's 64-bit finalizer.
 // K1 = 0x9E3779B97F4A7C15, K2 = 0xC2B2AE3D27D4EB4F, K3 = 0x165667B19E3779F9.
-#ifndef NSA_TRAINER_DIGEST_H
-#define NSA_TRAINER_DIGEST_H
+#ifndef NSA_COMMON_DIGEST_H
+#define NSA_COMMON_DIGEST_H
 #include <stddef.h>
 #include <stdint.h>
 

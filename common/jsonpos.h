@@ -6,8 +6,8 @@
 // "nsa.w" or "matrix.branch[2]". Lines and columns are 1-based; columns count
 // bytes (Jansson's syntax-error columns count characters, so the two differ
 // only after non-ASCII text on the same line).
-#ifndef NSA_TRAINER_JSONPOS_H
-#define NSA_TRAINER_JSONPOS_H
+#ifndef NSA_COMMON_JSONPOS_H
+#define NSA_COMMON_JSONPOS_H
 
 // Path syntax: keys separated by '.', array elements as [i]; "" is the root.
 // A key that contains '.' or '[' is written ["key"] (e.g. overrides["train.steps"]);

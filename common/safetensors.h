@@ -6,8 +6,8 @@
 // then the raw little-endian tensor bytes (offsets relative to the data start).
 // PyTorch's `safetensors.torch.load_file` reads what this writes. The header goes
 // through Jansson. Supported dtypes: F64, F32, F16, BF16, I64, I32, U16, U8.
-#ifndef NSA_TRAINER_SAFETENSORS_H
-#define NSA_TRAINER_SAFETENSORS_H
+#ifndef NSA_COMMON_SAFETENSORS_H
+#define NSA_COMMON_SAFETENSORS_H
 #include <stddef.h>
 #include <stdint.h>
 

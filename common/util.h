@@ -1,8 +1,10 @@
-// common/util.h — small host utilities shared by the runner and the trainer: a growable string, files,
-// directories, clocks, escaping for Markdown/XML, and a list of problems that
-// sort by file position (the scenario loader reports every problem it finds).
-#ifndef NSA_HARNESS_UTIL_H
-#define NSA_HARNESS_UTIL_H
+// common/util.h — small host utilities shared by the runner and the trainer: a growable
+// string, allocation that aborts on OOM, error messages into char *err, files and
+// directories, clocks and sleep, escaping for Markdown/XML/JSON, string lists, and a
+// list of problems that sort by file position (the scenario loader reports every problem
+// it finds). Each helper exists here once: neither program keeps a private copy.
+#ifndef NSA_COMMON_UTIL_H
+#define NSA_COMMON_UTIL_H
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
