@@ -18,6 +18,7 @@
 
 #include "harness/baseline.h"
 #include "harness/commands.h"
+#include "harness/files.h"
 #include "harness/proc.h"
 #include "harness/result.h"
 #include "harness/scenario.h"

@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include "harness/commands.h"
+#include "harness/files.h"
 #include "harness/proc.h"
 #include "harness/scenario.h"
 #include "common/exit_codes.h"

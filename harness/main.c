@@ -19,6 +19,7 @@
 #include "harness/checks.h"
 #include "harness/commands.h"
 #include "harness/families.h"
+#include "harness/files.h"
 #include "harness/outdir.h"
 #include "harness/tensornames.h"
 #include "harness/proc.h"

@@ -26,29 +26,9 @@
 
 #include "trainer/rendezvous.h"
 #include "common/exit_codes.h"
+#include "common/util.h"
 
 // ---- small helpers -------------------------------------------------------------------------
-
-// Allocation failure is not a rendezvous outcome: say so and stop (never a NULL dereference).
-static void *must(void *p) {
-    if (!p) {
-        fputs("nsa-train: out of memory in the rendezvous\n", stderr);
-        abort();
-    }
-    return p;
-}
-
-static double mono_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static void nap_s(double s) {
-    if (s <= 0) return;
-    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
-    nanosleep(&ts, NULL);
-}
 
 static void put_u16(unsigned char *p, uint32_t v) { p[0] = (unsigned char)(v >> 8); p[1] = (unsigned char)v; }
 static void put_u32(unsigned char *p, uint32_t v) {
@@ -67,30 +47,17 @@ static uint64_t get_u64(const unsigned char *p) {
     return v;
 }
 
-// growable byte buffer
-typedef struct { unsigned char *p; size_t len, cap; } Buf;
-
-static void buf_reserve(Buf *b, size_t extra) {
-    if (b->len + extra <= b->cap) return;
-    size_t cap = b->cap ? b->cap : 256;
-    while (cap < b->len + extra) cap *= 2;
-    b->p = must(realloc(b->p, cap));
-    b->cap = cap;
-}
-static void buf_put(Buf *b, const void *d, size_t n) {
-    buf_reserve(b, n);
-    memcpy(b->p + b->len, d, n);
-    b->len += n;
-}
-static void buf_drop(Buf *b, size_t n) {
+// Drop the first n bytes of a buffer (a frame that was read).
+static void str_drop_front(Str *b, size_t n) {
     if (n >= b->len) { b->len = 0; return; }
     memmove(b->p, b->p + n, b->len - n);
     b->len -= n;
+    b->p[b->len] = '\0';
 }
 
 typedef struct {
     int fd;
-    Buf in, out;
+    Str in, out;             // bytes received and not yet taken; bytes queued to send
     size_t out_off;          // bytes of `out` already sent
     char addr[64];           // the peer's address (rank 0: as accepted; others: rank 0's)
     char host[RDZV_HOST_MAX + 1];
@@ -165,19 +132,18 @@ static void conn_init(Conn *c, int fd) {
 static void conn_close(Conn *c) {
     if (c->fd >= 0) close(c->fd);
     c->fd = -1;
-    free(c->in.p);
-    free(c->out.p);
-    c->in.p = c->out.p = NULL;
-    c->in.len = c->in.cap = c->out.len = c->out.cap = c->out_off = 0;
+    str_free(&c->in);
+    str_free(&c->out);
+    c->out_off = 0;
 }
 
 // Read what is available. 0 ok (maybe nothing), 1 the peer closed, -1 error (sock_errno).
 static int conn_read(Conn *c) {
     if (c->fd < 0 || c->eof) return c->eof ? 1 : -1;
     for (;;) {
-        buf_reserve(&c->in, 65536);
-        ssize_t k = recv(c->fd, c->in.p + c->in.len, c->in.cap - c->in.len, MSG_DONTWAIT);
-        if (k > 0) { c->in.len += (size_t)k; continue; }
+        char chunk[65536];
+        ssize_t k = recv(c->fd, chunk, sizeof chunk, MSG_DONTWAIT);
+        if (k > 0) { str_addn(&c->in, chunk, (size_t)k); continue; }
         if (k == 0) { c->eof = 1; return 1; }
         if (errno == EINTR) continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
@@ -208,14 +174,14 @@ static void queue_frame(Conn *c, int type, uint32_t seq, const void *payload, si
     put_u16(h + 6, (uint32_t)type);
     put_u32(h + 8, seq);
     put_u32(h + 12, (uint32_t)len);
-    buf_put(&c->out, h, sizeof h);
-    if (len) buf_put(&c->out, payload, len);
+    str_addn(&c->out, (const char *)h, sizeof h);
+    if (len) str_addn(&c->out, payload, len);
 }
 
 // A complete frame at the head of c->in? 1 yes (*type, *seq, *pl, *len), 0 not yet,
 // -1 not our protocol (bad magic or too large), -2 another protocol version (*seq = it).
 static int frame_peek(const Conn *c, int *type, uint32_t *seq, const unsigned char **pl, uint32_t *len) {
-    const unsigned char *p = c->in.p;
+    const unsigned char *p = (const unsigned char *)c->in.p;
     size_t have = c->in.len;
     if (have >= 4 && memcmp(p, RDZV_MAGIC, 4)) return -1;
     if (have < 4 && have && memcmp(p, RDZV_MAGIC, have)) return -1;
@@ -230,13 +196,13 @@ static int frame_peek(const Conn *c, int *type, uint32_t *seq, const unsigned ch
     return 1;
 }
 
-static void frame_drop(Conn *c, uint32_t len) { buf_drop(&c->in, RDZV_HEADER_BYTES + (size_t)len); }
+static void frame_drop(Conn *c, uint32_t len) { str_drop_front(&c->in, RDZV_HEADER_BYTES + (size_t)len); }
 
 // REJECT / ABORT payload: u8 exit code | u8 kind (0 error, 1 timeout) | u16 length | text
 static void queue_abort(Conn *c, int type, int code, int timeout, const char *text) {
     size_t n = strlen(text);
     if (n > 60000) n = 60000;
-    unsigned char *pl = must(malloc(4 + n));
+    unsigned char *pl = xmalloc(4 + n);
     pl[0] = (unsigned char)code;
     pl[1] = (unsigned char)(timeout ? 1 : 0);
     put_u16(pl + 2, (uint32_t)n);
@@ -252,7 +218,7 @@ static void flush_all_until(Conn **cs, int n, double until) {
         for (int i = 0; i < n; i++)
             if (cs[i]->fd >= 0 && conn_flush(cs[i]) == 0) left++;
         if (!left || mono_s() >= until) return;
-        nap_s(0.002);
+        sleep_s(0.002);
     }
 }
 
@@ -314,15 +280,15 @@ int rdzv_first_host(const char *nl, char *out, size_t n) {
 // ---- rdzv_join ------------------------------------------------------------------------------
 
 static Rdzv *rdzv_alloc(const RdzvConfig *c) {
-    Rdzv *z = must(calloc(1, sizeof *z));
+    Rdzv *z = xcalloc(1, sizeof *z);
     z->rank = c->rank;
     z->world = c->world;
     z->local_rank = c->local_rank;
     z->local_size = c->local_size;
     if (strchr(c->addr, ':')) snprintf(z->where, sizeof z->where, "[%s]:%d", c->addr, c->port);
     else snprintf(z->where, sizeof z->where, "%s:%d", c->addr[0] ? c->addr : "-", c->port);
-    z->addr = must(calloc((size_t)c->world, sizeof *z->addr));
-    z->host = must(calloc((size_t)c->world, sizeof *z->host));
+    z->addr = xcalloc((size_t)c->world, sizeof *z->addr);
+    z->host = xcalloc((size_t)c->world, sizeof *z->host);
     snprintf(z->host[c->rank], sizeof z->host[0], "%s", c->host);
     return z;
 }
@@ -430,7 +396,7 @@ static int listen_any(int port) {
 // rank 0 ends the rendezvous: the message to every registered rank (ABORT) and to
 // `offender` (REJECT), flushed for at most a second, then every connection closed.
 static void root_fail(Rdzv *z, Conn *pend, int n_pend, Conn *offender, int code, int timeout, const char *msg) {
-    Conn **cs = must(calloc((size_t)n_pend + 1, sizeof *cs));
+    Conn **cs = xcalloc((size_t)n_pend + 1, sizeof *cs);
     int n = 0;
     for (int i = 0; i < n_pend; i++) {
         Conn *c = &pend[i];
@@ -489,7 +455,7 @@ static void gather_fail(Gather *G, int code, Conn *offender) {
 // The deadline passed: the missing ranks and the notes.
 static void gather_timed_out(Gather *G) {
     const int W = G->W;
-    int *miss = must(malloc(sizeof(int) * (size_t)W)), nm = 0;
+    int *miss = xmalloc(sizeof(int) * (size_t)W), nm = 0;
     for (int r = 1; r < W; r++)
         if (G->by_rank[r] < 0) miss[nm++] = r;
     char list[512];
@@ -516,8 +482,8 @@ static void gather_accept(Gather *G) {
         set_sock_opts(fd);
         if (G->n == G->cap) {
             G->cap *= 2;
-            G->pend = must(realloc(G->pend, sizeof *G->pend * (size_t)G->cap));
-            G->pf = must(realloc(G->pf, sizeof *G->pf * (size_t)(G->cap + 1)));
+            G->pend = xrealloc(G->pend, sizeof *G->pend * (size_t)G->cap);
+            G->pf = xrealloc(G->pf, sizeof *G->pf * (size_t)(G->cap + 1));
         }
         conn_init(&G->pend[G->n], fd);
         sa_text((struct sockaddr *)&sa, G->pend[G->n].addr, sizeof G->pend[G->n].addr);
@@ -597,8 +563,8 @@ static void gather_read(Gather *G, int i) {
     fr = c->rank < 0 ? frame_peek(c, &type, &seq, &pl, &len) : 0;
     if (fr == -1) {
         char first[16] = "";
-        for (size_t k = 0; k < c->in.len && k < 4; k++)
-            first[k] = c->in.p[k] >= 32 && c->in.p[k] < 127 ? (char)c->in.p[k] : '.';
+        const unsigned char *in = (const unsigned char *)c->in.p;
+        for (size_t k = 0; k < c->in.len && k < 4; k++) first[k] = in[k] >= 32 && in[k] < 127 ? (char)in[k] : '.';
         fprintf(stderr, "nsa-train: rank 0: rendezvous at %s: ignored a connection from %s that is not an "
                 "nsa-train rendezvous (first bytes '%s')\n", where, c->addr, first);
         conn_close(c);
@@ -687,7 +653,7 @@ static void root_keep_world(Gather *G) {
     Rdzv *z = G->z;
     const int W = G->W;
     z->n_conn = W;
-    z->conn = must(calloc((size_t)W, sizeof *z->conn));
+    z->conn = xcalloc((size_t)W, sizeof *z->conn);
     z->conn[0].fd = -1;
     for (int r = 1; r < W; r++) z->conn[r] = G->pend[G->by_rank[r]];
     for (int i = 0; i < G->n; i++)
@@ -733,15 +699,15 @@ static int root_welcome(Rdzv *z, const int *lr, const int *ls, double deadline, 
     // WELCOME payload: u32 world | u32 n entries | entries of
     //   u32 rank | i32 local_rank | i32 local_size | u8 addr length | u8 host length | addr | host
     // (every rank when world <= RDZV_TABLE_ALL_MAX, else rank 0 and the receiver)
-    Conn **cs = must(malloc(sizeof *cs * (size_t)W));
-    Buf pl = {0};
+    Conn **cs = xmalloc(sizeof *cs * (size_t)W);
+    Str pl = {0};
     for (int r = 1; r < W; r++) {
         pl.len = 0;
         unsigned char hd[8];
         const int all = W <= RDZV_TABLE_ALL_MAX;
         put_u32(hd, (uint32_t)W);
         put_u32(hd + 4, (uint32_t)(all ? W : 2));
-        buf_put(&pl, hd, 8);
+        str_addn(&pl, (const char *)hd, 8);
         for (int q = 0; q < W; q++) {
             if (!all && q != 0 && q != r) continue;
             unsigned char e[14];
@@ -752,14 +718,14 @@ static int root_welcome(Rdzv *z, const int *lr, const int *ls, double deadline, 
             put_u32(e + 8, (uint32_t)ls[q]);
             e[12] = (unsigned char)al;
             e[13] = (unsigned char)hl;
-            buf_put(&pl, e, 14);
-            buf_put(&pl, z->addr[q], al);
-            buf_put(&pl, z->host[q], hl);
+            str_addn(&pl, (const char *)e, 14);
+            str_addn(&pl, z->addr[q], al);
+            str_addn(&pl, z->host[q], hl);
         }
         queue_frame(&z->conn[r], RDZV_WELCOME, 0, pl.p, pl.len);
         cs[r - 1] = &z->conn[r];
     }
-    free(pl.p);
+    str_free(&pl);
     double until = deadline > mono_s() + 10 ? deadline : mono_s() + 10;
     flush_all_until(cs, W - 1, until);
     free(cs);
@@ -783,10 +749,10 @@ static Rdzv *join_root(Rdzv *z, const RdzvConfig *cf, double t0, double timeout_
         return NULL;
     }
     G.cap = W + 8;
-    G.pend = must(calloc((size_t)G.cap, sizeof *G.pend));
-    G.by_rank = must(malloc(sizeof(int) * (size_t)W));
+    G.pend = xcalloc((size_t)G.cap, sizeof *G.pend);
+    G.by_rank = xmalloc(sizeof(int) * (size_t)W);
     for (int r = 0; r < W; r++) G.by_rank[r] = -1;
-    G.pf = must(malloc(sizeof *G.pf * (size_t)(G.cap + 1)));
+    G.pf = xmalloc(sizeof *G.pf * (size_t)(G.cap + 1));
     gather_world(&G);
     free(G.pf);
     close(G.lfd);
@@ -804,7 +770,7 @@ static Rdzv *join_root(Rdzv *z, const RdzvConfig *cf, double t0, double timeout_
     root_keep_world(&G);
     free(G.pend);
     free(G.by_rank);
-    int *lr = must(calloc((size_t)W * 2, sizeof(int))), *ls = lr + W;   // zeroed: W >= 1 here
+    int *lr = xcalloc((size_t)W * 2, sizeof(int)), *ls = lr + W;   // zeroed: W >= 1 here
     root_local_ranks(z, cf, W, lr, ls);
     int bad = root_welcome(z, lr, ls, G.deadline, rc, err, errlen);
     free(lr);
@@ -873,12 +839,12 @@ static Rdzv *join_peer(Rdzv *z, const RdzvConfig *cf, double t0, double timeout_
         }
         if (fd < 0) {
             double rem = deadline - mono_s();
-            nap_s(backoff < rem ? backoff : rem);
+            sleep_s(backoff < rem ? backoff : rem);
             if (backoff < 0.5) backoff *= 2;
         }
     }
     z->n_conn = 1;
-    z->conn = must(calloc(1, sizeof *z->conn));
+    z->conn = xcalloc(1, sizeof *z->conn);
     Conn *c = &z->conn[0];
     conn_init(c, fd);
     c->rank = 0;
@@ -1006,7 +972,7 @@ void rdzv_close(Rdzv *z) { rdzv_free(z); }
 // broadcast: a contribution is empty, the result count bytes).
 static void queue_ctrl(Conn *c, uint32_t seq, int op, int count, const void *data, size_t n_elems, size_t esz) {
     size_t bytes = n_elems * esz;
-    unsigned char *pl = must(malloc(8 + bytes));
+    unsigned char *pl = xmalloc(8 + bytes);
     pl[0] = (unsigned char)op;
     pl[1] = pl[2] = pl[3] = 0;
     put_u32(pl + 4, (uint32_t)count);
@@ -1089,10 +1055,10 @@ int rdzv_ctrl_start(Rdzv *z, int op, const void *send, void *recv, int count) {
         size_t need = (size_t)z->world * slot + 1;
         if (need > z->acc_cap) {
             free(z->acc);
-            z->acc = must(malloc(need));
+            z->acc = xmalloc(need);
             z->acc_cap = need;
         }
-        if (!z->got) z->got = must(calloc((size_t)z->world, 1));
+        if (!z->got) z->got = xcalloc((size_t)z->world, 1);
         memset(z->got, 0, (size_t)z->world);
         z->got[0] = 1;
         if (slot) memcpy(z->acc, send, slot);
@@ -1210,7 +1176,7 @@ void rdzv_ctrl_waiting(const Rdzv *z, char *buf, size_t n) {
                  z->conn[0].addr);
         return;
     }
-    int *rs = must(calloc((size_t)z->world, sizeof(int))), k = 0;
+    int *rs = xcalloc((size_t)z->world, sizeof(int)), k = 0;
     for (int r = 1; r < z->world; r++)
         if (z->phase == 0 ? !z->got[r] : z->conn[r].out.len > 0) rs[k++] = r;
     char list[400];

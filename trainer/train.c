@@ -280,9 +280,8 @@ int train_run(const TrainOpts *opts) {
     if (opts->flight_recorder) {
         // the recorder is an artifact (the runner's watchdog reads it): a failure to
         // create or reserve it is [IO-ERROR] and exit 6, before anything runs
-        char err[1200], dir[1024];
-        path_dirname(opts->flight_recorder, dir, sizeof dir);
-        if (mkdir_p(dir)) {   // its directory
+        char err[1200];
+        if (mkdir_p_parent(opts->flight_recorder)) {
             int e = errno;
             fprintf(stderr, "nsa-train: --flight-recorder %s: cannot create its directory: %s\n", opts->flight_recorder,
                     strerror(e));

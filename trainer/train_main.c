@@ -138,9 +138,7 @@ static char *subst_rank(const char *path, int rank) {
 // --log-file: this process's stdout and stderr go to FILE (appended, never
 // truncated: several ranks may share one), stdout line-buffered, stderr unbuffered.
 static int redirect_log(const char *path) {
-    char dir[1024];
-    path_dirname(path, dir, sizeof dir);
-    mkdir_p(dir);   // failures show in the open below
+    mkdir_p_parent(path);   // a failure shows in the open below
     int fd = open(path, O_WRONLY | O_CREAT | O_APPEND, 0644);
     if (fd < 0) {
         fprintf(stderr, "nsa-train: --log-file %s: %s\n", path, strerror(errno));
