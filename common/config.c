@@ -759,13 +759,9 @@ static int backend_allows(const char *backend, const char *precision) {
     return strcmp(precision, "fp64") != 0;   // cuda: bf16, fp32, fp16
 }
 
-static void validate(Loader *L, json_t *root, NsaConfig *c) {
-    if (!json_is_object(root)) {
-        char got[80];
-        describe(root, 0, got, sizeof got);
-        problem(L, "", 0, NULL, "expected the config to be a JSON object, got %s", got);
-        return;
-    }
+// Every key on its own: unknown keys (at the key), sections of the wrong type,
+// missing sections and keys, each value read and range-checked (L->ok, L->given).
+static void read_keys(Loader *L, json_t *root, NsaConfig *c) {
     const char *k;
     json_t *v;
     // unknown keys (at the key), sections of the wrong type, missing sections
@@ -819,9 +815,11 @@ static void validate(Loader *L, json_t *root, NsaConfig *c) {
         L->given[id] = 1;
         read_field(L, c, id, fv);
     }
+}
 
+// Defaults that depend on other values: seq_len, gate_hidden, precision.
+static void resolve_defaults(Loader *L, NsaConfig *c) {
     unsigned char *ok = L->ok;
-    // defaults that depend on other values
     if (!L->given[F_SEQ_LEN]) {
         c->seq_len = c->max_seq_len;
         ok[F_SEQ_LEN] = ok[F_MAX_SEQ];
@@ -839,7 +837,11 @@ static void validate(Loader *L, json_t *root, NsaConfig *c) {
         snprintf(c->precision, sizeof c->precision, "%s",
                  !strcmp(c->backend, "cpu64") ? "fp64" : !strcmp(c->backend, "cuda") ? "bf16"
                                                                                       : "fp32");
+}
 
+// Cross-field rules, each checked only when the values involved are valid.
+static void check_relations(Loader *L, const NsaConfig *c) {
+    const unsigned char *ok = L->ok;
     // model shape
     if (ok[F_HEADS] && ok[F_KV_HEADS] && c->n_heads % c->n_kv_heads)
         relation(L, F_KV_HEADS, F_HEADS, "n_kv_heads (%d) must divide n_heads (%d): each KV "
@@ -891,6 +893,19 @@ static void validate(Loader *L, json_t *root, NsaConfig *c) {
                      "\"text\": the byte-level tokenizer uses one token per byte value",
                      c->vocab_size);
     }
+}
+
+// The (overridden) document into c: each key, the defaults that depend on others, the rules.
+static void validate(Loader *L, json_t *root, NsaConfig *c) {
+    if (!json_is_object(root)) {
+        char got[80];
+        describe(root, 0, got, sizeof got);
+        problem(L, "", 0, NULL, "expected the config to be a JSON object, got %s", got);
+        return;
+    }
+    read_keys(L, root, c);
+    resolve_defaults(L, c);
+    check_relations(L, c);
 }
 
 // ---- canonical JSON and digest -----------------------------------------------------

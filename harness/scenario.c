@@ -496,6 +496,111 @@ static int axis_name_ok(const char *n) {
     return 1;
 }
 
+// An axis's "values" as a list (at vp), each setting config key (or run.X) `key`.
+// 0, or -1 when the axis is unusable (reported).
+static int read_axis_list(const Scenario *s, Problems *ps, const char *name, const json_t *key, const char *kp,
+                          const json_t *vals, const char *vp, AxisBuild *out) {
+    if (!key) {
+        PROBLEM(vp, 0, "bad matrix: axis '%s': a list of values needs \"key\" (the config key they set); "
+                       "or give \"values\" as an object of labelled overrides", name);
+        return -1;
+    }
+    const char *k = json_string_value(key);
+    if (strncmp(k, "run.", 4) && !override_key_ok(k)) {
+        PROBLEM(kp, 0, "bad matrix: axis '%s': key '%s': expected section.key (e.g. \"nsa.w\") or "
+                       "run.world_size / run.transport / run.launcher", name, k);
+        return -1;
+    }
+    if (json_array_size(vals) == 0) {
+        PROBLEM(vp, 0, "bad matrix: axis '%s' has no values", name);
+        return -1;
+    }
+    out->vals = xcalloc(json_array_size(vals), sizeof(AxisValue));
+    size_t i;
+    json_t *v;
+    json_array_foreach(vals, i, v) {
+        char ip[600];
+        snprintf(ip, sizeof ip, "%s[%zu]", vp, i);
+        if (json_is_object(v) || json_is_null(v)) {
+            char got[96];
+            describe(v, got, sizeof got);
+            PROBLEM(ip, 0, "bad matrix: axis '%s': values[%zu]: expected a string, number, boolean or "
+                           "array, got %s", name, i, got);
+            continue;
+        }
+        AxisValue *av = &out->vals[out->n_vals];
+        value_label(v, av->label, sizeof av->label);
+        int dup = 0;
+        for (int j = 0; j < out->n_vals; j++) dup |= !strcmp(out->vals[j].label, av->label);
+        if (dup) {
+            PROBLEM(ip, 0, "bad matrix: axis '%s': value %s appears twice", name, av->label);
+            continue;
+        }
+        if (!apply_run_key(s, ps, ip, k, v, av)) {
+            int line = 0, col = 0;
+            scenario_pos(s, ip, 0, &line, &col);
+            ov_add(&av->ov, k, v, line, col);
+        }
+        out->n_vals++;
+    }
+    return 0;
+}
+
+// An axis's "values" as an object of labelled overrides (at vp). 0, or -1 when
+// the axis is unusable (reported).
+static int read_axis_labelled(const Scenario *s, Problems *ps, const char *name, const json_t *key, const char *kp,
+                              const json_t *vals, const char *vp, AxisBuild *out) {
+    if (key) {
+        PROBLEM(kp, 1, "bad matrix: axis '%s': \"key\" goes with a list of values; labelled values "
+                       "(an object) name their keys themselves", name);
+        return -1;
+    }
+    if (json_object_size(vals) == 0) {
+        PROBLEM(vp, 0, "bad matrix: axis '%s' has no values", name);
+        return -1;
+    }
+    out->vals = xcalloc(json_object_size(vals), sizeof(AxisValue));
+    const char *label;
+    json_t *set;
+    json_object_foreach((json_t *)vals, label, set) {
+        char lp[600];
+        scenario_member_path(lp, sizeof lp, vp, label);
+        if (!label[0] || strlen(label) >= 96 || strpbrk(label, ",/=")) {
+            PROBLEM(lp, 1, "bad matrix: axis '%s': label '%s' (non-empty, at most 95 bytes, no ',' '/' '=')",
+                    name, label);
+            continue;
+        }
+        if (!json_is_object(set)) {
+            char got[96];
+            describe(set, got, sizeof got);
+            PROBLEM(lp, 0, "bad matrix: axis '%s': value '%s': expected an object of overrides, got %s", name,
+                    label, got);
+            continue;
+        }
+        AxisValue *av = &out->vals[out->n_vals++];
+        snprintf(av->label, sizeof av->label, "%s", label);
+        const char *ok;
+        json_t *ov;
+        json_object_foreach(set, ok, ov) {
+            char op[700];
+            scenario_member_path(op, sizeof op, lp, ok);
+            if (apply_run_key(s, ps, op, ok, ov, av)) continue;
+            if (!override_key_ok(ok)) {
+                PROBLEM(op, 1, "override key '%s': expected section.key (e.g. \"train.steps\")", ok);
+                continue;
+            }
+            if (json_is_null(ov)) {
+                PROBLEM(op, 0, "%s: null is not a value", ok);
+                continue;
+            }
+            int line = 0, col = 0;
+            scenario_pos(s, op, 0, &line, &col);
+            ov_add(&av->ov, ok, ov, line, col);
+        }
+    }
+    return 0;
+}
+
 // Parse one axis (its object at jpath). Returns 0 if usable.
 static int read_axis(const Scenario *s, Problems *ps, const char *name, const json_t *ax, const char *jpath,
                      AxisBuild *out) {
@@ -529,106 +634,16 @@ static int read_axis(const Scenario *s, Problems *ps, const char *name, const js
         PROBLEM(kp, 0, "bad matrix: axis '%s': key: expected a string, got %s", name, got);
         return -1;
     }
-    if (json_is_array(vals)) {
-        if (!key) {
-            PROBLEM(vp, 0, "bad matrix: axis '%s': a list of values needs \"key\" (the config key they set); "
-                           "or give \"values\" as an object of labelled overrides", name);
-            return -1;
-        }
-        const char *k = json_string_value(key);
-        if (strncmp(k, "run.", 4) && !override_key_ok(k)) {
-            PROBLEM(kp, 0, "bad matrix: axis '%s': key '%s': expected section.key (e.g. \"nsa.w\") or "
-                           "run.world_size / run.transport / run.launcher", name, k);
-            return -1;
-        }
-        if (json_array_size(vals) == 0) {
-            PROBLEM(vp, 0, "bad matrix: axis '%s' has no values", name);
-            return -1;
-        }
-        out->vals = xcalloc(json_array_size(vals), sizeof(AxisValue));
-        size_t i;
-        json_t *v;
-        json_array_foreach(vals, i, v) {
-            char ip[600];
-            snprintf(ip, sizeof ip, "%s[%zu]", vp, i);
-            if (json_is_object(v) || json_is_null(v)) {
-                char got[96];
-                describe(v, got, sizeof got);
-                PROBLEM(ip, 0, "bad matrix: axis '%s': values[%zu]: expected a string, number, boolean or "
-                               "array, got %s", name, i, got);
-                continue;
-            }
-            AxisValue *av = &out->vals[out->n_vals];
-            value_label(v, av->label, sizeof av->label);
-            int dup = 0;
-            for (int j = 0; j < out->n_vals; j++) dup |= !strcmp(out->vals[j].label, av->label);
-            if (dup) {
-                PROBLEM(ip, 0, "bad matrix: axis '%s': value %s appears twice", name, av->label);
-                continue;
-            }
-            if (!apply_run_key(s, ps, ip, k, v, av)) {
-                int line = 0, col = 0;
-                scenario_pos(s, ip, 0, &line, &col);
-                ov_add(&av->ov, k, v, line, col);
-            }
-            out->n_vals++;
-        }
-    } else if (json_is_object(vals)) {
-        if (key) {
-            PROBLEM(kp, 1, "bad matrix: axis '%s': \"key\" goes with a list of values; labelled values "
-                           "(an object) name their keys themselves", name);
-            return -1;
-        }
-        if (json_object_size(vals) == 0) {
-            PROBLEM(vp, 0, "bad matrix: axis '%s' has no values", name);
-            return -1;
-        }
-        out->vals = xcalloc(json_object_size(vals), sizeof(AxisValue));
-        const char *label;
-        json_t *set;
-        json_object_foreach((json_t *)vals, label, set) {
-            char lp[600];
-            scenario_member_path(lp, sizeof lp, vp, label);
-            if (!label[0] || strlen(label) >= 96 || strpbrk(label, ",/=")) {
-                PROBLEM(lp, 1, "bad matrix: axis '%s': label '%s' (non-empty, at most 95 bytes, no ',' '/' '=')",
-                        name, label);
-                continue;
-            }
-            if (!json_is_object(set)) {
-                char got[96];
-                describe(set, got, sizeof got);
-                PROBLEM(lp, 0, "bad matrix: axis '%s': value '%s': expected an object of overrides, got %s", name,
-                        label, got);
-                continue;
-            }
-            AxisValue *av = &out->vals[out->n_vals++];
-            snprintf(av->label, sizeof av->label, "%s", label);
-            const char *ok;
-            json_t *ov;
-            json_object_foreach(set, ok, ov) {
-                char op[700];
-                scenario_member_path(op, sizeof op, lp, ok);
-                if (apply_run_key(s, ps, op, ok, ov, av)) continue;
-                if (!override_key_ok(ok)) {
-                    PROBLEM(op, 1, "override key '%s': expected section.key (e.g. \"train.steps\")", ok);
-                    continue;
-                }
-                if (json_is_null(ov)) {
-                    PROBLEM(op, 0, "%s: null is not a value", ok);
-                    continue;
-                }
-                int line = 0, col = 0;
-                scenario_pos(s, op, 0, &line, &col);
-                ov_add(&av->ov, ok, ov, line, col);
-            }
-        }
-    } else {
+    int rc;
+    if (json_is_array(vals)) rc = read_axis_list(s, ps, name, key, kp, vals, vp, out);
+    else if (json_is_object(vals)) rc = read_axis_labelled(s, ps, name, key, kp, vals, vp, out);
+    else {
         char got[96];
         describe(vals, got, sizeof got);
         PROBLEM(vp, 0, "bad matrix: axis '%s': values: expected an array or an object, got %s", name, got);
         return -1;
     }
-    return ps->n == before ? 0 : -1;
+    return rc || ps->n != before ? -1 : 0;
 }
 
 // ---- config validation per case -----------------------------------------------------------------

@@ -11,7 +11,8 @@
 // detection PASSes when every expectation holds for every seed: a clean
 // detection over three seeds that stays PASS is the "no false alarm" proof, a
 // fault detection that gives the expected verdict and names the right place is
-// the "it catches the bug" proof.
+// the "it catches the bug" proof. Loading and validating a self-test file (its
+// own schema) is family_selftest.c; this file runs and judges the detections.
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <fnmatch.h>
@@ -91,6 +92,94 @@ static void judge(const json_t *expect, const char *run_dir, int status, Str *ba
     json_decref(sj);
 }
 
+static int interrupted(const RunCtx *ctx) { return ctx->interrupted && *ctx->interrupted; }
+
+// The nested run's command line (into argv[64], NULL-terminated): the scenario
+// for this profile into `out`, the detection's faults, filter and sets, and
+// `seedset` ("train.seed=S") when there are seeds. scale: room for the timeout scale.
+static void nested_argv(const RunCtx *ctx, const json_t *d, const char *scen, const char *out, const char *seedset,
+                        char scale[32], const char *argv[64]) {
+    int n = 0;
+    argv[n++] = ctx->harness;
+    argv[n++] = "run";
+    argv[n++] = scen;
+    argv[n++] = "--profile";
+    argv[n++] = ctx->profile;
+    argv[n++] = "--out";
+    argv[n++] = out;
+    argv[n++] = "--quiet";
+    argv[n++] = "--trainer";
+    argv[n++] = ctx->trainer;
+    const json_t *tsc = json_object_get(d, "timeout_scale");
+    snprintf(scale, 32, "%g", ctx->timeout_scale * (json_is_number(tsc) ? json_number_value(tsc) : 1.0));
+    argv[n++] = "--timeout-scale";
+    argv[n++] = scale;
+    const json_t *f = json_object_get(d, "fault");
+    if (json_is_string(f)) {
+        argv[n++] = "--fault";
+        argv[n++] = json_string_value(f);
+    }
+    size_t i;
+    json_t *x;
+    json_array_foreach(f, i, x) if (n < 56) {
+        argv[n++] = "--fault";
+        argv[n++] = json_string_value(x);
+    }
+    if (json_is_string(json_object_get(d, "filter"))) {
+        argv[n++] = "--filter";
+        argv[n++] = json_string_value(json_object_get(d, "filter"));
+    }
+    json_array_foreach(json_object_get(d, "set"), i, x) if (n < 58) {
+        argv[n++] = "--set";
+        argv[n++] = json_string_value(x);
+    }
+    if (seedset) {
+        argv[n++] = "--set";
+        argv[n++] = seedset;
+    }
+    argv[n] = NULL;
+}
+
+// Run the nested nsa-harness under the case's time limit; *status its wait
+// status. Returns 1 if it had to be stopped for running out of time.
+static int run_nested(const RunCtx *ctx, const Case *c, const char *const *argv, const char *log, int *status) {
+    pid_t pid = proc_spawn((char *const *)argv, log, NULL, 0);
+    int done = 0, hung = 0;
+    *status = 0;
+    const double deadline = mono_s() + c->run.timeout_s * ctx->timeout_scale;
+    while (!done && mono_s() < deadline && !interrupted(ctx)) done = proc_wait(pid, 0.2, status);
+    if (!done) {   // the nested runner stops its own cases on SIGTERM and writes its report
+        proc_kill_group(pid, SIGTERM);
+        if (!proc_wait(pid, 20, status)) {
+            proc_kill_group(pid, SIGKILL);
+            proc_wait(pid, 30, status);
+        }
+        hung = !interrupted(ctx);
+    }
+    proc_kill_group(pid, SIGKILL);
+    proc_reap_orphans();
+    return hung;
+}
+
+// The faults as one text ("a + b"), "" for none.
+static void fault_text(const json_t *d, Str *fs) {
+    const json_t *f = json_object_get(d, "fault");
+    if (json_is_string(f)) str_add(fs, json_string_value(f));
+    size_t i;
+    json_t *x;
+    json_array_foreach(f, i, x) str_printf(fs, "%s%s", i ? " + " : "", json_string_value(x));
+}
+
+// The most severe verdict the detection expects (shown in the matrix).
+static const char *shown_verdict(const json_t *expect) {
+    const char *shown = "PASS";
+    const char *k;
+    json_t *v;
+    json_object_foreach(json_object_get(expect, "verdicts"), k, v) if (strcmp(json_string_value(v), "PASS") &&
+                                                                        strcmp(json_string_value(v), "SKIP")) shown = json_string_value(v);
+    return shown;
+}
+
 void selftest_run_case(const RunCtx *ctx, CaseResult *r) {
     const Case *c = r->c;
     const json_t *d = c->spec, *expect = json_object_get(d, "expect");
@@ -112,65 +201,16 @@ void selftest_run_case(const RunCtx *ctx, CaseResult *r) {
     Str bad = {0}, what = {0};
     json_t *observed = json_object();
     int hung = 0;
-    for (int k = 0; k < n_runs && !(ctx->interrupted && *ctx->interrupted); k++) {
+    for (int k = 0; k < n_runs && !interrupted(ctx); k++) {
         char out[2300], seedset[64], scale[32];
-        if (seeds) snprintf(out, sizeof out, "%s/run_seed%lld", r->dir, (long long)json_integer_value(json_array_get(seeds, (size_t)k)));
+        long long seed = seeds ? (long long)json_integer_value(json_array_get(seeds, (size_t)k)) : 0;
+        if (seeds) snprintf(out, sizeof out, "%s/run_seed%lld", r->dir, seed);
         else snprintf(out, sizeof out, "%s/run", r->dir);
+        snprintf(seedset, sizeof seedset, "train.seed=%lld", seed);
         const char *argv[64];
-        int n = 0;
-        argv[n++] = ctx->harness;
-        argv[n++] = "run";
-        argv[n++] = scen;
-        argv[n++] = "--profile";
-        argv[n++] = ctx->profile;
-        argv[n++] = "--out";
-        argv[n++] = out;
-        argv[n++] = "--quiet";
-        argv[n++] = "--trainer";
-        argv[n++] = ctx->trainer;
-        const json_t *tsc = json_object_get(d, "timeout_scale");
-        snprintf(scale, sizeof scale, "%g", ctx->timeout_scale * (json_is_number(tsc) ? json_number_value(tsc) : 1.0));
-        argv[n++] = "--timeout-scale";
-        argv[n++] = scale;
-        const json_t *f = json_object_get(d, "fault");
-        if (json_is_string(f)) {
-            argv[n++] = "--fault";
-            argv[n++] = json_string_value(f);
-        }
-        size_t i;
-        json_t *x;
-        json_array_foreach(f, i, x) if (n < 56) {
-            argv[n++] = "--fault";
-            argv[n++] = json_string_value(x);
-        }
-        if (json_is_string(json_object_get(d, "filter"))) {
-            argv[n++] = "--filter";
-            argv[n++] = json_string_value(json_object_get(d, "filter"));
-        }
-        json_array_foreach(json_object_get(d, "set"), i, x) if (n < 58) {
-            argv[n++] = "--set";
-            argv[n++] = json_string_value(x);
-        }
-        if (seeds) {
-            snprintf(seedset, sizeof seedset, "train.seed=%lld", (long long)json_integer_value(json_array_get(seeds, (size_t)k)));
-            argv[n++] = "--set";
-            argv[n++] = seedset;
-        }
-        argv[n] = NULL;
-        pid_t pid = proc_spawn((char *const *)argv, log, NULL, 0);
-        int status = 0, done = 0;
-        const double deadline = mono_s() + c->run.timeout_s * ctx->timeout_scale;
-        while (!done && mono_s() < deadline && !(ctx->interrupted && *ctx->interrupted)) done = proc_wait(pid, 0.2, &status);
-        if (!done) {   // the nested runner stops its own cases on SIGTERM and writes its report
-            proc_kill_group(pid, SIGTERM);
-            if (!proc_wait(pid, 20, &status)) {
-                proc_kill_group(pid, SIGKILL);
-                proc_wait(pid, 30, &status);
-            }
-            if (!(ctx->interrupted && *ctx->interrupted)) hung = 1;
-        }
-        proc_kill_group(pid, SIGKILL);
-        proc_reap_orphans();
+        nested_argv(ctx, d, scen, out, seeds ? seedset : NULL, scale, argv);
+        int status;
+        hung |= run_nested(ctx, c, argv, log, &status);
         if (what.len) str_add(&what, ", ");
         str_printf(&what, "%s", seeds ? strrchr(seedset, '=') + 1 : "once");
         Str one = {0};
@@ -183,24 +223,15 @@ void selftest_run_case(const RunCtx *ctx, CaseResult *r) {
     }
     r->wall_s = mono_s() - t0;
     // facts for the matrix: the scenario, the fault, what was expected and seen
-    const json_t *f = json_object_get(d, "fault");
     Str fs = {0};
-    if (json_is_string(f)) str_add(&fs, json_string_value(f));
-    size_t i;
-    json_t *x;
-    json_array_foreach(f, i, x) str_printf(&fs, "%s%s", i ? " + " : "", json_string_value(x));
+    fault_text(d, &fs);
+    const char *shown = shown_verdict(expect);
     json_object_set_new(r->facts, "st_scenario", json_string(scen));
     json_object_set_new(r->facts, "st_fault", json_string(fs.len ? str_c(&fs) : "none"));
     json_object_set_new(r->facts, "st_runs", json_integer(n_runs));
     json_object_set_new(r->facts, "st_observed", observed);
-    // the expected verdict shown in the matrix: the most severe one expected
-    const char *shown = "PASS";
-    const char *k;
-    json_t *v;
-    json_object_foreach(json_object_get(expect, "verdicts"), k, v) if (strcmp(json_string_value(v), "PASS") &&
-                                                                        strcmp(json_string_value(v), "SKIP")) shown = json_string_value(v);
     json_object_set_new(r->facts, "st_expected", json_string(shown));
-    if (ctx->interrupted && *ctx->interrupted) {
+    if (interrupted(ctx)) {
         r->verdict = V_ERROR;
         snprintf(r->summary, sizeof r->summary, "interrupted");
     } else if (hung) {
