@@ -85,10 +85,6 @@ typedef struct {
 void strlist_add(StrList *l, const char *s);   // a copy
 void strlist_sort(StrList *l);                 // strcmp order
 void strlist_free(StrList *l);
-// collect_json_files (the runner's scenario folders) moved to harness/files.c. Its
-// prototype stays here only until harness/main.c, baseline_cmd.c and bisect.c include
-// harness/files.h; then delete this line.
-int collect_json_files(StrList *out, char *const *args, int n, const char *default_arg);
 
 // ---- shell words ------------------------------------------------------------------------
 // argv (NULL-terminated) appended as one shell-quoted command line: words of
