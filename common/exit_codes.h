@@ -34,4 +34,11 @@ enum {
     HARNESS_EXIT_BISECT_SKIP = 125, // run --bisect: this commit cannot be judged (git bisect's "skip")
     HARNESS_EXIT_INTERRUPTED = 130, // SIGINT/SIGTERM (128 + SIGINT)
 };
+
+// ---- the processes the runner forks (harness/proc.c, launch.c, bisect.c) ------------------
+enum {
+    CHILD_EXIT_CANNOT_OPEN = 126,   // the child could not open its log (before exec)
+    CHILD_EXIT_CANNOT_EXEC = 127,   // exec failed, or the runner died before the child was set up
+    EXIT_SIGNAL_BASE = 128,         // a process killed by signal S: shell status 128 + S
+};
 #endif

@@ -540,7 +540,7 @@ static int spawn_wait(char *const argv[], const char *log, int stop_sig, char *c
         }
     }
     proc_kill_group(pid, SIGKILL);   // anything it left behind
-    if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+    if (WIFSIGNALED(status)) return EXIT_SIGNAL_BASE + WTERMSIG(status);
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 

@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/exit_codes.h"
 #include "harness/proc.h"
 
 // Passed to every rank whatever the launcher (mpirun: by -x; the others inherit them).
@@ -286,7 +287,7 @@ void launch_signal(const Launch *L, int sig) {
 }
 
 static int shell_status(int st) {
-    return WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : 0;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? EXIT_SIGNAL_BASE + WTERMSIG(st) : 0;
 }
 
 int launch_exit_status(const Launch *L) {

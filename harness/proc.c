@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/exit_codes.h"
 #include "common/util.h"
 
 extern char **environ;
@@ -49,7 +50,7 @@ pid_t proc_spawn(char *const argv[], const char *log_path, char *const *env, int
     if (pid == 0) {
         setpgid(0, 0);
         prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (getppid() != parent) _exit(127);   // the runner died before prctl took effect
+        if (getppid() != parent) _exit(CHILD_EXIT_CANNOT_EXEC);   // the runner died before prctl took effect
         // default dispositions and an empty mask for the trainer
         sigset_t none;
         sigemptyset(&none);
@@ -61,7 +62,7 @@ pid_t proc_spawn(char *const argv[], const char *log_path, char *const *env, int
         if (in >= 0) dup2(in, 0);
         if (log_path) {
             int fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND, 0664);
-            if (fd < 0) _exit(126);
+            if (fd < 0) _exit(CHILD_EXIT_CANNOT_OPEN);
             // blocks for the first 4-64 KiB of the log, set aside without growing it: on a
             // disk that fills during the case, the trainer's last words (its [IO-ERROR]
             // line naming the file it could not write) still land (best effort)
@@ -72,7 +73,7 @@ pid_t proc_spawn(char *const argv[], const char *log_path, char *const *env, int
         }
         execve(argv[0], argv, e);
         dprintf(2, "nsa-harness: cannot execute %s: %s\n", argv[0], strerror(errno));
-        _exit(127);
+        _exit(CHILD_EXIT_CANNOT_EXEC);
     }
     setpgid(pid, pid);   // also in the parent: no race with the first signal
     free(e);
@@ -198,7 +199,7 @@ static int capture(char *const argv[], double timeout_s, char **out, int with_st
             if (!with_stderr) dup2(nul, 2);
         }
         execvp(argv[0], argv);
-        _exit(127);
+        _exit(CHILD_EXIT_CANNOT_EXEC);
     }
     setpgid(pid, pid);
     close(pfd[1]);
@@ -240,7 +241,7 @@ static int capture(char *const argv[], double timeout_s, char **out, int with_st
     proc_kill_group(pid, SIGKILL);   // anything it left behind
     free(*out);
     *out = str_take(&s);
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 127) return -1;
+    if (WIFEXITED(status) && WEXITSTATUS(status) == CHILD_EXIT_CANNOT_EXEC) return -1;
     return status;
 }
 

@@ -665,13 +665,13 @@ static int step_dump(Run *R, DataPos pos) {
     const int64_t nlog = (int64_t)B * T * m->V;
     void *lh = logits_to_host(m, nlog);
     model_backward(m);
-    int drc = 0;
+    int drc = NSA_EXIT_OK;
     if (R->ddp) {
         drc = ddp_reduce_all(R->ddp);
         if (!drc) drc = ddp_mean(R->ddp, &l1, "allreduce dump loss");
     }
     if (!drc && R->rank == 0)
-        drc = dump_step(R->opts->dump_step, m, in1, tg1, l1, &l1, lh, R->diag.acts) ? NSA_EXIT_RUNTIME : 0;
+        drc = dump_step(R->opts->dump_step, m, in1, tg1, l1, &l1, lh, R->diag.acts) ? NSA_EXIT_RUNTIME : NSA_EXIT_OK;
     be->from_host(m->grad_mem, saved, (size_t)m->n_elems * be->param_bytes);
     actdump_free(R->diag.acts);
     R->diag.acts = NULL;
