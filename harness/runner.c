@@ -325,9 +325,9 @@ static void set_summary(CaseResult *r, const char *fmt, ...) {
     va_end(ap);
 }
 
-// The summary of a rank that exited 6: its `[IO-ERROR] file=PATH errno=N TEXT` line
-// (trainer/train.h) names the file; when the log itself could not be written (the
-// same full disk), the free space of the case folder says what happened.
+// The summary of a rank that exited 6 (NSA_EXIT_IO): its `[IO-ERROR] file=PATH errno=N TEXT`
+// line names the file; when the log itself could not be written (the same full disk), the
+// free space of the case folder says what happened.
 static void io_error_summary(CaseResult *r, const RankResult *q) {
     char *tail = read_tail(q->log_path, LOG_TAIL_BYTES);
     char *line = tail ? strstr(tail, "[IO-ERROR] file=") : NULL;

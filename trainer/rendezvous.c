@@ -781,12 +781,15 @@ static Rdzv *join_root(Rdzv *z, const RdzvConfig *cf, double t0, double timeout_
     return z;
 }
 
-static Rdzv *join_peer(Rdzv *z, const RdzvConfig *cf, double t0, double timeout_s, int *rc, char *err, size_t errlen) {
-    const double deadline = t0 + timeout_s;
+// ---- the other ranks: connect to rank 0, say HELLO, wait for the world's description ---------------
+
+// Connect to rank 0 (MASTER_ADDR resolved again at every attempt, a growing back-off),
+// until the deadline. The socket and rank 0's address, or -1 with *rc and err set.
+static int peer_connect(const Rdzv *z, const RdzvConfig *cf, double deadline, double timeout_s, char *peer_addr,
+                        size_t peer_n, int *rc, char *err, size_t errlen) {
     char port[16], last[256] = "";
     snprintf(port, sizeof port, "%d", cf->port);
     int fd = -1, attempts = 0, resolved = 0;
-    char peer_addr[64] = "";
     double backoff = 0.02;
     while (fd < 0) {
         if (mono_s() >= deadline) {
@@ -799,8 +802,7 @@ static Rdzv *join_peer(Rdzv *z, const RdzvConfig *cf, double t0, double timeout_
                 seterr(err, errlen, "[COMM-TIMEOUT] rank %d: rendezvous at %s: rank 0 not reachable within %g s (%d "
                        "attempt%s, last error: %s): is rank 0 running, and do MASTER_ADDR and MASTER_PORT name it on "
                        "every rank?", cf->rank, z->where, timeout_s, attempts, attempts == 1 ? "" : "s", last);
-            rdzv_free(z);
-            return NULL;
+            return -1;
         }
         attempts++;
         struct addrinfo hints, *res = NULL;
@@ -829,7 +831,7 @@ static Rdzv *join_peer(Rdzv *z, const RdzvConfig *cf, double t0, double timeout_
                 }
                 if (cr == 0) {
                     fd = s;
-                    sa_text(ai->ai_addr, peer_addr, sizeof peer_addr);
+                    sa_text(ai->ai_addr, peer_addr, peer_n);
                 } else {
                     snprintf(last, sizeof last, "%s", strerror(errno));
                     close(s);
@@ -842,6 +844,37 @@ static Rdzv *join_peer(Rdzv *z, const RdzvConfig *cf, double t0, double timeout_
             sleep_s(backoff < rem ? backoff : rem);
             if (backoff < 0.5) backoff *= 2;
         }
+    }
+    return fd;
+}
+
+// rank 0's WELCOME: every rank's address and host (or rank 0's and this rank's), and this
+// rank's local rank and size.
+static void peer_take_welcome(Rdzv *z, const RdzvConfig *cf, const unsigned char *pl, uint32_t len) {
+    uint32_t ne = get_u32(pl + 4), off = 8;
+    for (uint32_t k = 0; k < ne; k++) {
+        if (off + 14 > len) break;
+        uint32_t q = get_u32(pl + off);
+        int qlr = (int)(int32_t)get_u32(pl + off + 4), qls = (int)(int32_t)get_u32(pl + off + 8);
+        size_t al = pl[off + 12], hl = pl[off + 13];
+        if (off + 14 + al + hl > len || q >= (uint32_t)cf->world) break;
+        snprintf(z->addr[q], sizeof z->addr[0], "%.*s", (int)al, (const char *)pl + off + 14);
+        snprintf(z->host[q], sizeof z->host[0], "%.*s", (int)hl, (const char *)pl + off + 14 + al);
+        if ((int)q == cf->rank) {
+            z->local_rank = qlr;
+            z->local_size = qls;
+        }
+        off += 14 + (uint32_t)(al + hl);
+    }
+}
+
+static Rdzv *join_peer(Rdzv *z, const RdzvConfig *cf, double t0, double timeout_s, int *rc, char *err, size_t errlen) {
+    const double deadline = t0 + timeout_s;
+    char peer_addr[64] = "";
+    int fd = peer_connect(z, cf, deadline, timeout_s, peer_addr, sizeof peer_addr, rc, err, errlen);
+    if (fd < 0) {
+        rdzv_free(z);
+        return NULL;
     }
     z->n_conn = 1;
     z->conn = xcalloc(1, sizeof *z->conn);
@@ -903,21 +936,7 @@ static Rdzv *join_peer(Rdzv *z, const RdzvConfig *cf, double t0, double timeout_
                 rdzv_free(z);
                 return NULL;
             }
-            uint32_t ne = get_u32(pl + 4), off = 8;
-            for (uint32_t k = 0; k < ne; k++) {
-                if (off + 14 > len) break;
-                uint32_t q = get_u32(pl + off);
-                int qlr = (int)(int32_t)get_u32(pl + off + 4), qls = (int)(int32_t)get_u32(pl + off + 8);
-                size_t al = pl[off + 12], hl = pl[off + 13];
-                if (off + 14 + al + hl > len || q >= (uint32_t)cf->world) break;
-                snprintf(z->addr[q], sizeof z->addr[0], "%.*s", (int)al, (const char *)pl + off + 14);
-                snprintf(z->host[q], sizeof z->host[0], "%.*s", (int)hl, (const char *)pl + off + 14 + al);
-                if ((int)q == cf->rank) {
-                    z->local_rank = qlr;
-                    z->local_size = qls;
-                }
-                off += 14 + (uint32_t)(al + hl);
-            }
+            peer_take_welcome(z, cf, pl, len);
             frame_drop(c, len);
             return z;
         }

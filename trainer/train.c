@@ -465,7 +465,10 @@ static int run_prepare(Run *R) {
 // the exit code (with whatever was built freed).
 static int run_build_model(Run *R) {
     Model *m = &R->m;
-    if (model_init(m, R->cfg, R->be, R->err, sizeof R->err)) { fprintf(stderr, "nsa-train: %s\n", R->err); return NSA_EXIT_RUNTIME; }
+    if (model_init(m, R->cfg, R->be, R->err, sizeof R->err)) {
+        fprintf(stderr, "nsa-train: %s\n", R->err);
+        return NSA_EXIT_RUNTIME;
+    }
     m->keep_logits = R->opts->dump_step != NULL;
     if (model_alloc_acts(m, R->B, R->T, R->err, sizeof R->err)) {
         fprintf(stderr, "nsa-train: %s\n", R->err);
@@ -525,8 +528,8 @@ static int run_open(Run *R) {
     snprintf(R->path, sizeof R->path, "%s/metrics.jsonl", R->out_dir);
     if (!R->ds) { fprintf(stderr, "nsa-train: data: %s\n", R->err); return NSA_EXIT_USAGE; }
     if (R->cw) {
-        DdpOpts dop = {cfg->ddp_mode, cfg->bucket_mb, opts->comm_timeout_s > 0 ? opts->comm_timeout_s : 300.0, R->out_dir,
-                       R->faults};
+        const double comm_timeout = opts->comm_timeout_s > 0 ? opts->comm_timeout_s : 300.0;
+        DdpOpts dop = {cfg->ddp_mode, cfg->bucket_mb, comm_timeout, R->out_dir, R->faults};
         int drc = NSA_EXIT_RUNTIME;
         flightrec_event(FR_PHASE_INIT, FR_KIND_BEGIN, 0, -1, "ddp_open");
         R->ddp = ddp_open(m, R->cw, &dop, &drc, R->err, sizeof R->err);
