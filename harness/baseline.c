@@ -11,6 +11,7 @@
 
 #include "harness/result.h"
 #include "harness/tensorstats.h"
+#include "common/jsonutil.h"
 #include "common/util.h"
 #include "common/digest.h"
 #include "common/jsonpos.h"
@@ -93,7 +94,7 @@ static json_t *steps_of(const json_t *metrics) {
         for (int k = 0; keys[k]; k++) {
             double v = json_number_or(m, keys[k], NAN);
             // non-finite values are kept as the trainer writes them: strings
-            json_object_set_new(s, keys[k], isfinite(v) ? json_real(v) : json_sprintf("%g", v));
+            json_object_set_new(s, keys[k], json_real_or_name(v));
         }
         const json_t *dd = json_object_get(m, "data_digest");
         json_object_set_new(s, "data_digest", json_is_string(dd) ? json_copy((json_t *)dd) : json_null());
