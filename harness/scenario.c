@@ -6,8 +6,13 @@
 // every problem is reported (not only the first), and messages say what was
 // expected and what was found. Overrides are finally validated by the trainer's
 // own config loader (common/config.c, linked as a small library), case by case,
-// and its complaints are moved to where the offending value stands in the
-// scenario file.
+// and its problems (ConfigProblem: key, position, override index) are moved to
+// where the offending value stands in the scenario file.
+//
+// A family whose files have a schema of their own registers a load hook in the
+// family table (FamilyDef.load: the self-test, family_selftest.c); scenario_load
+// hands such a file to it. Loading keeps no state outside the ScenarioLoader it
+// passes down, so a loader may load other scenarios while loading.
 #define _POSIX_C_SOURCE 200809L
 #include "harness/scenario.h"
 
