@@ -214,11 +214,8 @@ static void read_detection(Scenario *s, Problems *ps, const json_t *d, const cha
 static int read_selftest_top_level(Scenario *s, Problems *ps) {
     int before = ps->n;
     scenario_check_keys(s, ps, s->root, "", SELFTEST_KEYS, "a self-test file's top level");
+    scenario_read_name(s, ps);
     const json_t *v;
-    if ((v = scenario_get_typed(s, ps, s->root, "", "name", JSON_STRING, 1, "a string")) &&
-        scenario_name_ok(json_string_value(v), 63))
-        snprintf(s->name, sizeof s->name, "%s", json_string_value(v));
-    else if (v) PROBLEM("name", 0, "name: \"%.64s%s\": 1 to 63 characters from A-Z a-z 0-9 _ . -", json_string_value(v), strlen(json_string_value(v)) > 64 ? "…" : "");
     if ((v = scenario_get_typed(s, ps, s->root, "", "description", JSON_STRING, 1, "a string")))
         s->description = xstrdup(json_string_value(v));
     snprintf(s->family, sizeof s->family, "selftest");

@@ -164,7 +164,7 @@ const json_t *scenario_get_typed(const Scenario *s, Problems *ps, const json_t *
     return v;
 }
 
-int scenario_name_ok(const char *n, size_t max) {
+static int name_ok(const char *n, size_t max) {
     size_t len = strlen(n);
     if (len == 0 || len > max) return 0;
     for (const char *p = n; *p; p++)
@@ -172,6 +172,15 @@ int scenario_name_ok(const char *n, size_t max) {
               *p == '-' || *p == '.'))
             return 0;
     return 1;
+}
+
+void scenario_read_name(Scenario *s, Problems *ps) {
+    const json_t *v = scenario_get_typed(s, ps, s->root, "", "name", JSON_STRING, 1, "a string");
+    if (!v) return;
+    if (!name_ok(json_string_value(v), 63))
+        PROBLEM("name", 0, "name: \"%.64s%s\": 1 to 63 characters from A-Z a-z 0-9 _ . -", json_string_value(v),
+                strlen(json_string_value(v)) > 64 ? "…" : "");
+    else snprintf(s->name, sizeof s->name, "%s", json_string_value(v));
 }
 
 // ---- overrides ---------------------------------------------------------------------------
@@ -1231,11 +1240,7 @@ static int scenario_open(Scenario *s, const char *path, Problems *ps) {
 static void read_top_level(Scenario *s, Problems *ps) {
     const json_t *v;
     scenario_check_keys(s, ps, s->root, "", TOP_KEYS, "the scenario's top level");
-    if ((v = scenario_get_typed(s, ps, s->root, "", "name", JSON_STRING, 1, "a string"))) {
-        if (!scenario_name_ok(json_string_value(v), 63))
-            PROBLEM("name", 0, "name: \"%.64s%s\": 1 to 63 characters from A-Z a-z 0-9 _ . -", json_string_value(v), strlen(json_string_value(v)) > 64 ? "…" : "");
-        else snprintf(s->name, sizeof s->name, "%s", json_string_value(v));
-    }
+    scenario_read_name(s, ps);
     if ((v = scenario_get_typed(s, ps, s->root, "", "description", JSON_STRING, 1, "a string"))) {
         if (!json_string_value(v)[0]) PROBLEM("description", 0, "description: say what the scenario proves");
         s->description = xstrdup(json_string_value(v));

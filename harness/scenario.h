@@ -133,8 +133,8 @@ const json_t *scenario_get_typed(const Scenario *s, Problems *ps, const json_t *
                                  const char *key, int type, int required, const char *what);
 // The jsonpos path of a member: base.key, or base["key"] when the key needs quoting.
 void scenario_member_path(char *out, size_t n, const char *base, const char *key);
-// 1..max characters of [A-Za-z0-9_.-].
-int scenario_name_ok(const char *n, size_t max);
+// The top-level "name" (required; 1 to 63 such characters) into s->name.
+void scenario_read_name(Scenario *s, Problems *ps);
 // The "profiles" object: known profile names, each an object with `known_keys`;
 // sets s->has_profile.
 void scenario_read_profiles(Scenario *s, Problems *ps, const char *const *known_keys, const char *what);
