@@ -550,117 +550,128 @@ static int read_int(Loader *L, const char *dk, const char *desc, const char *why
     return 0;
 }
 
+// Readers per field type: the value v of field f (dotted key dk) into dst, its
+// destination in the config. 0, or -1 when it was reported.
+static int read_real(Loader *L, const Field *f, const char *dk, const json_t *v, char *dst) {
+    if (!json_is_number(v)) {
+        type_problem(L, dk, f->desc, v, 0);
+        return -1;
+    }
+    double r = json_number_value(v);
+    if (!real_in_range(f->range, r)) {   // "got 0", not "got integer 0"
+        Str got = {0};
+        if (json_is_integer(v)) str_printf(&got, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
+        else real_text(&got, r);
+        problem(L, dk, 0, dk, "expected %s, got %s", f->desc, str_c(&got));
+        str_free(&got);
+        return -1;
+    }
+    *(double *)dst = r;
+    return 0;
+}
+
+static int read_bool(Loader *L, const Field *f, const char *dk, const json_t *v, char *dst) {
+    if (!json_is_boolean(v)) {
+        type_problem(L, dk, f->desc, v, 0);
+        return -1;
+    }
+    *(int *)dst = json_is_true(v);
+    return 0;
+}
+
+// One of f->names: stored as f->vals[i], or as the name itself without vals.
+static int read_enum(Loader *L, const Field *f, const char *dk, const json_t *v, char *dst) {
+    Str one_of = {0};
+    str_add(&one_of, "one of ");
+    for (int i = 0; f->names[i]; i++) str_printf(&one_of, "%s\"%s\"", i ? ", " : "", f->names[i]);
+    int hit = -1;
+    if (json_is_string(v))
+        for (int i = 0; f->names[i]; i++)
+            if (!strcmp(f->names[i], json_string_value(v))) hit = i;
+    if (hit < 0) type_problem(L, dk, str_c(&one_of), v, 0);   // "got string \"gpu\""
+    str_free(&one_of);
+    if (hit < 0) return -1;
+    if (f->vals) *(int *)dst = f->vals[hit];
+    else snprintf(dst, f->size, "%s", f->names[hit]);   // names fit: checked by tests
+    return 0;
+}
+
+static int read_name(Loader *L, const Field *f, const char *dk, const json_t *v, char *dst) {
+    if (!json_is_string(v)) {
+        type_problem(L, dk, f->desc, v, 0);
+        return -1;
+    }
+    const char *s = json_string_value(v);
+    size_t n = strlen(s);
+    int good = n >= 1 && n < f->size;
+    for (size_t i = 0; good && i < n; i++)
+        good = (s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
+               (s[i] >= '0' && s[i] <= '9') || s[i] == '_' || s[i] == '.' || s[i] == '-';
+    if (!good) {
+        type_problem(L, dk, f->desc, v, 0);
+        return -1;
+    }
+    memcpy(dst, s, n + 1);
+    return 0;
+}
+
+static int read_path(Loader *L, const Field *f, const char *dk, const json_t *v, char *dst) {
+    if (!json_is_string(v) || !*json_string_value(v)) {
+        type_problem(L, dk, f->desc, v, 0);
+        return -1;
+    }
+    const char *s = json_string_value(v);
+    size_t n = strlen(s);
+    if (n >= f->size) {
+        problem(L, dk, 0, dk, "path is %zu bytes long; at most %zu are supported", n, f->size - 1);
+        return -1;
+    }
+    memcpy(dst, s, n + 1);
+    return 0;
+}
+
+// checkpoint_layers: [begin, end], each element checked (and reported) on its own.
+static int read_pair(Loader *L, const Field *f, const char *dk, const json_t *v, NsaConfig *cfg) {
+    if (!json_is_array(v) || json_array_size(v) != 2) {
+        type_problem(L, dk, f->desc, v, 0);
+        return -1;
+    }
+    json_int_t be[2];
+    int bad = 0;
+    for (size_t i = 0; i < 2; i++) {
+        char edk[80];
+        snprintf(edk, sizeof edk, "%s[%zu]", dk, i);
+        bad |= read_int(L, edk, "a non-negative integer", NULL, json_array_get(v, i), 0, 0, &be[i]);
+    }
+    if (bad) return -1;
+    cfg->ckpt_begin = (int)be[0];
+    cfg->ckpt_end = (int)be[1];
+    return 0;
+}
+
+// Field id's value v into cfg; L->ok[id] when it is valid.
 static void read_field(Loader *L, NsaConfig *cfg, int id, const json_t *v) {
     const Field *f = &FIELDS[id];
     char dk[64];
     dotted(id, dk, sizeof dk);
     char *dst = (char *)cfg + f->off;
     json_int_t x;
+    int rc = -1;
     switch (f->type) {
     case T_INT:
-        if (read_int(L, dk, f->desc, f->why, v, f->imin, 0, &x)) return;
-        *(int *)dst = (int)x;
+        if ((rc = read_int(L, dk, f->desc, f->why, v, f->imin, 0, &x)) == 0) *(int *)dst = (int)x;
         break;
     case T_SEED:
-        if (read_int(L, dk, f->desc, NULL, v, 0, 1, &x)) return;
-        *(uint64_t *)dst = (uint64_t)x;
+        if ((rc = read_int(L, dk, f->desc, NULL, v, 0, 1, &x)) == 0) *(uint64_t *)dst = (uint64_t)x;
         break;
-    case T_REAL: {
-        if (!json_is_number(v)) {
-            type_problem(L, dk, f->desc, v, 0);
-            return;
-        }
-        double r = json_number_value(v);
-        if (!real_in_range(f->range, r)) {   // "got 0", not "got integer 0"
-            Str got = {0};
-            if (json_is_integer(v)) str_printf(&got, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
-            else real_text(&got, r);
-            problem(L, dk, 0, dk, "expected %s, got %s", f->desc, str_c(&got));
-            str_free(&got);
-            return;
-        }
-        *(double *)dst = r;
-        break;
+    case T_REAL: rc = read_real(L, f, dk, v, dst); break;
+    case T_BOOL: rc = read_bool(L, f, dk, v, dst); break;
+    case T_ENUM: rc = read_enum(L, f, dk, v, dst); break;
+    case T_NAME: rc = read_name(L, f, dk, v, dst); break;
+    case T_PATH: rc = read_path(L, f, dk, v, dst); break;
+    case T_PAIR: rc = read_pair(L, f, dk, v, cfg); break;
     }
-    case T_BOOL:
-        if (!json_is_boolean(v)) {
-            type_problem(L, dk, f->desc, v, 0);
-            return;
-        }
-        *(int *)dst = json_is_true(v);
-        break;
-    case T_ENUM: {
-        Str one_of = {0};
-        str_add(&one_of, "one of ");
-        for (int i = 0; f->names[i]; i++) str_printf(&one_of, "%s\"%s\"", i ? ", " : "", f->names[i]);
-        const char *desc = str_c(&one_of);
-        int hit = -1;
-        if (!json_is_string(v)) {
-            type_problem(L, dk, desc, v, 0);
-        } else {
-            for (int i = 0; f->names[i]; i++)
-                if (!strcmp(f->names[i], json_string_value(v))) hit = i;
-            if (hit < 0) type_problem(L, dk, desc, v, 0);   // "got string \"gpu\""
-        }
-        str_free(&one_of);
-        if (hit < 0) return;
-        if (f->vals) *(int *)dst = f->vals[hit];
-        else snprintf(dst, f->size, "%s", f->names[hit]);   // names fit: checked by tests
-        break;
-    }
-    case T_NAME: {
-        if (!json_is_string(v)) {
-            type_problem(L, dk, f->desc, v, 0);
-            return;
-        }
-        const char *s = json_string_value(v);
-        size_t n = strlen(s);
-        int good = n >= 1 && n < f->size;
-        for (size_t i = 0; good && i < n; i++)
-            good = (s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
-                   (s[i] >= '0' && s[i] <= '9') || s[i] == '_' || s[i] == '.' || s[i] == '-';
-        if (!good) {
-            type_problem(L, dk, f->desc, v, 0);
-            return;
-        }
-        memcpy(dst, s, n + 1);
-        break;
-    }
-    case T_PATH: {
-        if (!json_is_string(v) || !*json_string_value(v)) {
-            type_problem(L, dk, f->desc, v, 0);
-            return;
-        }
-        const char *s = json_string_value(v);
-        size_t n = strlen(s);
-        if (n >= f->size) {
-            problem(L, dk, 0, dk, "path is %zu bytes long; at most %zu are supported", n,
-                    f->size - 1);
-            return;
-        }
-        memcpy(dst, s, n + 1);
-        break;
-    }
-    case T_PAIR: {
-        if (!json_is_array(v) || json_array_size(v) != 2) {
-            type_problem(L, dk, f->desc, v, 0);
-            return;
-        }
-        json_int_t be[2];
-        int bad = 0;
-        for (size_t i = 0; i < 2; i++) {
-            char edk[80];
-            snprintf(edk, sizeof edk, "%s[%zu]", dk, i);
-            bad |= read_int(L, edk, "a non-negative integer", NULL, json_array_get(v, i), 0,
-                            0, &be[i]);
-        }
-        if (bad) return;
-        cfg->ckpt_begin = (int)be[0];
-        cfg->ckpt_end = (int)be[1];
-        break;
-    }
-    }
-    L->ok[id] = 1;
+    if (rc == 0) L->ok[id] = 1;
 }
 
 // ---- overrides ---------------------------------------------------------------------
