@@ -331,6 +331,53 @@ static void read_strings(const Scenario *s, Problems *ps, const json_t *v, const
     }
 }
 
+// run.env (the object v at jpath's "env"): variable names and string values into rb.
+static void read_run_env(const Scenario *s, Problems *ps, const json_t *v, const char *jpath, RunBuild *rb) {
+    char mp[512];
+    const char *k;
+    json_t *e;
+    char ep[512];
+    scenario_member_path(ep, sizeof ep, jpath, "env");
+    json_object_foreach((json_t *)v, k, e) {
+        scenario_member_path(mp, sizeof mp, ep, k);
+        int name_valid = k[0] && !strchr(k, '=') && !(k[0] >= '0' && k[0] <= '9');
+        for (const char *p = k; *p && name_valid; p++)
+            name_valid = (*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '_';
+        if (!name_valid) {
+            PROBLEM(mp, 1, "env: '%s' is not an environment variable name", k);
+            continue;
+        }
+        if (!json_is_string(e)) {
+            char got[96];
+            describe(e, got, sizeof got);
+            PROBLEM(mp, 0, "env.%s: expected a string, got %s", k, got);
+            continue;
+        }
+        env_set(&rb->run, k, json_string_value(e));
+    }
+}
+
+// run.hosts and run.launcher_args.
+static void read_run_lists(const Scenario *s, Problems *ps, const json_t *obj, const char *jpath, RunBuild *rb) {
+    char mp[512];
+    const json_t *v;
+    if ((v = json_object_get(obj, "hosts"))) {
+        scenario_member_path(mp, sizeof mp, jpath, "hosts");
+        read_strings(s, ps, v, mp, "hosts", "host names (\"node1\" or \"node1:4\" with its slots)", &rb->run.hosts,
+                     &rb->run.n_hosts);
+        for (int i = 0; i < rb->run.n_hosts; i++)
+            if (strpbrk(rb->run.hosts[i], " \t\n#")) {
+                PROBLEM(mp, 0, "hosts[%d]: '%.64s' is not a host name (no spaces or '#'; \"host:slots\" for slots)", i,
+                        rb->run.hosts[i]);
+                break;
+            }
+    }
+    if ((v = json_object_get(obj, "launcher_args"))) {
+        scenario_member_path(mp, sizeof mp, jpath, "launcher_args");
+        read_strings(s, ps, v, mp, "launcher_args", "launcher arguments", &rb->run.launcher_args, &rb->run.n_launcher_args);
+    }
+}
+
 // Apply a "run" object (top level or a profile's) over rb.
 static void read_run(const Scenario *s, Problems *ps, const json_t *obj, const char *jpath, RunBuild *rb) {
     scenario_check_keys(s, ps, obj, jpath, RUN_KEYS, "'run'");
@@ -392,44 +439,9 @@ static void read_run(const Scenario *s, Problems *ps, const json_t *obj, const c
                     json_string_value(v));
         else snprintf(rb->run.launcher, sizeof rb->run.launcher, "%s", json_string_value(v));
     }
-    if ((v = json_object_get(obj, "hosts"))) {
-        scenario_member_path(mp, sizeof mp, jpath, "hosts");
-        read_strings(s, ps, v, mp, "hosts", "host names (\"node1\" or \"node1:4\" with its slots)", &rb->run.hosts,
-                     &rb->run.n_hosts);
-        for (int i = 0; i < rb->run.n_hosts; i++)
-            if (strpbrk(rb->run.hosts[i], " \t\n#")) {
-                PROBLEM(mp, 0, "hosts[%d]: '%.64s' is not a host name (no spaces or '#'; \"host:slots\" for slots)", i,
-                        rb->run.hosts[i]);
-                break;
-            }
-    }
-    if ((v = json_object_get(obj, "launcher_args"))) {
-        scenario_member_path(mp, sizeof mp, jpath, "launcher_args");
-        read_strings(s, ps, v, mp, "launcher_args", "launcher arguments", &rb->run.launcher_args, &rb->run.n_launcher_args);
-    }
-    if ((v = scenario_get_typed(s, ps, obj, jpath, "env", JSON_OBJECT, 0, "an object of strings"))) {
-        const char *k;
-        json_t *e;
-        char ep[512];
-        scenario_member_path(ep, sizeof ep, jpath, "env");
-        json_object_foreach((json_t *)v, k, e) {
-            scenario_member_path(mp, sizeof mp, ep, k);
-            int name_valid = k[0] && !strchr(k, '=') && !(k[0] >= '0' && k[0] <= '9');
-            for (const char *p = k; *p && name_valid; p++)
-                name_valid = (*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '_';
-            if (!name_valid) {
-                PROBLEM(mp, 1, "env: '%s' is not an environment variable name", k);
-                continue;
-            }
-            if (!json_is_string(e)) {
-                char got[96];
-                describe(e, got, sizeof got);
-                PROBLEM(mp, 0, "env.%s: expected a string, got %s", k, got);
-                continue;
-            }
-            env_set(&rb->run, k, json_string_value(e));
-        }
-    }
+    read_run_lists(s, ps, obj, jpath, rb);
+    if ((v = scenario_get_typed(s, ps, obj, jpath, "env", JSON_OBJECT, 0, "an object of strings")))
+        read_run_env(s, ps, v, jpath, rb);
 }
 
 // ---- matrix -----------------------------------------------------------------------------------
