@@ -1062,8 +1062,8 @@ int cmd_bisect(int argc, char **argv) {
     fflush(stdout);
     write_report(&B, NULL);
 
-    int rc = o.verify ? verify_ends(&B) : 0;
-    if (rc == 0) rc = search(&B);
+    int rc = o.verify ? verify_ends(&B) : HARNESS_EXIT_OK;
+    if (rc == HARNESS_EXIT_OK) rc = search(&B);
     // the first bad commit's finding needs its report: BAD itself may not have run yet
     if (rc == HARNESS_EXIT_OK && !step_of(&B, B.hi) && !g_stop) {
         if (run_step(&B, B.hi, "finding") == -2) rc = -2;
