@@ -15,7 +15,7 @@
 #ifndef NSA_TRAINER_STACKDUMP_H
 #define NSA_TRAINER_STACKDUMP_H
 
-#define NSA_EXIT_STALL_DUMP 138   // 128 + SIGUSR1 (Linux)
+#include "common/exit_codes.h"   // NSA_EXIT_STALL_DUMP (138 = 128 + SIGUSR1)
 
 // stack_file: where dumps go (opened for append when a dump happens); NULL or ""
 // = stderr. rank: for the header. Returns 0, or -1 if a handler could not be set
