@@ -28,31 +28,8 @@
 
 #include "common/safetensors.h"
 
-static char g_dir[256];
-
-static int setup_dir(void **state) {
-    const char *t = getenv("TMPDIR");
-    snprintf(g_dir, sizeof g_dir, "%s/nsa_st_XXXXXX", t && *t ? t : "/tmp");
-    return mkdtemp(g_dir) ? 0 : -1;
-}
-
-static int teardown_dir(void **state) {
-    DIR *d = opendir(g_dir);
-    if (!d) return -1;
-    struct dirent *e;
-    char p[512];
-    while ((e = readdir(d)) != NULL) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-        snprintf(p, sizeof p, "%s/%s", g_dir, e->d_name);
-        remove(p);   // files and the (empty) directory test_writer_errors makes
-    }
-    closedir(d);
-    return rmdir(g_dir);
-}
-
-static void path_in_dir(char *out, size_t n, const char *name) {
-    snprintf(out, n, "%s/%s", g_dir, name);
-}
+#define TEST_TMPDIR_TAG "st"
+#include "tests/trainer/test_tmpdir.h"   // g_dir, setup_dir, teardown_dir, path_in_dir
 
 static void write_bytes(const char *path, const void *buf, size_t n) {
     // A new file rather than a truncated one: ext4 flushes a truncated file's
