@@ -28,6 +28,7 @@
 #include "trainer/envinfo.h"
 #include "trainer/faults.h"
 #include "trainer/flightrec.h"
+#include "trainer/protocol.h"
 #include "trainer/stackdump.h"
 #include "trainer/train.h"
 #include "common/exit_codes.h"
@@ -106,6 +107,9 @@ static void usage(FILE *f) {
         "  --fault NAME[=ARG]   inject a fault (repeatable); --list-faults describes them\n"
         "  --list-faults        list the faults: name, argument, what it breaks, who catches it; exit\n"
         "  --print-env          print build/CUDA/host/env facts (and --config's) as JSON, exit\n"
+        "  --protocol-info      print the trainer protocol's handshake (protocol version, build, supported\n"
+        "                       backends, transports, faults, diagnostics...) as one JSON line, exit\n"
+        "                       (docs/trainer-protocol.md)\n"
         "\n"
         "exit codes: 0 ok, 1 runtime failure, 2 usage or invalid config, 3 non-finite value\n"
         "(the first non-finite tensor is named on stderr and in OUT/anomaly.json), 4 a collective did not\n"
@@ -291,6 +295,7 @@ static int parse_args(int argc, char **argv, MainArgs *A) {
         }
         else if (!strcmp(a, "--list-faults")) { faults_list(stdout); return NSA_EXIT_OK; }
         else if (!strcmp(a, "--print-env")) A->print_env = 1;
+        else if (!strcmp(a, "--protocol-info")) return protocol_info_print(stdout) ? NSA_EXIT_RUNTIME : NSA_EXIT_OK;
         else if (!strcmp(a, "--show-flight-recorder")) {
             NEED_VALUE;
             return flightrec_show(v) ? NSA_EXIT_RUNTIME : NSA_EXIT_OK;

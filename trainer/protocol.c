@@ -1,0 +1,176 @@
+// trainer/protocol.c — see protocol.h; the protocol itself is docs/trainer-protocol.md.
+//
+// Where each list comes from (nothing here is a second copy of a list kept elsewhere,
+// except the backend/precision pairs and the diagnostics vocabulary below, which
+// tests/cli/protocol.sh checks against the config loader's own names):
+//   backends, precisions  the pairs the config loader accepts, kept when this build can
+//                         run them: backend_get() for the CPU backends; the cuda pairs
+//                         only with NSA_HAVE_CUDA (backend_get would initialise a device)
+//   transports            comm_transport_name/comm_transport_built (trainer/comm.c)
+//   bootstraps            comm_bootstrap_name; mpi only when the mpi transport is built
+//   ddp_modes             config_ddp_mode_name (common/config.c's table)
+//   prefill               the config's own names, through config_to_json
+//   faults                the fault table (trainer/faults.c), as --list-faults prints it
+//   diagnostics           the protocol's names for nsa-train's diagnostics flags
+#define _POSIX_C_SOURCE 200809L   // open_memstream
+#include "trainer/protocol.h"
+
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/config.h"
+#include "kernels/ops.h"
+#include "trainer/comm.h"
+#include "trainer/faults.h"
+#include "nsa_build_info.h"   // generated: NSA_BUILD_GIT_SHA
+
+// Every (backend, precision) pair the config loader accepts (common/config.c
+// backend_allows); `cuda`: needs a CUDA build.
+static const struct {
+    const char *backend, *precision;
+    int cuda;
+} BACKEND_PRECISIONS[] = {
+    {"cpu", "fp32", 0}, {"cpu64", "fp64", 0}, {"cuda", "bf16", 1}, {"cuda", "fp32", 1}, {"cuda", "fp16", 1},
+};
+
+// The protocol's names of the diagnostics nsa-train implements (docs/trainer-protocol.md
+// "Diagnostics"): the flag or file each stands for.
+static const char *const DIAGNOSTICS[] = {
+    "trace_grads",       // --trace-grads: OUT/grad_trace.jsonl
+    "gate_stats",        // --gate-stats: OUT/gate_stats.jsonl
+    "dump_step",         // --dump-step FILE: step 1's batch, logits, loss, gradients (safetensors)
+    "dump_acts",         // --dump-acts: the activations in the step dump too
+    "flight_recorder",   // --flight-recorder FILE: the memory-mapped liveness record
+    "stack_dump",        // --stack-file FILE: SIGUSR1 -> stack dump, exit 138; crash dumps
+    "log_file",          // --log-file FILE: stdout and stderr appended to FILE
+    "anomaly",           // exit 3 with OUT/anomaly.json naming the first non-finite tensor
+    "buckets",           // data parallel: OUT/buckets.jsonl, [DDP] lines, exit 5
+};
+
+static int has_name(const json_t *arr, const char *s) {
+    size_t i;
+    json_t *v;
+    json_array_foreach(arr, i, v) if (!strcmp(json_string_value(v), s)) return 1;
+    return 0;
+}
+
+static void add_unique(json_t *arr, const char *s) {
+    if (!has_name(arr, s)) json_array_append_new(arr, json_string(s));
+}
+
+static void backends(json_t *feat) {
+    json_t *b = json_array(), *p = json_array();
+    for (size_t i = 0; i < sizeof BACKEND_PRECISIONS / sizeof BACKEND_PRECISIONS[0]; i++) {
+        int built;
+        if (BACKEND_PRECISIONS[i].cuda) {
+#ifdef NSA_HAVE_CUDA
+            built = 1;
+#else
+            built = 0;
+#endif
+        } else {
+            built = backend_get(BACKEND_PRECISIONS[i].backend, BACKEND_PRECISIONS[i].precision, NULL) != NULL;
+        }
+        if (!built) continue;
+        add_unique(b, BACKEND_PRECISIONS[i].backend);
+        add_unique(p, BACKEND_PRECISIONS[i].precision);
+    }
+    json_object_set_new(feat, "backends", b);
+    json_object_set_new(feat, "precisions", p);
+}
+
+// COMM_NONE, COMM_MPI, ... as long as a value's name parses back to it
+static json_t *transports(void) {
+    json_t *a = json_array();
+    for (int t = COMM_NONE; comm_transport_parse(comm_transport_name(t)) == t; t++)
+        if (comm_transport_built(t, NULL)) json_array_append_new(a, json_string(comm_transport_name(t)));
+    return a;
+}
+
+// COMM_BOOT_MPI, ENV, SLURM: where a rank learns rank/world/local rank; mpi needs MPI
+static json_t *bootstraps(void) {
+    json_t *a = json_array();
+    for (int b = COMM_BOOT_MPI; comm_bootstrap_parse(comm_bootstrap_name(b)) == b; b++)
+        if (b != COMM_BOOT_MPI || comm_transport_built(COMM_MPI, NULL))
+            json_array_append_new(a, json_string(comm_bootstrap_name(b)));
+    return a;
+}
+
+static json_t *ddp_modes(void) {
+    json_t *a = json_array();
+    for (int m = 0; strcmp(config_ddp_mode_name(m), "?"); m++) json_array_append_new(a, json_string(config_ddp_mode_name(m)));
+    return a;
+}
+
+// train.prefill's names: the config's canonical JSON of each value, as long as it has one
+static json_t *prefill_modes(void) {
+    json_t *a = json_array();
+    NsaConfig *c = calloc(1, sizeof *c);
+    for (int v = 0; c; v++) {
+        c->prefill = v;
+        char *js = config_to_json(c);
+        json_t *root = js ? json_loads(js, 0, NULL) : NULL;
+        const char *name = json_string_value(json_object_get(json_object_get(root, "train"), "prefill"));
+        const int known = name && strcmp(name, "?");
+        if (known) json_array_append_new(a, json_string(name));
+        json_decref(root);
+        free(js);
+        if (!known) break;
+    }
+    free(c);
+    return a;
+}
+
+// The names of the fault table, read from what --list-faults prints: a line that starts
+// with a name (the others are the "#" title and indented descriptions).
+static json_t *fault_names(void) {
+    json_t *a = json_array();
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f) return a;
+    faults_list(f);
+    fclose(f);
+    for (char *line = text; line && *line;) {
+        char *nl = strchr(line, '\n');
+        size_t n = nl ? (size_t)(nl - line) : strlen(line);
+        if (n && line[0] != '#' && line[0] != ' ') {
+            size_t w = strcspn(line, " \n");
+            char name[64];
+            snprintf(name, sizeof name, "%.*s", (int)(w < sizeof name ? w : sizeof name - 1), line);
+            json_array_append_new(a, json_string(name));
+        }
+        line = nl ? nl + 1 : NULL;
+    }
+    free(text);
+    return a;
+}
+
+char *protocol_info_json(void) {
+    json_t *root = json_object(), *feat = json_object();
+    json_object_set_new(root, "protocol", json_integer(NSA_TRAINER_PROTOCOL));
+    json_object_set_new(root, "trainer", json_string("nsa-train"));
+    json_object_set_new(root, "version", json_string(NSA_BUILD_GIT_SHA));
+    backends(feat);
+    json_object_set_new(feat, "transports", transports());
+    json_object_set_new(feat, "bootstraps", bootstraps());
+    json_object_set_new(feat, "ddp_modes", ddp_modes());
+    json_object_set_new(feat, "prefill", prefill_modes());
+    json_object_set_new(feat, "faults", fault_names());
+    json_t *d = json_array();
+    for (size_t i = 0; i < sizeof DIAGNOSTICS / sizeof DIAGNOSTICS[0]; i++) json_array_append_new(d, json_string(DIAGNOSTICS[i]));
+    json_object_set_new(feat, "diagnostics", d);
+    json_object_set_new(root, "features", feat);
+    char *js = json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    json_decref(root);
+    return js;
+}
+
+int protocol_info_print(FILE *out) {
+    char *js = protocol_info_json();
+    if (!js) return -1;
+    int rc = fprintf(out, "%s\n", js) < 0 || fflush(out) ? -1 : 0;
+    free(js);
+    return rc;
+}
