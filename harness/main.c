@@ -26,6 +26,7 @@
 #include "harness/report.h"
 #include "harness/runner.h"
 #include "harness/scenario.h"
+#include "harness/trainer_caps.h"
 #include "common/exit_codes.h"
 #include "common/util.h"
 
@@ -475,6 +476,11 @@ static int run_check_trainer(RunOpts *O) {
         }
         free(fout);
     }
+    // the protocol handshake (docs/trainer-protocol.md): asked once here; a case needing a
+    // feature the trainer does not list is a SKIP naming it (runner.c)
+    const TrainerCaps *caps = trainer_caps_for(O->trainer);
+    if (caps->bad_answer)
+        fprintf(stderr, "nsa-harness run: warning: the trainer %s: %s\n", O->trainer, caps->note);
     O->gpus = (int)json_array_size(json_object_get(json_object_get(env, "cuda"), "devices"));
     if (O->profile < 0) O->profile = O->gpus > 0 ? PROFILE_GPU : PROFILE_CI;
     return GO_ON;
@@ -600,6 +606,7 @@ static void run_write_env(const RunOpts *O, const Report *rp, int argc, char **a
     json_t *fl = json_array();
     for (int i = 0; i < O->faults.n; i++) json_array_append_new(fl, json_string(O->faults.v[i]));
     json_object_set_new(runner, "faults", fl);
+    json_object_set_new(runner, "trainer_protocol", trainer_caps_json(trainer_caps_for(O->trainer)));
     json_object_set_new(env, "runner", runner);
     char *const mv[] = {"mpirun", "--version", NULL};
     char *mpi = first_line_of(mv);

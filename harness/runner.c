@@ -21,6 +21,7 @@
 #include "harness/hang.h"
 #include "harness/launch.h"
 #include "harness/proc.h"
+#include "harness/trainer_caps.h"
 #include "common/flightrec_layout.h"
 
 #define POLL_NS (50 * 1000 * 1000)
@@ -587,7 +588,8 @@ static void case_names(const RunCtx *ctx, CaseResult *r) {
     str_free(&rep);
 }
 
-// SKIP when the case needs more GPUs than there are or a launcher that is missing.
+// SKIP when the case needs more GPUs than there are, a launcher that is missing, or a
+// feature the trainer's --protocol-info does not list (harness/trainer_caps.h).
 // Returns 1 when skipped.
 static int case_skipped(const RunCtx *ctx, CaseResult *r) {
     const Scenario *s = r->s;
@@ -597,7 +599,9 @@ static int case_skipped(const RunCtx *ctx, CaseResult *r) {
         return 1;
     }
     char why_not[512];
-    if (launch_available(&r->c->run, why_not, sizeof why_not)) {
+    if (launch_available(&r->c->run, why_not, sizeof why_not) ||
+        trainer_caps_case_missing(trainer_caps_for(ctx->trainer), r->c, checks_needs(s), ctx->faults, ctx->n_faults,
+                                  why_not, sizeof why_not)) {
         r->verdict = V_SKIP;
         set_summary(r, "%s", why_not);
         return 1;

@@ -1,0 +1,135 @@
+// harness/trainer_caps.c — see trainer_caps.h.
+#define _POSIX_C_SOURCE 200809L
+#include "harness/trainer_caps.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/config.h"
+#include "harness/checks.h"
+#include "harness/launch.h"
+#include "harness/proc.h"
+
+// What each NEED_* bit of the checks asks of the trainer, by the protocol's diagnostic name.
+static const struct {
+    unsigned need;
+    const char *diagnostic;
+} NEED_DIAGNOSTICS[] = {
+    {NEED_GRAD_TRACE, "trace_grads"},
+    {NEED_GATE_STATS, "gate_stats"},
+    {NEED_DUMP | NEED_DUMP_ACTS, "dump_step"},
+    {NEED_DUMP_ACTS, "dump_acts"},
+};
+
+static void query(TrainerCaps *tc, const char *trainer) {
+    char *out = NULL;
+    char *const av[] = {(char *)trainer, "--protocol-info", NULL};
+    const int rc = proc_capture(av, 60, &out);
+    if (rc != 0) {   // it does not speak the protocol: what nsa-train did before the handshake
+        snprintf(tc->note, sizeof tc->note, "no answer to --protocol-info (status %d): protocol 0", rc);
+        free(out);
+        return;
+    }
+    json_error_t je;
+    json_t *info = json_loads(out ? out : "", 0, &je);
+    const json_t *p = json_object_get(info, "protocol");
+    if (!json_is_object(info) || !json_is_integer(p) || json_integer_value(p) < 1 ||
+        !json_is_object(json_object_get(info, "features"))) {
+        snprintf(tc->note, sizeof tc->note, "the answer to --protocol-info is not the protocol's JSON object (%s): "
+                 "taken as protocol 0", info ? "no integer \"protocol\" >= 1 or no \"features\" object" : je.text);
+        tc->bad_answer = 1;
+        json_decref(info);
+        free(out);
+        return;
+    }
+    tc->protocol = (int)json_integer_value(p);
+    tc->info = info;
+    free(out);
+}
+
+const TrainerCaps *trainer_caps_for(const char *trainer) {
+    // a run has one trainer; a few slots serve a process that asks about several
+    enum { SLOTS = 8 };
+    static struct {
+        char *path;
+        TrainerCaps caps;
+    } cache[SLOTS];
+    static int n_cached;
+    for (int i = 0; i < n_cached; i++)
+        if (!strcmp(cache[i].path, trainer)) return &cache[i].caps;
+    int k = n_cached < SLOTS ? n_cached++ : SLOTS - 1;   // full: the last slot is asked again
+    if (cache[k].path) {
+        free(cache[k].path);
+        json_decref(cache[k].caps.info);
+    }
+    cache[k].path = xstrdup(trainer);
+    memset(&cache[k].caps, 0, sizeof cache[k].caps);
+    query(&cache[k].caps, trainer);
+    return &cache[k].caps;
+}
+
+int trainer_caps_has(const TrainerCaps *tc, const char *feature, const char *name) {
+    if (tc->protocol < 1) return 1;
+    const json_t *list = json_object_get(json_object_get(tc->info, "features"), feature);
+    size_t i;
+    const json_t *v;
+    json_array_foreach(list, i, v) if (json_is_string(v) && !strcmp(json_string_value(v), name)) return 1;
+    return 0;
+}
+
+// train.prefill's name for the case: its config's canonical JSON says it
+static void prefill_name(const NsaConfig *cfg, char *out, size_t n) {
+    char *js = config_to_json(cfg);
+    json_t *root = js ? json_loads(js, 0, NULL) : NULL;
+    const char *name = json_string_value(json_object_get(json_object_get(root, "train"), "prefill"));
+    snprintf(out, n, "%s", name ? name : "?");
+    json_decref(root);
+    free(js);
+}
+
+static int missing(const TrainerCaps *tc, const char *feature, const char *what, const char *name, char *why, size_t n) {
+    if (trainer_caps_has(tc, feature, name)) return 0;
+    snprintf(why, n, "the trainer does not support %s '%s' (--protocol-info)", what, name);
+    return 1;
+}
+
+int trainer_caps_case_missing(const TrainerCaps *tc, const Case *c, unsigned needs, const char *const *faults,
+                              int n_faults, char *why, size_t n) {
+    if (tc->protocol < 1) return 0;
+    const NsaConfig *cfg = &c->cfg;
+    if (missing(tc, "backends", "backend", cfg->backend, why, n)) return 1;
+    if (missing(tc, "precisions", "precision", cfg->precision, why, n)) return 1;
+    char pf[32];
+    prefill_name(cfg, pf, sizeof pf);
+    if (missing(tc, "prefill", "prefill", pf, why, n)) return 1;
+    // as the runner starts the ranks (runner.c trainer_argv): several ranks run a transport
+    // (mpi unless the scenario says nccl) and a bootstrap (env, slurm for srun over nccl, else mpi)
+    const LaunchKind kind = launch_kind(&c->run);
+    if (launch_is_multi(kind)) {
+        const char *transport = strcmp(c->run.transport, "none") ? c->run.transport : "mpi";
+        if (missing(tc, "transports", "transport", transport, why, n)) return 1;
+        const char *boot = kind == LAUNCH_ENV                                             ? "env"
+                           : kind == LAUNCH_SRUN && !strcmp(c->run.transport, "nccl") ? "slurm"
+                                                                                        : "mpi";
+        if (missing(tc, "bootstraps", "bootstrap", boot, why, n)) return 1;
+        if (missing(tc, "ddp_modes", "ddp mode", config_ddp_mode_name(cfg->ddp_mode), why, n)) return 1;
+    }
+    for (int i = 0; i < n_faults; i++) {
+        char name[128];
+        snprintf(name, sizeof name, "%.*s", (int)strcspn(faults[i], "="), faults[i]);
+        if (missing(tc, "faults", "fault", name, why, n)) return 1;
+    }
+    for (size_t i = 0; i < sizeof NEED_DIAGNOSTICS / sizeof NEED_DIAGNOSTICS[0]; i++)
+        if ((needs & NEED_DIAGNOSTICS[i].need) && missing(tc, "diagnostics", "diagnostic", NEED_DIAGNOSTICS[i].diagnostic, why, n))
+            return 1;
+    return 0;
+}
+
+json_t *trainer_caps_json(const TrainerCaps *tc) {
+    json_t *o = json_object();
+    json_object_set_new(o, "protocol", json_integer(tc->protocol));
+    json_object_set_new(o, "info", tc->info ? json_incref(tc->info) : json_null());
+    if (tc->note[0]) json_object_set_new(o, "note", json_string(tc->note));
+    return o;
+}

@@ -1,0 +1,42 @@
+// harness/trainer_caps.h — what the trainer says it supports (docs/trainer-protocol.md
+// "Capability handshake"), and the case that needs what it lacks.
+//
+// Once per run (nsa-harness run, where the trainer's --print-env is checked) the runner
+// asks `TRAINER --protocol-info`. A trainer that answers is protocol >= 1 and its
+// "features" lists are what it supports. A trainer that does not answer (it exits non-zero,
+// e.g. an nsa-train built before the handshake, which `bisect` builds from old commits)
+// is protocol 0: everything nsa-train had before the handshake, so nothing is skipped.
+// A case that needs a feature the lists lack is a SKIP naming it:
+//   "the trainer does not support fault 'prefill_state_leak' (--protocol-info)".
+#ifndef NSA_HARNESS_TRAINER_CAPS_H
+#define NSA_HARNESS_TRAINER_CAPS_H
+#include <jansson.h>
+#include <stddef.h>
+
+#include "harness/scenario.h"
+
+typedef struct {
+    int protocol;      // 0: no handshake (everything nsa-train had before it); else the answer's "protocol"
+    json_t *info;      // the answer (NULL for protocol 0)
+    int bad_answer;    // it exited 0 but did not print the protocol's JSON object (taken as protocol 0)
+    char note[512];    // why it is protocol 0 ("" when it answered)
+} TrainerCaps;
+
+// The capabilities of `trainer`, asked once per path per process (cached: later calls with
+// the same path return the same object). Never NULL.
+const TrainerCaps *trainer_caps_for(const char *trainer);
+
+// 1 if the trainer supports `name` of feature list `feature` ("backends", "faults", ...):
+// protocol 0 supports everything; a protocol >= 1 answer without that list supports nothing of it.
+int trainer_caps_has(const TrainerCaps *tc, const char *feature, const char *name);
+
+// The first feature case c needs that the trainer does not list, as the SKIP summary
+// ("the trainer does not support <what> '<name>' (--protocol-info)"): 1 with why filled,
+// else 0. needs: the scenario's checks' NEED_* bits (checks_needs); faults: the run's
+// --fault values (NAME[=ARG]).
+int trainer_caps_case_missing(const TrainerCaps *tc, const Case *c, unsigned needs, const char *const *faults,
+                              int n_faults, char *why, size_t n);
+
+// {"protocol": N, "info": <answer or null>, "note": "..."} for env.json (a new reference).
+json_t *trainer_caps_json(const TrainerCaps *tc);
+#endif
