@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include "harness/commands.h"
+#include "harness/families.h"
 #include "harness/files.h"
 #include "harness/proc.h"
 #include "harness/scenario.h"
@@ -388,7 +389,10 @@ static int check_scenarios(const Opts *o, Plan *P) {
             continue;
         }
         problems_free(&ps);
-        if (!strcmp(s.family, "selftest")) P->need_ranks = 1;   // its detections run other scenarios
+        // a family that runs its cases another way (the self-test's nested runs of other
+        // scenarios) may need ranks whatever its own cases say
+        const FamilyDef *fd = family_find(s.family);
+        if (fd && fd->run_case) P->need_ranks = 1;
         for (int c = 0; c < s.n_cases; c++)
             if (s.cases[c].run.world_size > 1 || strcmp(s.cases[c].run.transport, "none") != 0) P->need_ranks = 1;
         scenario_free(&s);
