@@ -64,4 +64,23 @@ static inline void fuzz_write(const char *path, const uint8_t *data, size_t n) {
         abort();
     }
 }
+// An input laid out as FILE \0 SET \0 SET ...: the file's length (up to the first NUL, or
+// all of it), and copies of up to max_sets NUL-separated strings after it in sets[]
+// (NUL-terminated; the caller frees each). Returns how many sets were copied.
+static inline int fuzz_split_sets(const uint8_t *data, size_t size, size_t *file_len, char **sets, int max_sets) {
+    const uint8_t *nul = memchr(data, 0, size);
+    *file_len = nul ? (size_t)(nul - data) : size;
+    int n_sets = 0;
+    for (size_t at = *file_len + 1; nul && at <= size && n_sets < max_sets;) {
+        const uint8_t *end = at < size ? memchr(data + at, 0, size - at) : NULL;
+        size_t len = (end ? (size_t)(end - data) : size) - at;
+        sets[n_sets] = malloc(len + 1);
+        if (!sets[n_sets]) abort();
+        if (len) memcpy(sets[n_sets], data + at, len);
+        sets[n_sets][len] = '\0';
+        n_sets++;
+        at += len + 1;
+    }
+    return n_sets;
+}
 #endif

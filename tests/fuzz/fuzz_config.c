@@ -10,20 +10,9 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    const uint8_t *nul = memchr(data, 0, size);
-    size_t file_len = nul ? (size_t)(nul - data) : size;
-    // overrides: copies of the NUL-separated strings after the file
+    size_t file_len;
     char *sets[16];
-    int n_sets = 0;
-    for (size_t at = file_len + 1; nul && at <= size && n_sets < 16;) {
-        const uint8_t *end = at < size ? memchr(data + at, 0, size - at) : NULL;
-        size_t len = (end ? (size_t)(end - data) : size) - at;
-        sets[n_sets] = malloc(len + 1);
-        if (len) memcpy(sets[n_sets], data + at, len);
-        sets[n_sets][len] = '\0';
-        n_sets++;
-        at += len + 1;
-    }
+    int n_sets = fuzz_split_sets(data, size, &file_len, sets, 16);
     char path[600];
     snprintf(path, sizeof path, "%s/config.json", fuzz_tmpdir());
     fuzz_write(path, data, file_len);

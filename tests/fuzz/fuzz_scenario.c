@@ -55,19 +55,9 @@ static void setup(void) {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!in_path[0]) setup();
-    const uint8_t *nul = memchr(data, 0, size);
-    size_t file_len = nul ? (size_t)(nul - data) : size;
+    size_t file_len;
     char *sets[8];
-    int n_sets = 0;
-    for (size_t at = file_len + 1; nul && at <= size && n_sets < 8;) {
-        const uint8_t *end = at < size ? memchr(data + at, 0, size - at) : NULL;
-        size_t len = (end ? (size_t)(end - data) : size) - at;
-        sets[n_sets] = malloc(len + 1);
-        if (len) memcpy(sets[n_sets], data + at, len);
-        sets[n_sets][len] = '\0';
-        n_sets++;
-        at += len + 1;
-    }
+    int n_sets = fuzz_split_sets(data, size, &file_len, sets, 8);
     fuzz_write(in_path, data, file_len);
     Scenario s;
     Problems ps = {0};
