@@ -358,15 +358,8 @@ Ddp *ddp_open(Model *m, const CommWorld *w, const DdpOpts *o, int *rc, char *err
         // an artifact that cannot be created: [IO-ERROR] and exit 6 (trainer/ioerr.h)
         snprintf(d->path_buckets, sizeof d->path_buckets, "%s/buckets.jsonl", o->out_dir);
         snprintf(d->path_times, sizeof d->path_times, "%s/rank_times.jsonl", o->out_dir);
-        const char *bad = NULL;
-        d->fd_buckets = open(d->path_buckets, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-        if (d->fd_buckets < 0) bad = d->path_buckets;
-        else if ((d->fd_times = open(d->path_times, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644)) < 0)
-            bad = d->path_times;
-        if (bad) {
-            int e = errno;
-            snprintf(err, errlen, "cannot open %s: %s", bad, strerror(e));
-            io_error(bad, e);
+        if ((d->fd_buckets = artifact_open_append(d->path_buckets, NULL, err, errlen)) < 0 ||
+            (d->fd_times = artifact_open_append(d->path_times, NULL, err, errlen)) < 0) {
             *rc = NSA_EXIT_IO;
             ddp_close(d, 0);
             return NULL;

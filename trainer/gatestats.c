@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/util.h"
 #include "common/jsonutil.h"
 #include "common/nsa_names.h"
 #include "trainer/gatestats.h"
@@ -45,7 +46,7 @@ static void mean_std(const double *x, int64_t n, int64_t stride, double *mean, d
 static double *scratch(GateStats *gs, size_t n) {
     if (n > gs->host_n) {
         free(gs->host);
-        gs->host = malloc(sizeof(double) * n);
+        gs->host = xmalloc(sizeof(double) * n);
         gs->host_n = n;
     }
     return gs->host;
@@ -56,16 +57,11 @@ int gatestats_open(GateStats *gs, const char *out_dir, int rank, int n_layers, c
     gs->fd = -1;
     gs->rank = rank;
     gs->n_layers = n_layers;
-    gs->layers = calloc((size_t)n_layers, sizeof(GateLayerStats));
+    gs->layers = xcalloc((size_t)n_layers, sizeof(GateLayerStats));
     if (out_dir) {
         snprintf(gs->path, sizeof gs->path, "%s/gate_stats.jsonl", out_dir);
-        gs->fd = open(gs->path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-        if (gs->fd < 0) {   // an artifact that cannot be created: [IO-ERROR], exit 6 (trainer/ioerr.h)
-            int e = errno;
-            snprintf(err, errlen, "--gate-stats: cannot open %s: %s", gs->path, strerror(e));
-            io_error(gs->path, e);
-            return -1;
-        }
+        // an artifact that cannot be created: [IO-ERROR], exit 6 (trainer/ioerr.h)
+        if ((gs->fd = artifact_open_append(gs->path, "--gate-stats", err, errlen)) < 0) return -1;
     }
     return 0;
 }

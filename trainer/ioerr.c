@@ -3,6 +3,7 @@
 #include "trainer/ioerr.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -20,3 +21,14 @@ void io_error(const char *path, int err) {
 int io_error_seen(void) { return __atomic_load_n(&g_first_errno, __ATOMIC_ACQUIRE); }
 
 void io_error_reset(void) { __atomic_store_n(&g_first_errno, 0, __ATOMIC_RELEASE); }
+
+int artifact_open_append(const char *path, const char *what, char *err, size_t errlen) {
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        int e = errno;
+        snprintf(err, errlen, "%s%scannot open %s: %s", what ? what : "", what ? ": " : "", path, strerror(e));
+        io_error(path, e);
+        errno = e;
+    }
+    return fd;
+}

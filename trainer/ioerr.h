@@ -22,6 +22,7 @@
 // (the log channel itself), --stack-file (written from a signal handler).
 #ifndef NSA_TRAINER_IOERR_H
 #define NSA_TRAINER_IOERR_H
+#include <stddef.h>
 
 // Record a failure of `path` with errno value `err` (0 or negative: EIO). Prints the
 // [IO-ERROR] line if it is the first failure of the process. Thread-safe.
@@ -30,4 +31,8 @@ void io_error(const char *path, int err);
 int io_error_seen(void);
 // Forget recorded failures (train_run calls it at its start; tests).
 void io_error_reset(void);
+// Open the artifact `path` for appending (O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC,
+// 0644). On failure: err = "WHAT: cannot open PATH: why" ("cannot open PATH: why"
+// when what is NULL), the failure recorded with io_error, errno kept, -1.
+int artifact_open_append(const char *path, const char *what, char *err, size_t errlen);
 #endif

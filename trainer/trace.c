@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/util.h"
 #include "trainer/trace.h"
 #include "trainer/ioerr.h"
 #include "trainer/jsonl.h"
@@ -25,23 +26,18 @@ int gradtrace_open(GradTrace *tr, const Model *m, const char *out_dir, int rank,
     tr->rank = rank;
     tr->n_params = m->n_params;
     size_t P = (size_t)m->n_params;
-    tr->arrived = calloc(P, 1);
-    tr->seen0 = calloc(P, 1);
-    tr->order = calloc(P, sizeof(int));
-    tr->expected = calloc(P, 1);
-    tr->nonfinite = calloc(P, 1);
-    tr->zero = calloc(P, 1);
-    tr->host = malloc(sizeof(double) * SCAN_CHUNK);
+    tr->arrived = xcalloc(P, 1);
+    tr->seen0 = xcalloc(P, 1);
+    tr->order = xcalloc(P, sizeof(int));
+    tr->expected = xcalloc(P, 1);
+    tr->nonfinite = xcalloc(P, 1);
+    tr->zero = xcalloc(P, 1);
+    tr->host = xmalloc(sizeof(double) * SCAN_CHUNK);
     model_expected_unused(m, tr->expected);
     if (out_dir) {
         snprintf(tr->path, sizeof tr->path, "%s/grad_trace.jsonl", out_dir);
-        tr->fd = open(tr->path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-        if (tr->fd < 0) {   // an artifact that cannot be created: [IO-ERROR], exit 6 (trainer/ioerr.h)
-            int e = errno;
-            snprintf(err, errlen, "--trace-grads: cannot open %s: %s", tr->path, strerror(e));
-            io_error(tr->path, e);
-            return -1;
-        }
+        // an artifact that cannot be created: [IO-ERROR], exit 6 (trainer/ioerr.h)
+        if ((tr->fd = artifact_open_append(tr->path, "--trace-grads", err, errlen)) < 0) return -1;
     }
     return 0;
 }
@@ -98,7 +94,7 @@ char *gradtrace_end_step(GradTrace *tr) {
     const int P = tr->n_params;
     tr->active = 0;
     tr->n_arrived = tr->n_missing = tr->n_nonfinite = 0;
-    uint8_t *missing = calloc((size_t)P, 1);
+    uint8_t *missing = xcalloc((size_t)P, 1);
     for (int i = 0; i < P; i++) {
         int nf, z;
         scan_grad(tr, i, &nf, &z);
