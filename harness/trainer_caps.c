@@ -22,11 +22,16 @@ static const struct {
     {NEED_DUMP_ACTS, "dump_acts"},
 };
 
+// The probe is `TRAINER --print-env --protocol-info`: a trainer that speaks the protocol
+// answers the handshake (--protocol-info wins); one that does not either rejects the
+// unknown flag (nsa-train before the handshake: exit 2) or answers --print-env, which every
+// trainer the runner drives must (its environment: a JSON object without "protocol") —
+// never does the probe start a training run. Both are protocol 0.
 static void query(TrainerCaps *tc, const char *trainer) {
     char *out = NULL;
-    char *const av[] = {(char *)trainer, "--protocol-info", NULL};
+    char *const av[] = {(char *)trainer, "--print-env", "--protocol-info", NULL};
     const int rc = proc_capture(av, 60, &out);
-    if (rc != 0) {   // it does not speak the protocol: what nsa-train did before the handshake
+    if (rc != 0) {   // it does not know the flag: what nsa-train did before the handshake
         snprintf(tc->note, sizeof tc->note, "no answer to --protocol-info (status %d): protocol 0", rc);
         free(out);
         return;
@@ -34,17 +39,18 @@ static void query(TrainerCaps *tc, const char *trainer) {
     json_error_t je;
     json_t *info = json_loads(out ? out : "", 0, &je);
     const json_t *p = json_object_get(info, "protocol");
-    if (!json_is_object(info) || !json_is_integer(p) || json_integer_value(p) < 1 ||
-        !json_is_object(json_object_get(info, "features"))) {
+    if (json_is_object(info) && !p) {   // its --print-env: it ignored the flag
+        snprintf(tc->note, sizeof tc->note, "answered --print-env, not --protocol-info: protocol 0");
+    } else if (!json_is_object(info) || !json_is_integer(p) || json_integer_value(p) < 1 ||
+               !json_is_object(json_object_get(info, "features"))) {
         snprintf(tc->note, sizeof tc->note, "the answer to --protocol-info is not the protocol's JSON object (%s): "
                  "taken as protocol 0", info ? "no integer \"protocol\" >= 1 or no \"features\" object" : je.text);
         tc->bad_answer = 1;
-        json_decref(info);
-        free(out);
-        return;
+    } else {
+        tc->protocol = (int)json_integer_value(p);
+        tc->info = json_incref(info);
     }
-    tc->protocol = (int)json_integer_value(p);
-    tc->info = info;
+    json_decref(info);
     free(out);
 }
 

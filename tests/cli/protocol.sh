@@ -12,7 +12,8 @@
 #     the fault; a fault it lists still runs (gate_zero_init: FAIL as without the stub);
 #     env.json records protocol 1;
 #  3. a trainer without --protocol-info (exit 2 on it, as nsa-train before the handshake,
-#     which bisect builds from old commits) is protocol 0: the cases run as before, none
+#     which bisect builds from old commits; or one that answers the probe `--print-env
+#     --protocol-info` with its environment) is protocol 0: the cases run as before, none
 #     skipped; an answer that is not the protocol's JSON is protocol 0 with a warning.
 set -u
 BUILD=${1:?usage: protocol.sh BUILD_DIR}
@@ -134,6 +135,20 @@ check "... no warning about the handshake" bash -c "! grep -q 'protocol' '$TMP/o
 check "... env.json records protocol 0" python3 -c "
 import json, sys; r = json.load(open('$TMP/o1/env.json'))['runner']['trainer_protocol']
 sys.exit(not (r['protocol'] == 0 and r['info'] is None))"
+cat >"$TMP/env_trainer" <<EOF
+#!/usr/bin/env bash
+# a trainer that answers --print-env whatever else it is given (as the stubs of other tests do)
+case " \$* " in *" --print-env "*) exec "$T" --print-env ;; esac
+exec "$T" "\$@"
+EOF
+chmod +x "$TMP/env_trainer"
+"$H" run scenarios/prefill_step5.json --profile ci --trainer "$TMP/env_trainer" --out "$TMP/o3" >"$TMP/o3.out" 2>&1
+rc=$?
+check "a trainer that answers the probe with its --print-env: protocol 0, the cases run (exit $rc)" \
+  bash -c "test $rc = 0 && grep -q '^nsa-harness: 2 PASS$' '$TMP/o3.out' && ! grep -q 'protocol' '$TMP/o3.out'"
+check "... env.json says why" python3 -c "
+import json, sys; r = json.load(open('$TMP/o3/env.json'))['runner']['trainer_protocol']
+sys.exit(not (r['protocol'] == 0 and 'answered --print-env' in r['note']))"
 cat >"$TMP/odd_trainer" <<EOF
 #!/usr/bin/env bash
 case " \$* " in *" --protocol-info "*) echo "hello"; exit 0 ;; esac
