@@ -22,25 +22,31 @@ static const struct {
     {NEED_DUMP_ACTS, "dump_acts"},
 };
 
-// The probe is `TRAINER --print-env --protocol-info`: a trainer that speaks the protocol
-// answers the handshake (--protocol-info wins); one that does not either rejects the
-// unknown flag (nsa-train before the handshake: exit 2) or answers --print-env, which every
-// trainer the runner drives must (its environment: a JSON object without "protocol") —
-// never does the probe start a training run. Both are protocol 0.
+// The handshake must be cheap (no config, no device, no world): a trainer gets this long.
+#define PROBE_TIMEOUT_S 5.0
+
+// `TRAINER --protocol-info`. A trainer that does not know the flag may do anything with it
+// (nsa-train before the handshake exits 2; a wrapper script may start to train, or hang):
+// it is stopped after PROBE_TIMEOUT_S like a case, its process group killed, and what it
+// left outside its group (a setsid grandchild) is killed too — the runner is its subreaper.
 static void query(TrainerCaps *tc, const char *trainer) {
     char *out = NULL;
-    char *const av[] = {(char *)trainer, "--print-env", "--protocol-info", NULL};
-    const int rc = proc_capture(av, 60, &out);
+    char *const av[] = {(char *)trainer, "--protocol-info", NULL};
+    proc_become_subreaper();
+    const int rc = proc_capture(av, PROBE_TIMEOUT_S, &out);
+    proc_kill_children();   // no process of the runner's is running yet: only what the probe left
     if (rc != 0) {   // it does not know the flag: what nsa-train did before the handshake
-        snprintf(tc->note, sizeof tc->note, "no answer to --protocol-info (status %d): protocol 0", rc);
+        if (rc == -2) snprintf(tc->note, sizeof tc->note, "no answer to --protocol-info within %.0f s: protocol 0",
+                               PROBE_TIMEOUT_S);
+        else snprintf(tc->note, sizeof tc->note, "no answer to --protocol-info (status %d): protocol 0", rc);
         free(out);
         return;
     }
     json_error_t je;
     json_t *info = json_loads(out ? out : "", 0, &je);
     const json_t *p = json_object_get(info, "protocol");
-    if (json_is_object(info) && !p) {   // its --print-env: it ignored the flag
-        snprintf(tc->note, sizeof tc->note, "answered --print-env, not --protocol-info: protocol 0");
+    if (!out || !out[strspn(out, " \t\r\n")]) {   // exit 0, silent: it ignored the flag
+        snprintf(tc->note, sizeof tc->note, "printed nothing for --protocol-info: protocol 0");
     } else if (!json_is_object(info) || !json_is_integer(p) || json_integer_value(p) < 1 ||
                !json_is_object(json_object_get(info, "features"))) {
         snprintf(tc->note, sizeof tc->note, "the answer to --protocol-info is not the protocol's JSON object (%s): "

@@ -2,12 +2,11 @@
 // "Capability handshake"), and the case that needs what it lacks.
 //
 // Once per run (nsa-harness run, where the trainer's --print-env is checked) the runner
-// asks `TRAINER --print-env --protocol-info`. A trainer that answers the handshake is
-// protocol >= 1 and its "features" lists are what it supports. A trainer that does not
-// (it exits non-zero, e.g. an nsa-train built before the handshake, which `bisect` builds
-// from old commits, or it answers --print-env alone) is protocol 0: everything nsa-train
-// had before the handshake, so nothing is skipped. --print-env rides along so that a
-// trainer which does not know the flag answers what it always answers, not starts to train.
+// asks `TRAINER --protocol-info` (5 s at most). A trainer that answers is protocol >= 1 and
+// its "features" lists are what it supports. A trainer that does not answer (it exits
+// non-zero, e.g. an nsa-train built before the handshake, which `bisect` builds from old
+// commits; it prints nothing; it takes longer) is protocol 0: everything nsa-train had
+// before the handshake, so nothing is skipped.
 // A case that needs a feature the lists lack is a SKIP naming it:
 //   "the trainer does not support fault 'prefill_state_leak' (--protocol-info)".
 #ifndef NSA_HARNESS_TRAINER_CAPS_H

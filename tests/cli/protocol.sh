@@ -12,9 +12,9 @@
 #     the fault; a fault it lists still runs (gate_zero_init: FAIL as without the stub);
 #     env.json records protocol 1;
 #  3. a trainer without --protocol-info (exit 2 on it, as nsa-train before the handshake,
-#     which bisect builds from old commits; or one that answers the probe `--print-env
-#     --protocol-info` with its environment) is protocol 0: the cases run as before, none
-#     skipped; an answer that is not the protocol's JSON is protocol 0 with a warning.
+#     which bisect builds from old commits; one that prints nothing; one that never answers,
+#     stopped after 5 s with what it left behind) is protocol 0: the cases run as before,
+#     none skipped; an answer that is not the protocol's JSON is protocol 0 with a warning.
 set -u
 BUILD=${1:?usage: protocol.sh BUILD_DIR}
 BUILD=$(cd "$BUILD" && pwd)
@@ -135,20 +135,32 @@ check "... no warning about the handshake" bash -c "! grep -q 'protocol' '$TMP/o
 check "... env.json records protocol 0" python3 -c "
 import json, sys; r = json.load(open('$TMP/o1/env.json'))['runner']['trainer_protocol']
 sys.exit(not (r['protocol'] == 0 and r['info'] is None))"
-cat >"$TMP/env_trainer" <<EOF
+MARK="nsa_probe_$$_$RANDOM"
+cat >"$TMP/slow_trainer" <<EOF
 #!/usr/bin/env bash
-# a trainer that answers --print-env whatever else it is given (as the stubs of other tests do)
-case " \$* " in *" --print-env "*) exec "$T" --print-env ;; esac
+# --protocol-info: silent for 2 s (exit 0), or never answers (SLOW=1), leaving a setsid grandchild
+case " \$* " in *" --protocol-info "*)
+  [ -n "\${SLOW:-}" ] && { setsid python3 -c 'import time; time.sleep(300)' "$MARK" </dev/null >/dev/null 2>&1 & sleep 300; }
+  sleep 2; exit 0 ;; esac
 exec "$T" "\$@"
 EOF
-chmod +x "$TMP/env_trainer"
-"$H" run scenarios/prefill_step5.json --profile ci --trainer "$TMP/env_trainer" --out "$TMP/o3" >"$TMP/o3.out" 2>&1
+chmod +x "$TMP/slow_trainer"
+"$H" run scenarios/gate_init.json --profile ci --trainer "$TMP/slow_trainer" --out "$TMP/o3" >"$TMP/o3.out" 2>&1
 rc=$?
-check "a trainer that answers the probe with its --print-env: protocol 0, the cases run (exit $rc)" \
+check "a trainer that prints nothing for --protocol-info: protocol 0, the cases run, no warning (exit $rc)" \
   bash -c "test $rc = 0 && grep -q '^nsa-harness: 2 PASS$' '$TMP/o3.out' && ! grep -q 'protocol' '$TMP/o3.out'"
+t0=$(date +%s)
+SLOW=1 "$H" run scenarios/gate_init.json --profile ci --trainer "$TMP/slow_trainer" --out "$TMP/o4" >"$TMP/o4.out" 2>&1
+rc=$? t1=$(date +%s)
+check "a trainer that never answers: protocol 0 after 5 s, the cases run (exit $rc, $((t1 - t0)) s)" \
+  bash -c "test $rc = 0 && grep -q '^nsa-harness: 2 PASS$' '$TMP/o4.out' && test $((t1 - t0)) -lt 60"
 check "... env.json says why" python3 -c "
-import json, sys; r = json.load(open('$TMP/o3/env.json'))['runner']['trainer_protocol']
-sys.exit(not (r['protocol'] == 0 and 'answered --print-env' in r['note']))"
+import json, sys; r = json.load(open('$TMP/o4/env.json'))['runner']['trainer_protocol']
+sys.exit(not (r['protocol'] == 0 and 'within 5 s' in r['note']))"
+sleep 0.5
+left=$(pgrep -f "$MARK" | tr '\n' ' ')
+check "... nothing of the probe is left (its setsid grandchild killed)${left:+: pids $left}" test -z "$left"
+[ -n "$left" ] && kill $left
 cat >"$TMP/odd_trainer" <<EOF
 #!/usr/bin/env bash
 case " \$* " in *" --protocol-info "*) echo "hello"; exit 0 ;; esac
