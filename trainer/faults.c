@@ -272,6 +272,8 @@ void faults_list(FILE *out) {
     }
 }
 
+const char *faults_name(int i) { return i >= 0 && i < N_FAULTS ? FAULTS[i].name : NULL; }
+
 void faults_describe(const Faults *f, char *buf, size_t n) { snprintf(buf, n, "%s", f->desc); }
 
 int faults_bind(Faults *f, Model *m, int rank, char *err, size_t errlen) {

@@ -83,6 +83,8 @@ int faults_parse(Faults *f, const char *spec, char *err, size_t errlen);
 int faults_check_config(const Faults *f, const NsaConfig *cfg, char *err, size_t errlen);
 // Print the table of faults (`nsa-train --list-faults`).
 void faults_list(FILE *out);
+// The name of the fault table's row i (0, 1, ...), NULL past the end.
+const char *faults_name(int i);
 // One line naming the active faults ("hang=0:2:backward drop_grad=..."), "" if none.
 void faults_describe(const Faults *f, char *buf, size_t n);
 

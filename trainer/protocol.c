@@ -10,9 +10,8 @@
 //   bootstraps            comm_bootstrap_name; mpi only when the mpi transport is built
 //   ddp_modes             config_ddp_mode_name (common/config.c's table)
 //   prefill               the config's own names, through config_to_json
-//   faults                the fault table (trainer/faults.c), as --list-faults prints it
+//   faults                the fault table (trainer/faults.c: faults_name), row by row
 //   diagnostics           the protocol's names for nsa-train's diagnostics flags
-#define _POSIX_C_SOURCE 200809L   // open_memstream
 #include "trainer/protocol.h"
 
 #include <jansson.h>
@@ -122,28 +121,10 @@ static json_t *prefill_modes(void) {
     return a;
 }
 
-// The names of the fault table, read from what --list-faults prints: a line that starts
-// with a name (the others are the "#" title and indented descriptions).
+// The names of the fault table, row by row.
 static json_t *fault_names(void) {
     json_t *a = json_array();
-    char *text = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&text, &len);
-    if (!f) return a;
-    faults_list(f);
-    fclose(f);
-    for (char *line = text; line && *line;) {
-        char *nl = strchr(line, '\n');
-        size_t n = nl ? (size_t)(nl - line) : strlen(line);
-        if (n && line[0] != '#' && line[0] != ' ') {
-            size_t w = strcspn(line, " \n");
-            char name[64];
-            snprintf(name, sizeof name, "%.*s", (int)(w < sizeof name ? w : sizeof name - 1), line);
-            json_array_append_new(a, json_string(name));
-        }
-        line = nl ? nl + 1 : NULL;
-    }
-    free(text);
+    for (int i = 0; faults_name(i); i++) json_array_append_new(a, json_string(faults_name(i)));
     return a;
 }
 
