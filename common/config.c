@@ -282,6 +282,11 @@ const char *config_gate_act_name(int act) { return enum_name(GATE_NAMES, GATE_VA
 const char *config_branch_name(int branch) { return branch == -1 ? "none" : nsa_branch_name(branch); }
 const char *config_data_name(int kind) { return enum_name(DATA_NAMES, DATA_VALS, kind); }
 const char *config_ddp_mode_name(int mode) { return enum_name(DDP_NAMES, DDP_VALS, mode); }
+const char *config_prefill_name(int prefill) { return enum_name(PREFILL_NAMES, PREFILL_VALS, prefill); }
+const char *config_backend_at(int i) { return i >= 0 && i < (int)(sizeof BACKEND_NAMES / sizeof *BACKEND_NAMES) - 1 ? BACKEND_NAMES[i] : NULL; }
+const char *config_precision_at(int i) {
+    return i >= 0 && i < (int)(sizeof PRECISION_NAMES / sizeof *PRECISION_NAMES) - 1 ? PRECISION_NAMES[i] : NULL;
+}
 
 // ---- problems ----------------------------------------------------------------------
 typedef struct {
@@ -764,7 +769,7 @@ static void apply_override(Loader *L, json_t *root, const char *ov) {
 }
 
 // ---- validation --------------------------------------------------------------------
-static int backend_allows(const char *backend, const char *precision) {
+int config_backend_allows(const char *backend, const char *precision) {
     if (!strcmp(backend, "cpu")) return !strcmp(precision, "fp32");
     if (!strcmp(backend, "cpu64")) return !strcmp(precision, "fp64");
     return strcmp(precision, "fp64") != 0;   // cuda: bf16, fp32, fp16
@@ -885,7 +890,7 @@ static void check_relations(Loader *L, const NsaConfig *c) {
     else if (ok[F_CKPT] && ok[F_LAYERS] && c->ckpt_end > c->n_layers)
         relation(L, F_CKPT, F_LAYERS, "end (%d) must be <= model.n_layers (%d)", c->ckpt_end,
                  c->n_layers);
-    if (ok[F_BACKEND] && ok[F_PRECISION] && !backend_allows(c->backend, c->precision))
+    if (ok[F_BACKEND] && ok[F_PRECISION] && !config_backend_allows(c->backend, c->precision))
         relation(L, F_PRECISION, F_BACKEND, "precision \"%s\" is not available on backend "
                  "\"%s\" (cpu: fp32; cpu64: fp64; cuda: bf16, fp32, fp16)", c->precision,
                  c->backend);

@@ -108,4 +108,10 @@ const char *config_gate_act_name(int act);
 const char *config_branch_name(int branch);   // "none", "cmp", "sel", "win"
 const char *config_data_name(int kind);
 const char *config_ddp_mode_name(int mode);  // "default", "find_unused", "static_graph"
+const char *config_prefill_name(int prefill);  // "batched", "sequential"; "?" past the end
+// train.backend / train.precision names the loader accepts, i = 0, 1, ...; NULL past the end
+const char *config_backend_at(int i);
+const char *config_precision_at(int i);
+// the loader's rule: cpu computes in fp32, cpu64 in fp64, cuda in bf16, fp16 or fp32
+int config_backend_allows(const char *backend, const char *precision);
 #endif

@@ -1,15 +1,15 @@
 // trainer/protocol.c — see protocol.h; the protocol itself is docs/trainer-protocol.md.
 //
 // Where each list comes from (nothing here is a second copy of a list kept elsewhere,
-// except the backend/precision pairs and the diagnostics vocabulary below, which
-// tests/cli/protocol.sh checks against the config loader's own names):
-//   backends, precisions  the pairs the config loader accepts, kept when this build can
-//                         run them: backend_get() for the CPU backends; the cuda pairs
+// except the diagnostics vocabulary below, the protocol's own names):
+//   backends, precisions  the pairs the config loader accepts (config_backend_at,
+//                         config_precision_at, config_backend_allows), kept when this build
+//                         can run them: backend_get() for the CPU backends; the cuda pairs
 //                         only with NSA_HAVE_CUDA (backend_get would initialise a device)
 //   transports            comm_transport_name/comm_transport_built (trainer/comm.c)
 //   bootstraps            comm_bootstrap_name; mpi only when the mpi transport is built
 //   ddp_modes             config_ddp_mode_name (common/config.c's table)
-//   prefill               the config's own names, through config_to_json
+//   prefill               config_prefill_name (common/config.c's table)
 //   faults                the fault table (trainer/faults.c: faults_name), row by row
 //   diagnostics           the protocol's names for nsa-train's diagnostics flags
 #include "trainer/protocol.h"
@@ -23,15 +23,6 @@
 #include "trainer/comm.h"
 #include "trainer/faults.h"
 #include "nsa_build_info.h"   // generated: NSA_BUILD_GIT_SHA
-
-// Every (backend, precision) pair the config loader accepts (common/config.c
-// backend_allows); `cuda`: needs a CUDA build.
-static const struct {
-    const char *backend, *precision;
-    int cuda;
-} BACKEND_PRECISIONS[] = {
-    {"cpu", "fp32", 0}, {"cpu64", "fp64", 0}, {"cuda", "bf16", 1}, {"cuda", "fp32", 1}, {"cuda", "fp16", 1},
-};
 
 // The protocol's names of the diagnostics nsa-train implements (docs/trainer-protocol.md
 // "Diagnostics"): the flag or file each stands for.
@@ -58,23 +49,20 @@ static void add_unique(json_t *arr, const char *s) {
     if (!has_name(arr, s)) json_array_append_new(arr, json_string(s));
 }
 
+// Every (backend, precision) pair the config loader accepts and this build can run.
 static void backends(json_t *feat) {
     json_t *b = json_array(), *p = json_array();
-    for (size_t i = 0; i < sizeof BACKEND_PRECISIONS / sizeof BACKEND_PRECISIONS[0]; i++) {
-        int built;
-        if (BACKEND_PRECISIONS[i].cuda) {
-#ifdef NSA_HAVE_CUDA
-            built = 1;
-#else
-            built = 0;
+    for (int i = 0; config_backend_at(i); i++)
+        for (int j = 0; config_precision_at(j); j++) {
+            const char *be = config_backend_at(i), *pr = config_precision_at(j);
+            if (!config_backend_allows(be, pr)) continue;
+#ifndef NSA_HAVE_CUDA
+            if (!strcmp(be, "cuda")) continue;   // asking backend_get would probe for a device
 #endif
-        } else {
-            built = backend_get(BACKEND_PRECISIONS[i].backend, BACKEND_PRECISIONS[i].precision, NULL) != NULL;
+            if (strcmp(be, "cuda") && !backend_get(be, pr, NULL)) continue;
+            add_unique(b, be);
+            add_unique(p, pr);
         }
-        if (!built) continue;
-        add_unique(b, BACKEND_PRECISIONS[i].backend);
-        add_unique(p, BACKEND_PRECISIONS[i].precision);
-    }
     json_object_set_new(feat, "backends", b);
     json_object_set_new(feat, "precisions", p);
 }
@@ -102,22 +90,9 @@ static json_t *ddp_modes(void) {
     return a;
 }
 
-// train.prefill's names: the config's canonical JSON of each value, as long as it has one
 static json_t *prefill_modes(void) {
     json_t *a = json_array();
-    NsaConfig *c = calloc(1, sizeof *c);
-    for (int v = 0; c; v++) {
-        c->prefill = v;
-        char *js = config_to_json(c);
-        json_t *root = js ? json_loads(js, 0, NULL) : NULL;
-        const char *name = json_string_value(json_object_get(json_object_get(root, "train"), "prefill"));
-        const int known = name && strcmp(name, "?");
-        if (known) json_array_append_new(a, json_string(name));
-        json_decref(root);
-        free(js);
-        if (!known) break;
-    }
-    free(c);
+    for (int v = 0; strcmp(config_prefill_name(v), "?"); v++) json_array_append_new(a, json_string(config_prefill_name(v)));
     return a;
 }
 
