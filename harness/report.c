@@ -153,13 +153,30 @@ static void diagnosis_md(const Report *rp, Str *md) {
     str_free(&dg);
 }
 
+// "`PATH` (nsa-train 1a2b3c4, protocol 1)": which trainer ran, from env.json's runner
+// section (its --protocol-info answer; protocol 0 when it gave none)
+static void trainer_line(Str *md, const Report *rp) {
+    const json_t *runner = json_object_get(rp->env, "runner");
+    const char *path = json_string_value(json_object_get(runner, "trainer"));
+    if (!path) return;
+    const json_t *tp = json_object_get(runner, "trainer_protocol");
+    const json_t *info = json_object_get(tp, "info");
+    const char *name = json_string_value(json_object_get(info, "trainer"));
+    const char *version = json_string_value(json_object_get(info, "version"));
+    str_printf(md, " · trainer `%s`", path);
+    if (name) str_printf(md, " (%s %.7s, protocol %d)", name, version ? version : "?", (int)json_integer_value(json_object_get(tp, "protocol")));
+    else str_add(md, " (protocol 0: no --protocol-info)");
+}
+
 static char *results_md(const Report *rp) {
     Str md = {0};
     str_printf(&md, "# nsa-harness results — %s · %s%s\n\n", rp->started, rp->sha, rp->dirty ? " (dirty)" : "");
     counts_line(&md, rp);
     char wall[32];
     fmt_duration(wall, sizeof wall, mono_s() - rp->t0);
-    str_printf(&md, " · profile `%s` · %s · wall %s · command `%s`\n", rp->profile, rp->device, wall, rp->command);
+    str_printf(&md, " · profile `%s` · %s · wall %s", rp->profile, rp->device, wall);
+    trainer_line(&md, rp);
+    str_printf(&md, " · command `%s`\n", rp->command);
     if (rp->faults && rp->faults[0])
         str_printf(&md, "\n> **Fault injection active** in every case: `%s` (nsa-train --list-faults). Failures below "
                         "are what this run provoked on purpose.\n", rp->faults);

@@ -99,6 +99,8 @@ check "... the batched case still PASSes" grep -q "PASS  prefill_step5/prefill=b
 check "... the sequential case is a SKIP naming the prefill mode" \
   grep -q "SKIP  prefill_step5/prefill=sequential (.*): the trainer does not support prefill 'sequential' (--protocol-info)" "$TMP/r1.out"
 check "... and the report says so" grep -q "the trainer does not support prefill 'sequential' (--protocol-info)" "$TMP/r1/RESULTS.md"
+check "... RESULTS.md's header names the trainer and its protocol" \
+  grep -q "· trainer \`$TMP/reduced_trainer\` (stub [0-9a-f?]*, protocol 1) ·" "$TMP/r1/RESULTS.md"
 check "... env.json records protocol 1 and the trainer's answer" python3 -c "
 import json, sys; r = json.load(open('$TMP/r1/env.json'))['runner']['trainer_protocol']
 sys.exit(not (r['protocol'] == 1 and r['info']['trainer'] == 'stub'))"
@@ -132,6 +134,7 @@ rc=$?
 check "protocol 0: the ci scenarios run as before, exit 0 (exit $rc)" test "$rc" = 0
 check "... 4 PASS, nothing skipped" grep -q "^nsa-harness: 4 PASS$" "$TMP/o1.out"
 check "... no warning about the handshake" bash -c "! grep -q 'protocol' '$TMP/o1.out'"
+check "... RESULTS.md's header says protocol 0" grep -q "(protocol 0: no --protocol-info) ·" "$TMP/o1/RESULTS.md"
 check "... env.json records protocol 0" python3 -c "
 import json, sys; r = json.load(open('$TMP/o1/env.json'))['runner']['trainer_protocol']
 sys.exit(not (r['protocol'] == 0 and r['info'] is None))"
