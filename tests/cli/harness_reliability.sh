@@ -29,12 +29,7 @@ TMP=$(mktemp -d)
 MNT=""
 cleanup() { [ -n "$MNT" ] && umount "$MNT" 2>/dev/null; pkill -f "$TMP/" 2>/dev/null; rm -rf "$TMP"; }
 trap cleanup EXIT
-. "$(dirname "$0")/lib/common.sh"   # ok, bad, check, finish
-# expect NAME RC CMD...: the exit code must be RC (stdout+stderr in $TMP/out)
-expect() { local name=$1 want=$2; shift 2
-  "$@" >"$TMP/out" 2>&1; local rc=$?
-  if [ "$rc" = "$want" ]; then ok "$name (exit $rc)"; else bad "$name: exit $rc, want $want"; tail -5 "$TMP/out"; fi; }
-has() { grep -qF -- "$2" "$1"; }
+. "$(dirname "$0")/lib/common.sh"   # ok, bad, check, expect_exit, has, finish
 GATE="scenarios/gate_init.json --profile ci"
 
 # ---- 1. full disk --------------------------------------------------------------------------
@@ -47,7 +42,7 @@ echo "[IO-ERROR] file=/data/out/metrics.jsonl errno=28 No space left on device" 
 exit 6
 EOF
 chmod +x "$TMP/io_trainer"
-expect "a trainer out of disk: the run exits 2" 2 "$H" run $GATE --trainer "$TMP/io_trainer" --out "$TMP/io" --quiet
+expect_exit "a trainer out of disk: the run exits 2" 2 "$H" run $GATE --trainer "$TMP/io_trainer" --out "$TMP/io" --quiet
 check "ERROR names the file: disk full writing /data/out/metrics.jsonl" \
   grep -q "| gate_init | gate=softmax | \*\*ERROR\*\* | .* | disk full writing /data/out/metrics.jsonl (rank 0, exit 6)" "$TMP/io/RESULTS.md"
 MNT="$TMP/tiny_fs"
@@ -80,15 +75,15 @@ for _ in $(seq 1 100); do   # until the lock is held (a loaded machine may take 
   flock -n "$TMP/held/.nsa-harness.lock" true || break
   sleep 0.1
 done
-expect "a folder another run holds: exit 2" 2 "$H" run $GATE --out "$TMP/held" --quiet
+expect_exit "a folder another run holds: exit 2" 2 "$H" run $GATE --out "$TMP/held" --quiet
 check "... naming the holder's pid" has "$TMP/out" "is in use by another nsa-harness run (pid 424242)"
 pkill -P "$holder" sleep 2>/dev/null; kill "$holder" 2>/dev/null; wait "$holder" 2>/dev/null
-expect "a first report" 0 "$H" run $GATE --out "$TMP/reuse" --quiet
-expect "the same folder, another scenario" 0 "$H" run scenarios/perf.json --profile ci --out "$TMP/reuse" --quiet
+expect_exit "a first report" 0 "$H" run $GATE --out "$TMP/reuse" --quiet
+expect_exit "the same folder, another scenario" 0 "$H" run scenarios/perf.json --profile ci --out "$TMP/reuse" --quiet
 check "the reused folder holds no case of the earlier report" test ! -e "$TMP/reuse/gate_init"
 check "... and the new report's cases" test -d "$TMP/reuse/perf"
 mkdir -p "$TMP/other" && echo keep >"$TMP/other/notes.txt"
-expect "a non-empty folder that is not a report: exit 2" 2 "$H" run $GATE --out "$TMP/other" --quiet
+expect_exit "a non-empty folder that is not a report: exit 2" 2 "$H" run $GATE --out "$TMP/other" --quiet
 check "... said, and nothing touched" bash -c "grep -q 'not empty and not an nsa-harness report' '$TMP/out' && test -s '$TMP/other/notes.txt'"
 
 # ---- 3. reports agree in every state ----------------------------------------------------------
@@ -136,38 +131,38 @@ check "the reproduce line carries --case, --set, --timeout-scale and --fault" \
   "$TMP/repro/RESULTS.md"
 
 # ---- 5. up front ---------------------------------------------------------------------------------
-expect "--fault misspelt: exit 2 before any case" 2 "$H" run $GATE --fault gate_zer_init --out "$TMP/f" --quiet
+expect_exit "--fault misspelt: exit 2 before any case" 2 "$H" run $GATE --fault gate_zer_init --out "$TMP/f" --quiet
 check "... naming the fault, no report written" bash -c "grep -q -- '--fault gate_zer_init: ' '$TMP/out' && test ! -e '$TMP/f'"
 echo x >"$TMP/afile"
-expect "--out is a file: exit 2" 2 "$H" run $GATE --out "$TMP/afile" --quiet
+expect_exit "--out is a file: exit 2" 2 "$H" run $GATE --out "$TMP/afile" --quiet
 check "... said" has "$TMP/out" "--out $TMP/afile: exists and is not a folder"
-expect "--out cannot be made: exit 2" 2 "$H" run $GATE --out /proc/nsa-harness-test --quiet
+expect_exit "--out cannot be made: exit 2" 2 "$H" run $GATE --out /proc/nsa-harness-test --quiet
 check "... said, with the reason" has "$TMP/out" "--out /proc/nsa-harness-test: cannot create it:"
 mkdir -p "$TMP/scen"
 # copies of a shipped scenario, one defect each (their config paths made absolute)
 sed "s|\"\.\./configs/|\"$PWD/configs/|" scenarios/prefill_step5.json >"$TMP/prefill.json"
 sed 's/"tensors": \["logits"\]/"tensors": ["nosuch*"]/' "$TMP/prefill.json" >"$TMP/scen/nosuch.json"
-expect "a tensors glob that matches no tensor: validate exit 2" 2 "$H" validate "$TMP/scen/nosuch.json"
+expect_exit "a tensors glob that matches no tensor: validate exit 2" 2 "$H" validate "$TMP/scen/nosuch.json"
 check "... at its file:line:col, naming the glob" grep -q "nosuch.json:[0-9]*:[0-9]*: tensors\[0\]: 'nosuch\*' matches no tensor" "$TMP/out"
 sed 's/"window": 5/"window": 2.5/' "$TMP/prefill.json" >"$TMP/scen/window.json"
-expect "a fractional window: validate exit 2" 2 "$H" validate "$TMP/scen/window.json"
+expect_exit "a fractional window: validate exit 2" 2 "$H" validate "$TMP/scen/window.json"
 check "... says what it got" grep -q "window: expected a whole number of steps, got 2.5" "$TMP/out"
 mkdir -p "$TMP/empty"
-expect "validate of a folder without scenarios: exit 2" 2 "$H" validate "$TMP/empty"
-expect "list of a folder without scenarios: exit 2" 2 "$H" list "$TMP/empty"
-expect "help nosuch: exit 2" 2 "$H" help nosuch
+expect_exit "validate of a folder without scenarios: exit 2" 2 "$H" validate "$TMP/empty"
+expect_exit "list of a folder without scenarios: exit 2" 2 "$H" list "$TMP/empty"
+expect_exit "help nosuch: exit 2" 2 "$H" help nosuch
 
 # ---- 6. messages ---------------------------------------------------------------------------------
 sed 's/"tolerance": {"ci": 0, "gpu": 2e-2}/"tolerance": {"ci": 7, "gpu": 2e-2}/' "$TMP/prefill.json" >"$TMP/scen/tol.json"
-expect "a tolerance out of range: exit 2" 2 "$H" validate "$TMP/scen/tol.json"
+expect_exit "a tolerance out of range: exit 2" 2 "$H" validate "$TMP/scen/tol.json"
 check "... its range [0, 1] and what it got" has "$TMP/out" "tolerance: expected a number in [0, 1], got 7"
-expect "--trainer /bin/true: exit 2" 2 "$H" run $GATE --trainer /bin/true --out "$TMP/t" --quiet
+expect_exit "--trainer /bin/true: exit 2" 2 "$H" run $GATE --trainer /bin/true --out "$TMP/t" --quiet
 check "... says it printed nothing, not 'failed (status 0)'" has "$TMP/out" "printed nothing for --print-env"
-expect "show of a missing folder: exit 2" 2 "$H" show "$TMP/nonexistent"
+expect_exit "show of a missing folder: exit 2" 2 "$H" show "$TMP/nonexistent"
 check "... names it, no -1:-1" bash -c "grep -q '$TMP/nonexistent: No such file or directory' '$TMP/out' && ! grep -q -- '-1:-1' '$TMP/out'"
-expect "--set train.lr=1e999: exit 2" 2 "$H" run $GATE --set train.lr=1e999 --out "$TMP/lr" --quiet
+expect_exit "--set train.lr=1e999: exit 2" 2 "$H" run $GATE --set train.lr=1e999 --out "$TMP/lr" --quiet
 check "... out of the range of a number, not 'got string'" has "$TMP/out" "1e999 is out of the range of a number"
-expect "--out '': exit 2" 2 "$H" run $GATE --out "" --quiet
+expect_exit "--out '': exit 2" 2 "$H" run $GATE --out "" --quiet
 check "... expected a folder" has "$TMP/out" "--out '': expected a folder"
 python3 -c "
 import json; s = json.load(open('scenarios/gate_init.json')); s['name'] = 'x!' * 500000

@@ -21,11 +21,7 @@ T="$BUILD/nsa-train"
 TMP=$(mktemp -d)
 cleanup() { pkill -f "$TMP/" 2>/dev/null; rm -rf "$TMP"; }
 trap cleanup EXIT
-. "$(dirname "$0")/lib/common.sh"   # ok, bad, check, finish
-expect() { local name=$1 want=$2; shift 2
-  "$@" >"$TMP/out" 2>&1; local rc=$?
-  if [ "$rc" = "$want" ]; then ok "$name (exit $rc)"; else bad "$name: exit $rc, want $want"; tail -5 "$TMP/out"; fi; }
-has() { grep -qF -- "$2" "$1"; }
+. "$(dirname "$0")/lib/common.sh"   # ok, bad, check, expect_exit, has, finish
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 mkdir -p "$TMP/scen"
 
@@ -48,26 +44,26 @@ EOF
 
 # ---- 1. contracts --------------------------------------------------------------------------------
 scen env_mpi '{"world_size": 2, "transport": "mpi", "launcher": "env"}'
-expect "launcher env over mpi: exit 2" 2 "$H" validate "$TMP/scen/env_mpi.json"
+expect_exit "launcher env over mpi: exit 2" 2 "$H" validate "$TMP/scen/env_mpi.json"
 check "... it needs transport nccl" has "$TMP/out" 'launcher "env" starts the ranks without MPI: it needs transport "nccl"'
 scen nohosts '{"world_size": 2, "transport": "mpi", "launcher": "mpirun"}'
-expect "launcher mpirun without hosts: exit 2" 2 "$H" validate "$TMP/scen/nohosts.json"
+expect_exit "launcher mpirun without hosts: exit 2" 2 "$H" validate "$TMP/scen/nohosts.json"
 check "... it needs hosts" has "$TMP/out" 'launcher "mpirun" needs "hosts"'
 scen hostslocal '{"world_size": 2, "transport": "mpi", "hosts": ["a", "b"]}'
-expect "hosts with launcher local: exit 2" 2 "$H" validate "$TMP/scen/hostslocal.json"
+expect_exit "hosts with launcher local: exit 2" 2 "$H" validate "$TMP/scen/hostslocal.json"
 check "... only mpirun takes them" has "$TMP/out" 'hosts: only launcher "mpirun" takes a host list'
 scen argsenv '{"world_size": 2, "transport": "nccl", "launcher": "env", "launcher_args": ["-v"]}'
-expect "launcher_args with env: exit 2" 2 "$H" validate "$TMP/scen/argsenv.json"
+expect_exit "launcher_args with env: exit 2" 2 "$H" validate "$TMP/scen/argsenv.json"
 check "... neither mpirun nor srun runs" has "$TMP/out" "launcher_args: arguments of mpirun or srun"
 scen badname '{"launcher": "torchrun"}'
-expect "launcher torchrun: exit 2" 2 "$H" validate "$TMP/scen/badname.json"
+expect_exit "launcher torchrun: exit 2" 2 "$H" validate "$TMP/scen/badname.json"
 check "... file:line:col, the choices and what it got" \
   grep -qE 'badname.json:8:[0-9]+: launcher: expected one of "local", "mpirun", "srun", "env", got "torchrun"' "$TMP/out"
 scen badhost '{"world_size": 2, "transport": "mpi", "launcher": "mpirun", "hosts": ["node 1"]}'
-expect "a host name with a space: exit 2" 2 "$H" validate "$TMP/scen/badhost.json"
+expect_exit "a host name with a space: exit 2" 2 "$H" validate "$TMP/scen/badhost.json"
 check "... names it" has "$TMP/out" "hosts[0]: 'node 1' is not a host name"
 scen axis '{"world_size": 2, "transport": "nccl"}' '{"launcher": {"key": "run.launcher", "values": ["local", "env"]}}'
-expect "run.launcher as a matrix axis: valid" 0 "$H" list "$TMP/scen/axis.json"
+expect_exit "run.launcher as a matrix axis: valid" 0 "$H" list "$TMP/scen/axis.json"
 check "... two cases" bash -c "grep -q 'launcher=local' '$TMP/out' && grep -q 'launcher=env' '$TMP/out'"
 
 # ---- 2. env: what each rank gets -------------------------------------------------------------------
