@@ -12,6 +12,7 @@
 #include "common/nsa_names.h"
 #include "harness/family_impl.h"
 #include "harness/plot.h"
+#include "harness/pystack.h"
 
 // ---- helpers ------------------------------------------------------------------------------
 
@@ -60,11 +61,16 @@ static int uninteresting(const char *fn) {
 }
 
 // The first frame of a stack file worth naming, as "function (file:line)" with
-// the source directory stripped; from the symbolized section when there is one,
+// the source directory stripped; a Python trainer's (faulthandler) from its Current
+// thread block (harness/pystack.h); else from the symbolized section when there is one,
 // else the raw "module + offset" of the first frame outside libc. 0 or -1.
 static int top_frame(const char *stack_path, char *out, size_t n) {
     char *text = read_file(stack_path, NULL);
     if (!text) return -1;
+    if (pystack_top(text, NSA_SOURCE_DIR, out, n) == 0) {   // a Python trainer's faulthandler dump
+        free(text);
+        return 0;
+    }
     int found = -1, symbolized = strstr(text, "symbolized") != NULL, in_sym = 0;
     char *save = NULL;
     for (char *ln = strtok_r(text, "\n", &save); ln && found < 0; ln = strtok_r(NULL, "\n", &save)) {

@@ -16,9 +16,9 @@
 
 static const char *const SELFTEST_KEYS[] = {"name", "description", "family", "profiles", "run", "detections", NULL};
 static const char *const SELFTEST_PROFILE_KEYS[] = {"run", NULL};
-static const char *const SELFTEST_RUN_KEYS[] = {"timeout_s", NULL};
+static const char *const SELFTEST_RUN_KEYS[] = {"timeout_s", "trainer_cmd", NULL};
 static const char *const DETECTION_KEYS[] = {"name", "scenario", "fault", "seeds", "filter", "set", "timeout_s",
-                                             "timeout_scale", "profiles", "expect", NULL};
+                                             "timeout_scale", "profiles", "trainer_cmd", "expect", NULL};
 static const char *const EXPECT_KEYS[] = {"exit", "verdicts", "contains", "facts", NULL};
 static const char *const VERDICT_WORDS[] = {"PASS", "FAIL", "HANG", "CRASH", "SKIP", "ERROR", NULL};
 
@@ -56,9 +56,23 @@ static int detection_applies(const Scenario *s, Problems *ps, const json_t *d, c
     return applies;
 }
 
-// How the nested run is made: fault, seeds, set, filter, timeout_scale, timeout_s.
+// A trainer command (a detection's or the file's run.trainer_cmd, at jpath): a string that
+// splits into words (harness/trainer_cmd.h).
+static void check_trainer_cmd(const Scenario *s, Problems *ps, const json_t *tc, const char *jpath) {
+    if (!tc) return;
+    StrList words = {0};
+    char err[200] = "";
+    if (!json_is_string(tc)) PROBLEM(jpath, 0, "trainer_cmd: expected a command line (a string), passed as --trainer-cmd");
+    else if (trainer_split_words(json_string_value(tc), &words, err, sizeof err) || !words.n)
+        PROBLEM(jpath, 0, "trainer_cmd: %s", err[0] ? err : "the command is empty");
+    strlist_free(&words);
+}
+
+// How the nested run is made: fault, seeds, set, filter, timeout_scale, timeout_s, trainer_cmd.
 static void check_run_keys(const Scenario *s, Problems *ps, const json_t *d, const char *dp) {
     char kp[1000];
+    snprintf(kp, sizeof kp, "%s.trainer_cmd", dp);
+    check_trainer_cmd(s, ps, json_object_get(d, "trainer_cmd"), kp);
     const json_t *fault = json_object_get(d, "fault"), *seeds = json_object_get(d, "seeds");
     const json_t *sets = json_object_get(d, "set"), *filt = json_object_get(d, "filter");
     if (fault && !json_is_string(fault) && !json_is_array(fault)) {
@@ -224,6 +238,7 @@ static int read_selftest_top_level(Scenario *s, Problems *ps) {
         scenario_check_keys(s, ps, run, "run", SELFTEST_RUN_KEYS, "a self-test's 'run'");
         const json_t *t = scenario_get_typed(s, ps, run, "run", "timeout_s", JSON_REAL, 0, "a positive number");
         if (t && !(json_number_value(t) > 0)) PROBLEM("run.timeout_s", 0, "timeout_s: expected a positive number");
+        check_trainer_cmd(s, ps, json_object_get(run, "trainer_cmd"), "run.trainer_cmd");
     }
     scenario_read_profiles(s, ps, SELFTEST_PROFILE_KEYS, "a self-test profile");
     return ps->n == before ? 0 : -1;

@@ -7,6 +7,11 @@
 #include <string.h>
 
 #include "common/flightrec_layout.h"
+#include "harness/pystack.h"
+
+#ifndef NSA_SOURCE_DIR
+#define NSA_SOURCE_DIR ""
+#endif
 
 void hang_read_wait(const volatile void *fr_header, RankResult *rk) {
     const volatile FrHeader *h = fr_header;
@@ -57,6 +62,10 @@ static void short_frame(const char *line, char *out, size_t n) {
 
 void hang_read_stack_top(RankResult *rk) {
     rk->stack_top[0] = '\0';
+    char *text = read_file(rk->stack_path, NULL);   // a Python trainer's faulthandler dump?
+    const int py = text && pystack_top(text, NSA_SOURCE_DIR, rk->stack_top, sizeof rk->stack_top) == 0;
+    free(text);
+    if (py) return;
     FILE *f = fopen(rk->stack_path, "r");
     if (!f) return;
     char line[2048];

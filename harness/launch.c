@@ -24,7 +24,8 @@ static const char *const PASS_THROUGH[] = {"NCCL_DEBUG",       "NCCL_DEBUG_SUBSY
                                            NULL};
 
 LaunchKind launch_kind(const RunSpec *run) {
-    if (!strcmp(run->launcher, "env")) return LAUNCH_ENV;
+    // gloo (torch.distributed) joins its world from the env launcher's variables, never MPI's
+    if (!strcmp(run->launcher, "env") || !strcmp(run->transport, "gloo")) return LAUNCH_ENV;
     if (!strcmp(run->launcher, "srun")) return LAUNCH_SRUN;
     if (!strcmp(run->launcher, "mpirun")) return LAUNCH_MPIRUN;
     return run->world_size > 1 || strcmp(run->transport, "none") ? LAUNCH_MPIRUN : LAUNCH_TRAINER;

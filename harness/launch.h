@@ -14,6 +14,7 @@
 //            torchrun-style variables RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
 //            MASTER_ADDR=127.0.0.1, MASTER_PORT (a port free when the case starts) and
 //            NSA_RDZV_TOKEN (unique to the case): the trainer's env bootstrap, no MPI.
+//            Transport "gloo" (torch.distributed's host collectives) always starts so.
 //
 // Every launcher gets the scenario's variables and the runner's pass-through list
 // (NCCL_DEBUG, NCCL_DEBUG_SUBSYS, NCCL_SOCKET_IFNAME, NCCL_NVLS_ENABLE, OMP_NUM_THREADS,

@@ -27,6 +27,7 @@
 #include "harness/runner.h"
 #include "harness/scenario.h"
 #include "harness/trainer_caps.h"
+#include "harness/trainer_cmd.h"
 #include "common/exit_codes.h"
 #include "common/util.h"
 
@@ -82,7 +83,14 @@ static void usage_run(FILE *f) {
             "  --set KEY=VALUE       a config override added to every case after the scenario's own\n"
             "                        (e.g. --set train.seed=7); repeatable\n"
             "  --timeout-scale X     multiply every case's timeout_s and stall_s by X (> 0)\n"
-            "  --trainer PATH        the nsa-train executable (default: the one beside nsa-harness)\n"
+            "  --trainer PATH        the nsa-train executable (default: the one beside nsa-harness); it gets\n"
+            "                        --config FILE --set KEY=VALUE... (docs/trainer-protocol.md)\n"
+            "  --trainer-cmd \"CMD\"   run another trainer: CMD is split into words as a shell would ('...',\n"
+            "                        \"...\", no expansion; relative paths that exist are made absolute) and each\n"
+            "                        case runs CMD... --config CASE/config.json --out CASE --rank R ... (the\n"
+            "                        resolved config, no --set); not with --trainer. A scenario may name\n"
+            "                        trainers itself (run.trainers, run.trainer, a matrix over run.trainer);\n"
+            "                        \"nsa-train\" there is this run's default (--trainer, --trainer-cmd)\n"
             "  --baselines DIR       golden baselines and performance floors to compare with (checks golden\n"
             "                        and perf_floor; default: %s/golden/baselines)\n"
             "  --recording           what `baseline record` runs: golden and perf_floor compare nothing\n"
@@ -90,7 +98,8 @@ static void usage_run(FILE *f) {
             "  --quiet               no progress lines\n"
             "\n"
             "Every case writes <out>/<scenario>/<case>/: output.log env.json metrics.jsonl\n"
-            "grad_trace.jsonl gate_stats.jsonl ranks/rank_R.log ranks/rank_R.fr stacks/rank_R.txt.\n",
+            "grad_trace.jsonl gate_stats.jsonl ranks/rank_R.log ranks/rank_R.fr (or ranks/rank_R.hb, a\n"
+            "trainer's heartbeat file) stacks/rank_R.txt; config.json for a trainer given as a command.\n",
             NSA_SOURCE_DIR, NSA_SOURCE_DIR);
 }
 
@@ -316,7 +325,7 @@ static int fx_interrupted(FamilyExec *fx) {
 // Everything `run`'s options and its trainer say, as cmd_run's stages pass it on.
 typedef struct {
     int profile, bisect, quiet, recording;
-    const char *out_dir, *trainer_arg, *baselines;
+    const char *out_dir, *trainer_arg, *trainer_cmd_arg, *baselines;
     Str shaping;   // the options that shaped the cases' configs and baselines (--set,
                    // --baselines), for record commands
     Str replay;    // every option that shaped a case (also --timeout-scale, --trainer,
@@ -325,6 +334,12 @@ typedef struct {
     StrList files_in, filters, exact, faults, sets;
     int usage_rc;  // what "could not run" exits with: 2, or 125 under --bisect (git bisect's skip)
     char trainer[4200], harness[4200];
+    char own[4200];          // the nsa-train beside nsa-harness (shared start weights, the fault vocabulary)
+    TrainerSpec tdefault;    // the run's default trainer ("nsa-train"): the sibling, --trainer or --trainer-cmd
+    StrList cmd_words;       // --trainer-cmd's words, paths made absolute
+    Str cmd_line;            // the same as a shell line (nested runs, reproduce commands)
+    const TrainerSpec *used[64];   // every trainer the selected cases run (the default first)
+    int n_used;
     json_t *env;   // the trainer's --print-env
     int gpus;
 } RunOpts;
@@ -417,6 +432,23 @@ static int run_parse_options(int argc, char **argv, RunOpts *O) {
             char *const tv[] = {"--trainer", (char *)v, NULL};
             if (O->replay.len) str_add(&O->replay, " ");
             shell_join(&O->replay, tv);
+        } else if (!strcmp(a, "--trainer-cmd")) {
+            NEED;
+            char err[200] = "";
+            strlist_free(&O->cmd_words);
+            if (trainer_split_words(v, &O->cmd_words, err, sizeof err) || O->cmd_words.n == 0) {
+                fprintf(stderr, "nsa-harness run: --trainer-cmd '%s': %s\n", v,
+                        err[0] ? err : "expected a command (e.g. --trainer-cmd \"python3 my_trainer.py\")");
+                return HARNESS_EXIT_USAGE;
+            }
+            char cwd[4096];
+            if (getcwd(cwd, sizeof cwd)) trainer_absolutize(&O->cmd_words, cwd, 1);
+            O->trainer_cmd_arg = v;
+            str_free(&O->cmd_line);
+            shell_join(&O->cmd_line, O->cmd_words.v);
+            char *const tv[] = {"--trainer-cmd", (char *)str_c(&O->cmd_line), NULL};
+            if (O->replay.len) str_add(&O->replay, " ");
+            shell_join(&O->replay, tv);
         } else if (!strcmp(a, "--bisect")) O->bisect = 1;
         else if (!strcmp(a, "--quiet")) O->quiet = 1;
         else if (a[0] == '-' && a[1]) {
@@ -426,63 +458,151 @@ static int run_parse_options(int argc, char **argv, RunOpts *O) {
 #undef NEED
     }
     O->usage_rc = O->bisect ? HARNESS_EXIT_BISECT_SKIP : HARNESS_EXIT_USAGE;
+    if (O->trainer_arg && O->trainer_cmd_arg) {
+        fprintf(stderr, "nsa-harness run: --trainer %s and --trainer-cmd '%s': give one (--trainer: an nsa-train-like "
+                        "executable; --trainer-cmd: a command speaking docs/trainer-protocol.md)\n",
+                O->trainer_arg, O->trainer_cmd_arg);
+        return HARNESS_EXIT_USAGE;
+    }
     return GO_ON;
 }
 
-// The trainer: an executable that prints its JSON environment (it knows the build, CUDA
-// devices, versions) and accepts every --fault (checked up front by the trainer's own
-// parser: a misspelt fault would otherwise ERROR every case). Sets O->env, O->gpus and
-// the profile when none was given. Returns GO_ON or the exit code.
+// `T... --print-env`: its JSON object, or NULL with the reason on stderr.
+static json_t *trainer_print_env(const TrainerSpec *t) {
+    StrList av = {0};
+    trainer_spec_argv(t, &av);
+    strlist_add(&av, "--print-env");
+    char *env_text = NULL;
+    int prc = proc_capture(av.v, 120, &env_text);
+    strlist_free(&av);
+    json_t *env = prc == 0 ? json_loads(env_text, 0, NULL) : NULL;
+    const int printed = env_text && env_text[0];
+    free(env_text);
+    if (env && json_is_object(env)) return env;
+    const char *which = t->is_cmd ? "--trainer-cmd / run.trainers" : "--trainer";
+    if (prc == 0)
+        fprintf(stderr, "nsa-harness run: the trainer %s (%s) printed %s for --print-env, not its JSON environment "
+                        "(docs/trainer-protocol.md; see %s)\n", t->name, t->display, printed ? "something else" : "nothing",
+                which);
+    else
+        fprintf(stderr, "nsa-harness run: `%s --print-env` (trainer %s) failed (%s %d): is the trainer built and "
+                        "runnable (see %s)?\n", t->display, t->name, prc > 0 && WIFSIGNALED(prc) ? "signal" : "exit status",
+                prc > 0 ? (WIFSIGNALED(prc) ? WTERMSIG(prc) : WEXITSTATUS(prc)) : prc, which);
+    json_decref(env);
+    return NULL;
+}
+
+// The run's default trainer: an executable that prints its JSON environment (it knows the
+// build, CUDA devices, versions). Sets O->env, O->gpus and the profile when none was given.
+// Returns GO_ON or the exit code.
 static int run_check_trainer(RunOpts *O) {
     char here[4096];
     self_dir(here, sizeof here);
     snprintf(O->harness, sizeof O->harness, "%s/nsa-harness", here);
-    if (O->trainer_arg) snprintf(O->trainer, sizeof O->trainer, "%s", O->trainer_arg);
-    else snprintf(O->trainer, sizeof O->trainer, "%s/nsa-train", here);
-    if (access(O->trainer, X_OK) != 0) {
-        fprintf(stderr, "nsa-harness: the trainer %s is not an executable: %s (build it, or pass --trainer PATH)\n",
-                O->trainer, strerror(errno));
-        return O->usage_rc;
-    }
-    char *env_text = NULL;
-    char *const pe[] = {O->trainer, "--print-env", NULL};
-    int prc = proc_capture(pe, 120, &env_text);
-    json_t *env = prc == 0 ? json_loads(env_text, 0, NULL) : NULL;
-    const int printed = env_text && env_text[0];
-    free(env_text);
-    if (!env || !json_is_object(env)) {
-        if (prc == 0)
-            fprintf(stderr, "nsa-harness run: the trainer %s printed %s for --print-env, not its JSON environment: is it "
-                            "nsa-train (see --trainer)?\n", O->trainer, printed ? "something else" : "nothing");
-        else
-            fprintf(stderr, "nsa-harness run: `%s --print-env` failed (%s %d): is the trainer built from this tree?\n",
-                    O->trainer, prc > 0 && WIFSIGNALED(prc) ? "signal" : "exit status",
-                    prc > 0 ? (WIFSIGNALED(prc) ? WTERMSIG(prc) : WEXITSTATUS(prc)) : prc);
-        json_decref(env);
-        return O->usage_rc;
-    }
-    O->env = env;
-    for (int i = 0; i < O->faults.n; i++) {
-        char *fout = NULL;
-        char *const fv[] = {O->trainer, "--fault", O->faults.v[i], "--list-faults", NULL};
-        int frc = proc_capture_all(fv, 60, &fout);
-        if (frc != 0) {
-            char *line = fout ? strstr(fout, "nsa-train: ") : NULL;
-            if (line) line[strcspn(line, "\n")] = '\0';
-            fprintf(stderr, "nsa-harness run: --fault %s: %s\n", O->faults.v[i],
-                    line ? line + 11 : "the trainer rejects it (nsa-train --list-faults lists the faults)");
-            free(fout);
+    snprintf(O->own, sizeof O->own, "%s/nsa-train", here);
+    if (O->trainer_cmd_arg) {
+        snprintf(O->trainer, sizeof O->trainer, "%s", str_c(&O->cmd_line));
+        trainer_spec_init(&O->tdefault, "nsa-train", O->cmd_words.v, 1);
+    } else {
+        if (O->trainer_arg) snprintf(O->trainer, sizeof O->trainer, "%s", O->trainer_arg);
+        else snprintf(O->trainer, sizeof O->trainer, "%s/nsa-train", here);
+        if (access(O->trainer, X_OK) != 0) {
+            fprintf(stderr, "nsa-harness: the trainer %s is not an executable: %s (build it, or pass --trainer PATH)\n",
+                    O->trainer, strerror(errno));
             return O->usage_rc;
         }
-        free(fout);
+        char *const w[] = {O->trainer, NULL};
+        trainer_spec_init(&O->tdefault, "nsa-train", w, 0);
     }
-    // the protocol handshake (docs/trainer-protocol.md): asked once here; a case needing a
-    // feature the trainer does not list is a SKIP naming it (runner.c)
-    const TrainerCaps *caps = trainer_caps_for(O->trainer);
+    json_t *env = trainer_print_env(&O->tdefault);
+    if (!env) return O->usage_rc;
+    O->env = env;
+    // the protocol handshake (docs/trainer-protocol.md): asked once per trainer; a case needing
+    // a feature its trainer does not list is a SKIP naming it (runner.c)
+    const TrainerCaps *caps = trainer_caps_of(&O->tdefault);
     if (caps->bad_answer)
         fprintf(stderr, "nsa-harness run: warning: the trainer %s: %s\n", O->trainer, caps->note);
+    O->used[O->n_used++] = &O->tdefault;
     O->gpus = (int)json_array_size(json_object_get(json_object_get(env, "cuda"), "devices"));
     if (O->profile < 0) O->profile = O->gpus > 0 ? PROFILE_GPU : PROFILE_CI;
+    return GO_ON;
+}
+
+// `T... --fault VALUE --list-faults`: 0, or -1 with the trainer's complaint on stderr.
+static int trainer_accepts_fault(const RunOpts *O, const TrainerSpec *t, const char *fault) {
+    StrList av = {0};
+    trainer_spec_argv(t, &av);
+    strlist_add(&av, "--fault");
+    strlist_add(&av, fault);
+    strlist_add(&av, "--list-faults");
+    char *fout = NULL;
+    int frc = proc_capture_all(av.v, 60, &fout);
+    strlist_free(&av);
+    if (frc == 0) {
+        free(fout);
+        return 0;
+    }
+    char *line = fout ? strstr(fout, "nsa-train: ") : NULL;
+    if (line) line += 11;
+    else if (fout && fout[strspn(fout, " \t\n")]) line = fout + strspn(fout, " \t\n");
+    if (line) line[strcspn(line, "\n")] = '\0';
+    fprintf(stderr, "nsa-harness run: --fault %s: %s%s%s%s\n", fault,
+            line ? line : "the trainer rejects it (nsa-train --list-faults lists the faults)",
+            t == &O->tdefault ? "" : " (trainer ", t == &O->tdefault ? "" : t->name, t == &O->tdefault ? "" : ")");
+    free(fout);
+    return -1;
+}
+
+// Every trainer the selected cases run (a scenario's run.trainers): its --print-env and its
+// handshake, once each; then every --fault, checked by each trainer that lists it (a trainer
+// without it SKIPs the cases), or by the runner's own nsa-train when none does (a misspelt
+// fault is exit 2 before any case). Returns GO_ON or the exit code.
+static int run_check_trainers(RunOpts *O, const Report *rp) {
+    for (int i = 0; i < rp->n_runs; i++) {
+        const Scenario *s = rp->runs[i].s;
+        for (int c = 0; c < s->n_cases; c++) {
+            if (!case_selected(&O->filters, &O->exact, s->name, s->cases[c].name) && !is_reference_case(s, s->cases[c].name))
+                continue;
+            const char *name = s->cases[c].run.trainer;
+            const TrainerSpec *t = name[0] && strcmp(name, "nsa-train") ? scenario_trainer(s, name) : NULL;
+            if (!t) continue;
+            int seen = 0;
+            for (int u = 0; u < O->n_used; u++) seen |= !strcmp(O->used[u]->display, t->display);
+            if (seen || O->n_used == (int)(sizeof O->used / sizeof O->used[0])) continue;
+            json_t *env = trainer_print_env(t);
+            if (!env) {
+                fprintf(stderr, "nsa-harness run: (the trainer '%s' of %s)\n", t->name, s->path);
+                return O->usage_rc;
+            }
+            json_decref(env);
+            const TrainerCaps *caps = trainer_caps_of(t);
+            if (caps->bad_answer)
+                fprintf(stderr, "nsa-harness run: warning: the trainer %s (%s): %s\n", t->name, t->display, caps->note);
+            O->used[O->n_used++] = t;
+        }
+    }
+    for (int f = 0; f < O->faults.n; f++) {
+        char name[128];
+        snprintf(name, sizeof name, "%.*s", (int)strcspn(O->faults.v[f], "="), O->faults.v[f]);
+        int checked = 0;
+        for (int u = 0; u < O->n_used; u++) {
+            if (!trainer_caps_has(trainer_caps_of(O->used[u]), "faults", name)) continue;
+            checked = 1;
+            if (trainer_accepts_fault(O, O->used[u], O->faults.v[f])) return O->usage_rc;
+        }
+        if (checked) continue;
+        // no trainer of the run lists it: nsa-train's parser says whether it exists at all
+        if (access(O->own, X_OK) != 0) {
+            fprintf(stderr, "nsa-harness run: --fault %s: no trainer of the run lists it in --protocol-info\n", O->faults.v[f]);
+            return O->usage_rc;
+        }
+        char *const w[] = {O->own, NULL};
+        TrainerSpec own;
+        trainer_spec_init(&own, "nsa-train", w, 0);
+        const int bad = trainer_accepts_fault(O, &own, O->faults.v[f]);
+        trainer_spec_free(&own);
+        if (bad) return O->usage_rc;
+    }
     return GO_ON;
 }
 
@@ -606,7 +726,20 @@ static void run_write_env(const RunOpts *O, const Report *rp, int argc, char **a
     json_t *fl = json_array();
     for (int i = 0; i < O->faults.n; i++) json_array_append_new(fl, json_string(O->faults.v[i]));
     json_object_set_new(runner, "faults", fl);
-    json_object_set_new(runner, "trainer_protocol", trainer_caps_json(trainer_caps_for(O->trainer)));
+    json_object_set_new(runner, "trainer_protocol", trainer_caps_json(trainer_caps_of(&O->tdefault)));
+    // every trainer the cases run, by the name the scenarios use ("nsa-train": the default)
+    json_t *tr = json_object();
+    for (int u = 0; u < O->n_used; u++) {
+        const TrainerSpec *t = O->used[u];
+        json_t *words = json_array();
+        for (int i = 0; i < t->words.n; i++) json_array_append_new(words, json_string(t->words.v[i]));
+        json_t *one = json_object();
+        json_object_set_new(one, "command", words);
+        json_object_set_new(one, "form", json_string(t->is_cmd ? "command" : "path"));
+        json_object_set_new(one, "trainer_protocol", trainer_caps_json(trainer_caps_of(t)));
+        json_object_set_new(tr, t->name, one);
+    }
+    json_object_set_new(runner, "trainers", tr);
     json_object_set_new(env, "runner", runner);
     char *const mv[] = {"mpirun", "--version", NULL};
     char *mpi = first_line_of(mv);
@@ -670,7 +803,8 @@ static void run_cases(RunOpts *O, Report *rp, FILE *con, int tty) {
     proc_become_subreaper();
     RunCtx ctx = {O->trainer, O->harness, rp->dir, rp->profile, O->scale, (const char *const *)O->faults.v, O->faults.n,
                   O->gpus, &g_interrupted, con, tty, 0, rp->total, 0, O->baselines, O->recording, rp->device,
-                  str_c(&O->shaping), str_c(&O->replay)};
+                  str_c(&O->shaping), str_c(&O->replay), &O->tdefault,
+                  O->trainer_cmd_arg ? str_c(&O->cmd_line) : NULL, O->own};
     if (con) fprintf(con, "nsa-harness: %d case%s in %d scenario%s, profile %s, report %s\n", rp->total,
                      rp->total == 1 ? "" : "s", rp->n_runs, rp->n_runs == 1 ? "" : "s", rp->profile, rp->dir);
     Main M = {rp, &ctx, con, tty, O->filters, O->exact, rp->total, 0, 0, NULL};
@@ -745,6 +879,7 @@ int cmd_run(int argc, char **argv) {
     Report rp;
     memset(&rp, 0, sizeof rp);
     if ((rc = run_load_scenarios(&O, &rp)) != GO_ON) return rc;
+    if ((rc = run_check_trainers(&O, &rp)) != GO_ON) return rc;
     int lock_fd = -1;
     if ((rc = run_open_report(&O, &rp, argc, argv, &lock_fd)) != GO_ON) return rc;
     const int tty = !O.quiet && isatty(fileno(stdout));

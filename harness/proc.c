@@ -71,7 +71,7 @@ pid_t proc_spawn(char *const argv[], const char *log_path, char *const *env, int
             dup2(fd, 1);
             dup2(fd, 2);
         }
-        execve(argv[0], argv, e);
+        execvpe(argv[0], argv, e);   // a command word without "/" (python3) is looked up on PATH
         dprintf(2, "nsa-harness: cannot execute %s: %s\n", argv[0], strerror(errno));
         _exit(CHILD_EXIT_CANNOT_EXEC);
     }

@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-// Start argv[0] (a path) with stdout and stderr appended to log_path (or
+// Start argv[0] (a path, or a name looked up on PATH) with stdout and stderr appended to log_path (or
 // inherited when NULL), stdin from /dev/null, extra environment entries
 // ("NAME=value", n_env of them) added. The child leads a new process group
 // (pgid = pid). Returns the pid, or -1 with errno.

@@ -166,6 +166,44 @@ static void trainer_line(Str *md, const Report *rp) {
     str_printf(md, " · trainer `%s`", path);
     if (name) str_printf(md, " (%s %.7s, protocol %d)", name, version ? version : "?", (int)json_integer_value(json_object_get(tp, "protocol")));
     else str_add(md, " (protocol 0: no --protocol-info)");
+    // the trainers scenarios name (run.trainers): each by its name, command and answer
+    const char *tname;
+    json_t *t;
+    json_object_foreach(json_object_get(runner, "trainers"), tname, t) {
+        if (!strcmp(tname, "nsa-train")) continue;
+        const json_t *ttp = json_object_get(t, "trainer_protocol"), *ti = json_object_get(ttp, "info");
+        Str cmd = {0};
+        size_t i;
+        json_t *w;
+        json_array_foreach(json_object_get(t, "command"), i, w) str_printf(&cmd, "%s%s", i ? " " : "", json_string_value(w));
+        str_printf(md, " · trainer %s `%s`", tname, str_c(&cmd));
+        str_free(&cmd);
+        const char *tn = json_string_value(json_object_get(ti, "trainer"));
+        const char *tv = json_string_value(json_object_get(ti, "version"));
+        if (tn) str_printf(md, " (%s %.7s, protocol %d)", tn, tv ? tv : "?", (int)json_integer_value(json_object_get(ttp, "protocol")));
+        else str_add(md, " (protocol 0: no --protocol-info)");
+    }
+}
+
+// "## Trainers": which trainer ran each case, when the scenarios name trainers of their own
+// (run.trainer, a matrix over run.trainer); nothing when every case ran the run's default.
+static void trainers_section(Str *md, const Report *rp) {
+    int other = 0;
+    for (int i = 0; i < rp->n_runs; i++)
+        for (int k = 0; k < rp->runs[i].n; k++) other |= rp->runs[i].results[k].trainer[0] && strcmp(rp->runs[i].results[k].trainer, "nsa-train");
+    if (!other) return;
+    str_add(md, "\n## Trainers\n\nWhich trainer ran each case (`nsa-train`: the run's default; the others are the "
+                "scenarios' `run.trainers`, their commands in the header and in env.json `runner.trainers`).\n\n"
+                "| scenario | case | trainer |\n|---|---|---|\n");
+    for (int i = 0; i < rp->n_runs; i++)
+        for (int k = 0; k < rp->runs[i].n; k++) {
+            const CaseResult *r = &rp->runs[i].results[k];
+            str_add(md, "| ");
+            str_add_md_cell(md, rp->runs[i].s->name);
+            str_add(md, " | ");
+            str_add_md_cell(md, r->c->name);
+            str_printf(md, " | `%s` |\n", r->trainer[0] ? r->trainer : "—");
+        }
 }
 
 static char *results_md(const Report *rp) {
@@ -189,6 +227,7 @@ static char *results_md(const Report *rp) {
 
     str_add(&md, "\n## Verdicts\n\n");
     verdict_table(rp, &md, 1);
+    trainers_section(&md, rp);
 
     str_add(&md, "\n## Diagnosis\n\n");
     diagnosis_md(rp, &md);
@@ -253,6 +292,7 @@ static json_t *summary_json(const Report *rp) {
             json_object_set_new(o, "family", json_string(sr->s->family));
             json_object_set_new(o, "case", json_string(r->c->name));
             json_object_set_new(o, "verdict", json_string(VERDICT_NAMES[v]));
+            if (r->trainer[0]) json_object_set_new(o, "trainer", json_string(r->trainer));
             json_object_set_new(o, "ran", json_boolean(ran));
             json_object_set_new(o, "time_s", json_real(ran ? r->wall_s : 0));
             json_object_set_new(o, "summary", json_string(summary));

@@ -40,6 +40,7 @@ typedef struct {
     char log_path[2112];     // ranks/rank_R.log
     char stack_path[2112];   // stacks/rank_R.txt
     char fr_path[2112];      // ranks/rank_R.fr (flight recorder)
+    char hb_path[2112];      // ranks/rank_R.hb (heartbeat file, for a trainer that lists `heartbeat`)
 } RankResult;
 
 typedef struct {
@@ -75,6 +76,7 @@ typedef struct {
     json_t *facts;           // structured outcomes (for diagnosis and summary.json)
     json_t *env;             // the trainer's --print-env for this case (env.json), or NULL
     const struct RunCtx *ctx;   // how the run was asked for (runner.h), while it runs
+    char trainer[64];        // the name of the trainer that ran it ("nsa-train": the run's default), "" before
 } CaseResult;
 
 // The results of one scenario's cases, in the order they run (the matrix's, with

@@ -126,6 +126,45 @@ static void fr_snapshot(FrMap *m, RankResult *rk, uint64_t now_ns) {
     if (st.fatal_signal) rk->term_signal = st.fatal_signal;
 }
 
+// ---- a heartbeat file (protocol 2, diagnostic `heartbeat`) -----------------------------------------
+
+typedef struct {
+    long long seq;       // the last seq read (-1: none yet)
+    uint64_t seen_ns;    // when (this host's CLOCK_MONOTONIC) the runner saw seq change; the case's
+                         // start before the first beat
+} HbWatch;
+
+// Read the rank's heartbeat file (one JSON object, replaced atomically by the trainer) into
+// rk: its place (step, phase, layer, op), host, and how it ended (exited, exit_code). Its
+// age: since the runner last saw seq change. A missing or unparsable file is no new beat.
+static void hb_snapshot(HbWatch *h, RankResult *rk, uint64_t now_ns) {
+    char *text = read_file(rk->hb_path, NULL);
+    json_t *j = text ? json_loads(text, JSON_DISABLE_EOF_CHECK, NULL) : NULL;
+    free(text);
+    const json_t *seq = json_object_get(j, "seq");
+    if (json_is_object(j) && json_is_integer(seq)) {
+        if (json_integer_value(seq) != h->seq) {
+            h->seq = json_integer_value(seq);
+            h->seen_ns = now_ns;
+        }
+        rk->have_state = 1;
+        const char *phase = json_string_value(json_object_get(j, "phase"));
+        const char *op = json_string_value(json_object_get(j, "op"));
+        const char *host = json_string_value(json_object_get(j, "host"));
+        snprintf(rk->phase, sizeof rk->phase, "%s", phase ? phase : "?");
+        snprintf(rk->op, sizeof rk->op, "%s", op ? op : "");
+        if (host && !rk->host[0]) snprintf(rk->host, sizeof rk->host, "%s", host);
+        rk->step = (int)json_number_or(j, "step", 0);
+        rk->layer = (int)json_number_or(j, "layer", -1);
+        if (json_is_true(json_object_get(j, "exited"))) {
+            rk->exited = 1;
+            rk->exit_code = (int)json_number_or(j, "exit_code", 0);
+        }
+    }
+    json_decref(j);
+    rk->heartbeat_age_s = ((double)now_ns - (double)h->seen_ns) * 1e-9;
+}
+
 // ---- progress ----------------------------------------------------------------------------------
 
 static void progress(const RunCtx *ctx, const CaseResult *r, double elapsed, const RankResult *rk) {
@@ -145,26 +184,51 @@ static void progress(const RunCtx *ctx, const CaseResult *r, double elapsed, con
 
 // ---- the trainer's command line ----------------------------------------------------------------------
 
-// nsa-train and its arguments for the case (the launcher's words come before them,
-// harness/launch.c). Several ranks (any launcher but the trainer alone): every per-rank
-// path written with %r, which each rank replaces by its rank, and the transport; the env
-// and srun launchers name the bootstrap (the trainer would find it, but a harness itself
-// started under mpirun or srun must not lend its ranks' variables to the case).
+const TrainerSpec *runner_case_trainer(const RunCtx *ctx, const Scenario *s, const Case *c) {
+    if (c->run.trainer[0] && strcmp(c->run.trainer, "nsa-train")) {
+        const TrainerSpec *t = scenario_trainer(s, c->run.trainer);
+        if (t) return t;   // (the loader checked the name)
+    }
+    if (ctx->trainer_default) return ctx->trainer_default;
+    static TrainerSpec fallback;   // a caller that named only ctx->trainer
+    if (!fallback.display || strcmp(fallback.words.v[0], ctx->trainer)) {
+        if (fallback.display) trainer_spec_free(&fallback);
+        char *const w[] = {(char *)ctx->trainer, NULL};
+        trainer_spec_init(&fallback, "nsa-train", w, 0);
+    }
+    return &fallback;
+}
+
+// The trainer and its arguments for the case (the launcher's words come before them,
+// harness/launch.c). A trainer given as a command gets the resolved config file
+// CASE/config.json and no --set; one given by path the scenario's config and --set.
+// Several ranks (any launcher but the trainer alone): every per-rank path written with %r,
+// which each rank replaces by its rank, and the transport; the env and srun launchers name
+// the bootstrap (the trainer would find it, but a harness itself started under mpirun or
+// srun must not lend its ranks' variables to the case). The liveness flag and --stack-file
+// as the trainer's handshake lists them (docs/trainer-protocol.md "Liveness").
 // for_env: the --print-env form (the config only).
 static void trainer_argv(const RunCtx *ctx, const CaseResult *r, LaunchKind kind, int for_env, StrList *a) {
     const Scenario *s = r->s;
     const Case *c = r->c;
+    const TrainerSpec *t = runner_case_trainer(ctx, s, c);
+    const TrainerCaps *tc = trainer_caps_of(t);
     char buf[4600];
     const int multi = !for_env && launch_is_multi(kind);
     const char *rk = multi ? "%r" : "0";
-    strlist_add(a, ctx->trainer);
+    trainer_spec_argv(t, a);
     if (for_env) strlist_add(a, "--print-env");
     strlist_add(a, "--config");
-    strlist_add(a, s->config_path);
-    for (int i = 0; i < c->n_ov; i++) {
-        strlist_add(a, "--set");
-        snprintf(buf, sizeof buf, "%s=%s", c->ov[i].key, c->ov[i].value);
+    if (t->is_cmd) {
+        snprintf(buf, sizeof buf, "%s/config.json", r->dir);
         strlist_add(a, buf);
+    } else {
+        strlist_add(a, s->config_path);
+        for (int i = 0; i < c->n_ov; i++) {
+            strlist_add(a, "--set");
+            snprintf(buf, sizeof buf, "%s=%s", c->ov[i].key, c->ov[i].value);
+            strlist_add(a, buf);
+        }
     }
     if (for_env) return;
     strlist_add(a, "--out");
@@ -186,12 +250,21 @@ static void trainer_argv(const RunCtx *ctx, const CaseResult *r, LaunchKind kind
         strlist_add(a, "--rank");
         strlist_add(a, rk);
     }
-    strlist_add(a, "--flight-recorder");
-    snprintf(buf, sizeof buf, "%s/ranks/rank_%s.fr", r->dir, rk);
-    strlist_add(a, buf);
-    strlist_add(a, "--stack-file");
-    snprintf(buf, sizeof buf, "%s/stacks/rank_%s.txt", r->dir, rk);
-    strlist_add(a, buf);
+    const Liveness live = trainer_caps_liveness(tc);
+    if (live == LIVE_FLIGHT_RECORDER) {
+        strlist_add(a, "--flight-recorder");
+        snprintf(buf, sizeof buf, "%s/ranks/rank_%s.fr", r->dir, rk);
+        strlist_add(a, buf);
+    } else if (live == LIVE_HEARTBEAT) {
+        strlist_add(a, "--heartbeat");
+        snprintf(buf, sizeof buf, "%s/ranks/rank_%s.hb", r->dir, rk);
+        strlist_add(a, buf);
+    }
+    if (trainer_caps_stack_dump(tc)) {
+        strlist_add(a, "--stack-file");
+        snprintf(buf, sizeof buf, "%s/stacks/rank_%s.txt", r->dir, rk);
+        strlist_add(a, buf);
+    }
     unsigned needs = checks_needs(s);
     if (needs & NEED_GRAD_TRACE) strlist_add(a, "--trace-grads");
     if (needs & NEED_GATE_STATS) strlist_add(a, "--gate-stats");
@@ -204,6 +277,11 @@ static void trainer_argv(const RunCtx *ctx, const CaseResult *r, LaunchKind kind
     for (int i = 0; i < ctx->n_faults; i++) {
         strlist_add(a, "--fault");
         strlist_add(a, ctx->faults[i]);
+    }
+    if (c->run.init_shared) {
+        strlist_add(a, "--init-weights");
+        snprintf(buf, sizeof buf, "%s/init_weights.safetensors", r->dir);
+        strlist_add(a, buf);
     }
 }
 
@@ -218,8 +296,19 @@ static void write_case_env(const RunCtx *ctx, CaseResult *r, const Launch *L) {
     if (!env || !json_is_object(env)) {
         json_decref(env);
         env = json_object();
-        json_object_set_new(env, "error", json_sprintf("nsa-train --print-env failed (status %d)", rc));
+        json_object_set_new(env, "error", json_sprintf("the trainer's --print-env failed (status %d)", rc));
     }
+    // which trainer ran the case: its name, command and handshake
+    const TrainerSpec *t = runner_case_trainer(ctx, r->s, r->c);
+    json_t *tj = json_object();
+    json_object_set_new(tj, "name", json_string(t->name));
+    json_t *words = json_array();
+    for (int i = 0; i < t->words.n; i++) json_array_append_new(words, json_string(t->words.v[i]));
+    json_object_set_new(tj, "command", words);
+    json_object_set_new(tj, "form", json_string(t->is_cmd ? "command (--config CASE/config.json, no --set)"
+                                                          : "path (--config FILE --set ...)"));
+    json_object_set_new(tj, "trainer_protocol", trainer_caps_json(trainer_caps_of(t)));
+    json_object_set_new(env, "trainer", tj);
     json_t *cmd = json_array();
     for (int i = 0; L->argv.v && L->argv.v[i]; i++) json_array_append_new(cmd, json_string(L->argv.v[i]));
     json_object_set_new(env, "command", cmd);
@@ -290,7 +379,7 @@ static void rank_table(Str *ev, const CaseResult *r) {
                            rk->coll_completed, rk->coll_name);
             str_printf(ev, "heartbeat %.1f s ago", rk->heartbeat_age_s);
         } else {
-            str_add(ev, "no flight recorder (never started recording)");
+            str_add(ev, "no flight recorder or heartbeat (never started recording)");
         }
         if (rk->exited) {
             if (rk->term_signal) str_printf(ev, "  killed by %s", proc_signal_name(rk->term_signal));
@@ -378,6 +467,8 @@ typedef struct {
     CaseLog *cl;
     Launch *L;
     FrMap *frs;            // [W] each rank's flight recorder
+    Liveness live;         // how the ranks are watched: flight recorder, heartbeat file, or nothing
+    HbWatch *hbs;          // [W] each rank's heartbeat file (live == LIVE_HEARTBEAT)
     char host[256];        // this host: a rank whose recorder names another is remote
     double t0;
     int all_done;          // every process the runner started has ended
@@ -396,7 +487,8 @@ static void watch_ranks(Watch *w, double el) {
     for (int k = 0; k < W; k++) {
         RankResult *rk = &r->ranks[k];
         FrMap *m = &w->frs[k];
-        if (!m->h && fr_try_map(m, rk->fr_path)) {
+        if (w->live == LIVE_HEARTBEAT) hb_snapshot(&w->hbs[k], rk, now);
+        if (w->live == LIVE_FLIGHT_RECORDER && !m->h && fr_try_map(m, rk->fr_path)) {
             snprintf(rk->host, sizeof rk->host, "%.*s", FR_HOST_LEN, (const char *)m->h->host);
             rk->remote = rk->host[0] && strcmp(rk->host, w->host) != 0;
             if (rk->remote) case_log(w->cl, "rank %d runs on host %s (this is %s)", k, rk->host, w->host);
@@ -406,7 +498,8 @@ static void watch_ranks(Watch *w, double el) {
         if (w->all_done || rk->exited) continue;
         // a rank of a multi-rank case has ended when its recorder says so or its process is
         // gone (a remote rank's pid means nothing here)
-        if (multi && ((m->h && (rk->exited || rk->term_signal)) || (rk->pid > 0 && !rk->remote && !proc_alive(rk->pid)))) {
+        const int record = m->h || (w->live == LIVE_HEARTBEAT && w->hbs[k].seq >= 0);
+        if (multi && ((record && (rk->exited || rk->term_signal)) || (rk->pid > 0 && !rk->remote && !proc_alive(rk->pid)))) {
             rk->exited = 1;
             continue;
         }
@@ -417,7 +510,7 @@ static void watch_ranks(Watch *w, double el) {
             w->stalled = 1;
             continue;
         }
-        double age = m->h ? rk->heartbeat_age_s : el;
+        double age = w->live == LIVE_HEARTBEAT ? rk->heartbeat_age_s : m->h ? rk->heartbeat_age_s : el;
         if (age > stall) {
             rk->stalled = 1;
             if (!w->stalled) {
@@ -540,6 +633,7 @@ static void harvest(Watch *w) {
     for (int k = 0; k < r->n_ranks; k++) {
         RankResult *rk = &r->ranks[k];
         fr_snapshot(&w->frs[k], rk, mono_ns());
+        if (w->live == LIVE_HEARTBEAT) hb_snapshot(&w->hbs[k], rk, mono_ns());
         if (w->stalled) hang_read_wait(w->frs[k].h, rk);   // the collective it waits in, if any
         fr_unmap(&w->frs[k]);
         int st = 0;
@@ -564,6 +658,7 @@ typedef struct {
     const ScenarioRun *sr;
     LaunchKind kind;
     int W;            // ranks
+    const TrainerSpec *t;   // the trainer that runs it
     CaseLog cl;
     Launch L;
     Watch w;          // the supervision and what it saw (stalled, interrupted, why)
@@ -576,6 +671,7 @@ static void case_names(const RunCtx *ctx, CaseResult *r) {
     const Case *c = r->c;
     snprintf(r->dir, sizeof r->dir, "%s/%s/%s", ctx->report_dir, s->name, c->dir);
     snprintf(r->rel_dir, sizeof r->rel_dir, "%s/%s", s->name, c->dir);
+    snprintf(r->trainer, sizeof r->trainer, "%s", runner_case_trainer(ctx, s, c)->name);
     if (checks_needs(s) & (NEED_DUMP | NEED_DUMP_ACTS)) snprintf(r->dump_path, sizeof r->dump_path, "%s/step1.safetensors", r->dir);
     Str rep = {0};
     char sel[600];
@@ -600,8 +696,8 @@ static int case_skipped(const RunCtx *ctx, CaseResult *r) {
     }
     char why_not[512];
     if (launch_available(&r->c->run, why_not, sizeof why_not) ||
-        trainer_caps_case_missing(trainer_caps_for(ctx->trainer), r->c, checks_needs(s), ctx->faults, ctx->n_faults,
-                                  why_not, sizeof why_not)) {
+        trainer_caps_case_missing(trainer_caps_of(runner_case_trainer(ctx, s, r->c)), r->c, checks_needs(s),
+                                  ctx->faults, ctx->n_faults, why_not, sizeof why_not)) {
         r->verdict = V_SKIP;
         set_summary(r, "%s", why_not);
         return 1;
@@ -634,7 +730,57 @@ static int case_folders(CaseRun *cr) {
         snprintf(rk->log_path, sizeof rk->log_path, "%s/ranks/rank_%d.log", r->dir, k);
         snprintf(rk->stack_path, sizeof rk->stack_path, "%s/stacks/rank_%d.txt", r->dir, k);
         snprintf(rk->fr_path, sizeof rk->fr_path, "%s/ranks/rank_%d.fr", r->dir, k);
+        snprintf(rk->hb_path, sizeof rk->hb_path, "%s/ranks/rank_%d.hb", r->dir, k);
     }
+    return 0;
+}
+
+// What a case's trainer reads besides its arguments: CASE/config.json (the resolved config,
+// common/config's canonical JSON) for a trainer given as a command or a case with shared
+// start weights, and the shared start weights themselves (run.init_weights "shared"): the
+// runner's own nsa-train writes its step-0 parameters with --write-init. 0, or -1 with ERROR.
+static int case_inputs(CaseRun *cr) {
+    CaseResult *r = cr->r;
+    const Case *c = r->c;
+    if (!cr->t->is_cmd && !c->run.init_shared) return 0;
+    char path[2300];
+    snprintf(path, sizeof path, "%s/config.json", r->dir);
+    char *js = config_to_json(&c->cfg);
+    Str body = {0};
+    str_add(&body, js ? js : "");
+    str_add(&body, "\n");
+    const int wrote = js && write_file_atomic(path, str_c(&body), body.len) == 0;
+    str_free(&body);
+    free(js);
+    if (!wrote) {
+        r->verdict = V_ERROR;
+        set_summary(r, "cannot write %s: %s", path, strerror(errno));
+        return -1;
+    }
+    if (!c->run.init_shared) return 0;
+    char init[2300];
+    snprintf(init, sizeof init, "%s/init_weights.safetensors", r->dir);
+    const char *own = cr->ctx->own_trainer ? cr->ctx->own_trainer : cr->ctx->trainer;
+    char *const av[] = {(char *)own, "--config", path, "--write-init", init, NULL};
+    Str cmd = {0};
+    shell_join(&cmd, av);
+    case_log(&cr->cl, "shared start weights: %s", str_c(&cmd));
+    char *out = NULL;
+    const int rc = proc_capture_all(av, 300 * cr->ctx->timeout_scale, &out);
+    struct stat st;
+    if (rc != 0 || stat(init, &st) != 0) {
+        char first[300] = "";
+        if (out) snprintf(first, sizeof first, "%.*s", (int)strcspn(out, "\n"), out);
+        r->verdict = V_ERROR;
+        set_summary(r, "run.init_weights \"shared\": `%s` failed (%s %d)%s%s", str_c(&cmd),
+                    rc == -2 ? "timed out" : "status", rc, first[0] ? ": " : "", first);
+        if (out && out[0]) add_code_block(&r->evidence, "its output", out, 15);
+        free(out);
+        str_free(&cmd);
+        return -1;
+    }
+    free(out);
+    str_free(&cmd);
     return 0;
 }
 
@@ -664,9 +810,19 @@ static void case_launch_and_supervise(CaseRun *cr) {
              launch_is_multi(cr->kind) ? c->run.transport : "", launch_kind_name(cr->kind), c->run.timeout_s,
              c->run.stall_s, ctx->timeout_scale);
     for (int i = 0; i < c->run.n_env; i++) case_log(cl, "env %s", c->run.env[i]);
+    {
+        const TrainerCaps *tc = trainer_caps_of(cr->t);
+        const Liveness lv = trainer_caps_liveness(tc);
+        case_log(cl, "trainer %s: %s (protocol %d; liveness %s)", cr->t->name, cr->t->display, tc->protocol,
+                 lv == LIVE_FLIGHT_RECORDER ? "flight recorder" : lv == LIVE_HEARTBEAT ? "heartbeat file"
+                                                                                        : "none: the case's age");
+    }
 
     Watch *w = &cr->w;
-    *w = (Watch){.ctx = ctx, .r = r, .cl = cl, .L = L, .frs = xcalloc((size_t)W, sizeof(FrMap)), .t0 = mono_s()};
+    *w = (Watch){.ctx = ctx, .r = r, .cl = cl, .L = L, .frs = xcalloc((size_t)W, sizeof(FrMap)),
+                 .live = trainer_caps_liveness(trainer_caps_of(cr->t)), .hbs = xcalloc((size_t)W, sizeof(HbWatch)),
+                 .t0 = mono_s()};
+    for (int k = 0; k < W; k++) w->hbs[k] = (HbWatch){.seq = -1, .seen_ns = mono_ns()};
     if (gethostname(w->host, sizeof w->host)) w->host[0] = 0;
     w->host[sizeof w->host - 1] = 0;
     if (!prepared || launch_exec(L, err, sizeof err)) {
@@ -891,8 +1047,14 @@ void run_case(const RunCtx *ctx, CaseResult *r, const ScenarioRun *sr) {
     r->ctx = ctx;
     case_names(ctx, r);
     if (case_skipped(ctx, r)) return;
-    CaseRun cr = {.ctx = ctx, .r = r, .sr = sr, .kind = launch_kind(&r->c->run), .W = r->c->run.world_size};
+    CaseRun cr = {.ctx = ctx, .r = r, .sr = sr, .kind = launch_kind(&r->c->run), .W = r->c->run.world_size,
+                  .t = runner_case_trainer(ctx, r->s, r->c)};
     if (case_folders(&cr)) return;
+    if (case_inputs(&cr)) {
+        case_log(&cr.cl, "verdict %s: %s", VERDICT_NAMES[r->verdict], r->summary);
+        if (cr.cl.f) fclose(cr.cl.f);
+        return;
+    }
     case_launch_and_supervise(&cr);
     read_artifacts(r);
     judge_ranks(&cr);
@@ -902,4 +1064,5 @@ void run_case(const RunCtx *ctx, CaseResult *r, const ScenarioRun *sr) {
     if (cr.cl.f) fclose(cr.cl.f);
     launch_free(&cr.L);
     free(cr.w.frs);
+    free(cr.w.hbs);
 }

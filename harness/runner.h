@@ -3,7 +3,9 @@
 // The case's trainer runs as a child process in its own process group, its
 // output appended to ranks/rank_R.log. The runner polls (every 50 ms) the child's
 // exit status and its flight recorder (trainer/flightrec.h), a memory-mapped file
-// whose heartbeat advances at every recorded event. A rank whose heartbeat is
+// whose heartbeat advances at every recorded event — or, for a trainer that lists
+// `heartbeat` instead (protocol 2), its heartbeat file ranks/rank_R.hb, a JSON line the
+// trainer replaces at every phase change (its age: since the runner saw its seq change). A rank whose heartbeat is
 // older than stall_s, or a case older than timeout_s, is stalled: it gets
 // SIGUSR1 (it writes its symbolized stack and flight recorder to
 // stacks/rank_R.txt and exits), then SIGTERM, then SIGKILL for its whole process
@@ -15,6 +17,7 @@
 #include <stdio.h>
 
 #include "harness/result.h"
+#include "harness/trainer_cmd.h"
 
 typedef struct RunCtx {
     const char *trainer;                 // nsa-train
@@ -38,7 +41,17 @@ typedef struct RunCtx {
                                          // (--set, --baselines): for record commands
     const char *replay_args;             // every option that shaped a case (--set, --baselines,
                                          // --timeout-scale, --trainer, --fault): for reproduce commands
+    // which trainer runs a case (docs/trainer-protocol.md "Choosing the trainer")
+    const TrainerSpec *trainer_default;  // the run's default ("nsa-train"): the sibling nsa-train,
+                                         // --trainer PATH or --trainer-cmd CMD; NULL: {trainer}
+    const char *trainer_cmd;             // --trainer-cmd as a shell line (absolute paths), or NULL
+    const char *own_trainer;             // the nsa-train beside nsa-harness: it writes the shared start
+                                         // weights of run.init_weights "shared"
 } RunCtx;
+
+// The trainer that runs case c of scenario s: its run.trainer from the scenario's
+// run.trainers, else the run's default. Never NULL.
+const TrainerSpec *runner_case_trainer(const RunCtx *ctx, const Scenario *s, const Case *c);
 
 // Run (or skip) case r->c of scenario r->s; fills r. sr: the scenario's finished
 // cases (cross-case checks compare with them). Never leaves a process behind.

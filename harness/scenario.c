@@ -33,12 +33,13 @@ const char *const PROFILE_NAMES[PROFILE_COUNT] = {"ci", "gpu"};
 static const char *const TOP_KEYS[] = {"name", "description", "family", "config", "overrides",
                                        "run", "profiles", "matrix", "exclude", "checks", NULL};
 static const char *const RUN_KEYS[] = {"steps", "world_size", "precision", "transport", "timeout_s",
-                                       "stall_s", "env", "launcher", "hosts", "launcher_args", NULL};
+                                       "stall_s", "env", "launcher", "hosts", "launcher_args", "trainers", "trainer",
+                                       "init_weights", NULL};
 static const char *const LAUNCHERS[] = {"local", "mpirun", "srun", "env", NULL};
 static const char *const PROFILE_KEYS[] = {"config", "overrides", "run", "matrix", "exclude", "requires", NULL};
 static const char *const AXIS_KEYS[] = {"key", "values", NULL};
 static const char *const REQUIRES_KEYS[] = {"gpus", NULL};
-static const char *const TRANSPORTS[] = {"none", "mpi", "nccl", NULL};
+static const char *const TRANSPORTS[] = {"none", "mpi", "nccl", "gloo", NULL};
 static const char *const PRECISIONS[] = {"fp32", "fp64", "bf16", "fp16", NULL};
 
 #define DEFAULT_TIMEOUT_S 300.0
@@ -257,6 +258,8 @@ typedef struct {
     int have_stall;
     // run.steps / run.precision become config overrides
     OvList sugar;
+    TrainerSpec *trainers;   // run.trainers (the top level's, then the profile's)
+    int n_trainers;
 } RunBuild;
 
 static void run_defaults(RunBuild *rb) {
@@ -305,6 +308,90 @@ static void run_free(RunSpec *r) {
     strs_free(&r->env, &r->n_env);
     strs_free(&r->hosts, &r->n_hosts);
     strs_free(&r->launcher_args, &r->n_launcher_args);
+}
+
+static void trainers_free(TrainerSpec **t, int *n) {
+    for (int i = 0; i < *n; i++) trainer_spec_free(&(*t)[i]);
+    free(*t);
+    *t = NULL;
+    *n = 0;
+}
+
+const TrainerSpec *scenario_trainer(const Scenario *s, const char *name) {
+    for (int i = 0; i < s->n_trainers; i++)
+        if (!strcmp(s->trainers[i].name, name)) return &s->trainers[i];
+    return NULL;
+}
+
+// A trainer's name: what a matrix label and a case name can hold.
+static int trainer_name_ok(const char *n) {
+    if (!n[0] || strlen(n) >= 64) return 0;
+    for (const char *p = n; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || strchr("_.-", *p)))
+            return 0;
+    return 1;
+}
+
+// run.trainers (the object v at mp): each name -> a command, an array of words or one string
+// split as a shell would; words that name relative paths are resolved against the scenario's
+// folder. A name given again (a profile's) replaces the earlier command.
+static void read_run_trainers(const Scenario *s, Problems *ps, const json_t *v, const char *mp, RunBuild *rb) {
+    const char *name;
+    json_t *cmd;
+    json_object_foreach((json_t *)v, name, cmd) {
+        char np[700];
+        scenario_member_path(np, sizeof np, mp, name);
+        if (!trainer_name_ok(name)) {
+            PROBLEM(np, 1, "trainers: '%s' is not a trainer name (letters, digits, '_', '.', '-'; at most 63)", name);
+            continue;
+        }
+        if (!strcmp(name, "nsa-train")) {
+            PROBLEM(np, 1, "trainers: 'nsa-train' is reserved: it is the run's default trainer (the nsa-train "
+                           "beside nsa-harness, --trainer or --trainer-cmd)");
+            continue;
+        }
+        StrList words = {0};
+        int bad = 0;
+        if (json_is_string(cmd)) {
+            char err[200];
+            if (trainer_split_words(json_string_value(cmd), &words, err, sizeof err)) {
+                PROBLEM(np, 0, "trainers.%s: %s", name, err);
+                bad = 1;
+            }
+        } else if (json_is_array(cmd)) {
+            size_t i;
+            json_t *w;
+            json_array_foreach(cmd, i, w) {
+                if (!json_is_string(w) || !json_string_value(w)[0]) {
+                    char ip[800];
+                    snprintf(ip, sizeof ip, "%s[%zu]", np, i);
+                    PROBLEM(ip, 0, "trainers.%s[%zu]: expected a word of the command (a non-empty string)", name, i);
+                    bad = 1;
+                } else strlist_add(&words, json_string_value(w));
+            }
+        } else {
+            char got[96];
+            describe(cmd, got, sizeof got);
+            PROBLEM(np, 0, "trainers.%s: expected a command: an array of words or one string, got %s", name, got);
+            bad = 1;
+        }
+        if (!bad && words.n == 0) {
+            PROBLEM(np, 0, "trainers.%s: the command is empty", name);
+            bad = 1;
+        }
+        if (!bad) {
+            trainer_absolutize(&words, s->dir, 0);
+            int slot = rb->n_trainers;
+            for (int i = 0; i < rb->n_trainers; i++)
+                if (!strcmp(rb->trainers[i].name, name)) slot = i;
+            if (slot == rb->n_trainers) {
+                rb->trainers = xrealloc(rb->trainers, sizeof(TrainerSpec) * (size_t)(rb->n_trainers + 1));
+                rb->n_trainers++;
+            } else trainer_spec_free(&rb->trainers[slot]);
+            trainer_spec_init(&rb->trainers[slot], name, words.v, 1);
+        }
+        strlist_free(&words);
+    }
 }
 
 // An array of non-empty strings (run.hosts, run.launcher_args) into *out (replacing it).
@@ -414,7 +501,8 @@ static void read_run(const Scenario *s, Problems *ps, const json_t *obj, const c
     if ((v = scenario_get_typed(s, ps, obj, jpath, "transport", JSON_STRING, 0, "a string"))) {
         scenario_member_path(mp, sizeof mp, jpath, "transport");
         if (!in_list(TRANSPORTS, json_string_value(v)))
-            PROBLEM(mp, 0, "transport: expected one of \"none\", \"mpi\", \"nccl\", got \"%s\"", json_string_value(v));
+            PROBLEM(mp, 0, "transport: expected one of \"none\", \"mpi\", \"nccl\", \"gloo\", got \"%s\"",
+                    json_string_value(v));
         else snprintf(rb->run.transport, sizeof rb->run.transport, "%s", json_string_value(v));
     }
     if ((v = scenario_get_typed(s, ps, obj, jpath, "timeout_s", JSON_REAL, 0, "a positive number of seconds"))) {
@@ -442,6 +530,22 @@ static void read_run(const Scenario *s, Problems *ps, const json_t *obj, const c
     read_run_lists(s, ps, obj, jpath, rb);
     if ((v = scenario_get_typed(s, ps, obj, jpath, "env", JSON_OBJECT, 0, "an object of strings")))
         read_run_env(s, ps, v, jpath, rb);
+    if ((v = scenario_get_typed(s, ps, obj, jpath, "trainers", JSON_OBJECT, 0, "an object {name: command}"))) {
+        scenario_member_path(mp, sizeof mp, jpath, "trainers");
+        read_run_trainers(s, ps, v, mp, rb);
+    }
+    if ((v = scenario_get_typed(s, ps, obj, jpath, "trainer", JSON_STRING, 0, "a trainer name (string)"))) {
+        scenario_member_path(mp, sizeof mp, jpath, "trainer");
+        snprintf(rb->run.trainer, sizeof rb->run.trainer, "%.63s", json_string_value(v));
+        scenario_pos(s, mp, 0, &rb->run.trainer_line, &rb->run.trainer_col);
+    }
+    if ((v = scenario_get_typed(s, ps, obj, jpath, "init_weights", JSON_STRING, 0, "\"shared\" or \"own\""))) {
+        scenario_member_path(mp, sizeof mp, jpath, "init_weights");
+        if (!strcmp(json_string_value(v), "shared")) rb->run.init_shared = 1;
+        else if (!strcmp(json_string_value(v), "own")) rb->run.init_shared = 0;
+        else PROBLEM(mp, 0, "init_weights: expected \"shared\" (nsa-train's step-0 weights, --init-weights) or "
+                            "\"own\" (the trainer's own init), got \"%.64s\"", json_string_value(v));
+    }
 }
 
 // ---- matrix -----------------------------------------------------------------------------------
@@ -453,6 +557,8 @@ typedef struct {
     int world_size;       // 0 = unchanged
     char transport[8];    // "" = unchanged
     char launcher[8];     // "" = unchanged
+    char trainer[64];     // "" = unchanged
+    int trainer_line, trainer_col;
 } AxisValue;
 
 typedef struct {
@@ -495,7 +601,7 @@ static int apply_run_key(const Scenario *s, Problems *ps, const char *mp, const 
         if (!json_is_string(v) || !in_list(TRANSPORTS, json_string_value(v))) {
             char got[96];
             describe(v, got, sizeof got);
-            PROBLEM(mp, 0, "run.transport: expected one of \"none\", \"mpi\", \"nccl\", got %s", got);
+            PROBLEM(mp, 0, "run.transport: expected one of \"none\", \"mpi\", \"nccl\", \"gloo\", got %s", got);
         } else snprintf(av->transport, sizeof av->transport, "%s", json_string_value(v));
         return 1;
     }
@@ -507,9 +613,20 @@ static int apply_run_key(const Scenario *s, Problems *ps, const char *mp, const 
         } else snprintf(av->launcher, sizeof av->launcher, "%s", json_string_value(v));
         return 1;
     }
+    if (!strcmp(key, "run.trainer")) {
+        if (!json_is_string(v) || !json_string_value(v)[0] || strlen(json_string_value(v)) >= 64) {
+            char got[96];
+            describe(v, got, sizeof got);
+            PROBLEM(mp, 0, "run.trainer: expected a trainer name (\"nsa-train\" or a name of run.trainers), got %s", got);
+        } else {
+            snprintf(av->trainer, sizeof av->trainer, "%s", json_string_value(v));
+            scenario_pos(s, mp, 0, &av->trainer_line, &av->trainer_col);
+        }
+        return 1;
+    }
     if (!strncmp(key, "run.", 4)) {
-        PROBLEM(mp, 1, "'%s': the matrix can vary run.world_size, run.transport and run.launcher (run.steps and "
-                       "run.precision: use train.steps and train.precision)", key);
+        PROBLEM(mp, 1, "'%s': the matrix can vary run.world_size, run.transport, run.launcher and run.trainer "
+                       "(run.steps and run.precision: use train.steps and train.precision)", key);
         return 1;
     }
     return 0;
@@ -534,7 +651,7 @@ static int read_axis_list(const Scenario *s, Problems *ps, const char *name, con
     const char *k = json_string_value(key);
     if (strncmp(k, "run.", 4) && !override_key_ok(k)) {
         PROBLEM(kp, 0, "bad matrix: axis '%s': key '%s': expected section.key (e.g. \"nsa.w\") or "
-                       "run.world_size / run.transport / run.launcher", name, k);
+                       "run.world_size / run.transport / run.launcher / run.trainer", name, k);
         return -1;
     }
     if (json_array_size(vals) == 0) {
@@ -799,6 +916,7 @@ static void profile_build_free(ProfileBuild *pb) {
     ov_free(&pb->base);
     ov_free(&pb->rb.sugar);
     run_free(&pb->rb.run);
+    trainers_free(&pb->rb.trainers, &pb->rb.n_trainers);
 }
 
 // The config: the profile's, else the top level's, into s->config_path. 0 or -1
@@ -967,6 +1085,11 @@ static void make_case(const ProfileBuild *pb, size_t ci, Case *c) {
         if (av->world_size) c->run.world_size = av->world_size;
         if (av->transport[0]) snprintf(c->run.transport, sizeof c->run.transport, "%s", av->transport);
         if (av->launcher[0]) snprintf(c->run.launcher, sizeof c->run.launcher, "%s", av->launcher);
+        if (av->trainer[0]) {
+            snprintf(c->run.trainer, sizeof c->run.trainer, "%s", av->trainer);
+            c->run.trainer_line = av->trainer_line;
+            c->run.trainer_col = av->trainer_col;
+        }
     }
     free(idx);
     snprintf(c->name, sizeof c->name, "%s", n_axes ? str_c(&name) : "default");
@@ -1064,14 +1187,17 @@ static int check_launch_contracts(ScenarioLoader *ld) {
     for (int ci = 0; ci < s->n_cases; ci++) {
         const Case *c = &s->cases[ci];
         if (c->run.world_size > 1 && !strcmp(c->run.transport, "none")) {
-            PROBLEM("run.world_size", 0, "world_size %d needs a transport (\"mpi\" or \"nccl\")%s%s",
+            PROBLEM("run.world_size", 0, "world_size %d needs a transport (\"mpi\", \"nccl\" or \"gloo\")%s%s",
                     c->run.world_size, s->n_axes ? ": case " : "", s->n_axes ? c->name : "");
             ok = 0;
         }
         const char *L = c->run.launcher, *why = NULL;
-        if (!strcmp(L, "env") && strcmp(c->run.transport, "nccl"))
-            why = "launcher \"env\" starts the ranks without MPI: it needs transport \"nccl\" (the \"mpi\" "
+        if (!strcmp(L, "env") && strcmp(c->run.transport, "nccl") && strcmp(c->run.transport, "gloo"))
+            why = "launcher \"env\" starts the ranks without MPI: it needs transport \"nccl\" or \"gloo\" (the \"mpi\" "
                   "transport needs an MPI launcher: local, mpirun or srun)";
+        else if (!strcmp(c->run.transport, "gloo") && strcmp(L, "local") && strcmp(L, "env"))
+            why = "transport \"gloo\" (torch.distributed) joins its world from the env launcher's variables: "
+                  "launcher \"local\" or \"env\"";
         else if ((!strcmp(L, "mpirun") || !strcmp(L, "srun")) && !strcmp(c->run.transport, "none"))
             why = "launchers \"mpirun\" and \"srun\" start a data-parallel job: they need transport \"mpi\" or \"nccl\"";
         else if (c->run.n_hosts && strcmp(L, "mpirun"))
@@ -1086,6 +1212,33 @@ static int check_launch_contracts(ScenarioLoader *ld) {
             PROBLEM("run", 0, "%s%s%s", why, s->n_axes ? ": case " : "", s->n_axes ? c->name : "");
             ok = 0;
         }
+    }
+    return ok;
+}
+
+// Every case's trainer (run.trainer, a matrix value) is "nsa-train" or a name of
+// run.trainers; an unknown one is reported where it stands. 1 if all are known.
+static int check_trainer_names(ScenarioLoader *ld, const ProfileBuild *pb) {
+    Scenario *s = ld->s;
+    Problems *ps = ld->ps;
+    int ok = 1;
+    for (int ci = 0; ci < s->n_cases; ci++) {
+        const RunSpec *r = &s->cases[ci].run;
+        if (!r->trainer[0] || !strcmp(r->trainer, "nsa-train")) continue;
+        int known = 0;
+        for (int i = 0; i < pb->rb.n_trainers; i++) known |= !strcmp(pb->rb.trainers[i].name, r->trainer);
+        if (known) continue;
+        Str names = {0};
+        str_add(&names, "\"nsa-train\"");
+        for (int i = 0; i < pb->rb.n_trainers; i++) str_printf(&names, ", \"%s\"", pb->rb.trainers[i].name);
+        char msg[1200];
+        snprintf(msg, sizeof msg, "%s:%d:%d: unknown trainer '%s' (known: %s; run.trainers names them)", s->path,
+                 r->trainer_line, r->trainer_col, r->trainer, str_c(&names));
+        str_free(&names);
+        int dup = 0;   // every case of a matrix value says the same: once
+        for (int i = 0; i < ps->n; i++) dup |= !strcmp(ps->v[i].text, msg);
+        if (!dup) problems_add(ps, r->trainer_line, r->trainer_col, "%s", msg);
+        ok = 0;
     }
     return ok;
 }
@@ -1115,12 +1268,19 @@ static int expand_profile(ScenarioLoader *ld, int p, Str *seen) {
         make_cases(s, &pb, n_cases);
         ok = profile_exclude(ld, &pb);
         ok &= check_launch_contracts(ld);
+        ok &= check_trainer_names(ld, &pb);
         // every case that remains: its config through the trainer's loader
         for (int ci = 0; ci < s->n_cases && ok; ci++)
             if (resolve_config(s, ps, &s->cases[ci], s->config_path, pb.cjp, p, seen)) ok = 0;
         for (int ci = 0; ci < s->n_cases && !ok; ci++)   // report every case's problems, not the first only
             resolve_config(s, ps, &s->cases[ci], s->config_path, pb.cjp, p, seen);
     }
+    // the profile's trainers stay with the scenario (the runner starts them)
+    trainers_free(&s->trainers, &s->n_trainers);
+    s->trainers = pb.rb.trainers;
+    s->n_trainers = pb.rb.n_trainers;
+    pb.rb.trainers = NULL;
+    pb.rb.n_trainers = 0;
     profile_build_free(&pb);
     return ok ? 0 : -1;
 }
@@ -1344,6 +1504,7 @@ int scenario_derive_case(const Scenario *s, const Case *base, const char *name, 
 
 void scenario_free(Scenario *s) {
     scenario_free_cases(s);
+    trainers_free(&s->trainers, &s->n_trainers);
     free(s->checks);
     free(s->description);
     free(s->text);

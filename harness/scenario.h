@@ -17,6 +17,7 @@
 
 #include "common/util.h"
 #include "common/config.h"
+#include "harness/trainer_cmd.h"
 
 enum { PROFILE_CI = 0, PROFILE_GPU = 1, PROFILE_COUNT };
 extern const char *const PROFILE_NAMES[PROFILE_COUNT];   // "ci", "gpu"
@@ -29,7 +30,7 @@ typedef struct {
 
 typedef struct {
     int world_size;        // ranks (processes); 1 unless the scenario says otherwise
-    char transport[8];     // "none" (1 rank), "mpi", "nccl"
+    char transport[8];     // "none" (1 rank), "mpi", "nccl", "gloo" (torch.distributed's host collectives)
     double timeout_s;      // wall-clock limit of the case (before --timeout-scale)
     double stall_s;        // heartbeat older than this => stalled (default: timeout_s)
     char **env;            // "NAME=value" strings added to the trainer's environment
@@ -40,6 +41,10 @@ typedef struct {
     int n_hosts;
     char **launcher_args;  // extra arguments to mpirun (local over MPI, mpirun) or srun, before the
     int n_launcher_args;   // trainer's (e.g. "--mca", "plm_rsh_agent", "X"; "--mpi=pmix")
+    char trainer[64];      // run.trainer (or a matrix value): "" or "nsa-train" = the run's default
+                           // trainer; else a name of the scenario's run.trainers
+    int trainer_line, trainer_col;   // where that name stands in the scenario file (0: not given)
+    int init_shared;       // run.init_weights "shared": the case starts from nsa-train's step-0 weights
 } RunSpec;
 
 typedef struct {
@@ -82,7 +87,13 @@ typedef struct {
     int n_cases;
     CheckSpec *checks;
     int n_checks;
+    TrainerSpec *trainers;    // run.trainers of the selected profile: name -> command (words
+    int n_trainers;           // resolved against the scenario's folder)
 } Scenario;
+
+// The scenario's trainer named `name` (run.trainers), or NULL ("nsa-train" and "" are the
+// run's default, never in the table).
+const TrainerSpec *scenario_trainer(const Scenario *s, const char *name);
 
 // Load, validate and expand `path` for `profile`. Every problem is appended to ps
 // (already "file:line:col: message"). Returns 0 if the scenario is valid; -1

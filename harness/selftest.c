@@ -24,6 +24,7 @@
 
 #include "harness/family_impl.h"
 #include "harness/proc.h"
+#include "harness/trainer_cmd.h"
 
 // Compare one nested run's report with the expectation; mismatches appended to bad.
 static void judge(const json_t *expect, const char *run_dir, int status, Str *bad, json_t *observed) {
@@ -98,7 +99,7 @@ static int interrupted(const RunCtx *ctx) { return ctx->interrupted && *ctx->int
 // for this profile into `out`, the detection's faults, filter and sets, and
 // `seedset` ("train.seed=S") when there are seeds. scale: room for the timeout scale.
 static void nested_argv(const RunCtx *ctx, const json_t *d, const char *scen, const char *out, const char *seedset,
-                        char scale[32], const char *argv[64]) {
+                        const char *trainer_cmd, char scale[32], const char *argv[64]) {
     int n = 0;
     argv[n++] = ctx->harness;
     argv[n++] = "run";
@@ -108,8 +109,16 @@ static void nested_argv(const RunCtx *ctx, const json_t *d, const char *scen, co
     argv[n++] = "--out";
     argv[n++] = out;
     argv[n++] = "--quiet";
-    argv[n++] = "--trainer";
-    argv[n++] = ctx->trainer;
+    if (trainer_cmd) {   // the detection's (or the file's) trainer command, else the outer run's trainer
+        argv[n++] = "--trainer-cmd";
+        argv[n++] = trainer_cmd;
+    } else if (ctx->trainer_cmd) {
+        argv[n++] = "--trainer-cmd";
+        argv[n++] = ctx->trainer_cmd;
+    } else {
+        argv[n++] = "--trainer";
+        argv[n++] = ctx->trainer;
+    }
     const json_t *tsc = json_object_get(d, "timeout_scale");
     snprintf(scale, 32, "%g", ctx->timeout_scale * (json_is_number(tsc) ? json_number_value(tsc) : 1.0));
     argv[n++] = "--timeout-scale";
@@ -197,6 +206,21 @@ void selftest_run_case(const RunCtx *ctx, CaseResult *r) {
     snprintf(log, sizeof log, "%s/output.log", r->dir);
     const json_t *seeds = json_object_get(d, "seeds");
     int n_runs = seeds ? (int)json_array_size(seeds) : 1;
+    // "trainer_cmd": the detection's, else the file's run.trainer_cmd; its relative paths are
+    // the self-test file's folder's (passed to the nested run as --trainer-cmd)
+    const json_t *tc = json_object_get(d, "trainer_cmd");
+    if (!json_is_string(tc)) tc = json_object_get(json_object_get(r->s->root, "run"), "trainer_cmd");
+    Str tcmd = {0};
+    str_add(&tcmd, "");
+    if (json_is_string(tc)) {
+        StrList words = {0};
+        char err[200];
+        if (trainer_split_words(json_string_value(tc), &words, err, sizeof err) == 0 && words.n) {
+            trainer_absolutize(&words, r->s->dir, 0);
+            shell_join(&tcmd, words.v);
+        }
+        strlist_free(&words);
+    }
     const double t0 = mono_s();
     Str bad = {0}, what = {0};
     json_t *observed = json_object();
@@ -208,7 +232,7 @@ void selftest_run_case(const RunCtx *ctx, CaseResult *r) {
         else snprintf(out, sizeof out, "%s/run", r->dir);
         snprintf(seedset, sizeof seedset, "train.seed=%lld", seed);
         const char *argv[64];
-        nested_argv(ctx, d, scen, out, seeds ? seedset : NULL, scale, argv);
+        nested_argv(ctx, d, scen, out, seeds ? seedset : NULL, str_c(&tcmd)[0] ? str_c(&tcmd) : NULL, scale, argv);
         int status;
         hung |= run_nested(ctx, c, argv, log, &status);
         if (what.len) str_add(&what, ", ");
@@ -252,6 +276,7 @@ void selftest_run_case(const RunCtx *ctx, CaseResult *r) {
     str_free(&fs);
     str_free(&bad);
     str_free(&what);
+    str_free(&tcmd);
 }
 
 // ---- the matrix ---------------------------------------------------------------------------

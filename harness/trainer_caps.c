@@ -29,11 +29,14 @@ static const struct {
 // (nsa-train before the handshake exits 2; a wrapper script may start to train, or hang):
 // it is stopped after PROBE_TIMEOUT_S like a case, its process group killed, and what it
 // left outside its group (a setsid grandchild) is killed too — the runner is its subreaper.
-static void query(TrainerCaps *tc, const char *trainer) {
+static void query(TrainerCaps *tc, char *const *words) {
     char *out = NULL;
-    char *const av[] = {(char *)trainer, "--protocol-info", NULL};
+    StrList av = {0};
+    for (int i = 0; words[i]; i++) strlist_add(&av, words[i]);
+    strlist_add(&av, "--protocol-info");
     proc_become_subreaper();
-    const int rc = proc_capture(av, PROBE_TIMEOUT_S, &out);
+    const int rc = proc_capture(av.v, PROBE_TIMEOUT_S, &out);
+    strlist_free(&av);
     proc_kill_children();   // no process of the runner's is running yet: only what the probe left
     if (rc != 0) {   // it does not know the flag: what nsa-train did before the handshake
         if (rc == -2) snprintf(tc->note, sizeof tc->note, "no answer to --protocol-info within %.0f s: protocol 0",
@@ -60,26 +63,45 @@ static void query(TrainerCaps *tc, const char *trainer) {
     free(out);
 }
 
-const TrainerCaps *trainer_caps_for(const char *trainer) {
-    // a run has one trainer; a few slots serve a process that asks about several
-    enum { SLOTS = 8 };
+// the cache: one answer per trainer (its path, or its command's shell line)
+static const TrainerCaps *caps_cached(const char *key, char *const *words) {
+    // a run has a few trainers; a few slots serve a process that asks about several
+    enum { SLOTS = 16 };
     static struct {
         char *path;
         TrainerCaps caps;
     } cache[SLOTS];
     static int n_cached;
     for (int i = 0; i < n_cached; i++)
-        if (!strcmp(cache[i].path, trainer)) return &cache[i].caps;
+        if (!strcmp(cache[i].path, key)) return &cache[i].caps;
     int k = n_cached < SLOTS ? n_cached++ : SLOTS - 1;   // full: the last slot is asked again
     if (cache[k].path) {
         free(cache[k].path);
         json_decref(cache[k].caps.info);
     }
-    cache[k].path = xstrdup(trainer);
+    cache[k].path = xstrdup(key);
     memset(&cache[k].caps, 0, sizeof cache[k].caps);
-    query(&cache[k].caps, trainer);
+    query(&cache[k].caps, words);
     return &cache[k].caps;
 }
+
+const TrainerCaps *trainer_caps_for(const char *trainer) {
+    char *const words[] = {(char *)trainer, NULL};
+    return caps_cached(trainer, words);
+}
+
+const TrainerCaps *trainer_caps_of(const TrainerSpec *t) {
+    if (!t->is_cmd && t->words.n == 1) return trainer_caps_for(t->words.v[0]);
+    return caps_cached(t->display, t->words.v);
+}
+
+Liveness trainer_caps_liveness(const TrainerCaps *tc) {
+    if (tc->protocol < 1 || trainer_caps_has(tc, "diagnostics", "flight_recorder")) return LIVE_FLIGHT_RECORDER;
+    if (trainer_caps_has(tc, "diagnostics", "heartbeat")) return LIVE_HEARTBEAT;
+    return LIVE_NONE;
+}
+
+int trainer_caps_stack_dump(const TrainerCaps *tc) { return trainer_caps_has(tc, "diagnostics", "stack_dump"); }
 
 int trainer_caps_has(const TrainerCaps *tc, const char *feature, const char *name) {
     if (tc->protocol < 1) return 1;
@@ -108,6 +130,10 @@ static int missing(const TrainerCaps *tc, const char *feature, const char *what,
 
 int trainer_caps_case_missing(const TrainerCaps *tc, const Case *c, unsigned needs, const char *const *faults,
                               int n_faults, char *why, size_t n) {
+    if (c->run.init_shared && (tc->protocol < 1 || !trainer_caps_has(tc, "diagnostics", "init_weights"))) {
+        snprintf(why, n, "the trainer does not support diagnostic 'init_weights' (--protocol-info)");
+        return 1;
+    }
     if (tc->protocol < 1) return 0;
     const NsaConfig *cfg = &c->cfg;
     if (missing(tc, "backends", "backend", cfg->backend, why, n)) return 1;
@@ -115,6 +141,9 @@ int trainer_caps_case_missing(const TrainerCaps *tc, const Case *c, unsigned nee
     char pf[32];
     prefill_name(cfg, pf, sizeof pf);
     if (missing(tc, "prefill", "prefill", pf, why, n)) return 1;
+    // features.data (protocol 2): the data kinds it implements; absent = every kind
+    const json_t *data = json_object_get(json_object_get(tc->info, "features"), "data");
+    if (data && missing(tc, "data", "data", config_data_name(cfg->data_kind), why, n)) return 1;
     // as the runner starts the ranks (runner.c trainer_argv): several ranks run a transport
     // (mpi unless the scenario says nccl) and a bootstrap (env, slurm for srun over nccl, else mpi)
     const LaunchKind kind = launch_kind(&c->run);

@@ -15,6 +15,7 @@
 #include <stddef.h>
 
 #include "harness/scenario.h"
+#include "harness/trainer_cmd.h"
 
 typedef struct {
     int protocol;      // 0: no handshake (everything nsa-train had before it); else the answer's "protocol"
@@ -26,6 +27,16 @@ typedef struct {
 // The capabilities of `trainer`, asked once per path per process (cached: later calls with
 // the same path return the same object). Never NULL.
 const TrainerCaps *trainer_caps_for(const char *trainer);
+// The same for a trainer given as a command (`CMD... --protocol-info`), cached by its shell line.
+const TrainerCaps *trainer_caps_of(const TrainerSpec *t);
+
+// How the runner watches a rank of this trainer (docs/trainer-protocol.md "Liveness"): the
+// flight recorder (protocol 0, or `flight_recorder` listed), else the heartbeat file
+// (`heartbeat` listed), else nothing (the case's age stands for the heartbeat's).
+typedef enum { LIVE_NONE, LIVE_FLIGHT_RECORDER, LIVE_HEARTBEAT } Liveness;
+Liveness trainer_caps_liveness(const TrainerCaps *tc);
+// 1 if the trainer takes --stack-file (protocol 0, or `stack_dump` listed).
+int trainer_caps_stack_dump(const TrainerCaps *tc);
 
 // 1 if the trainer supports `name` of feature list `feature` ("backends", "faults", ...):
 // protocol 0 supports everything; a protocol >= 1 answer without that list supports nothing of it.
@@ -34,7 +45,8 @@ int trainer_caps_has(const TrainerCaps *tc, const char *feature, const char *nam
 // The first feature case c needs that the trainer does not list, as the SKIP summary
 // ("the trainer does not support <what> '<name>' (--protocol-info)"): 1 with why filled,
 // else 0. needs: the scenario's checks' NEED_* bits (checks_needs); faults: the run's
-// --fault values (NAME[=ARG]).
+// --fault values (NAME[=ARG]). Also the config's data.kind (features.data; absent = every
+// kind) and run.init_weights "shared" (diagnostic init_weights; protocol 0 lacks it).
 int trainer_caps_case_missing(const TrainerCaps *tc, const Case *c, unsigned needs, const char *const *faults,
                               int n_faults, char *why, size_t n);
 
