@@ -13,12 +13,28 @@
 
 #define CKPT_FORMAT "nsa-harness-checkpoint-1"
 #define CKPT_DIGESTS "tensor_digests"
+#define INIT_FORMAT "nsa-harness-init-weights-1"
 
 static StDtype param_dtype(const Model *m) { return m->be->param_bytes == 8 ? ST_F64 : ST_F32; }
 
 // name of tensor i of pass 0 (parameters), 1 (optim.m.), 2 (optim.v.)
 static void tensor_name(char *out, size_t n, int pass, const char *param) {
     snprintf(out, n, "%s%s", pass == 0 ? "" : pass == 1 ? "optim.m." : "optim.v.", param);
+}
+
+// One pass's tensors (parameters, optim.m., optim.v.) from the host copy `base` of a
+// parameter-layout buffer into the writer, each with its digest64 in `digests`. The
+// writer borrows the data and copies the names.
+static void add_pass(StFile *f, json_t *digests, const Model *m, const char *base, int pass) {
+    char name[128], hex[17];
+    for (int i = 0; i < m->n_params; i++) {
+        const ParamInfo *p = &m->params[i];
+        const char *data = base + p->offset * m->be->param_bytes;
+        tensor_name(name, sizeof name, pass, p->name);
+        st_add(f, name, param_dtype(m), p->ndim, p->shape, data);
+        digest64_hex(digest64(data, (size_t)p->numel * m->be->param_bytes, 0), hex);
+        json_object_set_new(digests, name, json_string(hex));
+    }
 }
 
 int checkpoint_save(const char *path, const Model *m, const Optim *o, int64_t step, DataPos pos,
@@ -40,18 +56,7 @@ int checkpoint_save(const char *path, const Model *m, const Optim *o, int64_t st
     be->to_host(hv, o->v_mem, bytes);
     StFile f;
     st_init(&f);
-    char name[128], hex[17];
-    for (int pass = 0; pass < 3; pass++) {
-        char *base = pass == 0 ? hp : pass == 1 ? hm : hv;
-        for (int i = 0; i < m->n_params; i++) {
-            const ParamInfo *p = &m->params[i];
-            const char *data = base + p->offset * be->param_bytes;
-            tensor_name(name, sizeof name, pass, p->name);
-            st_add(&f, name, param_dtype(m), p->ndim, p->shape, data);
-            digest64_hex(digest64(data, (size_t)p->numel * be->param_bytes, 0), hex);
-            json_object_set_new(digests, name, json_string(hex));
-        }
-    }
+    for (int pass = 0; pass < 3; pass++) add_pass(&f, digests, m, pass == 0 ? hp : pass == 1 ? hm : hv, pass);
     char buf[64];
     char *cfg = config_to_json(&m->cfg);
     char *dig = json_dumps(digests, JSON_COMPACT | JSON_PRESERVE_ORDER);
@@ -178,6 +183,41 @@ static void diff_hint(const char *ckpt_cfg, const NsaConfig *cfg, char *out, siz
 
 // ---- load -------------------------------------------------------------------------------
 
+// Every tensor of f against the digest64 its metadata "tensor_digests" recorded
+// (checkpoint.h); `what` names the file in the message. Returns 1 (all verified), 0 (the file has no digests: unverified),
+// or -1 with err naming the damaged metadata or the first tensor whose bytes changed.
+static int verify_digests(const StFile *f, const char *path, const char *what, char *err, size_t errlen) {
+    const char *dj = st_meta(f, CKPT_DIGESTS);
+    if (!dj) return 0;
+    json_t *digests = json_loads(dj, 0, NULL);
+    int rc = 1;
+    if (!json_is_object(digests)) {
+        snprintf(err, errlen, "%s: metadata '%s' is not a JSON object: the file is damaged", path, CKPT_DIGESTS);
+        rc = -1;
+    }
+    for (int i = 0; rc == 1 && i < f->n_tensors; i++) {
+        const StTensor *t = &f->tensors[i];
+        const char *want = json_string_value(json_object_get(digests, t->name));
+        if (!want) {
+            snprintf(err, errlen, "%s: tensor '%s' has no checksum in metadata '%s': the file is damaged", path,
+                     t->name, CKPT_DIGESTS);
+            rc = -1;
+            break;
+        }
+        char have[17];
+        digest64_hex(digest64(t->data, t->nbytes, 0), have);
+        if (strcmp(have, want)) {
+            snprintf(err, errlen,
+                     "%s: tensor '%s' is corrupt: the digest64 of its %zu bytes is %s, the %s recorded %s "
+                     "(the file changed after it was written)",
+                     path, t->name, t->nbytes, have, what, want);
+            rc = -1;
+        }
+    }
+    json_decref(digests);
+    return rc;
+}
+
 void checkpoint_info_free(CkptInfo *info) {
     free(info->config);
     info->config = NULL;
@@ -189,7 +229,6 @@ int checkpoint_load(const char *path, Model *m, Optim *o, CkptInfo *info, char *
     StFile f;
     if (st_read(&f, path, err, errlen)) return -1;
     int rc = -1;
-    json_t *digests = NULL;
     const char *fmt = st_meta(&f, "format");
     if (!fmt || strcmp(fmt, CKPT_FORMAT)) {
         snprintf(err, errlen, "%s: not an nsa-harness checkpoint (metadata format = %s)", path, fmt ? fmt : "absent");
@@ -223,33 +262,9 @@ int checkpoint_load(const char *path, Model *m, Optim *o, CkptInfo *info, char *
         }
     }
     // 2. every tensor's bytes are the bytes that were written (checkpoint.h)
-    const char *dj = st_meta(&f, CKPT_DIGESTS);
-    if (dj) {
-        digests = json_loads(dj, 0, NULL);
-        if (!json_is_object(digests)) {
-            snprintf(err, errlen, "%s: metadata '%s' is not a JSON object: the file is damaged", path, CKPT_DIGESTS);
-            goto done;
-        }
-        for (int i = 0; i < f.n_tensors; i++) {
-            const StTensor *t = &f.tensors[i];
-            const char *want = json_string_value(json_object_get(digests, t->name));
-            if (!want) {
-                snprintf(err, errlen, "%s: tensor '%s' has no checksum in metadata '%s': the file is damaged", path,
-                         t->name, CKPT_DIGESTS);
-                goto done;
-            }
-            char have[17];
-            digest64_hex(digest64(t->data, t->nbytes, 0), have);
-            if (strcmp(have, want)) {
-                snprintf(err, errlen,
-                         "%s: tensor '%s' is corrupt: the digest64 of its %zu bytes is %s, the checkpoint recorded %s "
-                         "(the file changed after it was written)",
-                         path, t->name, t->nbytes, have, want);
-                goto done;
-            }
-        }
-        info->checksums = 1;
-    }
+    int vr = verify_digests(&f, path, "checkpoint", err, errlen);
+    if (vr < 0) goto done;
+    info->checksums = vr;
     // 3. the metadata
     int64_t v;
     if (meta_i64(&f, path, "step", &info->step, err, errlen)) goto done;
@@ -293,7 +308,110 @@ int checkpoint_load(const char *path, Model *m, Optim *o, CkptInfo *info, char *
     }
     rc = 0;
 done:
+    st_free(&f);
+    return rc;
+}
+
+// ---- start weights: --write-init / --init-weights -------------------------------------------
+
+int checkpoint_write_weights(const char *path, const Model *m, char *err, size_t errlen) {
+    size_t bytes = (size_t)m->n_elems * m->be->param_bytes;
+    char *hp = malloc(bytes);
+    json_t *digests = json_object();
+    if (!hp || !digests) {
+        free(hp);
+        json_decref(digests);
+        snprintf(err, errlen, "%s: out of memory staging %zu bytes", path, bytes);
+        errno = 0;
+        return -1;
+    }
+    m->be->to_host(hp, m->param_mem, bytes);
+    StFile f;
+    st_init(&f);
+    add_pass(&f, digests, m, hp, 0);
+    char buf[64];
+    char *cfg = config_to_json(&m->cfg);
+    char *dig = json_dumps(digests, JSON_COMPACT | JSON_PRESERVE_ORDER);
     json_decref(digests);
+    st_add_meta(&f, "format", INIT_FORMAT);
+    st_add_meta(&f, "config", cfg);
+    st_add_meta(&f, "config_digest", m->cfg.digest);
+    snprintf(buf, sizeof buf, "%" PRIu64, m->cfg.seed);
+    st_add_meta(&f, "seed", buf);
+    st_add_meta(&f, "backend", m->be->name);
+    if (dig) st_add_meta(&f, CKPT_DIGESTS, dig);
+    int rc = dig ? st_write(&f, path, err, errlen) : -1;
+    int e = dig ? errno : 0;
+    if (!dig) snprintf(err, errlen, "%s: out of memory serialising the tensor digests", path);
+    free(cfg);
+    free(dig);
+    st_free(&f);
+    free(hp);
+    errno = rc ? e : 0;
+    return rc;
+}
+
+// "[64,256]" / "[]"
+static void shape_text(char *out, size_t n, int ndim, const int64_t *shape) {
+    size_t at = (size_t)snprintf(out, n, "[");
+    for (int d = 0; d < ndim && at < n; d++) at += (size_t)snprintf(out + at, n - at, "%s%lld", d ? "," : "", (long long)shape[d]);
+    if (at < n) snprintf(out + at, n - at, "]");
+}
+
+int checkpoint_load_weights(const char *path, Model *m, char *err, size_t errlen) {
+    StFile f;
+    if (st_read(&f, path, err, errlen)) return -1;
+    int rc = -1;
+    double *h = NULL;
+    if (verify_digests(&f, path, "file", err, errlen) < 0) goto done;
+    // 1. every parameter there, F32 or F64, with this config's shape; nothing else there
+    int64_t maxn = 1;
+    for (int i = 0; i < m->n_params; i++) {
+        const ParamInfo *p = &m->params[i];
+        const StTensor *t = st_find(&f, p->name);
+        char want[64], have[64];
+        shape_text(want, sizeof want, p->ndim, p->shape);
+        if (!t) {
+            snprintf(err, errlen, "%s: tensor '%s' missing (this config needs it, %s)", path, p->name, want);
+            goto done;
+        }
+        shape_text(have, sizeof have, t->ndim, t->shape);
+        int same = t->ndim == p->ndim;
+        for (int d = 0; same && d < p->ndim; d++) same = t->shape[d] == p->shape[d];
+        if (!same) {
+            snprintf(err, errlen, "%s: tensor '%s' has shape %s, this config needs %s", path, p->name, have, want);
+            goto done;
+        }
+        if (t->dtype != ST_F32 && t->dtype != ST_F64) {
+            snprintf(err, errlen, "%s: tensor '%s' is %s: expected F32 or F64", path, p->name, st_dtype_name(t->dtype));
+            goto done;
+        }
+        if (p->numel > maxn) maxn = p->numel;
+    }
+    for (int i = 0; i < f.n_tensors; i++) {
+        int known = 0;
+        for (int k = 0; k < m->n_params && !known; k++) known = !strcmp(f.tensors[i].name, m->params[k].name);
+        if (!known) {
+            snprintf(err, errlen, "%s: tensor '%s' is not a parameter of this config (`nsa-harness list --tensors` "
+                     "names them, as grads.<parameter>)", path, f.tensors[i].name);
+            goto done;
+        }
+    }
+    // 2. everything checked: cast to the master precision, as model_init_weights does
+    h = malloc(sizeof(double) * (size_t)maxn);
+    if (!h) {
+        snprintf(err, errlen, "%s: out of memory", path);
+        goto done;
+    }
+    for (int i = 0; i < m->n_params; i++) {
+        const StTensor *t = st_find(&f, m->params[i].name);
+        for (int64_t e = 0; e < m->params[i].numel; e++) h[e] = st_elem_f64(t, (size_t)e);
+        m->be->param_from_f64(model_param_ptr(m, i), h, m->params[i].numel);
+    }
+    model_params_changed(m);
+    rc = 0;
+done:
+    free(h);
     st_free(&f);
     return rc;
 }

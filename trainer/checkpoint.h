@@ -63,4 +63,18 @@ typedef struct {
 // entries; returns how many keys differ (may exceed max), or -1 if either text is
 // not a JSON object.
 int checkpoint_config_diff(const char *ckpt_json, const char *run_json, CkptConfigDiff *out, int max);
+
+// Start weights (--write-init / --init-weights, docs/diagnostics.md "Start weights").
+// checkpoint_write_weights: the model's parameters under their names (F32, F64 on
+// cpu64) with "tensor_digests", the config and the seed in the metadata (format
+// "nsa-harness-init-weights-1"); no optimizer state. 0, or -1 with err and errno as
+// checkpoint_save. The file is what `--init-weights` and the PyTorch trainer read.
+int checkpoint_write_weights(const char *path, const Model *m, char *err, size_t errlen);
+// checkpoint_load_weights: every parameter of m from a safetensors file, by name and
+// shape, dtype F32 or F64 (cast to the master precision like model_init_weights);
+// metadata is not required (any writer's file loads), but "tensor_digests", when
+// present, is verified. Nothing is touched unless everything fits. -1 with err
+// "path: tensor 'NAME' ..." for a missing, misshapen, wrongly typed or extra tensor
+// (or "path: why" for an unreadable file).
+int checkpoint_load_weights(const char *path, Model *m, char *err, size_t errlen);
 #endif

@@ -10,6 +10,7 @@
 //   bootstraps            comm_bootstrap_name; mpi only when the mpi transport is built
 //   ddp_modes             config_ddp_mode_name (common/config.c's table)
 //   prefill               config_prefill_name (common/config.c's table)
+//   data                  config_data_name (common/config.c's table: the data.kind values)
 //   faults                the fault table (trainer/faults.c: faults_name), row by row
 //   diagnostics           the protocol's names for nsa-train's diagnostics flags
 #include "trainer/protocol.h"
@@ -36,6 +37,7 @@ static const char *const DIAGNOSTICS[] = {
     "log_file",          // --log-file FILE: stdout and stderr appended to FILE
     "anomaly",           // exit 3 with OUT/anomaly.json naming the first non-finite tensor
     "buckets",           // data parallel: OUT/buckets.jsonl, [DDP] lines, exit 5
+    "init_weights",      // --init-weights FILE: start from these parameters (--write-init FILE writes them)
 };
 
 static int has_name(const json_t *arr, const char *s) {
@@ -96,6 +98,13 @@ static json_t *prefill_modes(void) {
     return a;
 }
 
+// data.kind: every value the config loader accepts (trainer/data.c implements each)
+static json_t *data_kinds(void) {
+    json_t *a = json_array();
+    for (int v = 0; strcmp(config_data_name(v), "?"); v++) json_array_append_new(a, json_string(config_data_name(v)));
+    return a;
+}
+
 // The names of the fault table, row by row.
 static json_t *fault_names(void) {
     json_t *a = json_array();
@@ -113,6 +122,7 @@ char *protocol_info_json(void) {
     json_object_set_new(feat, "bootstraps", bootstraps());
     json_object_set_new(feat, "ddp_modes", ddp_modes());
     json_object_set_new(feat, "prefill", prefill_modes());
+    json_object_set_new(feat, "data", data_kinds());
     json_object_set_new(feat, "faults", fault_names());
     json_t *d = json_array();
     for (size_t i = 0; i < sizeof DIAGNOSTICS / sizeof DIAGNOSTICS[0]; i++) json_array_append_new(d, json_string(DIAGNOSTICS[i]));

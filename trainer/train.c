@@ -425,7 +425,9 @@ enum { GO_ON = -1 };   // a stage's "not done yet": the run continues; any other
 // backend, the faults against the config. Returns GO_ON or the exit code.
 static int run_prepare(Run *R) {
     const NsaConfig *cfg = R->cfg;
-    if (mkdir_p(R->out_dir)) {   // where the artifacts go: [IO-ERROR], exit 6
+    if (R->opts->write_init) {   // writes one file, no run folder
+        if (check_output_file("--write-init", R->opts->write_init)) return NSA_EXIT_USAGE;
+    } else if (mkdir_p(R->out_dir)) {   // where the artifacts go: [IO-ERROR], exit 6
         int e = errno;
         fprintf(stderr, "nsa-train: cannot create %s: %s\n", R->out_dir, strerror(e));
         io_error(R->out_dir, e);
@@ -488,6 +490,14 @@ static int run_build_model(Run *R) {
                     faults->divergent_param);
     }
     model_init_weights(m, R->cfg->seed);
+    // --init-weights: every parameter from the file instead (a file that does not fit this
+    // config is a usage error: exit 2 naming the tensor); faults apply on top, as to the seeded init
+    if (R->opts->init_weights && checkpoint_load_weights(R->opts->init_weights, m, R->err, sizeof R->err)) {
+        fprintf(stderr, "nsa-train: --init-weights: %s\n", R->err);
+        if (faults) faults_unbind(faults, m);
+        model_free(m);
+        return NSA_EXIT_USAGE;
+    }
     if (faults) faults_after_init_weights(faults, m);   // gate_zero_init
     optim_init(&R->opt, m);
     return GO_ON;
@@ -573,6 +583,24 @@ static int run_resume(Run *R) {
         return NSA_EXIT_OK;
     }
     return GO_ON;
+}
+
+// --write-init: the step-0 parameters (rank 0 alone under data parallel: every rank has
+// the same), then the run ends without data or training. Returns the exit code.
+static int run_write_init(Run *R) {
+    const char *path = R->opts->write_init;
+    if (R->rank != 0) return NSA_EXIT_OK;
+    if (checkpoint_write_weights(path, &R->m, R->err, sizeof R->err)) {
+        int e = errno;
+        fprintf(stderr, "nsa-train: --write-init: %s\n", R->err);
+        if (e) io_error(path, e);
+        return e ? NSA_EXIT_IO : NSA_EXIT_RUNTIME;
+    }
+    if (!R->opts->quiet)
+        printf("nsa-train: wrote the step-0 parameters of config %s (digest %s, seed %llu, %d tensors, %lld values, "
+               "%s) to %s\n", R->cfg->name, R->cfg->digest, (unsigned long long)R->cfg->seed, R->m.n_params,
+               (long long)R->m.n_elems, R->be->param_bytes == 8 ? "F64" : "F32", path);
+    return NSA_EXIT_OK;
 }
 
 // metrics.jsonl (rank 0 alone writes it under data parallel; appended to on --resume)
@@ -829,6 +857,7 @@ static int train_run_inner(const TrainOpts *opts) {
     int rc;
     if ((rc = run_prepare(&R)) != GO_ON) return rc;
     if ((rc = run_build_model(&R)) != GO_ON) return rc;
+    if (opts->write_init) return run_finish(&R, run_write_init(&R));
     if ((rc = run_open(&R)) != GO_ON) return run_finish(&R, rc);
     R.last = opts->stop_after > 0 && opts->stop_after < R.cfg->steps ? opts->stop_after : R.cfg->steps;
     if (opts->resume && (rc = run_resume(&R)) != GO_ON) return run_finish(&R, rc);

@@ -12,6 +12,8 @@ typedef struct {
     const char *out_dir;      // metrics.jsonl, anomaly.json go here (created); NULL: "."
     const char *resume;       // checkpoint to resume from, or NULL
     int allow_config_change;  // --allow-config-change: resume a checkpoint of another config (warning, not exit 2)
+    const char *init_weights; // --init-weights FILE: start from these parameters instead of the seeded init, or NULL
+    const char *write_init;   // --write-init FILE: write the step-0 parameters and return 0 without training, or NULL
     const char *save;         // checkpoint written at the end (and at save_every), or NULL
     int save_every;           // also save every N steps (0: only at the end)
     int stop_after;           // stop after this step (0: run to cfg.steps); the LR schedule still uses cfg.steps

@@ -59,6 +59,12 @@ static void usage(FILE *f) {
         "                       is verified against its checksum (a corrupt one is named, exit 1); a checkpoint\n"
         "                       of another config is exit 2 naming the keys that differ (train.steps and name\n"
         "                       may differ); one already at train.steps (or --stop-after) is 'nothing to do', exit 0\n"
+        "  --init-weights FILE  start from the parameters in FILE (safetensors: every parameter of the config by its\n"
+        "                       name and shape, F32 or F64, cast to the master precision) instead of the seeded init;\n"
+        "                       a missing, extra, misshapen or non-float tensor is exit 2 naming it and FILE. Every\n"
+        "                       rank loads the same file (docs/diagnostics.md, \"Start weights\")\n"
+        "  --write-init FILE    write the step-0 parameters (F32; F64 on backend cpu64) under their names to FILE and\n"
+        "                       exit 0 without data or training (needs only --config and --set)\n"
         "  --allow-config-change  with --resume: resume a checkpoint of another config anyway (the differing\n"
         "                       keys are printed as a warning)\n"
         "  --stop-after N       stop after step N (the LR schedule still spans train.steps)\n"
@@ -89,7 +95,8 @@ static void usage(FILE *f) {
         "                       rank 0's bytes, allgather every rank's record, print one [WORLD] line, exit 0\n"
         "  --comm-timeout S     seconds a collective may take before the rank reports [COMM-TIMEOUT] and\n"
         "                       exits 4 (default 300, or $NSA_COMM_TIMEOUT)\n"
-        "  every path flag (--out, --log-file, --flight-recorder, --stack-file, --dump-step, --save, --resume)\n"
+        "  every path flag (--out, --log-file, --flight-recorder, --stack-file, --dump-step, --save, --resume,\n"
+        "  --init-weights, --write-init)\n"
         "  replaces %%r by the rank, e.g. --log-file OUT/ranks/rank_%%r.log\n"
         "\n"
         "diagnostics (docs/diagnostics.md; each off by default and free when off):\n"
@@ -194,7 +201,7 @@ typedef struct {
     int n_sets, n_owned;
     Faults *faults;
     // every path flag with %r replaced by this rank (malloc'd)
-    char *p_log, *p_stack, *p_fr, *p_out, *p_dump, *p_save, *p_resume;
+    char *p_log, *p_stack, *p_fr, *p_out, *p_dump, *p_save, *p_resume, *p_init, *p_winit;
 } MainArgs;
 
 enum { GO_ON = -1 };   // a stage's "not done yet": main continues; any other value is the exit code
@@ -224,6 +231,8 @@ static int parse_args(int argc, char **argv, MainArgs *A) {
         else if (!strcmp(a, "--save")) { NEED_VALUE; o->save = v; }
         else if (!strcmp(a, "--save-every")) { NEED_VALUE; if (parse_int(a, v, &o->save_every)) return NSA_EXIT_USAGE; }
         else if (!strcmp(a, "--resume")) { NEED_VALUE; o->resume = v; }
+        else if (!strcmp(a, "--init-weights")) { NEED_VALUE; o->init_weights = v; }
+        else if (!strcmp(a, "--write-init")) { NEED_VALUE; o->write_init = v; }
         else if (!strcmp(a, "--allow-config-change")) o->allow_config_change = 1;
         else if (!strcmp(a, "--stop-after")) { NEED_VALUE; if (parse_int(a, v, &o->stop_after)) return NSA_EXIT_USAGE; }
         else if (!strcmp(a, "--dump-step")) { NEED_VALUE; o->dump_step = v; }
@@ -329,6 +338,16 @@ static int resolve_defaults(MainArgs *A) {
         fprintf(stderr, "nsa-train: --dump-acts adds the activations to the step dump: it needs --dump-step FILE\n");
         return NSA_EXIT_USAGE;
     }
+    if (A->opts.init_weights && A->opts.resume) {
+        fprintf(stderr, "nsa-train: --init-weights %s and --resume %s both say where the weights come from: give one\n",
+                A->opts.init_weights, A->opts.resume);
+        return NSA_EXIT_USAGE;
+    }
+    if (A->opts.write_init && A->opts.resume) {
+        fprintf(stderr, "nsa-train: --write-init %s writes the step-0 parameters: it does not take --resume %s\n",
+                A->opts.write_init, A->opts.resume);
+        return NSA_EXIT_USAGE;
+    }
     if (A->comm_timeout <= 0) {
         if (env_seconds("NSA_COMM_TIMEOUT", &A->comm_timeout, 0)) return NSA_EXIT_USAGE;
         if (A->comm_timeout <= 0) A->comm_timeout = 300;
@@ -398,15 +417,20 @@ static void substitute_rank(MainArgs *A) {
     A->p_dump = subst_rank(o->dump_step, o->rank);
     A->p_save = subst_rank(o->save, o->rank);
     A->p_resume = subst_rank(o->resume, o->rank);
+    A->p_init = subst_rank(o->init_weights, o->rank);
+    A->p_winit = subst_rank(o->write_init, o->rank);
     o->flight_recorder = A->p_fr;
     o->out_dir = A->p_out;
     o->dump_step = A->p_dump;
     o->save = A->p_save;
     o->resume = A->p_resume;
+    o->init_weights = A->p_init;
+    o->write_init = A->p_winit;
 }
 
 static void free_rank_paths(MainArgs *A) {
     free(A->p_log); free(A->p_stack); free(A->p_fr); free(A->p_out); free(A->p_dump); free(A->p_save); free(A->p_resume);
+    free(A->p_init); free(A->p_winit);
 }
 
 // The log file, the stall/crash handlers, the env/slurm rendezvous, and --check-world.

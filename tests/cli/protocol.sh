@@ -2,15 +2,16 @@
 # tests/cli/protocol.sh BUILD_DIR — the trainer protocol's capability handshake
 # (docs/trainer-protocol.md, issue 15 item 1):
 #  1. `nsa-train --protocol-info` prints one JSON object and exits 0 without a config (a
-#     missing --config file is not read): protocol 1, trainer, the build's git sha as
+#     missing --config file is not read): protocol 2, trainer, the build's git sha as
 #     --print-env has it, and every feature list; its faults are exactly --list-faults'; its
-#     backends, precisions, prefill and ddp modes are the config loader's names (less cuda
-#     and its precisions without a CUDA build); its transports are those the build accepts;
+#     backends, precisions, prefill, ddp modes and data kinds (features.data) are the config
+#     loader's names (less cuda and its precisions without a CUDA build); its transports are
+#     those the build accepts; its diagnostics include init_weights;
 #  2. a stub trainer whose --protocol-info leaves out prefill "sequential" and fault
 #     prefill_state_leak: the sequential case is a SKIP naming the prefill mode while the
 #     batched one still PASSes; --fault prefill_state_leak makes every case a SKIP naming
 #     the fault; a fault it lists still runs (gate_zero_init: FAIL as without the stub);
-#     env.json records protocol 1;
+#     env.json records protocol 2;
 #  3. a trainer without --protocol-info (exit 2 on it, as nsa-train before the handshake,
 #     which bisect builds from old commits; one that prints nothing; one that never answers,
 #     stopped after 5 s with what it left behind) is protocol 0: the cases run as before,
@@ -32,7 +33,7 @@ check "... one line of output" test "$(wc -l <"$TMP/info.json")" = 1
 "$T" --print-env >"$TMP/env.json"
 "$T" --list-faults >"$TMP/faults.txt"
 "$T" --config configs/tiny.json --check-config --set train.backend=x --set train.precision=x --set train.prefill=x \
-  --set train.ddp_mode=x >/dev/null 2>"$TMP/names.txt"
+  --set train.ddp_mode=x --set data.kind=x >/dev/null 2>"$TMP/names.txt"
 for t in none mpi nccl; do
   if timeout 60 "$T" --transport "$t" --config configs/tiny.json --check-config >/dev/null 2>"$TMP/t.err" ||
      ! grep -q "this build has no" "$TMP/t.err"; then echo "$t"; fi
@@ -45,11 +46,11 @@ env = json.load(open(d + "/env.json"))
 errs = []
 def want(cond, what):
     if not cond: errs.append(what)
-want(info.get("protocol") == 1, "protocol != 1: %r" % info.get("protocol"))
+want(info.get("protocol") == 2, "protocol != 2: %r" % info.get("protocol"))
 want(info.get("trainer") == "nsa-train", "trainer: %r" % info.get("trainer"))
 want(info.get("version") == env["build"]["git_sha"], "version %r != --print-env build.git_sha %r" % (info.get("version"), env["build"]["git_sha"]))
 f = info.get("features", {})
-keys = ["backends", "precisions", "transports", "bootstraps", "ddp_modes", "prefill", "faults", "diagnostics"]
+keys = ["backends", "precisions", "transports", "bootstraps", "ddp_modes", "prefill", "data", "faults", "diagnostics"]
 for k in keys:
     want(isinstance(f.get(k), list) and all(isinstance(x, str) for x in f[k]), "features.%s is not a list of names" % k)
 faults = [l.split()[0] for l in open(d + "/faults.txt") if l.strip() and not l.startswith(("#", " "))]
@@ -57,18 +58,19 @@ want(f.get("faults") == faults, "faults %r != --list-faults %r" % (f.get("faults
 # the config loader's names: "train.KEY: expected one of "a", "b", got ..."
 names = {}
 for line in open(d + "/names.txt"):
-    m = re.search(r"train\.(\w+): expected one of (.*), got", line)
+    m = re.search(r"(?:train|data)\.(\w+): expected one of (.*), got", line)
     if m: names[m.group(1)] = re.findall(r'"([^"]*)"', m.group(2))
 cuda = env["build"].get("cuda_enabled") is True
 want(f.get("backends") == [b for b in names.get("backend", ["?"]) if cuda or b != "cuda"], "backends %r vs loader %r" % (f.get("backends"), names.get("backend")))
 want(f.get("precisions") == [p for p in names.get("precision", ["?"]) if cuda or p in ("fp32", "fp64")], "precisions %r vs loader %r" % (f.get("precisions"), names.get("precision")))
 want(f.get("prefill") == names.get("prefill"), "prefill %r vs loader %r" % (f.get("prefill"), names.get("prefill")))
 want(f.get("ddp_modes") == names.get("ddp_mode"), "ddp_modes %r vs loader %r" % (f.get("ddp_modes"), names.get("ddp_mode")))
+want(f.get("data") == names.get("kind"), "data %r vs loader's data.kind %r" % (f.get("data"), names.get("kind")))
 transports = open(d + "/transports.txt").read().split()
 want(f.get("transports") == transports, "transports %r vs what the build accepts %r" % (f.get("transports"), transports))
 want(set(f.get("bootstraps", [])) <= {"mpi", "env", "slurm"} and "env" in f.get("bootstraps", []), "bootstraps %r" % f.get("bootstraps"))
 want(("mpi" in f.get("bootstraps", [])) == ("mpi" in transports), "bootstrap mpi iff transport mpi")
-for dg in ["trace_grads", "gate_stats", "dump_step", "dump_acts", "flight_recorder", "stack_dump"]:
+for dg in ["trace_grads", "gate_stats", "dump_step", "dump_acts", "flight_recorder", "stack_dump", "init_weights"]:
     want(dg in f.get("diagnostics", []), "diagnostics lacks %s" % dg)
 for e in errs: print("  " + e)
 sys.exit(1 if errs else 0)
@@ -100,10 +102,10 @@ check "... the sequential case is a SKIP naming the prefill mode" \
   grep -q "SKIP  prefill_step5/prefill=sequential (.*): the trainer does not support prefill 'sequential' (--protocol-info)" "$TMP/r1.out"
 check "... and the report says so" grep -q "the trainer does not support prefill 'sequential' (--protocol-info)" "$TMP/r1/RESULTS.md"
 check "... RESULTS.md's header names the trainer and its protocol" \
-  grep -q "· trainer \`$TMP/reduced_trainer\` (stub [0-9a-f?]*, protocol 1) ·" "$TMP/r1/RESULTS.md"
-check "... env.json records protocol 1 and the trainer's answer" python3 -c "
+  grep -q "· trainer \`$TMP/reduced_trainer\` (stub [0-9a-f?]*, protocol 2) ·" "$TMP/r1/RESULTS.md"
+check "... env.json records protocol 2 and the trainer's answer" python3 -c "
 import json, sys; r = json.load(open('$TMP/r1/env.json'))['runner']['trainer_protocol']
-sys.exit(not (r['protocol'] == 1 and r['info']['trainer'] == 'stub'))"
+sys.exit(not (r['protocol'] == 2 and r['info']['trainer'] == 'stub'))"
 "$H" run scenarios/gate_init.json --profile ci --trainer "$TMP/reduced_trainer" --fault prefill_state_leak \
   --out "$TMP/r2" >"$TMP/r2.out" 2>&1
 rc=$?
