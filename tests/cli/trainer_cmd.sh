@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# tests/cli/trainer_cmd.sh BUILD_DIR — another trainer under the same scenarios
+# (docs/trainer-protocol.md version 2, issue 15), with the minimal example trainer
+# docs/examples/minimal_trainer.py (plain python3, no torch):
+#  1. `run --trainer-cmd "python3 docs/examples/minimal_trainer.py"` passes; the case got
+#     CASE/config.json (the resolved config: the scenario's override is in it) and no --set;
+#     RESULTS.md's header and env.json name the minimal trainer (protocol 2);
+#  2. a case needing what its --protocol-info lacks is a SKIP naming it: backend cpu64, data
+#     'text', fault crash, diagnostic trace_grads (grad_arrival), init_weights (run.init_weights
+#     "shared"), transport gloo;
+#  3. the heartbeat file drives the watchdog: with --fault hang=0:2:forward the verdict is HANG
+#     at step 2, phase forward, and the diagnosis names `fault_hang (docs/examples/
+#     minimal_trainer.py:N)` from its faulthandler stack; a clean run of ~4 s under stall_s 1.5
+#     (beats every ~10 ms) is no false HANG (margins: 1.5 s against 10 ms beats; loaded 2 cores);
+#  4. bad values exit 2 naming the flag or file:line:col: an empty --trainer-cmd, an
+#     unterminated quote, --trainer with --trainer-cmd, an unknown run.trainer;
+#  5. a matrix over run.trainer runs both nsa-train and the minimal trainer (both PASS), and
+#     the report says which ran each case;
+#  6. the example in docs/trainer-protocol.md is the file, byte for byte.
+set -u
+BUILD=${1:?usage: trainer_cmd.sh BUILD_DIR}
+BUILD=$(cd "$BUILD" && pwd)
+H="$BUILD/nsa-harness"
+SRC=$(pwd)
+MT=docs/examples/minimal_trainer.py
+[ -x "$H" ] && [ -x "$BUILD/nsa-train" ] || { echo "SKIP: nsa-harness or nsa-train not built in $BUILD"; exit 77; }
+command -v python3 >/dev/null || { echo "SKIP: no python3"; exit 77; }
+[ -f "$MT" ] || { echo "FAIL: run from the source root ($MT not found)"; exit 1; }
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+. "$(dirname "$0")/lib/common.sh"   # ok, bad, check, expect_exit, has, finish
+CMD="python3 $MT"
+
+# scenario NAME STEPS STALL_S [EXTRA JSON members]: a scenario of the tiny config in $TMP
+scenario() {
+  cat >"$TMP/$1.json" <<EOF
+{"name": "$1", "description": "the minimal trainer under the runner", "family": "branch_isolation",
+ "config": "$SRC/configs/tiny.json", "overrides": {"train.steps": $2, "train.batch_size": 1, "train.seq_len": 32},
+ "run": {"timeout_s": 60, "stall_s": $3}, "profiles": {"ci": {}}$4,
+ "checks": [{"check": "finite"}, {"check": "loss_decrease", "min_drop": 0.01}]}
+EOF
+}
+
+# ---- 1. a run with --trainer-cmd ---------------------------------------------------------------------
+scenario mini 7 30 ""
+expect_exit "--trainer-cmd: the minimal trainer's case passes" 0 "$H" run "$TMP/mini.json" --profile ci --trainer-cmd "$CMD" --out "$TMP/r1"
+C="$TMP/r1/mini/default"
+check "... the case got CASE/config.json, the resolved config (train.steps 7)" python3 -c "
+import json, sys; c = json.load(open('$C/config.json')); sys.exit(not (c['train']['steps'] == 7 and c['train']['seq_len'] == 32))"
+check "... its command: --config CASE/config.json, --heartbeat, --stack-file, no --set" bash -c "
+grep -q 'command: python3 $SRC/$MT --config $C/config.json --out $C --rank 0 --heartbeat $C/ranks/rank_0.hb --stack-file' '$C/output.log' &&
+! grep -q -- '--set' '$C/output.log' && ! grep -q -- '--flight-recorder' '$C/output.log'"
+check "... it wrote 7 metrics records" test "$(wc -l <"$C/metrics.jsonl")" = 7
+check "... its last heartbeat says it exited 0" python3 -c "
+import json, sys; b = json.load(open('$C/ranks/rank_0.hb')); sys.exit(not (b['exited'] and b['exit_code'] == 0 and b['phase'] == 'exit'))"
+check "... RESULTS.md's header names the minimal trainer and protocol 2" \
+  has "$TMP/r1/RESULTS.md" "· trainer \`python3 $SRC/$MT\` (minimal-trainer 1, protocol 2) ·"
+check "... env.json names it (runner.trainer, runner.trainer_protocol, the case's trainer)" python3 -c "
+import json, sys; r = json.load(open('$TMP/r1/env.json'))['runner']; c = json.load(open('$C/env.json'))['trainer']
+sys.exit(not (r['trainer'] == 'python3 $SRC/$MT' and r['trainer_protocol']['protocol'] == 2 and
+              r['trainer_protocol']['info']['trainer'] == 'minimal-trainer' and c['command'] == ['python3', '$SRC/$MT']))"
+
+# ---- 2. what it lacks is a SKIP naming it --------------------------------------------------------------
+scenario lacks 3 30 ', "matrix": {"v": {"values": {"cpu64": {"train.backend": "cpu64"}, "text": {"data.kind": "text", "data.path": "'"$SRC"'/README.md"}, "ok": {"train.seed": 3}}}}'
+"$H" run "$TMP/lacks.json" --profile ci --trainer-cmd "$CMD" --out "$TMP/r2" >"$TMP/r2.out" 2>&1
+rc=$?
+check "a backend and a data kind it lacks: exit 0 (exit $rc)" test "$rc" = 0
+check "... backend cpu64 is a SKIP naming it" grep -q "SKIP  lacks/v=cpu64 (.*): the trainer does not support backend 'cpu64' (--protocol-info)" "$TMP/r2.out"
+check "... data 'text' is a SKIP naming it" grep -q "SKIP  lacks/v=text (.*): the trainer does not support data 'text' (--protocol-info)" "$TMP/r2.out"
+check "... the third case still PASSes" grep -q "PASS  lacks/v=ok" "$TMP/r2.out"
+"$H" run "$TMP/mini.json" --profile ci --trainer-cmd "$CMD" --fault crash=0:1 --out "$TMP/r3" >"$TMP/r3.out" 2>&1
+check "a fault it lacks (crash, which nsa-train knows): SKIP naming it" grep -q "SKIP  mini/default (.*): the trainer does not support fault 'crash' (--protocol-info)" "$TMP/r3.out"
+expect_exit "a fault no trainer knows: exit 2 before any case" 2 "$H" run "$TMP/mini.json" --profile ci --trainer-cmd "$CMD" --fault crahs=0:1 --out "$TMP/r3b"
+check "... naming the fault" has "$TMP/out" "--fault crahs=0:1: "
+sed 's/{"check": "finite"}/{"check": "grad_arrival", "expect_missing": []}/' "$TMP/mini.json" >"$TMP/diag.json"
+"$H" run "$TMP/diag.json" --profile ci --trainer-cmd "$CMD" --out "$TMP/r4" >"$TMP/r4.out" 2>&1
+check "a check needing a diagnostic it lacks (grad_arrival: trace_grads): SKIP naming it" \
+  grep -q "SKIP  mini/default (.*): the trainer does not support diagnostic 'trace_grads' (--protocol-info)" "$TMP/r4.out"
+scenario init 3 30 ''
+sed -i 's/"stall_s": 30}/"stall_s": 30, "init_weights": "shared"}/' "$TMP/init.json"
+"$H" run "$TMP/init.json" --profile ci --trainer-cmd "$CMD" --out "$TMP/r5" >"$TMP/r5.out" 2>&1
+check "run.init_weights \"shared\" with a trainer without init_weights: SKIP naming it" \
+  grep -q "SKIP  init/default (.*): the trainer does not support diagnostic 'init_weights' (--protocol-info)" "$TMP/r5.out"
+scenario gloo 3 30 ''
+sed -i 's/"stall_s": 30}/"stall_s": 30, "world_size": 2, "transport": "gloo"}/' "$TMP/gloo.json"
+"$H" run "$TMP/gloo.json" --profile ci --out "$TMP/r6" >"$TMP/r6.out" 2>&1
+check "transport gloo with nsa-train (which lacks it): SKIP naming it" \
+  grep -q "SKIP  gloo/default (.*): the trainer does not support transport 'gloo' (--protocol-info)" "$TMP/r6.out"
+
+# ---- 3. the heartbeat drives the watchdog -------------------------------------------------------------
+scenario beat 60 1.5 ""
+"$H" run "$TMP/beat.json" --profile ci --trainer-cmd "$CMD" --fault hang=0:2:forward --out "$TMP/h1" >"$TMP/h1.out" 2>&1
+rc=$?
+N=$(grep -n 'time.sleep(3600)' "$MT" | cut -d: -f1)
+check "hang=0:2:forward: HANG at step 2, phase forward (exit $rc)" \
+  bash -c "test $rc = 1 && grep -q 'HANG  beat/default (.*): rank 0 stalled at step 2, phase forward' '$TMP/h1.out'"
+check "... the diagnosis: its stack stops in fault_hang (docs/examples/minimal_trainer.py:$N)" \
+  has "$TMP/h1/RESULTS.md" "its stack stops in \`fault_hang (docs/examples/minimal_trainer.py:$N)\`"
+check "... the stack file is Python's faulthandler dump of the main thread" \
+  grep -q "^Current thread 0x.*(most recent call first):" "$TMP/h1/beat/default/stacks/rank_0.txt"
+check "... the trainer answered SIGUSR1 with exit 138" grep -q "rank 0: stack written" "$TMP/h1/beat/default/output.log"
+"$H" run "$TMP/beat.json" --profile ci --trainer-cmd "$CMD" --out "$TMP/h2" >"$TMP/h2.out" 2>&1
+rc=$?
+check "a clean run longer than stall_s while it beats: PASS, no false HANG (exit $rc)" \
+  bash -c "test $rc = 0 && grep -q 'PASS  beat/default' '$TMP/h2.out'"
+check "... and it did run longer than stall_s (1.5 s)" python3 -c "
+import json, sys; w = json.load(open('$TMP/h2/summary.json'))['cases'][0]['time_s']; sys.exit(not w > 1.5)"
+
+# ---- 4. bad values ------------------------------------------------------------------------------------
+expect_exit "an empty --trainer-cmd" 2 "$H" run "$TMP/mini.json" --profile ci --trainer-cmd "  " --out "$TMP/b1"
+check "... names the flag" has "$TMP/out" "nsa-harness run: --trainer-cmd '  ': expected a command"
+expect_exit "an unterminated quote" 2 "$H" run "$TMP/mini.json" --profile ci --trainer-cmd "python3 'x.py" --out "$TMP/b2"
+check "... names the flag, the value and the quote" has "$TMP/out" "nsa-harness run: --trainer-cmd 'python3 'x.py': unterminated ' quote at byte 9"
+expect_exit "--trainer and --trainer-cmd together" 2 "$H" run "$TMP/mini.json" --profile ci --trainer "$BUILD/nsa-train" --trainer-cmd "$CMD" --out "$TMP/b3"
+check "... names both" bash -c "grep -q -- '--trainer $BUILD/nsa-train and --trainer-cmd' '$TMP/out'"
+scenario unk 3 30 ', "matrix": {"trainer": {"key": "run.trainer", "values": ["nsa-train", "torch"]}}'
+expect_exit "an unknown run.trainer" 2 "$H" run "$TMP/unk.json" --profile ci --out "$TMP/b4"
+check "... file:line:col naming it" grep -q "^$TMP/unk.json:3:[0-9]*: unknown trainer 'torch' (known: \"nsa-train\"" "$TMP/out"
+expect_exit "a command that is no trainer: exit 2 before any case" 2 "$H" run "$TMP/mini.json" --profile ci --trainer-cmd "false" --out "$TMP/b5"
+check "... naming the command and --print-env" has "$TMP/out" "\`false --print-env\` (trainer nsa-train) failed"
+
+# ---- 5. a matrix over run.trainer ----------------------------------------------------------------------
+mkdir -p "$TMP/sc"
+scenario both 3 30 ', "matrix": {"trainer": {"key": "run.trainer", "values": ["nsa-train", "mini"]}}'
+REL=$(python3 -c "import os; print(os.path.relpath('$SRC/$MT', '$TMP/sc'))")   # relative to the scenario's folder
+sed 's|"stall_s": 30}|"stall_s": 30, "trainers": {"mini": ["python3", "'"$REL"'"]}}|' "$TMP/both.json" >"$TMP/sc/both.json"
+"$H" run "$TMP/sc/both.json" --profile ci --out "$TMP/m1" >"$TMP/m1.out" 2>&1
+rc=$?
+check "a matrix over run.trainer: both cases PASS (exit $rc)" \
+  bash -c "test $rc = 0 && grep -q 'PASS  both/trainer=nsa-train' '$TMP/m1.out' && grep -q 'PASS  both/trainer=mini' '$TMP/m1.out'"
+check "... nsa-train ran one (--set, flight recorder), the minimal trainer the other (config.json, heartbeat)" bash -c "
+grep -q 'command: $BUILD/nsa-train --config .* --set train.steps=3 .*--flight-recorder' '$TMP/m1/both/trainer=nsa-train/output.log' &&
+grep -q 'command: python3 $SRC/$MT --config $TMP/m1/both/trainer=mini/config.json .*--heartbeat' '$TMP/m1/both/trainer=mini/output.log'"
+check "... the header names both, the Trainers section each case's" bash -c "
+grep -q '· trainer mini \`python3 $SRC/$MT\` (minimal-trainer 1, protocol 2)' '$TMP/m1/RESULTS.md' &&
+grep -q '^| both | trainer=mini | \`mini\` |' '$TMP/m1/RESULTS.md'"
+check "... summary.json says which trainer ran each case" python3 -c "
+import json, sys; t = json.dumps(json.load(open('$TMP/m1/summary.json')))
+sys.exit(not ('\"trainer\": \"mini\"' in t and '\"trainer\": \"nsa-train\"' in t))"
+
+# ---- 6. the doc quotes the file --------------------------------------------------------------------------
+sed -n '/^<!-- minimal_trainer.py: begin -->$/,/^<!-- minimal_trainer.py: end -->$/p' docs/trainer-protocol.md |
+  sed '1,2d;$d' | sed '$d' >"$TMP/quoted.py"
+check "docs/trainer-protocol.md quotes docs/examples/minimal_trainer.py exactly" cmp -s "$TMP/quoted.py" "$MT"
+finish
