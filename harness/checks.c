@@ -7,6 +7,7 @@
 
 #include "harness/check_regression.h"
 #include "harness/families.h"
+#include "harness/locus.h"
 #include "harness/tensordiff.h"
 #include "harness/tensornames.h"
 
@@ -691,29 +692,57 @@ static void dump_evaluate(const json_t *params, CaseResult *r, const ScenarioRun
     json_object_set_new(r->facts, "dump_differs", names);
     json_object_set_new(r->facts, "dump_differ_layers", layers);
     json_object_set_new(r->facts, "dump_worst_rel", json_real(isfinite(d.worst) ? d.worst : -1));
+    json_object_set_new(r->facts, "dump_tolerance", json_real(tol));
     const int nd = d.n_differ;
+    // the first differing tensor in the model's forward order, where it sits, by how much
+    char where[96] = "", first_rel[160] = "";
+    if (d.first) {
+        tensor_where(d.first->name, where, sizeof where);
+        if (d.first->rel <= 1e-300) snprintf(first_rel, sizeof first_rel, "equal values, different bits (tolerance 0: bitwise)");
+        else if (tol == 0) snprintf(first_rel, sizeof first_rel, "relative %.2e > 0 (bitwise)", d.first->rel);
+        else snprintf(first_rel, sizeof first_rel, "relative %.2e > %g", d.first->rel, tol);
+        json_t *fd = json_object();
+        Locus lc = tensor_locus(d.first->name);
+        json_object_set_new(fd, "tensor", json_string(d.first->name));
+        json_object_set_new(fd, "layer", json_integer(lc.layer));
+        json_object_set_new(fd, "where", json_string(where));
+        json_object_set_new(fd, "rel", json_real(isfinite(d.first->rel) ? d.first->rel : -1));
+        json_object_set_new(r->facts, "dump_first_differ", fd);
+    }
     if (d.n_compared == 0) {
         result_finding(r, "dump_match", 0, "no tensor of the step dumps matched %s", globs ? "the tensors globs" : "");
     } else if (nd || d.n_missing) {
         Finding *f;
         if (nd)
-            f = result_finding(r, "dump_match", 0, "%d of %d tensors differ from %s (worst %s: relative %.3g)", nd,
-                               d.n_compared, ref->c->name, d.differ[0].name, d.differ[0].rel);
+            f = result_finding(r, "dump_match", 0, "%d of %d tensors differ from %s; first differing tensor: `%s` (%s): %s; "
+                               "worst %s: relative %.3g", nd, d.n_compared, ref->c->name, d.first->name, where, first_rel,
+                               d.differ[0].name, d.differ[0].rel);
         else f = result_finding(r, "dump_match", 0, "tensors missing or reshaped relative to %s", ref->c->name);
         if (nd) {
-            str_printf(&f->details, "- tolerance %s; differing tensors (largest first):", tol == 0 ? "0 (bitwise)" : "relative");
-            for (int i = 0; i < nd && i < 24; i++) str_printf(&f->details, "%s `%s` %.3g", i ? "," : "", d.differ[i].name, d.differ[i].rel);
+            str_printf(&f->details, "- tolerance %s; differing tensors in model order (forward: embedding, blocks by "
+                                    "layer, attention then MLP, head):", tol == 0 ? "0 (bitwise)" : "relative");
+            for (int i = 0; i < nd && i < 24; i++) {
+                const TensorDiff *t = &d.differ[d.model_order[i]];
+                char w[96];
+                tensor_where(t->name, w, sizeof w);
+                str_printf(&f->details, "%s `%s` (%s) %.3g", i ? "," : "", t->name, w, t->rel);
+            }
             if (nd > 24) str_printf(&f->details, ", … (%d more)", nd - 24);
+            str_add(&f->details, "\n- largest first:");
+            for (int i = 0; i < nd && i < 8; i++) str_printf(&f->details, "%s `%s` %.3g", i ? "," : "", d.differ[i].name, d.differ[i].rel);
+            if (nd > 8) str_printf(&f->details, ", … (%d more)", nd - 8);
             str_add(&f->details, "\n");
         }
         if (d.n_missing) str_printf(&f->details, "- missing or with another shape/dtype here: %s\n", str_c(&d.missing));
     } else {
+        char how[96];
+        if (tol == 0) snprintf(how, sizeof how, "bitwise");
+        else snprintf(how, sizeof how, "within relative %g; worst %.2g", tol, d.worst);
         if (d.n_compared == 1)
             result_finding(r, "dump_match", 1, "step-1 %s equal to %s's (%s)", d.ref.tensors[0].name[0] ? d.last_compared : "tensor",
-                           ref->c->name, tol == 0 ? "bitwise" : "within tolerance");
+                           ref->c->name, how);
         else
-            result_finding(r, "dump_match", 1, "%d tensors equal to %s (%s)", d.n_compared, ref->c->name,
-                           tol == 0 ? "bitwise" : "within tolerance");
+            result_finding(r, "dump_match", 1, "%d tensors equal to %s (%s)", d.n_compared, ref->c->name, how);
     }
     dumpdiff_free(&d);
 }

@@ -70,3 +70,64 @@ void locus_label(const Locus *l, char *out, unsigned n) {
     if (l->layer >= 0) snprintf(out, n, "layer %d %s", l->layer, l->part);
     else snprintf(out, n, "%s", l->part);
 }
+
+// The name after "blocks.L." (NULL outside the blocks), and the prefix-free name.
+static const char *block_rest(const char *name, const char **bare, int *layer) {
+    if (!strncmp(name, "grads.", 6)) name += 6;
+    else if (!strncmp(name, "acts.", 5)) name += 5;
+    *bare = name;
+    *layer = -1;
+    if (strncmp(name, "blocks.", 7)) return NULL;
+    char *end = NULL;
+    long L = strtol(name + 7, &end, 10);
+    if (!end || end == name + 7 || *end != '.') return NULL;
+    *layer = (int)L;
+    return end + 1;
+}
+
+// Within a block: the forward's order of its components (see tensor_model_order).
+static int block_rank(const char *rest) {
+    if (!strncmp(rest, "attn_norm", 9)) return 0;
+    if (!strncmp(rest, "mlp_norm", 8)) return 7;
+    const char *part = block_part(rest);
+    if (!strcmp(part, "attn"))
+        return !strncmp(rest, "attn.q_proj", 11) || !strcmp(rest, "attn.q") ? 1 : 6;   // q before, o/out after
+    for (int b = 0; b < NSA_NBRANCH; b++)
+        if (!strcmp(part, nsa_branch_name(b))) return 2 + b;   // cmp 2, sel 3, win 4 (nsa_names order)
+    if (!strcmp(part, "gate")) return 5;
+    if (!strcmp(part, "mlp")) return 8;
+    return 9;   // the block output (acts.blocks.L.out), anything else
+}
+
+long tensor_model_order(const char *name) {
+    const char *bare;
+    int L;
+    const char *rest = block_rest(name, &bare, &L);
+    if (rest) return 2000000L + (long)L * 100 + block_rank(rest);
+    // outside the blocks (the blocks sit between tok_emb and norm_f: 2000000 + 100 L + rank)
+    static const struct { const char *prefix; long key; } outside[] = {
+        {"inputs", 0}, {"targets", 0}, {"tok_emb", 1000000L}, {"norm_f", 300000000L},
+        {"lm_head", 400000000L}, {"logits", 500000000L}, {"loss", 600000000L}};
+    for (int i = 0; i < (int)(sizeof outside / sizeof outside[0]); i++)
+        if (!strncmp(bare, outside[i].prefix, strlen(outside[i].prefix))) return outside[i].key;
+    return 700000000L;
+}
+
+void tensor_where(const char *name, char *out, unsigned n) {
+    const char *bare;
+    int L;
+    const char *rest = block_rest(name, &bare, &L);
+    if (rest) {
+        const char *part = block_part(rest);
+        if (!strncmp(rest, "attn_norm", 9) || !strncmp(rest, "mlp_norm", 8)) part = "norm";
+        snprintf(out, n, "layer %d, branch %s", L, part);
+        return;
+    }
+    const char *what = "other";
+    if (!strcmp(bare, "inputs") || !strcmp(bare, "targets")) what = "data";
+    else if (!strncmp(bare, "tok_emb", 7)) what = "embedding";
+    else if (!strncmp(bare, "norm_f", 6)) what = "final norm";
+    else if (!strncmp(bare, "lm_head", 7)) what = "LM head";
+    else if (!strcmp(bare, "logits") || !strcmp(bare, "loss")) what = "output";
+    snprintf(out, n, "%s", what);
+}

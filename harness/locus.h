@@ -21,4 +21,18 @@ typedef struct {
 Locus tensor_locus(const char *name);
 // "layer 1 sel" / "head" / "embed": a short label of a locus, into out
 void locus_label(const Locus *l, char *out, unsigned n);
+
+// The model's forward order, for naming the FIRST tensor where two dumps part: a key that
+// sorts tensors as the forward computes them — inputs/targets, tok_emb, blocks.0 ...
+// blocks.L-1 (within a block: attn_norm, the query, the cmp, sel and win branches, the gate,
+// the attention output (o_proj, attn.out, residual), mlp_norm, the MLP, the block output),
+// norm_f, lm_head, logits, loss; unknown names last. "grads."/"acts." are ignored: a
+// parameter's gradient sorts where the parameter is used. Equal keys: same layer and
+// component (break ties by file order).
+long tensor_model_order(const char *name);
+// "layer 1, branch sel" / "layer 0, branch norm" / "layer 2, branch mlp" inside a block
+// (branch: cmp, sel, win, gate, attn (q/o projections, the combined output), norm
+// (attn_norm, mlp_norm), mlp, other); "embedding", "final norm", "LM head", "output"
+// (logits, loss), "data" (inputs, targets) outside.
+void tensor_where(const char *name, char *out, unsigned n);
 #endif

@@ -2,6 +2,8 @@
 #define _POSIX_C_SOURCE 200809L
 #include "harness/tensordiff.h"
 
+#include "harness/locus.h"
+
 #include <fnmatch.h>
 #include <math.h>
 #include <stdlib.h>
@@ -75,10 +77,27 @@ static void compare_tensors(DumpDiff *d, const json_t *globs, double tol) {
         d->n_compared++;
         d->last_compared = tr->name;
         double rel = relative_difference(tc, tr);
-        if ((tol == 0 && rel > 0) || rel > tol) d->differ[d->n_differ++] = (TensorDiff){tr->name, rel};
+        if ((tol == 0 && rel > 0) || rel > tol) d->differ[d->n_differ++] = (TensorDiff){tr->name, rel, i};
         d->worst = fmax(d->worst, rel);
     }
     qsort(d->differ, (size_t)d->n_differ, sizeof *d->differ, diff_cmp);
+}
+
+// the differing tensors in the model's forward order (the first is where two runs part)
+typedef struct { long key; int order, idx; } ModelKey;
+static int model_cmp(const void *a, const void *b) {
+    const ModelKey *x = a, *y = b;
+    if (x->key != y->key) return x->key < y->key ? -1 : 1;
+    return (x->order > y->order) - (x->order < y->order);
+}
+static void sort_model_order(DumpDiff *d) {
+    ModelKey *k = xcalloc((size_t)d->n_differ + 1, sizeof *k);
+    for (int i = 0; i < d->n_differ; i++) k[i] = (ModelKey){tensor_model_order(d->differ[i].name), d->differ[i].order, i};
+    qsort(k, (size_t)d->n_differ, sizeof *k, model_cmp);
+    d->model_order = xcalloc((size_t)d->n_differ + 1, sizeof(int));
+    for (int i = 0; i < d->n_differ; i++) d->model_order[i] = k[i].idx;
+    free(k);
+    d->first = d->n_differ ? &d->differ[d->model_order[0]] : NULL;
 }
 
 int dumpdiff_files(DumpDiff *d, const char *cand_path, const char *ref_path, const json_t *globs, double tol,
@@ -89,6 +108,7 @@ int dumpdiff_files(DumpDiff *d, const char *cand_path, const char *ref_path, con
     if (st_read(&d->ref, ref_path, err, errlen)) return DUMPDIFF_NO_REF;
     compare_tensors(d, globs, tol);
     collect_layers(d);
+    sort_model_order(d);
     return DUMPDIFF_OK;
 }
 
@@ -97,6 +117,7 @@ void dumpdiff_free(DumpDiff *d) {
     st_free(&d->ref);
     free(d->differ);
     free(d->layers);
+    free(d->model_order);
     str_free(&d->missing);
     memset(d, 0, sizeof *d);
 }

@@ -19,6 +19,7 @@ typedef struct {
     double rel;         // max |cand - ref| / max |ref|; INFINITY for a NaN difference or
                         // any difference against an all-zero reference; 1e-300 for bits
                         // that differ between numerically equal values (-0 vs 0, NaN payloads)
+    int order;          // its index in the reference file
 } TensorDiff;
 
 typedef struct {
@@ -32,6 +33,9 @@ typedef struct {
     double worst;           // largest relative difference over every compared tensor
     int *layers;            // the blocks (blocks.L) the differing tensors belong to, ascending
     int n_layers;
+    const TensorDiff *first;     // the differing tensor earliest in the model's forward order
+                                 // (locus.h tensor_model_order; ties: reference file order), or NULL
+    int *model_order;            // indices into differ, earliest in the model first
 } DumpDiff;
 
 enum { DUMPDIFF_OK = 0, DUMPDIFF_NO_CAND = 1, DUMPDIFF_NO_REF = 2 };
