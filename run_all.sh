@@ -66,16 +66,41 @@ fi
 # can (root), else named.
 opt_pkgs=()
 command -v mpirun >/dev/null 2>&1 && command -v mpicc >/dev/null 2>&1 || opt_pkgs+=(openmpi-bin libopenmpi-dev)
+# PyTorch: the PyTorch trainer (adapters/torch/), its tests and the cross-trainer parity
+# scenario. Optional in the same way: Debian's python3-torch (CPU) when we can, else the
+# cases that need it SKIP, naming the command. A python with torch is looked for as the
+# adapter does: $NSA_TORCH_PYTHON, python3, /usr/bin/python3.
+torch_python() {
+  local c
+  for c in "${NSA_TORCH_PYTHON:-}" python3 /usr/bin/python3; do
+    [ -n "$c" ] && command -v "$c" >/dev/null 2>&1 &&
+      "$c" -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("torch") is None)' 2>/dev/null &&
+      return 0
+  done
+  return 1
+}
+torch_pkgs=()
+torch_python || torch_pkgs+=(python3-torch)
+can_apt() { [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; }
 if [ ${#opt_pkgs[@]} -gt 0 ]; then
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  if can_apt; then
     need_pkgs+=("${opt_pkgs[@]}")
   else
     echo "run_all.sh: note: without ${opt_pkgs[*]} the data-parallel (MPI) cases are skipped;" \
          "install with: sudo apt-get install -y ${opt_pkgs[*]}" >&2
   fi
 fi
+if [ ${#torch_pkgs[@]} -gt 0 ]; then
+  if can_apt; then
+    need_pkgs+=("${torch_pkgs[@]}")
+  else
+    echo "run_all.sh: note: without a python3 with torch the PyTorch trainer's tests and the" \
+         "cross-trainer parity cases are skipped; install with: sudo apt-get install -y python3-torch" \
+         "(or set NSA_TORCH_PYTHON to a python that has torch)" >&2
+  fi
+fi
 if [ ${#need_pkgs[@]} -gt 0 ]; then
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  if can_apt; then
     echo "run_all.sh: installing ${need_pkgs[*]}"
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq && apt-get install -y -qq "${need_pkgs[@]}" >/dev/null
