@@ -19,7 +19,9 @@
 #  6. (when nsa-train lists init_weights) run.init_weights "shared": the runner's nsa-train
 #     writes each case's init_weights.safetensors, the case's trainer gets --init-weights;
 #     nsa-train by path and nsa-train as a command (config.json) give the same losses;
-#  7. the example in docs/trainer-protocol.md is the file, byte for byte.
+#  7. a self-test whose run.trainer_cmd names the minimal trainer (relative to the file):
+#     its hang detection PASSes, the nested report naming the minimal trainer;
+#  8. the example in docs/trainer-protocol.md is the file, byte for byte.
 set -u
 BUILD=${1:?usage: trainer_cmd.sh BUILD_DIR}
 BUILD=$(cd "$BUILD" && pwd)
@@ -165,7 +167,22 @@ else
   echo "(nsa-train lists no init_weights yet: section 7 not run)"
 fi
 
-# ---- 7. the doc quotes the file --------------------------------------------------------------------------
+# ---- 7. a self-test detection with the file's run.trainer_cmd ----------------------------------------------
+REL2=$(python3 -c "import os; print(os.path.relpath('$SRC/$MT', '$TMP'))")   # relative to the self-test file
+cat >"$TMP/st.json" <<EOF
+{"name": "st", "description": "the minimal trainer's hang, caught", "family": "selftest", "profiles": {"ci": {}},
+ "run": {"timeout_s": 120, "trainer_cmd": "python3 $REL2"},
+ "detections": [{"name": "beat.hang", "scenario": "beat.json", "fault": "hang=0:2:forward",
+                 "expect": {"exit": 1, "verdicts": {"default": "HANG"},
+                            "contains": ["its stack stops in \`fault_hang (docs/examples/minimal_trainer.py:$N)\`"]}}]}
+EOF
+"$H" run "$TMP/st.json" --profile ci --out "$TMP/s1" >"$TMP/s1.out" 2>&1
+rc=$?
+check "a self-test detection run by run.trainer_cmd: PASS (exit $rc)" bash -c "test $rc = 0 && grep -q 'PASS  st/beat.hang' '$TMP/s1.out'"
+check "... the nested run got --trainer-cmd: its report names the minimal trainer" \
+  has "$TMP/s1/st/beat.hang/run/RESULTS.md" "· trainer \`python3 $SRC/$MT\` (minimal-trainer 1, protocol 2) ·"
+
+# ---- 8. the doc quotes the file --------------------------------------------------------------------------
 sed -n '/^<!-- minimal_trainer.py: begin -->$/,/^<!-- minimal_trainer.py: end -->$/p' docs/trainer-protocol.md |
   sed '1,2d;$d' | sed '$d' >"$TMP/quoted.py"
 check "docs/trainer-protocol.md quotes docs/examples/minimal_trainer.py exactly" cmp -s "$TMP/quoted.py" "$MT"
