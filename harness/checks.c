@@ -518,6 +518,17 @@ static const char *const GROWTH_KEYS[] = {"check", "metric", "skip", "window", "
 
 // "reference": a case glob that must match exactly one case of the scenario (or
 // a case its family creates) — and not every case.
+// How close reference candidate q is to case c: the axes on which their labels agree
+// first (a reference per precision picks the one of c's precision), then the length of
+// their names' common prefix (the generated cases of a GC bisection).
+static int reference_score(const Scenario *s, const Case *c, const Case *q) {
+    int same = 0, k = 0;
+    for (int a = 0; c->labels && q->labels && a < s->n_axes; a++)
+        same += c->labels[a] && q->labels[a] && !strcmp(c->labels[a], q->labels[a]);
+    while (k < 1000 && q->name[k] && q->name[k] == c->name[k]) k++;
+    return same * 1000 + k;
+}
+
 static void reference_validate(const Scenario *s, const json_t *params, const char *jpath, Problems *ps) {
     const json_t *ref = json_object_get(params, "reference");
     char kp[256];
@@ -528,13 +539,35 @@ static void reference_validate(const Scenario *s, const json_t *params, const ch
         return;
     }
     const char *g = json_string_value(ref);
-    int hits = 0;
+    int hits = 0, gen = 0;
     for (int c = 0; c < s->n_cases; c++) hits += scenario_case_matches(&s->cases[c], g);
     const FamilyDef *fam = family_find(s->family);
     if (fam && fam->generated_names)
-        for (const char *const *n = fam->generated_names(); n && *n; n++) hits += fnmatch(g, *n, 0) == 0;
-    if (hits != 1)
-        scenario_problem(s, ps, kp, 0, "reference '%s' matches %d cases of this scenario; it must match exactly one", g, hits);
+        for (const char *const *n = fam->generated_names(); n && *n; n++) gen += fnmatch(g, *n, 0) == 0;
+    if (hits + gen == 0 || (hits + gen > 1 && gen)) {
+        scenario_problem(s, ps, kp, 0, "reference '%s' matches %d cases of this scenario; it must match exactly one", g,
+                         hits + gen);
+        return;
+    }
+    // several references (one per value of the other axes, e.g. "*trainer=nsa-train" over a
+    // precision axis): every other case must have exactly one closest (reference_score)
+    for (int c = 0; hits > 1 && c < s->n_cases; c++) {
+        const Case *x = &s->cases[c];
+        if (scenario_case_matches(x, g)) continue;
+        int best = -1, n_best = 0, first = -1, second = -1;
+        for (int k = 0; k < s->n_cases; k++) {
+            if (!scenario_case_matches(&s->cases[k], g)) continue;
+            int sc = reference_score(s, x, &s->cases[k]);
+            if (sc > best) { best = sc; n_best = 1; first = k; }
+            else if (sc == best && ++n_best == 2) second = k;
+        }
+        if (n_best > 1) {
+            scenario_problem(s, ps, kp, 0, "reference '%s' matches %d cases, and case %s is as close to %s as to %s: "
+                             "the reference must leave one case per value of the other axes", g, hits, x->name,
+                             s->cases[first].name, s->cases[second].name);
+            return;
+        }
+    }
 }
 
 // The reference result for case r, or NULL with a finding explaining why.
@@ -542,15 +575,15 @@ static const CaseResult *reference_of(const json_t *params, CaseResult *r, const
     const char *g = json_string_value(json_object_get(params, "reference"));
     if (fnmatch(g, r->c->name, 0) == 0) return NULL;   // this is the reference: nothing to compare
     // several finished cases may match (one reference per base case, e.g. the
-    // baselines of a GC bisection over a matrix): the one whose name shares the
-    // longest prefix with this case's is its own
+    // baselines of a GC bisection over a matrix, or one per precision): the one whose
+    // labels agree with this case's on the most axes, then whose name shares the
+    // longest prefix with this case's, is its own (reference_score)
     const CaseResult *ref = NULL;
-    size_t best = 0;
+    int best = 0;
     for (int i = 0; i < sr->done; i++) {
         const CaseResult *q = &sr->results[i];
         if (q == r || fnmatch(g, q->c->name, 0) != 0) continue;
-        size_t k = 0;
-        while (q->c->name[k] && q->c->name[k] == r->c->name[k]) k++;
+        int k = reference_score(r->s, r->c, q->c);
         if (!ref || k > best) {
             ref = q;
             best = k;
@@ -694,7 +727,7 @@ static void dump_evaluate(const json_t *params, CaseResult *r, const ScenarioRun
     json_object_set_new(r->facts, "dump_worst_rel", json_real(isfinite(d.worst) ? d.worst : -1));
     json_object_set_new(r->facts, "dump_tolerance", json_real(tol));
     const int nd = d.n_differ;
-    // the first differing tensor in the model's forward order, where it sits, by how much
+    // the first differing tensor in the order a step computes them (locus.h), where it sits, by how much
     char where[96] = "", first_rel[160] = "";
     if (d.first) {
         tensor_where(d.first->name, where, sizeof where);
@@ -719,8 +752,9 @@ static void dump_evaluate(const json_t *params, CaseResult *r, const ScenarioRun
                                d.differ[0].name, d.differ[0].rel);
         else f = result_finding(r, "dump_match", 0, "tensors missing or reshaped relative to %s", ref->c->name);
         if (nd) {
-            str_printf(&f->details, "- tolerance %s; differing tensors in model order (forward: embedding, blocks by "
-                                    "layer, attention then MLP, head):", tol == 0 ? "0 (bitwise)" : "relative");
+            str_printf(&f->details, "- tolerance %s; differing tensors in the order a step computes them (the "
+                                    "forward's activations and logits, then the gradients from the head back to the "
+                                    "embedding):", tol == 0 ? "0 (bitwise)" : "relative");
             for (int i = 0; i < nd && i < 24; i++) {
                 const TensorDiff *t = &d.differ[d.model_order[i]];
                 char w[96];

@@ -99,7 +99,8 @@ static int block_rank(const char *rest) {
     return 9;   // the block output (acts.blocks.L.out), anything else
 }
 
-long tensor_model_order(const char *name) {
+// The forward's order (0 .. 700000000); tensor_model_order puts gradients after it, reversed.
+static long forward_key(const char *name) {
     const char *bare;
     int L;
     const char *rest = block_rest(name, &bare, &L);
@@ -111,6 +112,12 @@ long tensor_model_order(const char *name) {
     for (int i = 0; i < (int)(sizeof outside / sizeof outside[0]); i++)
         if (!strncmp(bare, outside[i].prefix, strlen(outside[i].prefix))) return outside[i].key;
     return 700000000L;
+}
+
+long tensor_model_order(const char *name) {
+    long f = forward_key(name);
+    if (strncmp(name, "grads.", 6)) return f;   // the forward: data, activations, logits, loss
+    return 1000000000L + (800000000L - f);      // the backward: lm_head ... blocks.L-1 ... blocks.0 ... tok_emb
 }
 
 void tensor_where(const char *name, char *out, unsigned n) {

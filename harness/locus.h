@@ -22,13 +22,17 @@ Locus tensor_locus(const char *name);
 // "layer 1 sel" / "head" / "embed": a short label of a locus, into out
 void locus_label(const Locus *l, char *out, unsigned n);
 
-// The model's forward order, for naming the FIRST tensor where two dumps part: a key that
-// sorts tensors as the forward computes them — inputs/targets, tok_emb, blocks.0 ...
-// blocks.L-1 (within a block: attn_norm, the query, the cmp, sel and win branches, the gate,
-// the attention output (o_proj, attn.out, residual), mlp_norm, the MLP, the block output),
-// norm_f, lm_head, logits, loss; unknown names last. "grads."/"acts." are ignored: a
-// parameter's gradient sorts where the parameter is used. Equal keys: same layer and
-// component (break ties by file order).
+// The order a training step computes a dump's tensors, for naming the FIRST tensor where
+// two runs part (the origin of a difference: everything computed after it inherits it):
+// first the forward — inputs/targets, tok_emb, blocks.0 ... blocks.L-1 (within a block:
+// attn_norm, the query, the cmp, sel and win branches, the gate, the attention output
+// (o_proj, attn.out, residual), mlp_norm, the MLP, the block output), norm_f, lm_head,
+// logits, loss — then the gradients ("grads.<parameter>") in the backward's order, the
+// reverse: lm_head, norm_f, blocks.L-1 ... blocks.0 (within a block the MLP, then the
+// attention: o_proj, gate, win, sel, cmp, q, attn_norm), tok_emb. A broken backward of
+// layer 1's selection branch changes layer 1's k_proj_sel gradient first, then every
+// gradient below it (layer 0, tok_emb): forward order would name tok_emb. Unknown names
+// after their section. Equal keys: same layer and component (break ties by file order).
 long tensor_model_order(const char *name);
 // "layer 1, branch sel" / "layer 0, branch norm" / "layer 2, branch mlp" inside a block
 // (branch: cmp, sel, win, gate, attn (q/o projections, the combined output), norm

@@ -83,7 +83,7 @@ static void compare_tensors(DumpDiff *d, const json_t *globs, double tol) {
     qsort(d->differ, (size_t)d->n_differ, sizeof *d->differ, diff_cmp);
 }
 
-// the differing tensors in the model's forward order (the first is where two runs part)
+// the differing tensors in the order a step computes them (the first is where two runs part)
 typedef struct { long key; int order, idx; } ModelKey;
 static int model_cmp(const void *a, const void *b) {
     const ModelKey *x = a, *y = b;

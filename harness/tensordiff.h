@@ -33,9 +33,10 @@ typedef struct {
     double worst;           // largest relative difference over every compared tensor
     int *layers;            // the blocks (blocks.L) the differing tensors belong to, ascending
     int n_layers;
-    const TensorDiff *first;     // the differing tensor earliest in the model's forward order
-                                 // (locus.h tensor_model_order; ties: reference file order), or NULL
-    int *model_order;            // indices into differ, earliest in the model first
+    const TensorDiff *first;     // the differing tensor a step computes first: forward tensors in
+                                 // forward order, then gradients in backward order (locus.h
+                                 // tensor_model_order; ties: reference file order), or NULL
+    int *model_order;            // indices into differ, in that order
 } DumpDiff;
 
 enum { DUMPDIFF_OK = 0, DUMPDIFF_NO_CAND = 1, DUMPDIFF_NO_REF = 2 };
