@@ -210,7 +210,10 @@ class NSAModel(nn.Module):
         if self.gated:
             gh = F.silu(F.linear(xn, pw[pre + "attn.gate.fc1.weight"], pw[pre + "attn.gate.fc1.bias"]))
             gl = F.linear(gh, pw[pre + "attn.gate.fc2.weight"], pw[pre + "attn.gate.fc2.bias"]).view(B, Tn, G, 3)
-            gate = torch.softmax(gl, -1) if n["gate_act"] == "softmax" else torch.sigmoid(gl)
+            # sigmoid in float64, rounded back: torch's vectorised fp32 sigmoid gives a row different
+            # bits depending on where it falls in the call (the vector tail), which would break the
+            # bitwise agreement of batched and sequential prefill
+            gate = torch.softmax(gl, -1) if n["gate_act"] == "softmax" else torch.sigmoid(gl.double()).to(gl.dtype)
             note("attn.gate.out", gate.reshape(B, Tn, G * 3), "gate", "gate_act_fwd")
             gh_ = gate.repeat_interleave(g.hpg, dim=2)
             ao = gh_[..., 0:1] * o["cmp"] + gh_[..., 1:2] * o["sel"] + gh_[..., 2:3] * o["win"]
@@ -296,7 +299,7 @@ def _visible(g, t):
     """compressed blocks complete at row t (ended at or before t)"""
     if t < g.l - 1:
         return 0
-    return min(g.NC, (t - g.l) // g.d + 1)
+    return min(g.NC, (t - g.l + 1) // g.d + 1)
 
 
 def _sel_idx(chosen, n):
