@@ -21,7 +21,10 @@
 #     nsa-train by path and nsa-train as a command (config.json) give the same losses;
 #  7. a self-test whose run.trainer_cmd names the minimal trainer (relative to the file):
 #     its hang detection PASSes, the nested report naming the minimal trainer;
-#  8. the example in docs/trainer-protocol.md is the file, byte for byte.
+#  8. transport gloo, 2 ranks (the example made to list gloo): the env launcher starts both with
+#     --transport gloo --bootstrap env and a heartbeat file each; rank 1's hang is a HANG naming
+#     rank 1, step 3, backward; both ranks answered SIGUSR1 with a stack;
+#  9. the example in docs/trainer-protocol.md is the file, byte for byte.
 set -u
 BUILD=${1:?usage: trainer_cmd.sh BUILD_DIR}
 BUILD=$(cd "$BUILD" && pwd)
@@ -182,7 +185,28 @@ check "a self-test detection run by run.trainer_cmd: PASS (exit $rc)" bash -c "t
 check "... the nested run got --trainer-cmd: its report names the minimal trainer" \
   has "$TMP/s1/st/beat.hang/run/RESULTS.md" "· trainer \`python3 $SRC/$MT\` (minimal-trainer 1, protocol 2) ·"
 
-# ---- 8. the doc quotes the file --------------------------------------------------------------------------
+# ---- 8. two ranks over gloo, each with its heartbeat -------------------------------------------------------
+# the example made to list transport gloo / bootstrap env and read its rank from RANK (a stub: it does
+# no collective; what is tested is the runner's side: the env launcher, two heartbeat files, SIGUSR1 to both)
+sed -e 's/"transports": \["none"\]/"transports": ["none", "gloo"]/' -e 's/"bootstraps": \[\]/"bootstraps": ["env"]/' \
+    -e 's/VALUED = {"--config", "--out", "--rank",/VALUED = {"--transport", "--bootstrap", "--log-file", "--config", "--out", "--rank",/' \
+    -e 's/rank = int(a.get("--rank", "0"))/rank = int(a.get("--rank", os.environ.get("RANK", "0")))/' \
+    -e 's/"metrics.jsonl"), "w") as m:/"metrics.jsonl" if rank == 0 else "m%d.jsonl" % rank), "w") as m:/' "$MT" >"$TMP/gloo_trainer.py"
+scenario gl 40 1.5 ''
+sed -i 's/"stall_s": 1.5}/"stall_s": 1.5, "world_size": 2, "transport": "gloo"}/' "$TMP/gl.json"
+"$H" run "$TMP/gl.json" --profile ci --trainer-cmd "python3 $TMP/gloo_trainer.py" --fault hang=1:3:backward --out "$TMP/g1" >"$TMP/g1.out" 2>&1
+rc=$?
+G="$TMP/g1/gl/default"
+check "gloo, 2 ranks: the env launcher starts both with --transport gloo --bootstrap env and a heartbeat each" bash -c "
+grep -q 'command: RANK=0 WORLD_SIZE=2 .* --transport gloo --bootstrap env .*--heartbeat $G/ranks/rank_%r.hb' '$G/output.log' &&
+test -s '$G/ranks/rank_0.hb' && test -s '$G/ranks/rank_1.hb'"
+check "... rank 1's hang=1:3:backward: HANG naming rank 1, step 3, backward (exit $rc)" \
+  bash -c "test $rc = 1 && grep -q 'HANG  gl/default (.*): rank 1 stalled at step 3, phase backward' '$TMP/g1.out'"
+check "... both ranks answered SIGUSR1 with a faulthandler stack" bash -c "
+grep -q 'rank 0: stack written' '$G/output.log' && grep -q 'rank 1: stack written' '$G/output.log' &&
+grep -q 'in fault_hang' '$G/stacks/rank_1.txt' && ! grep -q 'in fault_hang' '$G/stacks/rank_0.txt'"
+
+# ---- 9. the doc quotes the file --------------------------------------------------------------------------
 sed -n '/^<!-- minimal_trainer.py: begin -->$/,/^<!-- minimal_trainer.py: end -->$/p' docs/trainer-protocol.md |
   sed '1,2d;$d' | sed '$d' >"$TMP/quoted.py"
 check "docs/trainer-protocol.md quotes docs/examples/minimal_trainer.py exactly" cmp -s "$TMP/quoted.py" "$MT"
