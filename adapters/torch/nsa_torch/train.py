@@ -397,6 +397,8 @@ class Trainer:
         logits, losses = self.forward(self.model, inp, tgt)
         acts = self.ctx.acts
         self.ctx.acts = None
+        if self.faults.clobber_layer >= 0:
+            self.clobber()
         N = self.B * self.T
         loss = float(losses.detach().double().sum()) / N
         (losses.sum() / (N * self.world.size)).backward()
