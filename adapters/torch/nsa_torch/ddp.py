@@ -59,6 +59,12 @@ class World:
         dist.all_reduce(t)
         return float(t[0]) / self.size
 
+    def gather(self, obj):
+        import torch.distributed as dist
+        out = [None] * self.size
+        dist.all_gather_object(out, obj)
+        return out
+
     def sum_grads(self, grads):
         import torch.distributed as dist
         for g in grads.values():

@@ -206,7 +206,8 @@ class Trainer:
         self.trace = diag.GradTrace(self.out, self.rank, self.names, set(self.model.expected_unused())) \
             if a.trace_grads else None
         self._hooks = []
-        if self.trace is not None:
+        self.arrived = set()
+        if self.trace is not None or self.world.dist:
             for n, p in self.model.named_parameters():
                 self._hook_param(n, p)
         self.ddp = self.world.wrap(self.model, cfg) if self.world.dist else None
@@ -227,13 +228,17 @@ class Trainer:
         if self.hb is not None:
             self.hb.beat(0, "init", -1, "init")
 
+    def _ready(self, name):
+        self.arrived.add(name)
+        if self.trace is not None:
+            self.trace.ready(name)
+
     def _hook_param(self, name, p):
-        tr = self.trace
         if hasattr(p, "register_post_accumulate_grad_hook"):
-            self._hooks.append(p.register_post_accumulate_grad_hook(lambda _p, n=name: tr.ready(n)))
+            self._hooks.append(p.register_post_accumulate_grad_hook(lambda _p, n=name: self._ready(n)))
         else:   # torch < 2.1: the parameter's AccumulateGrad node
             acc = p.expand_as(p).grad_fn.next_functions[0][0]
-            acc.register_hook(lambda *_a, n=name: tr.ready(n))
+            acc.register_hook(lambda *_a, n=name: self._ready(n))
             self._hooks.append(acc)
 
     # ---- one micro-batch ----------------------------------------------------------------------------
@@ -261,6 +266,15 @@ class Trainer:
             rc = self.step(step)
             if rc != EXIT_OK:
                 return rc
+        if self.world.dist:
+            sums = self.world.gather([float(p.detach().double().sum()) for p in self.model.parameters()])
+            bad = [self.names[i] for i in range(len(self.names)) if len({s[i] for s in sums}) > 1]
+            if bad:
+                sys.stderr.write("[DDP] the weights differ across ranks after step %d: %s\n" % (t["steps"], bad[0]))
+                return EXIT_RUNTIME
+            if not self.a.quiet or self.rank == 0:
+                print("[DDP] rank %d: the weights are identical on the %d ranks after step %d"
+                      % (self.rank, self.world.size, t["steps"]), flush=True)
         return EXIT_OK
 
     def step(self, step):
@@ -274,6 +288,7 @@ class Trainer:
         if self.gs:
             self.gs.arm()
         pos = self.data.position()
+        self.arrived = set()
         for p in self.model.parameters():
             p.grad = None
         loss_sum, N = 0.0, self.B * self.T
@@ -299,6 +314,9 @@ class Trainer:
             self.trace.end_step(self.model.named_parameters())
         loss = loss_sum / self.accum
         if self.world.dist:
+            rc = self.ddp_contract(step)
+            if rc != EXIT_OK:
+                return rc
             self.enter("comm", "allreduce loss", step)
             loss = self.world.mean(loss, self.device)
         self.enter("optimizer", "grad_norm", step)
@@ -329,6 +347,44 @@ class Trainer:
                                 "mem_bytes": mem, "rss_bytes": rss_bytes(), "peak_mem_bytes": mem,
                                 "world_size": self.world.size})
         self.beat("optimizer", "step")
+        return EXIT_OK
+
+    def ddp_contract(self, step):
+        """What DDP's mode promises about unused parameters. default: every parameter's gradient
+        must arrive — a bucket holding one that did not is never launched, so this rank waits for
+        it (wait_for_unready_bucket) while the other ranks wait in that bucket's allreduce: a
+        hang, ended by --comm-timeout (exit 4) or the runner's watchdog. static_graph: the set of
+        parameters that received a gradient must be the same on every rank and at every step
+        (recorded at step 1): otherwise exit 5 naming them. find_unused: DDP marks them ready."""
+        mode = self.cfg["train"]["ddp_mode"]
+        missing = [n for n in self.names if n not in self.arrived]
+        if mode == "default" and missing:
+            print("[DDP] step=%d rank=%d bucket never launched: missing %s" % (step, self.rank, ", ".join(missing)),
+                  flush=True)
+            self.enter("comm", "comm_wait", step)
+            wait_for_unready_bucket(self.world.comm_timeout)
+            sys.stderr.write("[COMM-TIMEOUT] rank %d: the gradient reduction of step %d (a bucket holding %s) not "
+                             "complete after %g s\n" % (self.rank, step, missing[0], self.world.comm_timeout))
+            return EXIT_COMM
+        if mode == "static_graph":
+            sets = self.world.gather(sorted(self.arrived))
+            if step == 1:
+                self.static_set = set(sets[0])
+            lines = []
+            for n in self.names:
+                have = [r for r, st in enumerate(sets) if n in st]
+                if 0 < len(have) < len(sets):
+                    lines.append("[DDP] static_graph: step %d: %s received a gradient on rank(s) %s but not on "
+                                 "rank(s) %s" % (step, n, ",".join(map(str, have)),
+                                                 ",".join(str(r) for r in range(len(sets)) if r not in have)))
+                elif step > 1 and (n in self.static_set) != bool(have):
+                    lines.append("[DDP] static_graph: step %d: %s %s a gradient, unlike step 1" %
+                                 (step, n, "received" if have else "did not receive"))
+            if lines:
+                for ln in lines:
+                    print(ln, flush=True)
+                    sys.stderr.write(ln + "\n")
+                return 5
         return EXIT_OK
 
     def adamw(self, grads, gnorm, lr, step):
@@ -421,6 +477,13 @@ class Trainer:
                                                "trainer": "nsa-torch-train"})
         for n, p in self.model.named_parameters():
             p.grad = saved[n]
+
+
+def wait_for_unready_bucket(timeout):
+    """Where a rank whose gradient never arrived waits (as DDP's reducer would for the bucket)."""
+    end = time.time() + timeout
+    while time.time() < end:
+        time.sleep(min(0.5, max(0.0, end - time.time())))
 
 
 class _nullctx:
