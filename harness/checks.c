@@ -601,6 +601,41 @@ static const CaseResult *reference_of(const json_t *params, CaseResult *r, const
     return ref;
 }
 
+// "tolerance" of parity and dump_match: a number in [0, 1], per profile ({"ci": x, "gpu": y}),
+// and within a profile optionally per case: an object of case-name globs -> numbers, the
+// first glob (in file order) that matches the case wins, e.g. {"*precision=fp32*": 1e-4,
+// "*precision=bf16*": 3e-2}; every case of the scenario must match one. validate: s and ps
+// (problems reported, returns 0); evaluate: the case's name (returns its tolerance).
+static double tolerance_of(const Scenario *s, const json_t *params, const char *jpath, const char *case_name,
+                           Problems *ps) {
+    const json_t *v = json_object_get(params, "tolerance");
+    const json_t *pick = v;
+    char kp[400];
+    snprintf(kp, sizeof kp, "%s.tolerance", jpath);
+    if (json_is_object(v) && (json_object_get(v, "ci") || json_object_get(v, "gpu"))) {
+        pick = s ? json_object_get(v, PROFILE_NAMES[s->cur_profile]) : NULL;
+        size_t kl = strlen(kp);
+        if (s) snprintf(kp + kl, sizeof kp - kl, ".%s", PROFILE_NAMES[s->cur_profile]);
+    }
+    if (!json_is_object(pick)) return check_num_param(s, params, jpath, "tolerance", 0, -1e-300, 1, ps);
+    const char *g;
+    json_t *t;
+    json_object_foreach((json_t *)pick, g, t) {
+        if (ps && (!json_is_number(t) || json_number_value(t) < 0 || json_number_value(t) > 1))
+            scenario_problem(s, ps, kp, 0, "tolerance for cases '%s': expected a number in [0, 1]", g);
+        if (case_name && fnmatch(g, case_name, 0) == 0) return json_number_value(t);
+    }
+    for (int c = 0; ps && c < s->n_cases; c++) {
+        int hit = 0;
+        json_object_foreach((json_t *)pick, g, t) hit |= scenario_case_matches(&s->cases[c], g);
+        if (!hit) {
+            scenario_problem(s, ps, kp, 0, "tolerance: case %s matches none of its case globs", s->cases[c].name);
+            break;
+        }
+    }
+    return 0;
+}
+
 static int close_enough(double a, double b, double tol) {
     if (tol == 0) return a == b || (isnan(a) && isnan(b));
     double m = fmax(fabs(a), fabs(b));
@@ -616,7 +651,7 @@ static void parity_validate(const Scenario *s, const json_t *params, const char 
         snprintf(kp, sizeof kp, "%s.metric", jpath);
         scenario_problem(s, ps, kp, 0, "metric: expected \"loss\" or \"grad_norm\"");
     }
-    check_num_param(s, params, jpath, "tolerance", 0, -1e-300, 1, ps);
+    tolerance_of(s, params, jpath, NULL, ps);
 }
 
 // Per-step parity of a metric with the reference case: the first step that
@@ -625,7 +660,7 @@ static void parity_evaluate(const json_t *params, CaseResult *r, const ScenarioR
     const CaseResult *ref = reference_of(params, r, sr, "parity");
     if (!ref) return;
     const char *metric = json_is_string(json_object_get(params, "metric")) ? json_string_value(json_object_get(params, "metric")) : "loss";
-    const double tol = check_num_param(r->s, params, "", "tolerance", 0, -1e-300, 1, NULL);
+    const double tol = tolerance_of(r->s, params, "", r->c->name, NULL);
     size_t na = r->metrics ? json_array_size(r->metrics) : 0, nb = ref->metrics ? json_array_size(ref->metrics) : 0;
     size_t n = na < nb ? na : nb;
     if (n == 0) {
@@ -667,7 +702,7 @@ static void parity_evaluate(const json_t *params, CaseResult *r, const ScenarioR
 static void dump_validate(const Scenario *s, const json_t *params, const char *jpath, Problems *ps) {
     check_only_keys(s, params, jpath, DUMP_KEYS, ps);
     reference_validate(s, params, jpath, ps);
-    check_num_param(s, params, jpath, "tolerance", 0, -1e-300, 1, ps);
+    tolerance_of(s, params, jpath, NULL, ps);
     const json_t *t = json_object_get(params, "tensors");
     char kp[256];
     snprintf(kp, sizeof kp, "%s.tensors", jpath);
@@ -707,7 +742,7 @@ static void dump_validate(const Scenario *s, const json_t *params, const char *j
 static void dump_evaluate(const json_t *params, CaseResult *r, const ScenarioRun *sr) {
     const CaseResult *ref = reference_of(params, r, sr, "dump_match");
     if (!ref) return;
-    const double tol = check_num_param(r->s, params, "", "tolerance", 0, -1e-300, 1, NULL);
+    const double tol = tolerance_of(r->s, params, "", r->c->name, NULL);
     const json_t *globs = json_object_get(params, "tensors");
     DumpDiff d;
     char err[1024];

@@ -3,6 +3,7 @@
 #include "harness/tensordiff.h"
 
 #include "harness/locus.h"
+#include "harness/tensorstats.h"
 
 #include <fnmatch.h>
 #include <math.h>
@@ -34,8 +35,9 @@ static int same_layout(const StTensor *a, const StTensor *b) {
 }
 
 // 0 when the bits are equal; else the largest absolute difference relative to the
-// reference's largest magnitude (see TensorDiff.rel)
-static double relative_difference(const StTensor *cand, const StTensor *ref) {
+// reference's largest magnitude, or to the noise floor when that is larger (see
+// TensorDiff.rel and tensordiff.h)
+static double relative_difference(const StTensor *cand, const StTensor *ref, double floor) {
     if (memcmp(cand->data, ref->data, ref->nbytes) == 0) return 0;
     size_t n = ref->nbytes / st_dtype_size(ref->dtype);
     double maxref = 0, maxdiff = 0;
@@ -46,8 +48,15 @@ static double relative_difference(const StTensor *cand, const StTensor *ref) {
         if (isnan(d)) d = INFINITY;
         maxdiff = fmax(maxdiff, d);
     }
+    maxref = fmax(maxref, floor);
     double rel = maxref > 0 ? maxdiff / maxref : (maxdiff > 0 ? INFINITY : 0);
     return rel == 0 ? 1e-300 : rel;   // differing bits (e.g. -0 vs 0, NaN payloads) are a difference
+}
+
+// The noise floor's kinds: gradients and activations (each its own scale); 2: no floor.
+static int floor_kind(const StTensor *t) {
+    if (t->dtype != ST_F32 && t->dtype != ST_F64 && t->dtype != ST_F16 && t->dtype != ST_BF16) return 2;
+    return !strncmp(t->name, "grads.", 6) ? 0 : !strncmp(t->name, "acts.", 5) ? 1 : 2;
 }
 
 // the distinct layers of the differing tensors, ascending
@@ -65,6 +74,19 @@ static void collect_layers(DumpDiff *d) {
 
 static void compare_tensors(DumpDiff *d, const json_t *globs, double tol) {
     d->differ = xcalloc((size_t)d->ref.n_tensors + 1, sizeof(TensorDiff));
+    // each kind's RMS over the selected reference tensors: the scale of the noise floor
+    double sumsq[2] = {0, 0}, total[2] = {0, 0};
+    for (int i = 0; i < d->ref.n_tensors; i++) {
+        const StTensor *tr = &d->ref.tensors[i];
+        int k = floor_kind(tr);
+        if (k > 1 || !selected(globs, tr->name)) continue;
+        size_t n = tr->nbytes / st_dtype_size(tr->dtype);
+        for (size_t e = 0; e < n; e++) {
+            double y = st_elem_f64(tr, e);
+            if (isfinite(y)) sumsq[k] += y * y;
+        }
+        total[k] += (double)n;
+    }
     for (int i = 0; i < d->ref.n_tensors; i++) {
         const StTensor *tr = &d->ref.tensors[i];
         if (!selected(globs, tr->name)) continue;
@@ -76,7 +98,8 @@ static void compare_tensors(DumpDiff *d, const json_t *globs, double tol) {
         }
         d->n_compared++;
         d->last_compared = tr->name;
-        double rel = relative_difference(tc, tr);
+        int k = floor_kind(tr);
+        double rel = relative_difference(tc, tr, k > 1 ? 0 : tensor_stats_floor(sumsq[k], total[k], 1, DUMPDIFF_NOISE_FLOOR));
         if ((tol == 0 && rel > 0) || rel > tol) d->differ[d->n_differ++] = (TensorDiff){tr->name, rel, i};
         d->worst = fmax(d->worst, rel);
     }
