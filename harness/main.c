@@ -469,8 +469,8 @@ static int run_parse_options(int argc, char **argv, RunOpts *O) {
     return GO_ON;
 }
 
-// `T... --print-env`: its JSON object, or NULL with the reason on stderr.
-static json_t *trainer_print_env(const TrainerSpec *t) {
+// `T... --print-env`: its JSON object, or NULL (quiet: nothing said, else the reason on stderr).
+static json_t *trainer_print_env(const TrainerSpec *t, int quiet) {
     StrList av = {0};
     trainer_spec_argv(t, &av);
     strlist_add(&av, "--print-env");
@@ -481,6 +481,8 @@ static json_t *trainer_print_env(const TrainerSpec *t) {
     const int printed = env_text && env_text[0];
     free(env_text);
     if (env && json_is_object(env)) return env;
+    json_decref(env);
+    if (quiet) return NULL;
     const char *which = t->is_cmd ? "--trainer-cmd / run.trainers" : "--trainer";
     if (prc == 0)
         fprintf(stderr, "nsa-harness run: the trainer %s (%s) printed %s for --print-env, not its JSON environment "
@@ -490,8 +492,24 @@ static json_t *trainer_print_env(const TrainerSpec *t) {
         fprintf(stderr, "nsa-harness run: `%s --print-env` (trainer %s) failed (%s %d): is the trainer built and "
                         "runnable (see %s)?\n", t->display, t->name, prc > 0 && WIFSIGNALED(prc) ? "signal" : "exit status",
                 prc > 0 ? (WIFSIGNALED(prc) ? WTERMSIG(prc) : WEXITSTATUS(prc)) : prc, which);
-    json_decref(env);
     return NULL;
+}
+
+// Why a scenario's trainer cannot run here, for its cases' SKIP: its --print-env again, with
+// its stderr, whose first line says what is missing ("no python with torch: apt-get install ...").
+static void trainer_unusable_reason(const TrainerSpec *t, char *why, size_t n) {
+    StrList av = {0};
+    trainer_spec_argv(t, &av);
+    strlist_add(&av, "--print-env");
+    char *out = NULL;
+    int rc = proc_capture_all(av.v, 120, &out);
+    strlist_free(&av);
+    const char *line = out ? out + strspn(out, " \t\n") : "";
+    snprintf(why, n, "the trainer %s cannot run here: `%s --print-env` %s %d%s%.*s", t->name, t->display,
+             rc > 0 && WIFSIGNALED(rc) ? "got signal" : rc == -2 ? "timed out" : "exited",
+             rc > 0 ? (WIFSIGNALED(rc) ? WTERMSIG(rc) : WEXITSTATUS(rc)) : rc, line[0] ? ": " : "",
+             (int)strcspn(line, "\n"), line);
+    free(out);
 }
 
 // The run's default trainer: an executable that prints its JSON environment (it knows the
@@ -516,7 +534,7 @@ static int run_check_trainer(RunOpts *O) {
         char *const w[] = {O->trainer, NULL};
         trainer_spec_init(&O->tdefault, "nsa-train", w, 0);
     }
-    json_t *env = trainer_print_env(&O->tdefault);
+    json_t *env = trainer_print_env(&O->tdefault, 0);
     if (!env) return O->usage_rc;
     O->env = env;
     // the protocol handshake (docs/trainer-protocol.md): asked once per trainer; a case needing
@@ -571,10 +589,14 @@ static int run_check_trainers(RunOpts *O, const Report *rp) {
             int seen = 0;
             for (int u = 0; u < O->n_used; u++) seen |= !strcmp(O->used[u]->display, t->display);
             if (seen || O->n_used == (int)(sizeof O->used / sizeof O->used[0])) continue;
-            json_t *env = trainer_print_env(t);
-            if (!env) {
-                fprintf(stderr, "nsa-harness run: (the trainer '%s' of %s)\n", t->name, s->path);
-                return O->usage_rc;
+            json_t *env = trainer_print_env(t, 1);
+            if (!env) {   // not usable here (the PyTorch adapter without torch): its cases SKIP saying why
+                char why[700];
+                trainer_unusable_reason(t, why, sizeof why);
+                fprintf(stderr, "nsa-harness run: %s: the cases of %s that it runs are skipped\n", why, s->path);
+                trainer_caps_mark_unusable(t, why);
+                O->used[O->n_used++] = t;
+                continue;
             }
             json_decref(env);
             const TrainerCaps *caps = trainer_caps_of(t);
@@ -588,7 +610,8 @@ static int run_check_trainers(RunOpts *O, const Report *rp) {
         snprintf(name, sizeof name, "%.*s", (int)strcspn(O->faults.v[f], "="), O->faults.v[f]);
         int checked = 0;
         for (int u = 0; u < O->n_used; u++) {
-            if (!trainer_caps_has(trainer_caps_of(O->used[u]), "faults", name)) continue;
+            const TrainerCaps *tc = trainer_caps_of(O->used[u]);
+            if (tc->unusable[0] || !trainer_caps_has(tc, "faults", name)) continue;   // its cases SKIP
             checked = 1;
             if (trainer_accepts_fault(O, O->used[u], O->faults.v[f])) return O->usage_rc;
         }

@@ -95,6 +95,11 @@ const TrainerCaps *trainer_caps_of(const TrainerSpec *t) {
     return caps_cached(t->display, t->words.v);
 }
 
+void trainer_caps_mark_unusable(const TrainerSpec *t, const char *why) {
+    TrainerCaps *tc = (TrainerCaps *)trainer_caps_of(t);   // the cache's own slot
+    snprintf(tc->unusable, sizeof tc->unusable, "%s", why);
+}
+
 Liveness trainer_caps_liveness(const TrainerCaps *tc) {
     if (tc->protocol < 1 || trainer_caps_has(tc, "diagnostics", "flight_recorder")) return LIVE_FLIGHT_RECORDER;
     if (trainer_caps_has(tc, "diagnostics", "heartbeat")) return LIVE_HEARTBEAT;
@@ -130,6 +135,10 @@ static int missing(const TrainerCaps *tc, const char *feature, const char *what,
 
 int trainer_caps_case_missing(const TrainerCaps *tc, const Case *c, unsigned needs, const char *const *faults,
                               int n_faults, char *why, size_t n) {
+    if (tc->unusable[0]) {
+        snprintf(why, n, "%s", tc->unusable);
+        return 1;
+    }
     if (c->run.init_shared && (tc->protocol < 1 || !trainer_caps_has(tc, "diagnostics", "init_weights"))) {
         snprintf(why, n, "the trainer does not support diagnostic 'init_weights' (--protocol-info)");
         return 1;

@@ -22,6 +22,7 @@ typedef struct {
     json_t *info;      // the answer (NULL for protocol 0)
     int bad_answer;    // it exited 0 but did not print the protocol's JSON object (taken as protocol 0)
     char note[512];    // why it is protocol 0 ("" when it answered)
+    char unusable[700];   // a scenario's trainer whose --print-env failed: why (its cases SKIP), else ""
 } TrainerCaps;
 
 // The capabilities of `trainer`, asked once per path per process (cached: later calls with
@@ -29,6 +30,10 @@ typedef struct {
 const TrainerCaps *trainer_caps_for(const char *trainer);
 // The same for a trainer given as a command (`CMD... --protocol-info`), cached by its shell line.
 const TrainerCaps *trainer_caps_of(const TrainerSpec *t);
+
+// A scenario's trainer that cannot run here (its --print-env failed: e.g. the PyTorch
+// adapter without torch): its cases are a SKIP saying why.
+void trainer_caps_mark_unusable(const TrainerSpec *t, const char *why);
 
 // How the runner watches a rank of this trainer (docs/trainer-protocol.md "Liveness"): the
 // flight recorder (protocol 0, or `flight_recorder` listed), else the heartbeat file

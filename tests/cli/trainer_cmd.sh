@@ -24,7 +24,9 @@
 #  8. transport gloo, 2 ranks (the example made to list gloo): the env launcher starts both with
 #     --transport gloo --bootstrap env and a heartbeat file each; rank 1's hang is a HANG naming
 #     rank 1, step 3, backward; both ranks answered SIGUSR1 with a stack;
-#  9. the example in docs/trainer-protocol.md is the file, byte for byte.
+#  9. a scenario's trainer whose --print-env fails (the PyTorch adapter without torch): its
+#     cases are a SKIP quoting its first line; the other trainer's still run;
+# 10. the example in docs/trainer-protocol.md is the file, byte for byte.
 set -u
 BUILD=${1:?usage: trainer_cmd.sh BUILD_DIR}
 BUILD=$(cd "$BUILD" && pwd)
@@ -206,7 +208,18 @@ check "... both ranks answered SIGUSR1 with a faulthandler stack" bash -c "
 grep -q 'rank 0: stack written' '$G/output.log' && grep -q 'rank 1: stack written' '$G/output.log' &&
 grep -q 'in fault_hang' '$G/stacks/rank_1.txt' && ! grep -q 'in fault_hang' '$G/stacks/rank_0.txt'"
 
-# ---- 9. the doc quotes the file --------------------------------------------------------------------------
+# ---- 9. a scenario's trainer that cannot run here --------------------------------------------------------
+printf '#!/bin/sh\necho "nsa-torch-train: no python with torch: apt-get install python3-torch" >&2\nexit 2\n' >"$TMP/no_torch"
+chmod +x "$TMP/no_torch"
+scenario gone 3 30 ', "matrix": {"trainer": {"key": "run.trainer", "values": ["nsa-train", "gone"]}}'
+sed -i 's|"stall_s": 30}|"stall_s": 30, "trainers": {"gone": ["'"$TMP"'/no_torch"]}}|' "$TMP/gone.json"
+"$H" run "$TMP/gone.json" --profile ci --fault hang=0:9:forward --out "$TMP/n1" >"$TMP/n1.out" 2>&1
+rc=$?
+check "a scenario's trainer whose --print-env fails: its case is a SKIP quoting why, the other runs (exit $rc)" bash -c "
+test $rc = 0 && grep -q 'PASS  gone/trainer=nsa-train' '$TMP/n1.out' &&
+grep -q \"SKIP  gone/trainer=gone (.*): the trainer gone cannot run here: \\\`$TMP/no_torch --print-env\\\` exited 2: nsa-torch-train: no python with torch: apt-get install python3-torch\" '$TMP/n1.out'"
+
+# ---- 10. the doc quotes the file --------------------------------------------------------------------------
 sed -n '/^<!-- minimal_trainer.py: begin -->$/,/^<!-- minimal_trainer.py: end -->$/p' docs/trainer-protocol.md |
   sed '1,2d;$d' | sed '$d' >"$TMP/quoted.py"
 check "docs/trainer-protocol.md quotes docs/examples/minimal_trainer.py exactly" cmp -s "$TMP/quoted.py" "$MT"
