@@ -2,7 +2,7 @@
 """bench/peers/bench_peers.py — the public NSA kernels timed the way bench_cuda_attn times ours.
 
     bench_peers.py --peers DEST [--S 2048,8192,65536] [--shape m7c|paper|both] [--reps 5]
-                   [--warmup 2] [--only flash_nsa,nsa_triton] [--budget-s 420]
+                   [--warmup 2] [--only flash_nsa,nsa_triton] [--budget-s 420] [--grace-s 60]
 
 DEST is a folder made by bench/peers/stage.sh (each peer's Python package, exported from a
 snapshot of its repository, and PEERS.txt with the commits). For each peer, shape and S this
@@ -22,7 +22,8 @@ the format of bench_cuda_attn's SUMMARY line plus `peer=NAME`:
 
 Each peer runs in a child process of its own (a CUDA fault or an import error in one cannot
 take the other down); a case a child never reported gets a SKIP line naming the reason. The
-whole run stops starting new cases once --budget-s seconds have passed.
+whole run starts no case once --budget-s seconds have passed, and stops a case still running
+--grace-s seconds later.
 
 The peers' own files are never modified; this file wraps their public functions:
   flash_nsa  (mdy666/Scalable-Flash-Native-Sparse-Attention; the sequence of HFNSACore.forward):
@@ -70,6 +71,7 @@ def parse_args(argv):
     ap.add_argument("--warmup", type=int, default=2, help="untimed repetitions first (Triton compiles here)")
     ap.add_argument("--only", default=",".join(PEERS), help="comma-separated peers: " + ", ".join(PEERS))
     ap.add_argument("--budget-s", type=float, default=420.0, help="start no case after this many seconds")
+    ap.add_argument("--grace-s", type=float, default=60.0, help="then stop a case still running after this many more")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--deadline", type=float, default=None, help=argparse.SUPPRESS)
@@ -91,6 +93,8 @@ def parse_args(argv):
     bad = [p for p in a.only if p not in PEERS]
     if bad or not a.only:
         die("--only wants peers among %s, got '%s'" % (", ".join(PEERS), ",".join(bad) or "(none)"))
+    if a.grace_s < 0:
+        die("--grace-s wants seconds >= 0, got %g" % a.grace_s)
     if a.budget_s <= 0:
         die("--budget-s wants seconds > 0, got %g" % a.budget_s)
     if not os.path.isfile(os.path.join(a.peers, "PEERS.txt")):
@@ -404,7 +408,7 @@ def run_peer(a, peer, deadline, info):
     sel = selectors.DefaultSelector()
     sel.register(p.stdout, selectors.EVENT_READ)
     why_missing = None
-    grace = 120.0   # a case started just before the deadline may finish
+    grace = a.grace_s   # a case started just before the deadline may finish
     buf = ""
     while True:
         left = deadline + grace - time.time()
