@@ -21,8 +21,20 @@ static int dump_frame(const char *fn, size_t len) {
     return 0;
 }
 
-// `  File "PATH", line N in FUNC` -> "FUNC (PATH:N)"; 1 if the line is such a frame worth naming.
-static int frame(const char *ln, size_t len, const char *src_root, char *out, size_t n) {
+// A frame in Python's own library or an installed package (threading.py's wait, torch's
+// all_reduce): where the program waits, not whose code got it there.
+static int library_path(const char *path, size_t len) {
+    static const char *const parts[] = {"/lib/python", "/site-packages/", "/dist-packages/", "<frozen ", NULL};
+    char p[1024];
+    snprintf(p, sizeof p, "%.*s", (int)(len < sizeof p ? len : sizeof p - 1), path);
+    for (int i = 0; parts[i]; i++)
+        if (strstr(p, parts[i])) return 1;
+    return 0;
+}
+
+// `  File "PATH", line N in FUNC` -> "FUNC (PATH:N)"; 1 if the line is such a frame worth naming
+// (own_code: and not in a library).
+static int frame(const char *ln, size_t len, const char *src_root, int own_code, char *out, size_t n) {
     const char *p = ln;
     while (p < ln + len && *p == ' ') p++;
     if ((size_t)(ln + len - p) < 8 || strncmp(p, "File \"", 6)) return 0;
@@ -38,6 +50,7 @@ static int frame(const char *ln, size_t len, const char *src_root, char *out, si
     size_t fl = (size_t)(ln + len - fn);
     while (fl && (fn[fl - 1] == '\r' || fn[fl - 1] == ' ')) fl--;
     if (dump_frame(fn, fl)) return 0;
+    if (own_code && library_path(path, (size_t)(q - path))) return 0;
     size_t pl = (size_t)(q - path), rl = src_root ? strlen(src_root) : 0;
     if (rl && pl > rl + 1 && !strncmp(path, src_root, rl) && path[rl] == '/') {
         path += rl + 1;
@@ -54,14 +67,17 @@ int pystack_top(const char *text, const char *src_root, char *out, size_t n) {
     if (!block) block = strstr(text, "Thread 0x");
     if (!block) block = strstr(text, "Stack (most recent call first):");
     if (!block) return -1;
-    const char *p = strchr(block, '\n');
-    while (p && *p) {
-        p++;
-        const char *e = strchr(p, '\n');
-        size_t len = e ? (size_t)(e - p) : strlen(p);
-        if (len == 0 || strncmp(p, "  ", 2)) break;   // the block ends at a blank or unindented line
-        if (frame(p, len, src_root, out, n)) return 0;
-        p = e;
+    // the innermost frame of the trainer's own code, else the innermost frame at all
+    for (int own_code = 1; own_code >= 0; own_code--) {
+        const char *p = strchr(block, '\n');
+        while (p && *p) {
+            p++;
+            const char *e = strchr(p, '\n');
+            size_t len = e ? (size_t)(e - p) : strlen(p);
+            if (len == 0 || strncmp(p, "  ", 2)) break;   // the block ends at a blank or unindented line
+            if (frame(p, len, src_root, own_code, out, n)) return 0;
+            p = e;
+        }
     }
     return -1;
 }

@@ -8,9 +8,12 @@
 #define NSA_HARNESS_PYSTACK_H
 #include <stddef.h>
 
-// The first frame of the `Current thread` block (the thread the signal handler ran in: the
-// main thread), else of the first block, as "FUNC (PATH:N)" with PATH relative to src_root
-// when under it. Frames of the dump itself (a function whose name says signal, handler,
-// faulthandler or stack dump) are passed over. 0, or -1 when text holds no Python stack.
+// The innermost frame of the trainer's own code in the `Current thread` block (the thread
+// the signal handler ran in: the main thread; else the first block), as "FUNC (PATH:N)" with
+// PATH relative to src_root when under it. Library frames (Python's own, site-packages,
+// dist-packages: where it waits, e.g. threading's wait or torch's all_reduce) are passed
+// over when an own frame follows; so are frames of the dump itself (a function whose name
+// says signal, sigusr, handler, faulthandler, stack dump). 0, or -1 when text holds no
+// Python stack.
 int pystack_top(const char *text, const char *src_root, char *out, size_t n);
 #endif
