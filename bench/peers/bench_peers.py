@@ -306,13 +306,13 @@ def sel_keys_per_query(topk, S):
     return cnt.sum().item() / (S * idx.shape[0])
 
 
-def bench_case(ad, shape, S, reps, warmup, seed):
+def bench_case(ad, shape, S, reps, warmup, seed, device="cuda"):
     import torch
     H, G, D = SHAPES[shape]
     why = ad.check(H, G, D)
     if why:
         return skip_line(shape, S, ad.name, why)
-    dev = torch.device("cuda")
+    dev = torch.device(device)
     torch.manual_seed(seed)
     q = torch.randn(S, H, D, device=dev, dtype=torch.bfloat16).requires_grad_(True)
     k = torch.randn(S, G, D, device=dev, dtype=torch.bfloat16).requires_grad_(True)
@@ -369,7 +369,7 @@ def child_main(a):
         for sh, S in cases:
             print(skip_line(sh, S, peer, "import failed: %s: %s" % (type(e).__name__, e)), flush=True)
         return 0
-    print("# %s: %s" % (peer, ad.describe()), flush=True)
+    print("# %s on %s: %s" % (peer, torch.cuda.get_device_name(0), ad.describe()), flush=True)
     for sh, S in cases:
         if a.deadline is not None and time.time() > a.deadline:
             print(skip_line(sh, S, peer, "time budget (--budget-s) spent before this case"), flush=True)
@@ -449,17 +449,15 @@ def main(argv):
     info = read_peers_txt(a.peers)
     t0 = time.time()
     deadline = t0 + a.budget_s
-    try:
+    try:   # versions only: the parent leaves CUDA alone (each child makes its own context)
         import torch
-        dev = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no CUDA device"
         tri = "absent"
         try:
             import triton
             tri = triton.__version__
         except Exception:
             pass
-        print("# device: %s; python %s; torch %s; triton %s" % (dev, sys.version.split()[0], torch.__version__, tri),
-              flush=True)
+        print("# python %s; torch %s; triton %s" % (sys.version.split()[0], torch.__version__, tri), flush=True)
     except Exception as e:
         print("# torch unavailable in the parent: %s" % e, flush=True)
     print("# geometry: l=%d d=%d l'=%d n=%d (init %d, local %d); window not timed; bf16, B=1; shapes %s; S %s" %

@@ -81,6 +81,28 @@ idx[0, 5, 2] = 99   # flash_nsa-style pad value (>= blocks): not counted
 want = sum(t + 1 for t in range(S)) / S
 got = bp.sel_keys_per_query(idx, S)
 assert abs(got - want) < 1e-9, (got, want)
+# bench_case end to end on the CPU with a stand-in peer (torch.cuda timing calls made no-ops)
+for f in ("synchronize", "reset_peak_memory_stats", "empty_cache"):
+    setattr(torch.cuda, f, lambda *a, **k: None)
+torch.cuda.max_memory_allocated = lambda *a, **k: 3 * 2 ** 30
+class Fake:
+    name = "fake"
+    calls = 0
+    def check(self, H, G, D): return None if D == 64 else "D %d refused" % D
+    def setup(self, S, dev): self.S = S
+    def forward(self, q, k, v, scale):
+        Fake.calls += 1
+        kk = k.repeat_interleave(q.shape[1] // k.shape[1], dim=1)
+        topk = torch.arange(16, dtype=torch.int32).view(1, 1, 16).expand(k.shape[1], self.S, 16)
+        return [q * kk * scale, (q + kk).float().tanh().to(q.dtype)], topk
+line = bp.bench_case(Fake(), "m7c", 256, 3, 2, 1, device="cpu")
+print(line)
+assert line.startswith("SUMMARY m7c    S=256    B=1   peer=fake keys/query sel ") and "cmp+sel fwd+bwd " in line, line
+assert "median of 3 after 2 warm-up" in line and "peak 3.00 GiB" in line and Fake.calls == 5, (line, Fake.calls)
+want = sum(min(t + 1, 256) for t in range(256)) / 256   # blocks 0..t//64 of 16 listed: every key <= t
+assert " sel %.0f |" % want in line, (want, line)
+refused = bp.bench_case(Fake(), "paper", 256, 3, 2, 1, device="cpu")
+assert refused == "SUMMARY paper  S=256    B=1   peer=fake | SKIP: D 128 refused", refused
 print("imports and helpers ok")
 EOF
 "$PY" "$tmp/imp.py" "$here" "$tmp/peers" > "$tmp/imp.out" 2>&1
