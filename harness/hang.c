@@ -107,11 +107,14 @@ void hang_forensics(CaseResult *r, Str *ev) {
     if (W < 2) return;
     // the table: where every rank is
     str_add(ev, "\n| rank | answered SIGUSR1 | phase · step · layer · op | collectives enqueued / started / completed | "
-                "waiting in | stack (innermost frame of nsa-train) |\n|---|---|---|---|---|---|\n");
+                "waiting in | stack (innermost frame of the trainer's own code) |\n|---|---|---|---|---|---|\n");
     for (int k = 0; k < W; k++) {
         const RankResult *q = &r->ranks[k];
         str_printf(ev, "| %d%s | %s | ", q->rank, result_rank_host(r, k), q->dumped ? "yes, stack written" : q->signalled ? "no stack" : "not asked");
-        if (q->have_state)
+        if (q->have_state && q->heartbeat_file)
+            str_printf(ev, "%s · %d · %d · %s | — (heartbeat file: no collective counters) | ", q->phase, q->step, q->layer,
+                       q->op[0] ? q->op : "-");
+        else if (q->have_state)
             str_printf(ev, "%s · %d · %d · %s | %lld / %lld / %lld | ", q->phase, q->step, q->layer, q->op[0] ? q->op : "-",
                        q->coll_enqueued, q->coll_started, q->coll_completed);
         else str_add(ev, "no flight recorder | — | ");

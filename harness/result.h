@@ -41,6 +41,7 @@ typedef struct {
     char stack_path[2112];   // stacks/rank_R.txt
     char fr_path[2112];      // ranks/rank_R.fr (flight recorder)
     char hb_path[2112];      // ranks/rank_R.hb (heartbeat file, for a trainer that lists `heartbeat`)
+    int heartbeat_file;      // its liveness came from the heartbeat file (no collective counters)
 } RankResult;
 
 typedef struct {

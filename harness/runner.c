@@ -822,7 +822,10 @@ static void case_launch_and_supervise(CaseRun *cr) {
     *w = (Watch){.ctx = ctx, .r = r, .cl = cl, .L = L, .frs = xcalloc((size_t)W, sizeof(FrMap)),
                  .live = trainer_caps_liveness(trainer_caps_of(cr->t)), .hbs = xcalloc((size_t)W, sizeof(HbWatch)),
                  .t0 = mono_s()};
-    for (int k = 0; k < W; k++) w->hbs[k] = (HbWatch){.seq = -1, .seen_ns = mono_ns()};
+    for (int k = 0; k < W; k++) {
+        w->hbs[k] = (HbWatch){.seq = -1, .seen_ns = mono_ns()};
+        r->ranks[k].heartbeat_file = w->live == LIVE_HEARTBEAT;
+    }
     if (gethostname(w->host, sizeof w->host)) w->host[0] = 0;
     w->host[sizeof w->host - 1] = 0;
     if (!prepared || launch_exec(L, err, sizeof err)) {
