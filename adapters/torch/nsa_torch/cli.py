@@ -23,7 +23,8 @@ docs/design.md, trained with autograd and AdamW; speaks the trainer protocol ver
                         RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT
   --bootstrap env       how the world is joined (env only)
   --comm-timeout S      seconds a collective may take (default $NSA_COMM_TIMEOUT or 300): exit 4
-  --rdzv-timeout S      accepted for compatibility (the process group's timeout is --comm-timeout)
+  --rdzv-timeout S      seconds the rendezvous waits for every rank (default $NSA_RDZV_TIMEOUT, else
+                        the larger of --comm-timeout and 60)
   --init-weights FILE   start from these weights (safetensors, every parameter by name, F32/F64)
   --heartbeat FILE      liveness file (one JSON line, replaced atomically)
   --stack-file FILE     where SIGUSR1 / crash stack dumps go (faulthandler); SIGUSR1 exits 138
@@ -52,6 +53,7 @@ class Args:
         self.transport = "none"
         self.bootstrap = "auto"
         self.comm_timeout = None
+        self.rdzv_timeout = None
         self.init_weights = self.heartbeat = self.stack_file = self.log_file = self.dump_step = None
         self.trace_grads = self.gate_stats = self.dump_acts = self.print_env = self.quiet = False
         self.threads = 0
@@ -117,6 +119,8 @@ def parse(argv, A, faults):
                 return err("%s %s: expected a number of seconds > 0" % (a, v))
             if a == "--comm-timeout":
                 A.comm_timeout = t
+            else:
+                A.rdzv_timeout = t
         else:
             setattr(A, a[2:].replace("-", "_"), v)
     return None
@@ -208,7 +212,12 @@ def run(A, cfg, faults, world):
         tr = train.Trainer(A, cfg, faults, world)
         if world.dist:
             tr.beat_init()
-            world.join()
+            if A.rdzv_timeout is None and os.environ.get("NSA_RDZV_TIMEOUT"):
+                try:
+                    A.rdzv_timeout = float(os.environ["NSA_RDZV_TIMEOUT"])
+                except ValueError:
+                    pass
+            world.join(A.rdzv_timeout)
         tr.setup()
         rc = tr.run()
     except (train.UsageError, faultmod.FaultError, DataError) as e:

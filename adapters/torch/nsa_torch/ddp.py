@@ -35,17 +35,24 @@ class World:
         except ValueError as e:
             raise WorldError("--transport %s: bad launcher variable: %s" % (transport, e))
 
-    def join(self):
+    def join(self, rdzv_timeout=None):
+        """The rendezvous and a barrier under the rendezvous timeout (--rdzv-timeout, default the
+        larger of --comm-timeout and 60 s: ranks of a loaded machine may take seconds to import
+        torch), then the group every later collective uses, under --comm-timeout."""
         import torch.distributed as dist
+        rt = rdzv_timeout or max(self.comm_timeout, 60.0)
         dist.init_process_group(self.transport, init_method="env://", rank=self.rank, world_size=self.size,
-                                timeout=datetime.timedelta(seconds=self.comm_timeout))
+                                timeout=datetime.timedelta(seconds=rt))
+        dist.barrier()
+        self.pg = dist.new_group(list(range(self.size)), timeout=datetime.timedelta(seconds=self.comm_timeout),
+                                 backend=self.transport)
 
     def wrap(self, model, cfg):
         import torch
         from torch.nn.parallel import DistributedDataParallel as DDP
         mode = cfg["train"]["ddp_mode"]
         kw = {"find_unused_parameters": mode == "find_unused", "bucket_cap_mb": cfg["train"]["bucket_mb"],
-              "broadcast_buffers": False}
+              "broadcast_buffers": False, "process_group": self.pg}
         if mode == "static_graph":
             kw["static_graph"] = True
         if next(model.parameters()).is_cuda:
@@ -56,19 +63,19 @@ class World:
         import torch
         import torch.distributed as dist
         t = torch.tensor([x], dtype=torch.float64, device=device)
-        dist.all_reduce(t)
+        dist.all_reduce(t, group=self.pg)
         return float(t[0]) / self.size
 
     def gather(self, obj):
         import torch.distributed as dist
         out = [None] * self.size
-        dist.all_gather_object(out, obj)
+        dist.all_gather_object(out, obj, group=self.pg)
         return out
 
     def sum_grads(self, grads):
         import torch.distributed as dist
         for g in grads.values():
-            dist.all_reduce(g)
+            dist.all_reduce(g, group=self.pg)
 
     def close(self, ok):
         if self.dist and ok:
