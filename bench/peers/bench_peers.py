@@ -22,8 +22,8 @@ the format of bench_cuda_attn's SUMMARY line plus `peer=NAME`:
 
 Each peer runs in a child process of its own (a CUDA fault or an import error in one cannot
 take the other down); a case a child never reported gets a SKIP line naming the reason. The
-whole run starts no case once --budget-s seconds have passed, and stops a case still running
---grace-s seconds later.
+whole run starts no case once --budget-s seconds have passed (each peer may use its fair share
+of what is left when it starts), and stops a case still running --grace-s seconds later.
 
 The peers' own files are never modified; this file wraps their public functions:
   flash_nsa  (mdy666/Scalable-Flash-Native-Sparse-Attention; the sequence of HFNSACore.forward):
@@ -462,13 +462,15 @@ def main(argv):
         print("# torch unavailable in the parent: %s" % e, flush=True)
     print("# geometry: l=%d d=%d l'=%d n=%d (init %d, local %d); window not timed; bf16, B=1; shapes %s; S %s" %
           (L_CMP, D_STRIDE, L_SEL, TOP_N, N_INIT, N_LOCAL, ",".join(a.shapes), ",".join(map(str, a.S))), flush=True)
-    for peer in a.only:
-        if time.time() > deadline:
+    for i, peer in enumerate(a.only):
+        now = time.time()
+        if now > deadline:
             for sh in a.shapes:
                 for S in a.S:
                     print(skip_line(sh, S, peer, "time budget (--budget-s) spent before this peer"), flush=True)
             continue
-        run_peer(a, peer, deadline, info)
+        # a fair share of what is left, so one slow peer cannot starve the next
+        run_peer(a, peer, now + (deadline - now) / (len(a.only) - i), info)
     print("# bench_peers.py done in %.0f s" % (time.time() - t0), flush=True)
     return 0
 

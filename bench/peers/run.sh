@@ -3,8 +3,9 @@
 # this machine's GPU, in one command, then the Markdown table of issue 14.
 #
 #   BUILD_DIR  a CUDA build of this repository (BUILD_DIR/bench/bench_cuda_attn). When the
-#              binary is missing it is configured and built here first (sm_90, .deps on the
-#              pkg-config path as bench/gpu_session.sh does), unless BUILD=0. "-" skips ours.
+#              binary is missing it is configured and built here first (the project's default
+#              CUDA architectures, or CMAKE_ARGS; .deps on the pkg-config path as
+#              bench/gpu_session.sh does), unless BUILD=0. "-" skips ours.
 #   DEST       the folder bench/peers/stage.sh made (carried to the GPU machine)
 #   OUT        where the logs and table.md go (default: $OUT if set, else ./peers-out)
 #
@@ -54,7 +55,8 @@ else
     echo "ours: $bin missing: building it (log: $out/build.log)"
     export PKG_CONFIG_PATH=$PWD/.deps/usr/lib/x86_64-linux-gnu/pkgconfig:${PKG_CONFIG_PATH:-}
     export LD_LIBRARY_PATH=$PWD/.deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
-    { timeout "$(left)" cmake -S . -B "$b" -DCMAKE_CUDA_ARCHITECTURES=90 &&
+    # shellcheck disable=SC2086
+    { timeout "$(left)" cmake -S . -B "$b" ${CMAKE_ARGS:-} &&
       timeout "$(left)" cmake --build "$b" -j"$(nproc)" --target bench_cuda_attn; } > "$out/build.log" 2>&1 ||
       { echo "ours: build failed:"; tail -15 "$out/build.log"; }
   fi
@@ -68,13 +70,13 @@ else
   fi
 fi
 
-# ---- peers (grace 30 s for a case in flight at the deadline, 20 s kept for the table)
-pb=$(( $(left) - 50 ))
+# ---- peers (grace 20 s per peer for a case in flight at its deadline, 20 s kept for the table)
+pb=$(( $(left) - 60 ))
 [ "$pb" -ge 30 ] || pb=30
 echo "peers: $PY bench_peers.py --peers $dest --S $S --shape $SHAPE --reps $REPS --budget-s $pb ${PEER_ARGS:-}"
 # shellcheck disable=SC2086
 "$PY" "$here/bench_peers.py" --peers "$dest" --S "$S" --shape "$SHAPE" --reps "$REPS" --budget-s "$pb" \
-  --grace-s 30 ${PEER_ARGS:-} 2>&1 | tee "$out/peers.log"
+  --grace-s 20 ${PEER_ARGS:-} 2>&1 | tee "$out/peers.log"
 
 # ---- table
 echo

@@ -126,6 +126,14 @@ if ! "$PY" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1
     { bad "no-CUDA SKIP lines"; cat "$tmp/p.out"; }
 fi
 
+# a child that hangs is stopped at its share of the budget + grace; the next peer still runs
+sed 's/^def child_main(a):$/def child_main(a):\n    print(case_head("m7c", 2048, a.child) + " keys\/query sel 1 | cmp+sel fwd+bwd 1.000 ms", flush=True)\n    time.sleep(60)/' \
+  "$here/bench_peers.py" > "$tmp/bp_hang.py"
+"$PY" "$tmp/bp_hang.py" --peers "$tmp/peers" --S 2048,8192 --shape m7c --budget-s 4 --grace-s 1 > "$tmp/h.out" 2>&1
+[ "$(grep -c 'S=8192 .*| SKIP: time budget (--budget-s) spent; the case in flight was stopped' "$tmp/h.out")" = 2 ] &&
+  [ "$(grep -c 'S=2048 .*cmp+sel fwd+bwd 1.000 ms' "$tmp/h.out")" = 2 ] &&
+  ok "a hanging peer is stopped at its share of --budget-s, the case named, the next peer runs" || { bad "budget"; cat "$tmp/h.out"; }
+
 # 4. table from known lines, and run.sh end to end with a stand-in bench_cuda_attn
 cat > "$tmp/ours.log" <<'EOF'
 SUMMARY m7c    S=2048   B=1   keys/query cmp 63 sel 993 win 456 | cmp+sel fwd+bwd 0.691 ms | all NSA fwd+bwd 1.000 ms | dense causal fwd+bwd 2.000 ms | dense/NSA 2.00x
