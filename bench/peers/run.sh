@@ -15,6 +15,7 @@
 # device tool's per-command limit is 600): ours is cut at what is left, the peers get what
 # remains minus a margin for the table.
 #   S (2048,8192,65536)  SHAPE (both)  REPS (5)  BUDGET (570)  PYTHON (python3)
+#   COMMIT         what to call this tree in the table (the GPU machine's copy has no .git)
 #   OURS_LOG=FILE  reuse a bench_cuda_attn log instead of running ours
 #   PEER_ARGS      more bench_peers.py arguments (e.g. "--only flash_nsa --warmup 3")
 set -u
@@ -33,7 +34,8 @@ left() { echo $((end - SECONDS)); }
 {
   dev=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)
   echo "device: ${dev:-? (no nvidia-smi answer)}"
-  echo "commit: $(git log -1 --format='%h %cI' 2>/dev/null || echo '?')$(git diff --quiet HEAD 2>/dev/null || echo ' (+ local changes)')"
+  c=${COMMIT:-$(git log -1 --format='%h %cI' 2>/dev/null)}
+  echo "commit: ${c:-? (no .git here: set COMMIT=...)}$( [ -z "${COMMIT:-}" ] && git rev-parse -q HEAD >/dev/null 2>&1 && ! git diff --quiet HEAD 2>/dev/null && echo ' (+ local changes)')"
   echo "date: $(date -u +%Y-%m-%dT%H:%MZ)"
   echo "$("$PY" -c 'import sys, torch; t = "absent"
 try:
