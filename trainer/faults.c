@@ -152,7 +152,7 @@ static const FaultSpec FAULTS[] = {
      "every layer's gate.fc2 weight and bias start at exactly 0, so at step 1 every gate output is exactly "
      "1/3 (softmax) or 0.5 (sigmoid): the branches are mixed uniformly whatever the token",
      "gate-init checks (--gate-stats at step 1: fc2 std vs Xavier gain 0.1, outputs not uniform)",
-     "force_branch set (the gate is bypassed); --resume (the checkpoint's weights replace the init)"},
+     "force_branch set (the gate is bypassed); --resume or --init-weights (the file's weights replace the init)"},
     {"hang", "hang=RANK:STEP:PHASE", p_hang, FAULT_AT_PHASE, ONCE,
      "rank RANK, on entering PHASE (data|forward|backward|optimizer|comm) of step STEP, records the phase in "
      "the flight recorder, then sleeps forever in fault_hang(): the heartbeat stops (comm: the data-parallel "

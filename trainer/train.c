@@ -490,15 +490,16 @@ static int run_build_model(Run *R) {
                     faults->divergent_param);
     }
     model_init_weights(m, R->cfg->seed);
-    // --init-weights: every parameter from the file instead (a file that does not fit this
-    // config is a usage error: exit 2 naming the tensor); faults apply on top, as to the seeded init
+    if (faults) faults_after_init_weights(faults, m);   // gate_zero_init
+    // --init-weights: every parameter from the file instead, exactly (a fault on the seeded
+    // init, gate_zero_init, has no effect, as under --resume); a file that does not fit this
+    // config is a usage error: exit 2 naming the tensor
     if (R->opts->init_weights && checkpoint_load_weights(R->opts->init_weights, m, R->err, sizeof R->err)) {
         fprintf(stderr, "nsa-train: --init-weights: %s\n", R->err);
         if (faults) faults_unbind(faults, m);
         model_free(m);
         return NSA_EXIT_USAGE;
     }
-    if (faults) faults_after_init_weights(faults, m);   // gate_zero_init
     optim_init(&R->opt, m);
     return GO_ON;
 }

@@ -10,6 +10,8 @@
 #     an fp32 run casts to exactly the same parameters (bitwise again); the F32 file loaded
 #     into a cpu64 run equals cpu64's own init to fp32 rounding (close, not equal);
 #  3. a file with one element of blocks.1.attn.k_proj_sel.weight changed changes the loss;
+#     --write-init with --fault gate_zero_init writes zero gates; under --init-weights the
+#     fault has no effect (the file's weights exactly, as under --resume);
 #  4. a missing, extra, misshapen or integer tensor, an unreadable file, a tensor whose bytes
 #     no longer match its recorded digest: exit 2 naming the tensor and the file;
 #     --init-weights with --resume, --write-init into a missing folder: exit 2;
@@ -118,6 +120,19 @@ import json, sys
 a = json.loads(open('$TMP/def/metrics.jsonl').readline())['loss']
 b = json.loads(open('$TMP/pt/metrics.jsonl').readline())['loss']
 sys.exit(not (a != b))"
+
+# ---- 3b. faults on the seeded init: written by --write-init, no effect under --init-weights -----
+"$T" "${TINY[@]}" --write-init "$TMP/zero.st" --fault gate_zero_init >/dev/null 2>&1
+check "--write-init --fault gate_zero_init: the written gate.fc2 weights are all 0" python3 -c "
+import json, struct, sys
+raw = open('$TMP/zero.st', 'rb').read(); n = struct.unpack('<Q', raw[:8])[0]; h = json.loads(raw[8:8 + n])
+t = h['blocks.0.attn.gate.fc2.weight']; b, e = t['data_offsets']
+v = struct.unpack('<%df' % ((e - b) // 4), raw[8 + n + b:8 + n + e])
+sys.exit(not (len(v) > 0 and all(x == 0 for x in v)))"
+"$T" "${TINY[@]}" --steps 3 --out "$TMP/ldf" --init-weights "$TMP/init32.st" --fault gate_zero_init >/dev/null 2>&1
+curve "$TMP/ldf" >"$TMP/ldf.curve"
+check "--init-weights with --fault gate_zero_init: exactly the file's weights (the fault has no effect, as under --resume)" \
+  bash -c "test \$(wc -l <'$TMP/ldf.curve') = 3 && cmp -s '$TMP/def.curve' '$TMP/ldf.curve'"
 
 # ---- 4. files that do not fit: exit 2 naming the tensor and the file ------------------------------
 bad_file() {   # bad_file WHAT ACTION TEXT
