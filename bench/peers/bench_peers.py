@@ -3,6 +3,7 @@
 
     bench_peers.py --peers DEST [--S 2048,8192,65536] [--shape m7c|paper|both] [--reps 5]
                    [--warmup 2] [--only flash_nsa,nsa_triton] [--budget-s 420] [--grace-s 60]
+                   [--check-max-s 2048]
 
 DEST is a folder made by bench/peers/stage.sh (each peer's Python package, exported from a
 snapshot of its repository, and PEERS.txt with the commits). For each peer, shape and S this
@@ -19,6 +20,10 @@ the format of bench_cuda_attn's SUMMARY line plus `peer=NAME`:
 
     SUMMARY paper  S=8192   B=1   peer=flash_nsa keys/query sel 983 | cmp+sel fwd+bwd 8.380 ms | fwd ... | bwd ... | ...
     SUMMARY m7c    S=2048   B=1   peer=nsa_triton | SKIP: <why it could not run>
+
+At S <= --check-max-s (default 2048) one more, untimed forward is compared with an fp32 torch
+reference built from the same inputs and the peer's own top-n indices; the line ends with
+`check vs fp32 torch: cmp rel E sel rel E ok|MISMATCH` (relative L2 error, tolerance 2e-2).
 
 Each peer runs in a child process of its own (a CUDA fault or an import error in one cannot
 take the other down); a case a child never reported gets a SKIP line naming the reason. The
@@ -53,6 +58,7 @@ import types
 SHAPES = {"m7c": (12, 2, 64), "paper": (64, 4, 128)}   # H q heads, G KV heads, D
 L_CMP, D_STRIDE, L_SEL, TOP_N, WINDOW = 32, 16, 64, 16, 512
 N_INIT, N_LOCAL = 1, 2
+CHECK_TOL = 2e-2   # relative L2 error of a bf16 branch output against the fp32 reference
 PEERS = ("flash_nsa", "nsa_triton")
 PKG = {"flash_nsa": "flash_nsa", "nsa_triton": "native_sparse_attention"}
 
@@ -73,6 +79,8 @@ def parse_args(argv):
     ap.add_argument("--budget-s", type=float, default=420.0, help="start no case after this many seconds")
     ap.add_argument("--grace-s", type=float, default=60.0, help="then stop a case still running after this many more")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--check-max-s", type=int, default=2048,
+                    help="compare both branch outputs with an fp32 torch reference at S up to this (0: never)")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--deadline", type=float, default=None, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
@@ -306,7 +314,45 @@ def sel_keys_per_query(topk, S):
     return cnt.sum().item() / (S * idx.shape[0])
 
 
-def bench_case(ad, shape, S, reps, warmup, seed, device="cuda"):
+def ref_outputs(q, k, v, topk, scale):
+    """fp32 torch reference of both branches from the same inputs and the peer's own top-n
+    indices: compressed attention over mean-pooled blocks visible to each row, selected
+    attention over the keys <= t of the valid selected blocks. Returns (o_cmp, o_sel, rows
+    with a visible compressed block)."""
+    import torch
+    S, H, D = q.shape
+    G = k.shape[1]
+    hpg = H // G
+    dev = q.device
+    qf, kf, vf = q.detach().float(), k.detach().float(), v.detach().float()
+    NC = (S - L_CMP) // D_STRIDE + 1
+    win = (torch.arange(NC, device=dev)[:, None] * D_STRIDE + torch.arange(L_CMP, device=dev)[None, :])
+    kc = kf[win].mean(1).repeat_interleave(hpg, dim=1)          # [NC, H, D]
+    vc = vf[win].mean(1).repeat_interleave(hpg, dim=1)
+    t = torch.arange(S, device=dev)
+    vis = (torch.arange(NC, device=dev)[None, :] * D_STRIDE + L_CMP - 1) <= t[:, None]   # [S, NC]
+    sc = torch.einsum("thd,ihd->hti", qf, kc) * scale
+    p = torch.softmax(sc.masked_fill(~vis, float("-inf")), -1).nan_to_num(0.0)
+    o_cmp = torch.einsum("hti,ihd->thd", p, vc)
+    NS = (S + L_SEL - 1) // L_SEL
+    idx = topk.long()
+    valid = (idx >= 0) & (idx <= (t // L_SEL).view(1, S, 1))
+    blk = torch.zeros(G, S, NS, dtype=torch.int32, device=dev)
+    blk.scatter_add_(2, idx.clamp(0, NS - 1), valid.int())
+    keym = (blk > 0)[:, :, t // L_SEL] & (t[None, :] <= t[:, None])[None]          # [G, S(t), S(s)]
+    keym = keym.repeat_interleave(hpg, dim=0)                                      # [H, S, S]
+    ss = torch.einsum("thd,shd->hts", qf, kf.repeat_interleave(hpg, dim=1)) * scale
+    ps = torch.softmax(ss.masked_fill(~keym, float("-inf")), -1).nan_to_num(0.0)
+    o_sel = torch.einsum("hts,shd->thd", ps, vf.repeat_interleave(hpg, dim=1))
+    return o_cmp, o_sel, t >= L_CMP - 1
+
+
+def rel_err(x, ref, rows):
+    x, ref = x.detach().float()[rows], ref[rows]
+    return ((x - ref).norm() / ref.norm().clamp(min=1e-30)).item()
+
+
+def bench_case(ad, shape, S, reps, warmup, seed, device="cuda", check_max_s=2048):
     import torch
     H, G, D = SHAPES[shape]
     why = ad.check(H, G, D)
@@ -342,12 +388,21 @@ def bench_case(ad, shape, S, reps, warmup, seed, device="cuda"):
             tt.append((t2 - t0) * 1e3)
         del outs, topk
     peak = torch.cuda.max_memory_allocated() / 2 ** 30
+    check = ""
+    if S <= check_max_s:   # not timed: do the wrappers call the peer right? (scale, layout, causality)
+        with torch.no_grad():
+            outs, topk = ad.forward(q, k, v, scale)
+            r_cmp, r_sel, rows = ref_outputs(q, k, v, topk, scale)
+            e_cmp, e_sel = rel_err(outs[0], r_cmp, rows), rel_err(outs[1], r_sel, slice(None))
+            del outs, topk, r_cmp, r_sel
+        verdict = "ok" if max(e_cmp, e_sel) <= CHECK_TOL else "MISMATCH"
+        check = " | check vs fp32 torch: cmp rel %.1e sel rel %.1e %s" % (e_cmp, e_sel, verdict)
 
     def med(x):
         return sorted(x)[len(x) // 2]
     return ("%s keys/query sel %.0f | cmp+sel fwd+bwd %.3f ms | fwd %.3f ms | bwd %.3f ms | min %.3f ms | "
-            "peak %.2f GiB | median of %d after %d warm-up" %
-            (case_head(shape, S, ad.name), keys, med(tt), med(tf), med(tb), min(tt), peak, len(tt), warmup))
+            "peak %.2f GiB | median of %d after %d warm-up%s" %
+            (case_head(shape, S, ad.name), keys, med(tt), med(tf), med(tb), min(tt), peak, len(tt), warmup, check))
 
 
 def child_main(a):
@@ -376,7 +431,7 @@ def child_main(a):
             continue
         reps = min(a.reps, 3) if S >= 32768 else a.reps
         try:
-            line = bench_case(ad, sh, S, reps, a.warmup, a.seed)
+            line = bench_case(ad, sh, S, reps, a.warmup, a.seed, check_max_s=a.check_max_s)
         except Exception as e:
             import traceback
             traceback.print_exc()
@@ -403,7 +458,7 @@ def run_peer(a, peer, deadline, info):
           flush=True)
     cmd = [sys.executable, "-u", os.path.abspath(__file__), "--child", peer, "--peers", a.peers,
            "--S", ",".join(map(str, a.S)), "--shape", a.shape, "--reps", str(a.reps), "--warmup", str(a.warmup),
-           "--seed", str(a.seed), "--deadline", "%.3f" % deadline]
+           "--seed", str(a.seed), "--check-max-s", str(a.check_max_s), "--deadline", "%.3f" % deadline]
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, bufsize=1)
     sel = selectors.DefaultSelector()
     sel.register(p.stdout, selectors.EVENT_READ)

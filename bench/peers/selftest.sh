@@ -85,21 +85,31 @@ assert abs(got - want) < 1e-9, (got, want)
 for f in ("synchronize", "reset_peak_memory_stats", "empty_cache"):
     setattr(torch.cuda, f, lambda *a, **k: None)
 torch.cuda.max_memory_allocated = lambda *a, **k: 3 * 2 ** 30
-class Fake:
+class Fake:   # a stand-in peer that is right by construction (the reference, rounded to bf16)
     name = "fake"
     calls = 0
+    skew = 1.0
     def check(self, H, G, D): return None if D == 64 else "D %d refused" % D
     def setup(self, S, dev): self.S = S
     def forward(self, q, k, v, scale):
         Fake.calls += 1
-        kk = k.repeat_interleave(q.shape[1] // k.shape[1], dim=1)
-        topk = torch.arange(16, dtype=torch.int32).view(1, 1, 16).expand(k.shape[1], self.S, 16)
-        return [q * kk * scale, (q + kk).float().tanh().to(q.dtype)], topk
+        # block 0 forced, then blocks 3, 2, 1 where visible; pad 99 (flash_nsa style) and -1
+        topk = torch.tensor([0, 3, 2, 1, 99, -1], dtype=torch.int32).view(1, 1, 6).expand(k.shape[1], self.S, 6)
+        rc, rs, _ = bp.ref_outputs(q, k, v, topk, scale * self.skew)
+        z = (q * 0).to(q.dtype)
+        return [rc.to(q.dtype) + z, rs.to(q.dtype) + z], topk
 line = bp.bench_case(Fake(), "m7c", 256, 3, 2, 1, device="cpu")
 print(line)
 assert line.startswith("SUMMARY m7c    S=256    B=1   peer=fake keys/query sel ") and "cmp+sel fwd+bwd " in line, line
-assert "median of 3 after 2 warm-up" in line and "peak 3.00 GiB" in line and Fake.calls == 5, (line, Fake.calls)
-want = sum(min(t + 1, 256) for t in range(256)) / 256   # blocks 0..t//64 of 16 listed: every key <= t
+assert "median of 3 after 2 warm-up" in line and "peak 3.00 GiB" in line and Fake.calls == 6, (line, Fake.calls)
+assert line.endswith(" ok") and "check vs fp32 torch: cmp rel " in line, line
+Fake.skew = 1.5   # a wrapper passing the wrong softmax scale is caught
+bad = bp.bench_case(Fake(), "m7c", 256, 1, 1, 1, device="cpu")
+assert bad.endswith(" MISMATCH"), bad
+nochk = bp.bench_case(Fake(), "m7c", 256, 1, 1, 1, device="cpu", check_max_s=0)
+assert "check vs" not in nochk, nochk
+Fake.skew = 1.0
+want = sum(min(t + 1, 256) for t in range(256)) / 256   # S=256: blocks 0..3 all listed: every key <= t
 assert " sel %.0f |" % want in line, (want, line)
 refused = bp.bench_case(Fake(), "paper", 256, 3, 2, 1, device="cpu")
 assert refused == "SUMMARY paper  S=256    B=1   peer=fake | SKIP: D 128 refused", refused
