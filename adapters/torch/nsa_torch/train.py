@@ -163,6 +163,14 @@ class Trainer:
         cfg, a = self.cfg, self.a
         self.beat_init()
         os.makedirs(self.out, exist_ok=True)
+        if a.dump_step:   # a path that can never be written fails now, not after the step (as nsa-train)
+            d = os.path.dirname(a.dump_step) or "."
+            if os.path.isdir(a.dump_step):
+                raise UsageError("--dump-step %s: is a directory (give a file name)" % a.dump_step)
+            if not os.path.isdir(d):
+                raise UsageError("--dump-step %s: directory %s does not exist (create it first)" % (a.dump_step, d))
+            if not os.access(d, os.W_OK | os.X_OK):
+                raise UsageError("--dump-step %s: directory %s is not writable" % (a.dump_step, d))
         torch.manual_seed(0)
         self.model = NSAModel(cfg).to(self.device, self.pdtype)
         self.names = list(self.model.names)
