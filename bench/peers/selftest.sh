@@ -150,7 +150,7 @@ SUMMARY m7c    S=2048   B=1   keys/query cmp 63 sel 993 win 456 | cmp+sel fwd+bw
 SUMMARY paper  S=65536  B=1   keys/query cmp 2047 sel 1023 win 512 | cmp+sel fwd+bwd 230.900 ms | all NSA fwd+bwd 240.000 ms | dense causal fwd+bwd 1500.000 ms | dense/NSA 6.25x
 EOF
 cat > "$tmp/peers.log" <<'EOF'
-SUMMARY m7c    S=2048   B=1   peer=flash_nsa keys/query sel 993 | cmp+sel fwd+bwd 4.670 ms | fwd 1.000 ms | bwd 3.670 ms
+SUMMARY m7c    S=2048   B=1   peer=flash_nsa keys/query sel 993 | cmp+sel fwd+bwd 4.670 ms | fwd 1.000 ms | bwd 3.670 ms | check vs fp32 torch: cmp rel 3.1e-03 sel rel 4.0e-03 ok
 SUMMARY m7c    S=2048   B=1   peer=nsa_triton | SKIP: AssertionError: too big
 SUMMARY paper  S=65536  B=1   peer=flash_nsa keys/query sel 1023 | cmp+sel fwd+bwd 115.300 ms | fwd 40.000 ms | bwd 75.300 ms
 SUMMARY paper  S=65536  B=1   peer=nsa_triton keys/query sel 1022 | cmp+sel fwd+bwd 160.000 ms | fwd 60.000 ms | bwd 100.000 ms
@@ -159,6 +159,7 @@ EOF
 grep -qF "| paper: 64 q / 4 KV, D 128, top-16 × 64 | 65,536 | 230.9 | **115.3** | 160.0 | 0.50× | 0.69× | 1023 / 1023 / 1022 |" "$tmp/t.md" &&
   grep -qF "| m7c: 12 q / 2 KV, D 64 | 2,048 | **0.69** | 4.67 | — | 6.76× | — | 993 / 993 / — |" "$tmp/t.md" &&
   grep -qF -- "- NSA-triton, m7c, S=2048: AssertionError: too big" "$tmp/t.md" &&
+  grep -qF "flash_nsa m7c S=2048 ok (cmp rel 3.1e-03 sel rel 4.0e-03)" "$tmp/t.md" &&
   ok "table.py: cells, bold fastest, ratios peer/ours, SKIP reason listed" || { bad "table.py"; cat "$tmp/t.md"; }
 mkdir -p "$tmp/build/bench"
 printf '#!/bin/sh\necho "args: $*" >&2\ncat %s\n' "$tmp/ours.log" > "$tmp/build/bench/bench_cuda_attn"

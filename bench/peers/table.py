@@ -23,6 +23,10 @@ LINE = re.compile(r"^SUMMARY\s+(\S+)\s+S=(\d+)\s+B=(\d+)\s+(?:peer=(\S+)\s*)?(.*
 MS = re.compile(r"cmp\+sel fwd\+bwd ([0-9.]+) ms")
 SEL = re.compile(r"keys/query\b.*?\bsel ([0-9.]+)")
 SKIP = re.compile(r"\|\s*SKIP:\s*(.*)$")
+CHECK = re.compile(r"check vs fp32 torch: (cmp rel \S+ sel rel \S+) (ok|MISMATCH)")
+
+
+CHECKS = []   # (who, shape, S, errors, verdict) from the peers' check fields
 
 
 def parse(path, default_who):
@@ -40,6 +44,9 @@ def parse(path, default_who):
                 continue
             shape, S, who, rest = m.group(1), int(m.group(2)), m.group(4) or default_who, m.group(5)
             ms, sel, skip = MS.search(rest), SEL.search(rest), SKIP.search(rest)
+            chk = CHECK.search(rest)
+            if chk:
+                CHECKS.append((who, shape, S, chk.group(1), chk.group(2)))
             out.setdefault((shape, S), {})[who] = (float(ms.group(1)) if ms else None,
                                                    float(sel.group(1)) if sel else None,
                                                    skip.group(1) if skip else (None if ms else "no time in its line"))
@@ -100,6 +107,10 @@ def build(ours, peers, header_lines):
         out.append("")
         out.append("Not measured:")
         out.extend("- " + n for n in notes)
+    if CHECKS:
+        out.append("")
+        out.append("Output checks against an fp32 torch reference (same inputs, the peer's own top-n): " + "; ".join(
+            "%s %s S=%d %s (%s)" % (LABEL.get(w, w), sh, S, v, e) for w, sh, S, e, v in CHECKS) + ".")
     return out
 
 
