@@ -12,6 +12,7 @@
 # Needs a python with torch (NSA_TORCH_PYTHON, else python3, else /usr/bin/python3) and the
 # snapshots stage.sh defaults to (or FLASH_NSA_GIT / NSA_TRITON_GIT); exit 77 when either is missing.
 set -u
+export PYTHONDONTWRITEBYTECODE=1   # no __pycache__ left in bench/peers
 here=$(cd "$(dirname "$0")" && pwd)
 PY=
 for c in "${NSA_TORCH_PYTHON:-}" python3 /usr/bin/python3; do
