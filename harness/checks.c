@@ -961,8 +961,23 @@ int is_reference_case(const Scenario *s, const char *name) {
     return 0;
 }
 
+// dump_match compares activations when one of its "tensors" globs starts with "acts.":
+// the trainer is then asked for --dump-acts too (the cross-trainer parity localises a
+// forward difference by layer and branch that way).
+static int dump_wants_acts(const CheckSpec *cs) {
+    if (strcmp(cs->kind, "dump_match")) return 0;
+    size_t i;
+    json_t *g;
+    json_array_foreach(json_object_get(cs->params, "tensors"), i, g)
+        if (json_is_string(g) && !strncmp(json_string_value(g), "acts.", 5)) return 1;
+    return 0;
+}
+
 unsigned checks_needs(const Scenario *s) {
     unsigned n = 0;
-    for (int i = 0; i < s->n_checks; i++) n |= check_find(s->checks[i].kind)->needs;
+    for (int i = 0; i < s->n_checks; i++) {
+        n |= check_find(s->checks[i].kind)->needs;
+        if (dump_wants_acts(&s->checks[i])) n |= NEED_DUMP_ACTS;
+    }
     return n;
 }
