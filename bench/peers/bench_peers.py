@@ -464,7 +464,16 @@ def run_peer(a, peer, deadline, info):
     sel.register(p.stdout, selectors.EVENT_READ)
     why_missing = None
     grace = a.grace_s   # a case started just before the deadline may finish
-    buf = ""
+
+    def handle(chunk):
+        line = chunk.rstrip("\n")
+        print(line, flush=True)
+        if line.startswith("SUMMARY"):
+            f = line.split()
+            try:
+                seen.add((f[1], int(f[2][2:])))
+            except (IndexError, ValueError):
+                pass
     while True:
         left = deadline + grace - time.time()
         if left <= 0:
@@ -478,15 +487,10 @@ def run_peer(a, peer, deadline, info):
         chunk = p.stdout.readline()
         if not chunk:
             break
-        buf = chunk.rstrip("\n")
-        print(buf, flush=True)
-        if buf.startswith("SUMMARY"):
-            f = buf.split()
-            try:
-                seen.add((f[1], int(f[2][2:])))
-            except (IndexError, ValueError):
-                pass
+        handle(chunk)
     rc = p.wait()
+    for chunk in p.stdout:   # lines already buffered when the child ended or was stopped
+        handle(chunk)
     if why_missing is None and rc != 0:
         why_missing = "the %s child process ended with status %d (its stderr above says why)" % (peer, rc)
     for sh, S in cases:
