@@ -12,12 +12,13 @@
 # Steps: env.txt (device, commit, versions) → ours: bench_cuda_attn --S $S --shape $SHAPE
 # --reps $REPS (ours.log) → peers: bench_peers.py, same S/shape/reps (peers.log) → table.py
 # (table.md, also printed). The whole command keeps inside BUDGET seconds (default 570, the
-# device tool's per-command limit is 600): ours is cut at what is left, the peers get what
-# remains minus a margin for the table.
+# device tool's per-command limit is 600): the build and ours are cut so that PEER_RESERVE
+# seconds remain, the peers get what remains minus a margin for the table.
 #   S (2048,8192,65536)  SHAPE (both)  REPS (5)  BUDGET (570)  PYTHON (python3)
 #   COMMIT         what to call this tree in the table (the GPU machine's copy has no .git)
 #   OURS_LOG=FILE  reuse a bench_cuda_attn log instead of running ours
 #   PEER_ARGS      more bench_peers.py arguments (e.g. "--only flash_nsa --warmup 3")
+#   PEER_RESERVE   seconds the build and ours must leave for the peers + table (240)
 set -u
 usage() { echo "usage: run.sh BUILD_DIR|- DEST [OUT]" >&2; exit 2; }
 [ $# -ge 2 ] || usage
@@ -29,7 +30,8 @@ case $BUDGET in ''|*[!0-9]*) echo "run.sh: BUDGET wants whole seconds, got '$BUD
 mkdir -p "$out" || exit 2
 export PYTHONUNBUFFERED=1
 end=$((SECONDS + BUDGET))
-left() { echo $((end - SECONDS)); }
+reserve=${PEER_RESERVE:-240}   # seconds the build and ours leave for the peers and the table
+left() { local l=$((end - SECONDS - ${1:-0})); [ "$l" -ge 1 ] && echo "$l" || echo 1; }   # never 0 (= no limit)
 
 {
   dev=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)
@@ -58,13 +60,13 @@ else
     export PKG_CONFIG_PATH=$PWD/.deps/usr/lib/x86_64-linux-gnu/pkgconfig:${PKG_CONFIG_PATH:-}
     export LD_LIBRARY_PATH=$PWD/.deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
     # shellcheck disable=SC2086
-    { timeout "$(left)" cmake -S . -B "$b" ${CMAKE_ARGS:-} &&
-      timeout "$(left)" cmake --build "$b" -j"$(nproc)" --target bench_cuda_attn; } > "$out/build.log" 2>&1 ||
+    { timeout "$(left "$reserve")" cmake -S . -B "$b" ${CMAKE_ARGS:-} &&
+      timeout "$(left "$reserve")" cmake --build "$b" -j"$(nproc)" --target bench_cuda_attn; } > "$out/build.log" 2>&1 ||
       { echo "ours: build failed:"; tail -15 "$out/build.log"; }
   fi
   if [ -x "$bin" ]; then
     echo "ours: $bin --S $S --shape $SHAPE --reps $REPS"
-    timeout "$(( $(left) > 60 ? $(left) - 60 : 1 ))" "$bin" --S "$S" --shape "$SHAPE" --reps "$REPS" 2>&1 | tee "$out/ours.log"
+    timeout "$(left "$reserve")" "$bin" --S "$S" --shape "$SHAPE" --reps "$REPS" 2>&1 | tee "$out/ours.log"
     st=${PIPESTATUS[0]}
     [ "$st" = 0 ] || echo "ours: bench_cuda_attn ended with status $st (124: cut at the time budget)"
   else
@@ -73,7 +75,7 @@ else
 fi
 
 # ---- peers (grace 20 s per peer for a case in flight at its deadline, 20 s kept for the table)
-pb=$(( $(left) - 60 ))
+pb=$(left 60)
 [ "$pb" -ge 30 ] || pb=30
 echo "peers: $PY bench_peers.py --peers $dest --S $S --shape $SHAPE --reps $REPS --budget-s $pb ${PEER_ARGS:-}"
 # shellcheck disable=SC2086
