@@ -52,6 +52,11 @@ EOF
 }
 
 # ---- 1. a run with --trainer-cmd ---------------------------------------------------------------------
+expect_exit "the minimal trainer rejects an unknown flag with exit 2" 2 python3 "$MT" --bogus
+check "... naming it" has "$TMP/out" "unknown option '--bogus'"
+check "... its --protocol-info: protocol 2, only what it supports" python3 -c "
+import json, subprocess, sys; i = json.loads(subprocess.check_output([sys.executable, '$MT', '--protocol-info']))
+f = i['features']; sys.exit(not (i['protocol'] == 2 and f['diagnostics'] == ['heartbeat', 'stack_dump'] and f['faults'] == ['hang']))"
 scenario mini 7 30 ""
 expect_exit "--trainer-cmd: the minimal trainer's case passes" 0 "$H" run "$TMP/mini.json" --profile ci --trainer-cmd "$CMD" --out "$TMP/r1"
 C="$TMP/r1/mini/default"
