@@ -516,8 +516,6 @@ static const char *const PARITY_KEYS[] = {"check", "reference", "metric", "toler
 static const char *const DUMP_KEYS[] = {"check", "reference", "tensors", "tolerance", NULL};
 static const char *const GROWTH_KEYS[] = {"check", "metric", "skip", "window", "max_ratio", "max_bytes", NULL};
 
-// "reference": a case glob that must match exactly one case of the scenario (or
-// a case its family creates) — and not every case.
 // How close reference candidate q is to case c: the axes on which their labels agree
 // first (a reference per precision picks the one of c's precision), then the length of
 // their names' common prefix (the generated cases of a GC bisection).
@@ -528,6 +526,10 @@ static int reference_score(const Scenario *s, const Case *c, const Case *q) {
     while (k < 1000 && q->name[k] && q->name[k] == c->name[k]) k++;
     return same * 1000 + k;
 }
+
+// "reference": a case glob that matches exactly one case of the scenario (or a case its
+// family creates), or one case per value of the other axes (each other case then has
+// exactly one closest by reference_score).
 
 static void reference_validate(const Scenario *s, const json_t *params, const char *jpath, Problems *ps) {
     const json_t *ref = json_object_get(params, "reference");
