@@ -922,7 +922,8 @@ static const CheckDef CHECKS[] = {
      0, drop_validate, drop_evaluate, 0},
     {"parity", "a per-step metric (loss) equals the reference case's at every step; the first diverging step",
      0, parity_validate, parity_evaluate, 1},
-    {"dump_match", "the step-1 dump (logits, gradients, ...) equals the reference case's, tensor by tensor",
+    {"dump_match", "the step-1 dump (logits, activations, gradients) equals the reference case's, tensor by tensor; "
+                   "the first differing tensor in the order a step computes them, by layer and branch",
      NEED_DUMP, dump_validate, dump_evaluate, 1},
     {"growth", "no per-step growth of step time or memory beyond a threshold (leaks, state carried across steps)",
      0, growth_validate, growth_evaluate, 0},
