@@ -25,6 +25,7 @@
 # A reference glob may match one case per value of the other axes ("v=0.5,*" over a phi axis):
 # each case compares with the reference of its own phi (labels first, then the name's
 # prefix); a glob that leaves a case equally close to two references is a validation error.
+# A tolerance may be given per case (an object of case globs, first match wins).
 set -u
 BUILD=${1:?usage: dump_match_first.sh BUILD_DIR}
 BUILD=$(cd "$BUILD" && pwd)
@@ -131,6 +132,24 @@ v = {c['case']: c['verdict'] for c in json.load(open('$TMP/r2/summary.json'))['c
 sys.exit(not (v == {'v=0.5,p=avg': 'PASS', 'v=0.5,p=mlp': 'PASS', 'v=0.25,p=avg': 'FAIL', 'v=0.25,p=mlp': 'FAIL'}) and print(v) is None)"
 check "... each against the reference of its own phi (the same first tensor, nothing missing)" \
   test "$(grep -cE 'FAIL +dump_axes/v=0\.25,p=(avg|mlp) .*4 of [0-9]+ tensors differ from v=0\.5,p=\1; first differing tensor: `grads\.blocks\.1\.attn\.k_proj_sel\.weight`' "$TMP/run2.out")" = 2
+# ---- a tolerance per case (first matching glob wins; every case must match one) -----------------
+python3 - "$TMP/scn.json" "$TMP/scn4.json" "$TMP/scn5.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+s["name"] = "dump_tol"
+s["matrix"]["v"]["values"] = [0.5, 0.25, 0.125]
+s["checks"][0]["tolerance"] = {"ci": {"v=0.25": 0.6, "*": 1e-4}}
+json.dump(s, open(sys.argv[2], "w"))
+s["checks"][0]["tolerance"] = {"v=0.25": 0.6, "v=0.5": 1e-4}
+json.dump(s, open(sys.argv[3], "w"))
+PY
+"$H" run "$TMP/scn4.json" --trainer "$TMP/trainer" --out "$TMP/r4" >"$TMP/run4.out" 2>&1
+check "per-case tolerance: b (its edits up to relative 0.5) PASSes under 0.6, c still FAILs under 1e-4" \
+  bash -c "grep -q 'PASS  dump_tol/v=0.25 .*within relative 0.6' '$TMP/run4.out' && grep -q 'FAIL  dump_tol/v=0.125 .*> 0.0001' '$TMP/run4.out'"
+"$H" validate "$TMP/scn5.json" >"$TMP/v5.out" 2>&1
+rc=$?
+check "a case no tolerance glob matches: exit 2 naming it (exit $rc)" \
+  bash -c "test $rc = 2 && grep -q 'tolerance: case v=0.125 matches none of its case globs' '$TMP/v5.out'"
 "$H" validate "$TMP/scn3.json" >"$TMP/v3.out" 2>&1
 rc=$?
 check "a reference glob that leaves a case equally close to two: exit 2, says which (exit $rc)" \
