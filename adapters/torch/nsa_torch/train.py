@@ -214,6 +214,7 @@ class Trainer:
         self.trace = diag.GradTrace(self.out, self.rank, self.names, set(self.model.expected_unused())) \
             if a.trace_grads else None
         self._hooks = []
+        self.buckets = None
         self.arrived = set()
         if self.trace is not None or self.world.dist:
             for n, p in self.model.named_parameters():
@@ -366,6 +367,7 @@ class Trainer:
         (recorded at step 1): otherwise exit 5 naming them. find_unused: DDP marks them ready."""
         mode = self.cfg["train"]["ddp_mode"]
         missing = [n for n in self.names if n not in self.arrived]
+        self.bucket_record(step, mode, missing)
         if mode == "default" and missing:
             print("[DDP] step=%d rank=%d bucket never launched: missing %s" % (step, self.rank, ", ".join(missing)),
                   flush=True)
@@ -394,6 +396,21 @@ class Trainer:
                     sys.stderr.write(ln + "\n")
                 return 5
         return EXIT_OK
+
+    def bucket_record(self, step, mode, missing):
+        """OUT/buckets.jsonl (docs/ddp.md), simplified: torch DDP's bucket layout is internal, so
+        one record per step and rank stands for the whole reduction ("bucket": 0, every parameter
+        in reverse order): launched unless a gradient is missing in default mode, and the
+        parameters whose gradient never arrived (find_unused / static_graph: marked ready by DDP,
+        still named). Written before any wait."""
+        if self.buckets is None:
+            self.buckets = diag.Jsonl(os.path.join(self.out, "buckets.jsonl"))
+        pb = 8 if self.pdtype == torch.float64 else 4
+        launched = not (mode == "default" and missing)
+        self.buckets.write({"step": step, "rank": self.rank, "bucket": 0, "elements": self.n_elems,
+                            "bytes": self.n_elems * pb, "dtype": "f64" if pb == 8 else "f32",
+                            "params": list(reversed(self.names)), "ready_ms": None, "launched": launched,
+                            "coll_seq": None, "launch_ms": None, "complete_ms": None, "missing": missing})
 
     def adamw(self, grads, gnorm, lr, step):
         t = self.cfg["train"]
