@@ -6,7 +6,7 @@
 #   loads), a bad flag / unknown fault exit 2, a tiny run's metrics.jsonl with a falling loss;
 #   the data bitwise equal to nsa-train's (step-1 dump inputs/targets, learnable and text);
 #   from nsa-train's --write-init weights, loss and every gradient within 1e-4 relative of
-#   nsa-train (fp32; the worst is printed); batched == sequential prefill and checkpointing ==
+#   nsa-train (fp32; the worst is printed) and within 1e-12 in fp64 (cpu64, phi mlp); batched == sequential prefill and checkpointing ==
 #   none, bitwise; the faults' documented effects (gate_zero_init, drop_grad, nan_at_seqlen,
 #   hang + SIGUSR1, heartbeat); 2 gloo ranks: a clean run with the same loss on both ranks
 #   and identical weights, and divergent_unused in default mode ending with exit 4 on both.
@@ -77,6 +77,12 @@ echo "parity with nsa-train (cpu, fp32) from the same weights and batch:"
 "$py" adapters/torch/tools/compare_dumps.py "$TMP/t.st" "$TMP/c.st" --tol 1e-4 | sed 's/^/    /'
 check "loss and every gradient within 1e-4 relative of nsa-train, inputs/targets bitwise" \
   cmpdump "$TMP/t.st" "$TMP/c.st" --tol 1e-4
+$NT --config $CFG --backend cpu64 --set nsa.phi=mlp --steps 1 --dump-step "$TMP/c64.st" --out "$TMP/c64" --quiet
+$T --config $CFG --backend cpu64 --set nsa.phi=mlp --steps 1 --dump-step "$TMP/t64.st" --out "$TMP/t64" --quiet
+echo "parity with nsa-train (cpu64, fp64, phi mlp):"
+"$py" adapters/torch/tools/compare_dumps.py "$TMP/t64.st" "$TMP/c64.st" --tol 1e-12 | sed 's/^/    /'
+check "fp64: loss and every gradient within 1e-12 relative of nsa-train's cpu64 (the same math)" \
+  cmpdump "$TMP/t64.st" "$TMP/c64.st" --tol 1e-12
 $T --config $CFG --steps 1 --out "$TMP/t0" --quiet --dump-step "$TMP/t0.st"
 check "own seeded init equals nsa-train's (same loss and gradients, bitwise)" \
   cmpdump "$TMP/t0.st" "$TMP/t.st" --tol 0 --exact inputs targets logits loss

@@ -265,7 +265,10 @@ class NSAModel(nn.Module):
             ctx.check("logits", logits, -1, "", "matmul_fwd(lm_head)")
         if logits.requires_grad:
             logits.register_hook(_bwd_beat(ctx, -1, "head_bwd"))
-        losses = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1), reduction="none")
+        lg = logits.reshape(-1, logits.shape[-1])
+        if lg.dtype in (torch.float16, torch.bfloat16):
+            lg = lg.float()
+        losses = F.cross_entropy(lg, targets.reshape(-1), reduction="none")
         return logits, losses
 
     def decode(self, pw, x, ctx):
