@@ -685,20 +685,28 @@ static void parity_evaluate(const json_t *params, CaseResult *r, const ScenarioR
             }
         }
     }
-    json_object_set_new(r->facts, "parity_reference", json_string(ref->c->name));
-    json_object_set_new(r->facts, "parity_steps", json_integer((json_int_t)n));
-    json_object_set_new(r->facts, "parity_max_rel", json_real(isfinite(maxrel) ? maxrel : -1));
+    // facts: parity_reference, parity_steps, parity_max_rel, first_diverging_step for the
+    // loss; the same names + "_<metric>" for another metric (a scenario may check both)
+    char sfx[32] = "", key[64];
+    if (strcmp(metric, "loss")) snprintf(sfx, sizeof sfx, "_%s", metric);
+#define PARITY_FACT(name, value) (snprintf(key, sizeof key, "%s%s", name, sfx), json_object_set_new(r->facts, key, value))
+    PARITY_FACT("parity_reference", json_string(ref->c->name));
+    PARITY_FACT("parity_steps", json_integer((json_int_t)n));
+    PARITY_FACT("parity_max_rel", json_real(isfinite(maxrel) ? maxrel : -1));
     if (first >= 0) {
-        json_object_set_new(r->facts, "first_diverging_step", json_integer(first));
+        PARITY_FACT("first_diverging_step", json_integer(first));
         Finding *f = result_finding(r, "parity", 0, "%s diverges from %s at step %d (%.9g vs %.9g); %d of %zu steps differ",
                                     metric, ref->c->name, first, fa, fb, ndiff, n);
         str_printf(&f->details, "- tolerance %s; max relative difference %.3g over %zu steps\n",
                    tol == 0 ? "0 (bitwise)" : "relative", maxrel, n);
         if (na != nb) str_printf(&f->details, "- step counts differ: %zu here, %zu in %s\n", na, nb, ref->c->name);
     } else {
-        result_finding(r, "parity", na == nb, "%s equal to %s at all %zu steps (%s)", metric, ref->c->name, n,
-                       tol == 0 ? "bitwise" : "within tolerance");
+        char how[96];
+        if (tol == 0) snprintf(how, sizeof how, "bitwise");
+        else snprintf(how, sizeof how, "within relative %g; max %.2g", tol, maxrel);
+        result_finding(r, "parity", na == nb, "%s equal to %s at all %zu steps (%s)", metric, ref->c->name, n, how);
     }
+#undef PARITY_FACT
 }
 
 static void dump_validate(const Scenario *s, const json_t *params, const char *jpath, Problems *ps) {
