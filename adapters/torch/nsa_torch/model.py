@@ -242,6 +242,8 @@ class NSAModel(nn.Module):
         x = F.embedding(inputs, pw["tok_emb.weight"])
         if ctx.check is not None:
             ctx.check("tok_emb.out", x, -1, "", "embedding_fwd")
+        if x.requires_grad:
+            x.register_hook(_bwd_beat(ctx, -1, "embedding_bwd"))
         ck0, ck1 = cfg["train"]["checkpoint_layers"]
         sequential = ctx.sequential and ctx.check is None and ctx.acts is None
         dec = self.decode(pw, x.detach(), ctx) if sequential else None
