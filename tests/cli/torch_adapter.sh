@@ -71,6 +71,10 @@ check "metrics.jsonl: 3 records, loss falls" jq_py '
 r = [json.loads(l) for l in open(sys.argv[1])]
 assert [x["step"] for x in r] == [1, 2, 3] and r[-1]["loss"] < r[0]["loss"], r
 assert all(k in r[0] for k in ("loss", "grad_norm", "lr", "ms", "tok_per_s", "mem_bytes", "rss_bytes"))' "$TMP/t/metrics.jsonl"
+$NT --config $CFG --steps 3 --out "$TMP/n3" --quiet
+check "metrics.jsonl data_digest (the tokens of each step) equal to nsa-train's over 3 steps" jq_py '
+a = [json.loads(l)["data_digest"] for l in open(sys.argv[1])]; b = [json.loads(l)["data_digest"] for l in open(sys.argv[2])]
+assert a == b and len(a) == 3, (a, b)' "$TMP/t/metrics.jsonl" "$TMP/n3/metrics.jsonl"
 check "heartbeat: the last beat says exited, exit_code 0, phase exit" jq_py '
 d = json.load(open(sys.argv[1])); assert d["exited"] and d["exit_code"] == 0 and d["phase"] == "exit" and d["seq"] > 10, d' "$TMP/t/hb.json"
 echo "parity with nsa-train (cpu, fp32) from the same weights and batch:"

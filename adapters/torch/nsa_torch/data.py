@@ -167,3 +167,34 @@ class DataSource:
 
     def set_position(self, p):
         self.batches, self.shard, self.offset = p["batches"], p["shard"], p["offset"]
+
+
+# ---- digest64 (common/digest.h), for metrics.jsonl's data_digest ------------------------------------
+_K1, _K2, _K3 = 0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9
+
+
+def _fmix64(k):
+    k ^= k >> 33
+    k = (k * 0xFF51AFD7ED558CCD) & M64
+    k ^= k >> 33
+    k = (k * 0xC4CEB9FE1A85EC53) & M64
+    return k ^ (k >> 33)
+
+
+def digest64(data, seed=0):
+    """common/digest.h's digest64 of the bytes `data`, chained from `seed`."""
+    n = len(data)
+    h = ((seed ^ ((n * _K1) & M64)) + _K2) & M64
+    pad = data + b"\0" * ((8 - n % 8) % 8)
+    words = np.frombuffer(pad, dtype="<u8")
+    with np.errstate(over="ignore"):   # mix(w) = fmix64(w * K1), vectorised
+        k = words * np.uint64(_K1)
+        k ^= k >> np.uint64(33)
+        k *= np.uint64(0xFF51AFD7ED558CCD)
+        k ^= k >> np.uint64(33)
+        k *= np.uint64(0xC4CEB9FE1A85EC53)
+        k ^= k >> np.uint64(33)
+    for m in k.tolist():
+        x = h ^ m
+        h = ((((x << 27) | (x >> 37)) & M64) * _K2 + _K3) & M64
+    return _fmix64(h)

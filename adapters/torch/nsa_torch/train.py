@@ -13,6 +13,7 @@ import time
 import torch
 
 from nsa_torch import attention as A
+from nsa_torch import data as dmod
 from nsa_torch import diag, stio
 from nsa_torch.data import DataSource
 from nsa_torch.model import NSAModel
@@ -300,11 +301,14 @@ class Trainer:
         self.arrived = set()
         for p in self.model.parameters():
             p.grad = None
-        loss_sum, N = 0.0, self.B * self.T
+        loss_sum, N, digest = 0.0, self.B * self.T, 0
         scale = 1.0 / (N * self.accum)
         for k in range(self.accum):
             self.enter("data", "data_next", step)
-            inp, tgt = self.tensors(*self.data.next())
+            inp_np, tgt_np = self.data.next()
+            digest = dmod.digest64(inp_np.astype("<i4").tobytes(), digest)
+            digest = dmod.digest64(tgt_np.astype("<i4").tobytes(), digest)
+            inp, tgt = self.tensors(inp_np, tgt_np)
             self.enter("forward", "forward", step)
             ctx.steps_begun += 1 if k == 0 else 0
             sync = k == self.accum - 1 or self.ddp is None
@@ -354,7 +358,7 @@ class Trainer:
             self.metrics.write({"step": step, "loss": diag.jnum(loss), "grad_norm": diag.jnum(gnorm), "lr": lr,
                                 "ms": round(dt * 1e3, 3), "tok_per_s": round(toks / dt, 1), "tokens": toks,
                                 "mem_bytes": mem, "rss_bytes": rss_bytes(), "peak_mem_bytes": mem,
-                                "world_size": self.world.size})
+                                "data_digest": "%016x" % digest, "world_size": self.world.size})
         self.beat("optimizer", "step")
         return EXIT_OK
 
