@@ -8,7 +8,7 @@
 #   from nsa-train's --write-init weights, loss and every gradient within 1e-4 relative of
 #   nsa-train (fp32; the worst is printed) and within 1e-12 in fp64 (cpu64, phi mlp); batched == sequential prefill and checkpointing ==
 #   none, bitwise; the faults' documented effects (gate_zero_init, drop_grad, nan_at_seqlen,
-#   hang + SIGUSR1, heartbeat); 2 gloo ranks: a clean run with the same loss on both ranks
+#   hang + SIGUSR1, crash, heartbeat); 2 gloo ranks: a clean run with the same loss on both ranks
 #   and identical weights, and divergent_unused in default mode ending with exit 4 on both.
 # Needs a python with torch ($NSA_TORCH_PYTHON, python3, /usr/bin/python3): otherwise SKIP
 # (exit 77). About 40 s on 2 loaded cores (tiny config, 1-3 steps per run).
@@ -143,7 +143,13 @@ check "SIGUSR1: exit 138" [ "$rc" = 138 ]
 check "the stack file's current thread stops in fault_hang" \
   bash -c "grep -A1 '^Current thread' '$TMP/h/stack_0.txt' | grep -q 'in fault_hang'"
 
-# ---- data parallel over gloo ---------------------------------------------------------------------
+$T --config $CFG --steps 3 --out "$TMP/cr" --quiet --fault crash=0:2 --stack-file "$TMP/cr/stack.txt" >/dev/null 2>&1
+rc=$?
+check "crash=0:2: killed by SIGSEGV (shell status $rc), faulthandler's current thread stops in fault_crash" \
+  bash -c "[ $rc = 139 ] && grep -A1 '^Current thread' '$TMP/cr/stack.txt' | grep -q 'in fault_crash'"
+
+# ---- data parallel over gloo (the first rank to time out may see the other's connection close:
+# [COMM-TIMEOUT] or [COMM-ERROR], exit 4 either way) ---------------------------------------------------------------------
 ddp() {   # OUT ARGS...: two ranks through the env launcher's variables; rcs in OUT/rc_R
   local out=$1; shift; mkdir -p "$out"
   local port=$((20000 + RANDOM % 20000)) pids=()
@@ -164,6 +170,7 @@ r = [json.loads(l) for l in open(sys.argv[1])]
 assert sorted((x["step"], x["rank"]) for x in r) == [(1, 0), (1, 1), (2, 0), (2, 1)] and all(not x["missing"] for x in r)' "$TMP/d1/grad_trace.jsonl"
 NSA_COMM_TIMEOUT=4 ddp "$TMP/d2" --steps 2 --quiet --fault divergent_unused=1
 check "divergent_unused=1, default mode: a hang that ends with exit 4 on both ranks after --comm-timeout" \
-  bash -c "[ \$(cat '$TMP/d2/rc_0') = 4 ] && [ \$(cat '$TMP/d2/rc_1') = 4 ] && grep -q 'COMM-TIMEOUT' '$TMP/d2/rank_0.log' &&
-  grep -q 'bucket never launched: missing blocks.1.attn.gate.fc2.weight' '$TMP/d2/rank_1.log'"
+  bash -c "[ \$(cat '$TMP/d2/rc_0') = 4 ] && [ \$(cat '$TMP/d2/rc_1') = 4 ] && grep -q '^\[COMM-' '$TMP/d2/rank_0.log' &&
+  grep -q 'bucket never launched: missing blocks.1.attn.gate.fc2.weight' '$TMP/d2/rank_1.log'" ||
+  { cat "$TMP"/d2/rc_* "$TMP"/d2/rank_*.log | tail -n 20; }
 finish

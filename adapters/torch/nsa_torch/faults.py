@@ -26,7 +26,7 @@ FAULTS = [
               "watchdog -> HANG verdict (heartbeat phase/step, SIGUSR1 stack dump naming fault_hang)",
               "RANK is not this process's rank; STEP beyond the run; PHASE comm without data parallel"),
     FaultSpec("crash", "crash=RANK:STEP", True,
-              "rank RANK dies by SIGSEGV (a NULL read in fault_crash() through ctypes) at the start of step STEP's "
+              "rank RANK dies by SIGSEGV (a NULL write in fault_crash() through ctypes.memset) at the start of step STEP's "
               "forward",
               "CRASH verdict (killed by signal 11, faulthandler stack naming fault_crash)",
               "RANK is not this process's --rank; STEP beyond the run"),
@@ -218,9 +218,10 @@ def fault_hang():
 
 
 def fault_crash():
-    """Reads address 0 through ctypes: SIGSEGV (faulthandler dumps the stack naming this function)."""
+    """Writes to address 0 through libc's memset (a foreign function: no Python frame above this
+    one): SIGSEGV, and faulthandler's dump stops in this function."""
     import ctypes
-    ctypes.string_at(0)
+    ctypes.memset(0, 0x5E, 1)
 
 
 def list_faults(out):
