@@ -13,7 +13,6 @@ rank r takes sequences [r*B, (r+1)*B).
              the current one has too few left
   text       the bytes of one file, the same rule, wrapping to offset 0"""
 import glob
-import os
 
 import numpy as np
 

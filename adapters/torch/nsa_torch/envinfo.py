@@ -40,6 +40,15 @@ def mem_bytes():
         return 0
 
 
+def _nccl_version():
+    try:
+        import torch
+        v = torch.cuda.nccl.version()
+        return ".".join(map(str, v)) if isinstance(v, (tuple, list)) else str(v)
+    except Exception:
+        return None
+
+
 def info(cfg=None):
     import torch
     sha, dirty = git_sha()
@@ -69,7 +78,7 @@ def info(cfg=None):
         "build": {"git_sha": sha, "git_dirty": dirty, "torch": torch.__version__, "python": platform.python_version(),
                   "cuda_enabled": bool(torch.version.cuda)},
         "cuda": cuda,
-        "nccl": ".".join(map(str, torch.cuda.nccl.version())) if cuda and hasattr(torch.cuda, "nccl") else None,
+        "nccl": _nccl_version() if cuda else None,
         "mpi": None,
         "host": {"hostname": socket.gethostname(), "kernel": " ".join(platform.uname()[i] for i in (0, 2, 3)),
                  "machine": platform.machine(), "cpu_model": cpu_model(), "cores": os.cpu_count() or 1,

@@ -288,7 +288,7 @@ class Trainer:
         return EXIT_OK
 
     def step(self, step):
-        cfg, t = self.cfg, self.cfg["train"]
+        t = self.cfg["train"]
         t0 = time.time()
         ctx = self.ctx
         ctx.step = step
