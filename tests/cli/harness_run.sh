@@ -63,7 +63,10 @@ for c in s["cases"]:
     if c["verdict"] == "SKIP":
         continue
     d = os.path.join(rep, c["dir"])
-    for f in ["output.log", "env.json", "metrics.jsonl", "ranks/rank_0.log", "ranks/rank_0.fr"]:
+    # the liveness record: the flight recorder of nsa-train, the heartbeat file of another
+    # trainer (docs/trainer-protocol.md; run.trainers of a scenario, e.g. torch in cross_trainer_parity)
+    live = "ranks/rank_0.fr" if c.get("trainer", "nsa-train") == "nsa-train" else "ranks/rank_0.hb"
+    for f in ["output.log", "env.json", "metrics.jsonl", "ranks/rank_0.log", live]:
         assert os.path.getsize(os.path.join(d, f)) > 0, (d, f)
     assert os.path.isdir(os.path.join(d, "stacks")), d
     if c["scenario"] == "branch_isolation": assert os.path.getsize(os.path.join(d, "grad_trace.jsonl")) > 0
