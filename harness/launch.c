@@ -32,7 +32,7 @@ LaunchKind launch_kind(const RunSpec *run) {
 }
 
 const char *launch_kind_name(LaunchKind k) {
-    static const char *const names[] = {"nsa-train", "mpirun", "srun", "env"};
+    static const char *const names[] = {"trainer", "mpirun", "srun", "env"};   // "trainer": it alone, no launcher
     return names[k];
 }
 

@@ -50,7 +50,7 @@ typedef struct {
 } Launch;
 
 LaunchKind launch_kind(const RunSpec *run);
-const char *launch_kind_name(LaunchKind k);   // "nsa-train", "mpirun", "srun", "env"
+const char *launch_kind_name(LaunchKind k);   // "trainer" (the trainer alone), "mpirun", "srun", "env"
 // Do the ranks get per-rank paths (%r) and a transport? (every kind but the trainer alone)
 int launch_is_multi(LaunchKind k);
 // May ranks run on another host? (mpirun over a hostfile, srun): then the runner signals
