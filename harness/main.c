@@ -483,14 +483,14 @@ static json_t *trainer_print_env(const TrainerSpec *t, int quiet) {
     if (env && json_is_object(env)) return env;
     json_decref(env);
     if (quiet) return NULL;
-    const char *which = t->is_cmd ? "--trainer-cmd / run.trainers" : "--trainer";
+    // (the run's default trainer: a scenario's asks quietly and SKIPs its cases)
+    const char *which = t->is_cmd ? "--trainer-cmd" : "--trainer";
     if (prc == 0)
-        fprintf(stderr, "nsa-harness run: the trainer %s (%s) printed %s for --print-env, not its JSON environment "
-                        "(docs/trainer-protocol.md; see %s)\n", t->name, t->display, printed ? "something else" : "nothing",
-                which);
+        fprintf(stderr, "nsa-harness run: the trainer %s printed %s for --print-env, not its JSON environment "
+                        "(docs/trainer-protocol.md; see %s)\n", t->display, printed ? "something else" : "nothing", which);
     else
-        fprintf(stderr, "nsa-harness run: `%s --print-env` (trainer %s) failed (%s %d): is the trainer built and "
-                        "runnable (see %s)?\n", t->display, t->name, prc > 0 && WIFSIGNALED(prc) ? "signal" : "exit status",
+        fprintf(stderr, "nsa-harness run: `%s --print-env` failed (%s %d): is the trainer built and runnable (see %s)?\n",
+                t->display, prc > 0 && WIFSIGNALED(prc) ? "signal" : "exit status",
                 prc > 0 ? (WIFSIGNALED(prc) ? WTERMSIG(prc) : WEXITSTATUS(prc)) : prc, which);
     return NULL;
 }

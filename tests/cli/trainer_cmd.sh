@@ -136,7 +136,7 @@ scenario unk 3 30 ', "matrix": {"trainer": {"key": "run.trainer", "values": ["ns
 expect_exit "an unknown run.trainer" 2 "$H" run "$TMP/unk.json" --profile ci --out "$TMP/b4"
 check "... file:line:col naming it" grep -q "^$TMP/unk.json:3:[0-9]*: unknown trainer 'torch' (known: \"nsa-train\"" "$TMP/out"
 expect_exit "a command that is no trainer: exit 2 before any case" 2 "$H" run "$TMP/mini.json" --profile ci --trainer-cmd "false" --out "$TMP/b5"
-check "... naming the command and --print-env" has "$TMP/out" "\`false --print-env\` (trainer nsa-train) failed"
+check "... naming the command and --print-env" has "$TMP/out" "\`false --print-env\` failed (exit status 1): is the trainer built and runnable (see --trainer-cmd)?"
 
 # ---- 5. a matrix over run.trainer ----------------------------------------------------------------------
 mkdir -p "$TMP/sc"
