@@ -384,6 +384,9 @@ static const FamilyDef FAMILIES[] = {
      sweep_diagnose, sweep_section, NULL, NULL, NULL, NULL},
     {"ddp_onestep", "data parallel over mpi/nccl x default/find_unused/static_graph: per-rank arrival, buckets, collectives",
      ddp_diagnose, ddp_section, NULL, NULL, NULL, NULL},
+    {"cross_trainer_parity", "the same case under two trainers from the same weights and batch: loss, grad norm and "
+                             "every step-1 tensor against the reference trainer's; the first tensor where they part",
+     parity_diagnose, parity_section, NULL, NULL, NULL, NULL},
     {"golden_regression", "every numerics-bearing variant of the model against its golden baseline: the first "
                           "diverging step, the first differing tensor, the feature the differing variants share",
      golden_diagnose, golden_section, NULL, NULL, NULL, NULL},

@@ -22,6 +22,10 @@ void sweep_section(const ScenarioRun *sr, const char *report_dir, Str *md);
 void ddp_diagnose(const ScenarioRun *sr, Str *md);
 void ddp_section(const ScenarioRun *sr, const char *report_dir, Str *md);
 
+// cross_trainer_parity (family_parity.c)
+void parity_diagnose(const ScenarioRun *sr, Str *md);
+void parity_section(const ScenarioRun *sr, const char *report_dir, Str *md);
+
 // golden_regression and perf_floor (family_regression.c)
 void golden_diagnose(const ScenarioRun *sr, Str *md);
 void golden_section(const ScenarioRun *sr, const char *report_dir, Str *md);

@@ -72,6 +72,10 @@ check "... nsa-train's case PASSes, torch's FAILs" \
            grep -q 'FAIL  cross_trainer_parity/phi=avg,gate=softmax,trainer=torch' '$TMP/drop.out'"
 check "... dump_match names the first differing tensor by layer and branch" \
   grep -qF 'first differing tensor: `grads.blocks.1.attn.k_proj_sel.weight` (layer 1, branch sel): relative ' "$TMP/d/RESULTS.md"
+check "... the family's diagnosis: where the trainers part, in the backward, and that the loss alone would not see it" \
+  grep -qF 'the two trainers part first at `grads.blocks.1.attn.k_proj_sel.weight` (layer 1, branch sel, relative ' "$TMP/d/RESULTS.md"
+check "... its table: the torch case's first differing tensor and the reference case" \
+  grep -qE '^\| phi=avg,gate=softmax,trainer=torch \| torch \| FAIL \| phi=avg,gate=softmax,trainer=nsa-train \|.*`grads.blocks.1.attn.k_proj_sel.weight` \(layer 1, branch sel\) \|$' "$TMP/d/RESULTS.md"
 check "... the only finding that fails: the loss still agrees over 3 steps (warm-up learning rates)" python3 -c "
 import json, sys
 c = [c for c in json.load(open('$TMP/d/summary.json'))['cases'] if c['case'] == 'phi=avg,gate=softmax,trainer=torch'][0]
