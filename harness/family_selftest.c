@@ -101,8 +101,12 @@ static void check_run_keys(const Scenario *s, Problems *ps, const json_t *d, con
         snprintf(kp, sizeof kp, "%s.set[%zu]", dp, i);
         PROBLEM(kp, 0, "set: expected \"section.key=value\"");
     }
-    if (filt && !json_is_string(filt)) {
+    if (filt && !json_is_string(filt) && !(json_is_array(filt) && json_array_size(filt) > 0)) {
         snprintf(kp, sizeof kp, "%s.filter", dp);
+        PROBLEM(kp, 0, "filter: expected a case glob (string) or a non-empty list of them");
+    }
+    if (json_is_array(filt)) json_array_foreach(filt, i, x) if (!json_is_string(x)) {
+        snprintf(kp, sizeof kp, "%s.filter[%zu]", dp, i);
         PROBLEM(kp, 0, "filter: expected a case glob (string)");
     }
     const json_t *tsc = json_object_get(d, "timeout_scale");

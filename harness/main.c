@@ -540,6 +540,7 @@ static int run_check_trainer(RunOpts *O) {
     // the protocol handshake (docs/trainer-protocol.md): asked once per trainer; a case needing
     // a feature its trainer does not list is a SKIP naming it (runner.c)
     const TrainerCaps *caps = trainer_caps_of(&O->tdefault);
+    trainer_caps_set_env(&O->tdefault, env);
     if (caps->bad_answer)
         fprintf(stderr, "nsa-harness run: warning: the trainer %s: %s\n", O->trainer, caps->note);
     O->used[O->n_used++] = &O->tdefault;
@@ -598,6 +599,7 @@ static int run_check_trainers(RunOpts *O, const Report *rp) {
                 O->used[O->n_used++] = t;
                 continue;
             }
+            trainer_caps_set_env(t, env);
             json_decref(env);
             const TrainerCaps *caps = trainer_caps_of(t);
             if (caps->bad_answer)

@@ -288,11 +288,25 @@ static void trainer_argv(const RunCtx *ctx, const CaseResult *r, LaunchKind kind
 // The per-case env.json: the trainer's view of the environment for this case's
 // config (digest, seed, devices, versions) plus the exact command and env.
 static void write_case_env(const RunCtx *ctx, CaseResult *r, const Launch *L) {
-    StrList a = {0};
-    trainer_argv(ctx, r, L->kind, 1, &a);
+    const TrainerSpec *t = runner_case_trainer(ctx, r->s, r->c);
+    const TrainerCaps *tcaps = trainer_caps_of(t);
+    json_t *env = NULL;
     char *out = NULL;
-    int rc = proc_capture(a.v, 60, &out);
-    json_t *env = rc == 0 ? json_loads(out, 0, NULL) : NULL;
+    int rc = 0;
+    if (t->is_cmd && json_is_object(tcaps->env)) {
+        // a trainer given as a command reads the resolved CASE/config.json: its environment does
+        // not depend on the case, so its run-level answer stands (the config's facts are filled
+        // in below); asking again would start the interpreter once more per case
+        env = json_deep_copy(tcaps->env);
+        json_object_set_new(env, "print_env", json_string("the trainer's run-level --print-env (a trainer given as a "
+                                                          "command is asked once per run)"));
+    } else {
+        StrList a = {0};
+        trainer_argv(ctx, r, L->kind, 1, &a);
+        rc = proc_capture(a.v, 60, &out);
+        strlist_free(&a);
+        env = rc == 0 ? json_loads(out, 0, NULL) : NULL;
+    }
     if (!env || !json_is_object(env)) {
         json_decref(env);
         env = json_object();
@@ -315,7 +329,6 @@ static void write_case_env(const RunCtx *ctx, CaseResult *r, const Launch *L) {
     if (!json_object_get(cj, "seed")) filled += json_object_set_new(cj, "seed", json_integer((json_int_t)cfg->seed)) == 0;
     if (filled) json_object_set_new(cj, "filled_in_by", json_string("nsa-harness (the trainer's --print-env lacked them)"));
     // which trainer ran the case: its name, command and handshake
-    const TrainerSpec *t = runner_case_trainer(ctx, r->s, r->c);
     json_t *tj = json_object();
     json_object_set_new(tj, "name", json_string(t->name));
     json_t *words = json_array();
@@ -357,7 +370,6 @@ static void write_case_env(const RunCtx *ctx, CaseResult *r, const Launch *L) {
     free(js);
     r->env = env;   // the checks read the build fingerprint and devices from it
     free(out);
-    strlist_free(&a);
 }
 
 // ---- evidence helpers --------------------------------------------------------------------------------

@@ -134,9 +134,14 @@ static void nested_argv(const RunCtx *ctx, const json_t *d, const char *scen, co
         argv[n++] = "--fault";
         argv[n++] = json_string_value(x);
     }
-    if (json_is_string(json_object_get(d, "filter"))) {
+    const json_t *filt = json_object_get(d, "filter");   // one glob or a list (any selects a case)
+    if (json_is_string(filt)) {
         argv[n++] = "--filter";
-        argv[n++] = json_string_value(json_object_get(d, "filter"));
+        argv[n++] = json_string_value(filt);
+    }
+    json_array_foreach(filt, i, x) if (n < 56) {
+        argv[n++] = "--filter";
+        argv[n++] = json_string_value(x);
     }
     json_array_foreach(json_object_get(d, "set"), i, x) if (n < 58) {
         argv[n++] = "--set";

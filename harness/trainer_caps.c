@@ -78,6 +78,7 @@ static const TrainerCaps *caps_cached(const char *key, char *const *words) {
     if (cache[k].path) {
         free(cache[k].path);
         json_decref(cache[k].caps.info);
+        json_decref(cache[k].caps.env);
     }
     cache[k].path = xstrdup(key);
     memset(&cache[k].caps, 0, sizeof cache[k].caps);
@@ -98,6 +99,12 @@ const TrainerCaps *trainer_caps_of(const TrainerSpec *t) {
 void trainer_caps_mark_unusable(const TrainerSpec *t, const char *why) {
     TrainerCaps *tc = (TrainerCaps *)trainer_caps_of(t);   // the cache's own slot
     snprintf(tc->unusable, sizeof tc->unusable, "%s", why);
+}
+
+void trainer_caps_set_env(const TrainerSpec *t, json_t *env) {
+    TrainerCaps *tc = (TrainerCaps *)trainer_caps_of(t);   // the cache's own slot
+    json_decref(tc->env);
+    tc->env = json_incref(env);
 }
 
 Liveness trainer_caps_liveness(const TrainerCaps *tc) {

@@ -23,6 +23,7 @@ typedef struct {
     int bad_answer;    // it exited 0 but did not print the protocol's JSON object (taken as protocol 0)
     char note[512];    // why it is protocol 0 ("" when it answered)
     char unusable[700];   // a scenario's trainer whose --print-env failed: why (its cases SKIP), else ""
+    json_t *env;       // its run-level --print-env answer (trainer_caps_set_env), or NULL
 } TrainerCaps;
 
 // The capabilities of `trainer`, asked once per path per process (cached: later calls with
@@ -34,6 +35,11 @@ const TrainerCaps *trainer_caps_of(const TrainerSpec *t);
 // A scenario's trainer that cannot run here (its --print-env failed: e.g. the PyTorch
 // adapter without torch): its cases are a SKIP saying why.
 void trainer_caps_mark_unusable(const TrainerSpec *t, const char *why);
+
+// Keep the trainer's run-level --print-env answer (a new reference is taken): a trainer
+// given as a command is not asked again per case (runner.c write_case_env; for a Python
+// trainer each ask is an interpreter start and a torch import, ~1-2 s).
+void trainer_caps_set_env(const TrainerSpec *t, json_t *env);
 
 // How the runner watches a rank of this trainer (docs/trainer-protocol.md "Liveness"): the
 // flight recorder (protocol 0, or `flight_recorder` listed), else the heartbeat file

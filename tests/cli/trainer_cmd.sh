@@ -74,6 +74,25 @@ check "... its last heartbeat says it exited 0" python3 -c "
 import json, sys; b = json.load(open('$C/ranks/rank_0.hb')); sys.exit(not (b['exited'] and b['exit_code'] == 0 and b['phase'] == 'exit'))"
 check "... RESULTS.md's header names the minimal trainer and protocol 2" \
   has "$TMP/r1/RESULTS.md" "· trainer \`python3 $SRC/$MT\` (minimal-trainer 1, protocol 2) ·"
+# a trainer given as a command is asked --print-env once per run, not once more per case (for a
+# Python trainer each ask starts the interpreter): a wrapper counts the asks over a 3-case matrix
+cat >"$TMP/counting_trainer" <<EOF
+#!/bin/sh
+for a in "\$@"; do [ "\$a" = --print-env ] && echo ask >>"$TMP/print_env_asks"; done
+exec python3 "$SRC/$MT" "\$@"
+EOF
+chmod +x "$TMP/counting_trainer"
+scenario three 2 30 ', "matrix": {"seed": {"key": "train.seed", "values": [1, 2, 3]}}'
+expect_exit "a 3-case run with a command trainer passes" 0 "$H" run "$TMP/three.json" --profile ci --trainer-cmd "$TMP/counting_trainer" --out "$TMP/r3"
+check "... the trainer was asked --print-env once, not once per case ($(cat "$TMP/print_env_asks" 2>/dev/null | wc -l) asks)" \
+  test "$(cat "$TMP/print_env_asks" 2>/dev/null | wc -l)" = 1
+check "... each case's env.json still has the case's config digest and seed (filled in by the runner)" python3 -c "
+import json, sys
+ok = True
+for s in (1, 2, 3):
+    e = json.load(open('$TMP/r3/three/seed=%d/env.json' % s))
+    ok &= e['config']['seed'] == s and len(e['config']['digest']) > 8 and 'asked once per run' in e['print_env']
+sys.exit(not ok)"
 check "... env.json names it (runner.trainer, runner.trainer_protocol, the case's trainer)" python3 -c "
 import json, sys; r = json.load(open('$TMP/r1/env.json'))['runner']; c = json.load(open('$C/env.json'))['trainer']
 sys.exit(not (r['trainer'] == 'python3 $SRC/$MT' and r['trainer_protocol']['protocol'] == 2 and
