@@ -513,7 +513,7 @@ static void drop_evaluate(const json_t *params, CaseResult *r, const ScenarioRun
 // ---- cross-case checks: a reference case ------------------------------------------------------
 
 static const char *const PARITY_KEYS[] = {"check", "reference", "metric", "tolerance", NULL};
-static const char *const DUMP_KEYS[] = {"check", "reference", "tensors", "tolerance", NULL};
+static const char *const DUMP_KEYS[] = {"check", "reference", "tensors", "except", "tolerance", NULL};
 static const char *const GROWTH_KEYS[] = {"check", "metric", "skip", "window", "max_ratio", "max_bytes", NULL};
 
 // How close reference candidate q is to case c: the axes on which their labels agree
@@ -709,9 +709,67 @@ static void parity_evaluate(const json_t *params, CaseResult *r, const ScenarioR
 #undef PARITY_FACT
 }
 
+// dump_match's `except`: {case glob: [tensor globs]} — tensors not compared in the cases a
+// glob matches (e.g. bf16's selected-block indices, which a near-tie may flip) — or, like
+// `tolerance`, one such object per profile ({"gpu": {...}}; a profile it does not name leaves
+// nothing out). The map of scenario s's current profile, or NULL.
+static const json_t *dump_except_of(const Scenario *s, const json_t *params) {
+    const json_t *ex = json_object_get(params, "except");
+    if (json_is_object(ex) && (json_object_get(ex, "ci") || json_object_get(ex, "gpu")))
+        ex = s ? json_object_get(ex, PROFILE_NAMES[s->cur_profile]) : NULL;
+    return ex;
+}
+
+// Each case glob must match a case of the profile, each list be non-empty tensor globs.
+static void dump_except_validate(const Scenario *s, const json_t *params, const char *jpath, Problems *ps) {
+    if (!json_object_get(params, "except")) return;
+    const json_t *ex = dump_except_of(s, params);
+    char kp[300];
+    snprintf(kp, sizeof kp, "%s.except", jpath);
+    if (!ex && json_is_object(json_object_get(params, "except"))) return;   // another profile's
+    if (!json_is_object(ex)) {
+        scenario_problem(s, ps, kp, 0, "except: expected an object {case glob: [tensor globs left out in those cases]}, "
+                                       "or one per profile");
+        return;
+    }
+    const char *cg;
+    json_t *lst;
+    json_object_foreach((json_t *)ex, cg, lst) {
+        char ip[600];
+        snprintf(ip, sizeof ip, "%s.%s", kp, cg);
+        int hit = 0;
+        for (int c = 0; c < s->n_cases && !hit; c++) hit = scenario_case_matches(&s->cases[c], cg);
+        if (!hit) scenario_problem(s, ps, ip, 0, "except: '%s' matches no case of this profile", cg);
+        int good = json_is_array(lst) && json_array_size(lst) > 0;
+        size_t i;
+        json_t *g;
+        json_array_foreach(lst, i, g) good &= json_is_string(g) && json_string_value(g)[0] && json_string_value(g)[0] != '!';
+        if (!good) scenario_problem(s, ps, ip, 0, "except: expected a non-empty list of tensor-name globs");
+    }
+}
+
+// The globs dump_match compares for case c: `tensors`, then "!glob" for each tensor glob
+// `except` leaves out of this case (tensordiff.c reads "!" as "not this"). A new reference,
+// or NULL for every tensor.
+static json_t *dump_globs_for(const Scenario *s, const json_t *params, const Case *c) {
+    const json_t *t = json_object_get(params, "tensors"), *ex = dump_except_of(s, params);
+    if (!json_is_object(ex)) return t ? json_incref((json_t *)t) : NULL;
+    json_t *g = t ? json_deep_copy(t) : json_array();
+    const char *cg;
+    json_t *lst;
+    json_object_foreach((json_t *)ex, cg, lst) {
+        if (!scenario_case_matches(c, cg)) continue;
+        size_t i;
+        json_t *x;
+        json_array_foreach(lst, i, x) json_array_append_new(g, json_sprintf("!%s", json_string_value(x)));
+    }
+    return g;
+}
+
 static void dump_validate(const Scenario *s, const json_t *params, const char *jpath, Problems *ps) {
     check_only_keys(s, params, jpath, DUMP_KEYS, ps);
     reference_validate(s, params, jpath, ps);
+    dump_except_validate(s, params, jpath, ps);
     tolerance_of(s, params, jpath, NULL, ps);
     const json_t *t = json_object_get(params, "tensors");
     char kp[256];
@@ -753,7 +811,7 @@ static void dump_evaluate(const json_t *params, CaseResult *r, const ScenarioRun
     const CaseResult *ref = reference_of(params, r, sr, "dump_match");
     if (!ref) return;
     const double tol = tolerance_of(r->s, params, "", r->c->name, NULL);
-    const json_t *globs = json_object_get(params, "tensors");
+    json_t *globs = dump_globs_for(r->s, params, r->c);
     DumpDiff d;
     char err[1024];
     int rc = dumpdiff_files(&d, r->dump_path, ref->dump_path, globs, tol, err, sizeof err);
@@ -761,6 +819,7 @@ static void dump_evaluate(const json_t *params, CaseResult *r, const ScenarioRun
     if (rc == DUMPDIFF_NO_REF) result_finding(r, "dump_match", 0, "no step dump for %s: %s", ref->c->name, err);
     if (rc != DUMPDIFF_OK) {
         dumpdiff_free(&d);
+        json_decref(globs);
         return;
     }
     json_t *names = json_array(), *layers = json_array();
@@ -824,6 +883,7 @@ static void dump_evaluate(const json_t *params, CaseResult *r, const ScenarioRun
             result_finding(r, "dump_match", 1, "%d tensors equal to %s (%s)", d.n_compared, ref->c->name, how);
     }
     dumpdiff_free(&d);
+    json_decref(globs);
 }
 
 // ---- growth: no per-step trend in time or memory ---------------------------------------------------

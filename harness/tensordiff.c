@@ -20,11 +20,18 @@ static int int_cmp(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+// A tensor is compared when a glob selects it (no glob: every tensor) and no "!glob" leaves
+// it out (dump_match's `except`).
 static int selected(const json_t *globs, const char *name) {
-    int want = !globs;
+    int want = 1, positive = 0;
     size_t k;
     json_t *g;
-    json_array_foreach(globs, k, g) want |= fnmatch(json_string_value(g), name, 0) == 0;
+    json_array_foreach(globs, k, g) positive |= json_string_value(g)[0] != '!';
+    if (positive) {
+        want = 0;
+        json_array_foreach(globs, k, g) if (json_string_value(g)[0] != '!') want |= fnmatch(json_string_value(g), name, 0) == 0;
+    }
+    json_array_foreach(globs, k, g) if (json_string_value(g)[0] == '!') want &= fnmatch(json_string_value(g) + 1, name, 0) != 0;
     return want;
 }
 

@@ -81,4 +81,23 @@ import json, sys
 c = [c for c in json.load(open('$TMP/d/summary.json'))['cases'] if c['case'] == 'phi=avg,gate=softmax,trainer=torch'][0]
 bad = [f['check'] for f in c['findings'] if not f['ok']]
 sys.exit(not (bad == ['dump_match'] and '1 of 76 tensors differ' in c['summary']))"
+# ---- 3. `except`: tensors a case glob leaves out of the comparison -------------------------------
+python3 - "$TMP/drop.json" "$TMP/except.json" "$TMP/except_bad.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+dm = [c for c in s["checks"] if c["check"] == "dump_match"][0]
+dm["except"] = {"*trainer=torch*": ["grads.blocks.1.attn.k_proj_sel.weight"]}
+json.dump(s, open(sys.argv[2], "w"))
+dm["except"] = {"*trainer=nobody*": ["grads.*"]}
+json.dump(s, open(sys.argv[3], "w"))
+PY
+"$H" run "$TMP/except.json" --filter "phi=avg,gate=softmax,*" --out "$TMP/e" >"$TMP/except.out" 2>&1
+rc=$?
+check "except leaves the dropped gradient out of the torch case's comparison: exit 0 (exit $rc)" test "$rc" = 0
+check "... one tensor fewer compared (75 of the 76)" grep -q "75 tensors equal to phi=avg,gate=softmax,trainer=nsa-train" "$TMP/except.out"
+"$H" validate "$TMP/except_bad.json" >"$TMP/except_bad.out" 2>&1
+rc=$?
+check "an except glob that matches no case: exit 2 naming it (exit $rc)" \
+  bash -c "test $rc = 2 && grep -q \"except: '\*trainer=nobody\*' matches no case\" '$TMP/except_bad.out'"
+
 finish
