@@ -10,12 +10,14 @@
 #   PHASES="build parity clean faults bf16" BUDGET=560 bash bench/gpu_torch.sh
 #
 # Needs the machine's python3 with a CUDA torch; .deps staged (tools/device-deps.sh) where
-# jansson/cmocka headers are missing. Logs under $OUT (default ./gpu-out): one per step,
-# RESULTS.md of each run copied as <step>.md; a summary of verdicts at the end.
+# jansson/cmocka headers are missing. Logs (one per step, each run's report, its RESULTS.md
+# also as <step>.md) go to $OUT/logs.tgz (OUT default ./gpu-out; the device tool brings back
+# at most 8 files); a summary of verdicts at the end.
 set -u
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
-LOG=$OUT
+LOG=$(mktemp -d)/torch
+mkdir -p "$LOG"
 PHASES=${PHASES:-"build parity clean faults bf16"}
 DEADLINE=$((SECONDS + ${BUDGET:-560}))
 B=${BUILD:-build}
@@ -56,6 +58,7 @@ fi
 if has bf16; then
   run bf16 scenarios/branch_isolation.json scenarios/gate_init.json "${CU[@]}" --set train.precision=bf16
 fi
+tar czf "$OUT/logs.tgz" -C "$(dirname "$LOG")" torch 2>/dev/null
 echo "================ summary ================"
 cat "$LOG/device.txt"
 printf '%s\n' "${SUM[@]}"
