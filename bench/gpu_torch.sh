@@ -58,7 +58,7 @@ fi
 if has bf16; then
   run bf16 scenarios/branch_isolation.json scenarios/gate_init.json "${CU[@]}" --set train.precision=bf16
 fi
-tar czf "$OUT/logs.tgz" -C "$(dirname "$LOG")" torch 2>/dev/null
+tar czf "$OUT/logs.tgz" --exclude='*.safetensors' --exclude='*.fr' -C "$(dirname "$LOG")" torch 2>/dev/null
 echo "================ summary ================"
 cat "$LOG/device.txt"
 printf '%s\n' "${SUM[@]}"
