@@ -81,6 +81,16 @@ def _int(s, lo, hi):
     return v if lo <= v <= hi else None
 
 
+def _rank_step(parts):
+    """RANK and STEP of hang=RANK:STEP:PHASE and crash=RANK:STEP, checked as nsa-train does."""
+    r, s = _int(parts[0], 0, 1 << 20), _int(parts[1], 1, 1 << 62)
+    if r is None:
+        raise FaultError("RANK '%s' is not a non-negative integer" % parts[0])
+    if s is None:
+        raise FaultError("STEP '%s' is not a positive integer" % parts[1])
+    return r, s
+
+
 class Faults:
     """The active faults (all off by default)."""
 
@@ -138,11 +148,7 @@ class Faults:
             parts = arg.split(":", 2)
             if len(parts) != 3:
                 raise FaultError("expected RANK:STEP:PHASE")
-            r, s = _int(parts[0], 0, 1 << 20), _int(parts[1], 1, 1 << 62)
-            if r is None:
-                raise FaultError("RANK '%s' is not a non-negative integer" % parts[0])
-            if s is None:
-                raise FaultError("STEP '%s' is not a positive integer" % parts[1])
+            r, s = _rank_step(parts)
             if parts[2] not in PHASES:
                 raise FaultError("PHASE '%s' is not one of data, forward, backward, optimizer, comm" % parts[2])
             self.hang = (r, s, parts[2])
@@ -151,12 +157,7 @@ class Faults:
             parts = arg.split(":", 1)
             if len(parts) != 2:
                 raise FaultError("expected RANK:STEP")
-            r, s = _int(parts[0], 0, 1 << 20), _int(parts[1], 1, 1 << 62)
-            if r is None:
-                raise FaultError("RANK '%s' is not a non-negative integer" % parts[0])
-            if s is None:
-                raise FaultError("STEP '%s' is not a positive integer" % parts[1])
-            self.crash = (r, s)
+            self.crash = _rank_step(parts)
         elif name == "drop_grad":
             need("drop_grad=PARAM")
             if arg in self.drop:
