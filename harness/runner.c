@@ -293,13 +293,15 @@ static void write_case_env(const RunCtx *ctx, CaseResult *r, const Launch *L) {
     json_t *env = NULL;
     char *out = NULL;
     int rc = 0;
-    if (t->is_cmd && json_is_object(tcaps->env)) {
-        // a trainer given as a command reads the resolved CASE/config.json: its environment does
-        // not depend on the case, so its run-level answer stands (the config's facts are filled
-        // in below); asking again would start the interpreter once more per case
+    if (json_is_object(tcaps->env)) {
+        // the trainer's environment (build, devices, host, variables) does not depend on the
+        // case: its run-level answer stands, and the config's facts are filled in below from the
+        // runner's own loader (the same canonical JSON, so the same digest). Asking again per
+        // case cost a trainer start per case: a CUDA context on a GPU machine, an interpreter
+        // start and a torch import for a Python trainer.
         env = json_deep_copy(tcaps->env);
-        json_object_set_new(env, "print_env", json_string("the trainer's run-level --print-env (a trainer given as a "
-                                                          "command is asked once per run)"));
+        json_object_set_new(env, "print_env", json_string("the trainer's run-level --print-env (asked once per run; "
+                                                          "the config's facts from the runner)"));
     } else {
         StrList a = {0};
         trainer_argv(ctx, r, L->kind, 1, &a);
@@ -327,7 +329,13 @@ static void write_case_env(const RunCtx *ctx, CaseResult *r, const Launch *L) {
     if (!json_is_string(json_object_get(cj, "name")) && cfg->name[0])
         filled += json_object_set_new(cj, "name", json_string(cfg->name)) == 0;
     if (!json_object_get(cj, "seed")) filled += json_object_set_new(cj, "seed", json_integer((json_int_t)cfg->seed)) == 0;
-    if (filled) json_object_set_new(cj, "filled_in_by", json_string("nsa-harness (the trainer's --print-env lacked them)"));
+    if (!json_is_string(json_object_get(cj, "source")) && cfg->source[0])
+        filled += json_object_set_new(cj, "source", json_string(cfg->source)) == 0;
+    if (!json_is_string(json_object_get(cj, "backend")) && cfg->backend[0])
+        filled += json_object_set_new(cj, "backend", json_string(cfg->backend)) == 0;
+    if (!json_is_string(json_object_get(cj, "precision")) && cfg->precision[0])
+        filled += json_object_set_new(cj, "precision", json_string(cfg->precision)) == 0;
+    if (filled) json_object_set_new(cj, "filled_in_by", json_string("nsa-harness (the config's facts, from its loader)"));
     // which trainer ran the case: its name, command and handshake
     json_t *tj = json_object();
     json_object_set_new(tj, "name", json_string(t->name));
