@@ -36,9 +36,9 @@ const TrainerCaps *trainer_caps_of(const TrainerSpec *t);
 // adapter without torch): its cases are a SKIP saying why.
 void trainer_caps_mark_unusable(const TrainerSpec *t, const char *why);
 
-// Keep the trainer's run-level --print-env answer (a new reference is taken): a trainer
-// given as a command is not asked again per case (runner.c write_case_env; for a Python
-// trainer each ask is an interpreter start and a torch import, ~1-2 s).
+// Keep the trainer's run-level --print-env answer (a new reference is taken): no trainer is
+// asked again per case (runner.c write_case_env; each ask is a CUDA context for nsa-train on
+// a GPU machine, an interpreter start and a torch import for a Python trainer).
 void trainer_caps_set_env(const TrainerSpec *t, json_t *env);
 
 // How the runner watches a rank of this trainer (docs/trainer-protocol.md "Liveness"): the
