@@ -138,6 +138,22 @@ struct Backend {
     void (*rope_bwd)(void *dx, const void *rope_cs, int B, int T, int t0, int Tn, int nh, int D);
     // fill rope_cs[Tmax, D/2, 2] with cos/sin(p * theta^(-2i/D)) computed in fp64
     void (*rope_table)(void *rope_cs, int Tmax, int D, double theta);
+    // The K/V projections of the three NSA branches as one GEMM (trainer/model.c): the
+    // six weights k_cmp, v_cmp, k_sel, v_sel, k_win, v_win are consecutive in the
+    // parameter buffer, i.e. one [6*G*D, C] weight, and one matmul_fwd writes
+    // kv[nr, 6, G*D]: row i holds the six projections of row r0+i of the B*T rows, in
+    // that order. This op scatters it into the six [B,T,G,D] buffers dst[0..5] (same
+    // order) at rows r0 .. r0+nr-1 (other rows untouched) and applies RoPE to the three
+    // keys dst[0], dst[2], dst[4] on the way, with rope_fwd's arithmetic at position
+    // t = r mod T (rope_cs as for rope_fwd, >= T positions). The values are copied.
+    void (*kv_split_rope_fwd)(void *const *dst, const void *kv, const void *rope_cs,
+                              int64_t r0, int64_t nr, int T, int G, int D);
+    // Its backward, the input of one matmul_bwd with N = 6*G*D: dkv[nr, 6, G*D]
+    // (overwrite), row i part j = row r0+i of src[j] ([B,T,G,D] each, order as above),
+    // the inverse RoPE (rope_bwd's arithmetic) applied to the key gradients src[0],
+    // src[2], src[4]; src is read only.
+    void (*kv_gather_rope_bwd)(void *dkv, const void *const *src, const void *rope_cs,
+                               int64_t r0, int64_t nr, int T, int G, int D);
     // h = silu(a) * b, elementwise over n
     void (*swiglu_fwd)(void *h, const void *a, const void *b, int64_t n);
     // da = dh * b * silu'(a), db = dh * silu(a)   (overwrite)

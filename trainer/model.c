@@ -3,6 +3,9 @@
 // One block (DESIGN 2-3), N = B*T rows, shapes in model.h:
 //   xn1 = RMSNorm(x)                       q = RoPE(xn1 Wq^T)
 //   k_b = RoPE(xn1 Wk_b^T), v_b = xn1 Wv_b^T   for b in {cmp, sel, win}
+//     (all three branches in use: ONE GEMM xn1 [Wk_cmp; Wv_cmp; ...; Wv_win]^T into
+//      kv_scratch, then kv_split_rope_fwd; its backward kv_gather_rope_bwd + ONE
+//      matmul_bwd: see "The fused K/V projection" below)
 //   Kc, Vc = phi(k_cmp), phi(v_cmp)        o_cmp, lse_cmp = CmpAttn(q, Kc, Vc)
 //   sel_idx = TopN(q, Kc, lse_cmp)         o_sel = SelAttn(q, k_sel, v_sel, sel_idx)
 //   o_win = WinAttn(q, k_win, v_win)       gate = act(fc2(SiLU(fc1(xn1))))
@@ -128,6 +131,17 @@ static void build_params(Model *m) {
         id[LP_W_UP] = add_param(m, L, 1, 2, F, C, nrm, "blocks.%d.mlp.up_proj.weight", L);
         id[LP_W_DOWN] = add_param(m, L, 1, 2, C, F, proj_out, "blocks.%d.mlp.down_proj.weight", L);
     }
+    // The fused K/V projection needs the six K/V weights of a layer to be one [6*G*D, C]
+    // weight (and so their gradients one [6*G*D, C] gradient): consecutive, unpadded.
+    for (int L = 0; L < c->n_layers; L++)
+        for (int s = LP_WK_CMP + 1; s <= LP_WV_WIN; s++) {
+            const ParamInfo *p = &m->params[m->lid[L][s]], *q = &m->params[m->lid[L][s - 1]];
+            if (p->offset != q->offset + q->numel || p->numel != (int64_t)G * D * C) {
+                fprintf(stderr, "model.c: %s does not follow %s in the parameter buffer: the fused K/V "
+                        "projection needs the six K/V weights of a layer consecutive\n", p->name, q->name);
+                abort();
+            }
+        }
     m->id_norm_f = add_param(m, -1, 0, 1, C, 1, one, "norm_f.weight");
     m->id_lm_head = c->tie_embeddings ? m->id_tok_emb
                                       : add_param(m, -1, 1, 2, V, C, nrm, "lm_head.weight");
@@ -143,6 +157,9 @@ int model_init(Model *m, const NsaConfig *cfg, const Backend *be, char *err, siz
     int fb = cfg->force_branch;
     for (int b = 0; b < 3; b++) m->used[b] = nsa_gated(fb) || fb == b;
     m->cmp_needed = m->used[NSA_BR_CMP] || m->used[NSA_BR_SEL];  // selection scores need p_cmp
+    // the fused K/V projection when every branch's keys and values are computed
+    const char *kvf = getenv("NSA_KV_FUSED");
+    m->kv_fused = m->used[0] && m->used[1] && m->used[2] && !(kvf && !strcmp(kvf, "0"));
     build_params(m);
     m->param_bytes_total = (size_t)m->n_elems * be->param_bytes * 2;
     m->param_mem = be->alloc((size_t)m->n_elems * be->param_bytes);
@@ -228,6 +245,7 @@ static void free_acts(Model *m) {
     free(m->res); m->res = NULL;
     free(m->acts); m->acts = NULL;
     m->act_bytes = 0;
+    m->kv_scratch = NULL;
     m->B = m->T = 0;
 }
 
@@ -342,6 +360,13 @@ int model_alloc_acts(Model *m, int B, int T, char *err, size_t errlen) {
     m->dffa = act_alloc(m, N * F, AB);
     m->dffb = act_alloc(m, N * F, AB);
     m->dffh = act_alloc(m, N * F, AB);
+    // The fused K/V projection's [N, 6*G*D] scratch: dffa where it is large enough
+    // (m7c_125m: F = 2048 >= 6*G*D = 768). dffa is dead wherever the scratch is live:
+    // written by swiglu_bwd and read by the gate/up matmul_bwd at the start of a
+    // layer's backward, while the scratch lives inside one layer_forward (also the
+    // recomputation of a checkpointed layer, before its backward) or at the end of a
+    // layer_backward.
+    if (m->kv_fused) m->kv_scratch = F >= 6 * G * D ? m->dffa : act_alloc(m, N * 6 * G * D, AB);
     return 0;
 }
 
@@ -425,6 +450,25 @@ static void compress_fwd(Model *m, int L, LayerActs *a, int j, int i0, int Ni) {
 }
 
 
+// ---- The fused K/V projection -----------------------------------------------------------
+// Each branch's K and V projection is [G*D, C] (m7c_125m: 128 x 768): six GEMMs too
+// narrow to run near a GPU's peak, each reading xn1 again, and in backward six dX GEMMs
+// accumulating into dxn. The six weights are consecutive in the parameter buffer
+// (build_params checks it), so they are one [6*G*D, C] nn.Linear weight, and their
+// gradients one [6*G*D, C] gradient: forward is one matmul_fwd into kv_scratch
+// [rows, 6*G*D] and kv_split_rope_fwd (split + RoPE on the keys), backward is
+// kv_gather_rope_bwd (gather + inverse RoPE) and one matmul_bwd computing dxn (+=) and
+// the six dW at once. q stays its own GEMM: its N = H*D (768) is already wide, and
+// fusing it would add a copy of q through the scratch each way that costs about what
+// it saves (one read of xn1), and two head counts in the split op.
+// Numerics (CPU): forward and dW are bitwise the per-branch path's (the GEMM's element
+// [m,n] depends on row m, column n and K only; RoPE is the same arithmetic); dX is one
+// sum over 6*G*D terms instead of six partial sums added into dxn, so its bits differ.
+// Used when every branch's K/V is computed (no force_branch) and m->kv_fused.
+static int kv_fused_here(const Model *m, const LayerActs *a) {
+    return m->kv_fused && m->kv_scratch && a->k[0] && a->k[1] && a->k[2];
+}
+
 // Forward of block L over rows [t0, t0+Tn) of every sequence: reads res[L], writes
 // res[L+1]. Returns 1 if an anomaly was recorded.
 static int layer_forward(Model *m, int L, LayerActs *a, int t0, int Tn) {
@@ -438,11 +482,22 @@ static int layer_forward(Model *m, int L, LayerActs *a, int t0, int Tn) {
         if (check(m, ptr, N, width, L, br, op, "forward", __VA_ARGS__)) return 1;           \
     } while (0)
 
-    // attention input norm and projections
+    // attention input norm and projections. The K/V projections: fused (one GEMM with
+    // N = 6*G*D over the six consecutive weights into kv_scratch, which holds one row
+    // block, then one op that splits it into k_b, v_b and ropes the keys), or the
+    // per-branch fallback (force_branch computes only some branches).
+    const int kv_fused = kv_fused_here(m, a);
     FOR_ROW_BLOCKS(m, t0, Tn, r0, nr) {
         be->rmsnorm_fwd(AOFF(m, a->xn1, r0 * C), AOFF(m, a->rstd1, r0), AOFF(m, x, r0 * C),
                         W(m, L, LP_ATTN_NORM), (int)nr, C, m->cfg.norm_eps);
         be->matmul_fwd(AOFF(m, a->q, r0 * HD), HD, AOFF(m, a->xn1, r0 * C), C, W(m, L, LP_WQ), NULL, (int)nr, HD, C);
+        if (kv_fused) {
+            void *const kv[6] = {a->k[0], a->v[0], a->k[1], a->v[1], a->k[2], a->v[2]};
+            be->matmul_fwd(m->kv_scratch, 6 * GD, AOFF(m, a->xn1, r0 * C), C, W(m, L, LP_WK_CMP), NULL, (int)nr,
+                           6 * GD, C);
+            be->kv_split_rope_fwd(kv, m->kv_scratch, m->rope_cs, r0, nr, m->T, G, D);
+            continue;
+        }
         for (int b = 0; b < 3; b++) {
             if (!a->k[b]) continue;
             be->matmul_fwd(AOFF(m, a->k[b], r0 * GD), GD, AOFF(m, a->xn1, r0 * C), C,
@@ -452,14 +507,16 @@ static int layer_forward(Model *m, int L, LayerActs *a, int t0, int Tn) {
         }
     }
     be->rope_fwd(a->q, m->rope_cs, m->B, m->T, t0, Tn, H, D);
-    for (int b = 0; b < 3; b++)
+    for (int b = 0; b < 3 && !kv_fused; b++)
         if (a->k[b]) be->rope_fwd(a->k[b], m->rope_cs, m->B, m->T, t0, Tn, G, D);
     CK(a->xn1, C, "", "rmsnorm_fwd", "blocks.%d.attn_norm.out", L);
     CK(a->q, HD, "", "matmul_fwd+rope", "blocks.%d.attn.q", L);
     for (int b = 0; b < 3; b++) {
         if (!a->k[b]) continue;
-        CK(a->k[b], GD, nsa_branch_name(b), "matmul_fwd+rope", "blocks.%d.attn.%s.k", L, nsa_branch_name(b));
-        CK(a->v[b], GD, nsa_branch_name(b), "matmul_fwd", "blocks.%d.attn.%s.v", L, nsa_branch_name(b));
+        CK(a->k[b], GD, nsa_branch_name(b), kv_fused ? "matmul_fwd+kv_split_rope" : "matmul_fwd+rope",
+           "blocks.%d.attn.%s.k", L, nsa_branch_name(b));
+        CK(a->v[b], GD, nsa_branch_name(b), kv_fused ? "matmul_fwd+kv_split_rope" : "matmul_fwd",
+           "blocks.%d.attn.%s.v", L, nsa_branch_name(b));
     }
 
     // compressed branch: blocks completed by the rows of this call, then attention
@@ -697,7 +754,16 @@ static int layer_backward(Model *m, int L, LayerActs *a) {
     be->rope_bwd(m->dq, m->rope_cs, m->B, m->T, 0, m->T, H, D);
     be->matmul_bwd(m->dxn, DW(m, L, LP_WQ), NULL, m->dq, a->xn1, W(m, L, LP_WQ), N, HD, C, dxn_started);
     grad_ready(m, id[LP_WQ]);
-    for (int b = 0; b < 3; b++) {
+    if (kv_fused_here(m, a)) {
+        // the fused K/V projection: one [N, 6*G*D] gradient, one matmul_bwd for dxn and
+        // the six weight gradients (consecutive in grad_mem); grad_ready in the order of
+        // the per-branch path (DDP buckets and the gradient-arrival trace see no change)
+        const void *dkv[6] = {m->dk[0], m->dv[0], m->dk[1], m->dv[1], m->dk[2], m->dv[2]};
+        be->kv_gather_rope_bwd(m->kv_scratch, dkv, m->rope_cs, 0, N, m->T, G, D);
+        be->matmul_bwd(m->dxn, DW(m, L, LP_WK_CMP), NULL, m->kv_scratch, a->xn1, W(m, L, LP_WK_CMP), N, 6 * GD, C, 1);
+        for (int s = LP_WK_CMP; s <= LP_WV_WIN; s++) grad_ready(m, id[s]);
+    }
+    for (int b = 0; b < 3 && !kv_fused_here(m, a); b++) {
         if (!m->used[b]) continue;
         be->rope_bwd(m->dk[b], m->rope_cs, m->B, m->T, 0, m->T, G, D);
         be->matmul_bwd(m->dxn, DW(m, L, LP_WK_CMP + 2 * b), NULL, m->dk[b], a->xn1, W(m, L, LP_WK_CMP + 2 * b), N, GD, C, 1);

@@ -132,6 +132,13 @@ typedef struct Model {
     // backward scratch
     void *dres, *dxn, *dq, *dk[3], *dv[3], *dKc, *dVc, *dXk, *dXv, *dHk, *dHv;
     void *dob[3], *dattn_o, *dgate, *dglogits, *dgh, *dffa, *dffb, *dffh, *dxf;
+    // The fused K/V projection (model.c, layer_forward/layer_backward): with all three
+    // branches in use the six K/V weights are one [6*G*D, C] weight and run as one GEMM
+    // through kv_scratch [N, 6*G*D] (dffa where F >= 6*G*D, else its own buffer; live
+    // only inside one layer's forward or backward). kv_fused = 0 runs the per-branch
+    // GEMMs instead (force_branch; NSA_KV_FUSED=0 in the environment; tests set it).
+    int kv_fused;
+    void *kv_scratch;
     void **allocs; int n_allocs, cap_allocs;   // every activation buffer, for freeing
     size_t act_bytes;              // bytes of activations + scratch currently allocated
     size_t param_bytes_total;      // params + grads

@@ -36,6 +36,10 @@ void CPU_FN(rmsnorm_bwd)(void *dinp, void *dw, const void *dout, const void *inp
 void CPU_FN(rope_fwd)(void *x, const void *rope_cs, int B, int T, int t0, int Tn, int nh, int D);
 void CPU_FN(rope_bwd)(void *dx, const void *rope_cs, int B, int T, int t0, int Tn, int nh, int D);
 void CPU_FN(rope_table)(void *rope_cs, int Tmax, int D, double theta);
+void CPU_FN(kv_split_rope_fwd)(void *const *dst, const void *kv, const void *rope_cs, int64_t r0,
+                               int64_t nr, int T, int G, int D);
+void CPU_FN(kv_gather_rope_bwd)(void *dkv, const void *const *src, const void *rope_cs, int64_t r0,
+                                int64_t nr, int T, int G, int D);
 void CPU_FN(swiglu_fwd)(void *h, const void *a, const void *b, int64_t n);
 void CPU_FN(swiglu_bwd)(void *da, void *db, const void *dh, const void *a, const void *b, int64_t n);
 void CPU_FN(silu_fwd)(void *out, const void *inp, int64_t n);

@@ -170,6 +170,18 @@ void CPU_FN(rmsnorm_bwd)(void *dinp_, void *dw_, const void *dout_, const void *
 // Rotate-half pairs (i, i + D/2) of every head of rows t0 .. t0+Tn-1 of each sequence
 // by the angle of position t; inverse: rotate by minus that angle (the transpose of
 // the rotation, which is what the gradient goes through).
+// One head of D values, src -> dst (dst may be src): the arithmetic every RoPE op
+// shares (rope_fwd/bwd and the fused K/V split/gather below), so that they agree bit
+// for bit. c = rope_cs row of the position.
+static inline void rope_head(real *dst, const real *src, const real *c, int half, int inverse) {
+    for (int i = 0; i < half; i++) {
+        real co = c[2 * i], si = inverse ? -c[2 * i + 1] : c[2 * i + 1];
+        real x1 = src[i], x2 = src[i + half];
+        dst[i] = x1 * co - x2 * si;
+        dst[i + half] = x2 * co + x1 * si;
+    }
+}
+
 static void rope_apply(real *x, const real *cs, int B, int T, int t0, int Tn, int nh, int D,
                        int inverse) {
     int half = D / 2;
@@ -180,12 +192,7 @@ static void rope_apply(real *x, const real *cs, int B, int T, int t0, int Tn, in
         const real *c = cs + (int64_t)t * half * 2;
         for (int h = 0; h < nh; h++) {
             real *p = x + (((int64_t)b * T + t) * nh + h) * D;
-            for (int i = 0; i < half; i++) {
-                real co = c[2 * i], si = inverse ? -c[2 * i + 1] : c[2 * i + 1];
-                real x1 = p[i], x2 = p[i + half];
-                p[i] = x1 * co - x2 * si;
-                p[i + half] = x2 * co + x1 * si;
-            }
+            rope_head(p, p, c, half, inverse);
         }
     }
 }
@@ -198,6 +205,47 @@ void CPU_FN(rope_fwd)(void *x, const void *rope_cs, int B, int T, int t0, int Tn
 // i.e. the rotation by -angle: the same code with s negated (exact in floating point).
 void CPU_FN(rope_bwd)(void *dx, const void *rope_cs, int B, int T, int t0, int Tn, int nh, int D) {
     rope_apply(dx, rope_cs, B, T, t0, Tn, nh, D, 1);
+}
+
+// The fused K/V projection's split (forward) and gather (backward): kv[nr, 6, G*D] <->
+// the six [B*T, G*D] buffers k_cmp, v_cmp, k_sel, v_sel, k_win, v_win, RoPE on the
+// keys (parts 0, 2, 4) at position r mod T. Copies and rope_head only: the values are
+// exact, the keys get rope_fwd's / rope_bwd's bits. Rows are independent.
+void CPU_FN(kv_split_rope_fwd)(void *const *dst, const void *kv_, const void *rope_cs, int64_t r0,
+                               int64_t nr, int T, int G, int D) {
+    const real *kv = kv_, *cs = rope_cs;
+    const int GD = G * D, half = D / 2;
+    OMP(parallel for schedule(static) if (nr * 6 * GD >= PAR_MIN))
+    for (int64_t i = 0; i < nr; i++) {
+        const int64_t r = r0 + i;
+        const real *c = cs + (int64_t)(r % T) * half * 2;
+        for (int j = 0; j < 6; j++) {
+            const real *part = kv + (i * 6 + j) * GD;
+            real *o = (real *)dst[j] + r * GD;
+            if (j & 1) memcpy(o, part, (size_t)GD * sizeof(real));   // a value
+            else
+                for (int h = 0; h < G; h++) rope_head(o + h * D, part + h * D, c, half, 0);
+        }
+    }
+}
+
+void CPU_FN(kv_gather_rope_bwd)(void *dkv_, const void *const *src, const void *rope_cs, int64_t r0,
+                                int64_t nr, int T, int G, int D) {
+    real *dkv = dkv_;
+    const real *cs = rope_cs;
+    const int GD = G * D, half = D / 2;
+    OMP(parallel for schedule(static) if (nr * 6 * GD >= PAR_MIN))
+    for (int64_t i = 0; i < nr; i++) {
+        const int64_t r = r0 + i;
+        const real *c = cs + (int64_t)(r % T) * half * 2;
+        for (int j = 0; j < 6; j++) {
+            real *part = dkv + (i * 6 + j) * GD;
+            const real *g = (const real *)src[j] + r * GD;
+            if (j & 1) memcpy(part, g, (size_t)GD * sizeof(real));   // a value's gradient
+            else
+                for (int h = 0; h < G; h++) rope_head(part + h * D, g + h * D, c, half, 1);
+        }
+    }
 }
 
 void CPU_FN(rope_table)(void *rope_cs_, int Tmax, int D, double theta) {

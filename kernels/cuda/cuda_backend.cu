@@ -452,6 +452,8 @@ constexpr auto bound = &Binder<std::remove_pointer_t<decltype(Fn)>>::template ca
     X(rmsnorm_bwd, nsa_cuda_rmsnorm_bwd, rmsnorm_bwd)                \
     X(rope_fwd, nsa_cuda_rope_fwd, rope_fwd)                         \
     X(rope_bwd, nsa_cuda_rope_bwd, rope_bwd)                         \
+    X(kv_split_rope_fwd, nsa_cuda_kv_split_rope_fwd, kv_split_rope)  \
+    X(kv_gather_rope_bwd, nsa_cuda_kv_gather_rope_bwd, kv_gather_rope) \
     X(swiglu_fwd, nsa_cuda_swiglu_fwd, swiglu_fwd)                   \
     X(swiglu_bwd, nsa_cuda_swiglu_bwd, swiglu_bwd)                   \
     X(silu_fwd, nsa_cuda_silu_fwd, silu_fwd)                         \

@@ -37,7 +37,7 @@ size_t nsa_cuda_bytes_in_use(void);
 size_t nsa_cuda_peak_bytes(void);
 void nsa_cuda_sync(void);
 
-// ---- dense ops (cuda_gemm.cu, cuda_dense.cu, cuda_embed.cu) --------------------------
+// ---- dense ops (cuda_gemm.cu, cuda_dense.cu, cuda_embed.cu, cuda_kv.cu) --------------
 void nsa_cuda_matmul_fwd(int dt, void *out, int64_t ldo, const void *inp, int64_t ldi,
                          const void *w, const void *bias, int M, int N, int K);
 void nsa_cuda_matmul_bwd(int dt, void *dinp, void *dw, void *dbias, const void *dout,
@@ -51,6 +51,11 @@ void nsa_cuda_rmsnorm_bwd(int dt, void *dinp, void *dw, const void *dout, const 
 void nsa_cuda_rope_fwd(int dt, void *x, const void *cs, int B, int T, int t0, int Tn, int nh, int D);
 void nsa_cuda_rope_bwd(int dt, void *x, const void *cs, int B, int T, int t0, int Tn, int nh, int D);
 void nsa_cuda_rope_table(int dt, void *cs, int Tmax, int D, double theta);
+// the fused K/V projection's split / gather with RoPE on the keys (cuda_kv.cu)
+void nsa_cuda_kv_split_rope_fwd(int dt, void *const *dst, const void *kv, const void *rope_cs, int64_t r0,
+                                int64_t nr, int T, int G, int D);
+void nsa_cuda_kv_gather_rope_bwd(int dt, void *dkv, const void *const *src, const void *rope_cs, int64_t r0,
+                                 int64_t nr, int T, int G, int D);
 void nsa_cuda_swiglu_fwd(int dt, void *h, const void *a, const void *b, int64_t n);
 void nsa_cuda_swiglu_bwd(int dt, void *da, void *db, const void *dh, const void *a, const void *b, int64_t n);
 void nsa_cuda_silu_fwd(int dt, void *out, const void *inp, int64_t n);

@@ -490,6 +490,60 @@ static const OpCase ROPE_CASES[] = {
 };
 static const Group G_ROPE = {{"rope", NULL}, rp_open, CASES(ROPE_CASES)};
 
+// ---- the fused K/V projection's split / gather: p = B T G D r0 nr ----
+// The six [B,T,G,D] buffers live in two slots, keys k_cmp|k_sel|k_win and values
+// v_cmp|v_sel|v_win, each buffer at its offset there; rows [r0, r0+nr) of B*T.
+enum { KV_CS, KV_KV, KV_K, KV_V, KV_DKV };
+static void kv_open(Ctx *c) {
+    const int *p = c->p;
+    const int64_t rows = (int64_t)p[0] * p[1], GD = (int64_t)p[2] * p[3];
+    snprintf(c->shape, sizeof c->shape, "B%d T%d G%d D%d rows[%d,%d)", p[0], p[1], p[2], p[3], p[4], p[4] + p[5]);
+    c->t[KV_CS] = tp_new((int64_t)p[1] * p[3], 1);
+    c->t[KV_KV] = tp_new((int64_t)p[5] * 6 * GD, 1);
+    c->t[KV_K] = tp_new(3 * rows * GD, 1);
+    c->t[KV_V] = tp_new(3 * rows * GD, 1);
+    c->t[KV_DKV] = tp_new((int64_t)p[5] * 6 * GD, 1);
+}
+// the six buffers of one side, in ops.h order k_cmp, v_cmp, k_sel, v_sel, k_win, v_win
+static void kv_bufs(Ctx *c, int gpu, void **b) {
+    const int64_t n = (int64_t)c->p[0] * c->p[1] * c->p[2] * c->p[3];
+    const size_t eb = (size_t)(gpu ? GPU->act_bytes : CPU->act_bytes);
+    for (int j = 0; j < 3; j++) {
+        b[2 * j] = (char *)(gpu ? c->t[KV_K].g : c->t[KV_K].c) + (size_t)j * n * eb;
+        b[2 * j + 1] = (char *)(gpu ? c->t[KV_V].g : c->t[KV_V].c) + (size_t)j * n * eb;
+    }
+}
+static void kv_poison_cs(Ctx *c) { tp_poison(&c->t[KV_CS]); }
+static void kv_run_table(Ctx *c, const Backend *be, int gpu) { be->rope_table(S(KV_CS), c->p[1], c->p[3], 10000.0); }
+static void kv_setup_split(Ctx *c) {   // rows outside [r0, r0+nr) keep these values
+    tp_rand(&c->t[KV_KV], 1.0, 0);
+    tp_rand(&c->t[KV_K], 1.0, 0);
+    tp_rand(&c->t[KV_V], 1.0, 0);
+}
+static void kv_run_split(Ctx *c, const Backend *be, int gpu) {
+    void *b[6];
+    kv_bufs(c, gpu, b);
+    be->kv_split_rope_fwd(b, S(KV_KV), S(KV_CS), c->p[4], c->p[5], c->p[1], c->p[2], c->p[3]);
+}
+static void kv_setup_gather(Ctx *c) {
+    tp_rand(&c->t[KV_K], 1.0, 0);
+    tp_rand(&c->t[KV_V], 1.0, 0);
+    tp_poison(&c->t[KV_DKV]);
+}
+static void kv_run_gather(Ctx *c, const Backend *be, int gpu) {
+    void *b[6];
+    kv_bufs(c, gpu, b);
+    const void *src[6] = {b[0], b[1], b[2], b[3], b[4], b[5]};
+    be->kv_gather_rope_bwd(S(KV_DKV), src, S(KV_CS), c->p[4], c->p[5], c->p[1], c->p[2], c->p[3]);
+}
+static const OpCase KV_CASES[] = {
+    {.setup = kv_poison_cs, .run = kv_run_table},   // each side's own table, as the model has it
+    {.setup = kv_setup_split, .run = kv_run_split, .tol = TOL_PREC,
+     .out = {OUT(KV_K, "kv_split_rope_fwd.k"), OUT(KV_V, "kv_split_rope_fwd.v")}},
+    {.setup = kv_setup_gather, .run = kv_run_gather, .tol = TOL_PREC, .out = {OUT(KV_DKV, "kv_gather_rope_bwd")}},
+};
+static const Group G_KV = {{"kv_split_rope", "kv_gather_rope"}, kv_open, CASES(KV_CASES)};
+
 // ---- elementwise: p = n ----
 enum { EW_A, EW_B, EW_H, EW_DA, EW_DB };
 static void ew_open(Ctx *c) {
@@ -957,6 +1011,7 @@ static const Run RUNS[] = {
     {&G_MATMUL_BWD, {64, 96, 80, 0}, 0},
     {&G_MATMUL_BWD, {300, 7, 33, 1}, 0},
     {&G_MATMUL_BWD, {1024, 768, 256, 1}, 1},
+    {&G_MATMUL_BWD, {1024, 768, 768, 1}, 1},   // the fused K/V projection of m7c_125m (6*G*D = 768), dinp +=
     {&G_WEIGHT_COPY, {0}, 0},
     {&G_EMBEDDING, {200, 48, 17}, 0},
     {&G_EMBEDDING, {64, 20, 1000}, 0},
@@ -964,6 +1019,10 @@ static const Run RUNS[] = {
     {&G_RMSNORM, {5, 64}, 0},
     {&G_ROPE, {2, 20, 3, 10, 3, 16}, 0},
     {&G_ROPE, {1, 33, 0, 33, 2, 64}, 0},
+    {&G_KV, {2, 20, 2, 16, 0, 40}, 0},        // all rows (batched prefill), tiny-like
+    {&G_KV, {2, 20, 3, 64, 27, 1}, 0},        // one row of sequence 1 (sequential prefill)
+    {&G_KV, {2, 33, 2, 64, 25, 30}, 0},       // a range across sequences
+    {&G_KV, {4, 2048, 2, 64, 0, 8192}, 1},    // m7c_125m at batch 4
     {&G_ELEMENTWISE, {1000}, 0},
     {&G_ELEMENTWISE, {1003}, 0},
     {&G_XENT, {7, 300}, 0},

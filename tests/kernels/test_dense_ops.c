@@ -16,6 +16,14 @@
 //    accumulated elements fail; a NaN never passes a comparison (all tests are
 //    written as !(err <= tol)).
 //  * row independence and thread-count independence of the ops that reduce.
+//  * the fused K/V projection's split (kv_split_rope_fwd) and gather (kv_gather_rope_bwd)
+//    against a plain loop: values moved exactly (bit for bit), keys against a double
+//    RoPE of the same held values within the precision's tolerance (RoPE's two products
+//    and one sum, rounded in real arithmetic: relative 1e-5 f32 / 1e-13 f64 with floor 1),
+//    and bit for bit equal to rope_fwd / rope_bwd on the same data (what makes the fused
+//    projection's forward bitwise the per-branch path's); rows outside [r0, r0+nr)
+//    untouched, every dkv element written, one row at a time = all rows, and in f64 the
+//    gather is the split's adjoint (<split(kv), R> = <kv, gather(R)> to 1e-13).
 // Tolerances: results vs a double reference, relative 1e-5 (f32) / 1e-13 (f64), for
 // gemm scaled by K/128 beyond K = 128 and measured against alpha*sum|a b| + |beta c|;
 // finite differences 1e-6 relative to (|g| + max|g|).
@@ -50,6 +58,10 @@
     void rope_fwd_##S(void *, const void *, int, int, int, int, int, int);                      \
     void rope_bwd_##S(void *, const void *, int, int, int, int, int, int);                      \
     void rope_table_##S(void *, int, int, double);                                             \
+    void kv_split_rope_fwd_##S(void *const *, const void *, const void *, int64_t, int64_t, int,  \
+                               int, int);                                                     \
+    void kv_gather_rope_bwd_##S(void *, const void *const *, const void *, int64_t, int64_t, int, \
+                                int, int);                                                    \
     void swiglu_fwd_##S(void *, const void *, const void *, int64_t);                          \
     void swiglu_bwd_##S(void *, void *, const void *, const void *, const void *, int64_t);     \
     void silu_fwd_##S(void *, const void *, int64_t);                                          \
@@ -81,6 +93,8 @@ typedef struct {
     void (*rope_fwd)(void *, const void *, int, int, int, int, int, int);
     void (*rope_bwd)(void *, const void *, int, int, int, int, int, int);
     void (*rope_table)(void *, int, int, double);
+    void (*kv_split_rope_fwd)(void *const *, const void *, const void *, int64_t, int64_t, int, int, int);
+    void (*kv_gather_rope_bwd)(void *, const void *const *, const void *, int64_t, int64_t, int, int, int);
     void (*swiglu_fwd)(void *, const void *, const void *, int64_t);
     void (*swiglu_bwd)(void *, void *, const void *, const void *, const void *, int64_t);
     void (*silu_fwd)(void *, const void *, int64_t);
@@ -98,7 +112,7 @@ typedef struct {
 #define PREC(S, F64, TOL, T)                                                                  \
     {#S, F64, sizeof(T), TOL, matmul_fwd_##S, matmul_bwd_##S, embedding_fwd_##S,              \
      embedding_bwd_##S, rmsnorm_fwd_##S, rmsnorm_bwd_##S, rope_fwd_##S, rope_bwd_##S,          \
-     rope_table_##S, swiglu_fwd_##S, swiglu_bwd_##S, silu_fwd_##S, silu_bwd_##S, add_##S,       \
+     rope_table_##S, kv_split_rope_fwd_##S, kv_gather_rope_bwd_##S, swiglu_fwd_##S, swiglu_bwd_##S, silu_fwd_##S, silu_bwd_##S, add_##S,       \
      add_inplace_##S, xent_fwd_bwd_##S, sumsq_param_##S, scale_param_##S,                     \
      first_nonfinite_##S, adamw_##S}
 static const Prec PRECS[2] = {PREC(f32, 0, 1e-5, float), PREC(f64, 1, 1e-13, double)};
@@ -1173,6 +1187,156 @@ static void test_adamw(void **state) {
     }
 }
 
+// ---- the fused K/V projection's split and gather ----------------------------------------------
+
+enum { KB = 2, KT = 9, KG = 3, KD = 10, KR0 = 5, KNR = 11 };   // rows [5, 16): crosses sequences
+#define KV_ROWS ((int64_t)KB * KT)
+#define KV_GD ((int64_t)KG * KD)
+#define KV_ROW (6 * KV_GD)   // one row of the fused [rows, 6*G*D] buffer
+
+// double reference of one head's RoPE at position t (inverse: rotation by -angle)
+static void kv_rope_ref(double *dst, const double *src, const double *CS, int t, int inverse) {
+    const int half = KD / 2;
+    for (int i = 0; i < half; i++) {
+        double c = CS[(t * half + i) * 2], sn = CS[(t * half + i) * 2 + 1] * (inverse ? -1 : 1);
+        dst[i] = src[i] * c - src[i + half] * sn;
+        dst[i + half] = src[i + half] * c + src[i] * sn;
+    }
+}
+
+static void test_kv_split_gather(void **state) {
+    (void)state;
+    const int half = KD / 2;
+    for (int p = 0; p < 2; p++) {
+        const Prec *P = &PRECS[p];
+        void *cs = rbuf(P, KT * half * 2);
+        P->rope_table(cs, KT, KD, THETA);
+        double *CS = fetch(P, cs, KT * half * 2);
+        char what[96];
+
+        // ---- split, rows [KR0, KR0+KNR) of a full-size kv (rows r0.. of the call are
+        // rows 0.. of its kv argument)
+        double *KVF = rvec(P, KV_ROWS * KV_ROW, 0.1, 1);
+        void *kvf = rbuf_from(P, KVF, KV_ROWS * KV_ROW);
+        double *OLD[6];
+        void *dst[6], *full[6], *one[6];
+        for (int j = 0; j < 6; j++) {
+            OLD[j] = rvec(P, KV_ROWS * KV_GD, 0.1, 1);   // what rows outside the range keep
+            dst[j] = rbuf_from(P, OLD[j], KV_ROWS * KV_GD);
+            full[j] = rbuf_from(P, OLD[j], KV_ROWS * KV_GD);
+            one[j] = rbuf_from(P, OLD[j], KV_ROWS * KV_GD);
+        }
+        P->kv_split_rope_fwd(dst, at(P, kvf, KR0 * KV_ROW), cs, KR0, KNR, KT, KG, KD);
+        for (int j = 0; j < 6; j++) {
+            double *got = fetch(P, dst[j], KV_ROWS * KV_GD), *ref = dvec(KV_ROWS * KV_GD);
+            memcpy(ref, OLD[j], sizeof(double) * (size_t)(KV_ROWS * KV_GD));
+            for (int64_t r = KR0; r < KR0 + KNR; r++)
+                for (int h = 0; h < KG; h++) {
+                    const double *src = KVF + r * KV_ROW + j * KV_GD + h * KD;
+                    if (j & 1) memcpy(ref + r * KV_GD + h * KD, src, sizeof(double) * KD);
+                    else kv_rope_ref(ref + r * KV_GD + h * KD, src, CS, (int)(r % KT), 0);
+                }
+            snprintf(what, sizeof what, "kv_split_rope_fwd part %d", j);
+            if (j & 1) check_exact(what, P, got, ref, KV_ROWS * KV_GD);
+            else check(what, P, got, ref, KV_ROWS * KV_GD, P->tol, 1);
+            for (int64_t e = 0; e < KV_ROWS * KV_GD; e++) {
+                int64_t r = e / KV_GD;
+                if ((r < KR0 || r >= KR0 + KNR) && !(got[e] == OLD[j][e]))
+                    fail_msg("kv_split_rope_fwd [%s] part %d touched row %lld outside [r0, r0+nr)", P->name, j,
+                             (long long)r);
+            }
+            free(got); free(ref);
+        }
+        // all rows at once; one row at a time gives the same bits, and so does the
+        // sub-range above; keys are rope_fwd's bits (a plain copy, then rope_fwd)
+        P->kv_split_rope_fwd(full, kvf, cs, 0, KV_ROWS, KT, KG, KD);
+        for (int64_t r = 0; r < KV_ROWS; r++) P->kv_split_rope_fwd(one, at(P, kvf, r * KV_ROW), cs, r, 1, KT, KG, KD);
+        for (int j = 0; j < 6; j++) {
+            snprintf(what, sizeof what, "kv_split_rope_fwd part %d row at a time vs all rows", j);
+            check_bits(what, P, one[j], full[j], KV_ROWS * KV_GD);
+            snprintf(what, sizeof what, "kv_split_rope_fwd part %d rows [r0, r0+nr) vs all rows", j);
+            check_bits(what, P, at(P, dst[j], KR0 * KV_GD), at(P, full[j], KR0 * KV_GD), KNR * KV_GD);
+            void *k = rbuf(P, KV_ROWS * KV_GD);
+            for (int64_t r = 0; r < KV_ROWS; r++)
+                memcpy(at(P, k, r * KV_GD), at(P, kvf, r * KV_ROW + j * KV_GD), (size_t)KV_GD * P->es);
+            if (!(j & 1)) P->rope_fwd(k, cs, KB, KT, 0, KT, KG, KD);
+            snprintf(what, sizeof what, "kv_split_rope_fwd part %d vs copy%s", j, j & 1 ? "" : " + rope_fwd");
+            check_bits(what, P, full[j], k, KV_ROWS * KV_GD);
+            free(k);
+        }
+
+        // ---- gather, rows [KR0, KR0+KNR): every dkv element written, src unchanged
+        double *SRC[6];
+        const void *src[6];
+        void *srcb[6];
+        for (int j = 0; j < 6; j++) {
+            SRC[j] = rvec(P, KV_ROWS * KV_GD, 0.1, 1);
+            srcb[j] = rbuf_from(P, SRC[j], KV_ROWS * KV_GD);
+            src[j] = srcb[j];
+        }
+        void *dkv = rbuf(P, KNR * KV_ROW), *dkvf = rbuf(P, KV_ROWS * KV_ROW), *dkv1 = rbuf(P, KV_ROWS * KV_ROW);
+        poison(P, dkv, KNR * KV_ROW);
+        poison(P, dkvf, KV_ROWS * KV_ROW);
+        poison(P, dkv1, KV_ROWS * KV_ROW);
+        P->kv_gather_rope_bwd(dkv, src, cs, KR0, KNR, KT, KG, KD);
+        double *got = fetch(P, dkv, KNR * KV_ROW), *ref = dvec(KNR * KV_ROW);
+        for (int64_t i = 0; i < KNR; i++)
+            for (int j = 0; j < 6; j++)
+                for (int h = 0; h < KG; h++) {
+                    const double *g = SRC[j] + (KR0 + i) * KV_GD + h * KD;
+                    double *o = ref + i * KV_ROW + j * KV_GD + h * KD;
+                    if (j & 1) memcpy(o, g, sizeof(double) * KD);
+                    else kv_rope_ref(o, g, CS, (int)((KR0 + i) % KT), 1);
+                }
+        for (int64_t i = 0; i < KNR; i++)
+            for (int j = 0; j < 6; j++) {
+                snprintf(what, sizeof what, "kv_gather_rope_bwd row %lld part %d", (long long)i, j);
+                if (j & 1) check_exact(what, P, got + i * KV_ROW + j * KV_GD, ref + i * KV_ROW + j * KV_GD, KV_GD);
+                else check(what, P, got + i * KV_ROW + j * KV_GD, ref + i * KV_ROW + j * KV_GD, KV_GD, P->tol, 1);
+            }
+        for (int j = 0; j < 6; j++) {
+            double *after = fetch(P, srcb[j], KV_ROWS * KV_GD);
+            check_exact("kv_gather_rope_bwd leaves src unchanged", P, after, SRC[j], KV_ROWS * KV_GD);
+            free(after);
+        }
+        // all rows; row at a time; the sub-range; keys are rope_bwd's bits
+        P->kv_gather_rope_bwd(dkvf, src, cs, 0, KV_ROWS, KT, KG, KD);
+        for (int64_t r = 0; r < KV_ROWS; r++) P->kv_gather_rope_bwd(at(P, dkv1, r * KV_ROW), src, cs, r, 1, KT, KG, KD);
+        check_bits("kv_gather_rope_bwd row at a time vs all rows", P, dkv1, dkvf, KV_ROWS * KV_ROW);
+        check_bits("kv_gather_rope_bwd rows [r0, r0+nr) vs all rows", P, dkv, at(P, dkvf, KR0 * KV_ROW), KNR * KV_ROW);
+        for (int j = 0; j < 6; j += 2) {
+            void *k = rbuf_from(P, SRC[j], KV_ROWS * KV_GD);
+            P->rope_bwd(k, cs, KB, KT, 0, KT, KG, KD);
+            for (int64_t r = 0; r < KV_ROWS; r++) {
+                snprintf(what, sizeof what, "kv_gather_rope_bwd part %d row %lld vs rope_bwd", j, (long long)r);
+                check_bits(what, P, at(P, dkvf, r * KV_ROW + j * KV_GD), at(P, k, r * KV_GD), KV_GD);
+            }
+            free(k);
+        }
+
+        // ---- f64: the gather is the split's adjoint, <split(kv), R> = <kv, gather(R)>
+        if (P->f64) {
+            double lhs = 0, rhs = 0, scale = 0;
+            double *DKVF = fetch(P, dkvf, KV_ROWS * KV_ROW);
+            for (int j = 0; j < 6; j++) {
+                double *F = fetch(P, full[j], KV_ROWS * KV_GD);
+                lhs += dotd(F, SRC[j], KV_ROWS * KV_GD);
+                for (int64_t e = 0; e < KV_ROWS * KV_GD; e++) scale += fabs(F[e] * SRC[j][e]);
+                free(F);
+            }
+            rhs = dotd(KVF, DKVF, KV_ROWS * KV_ROW);
+            if (!(fabs(lhs - rhs) <= 1e-13 * scale))
+                fail_msg("kv_gather_rope_bwd is not the adjoint of kv_split_rope_fwd: %.17g vs %.17g", lhs, rhs);
+            free(DKVF);
+        }
+        for (int j = 0; j < 6; j++) {
+            free(dst[j]); free(full[j]); free(one[j]); free(OLD[j]); free(SRC[j]); free(srcb[j]);
+        }
+        free(got); free(ref); free(dkv); free(dkvf); free(dkv1);
+        free(KVF); free(kvf); free(CS); free(cs);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_gemm_vs_naive, reset_rng),
@@ -1186,6 +1350,7 @@ int main(void) {
         cmocka_unit_test_setup(test_embedding, reset_rng),
         cmocka_unit_test_setup(test_rmsnorm, reset_rng),
         cmocka_unit_test_setup(test_rope, reset_rng),
+        cmocka_unit_test_setup(test_kv_split_gather, reset_rng),
         cmocka_unit_test_setup(test_swiglu_silu, reset_rng),
         cmocka_unit_test_setup(test_add, reset_rng),
         cmocka_unit_test_setup(test_xent, reset_rng),
