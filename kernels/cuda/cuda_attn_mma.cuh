@@ -959,15 +959,36 @@ template <typename T, int D, int KT, int BR> __global__ void __launch_bounds__(K
 // ============================================================================================
 // selection scores on tensor cores (bf16/fp16): a CTA owns BQ positions x the whole
 // group (hpg <= 64 heads): S = Q Kc^T per chunk of 64 compressed blocks as in
-// k_rows_fwd, p = exp(S - lse) from the compressed branch's saved lse, then per
-// (position, selection block j) score[j] += sum_i w(i, j) sum_h p[h, i] (heads,
-// blocks i and chunks in ascending order), and the top-n per position by a warp
-// (forced blocks, ties to the lower index). Shared: Q, K double buffer, the P tile,
-// scores [BQ][NS] and taken flags [BQ][NS].
+// k_rows_fwd, p = exp(S - lse) from the compressed branch's saved lse, then the head
+// sums Psum[position][i] = sum_h p[h, i] (a butterfly over a warp's 16 rows when the
+// group's heads fill whole warps, else through the P tile, heads ascending, every
+// (position, block) pair in parallel), then per (position, selection block j)
+// score[j] += sum_i w(i, j) Psum[i] (blocks i and chunks in ascending order), and the
+// top-n per position by a warp (forced blocks, ties to the lower index). Shared: Q,
+// K double buffer, the P tile, Psum [BQ][KC], scores [BQ][NS], taken flags [BQ][NS].
 // ============================================================================================
 #define SEL_PP 65   // P tile row pitch (floats)
-template <int D> constexpr size_t selscore_fixed_smem() {
-    return (size_t)(64 + 2 * ROWS_KC) * (D + 8) * 2 + (size_t)64 * SEL_PP * 4;
+// Float areas after Q and the K double buffer, in floats: the P tile [64][SEL_PP] only
+// where the head sums go through shared memory, the per-warp sums Pw [4][KC] where they
+// are butterflies, Psum [BQ][KC] (Pw itself when one warp is one position), then
+// scores [BQ][NS] and taken flags [BQ][NS] bytes. Sized to what the group needs, so that
+// three CTAs fit an SM at the paper shape.
+struct SelScoreLayout {
+    int psum, score, nfloat;   // offsets of Psum and score, floats before the flags
+};
+__host__ __device__ __forceinline__ SelScoreLayout selscore_layout(int hpg, int NS) {
+    const RowsGeom rg = rows_geom(hpg);
+    SelScoreLayout L;
+    const bool warp_rows = rg.HB % 16 == 0;
+    if (!warp_rows) L.psum = 64 * SEL_PP;
+    else L.psum = rg.HB == 16 ? 0 : 4 * ROWS_KC;
+    L.score = warp_rows && rg.HB == 16 ? 4 * ROWS_KC : L.psum + rg.BQ * ROWS_KC;
+    L.nfloat = L.score + rg.BQ * NS;
+    return L;
+}
+template <int D> size_t selscore_smem(int hpg, int NS) {
+    return (size_t)(64 + 2 * ROWS_KC) * (D + 8) * 2 + (size_t)selscore_layout(hpg, NS).nfloat * 4 +
+           (size_t)rows_geom(hpg).BQ * NS + 16;
 }
 
 template <typename T, int D> __global__ void __launch_bounds__(128) k_select_mma(AttnArgs a, int32_t *sel_out) {
@@ -975,8 +996,10 @@ template <typename T, int D> __global__ void __launch_bounds__(128) k_select_mma
     extern __shared__ __align__(16) unsigned char smem_raw[];
     T *Qs = reinterpret_cast<T *>(smem_raw);
     T *Ks = Qs + 64 * DP;                                             // [2][KC][DP]
-    float *Ps = reinterpret_cast<float *>(Ks + 2 * ROWS_KC * DP);     // [64][SEL_PP]
-    float *score = Ps + 64 * SEL_PP;                                  // [BQ][NS]
+    const SelScoreLayout lay = selscore_layout(a.hpg, a.NS);
+    float *Ps = reinterpret_cast<float *>(Ks + 2 * ROWS_KC * DP);     // [64][SEL_PP] or Pw [4][KC]
+    float *Psum = Ps + lay.psum;                                      // [BQ][KC]
+    float *score = Ps + lay.score;                                    // [BQ][NS]
     const RowsGeom rg = rows_geom(a.hpg);
     unsigned char *taken = reinterpret_cast<unsigned char *>(score + rg.BQ * a.NS);   // [BQ][NS]
     __shared__ int trow[64];
@@ -985,6 +1008,11 @@ template <typename T, int D> __global__ void __launch_bounds__(128) k_select_mma
     const int hpg = a.hpg, HB = rg.HB, BQ = rg.BQ;
     const int b = blockIdx.z, g = blockIdx.y;
     const int tbase = a.t0 + blockIdx.x * BQ, tend = a.t0 + a.Tn;
+    // HB a multiple of 16: each warp's rows are heads of one position (wpp warps per
+    // position) and the head sums are butterflies in registers; else P goes through Ps
+    const bool warp_rows = HB % 16 == 0;
+    const int wpp = HB / 16;
+    float *Pw = Ps;   // [4][KC] per-warp head sums (warp_rows; Psum is Pw when wpp == 1)
     if (tid < 64) {
         int tq = tid / HB, t = tbase + tq;
         bool ok = tq < BQ && t < tend;
@@ -1047,16 +1075,58 @@ template <typename T, int D> __global__ void __launch_bounds__(128) k_select_mma
                 mma16816<T>(s[2 * np], qf[kk], bf[0], bf[1]);
                 mma16816<T>(s[2 * np + 1], qf[kk], bf[2], bf[3]);
             }
+        // p = exp(S - lse) where the row sees the block, else 0
+        float p[8][4];
 #pragma unroll
         for (int nt = 0; nt < 8; nt++)
 #pragma unroll
             for (int e = 0; e < 4; e++) {
-                const int kl = nt * 8 + 2 * tig + (e & 1), key = kb + kl, t = tr[e >> 1];
+                const int key = kb + nt * 8 + 2 * tig + (e & 1), t = tr[e >> 1];
                 const bool vis = t >= 0 && key < kend && key * a.d + a.l - 1 <= t;
-                Ps[(r0 + 8 * (e >> 1)) * SEL_PP + kl] = vis ? exp2f(s[nt][e] * a.scale_log2 - l2r[e >> 1]) : 0.f;
+                p[nt][e] = vis ? exp2f(s[nt][e] * a.scale_log2 - l2r[e >> 1]) : 0.f;
             }
-        __syncthreads();
-        // score[tq][j] += sum_{i in chunk} w(i, j) sum_h P[tq*HB + h][i - kb], j over the chunk's blocks
+        // Psum[tq][kl] = sum over the position's heads of p (a fixed order either way)
+        if (warp_rows) {
+            // the warp's 16 rows are 16 heads of one position: rows g and g + 8 added,
+            // then a butterfly over the 8 row groups (lane bits 2..4)
+#pragma unroll
+            for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+                for (int c = 0; c < 2; c++) {
+                    float v = p[nt][c] + p[nt][c + 2];
+                    v += __shfl_xor_sync(0xffffffffu, v, 4);
+                    v += __shfl_xor_sync(0xffffffffu, v, 8);
+                    v += __shfl_xor_sync(0xffffffffu, v, 16);
+                    if (gid == 0) Pw[warp * ROWS_KC + nt * 8 + 2 * tig + c] = v;
+                }
+            __syncthreads();
+            if (wpp > 1) {   // a position spans wpp warps: add their sums in warp order
+                for (int it = tid; it < BQ * ROWS_KC; it += 128) {
+                    const int tq = it / ROWS_KC, kl = it % ROWS_KC;
+                    float acc = 0.f;
+                    for (int w = 0; w < wpp; w++) acc += Pw[(tq * wpp + w) * ROWS_KC + kl];
+                    Psum[it] = acc;
+                }
+                __syncthreads();
+            }
+        } else {
+#pragma unroll
+            for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    Ps[(r0 + 8 * (e >> 1)) * SEL_PP + nt * 8 + 2 * tig + (e & 1)] = p[nt][e];
+            __syncthreads();
+            // heads in ascending order, every (position, block) pair in parallel
+            for (int it = tid; it < BQ * ROWS_KC; it += 128) {
+                const int tq = it / ROWS_KC, kl = it % ROWS_KC;
+                const float *col = Ps + tq * HB * SEL_PP + kl;
+                float acc = 0.f;
+                for (int h = 0; h < HB; h++) acc += col[h * SEL_PP];
+                Psum[it] = acc;
+            }
+            __syncthreads();
+        }
+        // score[tq][j] += sum_{i in chunk} w(i, j) Psum[tq][i - kb], j over the chunk's blocks
         const int ilast = kb + ROWS_KC - 1 < kend - 1 ? kb + ROWS_KC - 1 : kend - 1;
         const int jlo = kb * a.d / a.lsel;
         int jhi = (ilast * a.d + a.l - 1) / a.lsel;
@@ -1068,13 +1138,9 @@ template <typename T, int D> __global__ void __launch_bounds__(128) k_select_mma
             int i1 = ((j + 1) * a.lsel - 1) / a.d;
             if (i0 < kb) i0 = kb;
             if (i1 > ilast) i1 = ilast;
+            const float *ps = Psum + tq * ROWS_KC - kb;
             float acc = 0.f;
-            for (int i = i0; i <= i1; i++) {
-                const float wgt = (float)overlap_num_d(i, j, a.l, a.d, a.lsel) / (float)a.d;
-                float ph = 0.f;
-                for (int h = 0; h < HB; h++) ph += Ps[(tq * HB + h) * SEL_PP + (i - kb)];
-                acc += wgt * ph;
-            }
+            for (int i = i0; i <= i1; i++) acc += (float)overlap_num_d(i, j, a.l, a.d, a.lsel) / (float)a.d * ps[i];
             score[tq * a.NS + j] += acc;
         }
         __syncthreads();
@@ -1136,7 +1202,7 @@ template <typename K, typename... A> static void mma_launch(K kernel, dim3 grid,
 
 template <typename T, int D> void mma_select(const AttnArgs &a, int32_t *sel_out) {
     const RowsGeom rg = rows_geom(a.hpg);
-    const size_t sm = selscore_fixed_smem<D>() + (size_t)rg.BQ * a.NS * 5 + 16;
+    const size_t sm = selscore_smem<D>(a.hpg, a.NS);
     dim3 grid((a.Tn + rg.BQ - 1) / rg.BQ, a.G, a.B);
     mma_launch(k_select_mma<T, D>, grid, 128, sm, a, sel_out);
     CUDA_LAUNCHED();
