@@ -3,7 +3,8 @@
 // kernels with w = S), at the m7c_125m shape (12 q heads, 2 KV heads, D 64) and the
 // paper-style shape (64 q heads, 4 KV heads, D 128, top-16 blocks of 64).
 //
-//   bench_cuda_attn [--S 2048,8192,32768,65536] [--B 1] [--shape m7c|paper|both] [--reps N]
+//   bench_cuda_attn [--S 2048,8192,32768,65536] [--B 1] [--shape m7c|paper|both] [--reps N] [--no-dense]
+//   (--no-dense leaves out the dense causal reference; an unknown argument exits 2)
 //
 // FLOPs ("useful", the FlashAttention convention): forward 4*D per (query head, key)
 // over the keys each branch really attends to (compressed blocks visible to t; the
@@ -98,6 +99,8 @@ static double time_op(Ctx *c, int op, int reps) {
     return med;
 }
 
+static int g_no_dense;   // --no-dense: leave the dense causal reference out (it dominates at 64k)
+
 static void bench_shape(const Shp *s, int S, int B, int reps) {
     Ctx c;
     memset(&c, 0, sizeof c);
@@ -122,7 +125,7 @@ static void bench_shape(const Shp *s, int S, int B, int reps) {
     nsa_cuda_fill_random(NSA_DT_BF16, c.dout, nq, 4, 1.0);
     // valid inputs for the dependent ops: compress, cmp fwd (lse), select, each fwd
     for (int op = OP_COMPRESS; op <= OP_WIN_F; op++) run(&c, op);
-    run(&c, OP_DENSE_F);
+    if (!g_no_dense) run(&c, OP_DENSE_F);
     be->sync();
 
     // exact key counts per query row (B = 1 row pattern, times B)
@@ -158,6 +161,10 @@ static void bench_shape(const Shp *s, int S, int B, int reps) {
     flops[OP_DENSE_B] = 2.5 * f * kd;
     double ms[NOPS];
     for (int op = 0; op < NOPS; op++) {
+        if (g_no_dense && (op == OP_DENSE_F || op == OP_DENSE_B)) {
+            ms[op] = 0;
+            continue;
+        }
         ms[op] = time_op(&c, op, reps);
         printf("%-6s S=%-6d B=%-3d %-26s %10.3f ms", s->name, S, B, OPN[op], ms[op]);
         if (flops[op] > 0) printf("  %8.1f TFLOP/s", flops[op] / (ms[op] * 1e-3) / 1e12);
@@ -187,6 +194,12 @@ int main(int argc, char **argv) {
         } else if (!strcmp(argv[i], "--B") && i + 1 < argc) B = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--shape") && i + 1 < argc) which = argv[++i];
+        else if (!strcmp(argv[i], "--no-dense")) g_no_dense = 1;
+        else {
+            fprintf(stderr, "bench_cuda_attn: unknown argument '%s' (usage: [--S 2048,8192,...] [--B N] "
+                            "[--shape m7c|paper|both] [--reps N] [--no-dense])\n", argv[i]);
+            return 2;
+        }
     }
     const char *why = NULL;
     if (!nsa_cuda_init(&why)) {

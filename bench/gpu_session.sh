@@ -2,7 +2,7 @@
 # bench/gpu_session.sh — everything the CUDA backend needs checked and measured on a GPU
 # machine, in one command (device time is scarce: one call does it all).
 #
-#   PHASES="build ops model golden train sanitize bench e2e goldenref" BUDGET=560 bash bench/gpu_session.sh
+#   PHASES="build ops model golden train sanitize bench e2e e2e_pack1 e2e_kvsplit goldenref" BUDGET=560 bash bench/gpu_session.sh
 #
 # Each phase logs to its own file; a failing phase never stops the next; every phase
 # is cut at a deadline (BUDGET seconds after the start, default 560) so the summary
@@ -56,7 +56,9 @@ if has profile; then   # per-op device time of m7c_125m training steps at the be
 fi
 has bench && step bench_attn 300 "./$B/bench/bench_cuda_attn" ${BENCH_ARGS:-}
 has e2e && step e2e 300 bash bench/run_cuda.sh "$B" "${E2E_BATCHES:-1 2 4 8 16}" "${E2E_STEPS:-10}"
-has e2e && step e2e_pack1 150 env NSA_CUDA_SEL_PACK=0 bash bench/run_cuda.sh "$B" "4 16" "${E2E_STEPS:-10}"
+has e2e_pack1 && step e2e_pack1 150 env NSA_CUDA_SEL_PACK=0 bash bench/run_cuda.sh "$B" "4 16" "${E2E_STEPS:-10}"
+# the six K/V projections as six GEMMs again (the per-branch path) beside the fused one
+has e2e_kvsplit && step e2e_kvsplit 150 env NSA_KV_FUSED=0 bash bench/run_cuda.sh "$B" "1 16" "${E2E_STEPS:-10}"
 if has goldenref; then   # the reference on this machine's PyTorch (CUDA, fp64) vs the committed golden files
   step goldenref 200 bash tools/reference/make_golden.sh "$B" "$LOG/golden_gpu" cuda python3
 fi
@@ -85,5 +87,6 @@ done
 [ -f "$LOG/bench_attn.log" ] && { echo "---- bench_attn"; grep -E "SUMMARY|m7c +S=2048|peak|SKIP|rror" "$LOG/bench_attn.log" | head -30; }
 [ -f "$LOG/e2e.log" ] && { echo "---- e2e m7c_125m S=2048"; cat "$LOG/e2e.log" | head -12; }
 [ -f "$LOG/e2e_pack1.log" ] && { echo "---- e2e, one position per sel tile"; cat "$LOG/e2e_pack1.log" | head -6; }
+[ -f "$LOG/e2e_kvsplit.log" ] && { echo "---- e2e, six K/V GEMMs (NSA_KV_FUSED=0)"; cat "$LOG/e2e_kvsplit.log" | head -6; }
 [ -f "$LOG/goldenref.log" ] && { echo "---- goldenref"; grep -E "reference loss|worst|logits" "$LOG/goldenref.log" | head -12; }
 echo "logs: $OUT/logs.tgz"

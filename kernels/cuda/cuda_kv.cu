@@ -9,15 +9,17 @@
 // from the table's fp32 shadow, one rounding when stored), so a key gets the bits
 // rope_fwd / rope_bwd would give it. Values are copied.
 //
-// One thread per pair (e, e + D/2) of one head of one part of one row, grid-stride;
-// consecutive threads take consecutive e, so both sides are read and written in
-// contiguous runs. No reductions: deterministic, and a row's result does not depend
-// on the other rows of the call.
+// A thread owns one pair (e, e + D/2) of one head of one part — its column of the
+// [6, G, D/2] pairs, fixed for the whole call, so its part, head, cos/sin index and the
+// key/value choice are computed once — and walks the rows with the grid's y stride.
+// Consecutive threads take consecutive e: both sides are read and written in contiguous
+// runs. No reductions: deterministic, and a row's result does not depend on the other
+// rows of the call.
 //
 // Layout: kernels first, launchers (extern "C") at the end of the file.
 #include "kernels/cuda/cuda_common.cuh"
 
-#define KV_THREADS 256
+#define KV_THREADS 128
 
 struct KvBufs {
     void *p[6];   // k_cmp, v_cmp, k_sel, v_sel, k_win, v_win: [B*T, G*D] each
@@ -28,27 +30,26 @@ struct KvBufs {
 template <typename T, int BWD>
 __global__ void k_kv_move(T *kv, KvBufs bufs, const float *cs, int64_t r0, int64_t nr, int T_, int G, int D) {
     const int half = D / 2, GD = G * D;
-    const int64_t total = nr * 6 * G * half;
-    for (int64_t u = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; u < total; u += (int64_t)gridDim.x * blockDim.x) {
-        const int e = (int)(u % half);
-        int64_t rest = u / half;
-        const int h = (int)(rest % G);
-        rest /= G;
-        const int j = (int)(rest % 6);
-        const int64_t i = rest / 6, r = r0 + i;
-        T *part = kv + (i * 6 + j) * GD + h * D;
-        T *b = (T *)bufs.p[j] + r * GD + h * D;
-        T *dst = BWD ? part : b;
-        const T *src = BWD ? b : part;
-        if (j & 1) {   // a value (or its gradient): copied
+    const int col = blockIdx.x * blockDim.x + threadIdx.x;   // (j, h, e) of the pair
+    if (col >= 6 * G * half) return;
+    const int e = col % half, h = (col / half) % G, j = col / (G * half);
+    const bool key = (j & 1) == 0;
+    T *const buf = (T *)bufs.p[j] + h * D;
+    T *const part = kv + (int64_t)j * GD + h * D;
+    for (int64_t i = blockIdx.y; i < nr; i += gridDim.y) {
+        const int64_t r = r0 + i;
+        T *b = buf + r * GD, *q = part + i * 6 * GD;
+        T *dst = BWD ? q : b;
+        const T *src = BWD ? b : q;
+        if (!key) {   // a value (or its gradient): copied
             dst[e] = src[e];
             dst[e + half] = src[e + half];
             continue;
         }
         const int t = (int)(r % T_);
-        float c = cs[((int64_t)t * half + e) * 2], s = cs[((int64_t)t * half + e) * 2 + 1];
-        if (BWD) s = -s;
-        float x1 = tof(src[e]), x2 = tof(src[e + half]);
+        const float c = cs[((int64_t)t * half + e) * 2], s = BWD ? -cs[((int64_t)t * half + e) * 2 + 1]
+                                                                  : cs[((int64_t)t * half + e) * 2 + 1];
+        const float x1 = tof(src[e]), x2 = tof(src[e + half]);
         dst[e] = fromf<T>(x1 * c - x2 * s);
         dst[e + half] = fromf<T>(x2 * c + x1 * s);
     }
@@ -64,12 +65,13 @@ static void kv_move(int dt, int bwd, void *kv, const void *const *bufs, const vo
     KvBufs kb;
     for (int j = 0; j < 6; j++) kb.p[j] = (void *)bufs[j];
     const float *c32 = nsa_cuda_stat_read(dt, rope_cs, (int64_t)T * D, SCR_STAT1);
-    const unsigned nb = nsa_blocks(total, KV_THREADS);
+    const int cols = 6 * G * (D / 2);
+    const dim3 grid((unsigned)((cols + KV_THREADS - 1) / KV_THREADS), (unsigned)(nr < 8192 ? nr : 8192));
     DISPATCH_DT(dt, X, {
         if (bwd)
-            k_kv_move<X, 1><<<nb, KV_THREADS, 0, NSA_STREAM>>>((X *)kv, kb, c32, r0, nr, T, G, D);
+            k_kv_move<X, 1><<<grid, KV_THREADS, 0, NSA_STREAM>>>((X *)kv, kb, c32, r0, nr, T, G, D);
         else
-            k_kv_move<X, 0><<<nb, KV_THREADS, 0, NSA_STREAM>>>((X *)kv, kb, c32, r0, nr, T, G, D);
+            k_kv_move<X, 0><<<grid, KV_THREADS, 0, NSA_STREAM>>>((X *)kv, kb, c32, r0, nr, T, G, D);
     });
     CUDA_LAUNCHED();
 }

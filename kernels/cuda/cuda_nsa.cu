@@ -288,29 +288,50 @@ template <typename T> __global__ void k_drow(float *drow, const T *dout, const T
 }
 
 // Inverted selection index: for entry e = (b*G + g)*NS + j, the queries t (ascending)
-// whose selection contains block j. A warp per entry scans t = j*lsel .. T-1.
-__device__ __forceinline__ bool sel_member(const int32_t *row, int n, int j) {
-    for (int c = 0; c < n; c++) {
-        int v = row[c];
-        if (v == j) return true;
-        if (v > j || v < 0) return false;
+// whose selection contains block j. Built through a membership bitmap bits[e][T/32]
+// (bit t: t selected j): one integer atomicOr per selection entry sets it (OR is
+// order-free, so the bitmap does not depend on the schedule), then a warp per entry
+// counts its bits and, after the scan of the counts, writes its t in ascending order.
+// Linear in T (scanning every query's selection row per block was quadratic).
+__global__ void k_idx_bits_set(uint32_t *bits, const int32_t *sel, int B, int T_, int G, int NS, int n, int W) {
+    const int64_t total = (int64_t)B * T_ * G * n;
+    for (int64_t u = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; u < total; u += (int64_t)gridDim.x * blockDim.x) {
+        const int j = sel[u];
+        if (j < 0) continue;
+        const int64_t r = u / n;   // (b, t, g)
+        const int g = (int)(r % G), t = (int)((r / G) % T_), b = (int)(r / ((int64_t)G * T_));
+        atomicOr(bits + (((int64_t)b * G + g) * NS + j) * W + (t >> 5), 1u << (t & 31));
     }
-    return false;
 }
-__global__ void k_idx_scan(int32_t *cnt, const int32_t *off, int32_t *list, const int32_t *sel, int B, int T_, int G,
-                           int NS, int n, int lsel, int fill) {
-    int e = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5), lane = threadIdx.x & 31;
-    if (e >= B * G * NS) return;
-    int j = e % NS, g = (e / NS) % G, b = e / (NS * G);
-    int run = 0, base = fill ? off[e] : 0;
-    for (int tb = j * lsel; tb < T_; tb += 32) {
-        int t = tb + lane;
-        bool mem = t < T_ && sel_member(sel + (((int64_t)b * T_ + t) * G + g) * n, n, j);
-        unsigned bal = __ballot_sync(0xffffffffu, mem);
-        if (fill && mem) list[base + run + __popc(bal & ((1u << lane) - 1u))] = t;
-        run += __popc(bal);
+// a warp per entry; fill = 0: cnt[e] = its bits; fill = 1: list[off[e] ..] = its t, ascending
+__global__ void k_idx_bits_list(int32_t *cnt, const int32_t *off, int32_t *list, const uint32_t *bits, int E, int NS,
+                                int lsel, int W, int fill) {
+    const int e = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    if (e >= E) return;
+    const uint32_t *row = bits + (int64_t)e * W;
+    const int w0 = (e % NS) * lsel >> 5;   // no query before the block's first token selects it
+    int base = fill ? off[e] : 0;
+    for (int wb = w0; wb < W; wb += 32) {
+        const int w = wb + lane;
+        uint32_t m = w < W ? row[w] : 0u;
+        const int c = __popc(m);
+        int incl = c;   // inclusive prefix of the counts over the lanes
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+            const int v = __shfl_up_sync(0xffffffffu, incl, o);
+            if (lane >= o) incl += v;
+        }
+        if (fill) {
+            int at = base + incl - c;
+            while (m) {
+                const int bit = __ffs(m) - 1;
+                list[at++] = w * 32 + bit;
+                m &= m - 1;
+            }
+        }
+        base += __shfl_sync(0xffffffffu, incl, 31);
     }
-    if (!fill && lane == 0) cnt[e] = run;
+    if (!fill && lane == 0) cnt[e] = base;
 }
 
 // exclusive scan of E ints by one block of 1024 threads; out[E] = total
@@ -737,15 +758,20 @@ static void attn_fwd(int dt, int br, void *o, void *lse, const void *q, const vo
 }
 
 static void build_index(AttnArgs &a) {
-    const int E = a.B * a.G * a.NS;
+    const int E = a.B * a.G * a.NS, W = (a.T + 31) / 32;
     int32_t *cnt = (int32_t *)nsa_cuda_scratch(SCR_IDX_CNT, (size_t)E * 4 + 16);
     int32_t *off = (int32_t *)nsa_cuda_scratch(SCR_IDX_OFF, (size_t)(E + 1) * 4 + 16);
     int32_t *list = (int32_t *)nsa_cuda_scratch(SCR_IDX_LIST, (size_t)a.B * a.T * a.G * a.n * 4 + 16);
-    k_idx_scan<<<(E + 3) / 4, 128, 0, NSA_STREAM>>>(cnt, NULL, NULL, a.sel, a.B, a.T, a.G, a.NS, a.n, a.lsel, 0);
+    uint32_t *bits = (uint32_t *)nsa_cuda_scratch(SCR_IDX_BITS, (size_t)E * W * 4 + 16);
+    cudaCheck(cudaMemsetAsync(bits, 0, (size_t)E * W * 4, NSA_STREAM));
+    const int64_t entries = (int64_t)a.B * a.T * a.G * a.n;
+    k_idx_bits_set<<<nsa_blocks(entries, 256), 256, 0, NSA_STREAM>>>(bits, a.sel, a.B, a.T, a.G, a.NS, a.n, W);
+    CUDA_LAUNCHED();
+    k_idx_bits_list<<<(E + 3) / 4, 128, 0, NSA_STREAM>>>(cnt, NULL, NULL, bits, E, a.NS, a.lsel, W, 0);
     CUDA_LAUNCHED();
     k_scan_excl<<<1, 1024, 0, NSA_STREAM>>>(off, cnt, E);
     CUDA_LAUNCHED();
-    k_idx_scan<<<(E + 3) / 4, 128, 0, NSA_STREAM>>>(cnt, off, list, a.sel, a.B, a.T, a.G, a.NS, a.n, a.lsel, 1);
+    k_idx_bits_list<<<(E + 3) / 4, 128, 0, NSA_STREAM>>>(cnt, off, list, bits, E, a.NS, a.lsel, W, 1);
     CUDA_LAUNCHED();
     a.icnt = cnt; a.ioff = off; a.ilist = list;
 }
