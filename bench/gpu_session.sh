@@ -46,7 +46,7 @@ fi
 has train && step train 300 bash tests/gpu/cuda_train.sh "$B"
 if has sanitize; then
   step memcheck 240 compute-sanitizer --tool memcheck --leak-check no --error-exitcode 9 "./$B/tests/test_cuda_ops" --small --prec bf16
-  step racecheck 240 compute-sanitizer --tool racecheck --error-exitcode 9 "./$B/tests/test_cuda_ops" --small --prec bf16 --filter cmp_attn,sel_attn,win_attn,rows
+  step racecheck 240 compute-sanitizer --tool racecheck --error-exitcode 9 "./$B/tests/test_cuda_ops" --small --prec bf16 --filter cmp_attn,sel_attn,win_attn,rows,select
 fi
 if has profile; then   # per-op device time of m7c_125m training steps at the benchmark shape
   step profile 150 env NSA_CUDA_PROFILE=1 NSA_CUDA_PROFILE_SKIP=2 "./$B/nsa-train" --config configs/m7c_125m.json \

@@ -1174,6 +1174,7 @@ template <typename T, int D> __global__ void __launch_bounds__(128) k_select_mma
                 if (ob >= 0 && (best < 0 || os > bs || (os == bs && ob < best))) { best = ob; bs = os; }
             }
             if (best < 0) break;
+            __syncwarp();   // every lane's reads of tk above happen before lane 0's write
             if (lane == 0) tk[best] = 1;
             __syncwarp();
             list[m++] = best;

@@ -250,6 +250,7 @@ __global__ void k_select(int32_t *sel_idx, const T *q, const T *Kc, const float 
             if (ob >= 0 && (best < 0 || os > bs || (os == bs && ob < best))) { best = ob; bs = os; }
         }
         if (best < 0) break;
+        __syncwarp();   // every lane's reads of taken above happen before lane 0's write
         if (lane == 0) {
             taken[best] = 1;
             if (nch < 64) chosen[nch++] = best;
