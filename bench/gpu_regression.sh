@@ -8,7 +8,7 @@
 # Phases, run in this order (each logs to its own file; a failing phase never stops the next;
 # every phase is cut at a deadline, BUDGET seconds after the start, default 560, so the
 # summary prints):
-#   build          configure (sm_90, -Werror) and build nsa-train, nsa-harness
+#   build          configure (sm_90a, -Werror) and build nsa-train, nsa-harness
 #   golden_record  baseline record scenarios/golden_regression.json --profile gpu into BL
 #   golden_check   run the golden scenario (gpu) against BL: every case must PASS (bitwise)
 #   perf_record    baseline record scenarios/perf.json --profile gpu --repeat 5 into BL (the
@@ -41,7 +41,7 @@ H="./$B/nsa-harness"
 { nvidia-smi; nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,power.limit --format=csv; date -u; echo "commit $COMMIT"; } > "$LOG/device.txt" 2>&1
 
 if has build; then
-  step configure 120 cmake -S . -B "$B" -DCMAKE_CUDA_ARCHITECTURES=90 -DNSA_WERROR=ON
+  step configure 120 cmake -S . -B "$B" -DCMAKE_CUDA_ARCHITECTURES=90a -DNSA_WERROR=ON
   step build 420 cmake --build "$B" -j16 --target nsa-train nsa-harness
 fi
 has golden_record && step golden_record 560 "$H" baseline record scenarios/golden_regression.json --profile gpu \

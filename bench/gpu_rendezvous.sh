@@ -7,7 +7,7 @@
 #
 # Phases, in this order (each step logs to its own file, a failing step never stops the next,
 # every step is cut at the deadline, BUDGET seconds after the start, default 540):
-#   build  configure (sm_90, -Werror) and build nsa-train
+#   build  configure (sm_90a, -Werror) and build nsa-train
 #   check  --check-world with 2 ranks: env bootstrap (RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT,
 #          127.0.0.1) and mpirun -np 2 (the mpi bootstrap): both exit 0, one [WORLD] line a rank
 #   w1     world size 1, tiny config, cuda backend, 3 steps, --dump-step, for ddp_mode default
@@ -132,7 +132,7 @@ PY
 
 if has build; then
   # WERROR=OFF: warnings are listed in the summary but do not cost the session its results
-  step configure 120 cmake -S . -B "$B" -DCMAKE_CUDA_ARCHITECTURES=90 -DNSA_WERROR=${WERROR:-ON}
+  step configure 120 cmake -S . -B "$B" -DCMAKE_CUDA_ARCHITECTURES=90a -DNSA_WERROR=${WERROR:-ON}
   step build 420 cmake --build "$B" -j16 --target nsa-train nsa-harness
 fi
 "$BIN" --print-env >"$LOG/print_env.json" 2>&1

@@ -28,7 +28,7 @@ SUM=()
 { nvidia-smi; nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,power.limit --format=csv; nvcc --version; git log --oneline -1; date -u; } > "$LOG/device.txt" 2>&1
 
 if has build; then
-  step configure 120 cmake -S . -B "$B" -DCMAKE_CUDA_ARCHITECTURES=90 -DNSA_WERROR=ON
+  step configure 120 cmake -S . -B "$B" -DCMAKE_CUDA_ARCHITECTURES=90a -DNSA_WERROR=ON
   step build 420 cmake --build "$B" -j16 --target nsa-train test_cuda_ops test_cuda_model test_golden bench_cuda_attn
 fi
 if has ops; then

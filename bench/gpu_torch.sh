@@ -31,7 +31,7 @@ T=adapters/torch/nsa-torch-train
 { nvidia-smi -L; python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)'; date -u; } > "$LOG/device.txt" 2>&1
 
 if has build; then
-  step configure 120 cmake -S . -B "$B" -DCMAKE_CUDA_ARCHITECTURES=90
+  step configure 120 cmake -S . -B "$B" -DCMAKE_CUDA_ARCHITECTURES=90a
   step build 300 cmake --build "$B" -j16 --target nsa-harness nsa-train
 fi
 # run NAME ARGS...: one nsa-harness run, its RESULTS.md kept as NAME.md

@@ -4,7 +4,7 @@
 # Debian/Ubuntu machine with apt; then carry ".deps" to the GPU machine and build with
 #   export PKG_CONFIG_PATH=$PWD/.deps/usr/lib/x86_64-linux-gnu/pkgconfig
 #   export LD_LIBRARY_PATH=$PWD/.deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
-#   cmake -B build -DCMAKE_CUDA_ARCHITECTURES=90 && cmake --build build -j
+#   cmake -B build -DCMAKE_CUDA_ARCHITECTURES=90a && cmake --build build -j
 # Extends ../shared/tools/device-deps.sh (Jansson only) with cmocka for the tests.
 set -euo pipefail
 dest=${1:-.deps}

@@ -110,6 +110,58 @@ template <int DP, typename T> __device__ __forceinline__ void frag_b_kn(uint32_t
     ldsm4t(r, S + (k0 + (lane & 7) + ((lane >> 3) & 1) * 8) * DP + n0 + (lane >> 4) * 8);
 }
 
+// ---- Hopper warpgroup MMA (sm_90a: wgmma.mma_async) ------------------------------------
+// Operands in shared memory, K-major, in 128-byte-swizzle "atoms": 64 rows x 64 16-bit
+// elements (128 B a row, 8 KiB, 1024-byte aligned); element (r, k) of an operand with
+// D = 64 * atoms is in atom k / 64 at byte r * 128 + ((k % 64 / 8) ^ (r % 8)) * 16 + k % 8 * 2.
+// A descriptor addresses a 64 x 16 slice (one k-step): start = atom + 32 B per step,
+// leading offset 16 B (unused by this mode), stride 1024 B (8 rows), swizzle 128 B.
+// The accumulator of m64nNk16 is, per warp w of the warpgroup, the mma.sync m16n8 C
+// fragment of rows 16w .. 16w + 15 repeated over the N / 8 column tiles: d[j][e] is
+// element e of tile j, as the mma.sync kernels hold it.
+#define WG_ATOM_BYTES 8192
+__device__ __forceinline__ uint32_t wg_swz(int r, int chunk) { return (uint32_t)(r * 128 + ((chunk ^ (r & 7)) << 4)); }
+__device__ __forceinline__ uint64_t wg_desc(uint32_t saddr) {
+    return (uint64_t)((saddr & 0x3FFFF) >> 4) | ((uint64_t)(16 >> 4) << 16) | ((uint64_t)(1024 >> 4) << 32) | (1ull << 62);
+}
+__device__ __forceinline__ void wg_fence_proxy() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define NSA_WGMMA_COMPILED 1
+__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+// d[64 x 64] += A[64 x 16] . B[64 x 16]^T (both K-major), fp32 accumulate
+template <typename T> __device__ __forceinline__ void wgmma_64x64x16(float (&d)[8][4], uint64_t da, uint64_t db);
+template <> __device__ __forceinline__ void wgmma_64x64x16<bf16>(float (&d)[8][4], uint64_t da, uint64_t db) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\nwgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+                 : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
+                 : "l"(da), "l"(db), "r"(1));
+}
+template <> __device__ __forceinline__ void wgmma_64x64x16<f16>(float (&d)[8][4], uint64_t da, uint64_t db) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\nwgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+                 : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
+                 : "l"(da), "l"(db), "r"(1));
+}
+#else
+__device__ __forceinline__ void wg_fence() { __trap(); }
+__device__ __forceinline__ void wg_commit() {}
+__device__ __forceinline__ void wg_wait0() {}
+template <typename T> __device__ __forceinline__ void wgmma_64x64x16(float (&)[8][4], uint64_t, uint64_t) { __trap(); }
+#endif
+// S[64 x 64] = A . B^T over D (atoms of A and B at sA, sB: shared addresses), one warpgroup
+template <typename T, int D> __device__ __forceinline__ void wg_qkT(float (&d)[8][4], uint32_t sA, uint32_t sB) {
+#pragma unroll
+    for (int j = 0; j < 8; j++) d[j][0] = d[j][1] = d[j][2] = d[j][3] = 0.f;
+    wg_fence();
+#pragma unroll
+    for (int kk = 0; kk < D / 16; kk++) {
+        const uint32_t off = (kk / 4) * WG_ATOM_BYTES + (kk % 4) * 32;
+        wgmma_64x64x16<T>(d, wg_desc(sA + off), wg_desc(sB + off));
+    }
+    wg_commit();
+    wg_wait0();
+}
+
 __device__ __forceinline__ int mma_cmp_visible(int t, int l, int d, int NC) {
     if (t < l - 1) return 0;
     int v = (t - l + 1) / d + 1;
@@ -170,15 +222,42 @@ template <typename T, int D> __device__ __forceinline__ void load_kv_chunk(T *Ks
     }
 }
 
-template <int D> constexpr size_t rows_fwd_smem() { return (size_t)(64 + 4 * ROWS_KC) * (D + 8) * 2; }
+// WG: Q and K in swizzled atoms (after a 1024-byte alignment slack), V padded as before
+template <int D, bool WG> constexpr size_t rows_fwd_smem() {
+    return WG ? 1024 + (size_t)(64 + 2 * ROWS_KC) * D * 2 + (size_t)2 * ROWS_KC * (D + 8) * 2
+              : (size_t)(64 + 4 * ROWS_KC) * (D + 8) * 2;
+}
+// 16-byte chunk cc of row r of a D-wide operand tile in swizzled atoms (byte offset)
+__device__ __forceinline__ uint32_t wg_tile_off(int r, int cc) { return (cc / 8) * WG_ATOM_BYTES + wg_swz(r, cc % 8); }
 template <int D> constexpr size_t rows_dq_smem() { return (size_t)(128 + 4 * ROWS_KC) * (D + 8) * 2; }
 
-template <typename T, int D, int BR> __global__ void __launch_bounds__(128) k_rows_fwd(AttnArgs a) {
+// WG (sm_90a, D 64 or 128): S = Q K^T by warpgroup MMA from swizzled Q and K tiles
+// (wg_qkT); P V stays on mma.sync from the padded V tile.
+template <typename T, int D, int BR, bool WG> __global__ void __launch_bounds__(128) k_rows_fwd(AttnArgs a) {
     constexpr int DP = D + 8, NKS = D / 16, NDT = D / 8;
+    static_assert(!WG || D % 64 == 0, "swizzled atoms are 64 elements wide");
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    T *Qs = reinterpret_cast<T *>(smem_raw);
-    T *Ks = Qs + 64 * DP;                 // [2][KC][DP]
-    T *Vs = Ks + 2 * ROWS_KC * DP;        // [2][KC][DP]
+    unsigned char *qk = WG ? reinterpret_cast<unsigned char *>(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023) : smem_raw;
+    constexpr int QP = WG ? D : DP;        // elements per Q/K row as stored
+    T *Qs = reinterpret_cast<T *>(qk);
+    T *Ks = Qs + 64 * QP;                  // [2][KC][QP]
+    T *Vs = Ks + 2 * ROWS_KC * QP;         // [2][KC][DP]
+    // K and V chunk kb.. into buffer buf: K swizzled (WG) or padded, V padded
+    auto load_chunk = [&](int buf, const T *Kg, const T *Vg, int64_t ks, int kb, int kend) {
+        if constexpr (WG) {
+            constexpr int CH = D / 8;
+            unsigned char *kd = reinterpret_cast<unsigned char *>(Ks + buf * ROWS_KC * QP);
+            T *vd = Vs + buf * ROWS_KC * DP;
+            for (int i = threadIdx.x; i < ROWS_KC * CH; i += 128) {
+                const int r = i / CH, cc = i % CH, s = kb + r;
+                const bool ok = s < kend;
+                cp16(kd + wg_tile_off(r, cc), ok ? Kg + s * ks + cc * 8 : Kg, ok);
+                cp16(vd + r * DP + cc * 8, ok ? Vg + s * ks + cc * 8 : Vg, ok);
+            }
+        } else {
+            load_kv_chunk<T, D>(Ks + buf * ROWS_KC * DP, Vs + buf * ROWS_KC * DP, Kg, Vg, ks, kb, kend, threadIdx.x, 128);
+        }
+    };
     __shared__ int trow[64];
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, gid = lane >> 2, tig = lane & 3;
     const int hpg = a.hpg;
@@ -194,7 +273,8 @@ template <typename T, int D, int BR> __global__ void __launch_bounds__(128) k_ro
         int tq = r / rg.HB, h = hb * rg.HB + r % rg.HB, t = tbase + tq;
         bool ok = tq < rg.BQ && t < tend && h < hpg;
         const T *src = ok ? (const T *)a.q + (((int64_t)b * a.T + t) * a.H + (int64_t)g * hpg + h) * D + cc * 8 : (const T *)a.q;
-        cp16(Qs + r * DP + cc * 8, src, ok);
+        if (WG) cp16(reinterpret_cast<unsigned char *>(Qs) + wg_tile_off(r, cc), src, ok);
+        else cp16(Qs + r * DP + cc * 8, src, ok);
     }
     int t_last = tbase + rg.BQ - 1 < tend - 1 ? tbase + rg.BQ - 1 : tend - 1;
     int kstart, kend;
@@ -203,7 +283,7 @@ template <typename T, int D, int BR> __global__ void __launch_bounds__(128) k_ro
     const int64_t ks = (int64_t)a.G * D;
     const T *Kg = (const T *)a.k + (int64_t)b * a.NK * ks + (int64_t)g * D;
     const T *Vg = (const T *)a.v + (int64_t)b * a.NK * ks + (int64_t)g * D;
-    if (nchunks > 0) load_kv_chunk<T, D>(Ks, Vs, Kg, Vg, ks, kstart, kend, tid, 128);
+    if (nchunks > 0) load_chunk(0, Kg, Vg, ks, kstart, kend);
     cp_commit();
     __syncthreads();
     const int r0 = warp * 16 + gid;
@@ -217,30 +297,35 @@ template <typename T, int D, int BR> __global__ void __launch_bounds__(128) k_ro
 
     for (int c = 0; c < nchunks; c++) {
         const int buf = c & 1;
-        if (c + 1 < nchunks)
-            load_kv_chunk<T, D>(Ks + (buf ^ 1) * ROWS_KC * DP, Vs + (buf ^ 1) * ROWS_KC * DP, Kg, Vg, ks,
-                                kstart + (c + 1) * ROWS_KC, kend, tid, 128);
+        if (c + 1 < nchunks) load_chunk(buf ^ 1, Kg, Vg, ks, kstart + (c + 1) * ROWS_KC, kend);
         cp_commit();
         cp_wait<1>();
+        if (WG) wg_fence_proxy();   // this thread's copies, visible to the warpgroup MMA
         __syncthreads();
-        if (c == 0) {
-#pragma unroll
-            for (int kk = 0; kk < NKS; kk++) frag_a<DP>(qf[kk], Qs, warp * 16, kk * 16, lane);
-        }
-        const T *Kb = Ks + buf * ROWS_KC * DP, *Vb = Vs + buf * ROWS_KC * DP;
+        const T *Vb = Vs + buf * ROWS_KC * DP;
         const int kb = kstart + c * ROWS_KC;
         float s[8][4];
+        if constexpr (WG) {
+            wg_qkT<T, D>(s, (uint32_t)__cvta_generic_to_shared(Qs),
+                         (uint32_t)__cvta_generic_to_shared(Ks + buf * ROWS_KC * QP));
+        } else {
+            if (c == 0) {
 #pragma unroll
-        for (int i = 0; i < 8; i++) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
-#pragma unroll
-        for (int kk = 0; kk < NKS; kk++)
-#pragma unroll
-            for (int np = 0; np < 4; np++) {
-                uint32_t bf[4];
-                frag_b_nk<DP>(bf, Kb, np * 16, kk * 16, lane);
-                mma16816<T>(s[2 * np], qf[kk], bf[0], bf[1]);
-                mma16816<T>(s[2 * np + 1], qf[kk], bf[2], bf[3]);
+                for (int kk = 0; kk < NKS; kk++) frag_a<DP>(qf[kk], Qs, warp * 16, kk * 16, lane);
             }
+            const T *Kb = Ks + buf * ROWS_KC * DP;
+#pragma unroll
+            for (int i = 0; i < 8; i++) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
+#pragma unroll
+            for (int kk = 0; kk < NKS; kk++)
+#pragma unroll
+                for (int np = 0; np < 4; np++) {
+                    uint32_t bf[4];
+                    frag_b_nk<DP>(bf, Kb, np * 16, kk * 16, lane);
+                    mma16816<T>(s[2 * np], qf[kk], bf[0], bf[1]);
+                    mma16816<T>(s[2 * np + 1], qf[kk], bf[2], bf[3]);
+                }
+        }
         float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
         for (int nt = 0; nt < 8; nt++)
@@ -986,18 +1071,26 @@ __host__ __device__ __forceinline__ SelScoreLayout selscore_layout(int hpg, int 
     L.nfloat = L.score + rg.BQ * NS;
     return L;
 }
-template <int D> size_t selscore_smem(int hpg, int NS) {
-    return (size_t)(64 + 2 * ROWS_KC) * (D + 8) * 2 + (size_t)selscore_layout(hpg, NS).nfloat * 4 +
-           (size_t)rows_geom(hpg).BQ * NS + 16;
+// Q and the K double buffer: padded rows for ldmatrix, or (WG) swizzled atoms behind a
+// 1024-byte alignment slack
+template <int D, bool WG> __host__ __device__ constexpr size_t selscore_qk_bytes() {
+    return WG ? 1024 + (size_t)(64 + 2 * ROWS_KC) * D * 2 : (size_t)(64 + 2 * ROWS_KC) * (D + 8) * 2;
+}
+template <int D, bool WG> size_t selscore_smem(int hpg, int NS) {
+    return selscore_qk_bytes<D, WG>() + (size_t)selscore_layout(hpg, NS).nfloat * 4 + (size_t)rows_geom(hpg).BQ * NS + 16;
 }
 
-template <typename T, int D> __global__ void __launch_bounds__(128) k_select_mma(AttnArgs a, int32_t *sel_out) {
+// WG (sm_90a, D 64 or 128): S = Q Kc^T by one warpgroup MMA per 16-wide k-step from
+// swizzled shared tiles (wg_qkT) instead of mma.sync from padded ones; the rest is shared.
+template <typename T, int D, bool WG> __global__ void __launch_bounds__(128) k_select_mma(AttnArgs a, int32_t *sel_out) {
     constexpr int DP = D + 8, NKS = D / 16;
+    static_assert(!WG || D % 64 == 0, "swizzled atoms are 64 elements wide");
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    T *Qs = reinterpret_cast<T *>(smem_raw);
-    T *Ks = Qs + 64 * DP;                                             // [2][KC][DP]
+    unsigned char *qk = WG ? reinterpret_cast<unsigned char *>(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023) : smem_raw;
+    T *Qs = reinterpret_cast<T *>(qk);                                // [64][DP], or WG: atoms of 64 rows
+    T *Ks = WG ? Qs + 64 * D : Qs + 64 * DP;                          // [2][KC][DP], or WG: [2][atoms]
     const SelScoreLayout lay = selscore_layout(a.hpg, a.NS);
-    float *Ps = reinterpret_cast<float *>(Ks + 2 * ROWS_KC * DP);     // [64][SEL_PP] or Pw [4][KC]
+    float *Ps = reinterpret_cast<float *>(smem_raw + selscore_qk_bytes<D, WG>());   // [64][SEL_PP] or Pw [4][KC]
     float *Psum = Ps + lay.psum;                                      // [BQ][KC]
     float *score = Ps + lay.score;                                    // [BQ][NS]
     const RowsGeom rg = rows_geom(a.hpg);
@@ -1027,7 +1120,8 @@ template <typename T, int D> __global__ void __launch_bounds__(128) k_select_mma
         int tq = r / HB, t = tbase + tq;
         bool ok = tq < BQ && t < tend;
         const T *src = ok ? (const T *)a.q + (((int64_t)b * a.T + t) * a.H + (int64_t)g * hpg + r % HB) * D + cc * 8 : (const T *)a.q;
-        cp16(Qs + r * DP + cc * 8, src, ok);
+        if (WG) cp16(reinterpret_cast<unsigned char *>(Qs) + (cc / 8) * WG_ATOM_BYTES + wg_swz(r, cc % 8), src, ok);
+        else cp16(Qs + r * DP + cc * 8, src, ok);
     }
     const int t_last = tbase + BQ - 1 < tend - 1 ? tbase + BQ - 1 : tend - 1;
     const int kend = mma_cmp_visible(t_last, a.l, a.d, a.NC);
@@ -1036,12 +1130,14 @@ template <typename T, int D> __global__ void __launch_bounds__(128) k_select_mma
     const T *Kg = (const T *)a.k + (int64_t)b * a.NK * ks + (int64_t)g * D;
     // K chunks alternate between the two halves of the K area (no V needed)
     auto load_k = [&](int c, int buf) {
-        T *dst = Ks + buf * ROWS_KC * DP;
+        T *dst = Ks + buf * ROWS_KC * (WG ? D : DP);
         const int kb1 = c * ROWS_KC, CH = D / 8;
         for (int i = tid; i < ROWS_KC * CH; i += 128) {
             int r = i / CH, cc = i % CH, s = kb1 + r;
             bool ok = s < kend;
-            cp16(dst + r * DP + cc * 8, ok ? Kg + s * ks + cc * 8 : Kg, ok);
+            const T *src = ok ? Kg + s * ks + cc * 8 : Kg;
+            if (WG) cp16(reinterpret_cast<unsigned char *>(dst) + (cc / 8) * WG_ATOM_BYTES + wg_swz(r, cc % 8), src, ok);
+            else cp16(dst + r * DP + cc * 8, src, ok);
         }
     };
     if (nchunks > 0) load_k(0, 0);
@@ -1056,25 +1152,31 @@ template <typename T, int D> __global__ void __launch_bounds__(128) k_select_mma
         if (c + 1 < nchunks) load_k(c + 1, buf ^ 1);
         cp_commit();
         cp_wait<1>();
+        if (WG) wg_fence_proxy();   // this thread's copies, visible to the warpgroup MMA
         __syncthreads();
-        if (c == 0) {
-#pragma unroll
-            for (int kk = 0; kk < NKS; kk++) frag_a<DP>(qf[kk], Qs, warp * 16, kk * 16, lane);
-        }
-        const T *Kb = Ks + buf * ROWS_KC * DP;
         const int kb = c * ROWS_KC;
         float s[8][4];
+        if constexpr (WG) {
+            wg_qkT<T, D>(s, (uint32_t)__cvta_generic_to_shared(Qs),
+                         (uint32_t)__cvta_generic_to_shared(Ks + buf * ROWS_KC * D));
+        } else {
+            if (c == 0) {
 #pragma unroll
-        for (int i = 0; i < 8; i++) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
-#pragma unroll
-        for (int kk = 0; kk < NKS; kk++)
-#pragma unroll
-            for (int np = 0; np < 4; np++) {
-                uint32_t bf[4];
-                frag_b_nk<DP>(bf, Kb, np * 16, kk * 16, lane);
-                mma16816<T>(s[2 * np], qf[kk], bf[0], bf[1]);
-                mma16816<T>(s[2 * np + 1], qf[kk], bf[2], bf[3]);
+                for (int kk = 0; kk < NKS; kk++) frag_a<DP>(qf[kk], Qs, warp * 16, kk * 16, lane);
             }
+            const T *Kb = Ks + buf * ROWS_KC * DP;
+#pragma unroll
+            for (int i = 0; i < 8; i++) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
+#pragma unroll
+            for (int kk = 0; kk < NKS; kk++)
+#pragma unroll
+                for (int np = 0; np < 4; np++) {
+                    uint32_t bf[4];
+                    frag_b_nk<DP>(bf, Kb, np * 16, kk * 16, lane);
+                    mma16816<T>(s[2 * np], qf[kk], bf[0], bf[1]);
+                    mma16816<T>(s[2 * np + 1], qf[kk], bf[2], bf[3]);
+                }
+        }
         // p = exp(S - lse) where the row sees the block, else 0
         float p[8][4];
 #pragma unroll
@@ -1203,9 +1305,15 @@ template <typename K, typename... A> static void mma_launch(K kernel, dim3 grid,
 
 template <typename T, int D> void mma_select(const AttnArgs &a, int32_t *sel_out) {
     const RowsGeom rg = rows_geom(a.hpg);
-    const size_t sm = selscore_smem<D>(a.hpg, a.NS);
     dim3 grid((a.Tn + rg.BQ - 1) / rg.BQ, a.G, a.B);
-    mma_launch(k_select_mma<T, D>, grid, 128, sm, a, sel_out);
+    if constexpr (D % 64 == 0) {
+        if (g_nsa_cuda.wgmma) {
+            mma_launch(k_select_mma<T, D, true>, grid, 128, selscore_smem<D, true>(a.hpg, a.NS), a, sel_out);
+            CUDA_LAUNCHED();
+            return;
+        }
+    }
+    mma_launch(k_select_mma<T, D, false>, grid, 128, selscore_smem<D, false>(a.hpg, a.NS), a, sel_out);
     CUDA_LAUNCHED();
 }
 
@@ -1219,7 +1327,13 @@ template <typename T, int D> struct FwdKernels {
         mma_launch(k_sel_fwd<T, D, KT, P>, grid, 128, sel_smem<D, KT>(), a);
     }
     template <int BR> static void rows_k(dim3 grid, const AttnArgs &a) {
-        mma_launch(k_rows_fwd<T, D, BR>, grid, 128, rows_fwd_smem<D>(), a);
+        if constexpr (D % 64 == 0) {
+            if (g_nsa_cuda.wgmma) {
+                mma_launch(k_rows_fwd<T, D, BR, true>, grid, 128, rows_fwd_smem<D, true>(), a);
+                return;
+            }
+        }
+        mma_launch(k_rows_fwd<T, D, BR, false>, grid, 128, rows_fwd_smem<D, false>(), a);
     }
 };
 template <typename T, int D> struct DqKernels {

@@ -67,6 +67,25 @@ static void print_stats(void) {
             g_peak / 1073741824.0, g_peak);
 }
 
+// Does the device run this build's sm_90a code (the warpgroup-MMA kernels)? A kernel
+// compiled for every architecture of the build answers from the code the device loads.
+__global__ void k_probe_wgmma(int *out) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    *out = 1;
+#else
+    *out = 0;
+#endif
+}
+static int probe_wgmma(void) {
+    int *d = NULL, h = 0;
+    cudaCheck(cudaMalloc(&d, sizeof(int)));
+    k_probe_wgmma<<<1, 1>>>(d);
+    cudaCheck(cudaGetLastError());
+    cudaCheck(cudaMemcpy(&h, d, sizeof(int), cudaMemcpyDeviceToHost));
+    cudaCheck(cudaFree(d));
+    return h;
+}
+
 extern "C" int nsa_cuda_init(const char **why) {
     if (g_init_state == 0) {
         int count = 0;
@@ -93,6 +112,8 @@ extern "C" int nsa_cuda_init(const char **why) {
                 g_nsa_cuda.attn_impl = ai && !strcmp(ai, "simple") ? 1 : 0;
                 const char *sp = getenv("NSA_CUDA_SEL_PACK");
                 g_nsa_cuda.sel_pack = sp ? atoi(sp) != 0 : 1;
+                const char *wg = getenv("NSA_CUDA_WGMMA");
+                g_nsa_cuda.wgmma = (!wg || atoi(wg) != 0) && probe_wgmma();
                 nsa_cuda_gemm_init();
                 if (getenv("NSA_CUDA_STATS")) atexit(print_stats);
                 g_init_state = 1;
@@ -106,6 +127,12 @@ extern "C" int nsa_cuda_init(const char **why) {
 extern "C" void nsa_cuda_set_attn_impl(int impl) { g_nsa_cuda.attn_impl = impl; }
 extern "C" int nsa_cuda_get_attn_impl(void) { return g_nsa_cuda.attn_impl; }
 extern "C" void nsa_cuda_set_sel_pack(int on) { g_nsa_cuda.sel_pack = on; }
+extern "C" int nsa_cuda_set_wgmma(int on) {
+    static int avail = -1;
+    if (avail < 0) avail = probe_wgmma();
+    g_nsa_cuda.wgmma = on && avail;
+    return g_nsa_cuda.wgmma;
+}
 extern "C" void nsa_cuda_sync(void) { cudaCheck(cudaStreamSynchronize(NSA_STREAM)); }
 
 // ---- scratch -------------------------------------------------------------------------------

@@ -43,6 +43,8 @@ struct NsaCudaCtx {
     int sync_check;
     int attn_impl;       // 0 auto, 1 simple
     int sel_pack;        // selection tiles hold 2 positions when heads per group <= 8 (NSA_CUDA_SEL_PACK=0: off)
+    int wgmma;           // Hopper warpgroup-MMA kernels: this build has sm_90a code the device runs
+                         // (probed at init) and NSA_CUDA_WGMMA is not 0
 };
 extern NsaCudaCtx g_nsa_cuda;
 #define NSA_STREAM (g_nsa_cuda.stream)

@@ -31,6 +31,10 @@ void nsa_cuda_set_attn_impl(int impl);
 // selection-branch tiles of two query positions when heads per group <= 8 (default on;
 // NSA_CUDA_SEL_PACK=0 in the environment turns it off)
 void nsa_cuda_set_sel_pack(int on);
+// Hopper warpgroup-MMA (wgmma) kernels where built (sm_90a) and the device runs them
+// (default on; NSA_CUDA_WGMMA=0 in the environment turns them off). Returns whether they
+// are on after the call (0 when this build or device has none).
+int nsa_cuda_set_wgmma(int on);
 int nsa_cuda_get_attn_impl(void);
 // bytes currently allocated through Backend.alloc + backend scratch, and the peak
 size_t nsa_cuda_bytes_in_use(void);

@@ -1078,12 +1078,18 @@ int main(int argc, char **argv) {
         for (size_t r = 0; r < sizeof RUNS / sizeof RUNS[0]; r++)
             if (!(g_small && RUNS[r].big)) run_group(RUNS[r].group, RUNS[r].p, 0);
         // impl 0: simple kernels; 1: tensor cores (selection tiles of 2 positions where
-        // heads per group <= 8); 2: tensor cores, one position per selection tile
-        for (int impl = 0; impl < 3; impl++) {
+        // heads per group <= 8; the warpgroup-MMA kernels where this build and device have
+        // them); 2: tensor cores, one position per selection tile; 3: tensor cores without
+        // the warpgroup-MMA kernels (mma.sync only; run only where those exist)
+        static const char *impl_name[4] = {"simple", "mma", "mma1", "mma-sync"};
+        const int have_wgmma = nsa_cuda_set_wgmma(1);
+        for (int impl = 0; impl < 4; impl++) {
             if (impl >= 1 && p == 0) continue;   // fp32 always uses the simple kernels
+            if (impl == 3 && !have_wgmma) continue;
             nsa_cuda_set_attn_impl(impl >= 1 ? 0 : 1);
             nsa_cuda_set_sel_pack(impl != 2);
-            snprintf(dn, sizeof dn, "%s/%s", precs[p], impl == 0 ? "simple" : impl == 1 ? "mma" : "mma1");
+            nsa_cuda_set_wgmma(impl != 3);
+            snprintf(dn, sizeof dn, "%s/%s", precs[p], impl_name[impl]);
             for (int si = 0; si < NSHAPES; si++) {
                 if (g_small && shape_is_big(si)) continue;
                 if (impl >= 1 && SHAPES[si].D == 32) continue;   // not a tensor-core shape
@@ -1093,6 +1099,8 @@ int main(int argc, char **argv) {
         }
         nsa_cuda_set_attn_impl(0);
         nsa_cuda_set_sel_pack(1);
+        nsa_cuda_set_wgmma(1);
+        printf("warpgroup-MMA (sm_90a) kernels: %s\n", have_wgmma ? "on" : "not in this build or device");
     }
     printf("\n%d checks, %d failed\n", g_rows, g_fail);
     if (g_csv) fclose(g_csv);
