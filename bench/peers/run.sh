@@ -9,7 +9,7 @@
 #   DEST       the folder bench/peers/stage.sh made (carried to the GPU machine)
 #   OUT        where the logs and table.md go (default: $OUT if set, else ./peers-out)
 #
-# Steps: env.txt (device, commit, versions) → ours: bench_cuda_attn --S $S --shape $SHAPE
+# Steps: env.txt (device, commit, versions) → ours: bench_cuda_attn --S $S --shape $SHAPE --no-dense
 # --reps $REPS (ours.log) → peers: bench_peers.py, same S/shape/reps (peers.log) → table.py
 # (table.md, also printed). The whole command keeps inside BUDGET seconds (default 570, the
 # device tool's per-command limit is 600): the build and ours are cut so that PEER_RESERVE
@@ -66,7 +66,7 @@ else
   fi
   if [ -x "$bin" ]; then
     echo "ours: $bin --S $S --shape $SHAPE --reps $REPS"
-    timeout "$(left "$reserve")" "$bin" --S "$S" --shape "$SHAPE" --reps "$REPS" 2>&1 | tee "$out/ours.log"
+    timeout "$(left "$reserve")" "$bin" --S "$S" --shape "$SHAPE" --reps "$REPS" --no-dense 2>&1 | tee "$out/ours.log"
     st=${PIPESTATUS[0]}
     [ "$st" = 0 ] || echo "ours: bench_cuda_attn ended with status $st (124: cut at the time budget)"
   else

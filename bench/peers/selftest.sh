@@ -166,7 +166,7 @@ mkdir -p "$tmp/build/bench"
 printf '#!/bin/sh\necho "args: $*" >&2\ncat %s\n' "$tmp/ours.log" > "$tmp/build/bench/bench_cuda_attn"
 chmod +x "$tmp/build/bench/bench_cuda_attn"
 PYTHON=$PY S=2048 SHAPE=m7c REPS=1 BUDGET=200 PEER_RESERVE=60 bash "$here/run.sh" "$tmp/build" "$tmp/peers" "$tmp/out" > "$tmp/run.out" 2>&1
-grep -q "args: --S 2048 --shape m7c --reps 1" "$tmp/run.out" && [ -s "$tmp/out/table.md" ] &&
+grep -q "args: --S 2048 --shape m7c --reps 1 --no-dense" "$tmp/run.out" && [ -s "$tmp/out/table.md" ] &&
   grep -qF "| m7c: 12 q / 2 KV, D 64 | 2,048 | 0.69 |" "$tmp/out/table.md" && [ -s "$tmp/out/peers.log" ] && [ -s "$tmp/out/env.txt" ] &&
   ok "run.sh: ours with the given S/shape/reps, peers, table.md in OUT" || { bad "run.sh"; cat "$tmp/run.out"; }
 bash "$here/run.sh" "$tmp/build" "$tmp/nope" "$tmp/out2" > "$tmp/run2.out" 2>&1
