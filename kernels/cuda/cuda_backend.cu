@@ -67,22 +67,32 @@ static void print_stats(void) {
             g_peak / 1073741824.0, g_peak);
 }
 
-// Does the device run this build's sm_90a code (the warpgroup-MMA kernels)? A kernel
-// compiled for every architecture of the build answers from the code the device loads.
-__global__ void k_probe_wgmma(int *out) {
+// Which of this build's code does the device run? A kernel compiled for every
+// architecture of the build answers from the code the device loads: 1 the sm_90a code
+// (the warpgroup-MMA kernels can run), 0 other code of the build, -1 none (the launch
+// failed, *err says why: a build for other GPUs).
+__global__ void k_probe_build_code(int *out) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     *out = 1;
 #else
     *out = 0;
 #endif
 }
-static int probe_wgmma(void) {
+static int g_wgmma_avail;   // the probe's answer at init: 1 sm_90a code runs here
+static int probe_build_code(cudaError_t *err) {
     int *d = NULL, h = 0;
-    cudaCheck(cudaMalloc(&d, sizeof(int)));
-    k_probe_wgmma<<<1, 1>>>(d);
-    cudaCheck(cudaGetLastError());
-    cudaCheck(cudaMemcpy(&h, d, sizeof(int), cudaMemcpyDeviceToHost));
-    cudaCheck(cudaFree(d));
+    cudaError_t e = cudaMalloc(&d, sizeof(int));
+    if (e == cudaSuccess) {
+        k_probe_build_code<<<1, 1>>>(d);
+        e = cudaGetLastError();
+    }
+    if (e == cudaSuccess) e = cudaMemcpy(&h, d, sizeof(int), cudaMemcpyDeviceToHost);
+    if (d) cudaFree(d);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();   // clear a launch error: the backend reports it instead
+        *err = e;
+        return -1;
+    }
     return h;
 }
 
@@ -113,10 +123,22 @@ extern "C" int nsa_cuda_init(const char **why) {
                 const char *sp = getenv("NSA_CUDA_SEL_PACK");
                 g_nsa_cuda.sel_pack = sp ? atoi(sp) != 0 : 1;
                 const char *wg = getenv("NSA_CUDA_WGMMA");
-                g_nsa_cuda.wgmma = (!wg || atoi(wg) != 0) && probe_wgmma();
-                nsa_cuda_gemm_init();
-                if (getenv("NSA_CUDA_STATS")) atexit(print_stats);
-                g_init_state = 1;
+                cudaError_t pe = cudaSuccess;
+                const int code = probe_build_code(&pe);
+                if (code < 0) {
+                    snprintf(g_init_why, sizeof g_init_why,
+                             "this build has no code that %.96s (sm_%d%d) runs (%.60s): configure with "
+                             "-DCMAKE_CUDA_ARCHITECTURES=%d%d%s",
+                             p.name, p.major, p.minor, cudaGetErrorString(pe), p.major, p.minor,
+                             p.major == 9 && p.minor == 0 ? "a" : "");
+                    g_init_state = -1;
+                } else {
+                    g_wgmma_avail = code;
+                    g_nsa_cuda.wgmma = (!wg || atoi(wg) != 0) && code;
+                    nsa_cuda_gemm_init();
+                    if (getenv("NSA_CUDA_STATS")) atexit(print_stats);
+                    g_init_state = 1;
+                }
             }
         }
     }
@@ -128,9 +150,7 @@ extern "C" void nsa_cuda_set_attn_impl(int impl) { g_nsa_cuda.attn_impl = impl; 
 extern "C" int nsa_cuda_get_attn_impl(void) { return g_nsa_cuda.attn_impl; }
 extern "C" void nsa_cuda_set_sel_pack(int on) { g_nsa_cuda.sel_pack = on; }
 extern "C" int nsa_cuda_set_wgmma(int on) {
-    static int avail = -1;
-    if (avail < 0) avail = probe_wgmma();
-    g_nsa_cuda.wgmma = on && avail;
+    g_nsa_cuda.wgmma = on && g_wgmma_avail;
     return g_nsa_cuda.wgmma;
 }
 extern "C" void nsa_cuda_sync(void) { cudaCheck(cudaStreamSynchronize(NSA_STREAM)); }
