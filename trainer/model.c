@@ -754,7 +754,8 @@ static int layer_backward(Model *m, int L, LayerActs *a) {
     be->rope_bwd(m->dq, m->rope_cs, m->B, m->T, 0, m->T, H, D);
     be->matmul_bwd(m->dxn, DW(m, L, LP_WQ), NULL, m->dq, a->xn1, W(m, L, LP_WQ), N, HD, C, dxn_started);
     grad_ready(m, id[LP_WQ]);
-    if (kv_fused_here(m, a)) {
+    const int kv_fused = kv_fused_here(m, a);
+    if (kv_fused) {
         // the fused K/V projection: one [N, 6*G*D] gradient, one matmul_bwd for dxn and
         // the six weight gradients (consecutive in grad_mem); grad_ready in the order of
         // the per-branch path (DDP buckets and the gradient-arrival trace see no change)
@@ -763,7 +764,7 @@ static int layer_backward(Model *m, int L, LayerActs *a) {
         be->matmul_bwd(m->dxn, DW(m, L, LP_WK_CMP), NULL, m->kv_scratch, a->xn1, W(m, L, LP_WK_CMP), N, 6 * GD, C, 1);
         for (int s = LP_WK_CMP; s <= LP_WV_WIN; s++) grad_ready(m, id[s]);
     }
-    for (int b = 0; b < 3 && !kv_fused_here(m, a); b++) {
+    for (int b = 0; b < 3 && !kv_fused; b++) {
         if (!m->used[b]) continue;
         be->rope_bwd(m->dk[b], m->rope_cs, m->B, m->T, 0, m->T, G, D);
         be->matmul_bwd(m->dxn, DW(m, L, LP_WK_CMP + 2 * b), NULL, m->dk[b], a->xn1, W(m, L, LP_WK_CMP + 2 * b), N, GD, C, 1);

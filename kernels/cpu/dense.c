@@ -211,41 +211,34 @@ void CPU_FN(rope_bwd)(void *dx, const void *rope_cs, int B, int T, int t0, int T
 // the six [B*T, G*D] buffers k_cmp, v_cmp, k_sel, v_sel, k_win, v_win, RoPE on the
 // keys (parts 0, 2, 4) at position r mod T. Copies and rope_head only: the values are
 // exact, the keys get rope_fwd's / rope_bwd's bits. Rows are independent.
-void CPU_FN(kv_split_rope_fwd)(void *const *dst, const void *kv_, const void *rope_cs, int64_t r0,
-                               int64_t nr, int T, int G, int D) {
-    const real *kv = kv_, *cs = rope_cs;
+// bwd = 0: bufs[j][r] = RoPE(kv[i, j]) (keys) or kv[i, j] (values), r = r0 + i;
+// bwd = 1: kv[i, j] = RoPE^-1(bufs[j][r]) (key gradients) or bufs[j][r] (value gradients).
+static void kv_move(real *kv, real *const *bufs, const real *cs, int64_t r0, int64_t nr, int T, int G, int D,
+                    int bwd) {
     const int GD = G * D, half = D / 2;
     OMP(parallel for schedule(static) if (nr * 6 * GD >= PAR_MIN))
     for (int64_t i = 0; i < nr; i++) {
         const int64_t r = r0 + i;
         const real *c = cs + (int64_t)(r % T) * half * 2;
         for (int j = 0; j < 6; j++) {
-            const real *part = kv + (i * 6 + j) * GD;
-            real *o = (real *)dst[j] + r * GD;
-            if (j & 1) memcpy(o, part, (size_t)GD * sizeof(real));   // a value
+            real *part = kv + (i * 6 + j) * GD, *buf = bufs[j] + r * GD;
+            real *dst = bwd ? part : buf;
+            const real *src = bwd ? buf : part;
+            if (j & 1) memcpy(dst, src, (size_t)GD * sizeof(real));   // a value (or its gradient)
             else
-                for (int h = 0; h < G; h++) rope_head(o + h * D, part + h * D, c, half, 0);
+                for (int h = 0; h < G; h++) rope_head(dst + h * D, src + h * D, c, half, bwd);
         }
     }
 }
 
-void CPU_FN(kv_gather_rope_bwd)(void *dkv_, const void *const *src, const void *rope_cs, int64_t r0,
+void CPU_FN(kv_split_rope_fwd)(void *const *dst, const void *kv, const void *rope_cs, int64_t r0,
+                               int64_t nr, int T, int G, int D) {
+    kv_move((real *)kv, (real *const *)dst, rope_cs, r0, nr, T, G, D, 0);   // kv only read
+}
+
+void CPU_FN(kv_gather_rope_bwd)(void *dkv, const void *const *src, const void *rope_cs, int64_t r0,
                                 int64_t nr, int T, int G, int D) {
-    real *dkv = dkv_;
-    const real *cs = rope_cs;
-    const int GD = G * D, half = D / 2;
-    OMP(parallel for schedule(static) if (nr * 6 * GD >= PAR_MIN))
-    for (int64_t i = 0; i < nr; i++) {
-        const int64_t r = r0 + i;
-        const real *c = cs + (int64_t)(r % T) * half * 2;
-        for (int j = 0; j < 6; j++) {
-            real *part = dkv + (i * 6 + j) * GD;
-            const real *g = (const real *)src[j] + r * GD;
-            if (j & 1) memcpy(part, g, (size_t)GD * sizeof(real));   // a value's gradient
-            else
-                for (int h = 0; h < G; h++) rope_head(part + h * D, g + h * D, c, half, 1);
-        }
-    }
+    kv_move(dkv, (real *const *)src, rope_cs, r0, nr, T, G, D, 1);   // src only read
 }
 
 void CPU_FN(rope_table)(void *rope_cs_, int Tmax, int D, double theta) {
