@@ -103,7 +103,7 @@ static int node_is_root(const ScenarioRun *sr, int node) {
 
 static void tree(const ScenarioRun *sr, int node, const char *indent, int last, Str *md) {
     const CaseResult *r = &sr->results[node];
-    int a, b;
+    int a = -1, b = -1;   // every node of the tree carries its range; -1 shows one that does not
     range_of(r, &a, &b);
     str_printf(md, "%s%s[%d,%d) %s", indent, node_is_root(sr, node) ? "" : (last ? "└── " : "├── "), a, b,
                VERDICT_NAMES[r->verdict]);

@@ -119,6 +119,10 @@ template <int DP, typename T> __device__ __forceinline__ void frag_b_kn(uint32_t
 // The accumulator of m64nNk16 is, per warp w of the warpgroup, the mma.sync m16n8 C
 // fragment of rows 16w .. 16w + 15 repeated over the N / 8 column tiles: d[j][e] is
 // element e of tile j, as the mma.sync kernels hold it.
+// Second products (P V, dS K, P^T dO, dS^T Q) take A from registers: a first product's
+// accumulator rounded to 16 bits (pack2) is, per warp, exactly the register A fragment of
+// m64nNk16. Their B is the same swizzled tile read N-major ("transposed", wg_desc_mn): the
+// [k][n] rows of V, K, dO or Q, so no operand is stored twice.
 #define WG_ATOM_BYTES 8192
 __device__ __forceinline__ uint32_t wg_swz(int r, int chunk) { return (uint32_t)(r * 128 + ((chunk ^ (r & 7)) << 4)); }
 __device__ __forceinline__ uint64_t wg_desc(uint32_t saddr) {
@@ -142,12 +146,87 @@ template <> __device__ __forceinline__ void wgmma_64x64x16<f16>(float (&d)[8][4]
                  : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
                  : "l"(da), "l"(db), "r"(1));
 }
+// d[64 x 32] += A[64 x 16] . B[32 x 16]^T (both K-major), fp32 accumulate
+template <typename T> __device__ __forceinline__ void wgmma_64x32x16(float (&d)[4][4], uint64_t da, uint64_t db);
+template <> __device__ __forceinline__ void wgmma_64x32x16<bf16>(float (&d)[4][4], uint64_t da, uint64_t db) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\nwgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1, 0, 0;\n}\n"
+                 : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3])
+                 : "l"(da), "l"(db), "r"(1));
+}
+template <> __device__ __forceinline__ void wgmma_64x32x16<f16>(float (&d)[4][4], uint64_t da, uint64_t db) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\nwgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1, 0, 0;\n}\n"
+                 : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3])
+                 : "l"(da), "l"(db), "r"(1));
+}
+// d[64 x N] += A[64 x 16] . B[16 x N]: A from registers (per warp w its rows 16w .. 16w + 15
+// as an mma.sync m16n8k16 A fragment), B in shared memory N-major ("transposed": the
+// [k][n] tile of a row-major matrix, wg_desc_mn), fp32 accumulate
+template <typename T> __device__ __forceinline__ void wgmma_rs_64x64x16_tb(float (&d)[8][4], const uint32_t (&a)[4], uint64_t db);
+template <> __device__ __forceinline__ void wgmma_rs_64x64x16_tb<bf16>(float (&d)[8][4], const uint32_t (&a)[4], uint64_t db) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\nwgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
+                 : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
+}
+template <> __device__ __forceinline__ void wgmma_rs_64x64x16_tb<f16>(float (&d)[8][4], const uint32_t (&a)[4], uint64_t db) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\nwgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
+                 : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
+}
+template <typename T> __device__ __forceinline__ void wgmma_rs_64x128x16_tb(float (&d)[16][4], const uint32_t (&a)[4], uint64_t db);
+template <> __device__ __forceinline__ void wgmma_rs_64x128x16_tb<bf16>(float (&d)[16][4], const uint32_t (&a)[4], uint64_t db) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\nwgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
+                 : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]), "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]), "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]), "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]), "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]), "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]), "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]), "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]), "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
+}
+template <> __device__ __forceinline__ void wgmma_rs_64x128x16_tb<f16>(float (&d)[16][4], const uint32_t (&a)[4], uint64_t db) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\nwgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
+                 : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]), "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]), "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]), "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]), "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]), "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]), "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]), "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]), "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
+}
 #else
 __device__ __forceinline__ void wg_fence() { __trap(); }
 __device__ __forceinline__ void wg_commit() {}
 __device__ __forceinline__ void wg_wait0() {}
 template <typename T> __device__ __forceinline__ void wgmma_64x64x16(float (&)[8][4], uint64_t, uint64_t) { __trap(); }
+template <typename T> __device__ __forceinline__ void wgmma_64x32x16(float (&)[4][4], uint64_t, uint64_t) { __trap(); }
+template <typename T> __device__ __forceinline__ void wgmma_rs_64x64x16_tb(float (&)[8][4], const uint32_t (&)[4], uint64_t) { __trap(); }
+template <typename T> __device__ __forceinline__ void wgmma_rs_64x128x16_tb(float (&)[16][4], const uint32_t (&)[4], uint64_t) { __trap(); }
 #endif
+// B of a transposed-B product: a [k][n] tile in swizzled atoms of 128-byte rows (n
+// contiguous), k rows 128 B apart. Leading offset: the next 64 columns (the atom stride,
+// lbo bytes); stride offset: the next 8 rows (1024 B); start: the k-step's first row.
+__device__ __forceinline__ uint64_t wg_desc_mn(uint32_t saddr, uint32_t lbo) {
+    return (uint64_t)((saddr & 0x3FFFF) >> 4) | ((uint64_t)(lbo >> 4) << 16) | ((uint64_t)(1024 >> 4) << 32) | (1ull << 62);
+}
+// acc[64 x D] += A[64 x K] . M[K x D], A as K / 16 k-steps of register fragments (a[kk]: rows
+// 16kk .. 16kk + 15 of M), M's K rows at shared address sM in atoms lbo bytes apart.
+// The caller's wg_fence orders the registers before; waits for completion.
+template <typename T, int D, int K>
+__device__ __forceinline__ void wg_rs(float (&acc)[D / 8][4], const uint32_t (&a)[K / 16][4], uint32_t sM, uint32_t lbo) {
+#pragma unroll
+    for (int kk = 0; kk < K / 16; kk++) {
+        if constexpr (D == 128) wgmma_rs_64x128x16_tb<T>(acc, a[kk], wg_desc_mn(sM + kk * 16 * 128, lbo));
+        else wgmma_rs_64x64x16_tb<T>(acc, a[kk], wg_desc_mn(sM + kk * 16 * 128, lbo));
+    }
+}
+// S[64 x 32] = A . B^T and P[64 x 32] = C . E^T over D in one commit group. A and C are
+// 64-row swizzled tiles; B and E 32-row ones whose atoms are BSTR bytes apart: 8192 for
+// 32-row slices of 64-row tiles (the dQ pass: Q K^T and dO V^T for 32 keys), 4096 for
+// tiles of 32 rows (the dK/dV pass: K Q^T and V dO^T for 32 rows).
+template <typename T, int D, int BSTR>
+__device__ __forceinline__ void wg_two_n32(float (&s)[4][4], float (&p)[4][4], uint32_t sA, uint32_t sB, uint32_t sC, uint32_t sE) {
+#pragma unroll
+    for (int j = 0; j < 4; j++) s[j][0] = s[j][1] = s[j][2] = s[j][3] = p[j][0] = p[j][1] = p[j][2] = p[j][3] = 0.f;
+    wg_fence();
+#pragma unroll
+    for (int kk = 0; kk < D / 16; kk++) {
+        const uint32_t off = (kk / 4) * WG_ATOM_BYTES + (kk % 4) * 32, offb = (kk / 4) * BSTR + (kk % 4) * 32;
+        wgmma_64x32x16<T>(s, wg_desc(sA + off), wg_desc(sB + offb));
+        wgmma_64x32x16<T>(p, wg_desc(sC + off), wg_desc(sE + offb));
+    }
+    wg_commit();
+    wg_wait0();
+}
 // S[64 x 64] = A . B^T over D (atoms of A and B at sA, sB: shared addresses), one warpgroup
 template <typename T, int D> __device__ __forceinline__ void wg_qkT(float (&d)[8][4], uint32_t sA, uint32_t sB) {
 #pragma unroll
@@ -229,10 +308,14 @@ template <int D, bool WG> constexpr size_t rows_fwd_smem() {
 }
 // 16-byte chunk cc of row r of a D-wide operand tile in swizzled atoms (byte offset)
 __device__ __forceinline__ uint32_t wg_tile_off(int r, int cc) { return (cc / 8) * WG_ATOM_BYTES + wg_swz(r, cc % 8); }
-template <int D> constexpr size_t rows_dq_smem() { return (size_t)(128 + 4 * ROWS_KC) * (D + 8) * 2; }
+// WG: Q, dO, K and V all in swizzled atoms after a 1024-byte alignment slack
+template <int D, bool WG> constexpr size_t rows_dq_smem() {
+    return WG ? 1024 + (size_t)(128 + 4 * ROWS_KC) * D * 2 : (size_t)(128 + 4 * ROWS_KC) * (D + 8) * 2;
+}
 
-// WG (sm_90a, D 64 or 128): S = Q K^T by warpgroup MMA from swizzled Q and K tiles
-// (wg_qkT); P V stays on mma.sync from the padded V tile.
+// WG (sm_90a, D 64 or 128): both products by warpgroup MMA from swizzled Q, K and V tiles:
+// S = Q K^T (wg_qkT), then O += P V with P from registers and V as a transposed B operand
+// (wg_rs); the online-softmax rescale of O between chunks is ordered by wg_fence.
 template <typename T, int D, int BR, bool WG> __global__ void __launch_bounds__(128) k_rows_fwd(AttnArgs a) {
     constexpr int DP = D + 8, NKS = D / 16, NDT = D / 8;
     static_assert(!WG || D % 64 == 0, "swizzled atoms are 64 elements wide");
@@ -241,18 +324,19 @@ template <typename T, int D, int BR, bool WG> __global__ void __launch_bounds__(
     constexpr int QP = WG ? D : DP;        // elements per Q/K row as stored
     T *Qs = reinterpret_cast<T *>(qk);
     T *Ks = Qs + 64 * QP;                  // [2][KC][QP]
-    T *Vs = Ks + 2 * ROWS_KC * QP;         // [2][KC][DP]
+    constexpr int VP = WG ? D : DP;        // elements per V row as stored
+    T *Vs = Ks + 2 * ROWS_KC * QP;         // [2][KC][VP]
     // K and V chunk kb.. into buffer buf: K swizzled (WG) or padded, V padded
     auto load_chunk = [&](int buf, const T *Kg, const T *Vg, int64_t ks, int kb, int kend) {
         if constexpr (WG) {
             constexpr int CH = D / 8;
             unsigned char *kd = reinterpret_cast<unsigned char *>(Ks + buf * ROWS_KC * QP);
-            T *vd = Vs + buf * ROWS_KC * DP;
+            T *vd = Vs + buf * ROWS_KC * VP;
             for (int i = threadIdx.x; i < ROWS_KC * CH; i += 128) {
                 const int r = i / CH, cc = i % CH, s = kb + r;
                 const bool ok = s < kend;
                 cp16(kd + wg_tile_off(r, cc), ok ? Kg + s * ks + cc * 8 : Kg, ok);
-                cp16(vd + r * DP + cc * 8, ok ? Vg + s * ks + cc * 8 : Vg, ok);
+                cp16(reinterpret_cast<unsigned char *>(vd) + wg_tile_off(r, cc), ok ? Vg + s * ks + cc * 8 : Vg, ok);
             }
         } else {
             load_kv_chunk<T, D>(Ks + buf * ROWS_KC * DP, Vs + buf * ROWS_KC * DP, Kg, Vg, ks, kb, kend, threadIdx.x, 128);
@@ -302,7 +386,7 @@ template <typename T, int D, int BR, bool WG> __global__ void __launch_bounds__(
         cp_wait<1>();
         if (WG) wg_fence_proxy();   // this thread's copies, visible to the warpgroup MMA
         __syncthreads();
-        const T *Vb = Vs + buf * ROWS_KC * DP;
+        const T *Vb = Vs + buf * ROWS_KC * VP;
         const int kb = kstart + c * ROWS_KC;
         float s[8][4];
         if constexpr (WG) {
@@ -359,16 +443,32 @@ template <typename T, int D, int BR, bool WG> __global__ void __launch_bounds__(
                 s[nt][e] = exp2f(s[nt][e] - muse[e >> 1]);
                 lsum[e >> 1] += s[nt][e];
             }
+        if constexpr (WG) {
+            // O += P V by warpgroup MMA: P from registers, V as a transposed B operand
+            uint32_t pa[ROWS_KC / 16][4];
 #pragma unroll
-        for (int kk = 0; kk < ROWS_KC / 16; kk++) {
-            uint32_t pa[4] = {pack2<T>(s[2 * kk][0], s[2 * kk][1]), pack2<T>(s[2 * kk][2], s[2 * kk][3]),
-                              pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]), pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+            for (int kk = 0; kk < ROWS_KC / 16; kk++) {
+                pa[kk][0] = pack2<T>(s[2 * kk][0], s[2 * kk][1]);
+                pa[kk][1] = pack2<T>(s[2 * kk][2], s[2 * kk][3]);
+                pa[kk][2] = pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+                pa[kk][3] = pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+            }
+            wg_fence();
+            wg_rs<T, D, ROWS_KC>(oacc, pa, (uint32_t)__cvta_generic_to_shared(Vb), WG_ATOM_BYTES);
+            wg_commit();
+            wg_wait0();
+        } else {
 #pragma unroll
-            for (int dp = 0; dp < D / 16; dp++) {
-                uint32_t bf[4];
-                frag_b_kn<DP>(bf, Vb, kk * 16, dp * 16, lane);
-                mma16816<T>(oacc[2 * dp], pa, bf[0], bf[1]);
-                mma16816<T>(oacc[2 * dp + 1], pa, bf[2], bf[3]);
+            for (int kk = 0; kk < ROWS_KC / 16; kk++) {
+                uint32_t pa[4] = {pack2<T>(s[2 * kk][0], s[2 * kk][1]), pack2<T>(s[2 * kk][2], s[2 * kk][3]),
+                                  pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]), pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+                for (int dp = 0; dp < D / 16; dp++) {
+                    uint32_t bf[4];
+                    frag_b_kn<DP>(bf, Vb, kk * 16, dp * 16, lane);
+                    mma16816<T>(oacc[2 * dp], pa, bf[0], bf[1]);
+                    mma16816<T>(oacc[2 * dp + 1], pa, bf[2], bf[3]);
+                }
             }
         }
         __syncthreads();
@@ -399,13 +499,34 @@ template <typename T, int D, int BR, bool WG> __global__ void __launch_bounds__(
     }
 }
 
-template <typename T, int D, int BR> __global__ void __launch_bounds__(128) k_rows_dq(AttnArgs a) {
+// WG (sm_90a, D 64 or 128): every product by warpgroup MMA from swizzled tiles. S = Q K^T
+// and dP = dO V^T 32 keys at a time (wg_two_n32), then dQ += dS K with dS from registers
+// and the same 32 keys of K as a transposed B operand (wg_rs).
+template <typename T, int D, int BR, bool WG> __global__ void __launch_bounds__(128) k_rows_dq(AttnArgs a) {
     constexpr int DP = D + 8, NKS = D / 16, NDT = D / 8;
+    static_assert(!WG || D % 64 == 0, "swizzled atoms are 64 elements wide");
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    T *Qs = reinterpret_cast<T *>(smem_raw);
-    T *Ys = Qs + 64 * DP;                 // dO
-    T *Ks = Ys + 64 * DP;                 // [2][KC][DP]
-    T *Vs = Ks + 2 * ROWS_KC * DP;
+    unsigned char *qk = WG ? reinterpret_cast<unsigned char *>(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023) : smem_raw;
+    constexpr int QP = WG ? D : DP;        // elements per row as stored
+    T *Qs = reinterpret_cast<T *>(qk);
+    T *Ys = Qs + 64 * QP;                  // dO
+    T *Ks = Ys + 64 * QP;                  // [2][KC][QP]
+    T *Vs = Ks + 2 * ROWS_KC * QP;
+    auto load_chunk = [&](int buf, const T *Kg, const T *Vg, int64_t ks, int kb, int kend) {
+        if constexpr (WG) {
+            constexpr int CH = D / 8;
+            unsigned char *kd = reinterpret_cast<unsigned char *>(Ks + buf * ROWS_KC * QP);
+            unsigned char *vd = reinterpret_cast<unsigned char *>(Vs + buf * ROWS_KC * QP);
+            for (int i = threadIdx.x; i < ROWS_KC * CH; i += 128) {
+                const int r = i / CH, cc = i % CH, s = kb + r;
+                const bool ok = s < kend;
+                cp16(kd + wg_tile_off(r, cc), ok ? Kg + s * ks + cc * 8 : Kg, ok);
+                cp16(vd + wg_tile_off(r, cc), ok ? Vg + s * ks + cc * 8 : Vg, ok);
+            }
+        } else {
+            load_kv_chunk<T, D>(Ks + buf * ROWS_KC * DP, Vs + buf * ROWS_KC * DP, Kg, Vg, ks, kb, kend, threadIdx.x, 128);
+        }
+    };
     __shared__ int trow[64];
     __shared__ float lse2[64], drw[64];
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, gid = lane >> 2, tig = lane & 3;
@@ -431,8 +552,13 @@ template <typename T, int D, int BR> __global__ void __launch_bounds__(128) k_ro
         int tq = r / rg.HB, h = hb * rg.HB + r % rg.HB, t = tbase + tq;
         bool ok = tq < rg.BQ && t < tend && h < hpg;
         int64_t off = ok ? (((int64_t)b * a.T + t) * a.H + (int64_t)g * hpg + h) * D + cc * 8 : 0;
-        cp16(Qs + r * DP + cc * 8, (const T *)a.q + off, ok);
-        cp16(Ys + r * DP + cc * 8, (const T *)a.dout + off, ok);
+        if (WG) {
+            cp16(reinterpret_cast<unsigned char *>(Qs) + wg_tile_off(r, cc), (const T *)a.q + off, ok);
+            cp16(reinterpret_cast<unsigned char *>(Ys) + wg_tile_off(r, cc), (const T *)a.dout + off, ok);
+        } else {
+            cp16(Qs + r * DP + cc * 8, (const T *)a.q + off, ok);
+            cp16(Ys + r * DP + cc * 8, (const T *)a.dout + off, ok);
+        }
     }
     int t_last = tbase + rg.BQ - 1 < tend - 1 ? tbase + rg.BQ - 1 : tend - 1;
     int kstart, kend;
@@ -441,7 +567,7 @@ template <typename T, int D, int BR> __global__ void __launch_bounds__(128) k_ro
     const int64_t ks = (int64_t)a.G * D;
     const T *Kg = (const T *)a.k + (int64_t)b * a.NK * ks + (int64_t)g * D;
     const T *Vg = (const T *)a.v + (int64_t)b * a.NK * ks + (int64_t)g * D;
-    if (nchunks > 0) load_kv_chunk<T, D>(Ks, Vs, Kg, Vg, ks, kstart, kend, tid, 128);
+    if (nchunks > 0) load_chunk(0, Kg, Vg, ks, kstart, kend);
     cp_commit();
     __syncthreads();
     const int r0 = warp * 16 + gid;
@@ -455,40 +581,47 @@ template <typename T, int D, int BR> __global__ void __launch_bounds__(128) k_ro
 
     for (int c = 0; c < nchunks; c++) {
         const int buf = c & 1;
-        if (c + 1 < nchunks)
-            load_kv_chunk<T, D>(Ks + (buf ^ 1) * ROWS_KC * DP, Vs + (buf ^ 1) * ROWS_KC * DP, Kg, Vg, ks,
-                                kstart + (c + 1) * ROWS_KC, kend, tid, 128);
+        if (c + 1 < nchunks) load_chunk(buf ^ 1, Kg, Vg, ks, kstart + (c + 1) * ROWS_KC, kend);
         cp_commit();
         cp_wait<1>();
+        if (WG) wg_fence_proxy();   // this thread's copies, visible to the warpgroup MMA
         __syncthreads();
-        if (c == 0) {
+        if (!WG && c == 0) {
 #pragma unroll
             for (int kk = 0; kk < NKS; kk++) {
                 frag_a<DP>(qf[kk], Qs, warp * 16, kk * 16, lane);
                 frag_a<DP>(yf[kk], Ys, warp * 16, kk * 16, lane);
             }
         }
-        const T *Kb = Ks + buf * ROWS_KC * DP, *Vb = Vs + buf * ROWS_KC * DP;
+        const T *Kb = Ks + buf * ROWS_KC * QP, *Vb = Vs + buf * ROWS_KC * QP;
 #pragma unroll
         for (int half = 0; half < 2; half++) {
             const int kb = kstart + c * ROWS_KC + half * 32;
             float s[4][4], dp[4][4];
+            if constexpr (WG) {
+                // the half's 32 keys are 32 rows of each atom: 4096 bytes further
+                wg_two_n32<T, D, WG_ATOM_BYTES>(s, dp, (uint32_t)__cvta_generic_to_shared(Qs),
+                                 (uint32_t)__cvta_generic_to_shared(Kb) + half * 32 * 128,
+                                 (uint32_t)__cvta_generic_to_shared(Ys),
+                                 (uint32_t)__cvta_generic_to_shared(Vb) + half * 32 * 128);
+            } else {
 #pragma unroll
-            for (int i = 0; i < 4; i++)
+                for (int i = 0; i < 4; i++)
 #pragma unroll
-                for (int e = 0; e < 4; e++) s[i][e] = dp[i][e] = 0.f;
+                    for (int e = 0; e < 4; e++) s[i][e] = dp[i][e] = 0.f;
 #pragma unroll
-            for (int kk = 0; kk < NKS; kk++)
+                for (int kk = 0; kk < NKS; kk++)
 #pragma unroll
-                for (int np = 0; np < 2; np++) {
-                    uint32_t bf[4];
-                    frag_b_nk<DP>(bf, Kb, half * 32 + np * 16, kk * 16, lane);
-                    mma16816<T>(s[2 * np], qf[kk], bf[0], bf[1]);
-                    mma16816<T>(s[2 * np + 1], qf[kk], bf[2], bf[3]);
-                    frag_b_nk<DP>(bf, Vb, half * 32 + np * 16, kk * 16, lane);
-                    mma16816<T>(dp[2 * np], yf[kk], bf[0], bf[1]);
-                    mma16816<T>(dp[2 * np + 1], yf[kk], bf[2], bf[3]);
-                }
+                    for (int np = 0; np < 2; np++) {
+                        uint32_t bf[4];
+                        frag_b_nk<DP>(bf, Kb, half * 32 + np * 16, kk * 16, lane);
+                        mma16816<T>(s[2 * np], qf[kk], bf[0], bf[1]);
+                        mma16816<T>(s[2 * np + 1], qf[kk], bf[2], bf[3]);
+                        frag_b_nk<DP>(bf, Vb, half * 32 + np * 16, kk * 16, lane);
+                        mma16816<T>(dp[2 * np], yf[kk], bf[0], bf[1]);
+                        mma16816<T>(dp[2 * np + 1], yf[kk], bf[2], bf[3]);
+                    }
+            }
 #pragma unroll
             for (int nt = 0; nt < 4; nt++)
 #pragma unroll
@@ -498,16 +631,33 @@ template <typename T, int D, int BR> __global__ void __launch_bounds__(128) k_ro
                     const float p = vis ? exp2f(s[nt][e] * a.scale_log2 - l2r[e >> 1]) : 0.f;
                     s[nt][e] = p * (dp[nt][e] - drr[e >> 1]);   // dS
                 }
+            if constexpr (WG) {
+                // dQ += dS K by warpgroup MMA: dS from registers, the half's 32 keys of K as a
+                // transposed B operand
+                uint32_t da[2][4];
 #pragma unroll
-            for (int kk = 0; kk < 2; kk++) {
-                uint32_t da[4] = {pack2<T>(s[2 * kk][0], s[2 * kk][1]), pack2<T>(s[2 * kk][2], s[2 * kk][3]),
-                                  pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]), pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+                for (int kk = 0; kk < 2; kk++) {
+                    da[kk][0] = pack2<T>(s[2 * kk][0], s[2 * kk][1]);
+                    da[kk][1] = pack2<T>(s[2 * kk][2], s[2 * kk][3]);
+                    da[kk][2] = pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+                    da[kk][3] = pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+                }
+                wg_fence();
+                wg_rs<T, D, 32>(dqa, da, (uint32_t)__cvta_generic_to_shared(Kb) + half * 32 * 128, WG_ATOM_BYTES);
+                wg_commit();
+                wg_wait0();
+            } else {
 #pragma unroll
-                for (int dd = 0; dd < D / 16; dd++) {
-                    uint32_t bf[4];
-                    frag_b_kn<DP>(bf, Kb, half * 32 + kk * 16, dd * 16, lane);
-                    mma16816<T>(dqa[2 * dd], da, bf[0], bf[1]);
-                    mma16816<T>(dqa[2 * dd + 1], da, bf[2], bf[3]);
+                for (int kk = 0; kk < 2; kk++) {
+                    uint32_t da[4] = {pack2<T>(s[2 * kk][0], s[2 * kk][1]), pack2<T>(s[2 * kk][2], s[2 * kk][3]),
+                                      pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]), pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+                    for (int dd = 0; dd < D / 16; dd++) {
+                        uint32_t bf[4];
+                        frag_b_kn<DP>(bf, Kb, half * 32 + kk * 16, dd * 16, lane);
+                        mma16816<T>(dqa[2 * dd], da, bf[0], bf[1]);
+                        mma16816<T>(dqa[2 * dd + 1], da, bf[2], bf[3]);
+                    }
                 }
             }
         }
@@ -893,18 +1043,29 @@ template <typename T, int D, int KT, int PACK> __global__ void __launch_bounds__
 // ============================================================================================
 #define DKDV_RT 32   // rows per tile
 
-template <int D, int KT> constexpr size_t dkdv_smem() {
-    return (size_t)(2 * KT + 4 * DKDV_RT) * (D + 8) * 2 + 2 * 3 * DKDV_RT * 4;
+// WG: K and V (64-row atoms) and the Q / dO row tiles (32-row atoms, 4096 bytes) swizzled,
+// after a 1024-byte alignment slack
+template <int D, int KT, bool WG> constexpr size_t dkdv_smem() {
+    return WG ? 1024 + (size_t)(2 * KT + 4 * DKDV_RT) * D * 2 + 2 * 3 * DKDV_RT * 4
+              : (size_t)(2 * KT + 4 * DKDV_RT) * (D + 8) * 2 + 2 * 3 * DKDV_RT * 4;
 }
 
-template <typename T, int D, int KT, int BR> __global__ void __launch_bounds__(KT * 2) k_dkdv(AttnArgs a, int NKC) {
+// WG (sm_90a, KT 64, D 64 or 128): every product by warpgroup MMA from swizzled tiles.
+// S^T = K Q^T and dP^T = V dO^T for the CTA's 64 keys x a tile's 32 rows (wg_two_n32), then
+// dV += P^T dO and dK += dS^T Q with P^T, dS^T from registers and dO, Q as transposed B
+// operands (wg_rs).
+template <typename T, int D, int KT, int BR, bool WG> __global__ void __launch_bounds__(KT * 2) k_dkdv(AttnArgs a, int NKC) {
     constexpr int DP = D + 8, NKS = D / 16, NDT = D / 8, NW = KT / 16, NTH = NW * 32;
+    static_assert(!WG || (KT == 64 && D % 64 == 0), "the warpgroup path: 64 keys, 64-element atoms");
+    constexpr int KP = WG ? D : DP;                // elements per row as stored
+    constexpr int RT_ATOM = DKDV_RT * 128;         // WG: bytes of a 32-row atom
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    T *Ks = reinterpret_cast<T *>(smem_raw);
-    T *Vs = Ks + KT * DP;
-    T *Qs = Vs + KT * DP;                       // [2][RT][DP]
-    T *Ys = Qs + 2 * DKDV_RT * DP;              // [2][RT][DP]
-    float *l2s = reinterpret_cast<float *>(Ys + 2 * DKDV_RT * DP);   // [2][RT]
+    unsigned char *base = WG ? reinterpret_cast<unsigned char *>(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023) : smem_raw;
+    T *Ks = reinterpret_cast<T *>(base);
+    T *Vs = Ks + KT * KP;
+    T *Qs = Vs + KT * KP;                       // [2][RT][KP]
+    T *Ys = Qs + 2 * DKDV_RT * KP;              // [2][RT][KP]
+    float *l2s = reinterpret_cast<float *>(Ys + 2 * DKDV_RT * KP);   // [2][RT]
     float *drs = l2s + 2 * DKDV_RT;
     int *trs = reinterpret_cast<int *>(drs + 2 * DKDV_RT);
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, gid = lane >> 2, tig = lane & 3;
@@ -922,8 +1083,9 @@ template <typename T, int D, int KT, int BR> __global__ void __launch_bounds__(K
     for (int i = tid; i < KT * (D / 8); i += NTH) {
         int r = i / (D / 8), cc = i % (D / 8), s = kb + r;
         bool ok = r < nk;
-        cp16(Ks + r * DP + cc * 8, ok ? Kg + s * ks + cc * 8 : Kg, ok);
-        cp16(Vs + r * DP + cc * 8, ok ? Vg + s * ks + cc * 8 : Vg, ok);
+        const uint32_t o = WG ? wg_tile_off(r, cc) : (uint32_t)(r * DP + cc * 8) * 2;
+        cp16(reinterpret_cast<unsigned char *>(Ks) + o, ok ? Kg + s * ks + cc * 8 : Kg, ok);
+        cp16(reinterpret_cast<unsigned char *>(Vs) + o, ok ? Vg + s * ks + cc * 8 : Vg, ok);
     }
     auto load_rows = [&](int it, int buf) {
         const int f0 = r_lo + it * DKDV_RT;
@@ -936,8 +1098,9 @@ template <typename T, int D, int KT, int BR> __global__ void __launch_bounds__(K
                 int t = list ? list[ti] : rb + ti;
                 off = (((int64_t)b * a.T + t) * a.H + (int64_t)g * hpg + hh) * D + cc * 8;
             }
-            cp16(Qs + (buf * DKDV_RT + r) * DP + cc * 8, (const T *)a.q + off, ok);
-            cp16(Ys + (buf * DKDV_RT + r) * DP + cc * 8, (const T *)a.dout + off, ok);
+            const uint32_t o = WG ? (uint32_t)((cc / 8) * RT_ATOM) + wg_swz(r, cc % 8) : (uint32_t)(r * DP + cc * 8) * 2;
+            cp16(reinterpret_cast<unsigned char *>(Qs + buf * DKDV_RT * KP) + o, (const T *)a.q + off, ok);
+            cp16(reinterpret_cast<unsigned char *>(Ys + buf * DKDV_RT * KP) + o, (const T *)a.dout + off, ok);
         }
         for (int r = tid; r < DKDV_RT; r += NTH) {
             int f = f0 + r, t = -1;
@@ -974,29 +1137,35 @@ template <typename T, int D, int KT, int BR> __global__ void __launch_bounds__(K
         if (it + 1 < ntiles) load_rows(it + 1, buf ^ 1);
         cp_commit();
         cp_wait<1>();
+        if (WG) wg_fence_proxy();   // this thread's copies, visible to the warpgroup MMA
         __syncthreads();
-        const T *Qb = Qs + buf * DKDV_RT * DP, *Yb = Ys + buf * DKDV_RT * DP;
+        const T *Qb = Qs + buf * DKDV_RT * KP, *Yb = Ys + buf * DKDV_RT * KP;
         const int *tb = trs + buf * DKDV_RT;
         const float *lb = l2s + buf * DKDV_RT, *db = drs + buf * DKDV_RT;
         float s[4][4], dp[4][4];
+        if constexpr (WG) {
+            wg_two_n32<T, D, RT_ATOM>(s, dp, (uint32_t)__cvta_generic_to_shared(Ks), (uint32_t)__cvta_generic_to_shared(Qb),
+                                      (uint32_t)__cvta_generic_to_shared(Vs), (uint32_t)__cvta_generic_to_shared(Yb));
+        } else {
 #pragma unroll
-        for (int i = 0; i < 4; i++)
+            for (int i = 0; i < 4; i++)
 #pragma unroll
-            for (int q = 0; q < 4; q++) s[i][q] = dp[i][q] = 0.f;
+                for (int q = 0; q < 4; q++) s[i][q] = dp[i][q] = 0.f;
 #pragma unroll
-        for (int kk = 0; kk < NKS; kk++) {
-            uint32_t ka[4], va[4];
-            frag_a<DP>(ka, Ks, kw, kk * 16, lane);
-            frag_a<DP>(va, Vs, kw, kk * 16, lane);
+            for (int kk = 0; kk < NKS; kk++) {
+                uint32_t ka[4], va[4];
+                frag_a<DP>(ka, Ks, kw, kk * 16, lane);
+                frag_a<DP>(va, Vs, kw, kk * 16, lane);
 #pragma unroll
-            for (int np = 0; np < 2; np++) {
-                uint32_t bf[4];
-                frag_b_nk<DP>(bf, Qb, np * 16, kk * 16, lane);
-                mma16816<T>(s[2 * np], ka, bf[0], bf[1]);
-                mma16816<T>(s[2 * np + 1], ka, bf[2], bf[3]);
-                frag_b_nk<DP>(bf, Yb, np * 16, kk * 16, lane);
-                mma16816<T>(dp[2 * np], va, bf[0], bf[1]);
-                mma16816<T>(dp[2 * np + 1], va, bf[2], bf[3]);
+                for (int np = 0; np < 2; np++) {
+                    uint32_t bf[4];
+                    frag_b_nk<DP>(bf, Qb, np * 16, kk * 16, lane);
+                    mma16816<T>(s[2 * np], ka, bf[0], bf[1]);
+                    mma16816<T>(s[2 * np + 1], ka, bf[2], bf[3]);
+                    frag_b_nk<DP>(bf, Yb, np * 16, kk * 16, lane);
+                    mma16816<T>(dp[2 * np], va, bf[0], bf[1]);
+                    mma16816<T>(dp[2 * np + 1], va, bf[2], bf[3]);
+                }
             }
         }
         // element (nt, q): key = key0 / key1 (q >> 1), row = nt*8 + 2*tig + (q & 1)
@@ -1011,21 +1180,43 @@ template <typename T, int D, int KT, int BR> __global__ void __launch_bounds__(K
                 s[nt][q] = p;
                 dp[nt][q] = p * (dp[nt][q] - db[row]);
             }
+        if constexpr (WG) {
+            // dV += P^T dO, dK += dS^T Q by warpgroup MMA: P^T and dS^T from registers,
+            // dO and Q as transposed B operands
+            uint32_t pa[2][4], da[2][4];
 #pragma unroll
-        for (int kk = 0; kk < 2; kk++) {
-            uint32_t pa[4] = {pack2<T>(s[2 * kk][0], s[2 * kk][1]), pack2<T>(s[2 * kk][2], s[2 * kk][3]),
-                              pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]), pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
-            uint32_t da[4] = {pack2<T>(dp[2 * kk][0], dp[2 * kk][1]), pack2<T>(dp[2 * kk][2], dp[2 * kk][3]),
-                              pack2<T>(dp[2 * kk + 1][0], dp[2 * kk + 1][1]), pack2<T>(dp[2 * kk + 1][2], dp[2 * kk + 1][3])};
+            for (int kk = 0; kk < 2; kk++) {
+                pa[kk][0] = pack2<T>(s[2 * kk][0], s[2 * kk][1]);
+                pa[kk][1] = pack2<T>(s[2 * kk][2], s[2 * kk][3]);
+                pa[kk][2] = pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+                pa[kk][3] = pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+                da[kk][0] = pack2<T>(dp[2 * kk][0], dp[2 * kk][1]);
+                da[kk][1] = pack2<T>(dp[2 * kk][2], dp[2 * kk][3]);
+                da[kk][2] = pack2<T>(dp[2 * kk + 1][0], dp[2 * kk + 1][1]);
+                da[kk][3] = pack2<T>(dp[2 * kk + 1][2], dp[2 * kk + 1][3]);
+            }
+            wg_fence();
+            wg_rs<T, D, 32>(dva, pa, (uint32_t)__cvta_generic_to_shared(Yb), RT_ATOM);
+            wg_rs<T, D, 32>(dka, da, (uint32_t)__cvta_generic_to_shared(Qb), RT_ATOM);
+            wg_commit();
+            wg_wait0();
+        } else {
 #pragma unroll
-            for (int dd = 0; dd < D / 16; dd++) {
-                uint32_t bf[4];
-                frag_b_kn<DP>(bf, Yb, kk * 16, dd * 16, lane);
-                mma16816<T>(dva[2 * dd], pa, bf[0], bf[1]);
-                mma16816<T>(dva[2 * dd + 1], pa, bf[2], bf[3]);
-                frag_b_kn<DP>(bf, Qb, kk * 16, dd * 16, lane);
-                mma16816<T>(dka[2 * dd], da, bf[0], bf[1]);
-                mma16816<T>(dka[2 * dd + 1], da, bf[2], bf[3]);
+            for (int kk = 0; kk < 2; kk++) {
+                uint32_t pa[4] = {pack2<T>(s[2 * kk][0], s[2 * kk][1]), pack2<T>(s[2 * kk][2], s[2 * kk][3]),
+                                  pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]), pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+                uint32_t da[4] = {pack2<T>(dp[2 * kk][0], dp[2 * kk][1]), pack2<T>(dp[2 * kk][2], dp[2 * kk][3]),
+                                  pack2<T>(dp[2 * kk + 1][0], dp[2 * kk + 1][1]), pack2<T>(dp[2 * kk + 1][2], dp[2 * kk + 1][3])};
+#pragma unroll
+                for (int dd = 0; dd < D / 16; dd++) {
+                    uint32_t bf[4];
+                    frag_b_kn<DP>(bf, Yb, kk * 16, dd * 16, lane);
+                    mma16816<T>(dva[2 * dd], pa, bf[0], bf[1]);
+                    mma16816<T>(dva[2 * dd + 1], pa, bf[2], bf[3]);
+                    frag_b_kn<DP>(bf, Qb, kk * 16, dd * 16, lane);
+                    mma16816<T>(dka[2 * dd], da, bf[0], bf[1]);
+                    mma16816<T>(dka[2 * dd + 1], da, bf[2], bf[3]);
+                }
             }
         }
     }
@@ -1342,7 +1533,13 @@ template <typename T, int D> struct DqKernels {
         mma_launch(k_sel_dq<T, D, KT, P>, grid, 128, sel_smem<D, KT>(), a);
     }
     template <int BR> static void rows_k(dim3 grid, const AttnArgs &a) {
-        mma_launch(k_rows_dq<T, D, BR>, grid, 128, rows_dq_smem<D>(), a);
+        if constexpr (D % 64 == 0) {
+            if (g_nsa_cuda.wgmma) {
+                mma_launch(k_rows_dq<T, D, BR, true>, grid, 128, rows_dq_smem<D, true>(), a);
+                return;
+            }
+        }
+        mma_launch(k_rows_dq<T, D, BR, false>, grid, 128, rows_dq_smem<D, false>(), a);
     }
 };
 template <typename Kn> static void mma_attn_rows_pass(const AttnArgs &a, int br) {
@@ -1371,18 +1568,25 @@ template <typename T, int D> void mma_attn_dq(const AttnArgs &a, int br) { mma_a
 
 // dK/dV: 64-key chunks (128 threads) for every branch, 16-key chunks (32 threads) for
 // selection blocks of 16 keys
-template <typename T, int D, int KT> static void dkdv_launch(const AttnArgs &a, int br, dim3 grid, int NKC) {
-    const size_t sm = dkdv_smem<D, KT>();
-    if (br == BR_WIN) mma_launch(k_dkdv<T, D, KT, BR_WIN>, grid, KT * 2, sm, a, NKC);
-    else if (br == BR_CMP) mma_launch(k_dkdv<T, D, KT, BR_CMP>, grid, KT * 2, sm, a, NKC);
-    else mma_launch(k_dkdv<T, D, KT, BR_SEL>, grid, KT * 2, sm, a, NKC);
+template <typename T, int D, int KT, bool WG> static void dkdv_launch(const AttnArgs &a, int br, dim3 grid, int NKC) {
+    const size_t sm = dkdv_smem<D, KT, WG>();
+    if (br == BR_WIN) mma_launch(k_dkdv<T, D, KT, BR_WIN, WG>, grid, KT * 2, sm, a, NKC);
+    else if (br == BR_CMP) mma_launch(k_dkdv<T, D, KT, BR_CMP, WG>, grid, KT * 2, sm, a, NKC);
+    else mma_launch(k_dkdv<T, D, KT, BR_SEL, WG>, grid, KT * 2, sm, a, NKC);
 }
 template <typename T, int D> void mma_attn_dkdv(const AttnArgs &a, int br) {
     const int NKC = a.nentries / (a.B * a.G);
     int maxrows = br == BR_WIN ? (a.kt + a.w) * a.hpg : a.T * a.hpg;
     dim3 grid(a.nentries, (maxrows + a.rch - 1) / a.rch);
-    if (a.kt == 64) dkdv_launch<T, D, 64>(a, br, grid, NKC);
-    else mma_launch(k_dkdv<T, D, 16, BR_SEL>, grid, 32, dkdv_smem<D, 16>(), a, NKC);
+    if constexpr (D % 64 == 0) {
+        if (a.kt == 64 && g_nsa_cuda.wgmma) {
+            dkdv_launch<T, D, 64, true>(a, br, grid, NKC);
+            CUDA_LAUNCHED();
+            return;
+        }
+    }
+    if (a.kt == 64) dkdv_launch<T, D, 64, false>(a, br, grid, NKC);
+    else mma_launch(k_dkdv<T, D, 16, BR_SEL, false>, grid, 32, dkdv_smem<D, 16, false>(), a, NKC);
     CUDA_LAUNCHED();
 }
 
