@@ -172,6 +172,11 @@ struct Backend {
 
     // ---- reductions / checks on parameter-type buffers (host results) ------
     double (*sumsq_param)(const void *x, int64_t n);   // fixed-order, deterministic
+    // sumsq_param of n tensors of one parameter-precision buffer, tensor i at element
+    // offset off[i] with len[i] elements: out[i] is bit for bit what sumsq_param gives it,
+    // with one host synchronisation for all n (the grad norm of a step: one wait, not one
+    // per parameter tensor)
+    void (*sumsq_params)(const void *base, const int64_t *off, const int64_t *len, int n, double *out);
     void (*scale_param)(void *x, double s, int64_t n);
     // index of the first non-finite element, or -1
     int64_t (*first_nonfinite_act)(const void *x, int64_t n);

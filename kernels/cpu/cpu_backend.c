@@ -152,6 +152,7 @@ const Backend CPU_FN(cpu_backend) = {
     .add_inplace = CPU_FN(add_inplace),
     .xent_fwd_bwd = CPU_FN(xent_fwd_bwd),
     .sumsq_param = CPU_FN(sumsq_param),
+    .sumsq_params = CPU_FN(sumsq_params),
     .scale_param = CPU_FN(scale_param),
     .first_nonfinite_act = CPU_FN(first_nonfinite),
     .first_nonfinite_param = CPU_FN(first_nonfinite),

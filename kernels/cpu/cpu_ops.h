@@ -49,6 +49,7 @@ void CPU_FN(add_inplace)(void *y, const void *x, int64_t n);
 void CPU_FN(xent_fwd_bwd)(void *losses, void *dlogits, const void *logits,
                           const int32_t *targets, int N, int V, double dscale);
 double CPU_FN(sumsq_param)(const void *x, int64_t n);
+void CPU_FN(sumsq_params)(const void *base, const int64_t *off, const int64_t *len, int n, double *out);
 void CPU_FN(scale_param)(void *x, double s, int64_t n);
 int64_t CPU_FN(first_nonfinite)(const void *x, int64_t n);
 void CPU_FN(adamw)(void *p, const void *g, void *m, void *v, int64_t n, double lr,

@@ -377,6 +377,10 @@ double CPU_FN(sumsq_param)(const void *x_, int64_t n) {
     return s;
 }
 
+void CPU_FN(sumsq_params)(const void *base, const int64_t *off, const int64_t *len, int n, double *out) {
+    for (int i = 0; i < n; i++) out[i] = CPU_FN(sumsq_param)((const real *)base + off[i], len[i]);
+}
+
 // x = x * s, the product formed in double and rounded once.
 void CPU_FN(scale_param)(void *x_, double s, int64_t n) {
     real *x = x_;

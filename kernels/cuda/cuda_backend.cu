@@ -547,6 +547,10 @@ template <int DT> struct Ops {
         PROF(mm_name(nb, sizeof nb, "matmul_bwd", M, N, K));
         nsa_cuda_matmul_bwd(DT, dinp, dw, dbias, dout, inp, w, M, N, K, acc);
     }
+    static void sumsq_params(const void *base, const int64_t *off, const int64_t *len, int n, double *out) {
+        PROF("grad_sumsq");
+        nsa_cuda_sumsq_many_f32(base, off, len, n, out);
+    }
     static void adamw(void *p, const void *g, void *m, void *v, int64_t n, double lr, double b1, double b2,
                       double bc1, double bc2, double eps, double wd) {
         PROF("adamw");
@@ -590,6 +594,7 @@ template <int DT> struct Ops {
         b->matmul_bwd = matmul_bwd;
         b->rope_table = bound<nsa_cuda_rope_table, nullptr, DT>;
         b->sumsq_param = nsa_cuda_sumsq_f32;
+        b->sumsq_params = sumsq_params;
         b->scale_param = scale_param;
         b->first_nonfinite_act = bound<nsa_cuda_first_nonfinite, nullptr, DT>;
         b->first_nonfinite_param = nonfinite_param;

@@ -547,6 +547,30 @@ extern "C" double nsa_cuda_sumsq_f32(const void *x, int64_t n) {
     cudaCheck(cudaStreamSynchronize(NSA_STREAM));
     return r;
 }
+// n tensors: each the same two kernels as nsa_cuda_sumsq_f32 (so the same bits), its
+// result in slot i of one device array, one copy back and one wait for all
+extern "C" void nsa_cuda_sumsq_many_f32(const void *base, const int64_t *off, const int64_t *len, int n, double *out) {
+    if (n <= 0) return;
+    int64_t npmax = 1;
+    for (int i = 0; i < n; i++) {
+        const int64_t np = (len[i] + RED_CHUNK - 1) / RED_CHUNK;
+        if (np > npmax) npmax = np;
+    }
+    double *res = (double *)nsa_cuda_scratch(SCR_RED1, (size_t)(n + npmax) * sizeof(double)), *part = res + n;
+    for (int i = 0; i < n; i++) {
+        if (len[i] <= 0) {
+            cudaCheck(cudaMemsetAsync(res + i, 0, sizeof(double), NSA_STREAM));
+            continue;
+        }
+        const int64_t np = (len[i] + RED_CHUNK - 1) / RED_CHUNK;
+        k_sumsq_part<<<(unsigned)np, RED_THREADS, 0, NSA_STREAM>>>(part, (const float *)base + off[i], len[i]);
+        CUDA_LAUNCHED();
+        k_sum_final<<<1, RED_THREADS, 0, NSA_STREAM>>>(res + i, part, np);
+        CUDA_LAUNCHED();
+    }
+    cudaCheck(cudaMemcpyAsync(out, res, (size_t)n * sizeof(double), cudaMemcpyDeviceToHost, NSA_STREAM));
+    cudaCheck(cudaStreamSynchronize(NSA_STREAM));
+}
 extern "C" void nsa_cuda_scale_f32(void *x, double s, int64_t n) {
     if (n <= 0) return;
     k_scale<<<nsa_blocks(n, EW_THREADS), EW_THREADS, 0, NSA_STREAM>>>((float *)x, s, n);

@@ -69,6 +69,7 @@ void nsa_cuda_add_inplace(int dt, void *y, const void *x, int64_t n);
 void nsa_cuda_xent_fwd_bwd(int dt, void *losses, void *dlogits, const void *logits, const int32_t *targets,
                            int N, int V, double dscale);
 double nsa_cuda_sumsq_f32(const void *x, int64_t n);          // synchronous
+void nsa_cuda_sumsq_many_f32(const void *base, const int64_t *off, const int64_t *len, int n, double *out);   // one sync
 void nsa_cuda_scale_f32(void *x, double s, int64_t n);
 int64_t nsa_cuda_first_nonfinite(int dt, const void *x, int64_t n);   // synchronous
 void nsa_cuda_adamw(void *p, const void *g, void *m, void *v, int64_t n, double lr, double b1, double b2,

@@ -638,6 +638,17 @@ static double po_sumsq_err(Ctx *c, char *shape, size_t n) {   // fp64 accumulati
     double sc = CPU->sumsq_param(x->c, x->n), sg = GPU->sumsq_param(x->g, x->n);
     return fabs(sg - sc) / sc;
 }
+// sumsq_params (CUDA): each segment bit for bit as the GPU's sumsq_param of it, one empty
+static double po_sumsq_many_err(Ctx *c, char *shape, size_t sn) {
+    (void)shape; (void)sn;
+    const TP *x = &c->t[PO_X];
+    const int64_t n = x->n, off[4] = {0, 7, 7, n / 3}, len[4] = {7, 0, n / 3 - 7, n - n / 3};
+    double out[4];
+    GPU->sumsq_params(x->g, off, len, 4, out);
+    for (int k = 0; k < 4; k++)
+        if (!(out[k] == GPU->sumsq_param((const float *)x->g + off[k], len[k]))) return INFINITY;
+    return 0;
+}
 static void po_scale(Ctx *c, const Backend *be, int gpu) { be->scale_param(S(PO_X), 0.37, c->p[0]); }
 static void po_setup_adamw(Ctx *c) {
     const int64_t n = c->p[0];
@@ -675,6 +686,7 @@ static double po_nonfinite_none(Ctx *c, char *shape, size_t sn) {
 }
 static const OpCase PARAM_CASES[] = {
     {.setup = po_rand_x, .err = po_sumsq_err, .name = "sumsq_param", .tol = 1e-12},
+    {.setup = po_rand_x, .err = po_sumsq_many_err, .name = "sumsq_params", .tol = 0},
     {.run = po_scale, .tol = 0.0 + 1e-12, .out = {OUT(PO_X, "scale_param")}},
     {.setup = po_setup_adamw, .run = po_adamw, .tol = 1e-6,   // fp64 math on both, one rounding
      .out = {OUT(PO_X, "adamw.p"), OUT(PO_M, "adamw.m"), OUT(PO_V, "adamw.v")}},

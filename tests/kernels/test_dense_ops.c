@@ -70,6 +70,7 @@
     void add_inplace_##S(void *, const void *, int64_t);                                       \
     void xent_fwd_bwd_##S(void *, void *, const void *, const int32_t *, int, int, double);      \
     double sumsq_param_##S(const void *, int64_t);                                             \
+    void sumsq_params_##S(const void *, const int64_t *, const int64_t *, int, double *);        \
     void scale_param_##S(void *, double, int64_t);                                             \
     int64_t first_nonfinite_##S(const void *, int64_t);                                        \
     void adamw_##S(void *, const void *, void *, void *, int64_t, double, double, double,       \
@@ -103,6 +104,7 @@ typedef struct {
     void (*add_inplace)(void *, const void *, int64_t);
     void (*xent_fwd_bwd)(void *, void *, const void *, const int32_t *, int, int, double);
     double (*sumsq_param)(const void *, int64_t);
+    void (*sumsq_params)(const void *, const int64_t *, const int64_t *, int, double *);
     void (*scale_param)(void *, double, int64_t);
     int64_t (*first_nonfinite)(const void *, int64_t);
     void (*adamw)(void *, const void *, void *, void *, int64_t, double, double, double, double,
@@ -113,7 +115,7 @@ typedef struct {
     {#S, F64, sizeof(T), TOL, matmul_fwd_##S, matmul_bwd_##S, embedding_fwd_##S,              \
      embedding_bwd_##S, rmsnorm_fwd_##S, rmsnorm_bwd_##S, rope_fwd_##S, rope_bwd_##S,          \
      rope_table_##S, kv_split_rope_fwd_##S, kv_gather_rope_bwd_##S, swiglu_fwd_##S, swiglu_bwd_##S, silu_fwd_##S, silu_bwd_##S, add_##S,       \
-     add_inplace_##S, xent_fwd_bwd_##S, sumsq_param_##S, scale_param_##S,                     \
+     add_inplace_##S, xent_fwd_bwd_##S, sumsq_param_##S, sumsq_params_##S, scale_param_##S,                     \
      first_nonfinite_##S, adamw_##S}
 static const Prec PRECS[2] = {PREC(f32, 0, 1e-5, float), PREC(f64, 1, 1e-13, double)};
 
@@ -1100,6 +1102,16 @@ static void test_sumsq_scale(void **state) {
         s = P->sumsq_param(x, n);
         if (!(fabs(s - ref) <= 1e-12 * ref))
             fail_msg("sumsq_param [%s] random: %.17g, want %.17g", P->name, s, ref);
+        // sumsq_params: each segment bit for bit as sumsq_param of it (an empty one is 0)
+        {
+            const int64_t off[4] = {0, 100, 100, n - 5}, len[4] = {100, 0, n - 105, 5};
+            double out[4];
+            P->sumsq_params(x, off, len, 4, out);
+            for (int k = 0; k < 4; k++) {
+                const double want = P->sumsq_param((const char *)x + off[k] * P->es, len[k]);
+                if (!(out[k] == want)) fail_msg("sumsq_params [%s] segment %d: %.17g, want %.17g", P->name, k, out[k], want);
+            }
+        }
 #ifdef _OPENMP
         SumsqRun r[3];
         for (int t = 0; t < 3; t++) {
