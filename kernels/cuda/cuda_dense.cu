@@ -11,6 +11,7 @@
 //
 // Layout: kernels first, launchers (extern "C") at the end of the file.
 #include "kernels/cuda/cuda_common.cuh"
+#include <vector>
 
 #define EW_THREADS 256
 
@@ -339,20 +340,51 @@ __global__ void k_xent(T *losses, T *dlogits, const T *logits, const int32_t *ta
 // ---- parameter-buffer reductions and AdamW --------------------------------------------------------
 #define RED_CHUNK 16384
 #define RED_THREADS 256
-__global__ void k_sumsq_part(double *part, const float *x, int64_t n) {
-    __shared__ double sh[33];
-    int64_t i0 = (int64_t)blockIdx.x * RED_CHUNK, i1 = i0 + RED_CHUNK < n ? i0 + RED_CHUNK : n;
+// One block: the sum of squares of chunk c of x[0, n) (valid in thread 0), and the sum of
+// np partials. Every kernel below uses these two, so a tensor's sum has the same bits
+// whether it is reduced alone or with others.
+__device__ __forceinline__ double sumsq_chunk(const float *x, int64_t n, int64_t c, double *sh) {
+    int64_t i0 = c * RED_CHUNK, i1 = i0 + RED_CHUNK < n ? i0 + RED_CHUNK : n;
     double s = 0;
     for (int64_t i = i0 + threadIdx.x; i < i1; i += blockDim.x) s += (double)x[i] * (double)x[i];
-    s = block_reduce<SumOp>(s, sh);
+    return block_reduce<SumOp>(s, sh);
+}
+__device__ __forceinline__ double sum_parts(const double *part, int64_t np, double *sh) {
+    double s = 0;
+    for (int64_t i = threadIdx.x; i < np; i += blockDim.x) s += part[i];
+    return block_reduce<SumOp>(s, sh);
+}
+__global__ void k_sumsq_part(double *part, const float *x, int64_t n) {
+    __shared__ double sh[33];
+    const double s = sumsq_chunk(x, n, blockIdx.x, sh);
     if (threadIdx.x == 0) part[blockIdx.x] = s;
 }
 __global__ void k_sum_final(double *out, const double *part, int64_t np) {
     __shared__ double sh[33];
-    double s = 0;
-    for (int64_t i = threadIdx.x; i < np; i += blockDim.x) s += part[i];
-    s = block_reduce<SumOp>(s, sh);
+    const double s = sum_parts(part, np, sh);
     if (threadIdx.x == 0) out[0] = s;
+}
+// Many tensors of one buffer in two launches. tab: off [n], len [n], cstart [n + 1] (tensor
+// i's chunks are partials cstart[i] .. cstart[i + 1] - 1). Block b of the first kernel is
+// chunk b - cstart[i] of the tensor i whose range holds b; block i of the second sums
+// tensor i's partials.
+__global__ void k_sumsq_part_many(double *part, const float *x, const int64_t *tab, int n) {
+    __shared__ double sh[33];
+    const int64_t *off = tab, *len = tab + n, *cstart = tab + 2 * n;
+    int lo = 0, hi = n - 1;   // the last i with cstart[i] <= b (empty tensors have no chunk)
+    while (lo < hi) {
+        const int mid = (lo + hi + 1) / 2;
+        if (cstart[mid] <= (int64_t)blockIdx.x) lo = mid;
+        else hi = mid - 1;
+    }
+    const double s = sumsq_chunk(x + off[lo], len[lo], (int64_t)blockIdx.x - cstart[lo], sh);
+    if (threadIdx.x == 0) part[blockIdx.x] = s;
+}
+__global__ void k_sum_final_many(double *out, const double *part, const int64_t *tab, int n) {
+    __shared__ double sh[33];
+    const int64_t *cstart = tab + 2 * n;
+    const double s = sum_parts(part + cstart[blockIdx.x], cstart[blockIdx.x + 1] - cstart[blockIdx.x], sh);
+    if (threadIdx.x == 0) out[blockIdx.x] = s;
 }
 __global__ void k_scale(float *x, double s, int64_t n) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
@@ -547,27 +579,30 @@ extern "C" double nsa_cuda_sumsq_f32(const void *x, int64_t n) {
     cudaCheck(cudaStreamSynchronize(NSA_STREAM));
     return r;
 }
-// n tensors: each the same two kernels as nsa_cuda_sumsq_f32 (so the same bits), its
-// result in slot i of one device array, one copy back and one wait for all
+// n tensors in two launches (k_sumsq_part_many, k_sum_final_many: per tensor the same
+// chunks and sums as nsa_cuda_sumsq_f32, so the same bits), one copy back, one wait
 extern "C" void nsa_cuda_sumsq_many_f32(const void *base, const int64_t *off, const int64_t *len, int n, double *out) {
     if (n <= 0) return;
-    int64_t npmax = 1;
+    std::vector<int64_t> tab((size_t)3 * n + 1);
+    int64_t np = 0;
     for (int i = 0; i < n; i++) {
-        const int64_t np = (len[i] + RED_CHUNK - 1) / RED_CHUNK;
-        if (np > npmax) npmax = np;
+        tab[i] = off[i];
+        tab[n + i] = len[i];
+        tab[2 * n + i] = np;
+        np += len[i] > 0 ? (len[i] + RED_CHUNK - 1) / RED_CHUNK : 0;
     }
-    double *res = (double *)nsa_cuda_scratch(SCR_RED1, (size_t)(n + npmax) * sizeof(double)), *part = res + n;
-    for (int i = 0; i < n; i++) {
-        if (len[i] <= 0) {
-            cudaCheck(cudaMemsetAsync(res + i, 0, sizeof(double), NSA_STREAM));
-            continue;
-        }
-        const int64_t np = (len[i] + RED_CHUNK - 1) / RED_CHUNK;
-        k_sumsq_part<<<(unsigned)np, RED_THREADS, 0, NSA_STREAM>>>(part, (const float *)base + off[i], len[i]);
-        CUDA_LAUNCHED();
-        k_sum_final<<<1, RED_THREADS, 0, NSA_STREAM>>>(res + i, part, np);
+    tab[3 * n] = np;
+    // [res n][part np] doubles, then the table
+    double *res = (double *)nsa_cuda_scratch(SCR_RED1, (size_t)(n + np) * sizeof(double) + tab.size() * sizeof(int64_t));
+    double *part = res + n;
+    int64_t *dtab = (int64_t *)(part + np);
+    cudaCheck(cudaMemcpyAsync(dtab, tab.data(), tab.size() * sizeof(int64_t), cudaMemcpyHostToDevice, NSA_STREAM));
+    if (np > 0) {
+        k_sumsq_part_many<<<(unsigned)np, RED_THREADS, 0, NSA_STREAM>>>(part, (const float *)base, dtab, n);
         CUDA_LAUNCHED();
     }
+    k_sum_final_many<<<(unsigned)n, RED_THREADS, 0, NSA_STREAM>>>(res, part, dtab, n);
+    CUDA_LAUNCHED();
     cudaCheck(cudaMemcpyAsync(out, res, (size_t)n * sizeof(double), cudaMemcpyDeviceToHost, NSA_STREAM));
     cudaCheck(cudaStreamSynchronize(NSA_STREAM));
 }

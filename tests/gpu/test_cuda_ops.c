@@ -638,14 +638,15 @@ static double po_sumsq_err(Ctx *c, char *shape, size_t n) {   // fp64 accumulati
     double sc = CPU->sumsq_param(x->c, x->n), sg = GPU->sumsq_param(x->g, x->n);
     return fabs(sg - sc) / sc;
 }
-// sumsq_params (CUDA): each segment bit for bit as the GPU's sumsq_param of it, one empty
+// sumsq_params (CUDA): each segment bit for bit as the GPU's sumsq_param of it, empty ones
+// in the middle and at the end
 static double po_sumsq_many_err(Ctx *c, char *shape, size_t sn) {
     (void)shape; (void)sn;
     const TP *x = &c->t[PO_X];
-    const int64_t n = x->n, off[4] = {0, 7, 7, n / 3}, len[4] = {7, 0, n / 3 - 7, n - n / 3};
-    double out[4];
-    GPU->sumsq_params(x->g, off, len, 4, out);
-    for (int k = 0; k < 4; k++)
+    const int64_t n = x->n, off[5] = {0, 7, 7, n / 3, n}, len[5] = {7, 0, n / 3 - 7, n - n / 3, 0};
+    double out[5];
+    GPU->sumsq_params(x->g, off, len, 5, out);
+    for (int k = 0; k < 5; k++)
         if (!(out[k] == GPU->sumsq_param((const float *)x->g + off[k], len[k]))) return INFINITY;
     return 0;
 }
