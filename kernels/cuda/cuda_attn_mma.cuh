@@ -65,6 +65,15 @@ template <> __device__ __forceinline__ uint32_t pack2<f16>(float lo, float hi) {
     __half2 v = __floats2half2_rn(lo, hi);
     return *reinterpret_cast<uint32_t *>(&v);
 }
+// The A fragment (16 x 16) of a product whose left operand is a previous product's
+// accumulator: n-tiles c0 (columns 0-7) and c1 (8-15) rounded to 16 bits (FlashAttention-2's
+// register reuse; also the register A operand of m64nNk16 warpgroup MMA, per warp)
+template <typename T> __device__ __forceinline__ void acc_afrag(uint32_t (&a)[4], const float *c0, const float *c1) {
+    a[0] = pack2<T>(c0[0], c0[1]);
+    a[1] = pack2<T>(c0[2], c0[3]);
+    a[2] = pack2<T>(c1[0], c1[1]);
+    a[3] = pack2<T>(c1[2], c1[3]);
+}
 // p[0] += x0, p[1] += x1 (rounded once), p 4-byte aligned
 template <typename T> __device__ __forceinline__ void add2(T *p, float x0, float x1) {
     uint32_t u = *reinterpret_cast<const uint32_t *>(p);
@@ -108,6 +117,24 @@ template <int DP, typename T> __device__ __forceinline__ void frag_b_nk(uint32_t
 // B of C = A · M with M stored [k][n]: n-tiles n0 (r[0], r[1]) and n0 + 8 (r[2], r[3]) at k0
 template <int DP, typename T> __device__ __forceinline__ void frag_b_kn(uint32_t *r, const T *S, int k0, int n0, int lane) {
     ldsm4t(r, S + (k0 + (lane & 7) + ((lane >> 3) & 1) * 8) * DP + n0 + (lane >> 4) * 8);
+}
+
+// acc[16 x D] += P[16 x K] . M[K x D] for one warp on mma.sync: P from the warp's K / 8
+// accumulator n-tiles p (acc_afrag), M [K][D] rows k0 .. k0 + K - 1 of a padded tile
+template <typename T, int D, int K, int DP>
+__device__ __forceinline__ void mma_acc_kn(float (*acc)[4], const float (*p)[4], const T *M, int k0, int lane) {
+#pragma unroll
+    for (int kk = 0; kk < K / 16; kk++) {
+        uint32_t a[4];
+        acc_afrag<T>(a, p[2 * kk], p[2 * kk + 1]);
+#pragma unroll
+        for (int dd = 0; dd < D / 16; dd++) {
+            uint32_t bf[4];
+            frag_b_kn<DP>(bf, M, k0 + kk * 16, dd * 16, lane);
+            mma16816<T>(acc[2 * dd], a, bf[0], bf[1]);
+            mma16816<T>(acc[2 * dd + 1], a, bf[2], bf[3]);
+        }
+    }
 }
 
 // ---- Hopper warpgroup MMA (sm_90a: wgmma.mma_async) ------------------------------------
@@ -448,28 +475,14 @@ template <typename T, int D, int BR, bool WG> __global__ void __launch_bounds__(
             uint32_t pa[ROWS_KC / 16][4];
 #pragma unroll
             for (int kk = 0; kk < ROWS_KC / 16; kk++) {
-                pa[kk][0] = pack2<T>(s[2 * kk][0], s[2 * kk][1]);
-                pa[kk][1] = pack2<T>(s[2 * kk][2], s[2 * kk][3]);
-                pa[kk][2] = pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-                pa[kk][3] = pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+                acc_afrag<T>(pa[kk], s[2 * kk], s[2 * kk + 1]);
             }
             wg_fence();
             wg_rs<T, D, ROWS_KC>(oacc, pa, (uint32_t)__cvta_generic_to_shared(Vb), WG_ATOM_BYTES);
             wg_commit();
             wg_wait0();
         } else {
-#pragma unroll
-            for (int kk = 0; kk < ROWS_KC / 16; kk++) {
-                uint32_t pa[4] = {pack2<T>(s[2 * kk][0], s[2 * kk][1]), pack2<T>(s[2 * kk][2], s[2 * kk][3]),
-                                  pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]), pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
-#pragma unroll
-                for (int dp = 0; dp < D / 16; dp++) {
-                    uint32_t bf[4];
-                    frag_b_kn<DP>(bf, Vb, kk * 16, dp * 16, lane);
-                    mma16816<T>(oacc[2 * dp], pa, bf[0], bf[1]);
-                    mma16816<T>(oacc[2 * dp + 1], pa, bf[2], bf[3]);
-                }
-            }
+            mma_acc_kn<T, D, ROWS_KC, DP>(oacc, s, Vb, 0, lane);
         }
         __syncthreads();
     }
@@ -637,28 +650,14 @@ template <typename T, int D, int BR, bool WG> __global__ void __launch_bounds__(
                 uint32_t da[2][4];
 #pragma unroll
                 for (int kk = 0; kk < 2; kk++) {
-                    da[kk][0] = pack2<T>(s[2 * kk][0], s[2 * kk][1]);
-                    da[kk][1] = pack2<T>(s[2 * kk][2], s[2 * kk][3]);
-                    da[kk][2] = pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-                    da[kk][3] = pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+                    acc_afrag<T>(da[kk], s[2 * kk], s[2 * kk + 1]);
                 }
                 wg_fence();
                 wg_rs<T, D, 32>(dqa, da, (uint32_t)__cvta_generic_to_shared(Kb) + half * 32 * 128, WG_ATOM_BYTES);
                 wg_commit();
                 wg_wait0();
             } else {
-#pragma unroll
-                for (int kk = 0; kk < 2; kk++) {
-                    uint32_t da[4] = {pack2<T>(s[2 * kk][0], s[2 * kk][1]), pack2<T>(s[2 * kk][2], s[2 * kk][3]),
-                                      pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]), pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
-#pragma unroll
-                    for (int dd = 0; dd < D / 16; dd++) {
-                        uint32_t bf[4];
-                        frag_b_kn<DP>(bf, Kb, half * 32 + kk * 16, dd * 16, lane);
-                        mma16816<T>(dqa[2 * dd], da, bf[0], bf[1]);
-                        mma16816<T>(dqa[2 * dd + 1], da, bf[2], bf[3]);
-                    }
-                }
+                mma_acc_kn<T, D, 32, DP>(dqa, s, Kb, half * 32, lane);
             }
         }
         __syncthreads();
@@ -854,18 +853,7 @@ template <typename T, int D, int KT, int PACK> __global__ void __launch_bounds__
                 s[nt][e] = exp2f(s[nt][e] - muse[e >> 1]);
                 lsum[e >> 1] += s[nt][e];
             }
-#pragma unroll
-        for (int kk = 0; kk < KT / 16; kk++) {
-            uint32_t pa[4] = {pack2<T>(s[2 * kk][0], s[2 * kk][1]), pack2<T>(s[2 * kk][2], s[2 * kk][3]),
-                              pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]), pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
-#pragma unroll
-            for (int dp = 0; dp < D / 16; dp++) {
-                uint32_t bf[4];
-                frag_b_kn<DP>(bf, Vw, kk * 16, dp * 16, lane);
-                mma16816<T>(oacc[2 * dp], pa, bf[0], bf[1]);
-                mma16816<T>(oacc[2 * dp + 1], pa, bf[2], bf[3]);
-            }
-        }
+        mma_acc_kn<T, D, KT, DP>(oacc, s, Vw, 0, lane);
         __syncwarp();
     }
 #pragma unroll
@@ -1002,18 +990,7 @@ template <typename T, int D, int KT, int PACK> __global__ void __launch_bounds__
                 const float p = vis ? exp2f(s[nt][e] * a.scale_log2 - l2r[r]) : 0.f;
                 s[nt][e] = p * (dp[nt][e] - drr[r]);
             }
-#pragma unroll
-        for (int kk = 0; kk < KT / 16; kk++) {
-            uint32_t da[4] = {pack2<T>(s[2 * kk][0], s[2 * kk][1]), pack2<T>(s[2 * kk][2], s[2 * kk][3]),
-                              pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]), pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
-#pragma unroll
-            for (int dd = 0; dd < D / 16; dd++) {
-                uint32_t bf[4];
-                frag_b_kn<DP>(bf, Kw, kk * 16, dd * 16, lane);
-                mma16816<T>(dqa[2 * dd], da, bf[0], bf[1]);
-                mma16816<T>(dqa[2 * dd + 1], da, bf[2], bf[3]);
-            }
-        }
+        mma_acc_kn<T, D, KT, DP>(dqa, s, Kw, 0, lane);
         __syncwarp();
     }
     __syncthreads();
@@ -1186,14 +1163,8 @@ template <typename T, int D, int KT, int BR, bool WG> __global__ void __launch_b
             uint32_t pa[2][4], da[2][4];
 #pragma unroll
             for (int kk = 0; kk < 2; kk++) {
-                pa[kk][0] = pack2<T>(s[2 * kk][0], s[2 * kk][1]);
-                pa[kk][1] = pack2<T>(s[2 * kk][2], s[2 * kk][3]);
-                pa[kk][2] = pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-                pa[kk][3] = pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
-                da[kk][0] = pack2<T>(dp[2 * kk][0], dp[2 * kk][1]);
-                da[kk][1] = pack2<T>(dp[2 * kk][2], dp[2 * kk][3]);
-                da[kk][2] = pack2<T>(dp[2 * kk + 1][0], dp[2 * kk + 1][1]);
-                da[kk][3] = pack2<T>(dp[2 * kk + 1][2], dp[2 * kk + 1][3]);
+                acc_afrag<T>(pa[kk], s[2 * kk], s[2 * kk + 1]);
+                acc_afrag<T>(da[kk], dp[2 * kk], dp[2 * kk + 1]);
             }
             wg_fence();
             wg_rs<T, D, 32>(dva, pa, (uint32_t)__cvta_generic_to_shared(Yb), RT_ATOM);
@@ -1203,10 +1174,10 @@ template <typename T, int D, int KT, int BR, bool WG> __global__ void __launch_b
         } else {
 #pragma unroll
             for (int kk = 0; kk < 2; kk++) {
-                uint32_t pa[4] = {pack2<T>(s[2 * kk][0], s[2 * kk][1]), pack2<T>(s[2 * kk][2], s[2 * kk][3]),
-                                  pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]), pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
-                uint32_t da[4] = {pack2<T>(dp[2 * kk][0], dp[2 * kk][1]), pack2<T>(dp[2 * kk][2], dp[2 * kk][3]),
-                                  pack2<T>(dp[2 * kk + 1][0], dp[2 * kk + 1][1]), pack2<T>(dp[2 * kk + 1][2], dp[2 * kk + 1][3])};
+                uint32_t pa[4];
+                acc_afrag<T>(pa, s[2 * kk], s[2 * kk + 1]);
+                uint32_t da[4];
+                acc_afrag<T>(da, dp[2 * kk], dp[2 * kk + 1]);
 #pragma unroll
                 for (int dd = 0; dd < D / 16; dd++) {
                     uint32_t bf[4];
