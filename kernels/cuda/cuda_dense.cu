@@ -336,6 +336,71 @@ __global__ void k_xent(T *losses, T *dlogits, const T *logits, const int32_t *ta
         d[i] = fromf<T>((p - (i == t ? 1.0f : 0.0f)) * dscale);
     }
 }
+// k_xent with 16-byte loads and stores (rows of V % (16 / sizeof(T)) == 0 elements, 16-byte
+// aligned), the same bits: the first pass stages tiles of XENT_THREADS x VEC elements in
+// shared memory and every thread folds its own elements tid, tid + XENT_THREADS, ... in the
+// same order as k_xent; the second pass is elementwise.
+template <typename T>
+__global__ void k_xent_vec(T *losses, T *dlogits, const T *logits, const int32_t *targets, int N, int V, float dscale) {
+    constexpr int VEC = 16 / sizeof(T), TILE = XENT_THREADS * VEC;
+    __shared__ __align__(16) T tile[TILE];
+    __shared__ float shm[32], shs[32], sh_lse, sh_xt;
+    const int row = blockIdx.x, tid = threadIdx.x, lane = tid & 31, wid = tid >> 5;
+    const int t = targets[row];
+    const T *x = logits + (int64_t)row * V;
+    T *d = dlogits ? dlogits + (int64_t)row * V : NULL;
+    if (t < 0) {
+        if (tid == 0) losses[row] = fromf<T>(0.f);
+        if (d)
+            for (int i = tid; i < V; i += blockDim.x) d[i] = fromf<T>(0.f);
+        return;
+    }
+    float m = -INFINITY, s = 0;
+    for (int base = 0; base < V; base += TILE) {
+        const int n = V - base < TILE ? V - base : TILE;
+        __syncthreads();   // the previous tile is folded
+        if (tid * VEC < n) *reinterpret_cast<uint4 *>(tile + tid * VEC) = *reinterpret_cast<const uint4 *>(x + base + tid * VEC);
+        __syncthreads();
+#pragma unroll
+        for (int j = 0; j < VEC; j++) {
+            const int i = tid + j * XENT_THREADS;
+            if (i >= n) break;
+            float v = tof(tile[i]);
+            if (v > m) {
+                s = s * __expf(m - v) + 1.0f;
+                m = v;
+            } else {
+                s += __expf(v - m);
+            }
+        }
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+        float mo = __shfl_xor_sync(0xffffffffu, m, o), so = __shfl_xor_sync(0xffffffffu, s, o);
+        ms_fold(m, s, mo, so);
+    }
+    if (lane == 0) { shm[wid] = m; shs[wid] = s; }
+    if (tid == 0) sh_xt = tof(x[t]);
+    __syncthreads();
+    if (tid == 0) {
+        float M = shm[0], S = shs[0];
+        for (int w = 1; w < (int)(blockDim.x >> 5); w++) ms_fold(M, S, shm[w], shs[w]);
+        sh_lse = M + logf(S);
+        losses[row] = fromf<T>(sh_lse - sh_xt);
+    }
+    __syncthreads();
+    if (!d) return;
+    const float lse = sh_lse;
+    for (int i0 = tid * VEC; i0 < V; i0 += XENT_THREADS * VEC) {
+        uint4 u = *reinterpret_cast<const uint4 *>(x + i0);
+        T *e = reinterpret_cast<T *>(&u);
+#pragma unroll
+        for (int k = 0; k < VEC; k++) {
+            float p = __expf(tof(e[k]) - lse);
+            e[k] = fromf<T>((p - (i0 + k == t ? 1.0f : 0.0f)) * dscale);
+        }
+        *reinterpret_cast<uint4 *>(d + i0) = u;
+    }
+}
 
 // ---- parameter-buffer reductions and AdamW --------------------------------------------------------
 #define RED_CHUNK 16384
@@ -561,8 +626,14 @@ extern "C" void nsa_cuda_add_inplace(int dt, void *y, const void *x, int64_t n) 
 extern "C" void nsa_cuda_xent_fwd_bwd(int dt, void *losses, void *dlogits, const void *logits, const int32_t *targets,
                                       int N, int V, double dscale) {
     if (N <= 0) return;
-    DISPATCH_DT(dt, T, k_xent<T><<<N, XENT_THREADS, 0, NSA_STREAM>>>((T *)losses, (T *)dlogits, (const T *)logits,
-                                                                   targets, N, V, (float)dscale));
+    const int vec = 16 / (int)dt_bytes(dt);
+    const bool aligned = ((uintptr_t)logits & 15) == 0 && ((uintptr_t)dlogits & 15) == 0 && V % vec == 0;
+    if (aligned)
+        DISPATCH_DT(dt, T, k_xent_vec<T><<<N, XENT_THREADS, 0, NSA_STREAM>>>((T *)losses, (T *)dlogits, (const T *)logits,
+                                                                           targets, N, V, (float)dscale));
+    else
+        DISPATCH_DT(dt, T, k_xent<T><<<N, XENT_THREADS, 0, NSA_STREAM>>>((T *)losses, (T *)dlogits, (const T *)logits,
+                                                                       targets, N, V, (float)dscale));
     CUDA_LAUNCHED();
 }
 

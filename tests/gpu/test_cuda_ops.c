@@ -1039,6 +1039,7 @@ static const Run RUNS[] = {
     {&G_ELEMENTWISE, {1000}, 0},
     {&G_ELEMENTWISE, {1003}, 0},
     {&G_XENT, {7, 300}, 0},
+    {&G_XENT, {5, 4104}, 0},   // bf16/fp16: whole 16-byte vectors, a last tile of 8 elements
     {&G_XENT, {64, 50304}, 1},
     {&G_PARAM, {5000}, 0},
     {&G_PARAM, {1 << 20}, 1},
