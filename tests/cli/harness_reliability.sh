@@ -69,7 +69,10 @@ fi
 # ---- 2. one run per --out ----------------------------------------------------------------------
 mkdir -p "$TMP/held"
 echo 424242 >"$TMP/held/.nsa-harness.lock"
-flock -n "$TMP/held/.nsa-harness.lock" sleep 60 &
+# blocking, not -n: the wait loop below takes the lock for an instant each time it looks,
+# and a non-blocking holder that started in that instant gave up (seen once on 2 loaded
+# cores: the run then found the folder free and the check failed)
+flock "$TMP/held/.nsa-harness.lock" sleep 60 &
 holder=$!
 for _ in $(seq 1 100); do   # until the lock is held (a loaded machine may take a while)
   flock -n "$TMP/held/.nsa-harness.lock" true || break
