@@ -292,17 +292,43 @@ __device__ __forceinline__ void ms_fold(float &m, float &s, float mo, float so) 
     s = s * __expf(m - M) + so * __expf(mo - M);
     m = M;
 }
+// a row whose target is < 0 (ignored): loss 0, dlogits 0
+template <typename T> __device__ __forceinline__ void xent_ignored_row(T *losses, T *d, int row, int V) {
+    if (threadIdx.x == 0) losses[row] = fromf<T>(0.f);
+    if (d)
+        for (int i = threadIdx.x; i < V; i += blockDim.x) d[i] = fromf<T>(0.f);
+}
+// fold every thread's online (max, sum) by a fixed tree (warps by shuffles, then the warps
+// in order), write the row's loss lse - x[t] and return lse to every thread
+template <typename T>
+__device__ __forceinline__ float xent_lse(float m, float s, const T *x, int t, T *loss, float *shm, float *shs, float *sh_lse,
+                                          float *sh_xt) {
+    const int tid = threadIdx.x, lane = tid & 31, wid = tid >> 5;
+    for (int o = 16; o > 0; o >>= 1) {
+        float mo = __shfl_xor_sync(0xffffffffu, m, o), so = __shfl_xor_sync(0xffffffffu, s, o);
+        ms_fold(m, s, mo, so);
+    }
+    if (lane == 0) { shm[wid] = m; shs[wid] = s; }
+    if (tid == 0) *sh_xt = tof(x[t]);
+    __syncthreads();
+    if (tid == 0) {
+        float M = shm[0], S = shs[0];
+        for (int w = 1; w < (int)(blockDim.x >> 5); w++) ms_fold(M, S, shm[w], shs[w]);
+        *sh_lse = M + logf(S);
+        *loss = fromf<T>(*sh_lse - *sh_xt);
+    }
+    __syncthreads();
+    return *sh_lse;
+}
 template <typename T>
 __global__ void k_xent(T *losses, T *dlogits, const T *logits, const int32_t *targets, int N, int V, float dscale) {
     __shared__ float shm[32], shs[32], sh_lse, sh_xt;
-    const int row = blockIdx.x, tid = threadIdx.x, lane = tid & 31, wid = tid >> 5;
+    const int row = blockIdx.x, tid = threadIdx.x;
     const int t = targets[row];
     const T *x = logits + (int64_t)row * V;
     T *d = dlogits ? dlogits + (int64_t)row * V : NULL;
     if (t < 0) {
-        if (tid == 0) losses[row] = fromf<T>(0.f);
-        if (d)
-            for (int i = tid; i < V; i += blockDim.x) d[i] = fromf<T>(0.f);
+        xent_ignored_row(losses, d, row, V);
         return;
     }
     float m = -INFINITY, s = 0;
@@ -315,22 +341,8 @@ __global__ void k_xent(T *losses, T *dlogits, const T *logits, const int32_t *ta
             s += __expf(v - m);
         }
     }
-    for (int o = 16; o > 0; o >>= 1) {
-        float mo = __shfl_xor_sync(0xffffffffu, m, o), so = __shfl_xor_sync(0xffffffffu, s, o);
-        ms_fold(m, s, mo, so);
-    }
-    if (lane == 0) { shm[wid] = m; shs[wid] = s; }
-    if (tid == 0) sh_xt = tof(x[t]);
-    __syncthreads();
-    if (tid == 0) {
-        float M = shm[0], S = shs[0];
-        for (int w = 1; w < (int)(blockDim.x >> 5); w++) ms_fold(M, S, shm[w], shs[w]);
-        sh_lse = M + logf(S);
-        losses[row] = fromf<T>(sh_lse - sh_xt);
-    }
-    __syncthreads();
+    const float lse = xent_lse(m, s, x, t, losses + row, shm, shs, &sh_lse, &sh_xt);
     if (!d) return;
-    const float lse = sh_lse;
     for (int i = tid; i < V; i += blockDim.x) {
         float p = __expf(tof(x[i]) - lse);
         d[i] = fromf<T>((p - (i == t ? 1.0f : 0.0f)) * dscale);
@@ -345,14 +357,12 @@ __global__ void k_xent_vec(T *losses, T *dlogits, const T *logits, const int32_t
     constexpr int VEC = 16 / sizeof(T), TILE = XENT_THREADS * VEC;
     __shared__ __align__(16) T tile[TILE];
     __shared__ float shm[32], shs[32], sh_lse, sh_xt;
-    const int row = blockIdx.x, tid = threadIdx.x, lane = tid & 31, wid = tid >> 5;
+    const int row = blockIdx.x, tid = threadIdx.x;
     const int t = targets[row];
     const T *x = logits + (int64_t)row * V;
     T *d = dlogits ? dlogits + (int64_t)row * V : NULL;
     if (t < 0) {
-        if (tid == 0) losses[row] = fromf<T>(0.f);
-        if (d)
-            for (int i = tid; i < V; i += blockDim.x) d[i] = fromf<T>(0.f);
+        xent_ignored_row(losses, d, row, V);
         return;
     }
     float m = -INFINITY, s = 0;
@@ -374,22 +384,8 @@ __global__ void k_xent_vec(T *losses, T *dlogits, const T *logits, const int32_t
             }
         }
     }
-    for (int o = 16; o > 0; o >>= 1) {
-        float mo = __shfl_xor_sync(0xffffffffu, m, o), so = __shfl_xor_sync(0xffffffffu, s, o);
-        ms_fold(m, s, mo, so);
-    }
-    if (lane == 0) { shm[wid] = m; shs[wid] = s; }
-    if (tid == 0) sh_xt = tof(x[t]);
-    __syncthreads();
-    if (tid == 0) {
-        float M = shm[0], S = shs[0];
-        for (int w = 1; w < (int)(blockDim.x >> 5); w++) ms_fold(M, S, shm[w], shs[w]);
-        sh_lse = M + logf(S);
-        losses[row] = fromf<T>(sh_lse - sh_xt);
-    }
-    __syncthreads();
+    const float lse = xent_lse(m, s, x, t, losses + row, shm, shs, &sh_lse, &sh_xt);
     if (!d) return;
-    const float lse = sh_lse;
     for (int i0 = tid * VEC; i0 < V; i0 += XENT_THREADS * VEC) {
         uint4 u = *reinterpret_cast<const uint4 *>(x + i0);
         T *e = reinterpret_cast<T *>(&u);
