@@ -286,6 +286,15 @@ __global__ void k_ew(int64_t n, T *o0, T *o1, const T *i0, const T *i1, const T 
 // Online (max, sum) per thread over a strided slice, folded by a fixed tree: the
 // same row always gives the same bits. d_i = (exp(x_i - lse) - [i == t]) dscale.
 #define XENT_THREADS 512
+// one element into a thread's online (max, sum of exp(x - max))
+__device__ __forceinline__ void ms_push(float &m, float &s, float v) {
+    if (v > m) {
+        s = s * __expf(m - v) + 1.0f;
+        m = v;
+    } else {
+        s += __expf(v - m);
+    }
+}
 __device__ __forceinline__ void ms_fold(float &m, float &s, float mo, float so) {
     float M = fmaxf(m, mo);
     if (M == -INFINITY) return;
@@ -333,13 +342,7 @@ __global__ void k_xent(T *losses, T *dlogits, const T *logits, const int32_t *ta
     }
     float m = -INFINITY, s = 0;
     for (int i = tid; i < V; i += blockDim.x) {
-        float v = tof(x[i]);
-        if (v > m) {
-            s = s * __expf(m - v) + 1.0f;
-            m = v;
-        } else {
-            s += __expf(v - m);
-        }
+        ms_push(m, s, tof(x[i]));
     }
     const float lse = xent_lse(m, s, x, t, losses + row, shm, shs, &sh_lse, &sh_xt);
     if (!d) return;
@@ -375,13 +378,7 @@ __global__ void k_xent_vec(T *losses, T *dlogits, const T *logits, const int32_t
         for (int j = 0; j < VEC; j++) {
             const int i = tid + j * XENT_THREADS;
             if (i >= n) break;
-            float v = tof(tile[i]);
-            if (v > m) {
-                s = s * __expf(m - v) + 1.0f;
-                m = v;
-            } else {
-                s += __expf(v - m);
-            }
+            ms_push(m, s, tof(tile[i]));
         }
     }
     const float lse = xent_lse(m, s, x, t, losses + row, shm, shs, &sh_lse, &sh_xt);
