@@ -38,6 +38,9 @@
 #ifndef NSA_KERNELS_CUDA_ATTN_MMA_CUH
 #define NSA_KERNELS_CUDA_ATTN_MMA_CUH
 #include "kernels/cuda/cuda_common.cuh"
+#include <cuda.h>            // CUtensorMap (the map is encoded through the runtime's driver entry point)
+#include <cudaTypedefs.h>    // PFN_cuTensorMapEncodeTiled
+#include <type_traits>
 
 #define MMA_LOG2E 1.4426950408889634f
 #define MMA_LN2 0.6931471805599453f
@@ -110,19 +113,40 @@ template <int N> __device__ __forceinline__ void cp_wait() { asm volatile("cp.as
 template <int DP, typename T> __device__ __forceinline__ void frag_a(uint32_t *r, const T *S, int row0, int k0, int lane) {
     ldsm4(r, S + (row0 + (lane & 7) + ((lane >> 3) & 1) * 8) * DP + k0 + (lane >> 4) * 8);
 }
-// B of C = A · M^T with M stored [n][k]: n-tiles n0 (r[0], r[1]) and n0 + 8 (r[2], r[3]) at k0
-template <int DP, typename T> __device__ __forceinline__ void frag_b_nk(uint32_t *r, const T *S, int n0, int k0, int lane) {
-    ldsm4(r, S + (n0 + (lane & 7) + (lane >> 4) * 8) * DP + k0 + ((lane >> 3) & 1) * 8);
+// Where element (r, c) of a shared tile is (c a multiple of 8 in an ldmatrix row address).
+// PadTile<DP>: row-major [rows][DP]. SwzTile<ROWS>: 128-byte-swizzle atoms of ROWS rows x 64
+// columns, as TMA (CU_TENSOR_MAP_SWIZZLE_128B) and the warpgroup tiles lay them out: column c in
+// atom c / 64, 16-byte chunk (c % 64 / 8) ^ (r % 8) of the row's 128 bytes
+template <int DP> struct PadTile {
+    template <typename T> __device__ static const T *at(const T *S, int r, int c) { return S + r * DP + c; }
+};
+template <int ROWS> struct SwzTile {
+    template <typename T> __device__ static const T *at(const T *S, int r, int c) {
+        return reinterpret_cast<const T *>(reinterpret_cast<const unsigned char *>(S) + (c >> 6) * (ROWS * 128) + r * 128 +
+                                           ((((c & 63) >> 3) ^ (r & 7)) << 4));
+    }
+};
+// B of C = A · M^T with M stored [n][k] (layout L): n-tiles n0 (r[0], r[1]) and n0 + 8 (r[2],
+// r[3]) at k0
+template <typename L, typename T> __device__ __forceinline__ void frag_b_nk_l(uint32_t *r, const T *S, int n0, int k0, int lane) {
+    ldsm4(r, L::at(S, n0 + (lane & 7) + (lane >> 4) * 8, k0 + ((lane >> 3) & 1) * 8));
 }
-// B of C = A · M with M stored [k][n]: n-tiles n0 (r[0], r[1]) and n0 + 8 (r[2], r[3]) at k0
+template <int DP, typename T> __device__ __forceinline__ void frag_b_nk(uint32_t *r, const T *S, int n0, int k0, int lane) {
+    frag_b_nk_l<PadTile<DP>>(r, S, n0, k0, lane);
+}
+// B of C = A · M with M stored [k][n] (layout L): n-tiles n0 (r[0], r[1]) and n0 + 8 (r[2],
+// r[3]) at k0
+template <typename L, typename T> __device__ __forceinline__ void frag_b_kn_l(uint32_t *r, const T *S, int k0, int n0, int lane) {
+    ldsm4t(r, L::at(S, k0 + (lane & 7) + ((lane >> 3) & 1) * 8, n0 + (lane >> 4) * 8));
+}
 template <int DP, typename T> __device__ __forceinline__ void frag_b_kn(uint32_t *r, const T *S, int k0, int n0, int lane) {
-    ldsm4t(r, S + (k0 + (lane & 7) + ((lane >> 3) & 1) * 8) * DP + n0 + (lane >> 4) * 8);
+    frag_b_kn_l<PadTile<DP>>(r, S, k0, n0, lane);
 }
 
 // acc[16 x D] += P[16 x K] . M[K x D] for one warp on mma.sync: P from the warp's K / 8
-// accumulator n-tiles p (acc_afrag), M [K][D] rows k0 .. k0 + K - 1 of a padded tile
-template <typename T, int D, int K, int DP>
-__device__ __forceinline__ void mma_acc_kn(float (*acc)[4], const float (*p)[4], const T *M, int k0, int lane) {
+// accumulator n-tiles p (acc_afrag), M [K][D] rows k0 .. k0 + K - 1 of a tile of layout L
+template <typename T, int D, int K, typename L>
+__device__ __forceinline__ void mma_acc_kn_l(float (*acc)[4], const float (*p)[4], const T *M, int k0, int lane) {
 #pragma unroll
     for (int kk = 0; kk < K / 16; kk++) {
         uint32_t a[4];
@@ -130,11 +154,15 @@ __device__ __forceinline__ void mma_acc_kn(float (*acc)[4], const float (*p)[4],
 #pragma unroll
         for (int dd = 0; dd < D / 16; dd++) {
             uint32_t bf[4];
-            frag_b_kn<DP>(bf, M, k0 + kk * 16, dd * 16, lane);
+            frag_b_kn_l<L>(bf, M, k0 + kk * 16, dd * 16, lane);
             mma16816<T>(acc[2 * dd], a, bf[0], bf[1]);
             mma16816<T>(acc[2 * dd + 1], a, bf[2], bf[3]);
         }
     }
+}
+template <typename T, int D, int K, int DP>
+__device__ __forceinline__ void mma_acc_kn(float (*acc)[4], const float (*p)[4], const T *M, int k0, int lane) {
+    mma_acc_kn_l<T, D, K, PadTile<DP>>(acc, p, M, k0, lane);
 }
 
 // ---- Hopper warpgroup MMA (sm_90a: wgmma.mma_async) ------------------------------------
@@ -764,6 +792,64 @@ __device__ __forceinline__ void sel_union(const AttnArgs &a, const SelTile &st, 
 }
 #define SEL_MAXU 136   // 2 n + slack, n <= 64 (launcher)
 
+// One chunk of keys kb .. kb + 8 NT - 1 of a selection tile's online softmax, per warp: scores
+// s (accumulator n-tiles of Q.K^T) masked (row valid, block selected by the row's position,
+// key <= that position) and scaled to log2 units, the running max m and sum lsum of rows gid,
+// gid + 8 updated, oacc rescaled, s replaced by the probabilities exp2(s - m)
+template <int NT, int NDT>
+__device__ __forceinline__ void sel_online_softmax(float (&s)[NT][4], float (&oacc)[NDT][4], float (&m)[2], float (&lsum)[2], int kb,
+                                                   const bool (&rv)[2], int fl, const int (&tr)[2], float scale_log2, int tig) {
+    float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int key = kb + nt * 8 + 2 * tig + (e & 1), r = e >> 1;
+            const bool vis = rv[r] && ((fl >> r) & 1) && key <= tr[r];
+            s[nt][e] = vis ? s[nt][e] * scale_log2 : -INFINITY;
+            mx[r] = fmaxf(mx[r], s[nt][e]);
+        }
+    float muse[2];
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+        const float mnew = fmaxf(m[r], mx[r]);
+        muse[r] = mnew == -INFINITY ? 0.f : mnew;
+        const float alpha = exp2f(m[r] - muse[r]);
+        m[r] = mnew;
+        lsum[r] *= alpha;
+#pragma unroll
+        for (int i = 0; i < NDT; i++) {
+            oacc[i][2 * r] *= alpha;
+            oacc[i][2 * r + 1] *= alpha;
+        }
+    }
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            s[nt][e] = exp2f(s[nt][e] - muse[e >> 1]);
+            lsum[e >> 1] += s[nt][e];
+        }
+}
+// dS of one chunk for dQ: P recomputed from the saved lse (l2r, log2 units) under the same mask,
+// s replaced by P (dP - rowsum(dO * O))
+template <int NT>
+__device__ __forceinline__ void sel_dscores(float (&s)[NT][4], const float (&dp)[NT][4], int kb, const bool (&rv)[2], int fl,
+                                            const int (&tr)[2], const float (&l2r)[2], const float (&drr)[2], float scale_log2,
+                                            int tig) {
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int key = kb + nt * 8 + 2 * tig + (e & 1), r = e >> 1;
+            const bool vis = rv[r] && ((fl >> r) & 1) && key <= tr[r];
+            const float p = vis ? exp2f(s[nt][e] * scale_log2 - l2r[r]) : 0.f;
+            s[nt][e] = p * (dp[nt][e] - drr[r]);
+        }
+}
+
 template <typename T, int D, int KT, int PACK> __global__ void __launch_bounds__(128) k_sel_fwd(AttnArgs a) {
     constexpr int DP = D + 8, NKS = D / 16, NDT = D / 8, NT = KT / 8;
     static_assert(sel_merge_fits<D, KT>(), "merge area");
@@ -820,39 +906,7 @@ template <typename T, int D, int KT, int PACK> __global__ void __launch_bounds__
                 mma16816<T>(s[2 * np], qf[kk], bf[0], bf[1]);
                 mma16816<T>(s[2 * np + 1], qf[kk], bf[2], bf[3]);
             }
-        float mx[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-        for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int key = kb + nt * 8 + 2 * tig + (e & 1), r = e >> 1;
-                const bool vis = rv[r] && ((fl >> r) & 1) && key <= tr[r];
-                s[nt][e] = vis ? s[nt][e] * a.scale_log2 : -INFINITY;
-                mx[r] = fmaxf(mx[r], s[nt][e]);
-            }
-        float muse[2];
-#pragma unroll
-        for (int r = 0; r < 2; r++) {
-            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-            const float mnew = fmaxf(m[r], mx[r]);
-            muse[r] = mnew == -INFINITY ? 0.f : mnew;
-            const float alpha = exp2f(m[r] - muse[r]);
-            m[r] = mnew;
-            lsum[r] *= alpha;
-#pragma unroll
-            for (int i = 0; i < NDT; i++) {
-                oacc[i][2 * r] *= alpha;
-                oacc[i][2 * r + 1] *= alpha;
-            }
-        }
-#pragma unroll
-        for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                s[nt][e] = exp2f(s[nt][e] - muse[e >> 1]);
-                lsum[e >> 1] += s[nt][e];
-            }
+        sel_online_softmax<NT, NDT>(s, oacc, m, lsum, kb, rv, fl, tr, a.scale_log2, tig);
         mma_acc_kn<T, D, KT, DP>(oacc, s, Vw, 0, lane);
         __syncwarp();
     }
@@ -981,15 +1035,7 @@ template <typename T, int D, int KT, int PACK> __global__ void __launch_bounds__
                 mma16816<T>(dp[2 * np], yf[kk], bf[0], bf[1]);
                 mma16816<T>(dp[2 * np + 1], yf[kk], bf[2], bf[3]);
             }
-#pragma unroll
-        for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int key = kb + nt * 8 + 2 * tig + (e & 1), r = e >> 1;
-                const bool vis = rv[r] && ((fl >> r) & 1) && key <= tr[r];
-                const float p = vis ? exp2f(s[nt][e] * a.scale_log2 - l2r[r]) : 0.f;
-                s[nt][e] = p * (dp[nt][e] - drr[r]);
-            }
+        sel_dscores<NT>(s, dp, kb, rv, fl, tr, l2r, drr, a.scale_log2, tig);
         mma_acc_kn<T, D, KT, DP>(dqa, s, Kw, 0, lane);
         __syncwarp();
     }
@@ -1012,6 +1058,209 @@ template <typename T, int D, int KT, int PACK> __global__ void __launch_bounds__
         const float s = ((Om[row * D + dd] + Om[(16 + row) * D + dd]) + Om[(32 + row) * D + dd]) + Om[(48 + row) * D + dd];
         T *p = (T *)a.dq + R * D + dd;
         *p = fromf<T>(tof(*p) + a.scale * s);
+    }
+}
+
+// ============================================================================================
+// selection forward on the Hopper tensor memory accelerator (sm_90; D 64 or 128, blocks of a
+// multiple of 64 keys): one warp a CTA, the same tile rows as k_sel_fwd
+// ============================================================================================
+// The warp walks every 64-key chunk of its tile's block list in order through NST stages of
+// K and V [64][D] in 128-byte-swizzle atoms (SwzTile<64>), each stage filled by one TMA tile
+// copy per atom (4-D tensor maps over k and v [B][NK][G][D], sel_tma_maps) completing on the
+// stage's mbarrier. A stage is refilled with the chunk NST ahead as soon as the warp has used
+// it, so NST - 1 chunks load while it computes (flash_nsa's selection kernels: 1-warp programs,
+// a ring of TMA loads). No partial softmax states to merge. Keys past the tile's last position
+// are zeroed after they land (masked, but 0 * NaN of a later position's bits would not be 0);
+// keys past the sequence come in as zeros from the copy. The dQ pass stays on k_sel_dq: the
+// same 1-warp design for dQ (three products a chunk, 253 registers at D 128) measured slower
+// (paper shape 64k, selected backward 57.8 -> 73.5 ms; bench/RESULTS.md).
+#define SEL_TMA_KT 64
+// mbarrier (sm_90): a phase completes when its one arrival (expect_tx) has come and the bytes
+// it announced have landed
+__device__ __forceinline__ void mbar_init(uint32_t bar) {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(bar) : "memory");
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+#endif
+}
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+#if __CUDA_ARCH__ >= 900
+    uint32_t done = 0;
+    while (!done)
+        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                     : "=r"(done)
+                     : "r"(bar), "r"(parity)
+                     : "memory");
+#endif
+}
+// the box of a 4-D tensor map at (c0, c1, c2, c3) -> shared dst, completing on bar
+__device__ __forceinline__ void tma_load4(void *dst, const CUtensorMap *map, int c0, int c1, int c2, int c3, uint32_t bar) {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], [%6];\n" ::"r"(
+                     (uint32_t)__cvta_generic_to_shared(dst)),
+                 "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
+                 : "memory");
+#else
+    __trap();
+#endif
+}
+
+#define SEL_TMA_NST 2   // stages: 3 CTAs an SM at D 128 (70 KB each), 6 at D 64; 3 stages measured slower
+template <int D> constexpr size_t sel_tma_smem() {
+    // 1024-byte alignment slack, the stages of K and V [64][D], the Q tile [16][D + 8]
+    return 1024 + (size_t)SEL_TMA_NST * 2 * SEL_TMA_KT * D * 2 + (size_t)16 * (D + 8) * 2;
+}
+
+template <typename T, int D> struct SelTmaFeed {
+    static constexpr int NST = SEL_TMA_NST;
+    static constexpr int STAGE = 2 * SEL_TMA_KT * D * 2;   // bytes: K then V
+    unsigned char *ring;       // NST stages, 1024-byte aligned
+    uint32_t bar;              // shared address of the NST mbarriers (8 bytes each)
+    const CUtensorMap *mk, *mv;
+    const int *ul;             // the tile's block list
+    int lsel, per, nch, tmax, g, b, lane;
+    int pf;                    // the next chunk to load (nch: none)
+
+    __device__ int kb(int c) const { return ul[c / per] * lsel + (c % per) * SEL_TMA_KT; }
+    __device__ int next(int c) const {
+        for (; c < nch; c++)
+            if (kb(c) <= tmax) return c;
+        return nch;
+    }
+    __device__ const T *kst(int s) const { return reinterpret_cast<const T *>(ring + s * STAGE); }
+    __device__ const T *vst(int s) const { return reinterpret_cast<const T *>(ring + s * STAGE + STAGE / 2); }
+    __device__ void issue(int s) {   // lane 0
+        const int k0 = kb(pf);
+        pf = next(pf + 1);
+        const uint32_t bb = bar + 8 * s;
+        mbar_expect_tx(bb, STAGE);
+#pragma unroll
+        for (int at = 0; at < D / 64; at++) {
+            tma_load4(ring + s * STAGE + at * SEL_TMA_KT * 128, mk, at * 64, g, k0, b, bb);
+            tma_load4(ring + s * STAGE + STAGE / 2 + at * SEL_TMA_KT * 128, mv, at * 64, g, k0, b, bb);
+        }
+    }
+    __device__ int start() {
+        pf = next(0);
+        const int c0 = pf;
+        if (lane == 0)
+            for (int s = 0; s < NST && pf < nch; s++) issue(s);
+        pf = __shfl_sync(0xffffffffu, pf, 0);
+        return c0;
+    }
+    // the it-th chunk (starting at key k0) is in stage it % NST: wait for it, zero its keys
+    // past tmax
+    __device__ void wait(int it, int k0) {
+        const int s = it % NST;
+        mbar_wait(bar + 8 * s, (uint32_t)(it / NST) & 1);
+        const int nz = k0 + SEL_TMA_KT - 1 - tmax;
+        if (nz > 0) {
+            // a key row is 128 contiguous bytes in each atom, whatever the swizzle
+            unsigned char *st = ring + s * STAGE;
+            for (int i = lane; i < nz * (D / 64) * 2 * 8; i += 32) {
+                const int ch = i & 7, row = SEL_TMA_KT - nz + (i >> 3) % nz, at = (i >> 3) / nz;
+                *reinterpret_cast<uint4 *>(st + at * SEL_TMA_KT * 128 + row * 128 + ch * 16) = make_uint4(0, 0, 0, 0);
+            }
+            wg_fence_proxy();   // before a later TMA write to the stage
+        }
+        __syncwarp();
+    }
+    // the warp is done with the it-th chunk: its stage takes the next chunk to load
+    __device__ void release(int it) {
+        __syncwarp();
+        if (lane == 0 && pf < nch) issue(it % NST);
+        pf = __shfl_sync(0xffffffffu, pf, 0);
+    }
+};
+
+// the tile's 16 rows (padding rows zero) of q [B*T*H][D] into a [16][D + 8] shared tile (cp.async)
+template <typename T, int D>
+__device__ __forceinline__ void sel_rows_load(T *dst, const T *src, const AttnArgs &a, const SelTile &st, int b, int g, int lane) {
+    for (int c = lane; c < 16 * (D / 8); c += 32) {
+        const int r = c / (D / 8), cc = c % (D / 8);
+        const int64_t R = sel_row(a, st, b, g, r);
+        cp16(dst + r * (D + 8) + cc * 8, R >= 0 ? src + R * D + cc * 8 : src, R >= 0);
+    }
+}
+template <typename T, int D, int PACK>
+__global__ void __launch_bounds__(32) k_sel_fwd_tma(AttnArgs a, const __grid_constant__ CUtensorMap mk,
+                                                   const __grid_constant__ CUtensorMap mv) {
+    constexpr int DP = D + 8, NKS = D / 16, NDT = D / 8, NT = SEL_TMA_KT / 8;
+    extern __shared__ __align__(1024) unsigned char smem_raw[];
+    __shared__ int ul[SEL_MAXU], uf[SEL_MAXU], nu_s;
+    __shared__ uint64_t bars[SEL_TMA_NST];
+    unsigned char *ring = reinterpret_cast<unsigned char *>(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
+    T *Qs = reinterpret_cast<T *>(ring + (size_t)SEL_TMA_NST * 2 * SEL_TMA_KT * D * 2);   // [16][DP]
+    const int lane = threadIdx.x, gid = lane >> 2, tig = lane & 3;
+    const int nrt = PACK == 1 ? (a.hpg + 15) / 16 : 1;
+    const int g = blockIdx.y / nrt, rt = blockIdx.y % nrt, b = blockIdx.z;
+    const SelTile st = sel_tile<PACK>(a, blockIdx.x, rt);
+    sel_rows_load<T, D>(Qs, (const T *)a.q, a, st, b, g, lane);
+    cp_commit();
+    if (lane < SEL_TMA_NST) mbar_init((uint32_t)__cvta_generic_to_shared(&bars[lane]));
+    if (lane == 0) sel_union<PACK>(a, st, b, g, ul, uf, &nu_s);
+    cp_wait<0>();
+    __syncwarp();
+    const int per = a.lsel / SEL_TMA_KT;
+    SelTmaFeed<T, D> feed{ring, (uint32_t)__cvta_generic_to_shared(bars), &mk, &mv, ul, a.lsel, per,
+                               nu_s * per, st.tmax, g, b, lane, 0};
+    const int c0 = feed.start();
+    uint32_t qf[NKS][4];
+#pragma unroll
+    for (int kk = 0; kk < NKS; kk++) frag_a<DP>(qf[kk], Qs, 0, kk * 16, lane);
+    const bool rv[2] = {sel_row(a, st, b, g, gid) >= 0, sel_row(a, st, b, g, gid + 8) >= 0};
+    const int tr[2] = {st.t[0], st.t[1]};
+
+    float m[2] = {-INFINITY, -INFINITY}, lsum[2] = {0.f, 0.f};
+    float oacc[NDT][4];
+#pragma unroll
+    for (int i = 0; i < NDT; i++) oacc[i][0] = oacc[i][1] = oacc[i][2] = oacc[i][3] = 0.f;
+    int it = 0;
+    for (int c = c0; c < feed.nch; c = feed.next(c + 1), it++) {
+        const int fl = uf[c / per], kb = feed.kb(c);
+        feed.wait(it, kb);
+        const T *Kw = feed.kst(it % SEL_TMA_NST), *Vw = feed.vst(it % SEL_TMA_NST);
+        float s[NT][4];
+#pragma unroll
+        for (int i = 0; i < NT; i++) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
+#pragma unroll
+        for (int kk = 0; kk < NKS; kk++)
+#pragma unroll
+            for (int np = 0; np < NT / 2; np++) {
+                uint32_t bf[4];
+                frag_b_nk_l<SwzTile<SEL_TMA_KT>>(bf, Kw, np * 16, kk * 16, lane);
+                mma16816<T>(s[2 * np], qf[kk], bf[0], bf[1]);
+                mma16816<T>(s[2 * np + 1], qf[kk], bf[2], bf[3]);
+            }
+        sel_online_softmax<NT, NDT>(s, oacc, m, lsum, kb, rv, fl, tr, a.scale_log2, tig);
+        mma_acc_kn_l<T, D, SEL_TMA_KT, SwzTile<SEL_TMA_KT>>(oacc, s, Vw, 0, lane);
+        feed.release(it);
+    }
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        lsum[r] += __shfl_xor_sync(0xffffffffu, lsum[r], 1);
+        lsum[r] += __shfl_xor_sync(0xffffffffu, lsum[r], 2);
+        const int64_t R = sel_row(a, st, b, g, gid + 8 * r);
+        if (R < 0) continue;
+        const bool any = lsum[r] > 0.f;
+        T *o = (T *)a.o + R * D;
+#pragma unroll
+        for (int nt = 0; nt < NDT; nt++) {
+            const int col = nt * 8 + 2 * tig;
+            o[col] = fromf<T>(any ? oacc[nt][2 * r] / lsum[r] : 0.f);
+            o[col + 1] = fromf<T>(any ? oacc[nt][2 * r + 1] / lsum[r] : 0.f);
+        }
+        if (tig == 0) {
+            const float lse = any ? (m[r] + log2f(lsum[r])) * MMA_LN2 : -INFINITY;
+            ((T *)a.lse)[R] = fromf<T>(lse);
+            if (a.lse32) a.lse32[R] = lse;
+        }
     }
 }
 
@@ -1479,14 +1728,49 @@ template <typename T, int D> void mma_select(const AttnArgs &a, int32_t *sel_out
     CUDA_LAUNCHED();
 }
 
-// The forward and the dQ pass share one dispatch over the branch: selection (key tile
-// KT 32 or 16, P positions per tile), window or compressed rows. A kernel set names
-// its kernels, their shared memory and the query rows it covers (the forward may
-// cover a row range, dQ all rows).
+// The TMA selection kernels' 4-D tensor maps over k and v [B][NK][G][D] (D innermost): a box
+// of 64 keys x 64 elements of one group, 128-byte swizzle, keys past NK read as zeros. False
+// where they cannot be made (no driver entry point, an address not 16-byte aligned): the
+// caller then runs the cp.async kernels.
+template <typename T> static bool sel_tma_maps(const AttnArgs &a, CUtensorMap *mk, CUtensorMap *mv) {
+    static PFN_cuTensorMapEncodeTiled_v12000 encode = nullptr;
+    static int state = 0;   // 0 untried, 1 found, -1 not available
+    if (state == 0) {
+        void *fn = nullptr;
+        cudaDriverEntryPointQueryResult q;
+        const bool ok = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q) == cudaSuccess &&
+                        q == cudaDriverEntryPointSuccess && fn;
+        encode = ok ? reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn) : nullptr;
+        state = ok ? 1 : -1;
+        if (!ok) {
+            (void)cudaGetLastError();
+            fprintf(stderr, "nsa cuda: cuTensorMapEncodeTiled not available: the selection branch uses its cp.async kernels\n");
+        }
+    }
+    if (state < 0 || (((uintptr_t)a.k | (uintptr_t)a.v) & 15)) return false;
+    const cuuint64_t dims[4] = {(cuuint64_t)a.D, (cuuint64_t)a.G, (cuuint64_t)a.NK, (cuuint64_t)a.B};
+    const cuuint64_t strides[3] = {(cuuint64_t)a.D * 2, (cuuint64_t)a.G * a.D * 2, (cuuint64_t)a.NK * a.G * a.D * 2};
+    const cuuint32_t box[4] = {64, 1, SEL_TMA_KT, 1}, elem[4] = {1, 1, 1, 1};
+    const CUtensorMapDataType dt = sizeof(T) == 2 && std::is_same<T, bf16>::value ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                                                                   : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+    for (int i = 0; i < 2; i++)
+        if (encode(i ? mv : mk, dt, 4, const_cast<void *>(i ? a.v : a.k), dims, strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                   CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
+            return false;
+    return true;
+}
+// The forward and the dQ pass share one dispatch over the branch: selection (the TMA kernels
+// where they run, else key tile KT 32 or 16; P positions per tile), window or compressed rows.
+// A kernel set names its kernels, their shared memory and the query rows it covers (the
+// forward may cover a row range, dQ all rows).
 template <typename T, int D> struct FwdKernels {
     static int rows(const AttnArgs &a) { return a.Tn; }
     template <int KT, int P> static void sel(dim3 grid, const AttnArgs &a) {
         mma_launch(k_sel_fwd<T, D, KT, P>, grid, 128, sel_smem<D, KT>(), a);
+    }
+    static constexpr bool has_sel_tma = true;
+    template <int P> static void sel_tma(dim3 grid, const AttnArgs &a, const CUtensorMap &mk, const CUtensorMap &mv) {
+        mma_launch(k_sel_fwd_tma<T, D, P>, grid, 32, sel_tma_smem<D>(), a, mk, mv);
     }
     template <int BR> static void rows_k(dim3 grid, const AttnArgs &a) {
         if constexpr (D % 64 == 0) {
@@ -1503,6 +1787,7 @@ template <typename T, int D> struct DqKernels {
     template <int KT, int P> static void sel(dim3 grid, const AttnArgs &a) {
         mma_launch(k_sel_dq<T, D, KT, P>, grid, 128, sel_smem<D, KT>(), a);
     }
+    static constexpr bool has_sel_tma = false;
     template <int BR> static void rows_k(dim3 grid, const AttnArgs &a) {
         if constexpr (D % 64 == 0) {
             if (g_nsa_cuda.wgmma) {
@@ -1513,13 +1798,26 @@ template <typename T, int D> struct DqKernels {
         mma_launch(k_rows_dq<T, D, BR, false>, grid, 128, rows_dq_smem<D, false>(), a);
     }
 };
-template <typename Kn> static void mma_attn_rows_pass(const AttnArgs &a, int br) {
+// the TMA selection forward where this build's sm_90a code runs (NSA_CUDA_WGMMA=0: off), D is
+// 64 or 128, blocks are whole 64-key chunks and the maps encode; false: not launched
+template <typename T, int D, typename Kn> static bool sel_pass_tma(dim3 grid, const AttnArgs &a, int pack) {
+    if constexpr (D % 64 == 0 && Kn::has_sel_tma) {
+        CUtensorMap mk, mv;
+        if (!g_nsa_cuda.wgmma || a.lsel % SEL_TMA_KT != 0 || !sel_tma_maps<T>(a, &mk, &mv)) return false;
+        if (pack) Kn::template sel_tma<2>(grid, a, mk, mv);
+        else Kn::template sel_tma<1>(grid, a, mk, mv);
+        return true;
+    }
+    return false;
+}
+template <typename T, int D, typename Kn> static void mma_attn_rows_pass(const AttnArgs &a, int br) {
     const int rows = Kn::rows(a);
     if (br == BR_SEL) {
         const int pack = a.hpg <= 8 && a.n <= 64 && g_nsa_cuda.sel_pack;
         const int nrt = (a.hpg + 15) / 16;
         dim3 grid(pack ? (rows + 1) / 2 : rows, pack ? a.G : a.G * nrt, a.B);
-        if (a.lsel % 32 == 0) {
+        if (sel_pass_tma<T, D, Kn>(grid, a, pack)) {
+        } else if (a.lsel % 32 == 0) {
             if (pack) Kn::template sel<32, 2>(grid, a);
             else Kn::template sel<32, 1>(grid, a);
         } else {
@@ -1534,8 +1832,8 @@ template <typename Kn> static void mma_attn_rows_pass(const AttnArgs &a, int br)
     }
     CUDA_LAUNCHED();
 }
-template <typename T, int D> void mma_attn_fwd(const AttnArgs &a, int br) { mma_attn_rows_pass<FwdKernels<T, D>>(a, br); }
-template <typename T, int D> void mma_attn_dq(const AttnArgs &a, int br) { mma_attn_rows_pass<DqKernels<T, D>>(a, br); }
+template <typename T, int D> void mma_attn_fwd(const AttnArgs &a, int br) { mma_attn_rows_pass<T, D, FwdKernels<T, D>>(a, br); }
+template <typename T, int D> void mma_attn_dq(const AttnArgs &a, int br) { mma_attn_rows_pass<T, D, DqKernels<T, D>>(a, br); }
 
 // dK/dV: 64-key chunks (128 threads) for every branch, 16-key chunks (32 threads) for
 // selection blocks of 16 keys

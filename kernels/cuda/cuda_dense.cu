@@ -454,19 +454,52 @@ template <typename T> __global__ void k_nonfinite(unsigned long long *first, con
         if (!isfinite(v)) atomicMin(first, (unsigned long long)i);   // integer: same result every run
     }
 }
+// AdamW's hyperparameters of one update (bc1, bc2: the bias corrections 1 - beta^t)
+struct AdamwHyper {
+    double lr, b1, b2, bc1, bc2, eps, wd;
+};
+// one element in fp64 (the CPU reference's arithmetic), each result rounded once to fp32
+__device__ __forceinline__ float adamw_elem(float &m, float &v, float p, float g, const AdamwHyper &h) {
+    const double gi = g, pi = p;
+    const double mi = h.b1 * (double)m + (1 - h.b1) * gi;
+    const double vi = h.b2 * (double)v + (1 - h.b2) * gi * gi;
+    m = (float)mi;
+    v = (float)vi;
+    return (float)(pi - h.lr * ((mi / h.bc1) / (sqrt(vi / h.bc2) + h.eps) + h.wd * pi));
+}
+template <typename TC> struct alignas(4 * sizeof(TC)) Quad {
+    TC x[4];
+};
+// Elements [head, head + 4 nq) go as quads (16-byte fp32 accesses, 4-element copies), the
+// others (the head and the tail; all of them when nq = 0) one by one. Every element gets the
+// same arithmetic either way, so the grouping never changes a bit. wcopy, wcopy2: the
+// parameters rounded to TC (NULL: none).
 template <typename TC>
-__global__ void k_adamw(float *p, const float *g, float *m, float *v, int64_t n, double lr, double b1, double b2,
-                        double bc1, double bc2, double eps, double wd, TC *wcopy, TC *wcopy2) {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-        double gi = g[i], pi = p[i];
-        double mi = b1 * (double)m[i] + (1 - b1) * gi;
-        double vi = b2 * (double)v[i] + (1 - b2) * gi * gi;
-        m[i] = (float)mi;
-        v[i] = (float)vi;
-        float pn = (float)(pi - lr * ((mi / bc1) / (sqrt(vi / bc2) + eps) + wd * pi));
-        p[i] = pn;
-        if (wcopy) wcopy[i] = fromf<TC>(pn);
-        if (wcopy2) wcopy2[i] = fromf<TC>(pn);
+__global__ void k_adamw(float *p, const float *g, float *m, float *v, int64_t n, int64_t head, int64_t nq, AdamwHyper h,
+                        TC *wcopy, TC *wcopy2) {
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x, tid = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    for (int64_t q = tid; q < nq; q += stride) {
+        const int64_t e = head + 4 * q;
+        const float4 pp = *reinterpret_cast<const float4 *>(p + e), gg = *reinterpret_cast<const float4 *>(g + e);
+        float4 mm = *reinterpret_cast<const float4 *>(m + e), vv = *reinterpret_cast<const float4 *>(v + e);
+        float4 pn;
+        pn.x = adamw_elem(mm.x, vv.x, pp.x, gg.x, h);
+        pn.y = adamw_elem(mm.y, vv.y, pp.y, gg.y, h);
+        pn.z = adamw_elem(mm.z, vv.z, pp.z, gg.z, h);
+        pn.w = adamw_elem(mm.w, vv.w, pp.w, gg.w, h);
+        *reinterpret_cast<float4 *>(m + e) = mm;
+        *reinterpret_cast<float4 *>(v + e) = vv;
+        *reinterpret_cast<float4 *>(p + e) = pn;
+        Quad<TC> c = {{fromf<TC>(pn.x), fromf<TC>(pn.y), fromf<TC>(pn.z), fromf<TC>(pn.w)}};
+        if (wcopy) *reinterpret_cast<Quad<TC> *>(wcopy + e) = c;
+        if (wcopy2) *reinterpret_cast<Quad<TC> *>(wcopy2 + e) = c;
+    }
+    for (int64_t j = tid; j < n - 4 * nq; j += stride) {
+        const int64_t e = j < head ? j : j + 4 * nq;
+        const float pn = adamw_elem(m[e], v[e], p[e], g[e], h);
+        p[e] = pn;
+        if (wcopy) wcopy[e] = fromf<TC>(pn);
+        if (wcopy2) wcopy2[e] = fromf<TC>(pn);
     }
 }
 
@@ -686,18 +719,33 @@ extern "C" int64_t nsa_cuda_first_nonfinite(int dt, const void *x, int64_t n) {
     cudaCheck(cudaStreamSynchronize(NSA_STREAM));
     return h == ~0ull ? -1 : (int64_t)h;
 }
+// the quad split of k_adamw: head elements until p is 16-byte aligned, then quads, where g, m,
+// v fall on 16 bytes and the copies on 4 elements at the same index (else nq = 0: all single)
+static void adamw_split(const void *p, const void *g, const void *m, const void *v, const void *wc, const void *wc2,
+                        int esz, int64_t n, int64_t *head, int64_t *nq) {
+    const int64_t h = (int64_t)((16 - (uintptr_t)p % 16) % 16) / 4;
+    const uintptr_t hb = (uintptr_t)h * 4;
+    bool ok = (uintptr_t)p % 4 == 0 && h <= n;
+    for (const void *x : {g, m, v}) ok = ok && ((uintptr_t)x + hb) % 16 == 0;
+    for (const void *x : {wc, wc2}) ok = ok && (!x || ((uintptr_t)x + (uintptr_t)h * esz) % (4 * esz) == 0);
+    *head = ok ? h : 0;
+    *nq = ok ? (n - h) / 4 : 0;
+}
 extern "C" void nsa_cuda_adamw(void *p, const void *g, void *m, void *v, int64_t n, double lr, double b1, double b2,
                                double bc1, double bc2, double eps, double wd, void *wcopy, void *wcopy2, int copy_dt) {
     if (n <= 0) return;
-    unsigned nb = nsa_blocks(n, EW_THREADS);
-    if (!wcopy || copy_dt == NSA_DT_F32)
-        k_adamw<float><<<nb, EW_THREADS, 0, NSA_STREAM>>>((float *)p, (const float *)g, (float *)m, (float *)v, n, lr, b1,
-                                                         b2, bc1, bc2, eps, wd, NULL, NULL);
+    const AdamwHyper h = {lr, b1, b2, bc1, bc2, eps, wd};
+    const bool copies = wcopy && copy_dt != NSA_DT_F32;
+    int64_t head, nq;
+    adamw_split(p, g, m, v, copies ? wcopy : NULL, copies ? wcopy2 : NULL, copy_dt == NSA_DT_F32 ? 4 : 2, n, &head, &nq);
+    const unsigned nb = nsa_blocks(nq > n - 4 * nq ? nq : n - 4 * nq, EW_THREADS);
+    float *pf = (float *)p, *mf = (float *)m, *vf = (float *)v;
+    const float *gf = (const float *)g;
+    if (!copies)
+        k_adamw<float><<<nb, EW_THREADS, 0, NSA_STREAM>>>(pf, gf, mf, vf, n, head, nq, h, NULL, NULL);
     else if (copy_dt == NSA_DT_BF16)
-        k_adamw<bf16><<<nb, EW_THREADS, 0, NSA_STREAM>>>((float *)p, (const float *)g, (float *)m, (float *)v, n, lr, b1,
-                                                        b2, bc1, bc2, eps, wd, (bf16 *)wcopy, (bf16 *)wcopy2);
+        k_adamw<bf16><<<nb, EW_THREADS, 0, NSA_STREAM>>>(pf, gf, mf, vf, n, head, nq, h, (bf16 *)wcopy, (bf16 *)wcopy2);
     else
-        k_adamw<f16><<<nb, EW_THREADS, 0, NSA_STREAM>>>((float *)p, (const float *)g, (float *)m, (float *)v, n, lr, b1, b2,
-                                                       bc1, bc2, eps, wd, (f16 *)wcopy, (f16 *)wcopy2);
+        k_adamw<f16><<<nb, EW_THREADS, 0, NSA_STREAM>>>(pf, gf, mf, vf, n, head, nq, h, (f16 *)wcopy, (f16 *)wcopy2);
     CUDA_LAUNCHED();
 }

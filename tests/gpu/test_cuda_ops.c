@@ -662,6 +662,32 @@ static void po_setup_adamw(Ctx *c) {
 static void po_adamw(Ctx *c, const Backend *be, int gpu) {
     be->adamw(S(PO_X), S(PO_G), S(PO_M), S(PO_V), c->p[0], 3e-3, 0.9, 0.95, 0.19, 0.0975, 1e-8, 0.1);
 }
+// adamw (CUDA) over [0, n) (16-byte quads from element 0) against the same state updated as
+// [0, 1) and [1, n - 1) (3 single elements, quads, a single tail): bit for bit, so the quad and
+// single-element paths do the same arithmetic
+static double po_adamw_quads_err(Ctx *c, char *shape, size_t sn) {
+    (void)shape; (void)sn;
+    const int64_t n = c->p[0];
+    double *st = malloc(sizeof(double) * (size_t)n * 7);
+    for (int s = PO_X; s <= PO_V; s++) GPU->param_to_f64(st + s * n, c->t[s].g, n);
+    GPU->adamw(c->t[PO_X].g, c->t[PO_G].g, c->t[PO_M].g, c->t[PO_V].g, n, 3e-3, 0.9, 0.95, 0.19, 0.0975, 1e-8, 0.1);
+    for (int s = 0; s < 3; s++) GPU->param_to_f64(st + (4 + s) * n, c->t[s == 0 ? PO_X : s == 1 ? PO_M : PO_V].g, n);
+    for (int s = PO_X; s <= PO_V; s++) GPU->param_from_f64(c->t[s].g, st + s * n, n);
+    const int64_t cut[3] = {0, 1, n - 1};
+    for (int k = 0; k < 2; k++) {
+        float *x = (float *)c->t[PO_X].g + cut[k], *g = (float *)c->t[PO_G].g + cut[k];
+        float *m = (float *)c->t[PO_M].g + cut[k], *v = (float *)c->t[PO_V].g + cut[k];
+        GPU->adamw(x, g, m, v, cut[k + 1] - cut[k], 3e-3, 0.9, 0.95, 0.19, 0.0975, 1e-8, 0.1);
+    }
+    double err = 0;
+    for (int s = 0; s < 3; s++) {
+        GPU->param_to_f64(c->h, c->t[s == 0 ? PO_X : s == 1 ? PO_M : PO_V].g, n);
+        for (int64_t i = 0; i < n - 1; i++)
+            if (!(c->h[i] == st[(4 + s) * n + i])) err = INFINITY;
+    }
+    free(st);
+    return err;
+}
 // first non-finite (CUDA only): an inf at n/2 and a NaN at n-3, then none
 static double po_nonfinite_param(Ctx *c, char *shape, size_t sn) {
     (void)shape; (void)sn;
@@ -691,6 +717,7 @@ static const OpCase PARAM_CASES[] = {
     {.run = po_scale, .tol = 0.0 + 1e-12, .out = {OUT(PO_X, "scale_param")}},
     {.setup = po_setup_adamw, .run = po_adamw, .tol = 1e-6,   // fp64 math on both, one rounding
      .out = {OUT(PO_X, "adamw.p"), OUT(PO_M, "adamw.m"), OUT(PO_V, "adamw.v")}},
+    {.setup = po_setup_adamw, .err = po_adamw_quads_err, .name = "adamw(quads = singles)", .tol = 0},
     {.err = po_nonfinite_param, .name = "first_nonfinite_param", .tol = 0},
     {.err = po_nonfinite_act, .name = "first_nonfinite_act", .tol = 0},
     {.err = po_nonfinite_none, .name = "first_nonfinite_act(none)", .tol = 0},
@@ -916,6 +943,43 @@ static void ns_shared_sel(Ctx *c) { GPU->from_host(c->ig, c->ic, sizeof(int32_t)
 static void ns_sel_fwd(Ctx *c, const Backend *be, int gpu) {
     be->sel_attn_fwd(S(NS_O), S(NS_LSE), S(NS_Q), S(NS_K), S(NS_V), SI, &c->g, 0, c->g.T);
 }
+// sel_attn_fwd (CUDA) with NaN keys and values at the last position: every earlier row keeps
+// its bits (a key after a row's position is masked and must not reach it, not even as 0 * NaN)
+static double ns_sel_nan_err(Ctx *c, char *shape, size_t shn) {
+    (void)shape; (void)shn;
+    const int gpu = 1;
+    const NsaGeom g = c->g;
+    const TP *k = &c->t[NS_K], *v = &c->t[NS_V], *o = &c->t[NS_O];
+    double *kv = malloc(sizeof(double) * (size_t)(2 * k->n + 2 * o->n));
+    double *vv = kv + k->n, *o0 = vv + k->n, *o1 = o0 + o->n;
+    GPU->act_to_f64(kv, k->g, k->n);
+    GPU->act_to_f64(vv, v->g, v->n);
+    ns_sel_fwd(c, GPU, 1);
+    GPU->act_to_f64(o0, o->g, o->n);
+    double *kn = malloc(sizeof(double) * (size_t)k->n * 2), *vn = kn + k->n;
+    memcpy(kn, kv, sizeof(double) * (size_t)k->n);
+    memcpy(vn, vv, sizeof(double) * (size_t)k->n);
+    for (int b = 0; b < g.B; b++)
+        for (int64_t i = 0; i < (int64_t)g.G * g.D; i++) {
+            const int64_t e = ((int64_t)b * g.T + g.T - 1) * g.G * g.D + i;
+            kn[e] = vn[e] = NAN;
+        }
+    GPU->act_from_f64(k->g, kn, k->n);
+    GPU->act_from_f64(v->g, vn, v->n);
+    GPU->sel_attn_fwd(S(NS_O), S(NS_LSE), S(NS_Q), S(NS_K), S(NS_V), SI, &c->g, 0, c->g.T);
+    GPU->act_to_f64(o1, o->g, o->n);
+    GPU->act_from_f64(k->g, kv, k->n);   // the inputs back for the cases after this one
+    GPU->act_from_f64(v->g, vv, v->n);
+    double err = 0;
+    for (int b = 0; b < g.B; b++)
+        for (int64_t i = 0; i < (int64_t)(g.T - 1) * g.H * g.D; i++) {
+            const int64_t e = (int64_t)b * g.T * g.H * g.D + i;
+            if (memcmp(&o0[e], &o1[e], sizeof(double)) != 0) err = INFINITY;
+        }
+    free(kn);
+    free(kv);
+    return err;
+}
 // a backward's inputs: the CPU's forward outputs on both sides, random dO and gradients to add to
 static void ns_setup_bwd(Ctx *c) {
     tp_sync_from_cpu(&c->t[NS_O]);
@@ -992,6 +1056,7 @@ static const OpCase NSA_CASES[] = {
     {.setup = ns_shared_sel},
     {.filter = "sel_attn", .setup = ns_poison_o_lse, .run = ns_sel_fwd, .tol = TOL_PREC,
      .out = {OUT(NS_O, "sel_attn_fwd.o"), OUT(NS_LSE, "sel_attn_fwd.lse")}},
+    {.filter = "sel_attn", .err = ns_sel_nan_err, .name = "sel_attn_fwd(NaN at the last key)", .tol = 0},
     {.filter = "sel_attn", .setup = ns_setup_bwd, .run = ns_sel_bwd, .tol = TOL_PREC,
      .out = {OUT(NS_DQ, "sel_attn_bwd.dq"), OUT(NS_DK, "sel_attn_bwd.dk"), OUT(NS_DV, "sel_attn_bwd.dv")}},
     {.filter = "win_attn", .setup = ns_poison_o_lse, .run = ns_win_fwd, .tol = TOL_PREC,
