@@ -1072,9 +1072,11 @@ template <typename T, int D, int KT, int PACK> __global__ void __launch_bounds__
 // it, so NST - 1 chunks load while it computes (flash_nsa's selection kernels: 1-warp programs,
 // a ring of TMA loads). No partial softmax states to merge. Keys past the tile's last position
 // are zeroed after they land (masked, but 0 * NaN of a later position's bits would not be 0);
-// keys past the sequence come in as zeros from the copy. The dQ pass stays on k_sel_dq: the
-// same 1-warp design for dQ (three products a chunk, 253 registers at D 128) measured slower
-// (paper shape 64k, selected backward 57.8 -> 73.5 ms; bench/RESULTS.md).
+// keys past the sequence come in as zeros from the copy. The dQ pass stays on k_sel_dq (H100,
+// bench/RESULTS.md): the same 1-warp design for dQ (three products a chunk, 253 registers at
+// D 128) was slower (paper shape 64k, selected backward 57.8 -> 73.5 ms), and so was a
+// warp-specialised one (a loader warp, 4 warps splitting each chunk's keys, 2-4 stages) at
+// D 128 (57.1 -> 72.5-73.2 ms); at D 64 it gained 0-8 % on the op and nothing end to end.
 #define SEL_TMA_KT 64
 // mbarrier (sm_90): a phase completes when its one arrival (expect_tx) has come and the bytes
 // it announced have landed
@@ -1117,40 +1119,64 @@ template <int D> constexpr size_t sel_tma_smem() {
     return 1024 + (size_t)SEL_TMA_NST * 2 * SEL_TMA_KT * D * 2 + (size_t)16 * (D + 8) * 2;
 }
 
-template <typename T, int D> struct SelTmaFeed {
-    static constexpr int NST = SEL_TMA_NST;
-    static constexpr int STAGE = 2 * SEL_TMA_KT * D * 2;   // bytes: K then V
-    unsigned char *ring;       // NST stages, 1024-byte aligned
-    uint32_t bar;              // shared address of the NST mbarriers (8 bytes each)
-    const CUtensorMap *mk, *mv;
-    const int *ul;             // the tile's block list
-    int lsel, per, nch, tmax, g, b, lane;
-    int pf;                    // the next chunk to load (nch: none)
-
+#define SEL_TMA_STAGE(D) (2 * SEL_TMA_KT * (D) * 2)   // bytes of a stage: K then V [64][D]
+// A tile's chunks: chunk c covers keys kb(c) .. kb(c) + 63 of block ul[c / per]; chunks that
+// start after the tile's last position (tmax) are skipped
+struct SelChunks {
+    const int *ul;   // the tile's block list
+    int lsel, per, nch, tmax;
     __device__ int kb(int c) const { return ul[c / per] * lsel + (c % per) * SEL_TMA_KT; }
     __device__ int next(int c) const {
         for (; c < nch; c++)
             if (kb(c) <= tmax) return c;
         return nch;
     }
+};
+// one thread: the chunk at key k0 into a stage, one TMA copy per 64-column atom of K and V,
+// completing on bar
+template <int D>
+__device__ __forceinline__ void sel_tma_issue(unsigned char *stage, const CUtensorMap *mk, const CUtensorMap *mv, int g, int k0,
+                                              int b, uint32_t bar) {
+    mbar_expect_tx(bar, SEL_TMA_STAGE(D));
+#pragma unroll
+    for (int at = 0; at < D / 64; at++) {
+        tma_load4(stage + at * SEL_TMA_KT * 128, mk, at * 64, g, k0, b, bar);
+        tma_load4(stage + SEL_TMA_STAGE(D) / 2 + at * SEL_TMA_KT * 128, mv, at * 64, g, k0, b, bar);
+    }
+}
+// one warp: zero the K and V rows [r0, r1) of a landed stage (a key row is 128 contiguous bytes
+// in each atom, whatever the swizzle), then order those writes before a later TMA write to it
+template <int D> __device__ __forceinline__ void sel_tma_zero(unsigned char *stage, int r0, int r1, int lane) {
+    const int nz = r1 - r0;
+    if (nz <= 0) return;
+    for (int i = lane; i < nz * (D / 64) * 2 * 8; i += 32) {
+        const int ch = i & 7, row = r0 + (i >> 3) % nz, at = (i >> 3) / nz;
+        *reinterpret_cast<uint4 *>(stage + at * SEL_TMA_KT * 128 + row * 128 + ch * 16) = make_uint4(0, 0, 0, 0);
+    }
+    wg_fence_proxy();
+}
+
+// the forward's feed: one warp consumes and refills its own ring
+template <typename T, int D> struct SelTmaFeed {
+    static constexpr int NST = SEL_TMA_NST, STAGE = SEL_TMA_STAGE(D);
+    unsigned char *ring;       // NST stages, 1024-byte aligned
+    uint32_t bar;              // shared address of the NST mbarriers (8 bytes each)
+    const CUtensorMap *mk, *mv;
+    SelChunks ch;
+    int g, b, lane;
+    int pf;                    // the next chunk to load (nch: none)
+
     __device__ const T *kst(int s) const { return reinterpret_cast<const T *>(ring + s * STAGE); }
     __device__ const T *vst(int s) const { return reinterpret_cast<const T *>(ring + s * STAGE + STAGE / 2); }
     __device__ void issue(int s) {   // lane 0
-        const int k0 = kb(pf);
-        pf = next(pf + 1);
-        const uint32_t bb = bar + 8 * s;
-        mbar_expect_tx(bb, STAGE);
-#pragma unroll
-        for (int at = 0; at < D / 64; at++) {
-            tma_load4(ring + s * STAGE + at * SEL_TMA_KT * 128, mk, at * 64, g, k0, b, bb);
-            tma_load4(ring + s * STAGE + STAGE / 2 + at * SEL_TMA_KT * 128, mv, at * 64, g, k0, b, bb);
-        }
+        sel_tma_issue<D>(ring + s * STAGE, mk, mv, g, ch.kb(pf), b, bar + 8 * s);
+        pf = ch.next(pf + 1);
     }
     __device__ int start() {
-        pf = next(0);
+        pf = ch.next(0);
         const int c0 = pf;
         if (lane == 0)
-            for (int s = 0; s < NST && pf < nch; s++) issue(s);
+            for (int s = 0; s < NST && pf < ch.nch; s++) issue(s);
         pf = __shfl_sync(0xffffffffu, pf, 0);
         return c0;
     }
@@ -1159,22 +1185,13 @@ template <typename T, int D> struct SelTmaFeed {
     __device__ void wait(int it, int k0) {
         const int s = it % NST;
         mbar_wait(bar + 8 * s, (uint32_t)(it / NST) & 1);
-        const int nz = k0 + SEL_TMA_KT - 1 - tmax;
-        if (nz > 0) {
-            // a key row is 128 contiguous bytes in each atom, whatever the swizzle
-            unsigned char *st = ring + s * STAGE;
-            for (int i = lane; i < nz * (D / 64) * 2 * 8; i += 32) {
-                const int ch = i & 7, row = SEL_TMA_KT - nz + (i >> 3) % nz, at = (i >> 3) / nz;
-                *reinterpret_cast<uint4 *>(st + at * SEL_TMA_KT * 128 + row * 128 + ch * 16) = make_uint4(0, 0, 0, 0);
-            }
-            wg_fence_proxy();   // before a later TMA write to the stage
-        }
+        sel_tma_zero<D>(ring + s * STAGE, ch.tmax - k0 + 1, SEL_TMA_KT, lane);
         __syncwarp();
     }
     // the warp is done with the it-th chunk: its stage takes the next chunk to load
     __device__ void release(int it) {
         __syncwarp();
-        if (lane == 0 && pf < nch) issue(it % NST);
+        if (lane == 0 && pf < ch.nch) issue(it % NST);
         pf = __shfl_sync(0xffffffffu, pf, 0);
     }
 };
@@ -1208,8 +1225,8 @@ __global__ void __launch_bounds__(32) k_sel_fwd_tma(AttnArgs a, const __grid_con
     cp_wait<0>();
     __syncwarp();
     const int per = a.lsel / SEL_TMA_KT;
-    SelTmaFeed<T, D> feed{ring, (uint32_t)__cvta_generic_to_shared(bars), &mk, &mv, ul, a.lsel, per,
-                               nu_s * per, st.tmax, g, b, lane, 0};
+    SelTmaFeed<T, D> feed{ring, (uint32_t)__cvta_generic_to_shared(bars), &mk, &mv, {ul, a.lsel, per, nu_s * per, st.tmax},
+                          g, b, lane, 0};
     const int c0 = feed.start();
     uint32_t qf[NKS][4];
 #pragma unroll
@@ -1222,8 +1239,8 @@ __global__ void __launch_bounds__(32) k_sel_fwd_tma(AttnArgs a, const __grid_con
 #pragma unroll
     for (int i = 0; i < NDT; i++) oacc[i][0] = oacc[i][1] = oacc[i][2] = oacc[i][3] = 0.f;
     int it = 0;
-    for (int c = c0; c < feed.nch; c = feed.next(c + 1), it++) {
-        const int fl = uf[c / per], kb = feed.kb(c);
+    for (int c = c0; c < feed.ch.nch; c = feed.ch.next(c + 1), it++) {
+        const int fl = uf[c / per], kb = feed.ch.kb(c);
         feed.wait(it, kb);
         const T *Kw = feed.kst(it % SEL_TMA_NST), *Vw = feed.vst(it % SEL_TMA_NST);
         float s[NT][4];
@@ -1787,7 +1804,7 @@ template <typename T, int D> struct DqKernels {
     template <int KT, int P> static void sel(dim3 grid, const AttnArgs &a) {
         mma_launch(k_sel_dq<T, D, KT, P>, grid, 128, sel_smem<D, KT>(), a);
     }
-    static constexpr bool has_sel_tma = false;
+    static constexpr bool has_sel_tma = false;   // k_sel_dq_tma measured no faster (see k_sel_fwd_tma)
     template <int BR> static void rows_k(dim3 grid, const AttnArgs &a) {
         if constexpr (D % 64 == 0) {
             if (g_nsa_cuda.wgmma) {
