@@ -186,6 +186,11 @@ struct Backend {
     //   p -= lr * ( (m / bc1) / (sqrt(v / bc2) + eps) + wd * p )
     void (*adamw)(void *p, const void *g, void *m, void *v, int64_t n, double lr,
                   double b1, double b2, double bc1, double bc2, double eps, double wd);
+    // AdamW over n runs of one parameter buffer, each as adamw on its elements [off[r], off[r] +
+    // len[r]) of p, g, m, v (the buffers' element 0) with weight decay wd[r]: the same bits as
+    // n adamw calls, in fewer launches where the backend can
+    void (*adamw_runs)(void *p, const void *g, void *m, void *v, const int64_t *off, const int64_t *len,
+                       const double *wd, int n, double lr, double b1, double b2, double bc1, double bc2, double eps);
     // The parameter buffer [param_mem, param_mem + n elements) was written by
     // something other than adamw (initialisation, a checkpoint load, a test).
     // Backends that compute from a low-precision copy of the weights refresh it

@@ -157,6 +157,7 @@ const Backend CPU_FN(cpu_backend) = {
     .first_nonfinite_act = CPU_FN(first_nonfinite),
     .first_nonfinite_param = CPU_FN(first_nonfinite),
     .adamw = CPU_FN(adamw),
+    .adamw_runs = CPU_FN(adamw_runs),
     .compress_avg_fwd = CPU_FN(compress_avg_fwd),
     .compress_avg_bwd = CPU_FN(compress_avg_bwd),
     .block_gather_fwd = CPU_FN(block_gather_fwd),

@@ -54,6 +54,8 @@ void CPU_FN(scale_param)(void *x, double s, int64_t n);
 int64_t CPU_FN(first_nonfinite)(const void *x, int64_t n);
 void CPU_FN(adamw)(void *p, const void *g, void *m, void *v, int64_t n, double lr,
                    double b1, double b2, double bc1, double bc2, double eps, double wd);
+void CPU_FN(adamw_runs)(void *p, const void *g, void *m, void *v, const int64_t *off, const int64_t *len,
+                        const double *wd, int n, double lr, double b1, double b2, double bc1, double bc2, double eps);
 
 // ---- NSA (kernels/cpu/nsa_*.c) ---------------------------------------------------
 void CPU_FN(compress_avg_fwd)(void *Kc, const void *k, const NsaGeom *g, int i0, int Ni);

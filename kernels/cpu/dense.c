@@ -429,3 +429,9 @@ void CPU_FN(adamw)(void *p_, const void *g_, void *m_, void *v_, int64_t n, doub
         p[i] = (real)(pi - lr * ((mi / bc1) / (sqrt(vi / bc2) + eps) + wd * pi));
     }
 }
+void CPU_FN(adamw_runs)(void *p, const void *g, void *m, void *v, const int64_t *off, const int64_t *len,
+                        const double *wd, int n, double lr, double b1, double b2, double bc1, double bc2, double eps) {
+    for (int r = 0; r < n; r++)
+        CPU_FN(adamw)((real *)p + off[r], (const real *)g + off[r], (real *)m + off[r], (real *)v + off[r], len[r], lr, b1, b2,
+                      bc1, bc2, eps, wd[r]);
+}

@@ -551,25 +551,41 @@ template <int DT> struct Ops {
         PROF("grad_sumsq");
         nsa_cuda_sumsq_many_f32(base, off, len, n, out);
     }
-    static void adamw(void *p, const void *g, void *m, void *v, int64_t n, double lr, double b1, double b2,
-                      double bc1, double bc2, double eps, double wd) {
-        PROF("adamw");
-        WCopy *c = DT == NSA_DT_F32 ? NULL : find_wcopy(p, DT);
-        void *wc = NULL, *wa = NULL;
-        if (c) wc = (char *)c->copy + (((uintptr_t)p - c->base) / 4) * dt_bytes(DT);
-        if (DT != NSA_DT_F32) {
+    // a run's weight copies: the slice of the buffer's copy, and the aligned copy when one
+    // covers exactly the run
+    static NsaAdamwRun adamw_run(void *base, int64_t off, int64_t n, double wd) {
+        void *p = (char *)base + off * 4;
+        NsaAdamwRun r = {off, n, wd, NULL, NULL};
+        if constexpr (DT != NSA_DT_F32) {
+            if (WCopy *c = find_wcopy(p, DT)) r.wcopy = (char *)c->copy + (((uintptr_t)p - c->base) / 4) * dt_bytes(DT);
             auto it = g_acopies.find(std::make_pair((uintptr_t)p, DT));
-            if (it != g_acopies.end() && it->second.n == n) wa = it->second.ptr;
+            if (it != g_acopies.end() && it->second.n == n) r.wcopy2 = it->second.ptr;
         }
-        nsa_cuda_adamw(p, g, m, v, n, lr, b1, b2, bc1, bc2, eps, wd, wc, wa, DT);
-        // aligned copies of other tensors inside [p, p+n) (an update over several tensors)
-        if (DT != NSA_DT_F32)
+        return r;
+    }
+    // the aligned copies of the other tensors inside [p, p + n) (a run over several tensors),
+    // after the update
+    static void adamw_refresh_acopies(const void *p, int64_t n, const void *wa) {
+        if constexpr (DT != NSA_DT_F32)
             for (auto &kv : g_acopies) {
                 uintptr_t w0 = kv.first.first;
                 if (kv.first.second != DT || kv.second.ptr == wa) continue;
                 if (w0 + (uintptr_t)kv.second.n * 4 <= (uintptr_t)p || w0 >= (uintptr_t)p + (uintptr_t)n * 4) continue;
                 nsa_cuda_f32_to_act(DT, kv.second.ptr, (const float *)w0, kv.second.n);
             }
+    }
+    static void adamw_runs(void *p, const void *g, void *m, void *v, const int64_t *off, const int64_t *len, const double *wd,
+                           int n, double lr, double b1, double b2, double bc1, double bc2, double eps) {
+        PROF("adamw");
+        std::vector<NsaAdamwRun> runs((size_t)n);
+        for (int r = 0; r < n; r++) runs[r] = adamw_run(p, off[r], len[r], wd[r]);
+        nsa_cuda_adamw_runs(p, g, m, v, runs.data(), n, lr, b1, b2, bc1, bc2, eps, DT);
+        for (int r = 0; r < n; r++) adamw_refresh_acopies((char *)p + off[r] * 4, len[r], runs[r].wcopy2);
+    }
+    static void adamw(void *p, const void *g, void *m, void *v, int64_t n, double lr, double b1, double b2,
+                      double bc1, double bc2, double eps, double wd) {
+        const int64_t off = 0;
+        adamw_runs(p, g, m, v, &off, &n, &wd, 1, lr, b1, b2, bc1, bc2, eps);
     }
 
     static void fill(Backend *b) {
@@ -599,6 +615,7 @@ template <int DT> struct Ops {
         b->first_nonfinite_act = bound<nsa_cuda_first_nonfinite, nullptr, DT>;
         b->first_nonfinite_param = nonfinite_param;
         b->adamw = adamw;
+        b->adamw_runs = adamw_runs;
         b->params_changed = DT == NSA_DT_F32 ? NULL : bound<params_changed_dt, nullptr, DT>;
 #define NSA_BIND(field, fn, name) b->field = bound<fn, prof_##field, DT>;
         NSA_CUDA_PROFILED_OPS(NSA_BIND)

@@ -444,9 +444,22 @@ __global__ void k_sum_final_many(double *out, const double *part, const int64_t 
     const double s = sum_parts(part + cstart[blockIdx.x], cstart[blockIdx.x + 1] - cstart[blockIdx.x], sh);
     if (threadIdx.x == 0) out[blockIdx.x] = s;
 }
-__global__ void k_scale(float *x, double s, int64_t n) {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
-        x[i] = (float)((double)x[i] * s);
+// x *= s in fp64, rounded once: elements [head, head + 4 nq) as 16-byte quads, the rest one
+// by one (the same arithmetic, the same bits)
+__global__ void k_scale(float *x, double s, int64_t n, int64_t head, int64_t nq) {
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x, tid = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    for (int64_t q = tid; q < nq; q += stride) {
+        float4 a = *reinterpret_cast<const float4 *>(x + head + 4 * q);
+        a.x = (float)((double)a.x * s);
+        a.y = (float)((double)a.y * s);
+        a.z = (float)((double)a.z * s);
+        a.w = (float)((double)a.w * s);
+        *reinterpret_cast<float4 *>(x + head + 4 * q) = a;
+    }
+    for (int64_t j = tid; j < n - 4 * nq; j += stride) {
+        const int64_t e = j < head ? j : j + 4 * nq;
+        x[e] = (float)((double)x[e] * s);
+    }
 }
 template <typename T> __global__ void k_nonfinite(unsigned long long *first, const T *x, int64_t n) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
@@ -470,36 +483,66 @@ __device__ __forceinline__ float adamw_elem(float &m, float &v, float p, float g
 template <typename TC> struct alignas(4 * sizeof(TC)) Quad {
     TC x[4];
 };
-// Elements [head, head + 4 nq) go as quads (16-byte fp32 accesses, 4-element copies), the
-// others (the head and the tail; all of them when nq = 0) one by one. Every element gets the
-// same arithmetic either way, so the grouping never changes a bit. wcopy, wcopy2: the
-// parameters rounded to TC (NULL: none).
+// One run of AdamW (a table entry in device memory): elements [off, off + n) of p, g, m, v.
+// Elements [head, head + 4 nq) of the run go as quads (16-byte fp32 accesses, 4-element
+// copies), the others (the head and the tail; all of them when nq = 0) one by one. Every
+// element gets the same arithmetic (adamw_elem) either way, so neither the grouping nor the
+// runs change a bit. wc, wa: the run's parameters rounded to the copy type (NULL: none).
+struct AdamwRun {
+    int64_t off, n, head, nq;
+    int64_t block0;   // the run's first block
+    double wd;
+    void *wc, *wa;
+};
+#define ADAMW_QUADS 1024   // quads a block; a run without quads: 4 ADAMW_QUADS single elements a block
+static int64_t adamw_blocks(int64_t n, int64_t nq) {
+    return nq > 0 ? (nq + ADAMW_QUADS - 1) / ADAMW_QUADS : (n + 4 * ADAMW_QUADS - 1) / (4 * ADAMW_QUADS);
+}
+// a block per ADAMW_QUADS quads of a run (its first block also takes the run's single
+// elements), the run found by a binary search over the table's block0
 template <typename TC>
-__global__ void k_adamw(float *p, const float *g, float *m, float *v, int64_t n, int64_t head, int64_t nq, AdamwHyper h,
-                        TC *wcopy, TC *wcopy2) {
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x, tid = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
-    for (int64_t q = tid; q < nq; q += stride) {
-        const int64_t e = head + 4 * q;
-        const float4 pp = *reinterpret_cast<const float4 *>(p + e), gg = *reinterpret_cast<const float4 *>(g + e);
-        float4 mm = *reinterpret_cast<const float4 *>(m + e), vv = *reinterpret_cast<const float4 *>(v + e);
+__global__ void __launch_bounds__(EW_THREADS) k_adamw_runs(float *p, const float *g, float *m, float *v, const AdamwRun *runs,
+                                                           int nr, AdamwHyper h) {
+    int lo = 0, hi = nr - 1;
+    while (lo < hi) {
+        const int mid = (lo + hi + 1) / 2;
+        if (runs[mid].block0 <= (int64_t)blockIdx.x) lo = mid;
+        else hi = mid - 1;
+    }
+    const AdamwRun r = runs[lo];
+    h.wd = r.wd;
+    const int64_t c = blockIdx.x - r.block0;
+    float *pr = p + r.off, *mr = m + r.off, *vr = v + r.off;
+    const float *gr = g + r.off;
+    TC *wc = (TC *)r.wc, *wa = (TC *)r.wa;
+    const int64_t q1 = (c + 1) * ADAMW_QUADS < r.nq ? (c + 1) * ADAMW_QUADS : r.nq;
+    for (int64_t q = c * ADAMW_QUADS + threadIdx.x; q < q1; q += blockDim.x) {
+        const int64_t e = r.head + 4 * q;
+        const float4 pp = *reinterpret_cast<const float4 *>(pr + e), gg = *reinterpret_cast<const float4 *>(gr + e);
+        float4 mm = *reinterpret_cast<const float4 *>(mr + e), vv = *reinterpret_cast<const float4 *>(vr + e);
         float4 pn;
         pn.x = adamw_elem(mm.x, vv.x, pp.x, gg.x, h);
         pn.y = adamw_elem(mm.y, vv.y, pp.y, gg.y, h);
         pn.z = adamw_elem(mm.z, vv.z, pp.z, gg.z, h);
         pn.w = adamw_elem(mm.w, vv.w, pp.w, gg.w, h);
-        *reinterpret_cast<float4 *>(m + e) = mm;
-        *reinterpret_cast<float4 *>(v + e) = vv;
-        *reinterpret_cast<float4 *>(p + e) = pn;
-        Quad<TC> c = {{fromf<TC>(pn.x), fromf<TC>(pn.y), fromf<TC>(pn.z), fromf<TC>(pn.w)}};
-        if (wcopy) *reinterpret_cast<Quad<TC> *>(wcopy + e) = c;
-        if (wcopy2) *reinterpret_cast<Quad<TC> *>(wcopy2 + e) = c;
+        *reinterpret_cast<float4 *>(mr + e) = mm;
+        *reinterpret_cast<float4 *>(vr + e) = vv;
+        *reinterpret_cast<float4 *>(pr + e) = pn;
+        Quad<TC> cp = {{fromf<TC>(pn.x), fromf<TC>(pn.y), fromf<TC>(pn.z), fromf<TC>(pn.w)}};
+        if (wc) *reinterpret_cast<Quad<TC> *>(wc + e) = cp;
+        if (wa) *reinterpret_cast<Quad<TC> *>(wa + e) = cp;
     }
-    for (int64_t j = tid; j < n - 4 * nq; j += stride) {
-        const int64_t e = j < head ? j : j + 4 * nq;
-        const float pn = adamw_elem(m[e], v[e], p[e], g[e], h);
-        p[e] = pn;
-        if (wcopy) wcopy[e] = fromf<TC>(pn);
-        if (wcopy2) wcopy2[e] = fromf<TC>(pn);
+    // single elements: the head and tail with the first block, or a block's 4 ADAMW_QUADS of a
+    // run without quads
+    const int64_t ns = r.n - 4 * r.nq;
+    const int64_t j0 = r.nq > 0 ? (c == 0 ? 0 : ns) : c * 4 * ADAMW_QUADS;
+    const int64_t j1 = r.nq > 0 ? ns : ((c + 1) * 4 * ADAMW_QUADS < ns ? (c + 1) * 4 * ADAMW_QUADS : ns);
+    for (int64_t j = j0 + threadIdx.x; j < j1; j += blockDim.x) {
+        const int64_t e = j < r.head ? j : j + 4 * r.nq;
+        const float pn = adamw_elem(mr[e], vr[e], pr[e], gr[e], h);
+        pr[e] = pn;
+        if (wc) wc[e] = fromf<TC>(pn);
+        if (wa) wa[e] = fromf<TC>(pn);
     }
 }
 
@@ -705,7 +748,11 @@ extern "C" void nsa_cuda_sumsq_many_f32(const void *base, const int64_t *off, co
 }
 extern "C" void nsa_cuda_scale_f32(void *x, double s, int64_t n) {
     if (n <= 0) return;
-    k_scale<<<nsa_blocks(n, EW_THREADS), EW_THREADS, 0, NSA_STREAM>>>((float *)x, s, n);
+    int64_t head = (int64_t)((16 - (uintptr_t)x % 16) % 16) / 4, nq = 0;
+    if ((uintptr_t)x % 4 == 0 && head <= n) nq = (n - head) / 4;
+    else head = 0;
+    const int64_t work = nq > n - 4 * nq ? nq : n - 4 * nq;
+    k_scale<<<nsa_blocks(work, EW_THREADS), EW_THREADS, 0, NSA_STREAM>>>((float *)x, s, n, head, nq);
     CUDA_LAUNCHED();
 }
 extern "C" int64_t nsa_cuda_first_nonfinite(int dt, const void *x, int64_t n) {
@@ -719,33 +766,47 @@ extern "C" int64_t nsa_cuda_first_nonfinite(int dt, const void *x, int64_t n) {
     cudaCheck(cudaStreamSynchronize(NSA_STREAM));
     return h == ~0ull ? -1 : (int64_t)h;
 }
-// the quad split of k_adamw: head elements until p is 16-byte aligned, then quads, where g, m,
-// v fall on 16 bytes and the copies on 4 elements at the same index (else nq = 0: all single)
-static void adamw_split(const void *p, const void *g, const void *m, const void *v, const void *wc, const void *wc2,
+// the quad split of a run: head elements until p is 16-byte aligned, then quads, where g, m, v
+// fall on 16 bytes and the copies on 4 elements at the same index (else nq = 0: all single)
+static void adamw_split(const void *p, const void *g, const void *m, const void *v, const void *wc, const void *wa,
                         int esz, int64_t n, int64_t *head, int64_t *nq) {
     const int64_t h = (int64_t)((16 - (uintptr_t)p % 16) % 16) / 4;
     const uintptr_t hb = (uintptr_t)h * 4;
     bool ok = (uintptr_t)p % 4 == 0 && h <= n;
     for (const void *x : {g, m, v}) ok = ok && ((uintptr_t)x + hb) % 16 == 0;
-    for (const void *x : {wc, wc2}) ok = ok && (!x || ((uintptr_t)x + (uintptr_t)h * esz) % (4 * esz) == 0);
+    for (const void *x : {wc, wa}) ok = ok && (!x || ((uintptr_t)x + (uintptr_t)h * esz) % (4 * esz) == 0);
     *head = ok ? h : 0;
     *nq = ok ? (n - h) / 4 : 0;
 }
-extern "C" void nsa_cuda_adamw(void *p, const void *g, void *m, void *v, int64_t n, double lr, double b1, double b2,
-                               double bc1, double bc2, double eps, double wd, void *wcopy, void *wcopy2, int copy_dt) {
-    if (n <= 0) return;
-    const AdamwHyper h = {lr, b1, b2, bc1, bc2, eps, wd};
-    const bool copies = wcopy && copy_dt != NSA_DT_F32;
-    int64_t head, nq;
-    adamw_split(p, g, m, v, copies ? wcopy : NULL, copies ? wcopy2 : NULL, copy_dt == NSA_DT_F32 ? 4 : 2, n, &head, &nq);
-    const unsigned nb = nsa_blocks(nq > n - 4 * nq ? nq : n - 4 * nq, EW_THREADS);
+extern "C" void nsa_cuda_adamw_runs(void *p, const void *g, void *m, void *v, const NsaAdamwRun *runs, int nr, double lr,
+                                    double b1, double b2, double bc1, double bc2, double eps, int copy_dt) {
+    std::vector<AdamwRun> tab;
+    int64_t blocks = 0;
+    const int esz = copy_dt == NSA_DT_F32 ? 4 : 2;
+    for (int i = 0; i < nr; i++) {
+        if (runs[i].n <= 0) continue;
+        AdamwRun r = {runs[i].off, runs[i].n, 0, 0, blocks, runs[i].wd, NULL, NULL};
+        if (copy_dt != NSA_DT_F32) {
+            r.wc = runs[i].wcopy;
+            r.wa = runs[i].wcopy2;
+        }
+        const int64_t o = r.off * 4;
+        adamw_split((char *)p + o, (const char *)g + o, (char *)m + o, (char *)v + o, r.wc, r.wa, esz, r.n, &r.head, &r.nq);
+        blocks += adamw_blocks(r.n, r.nq);
+        tab.push_back(r);
+    }
+    if (tab.empty()) return;
+    AdamwRun *dtab = (AdamwRun *)nsa_cuda_scratch(SCR_RED1, tab.size() * sizeof(AdamwRun));
+    cudaCheck(cudaMemcpyAsync(dtab, tab.data(), tab.size() * sizeof(AdamwRun), cudaMemcpyHostToDevice, NSA_STREAM));
+    const AdamwHyper h = {lr, b1, b2, bc1, bc2, eps, 0.0};
     float *pf = (float *)p, *mf = (float *)m, *vf = (float *)v;
     const float *gf = (const float *)g;
-    if (!copies)
-        k_adamw<float><<<nb, EW_THREADS, 0, NSA_STREAM>>>(pf, gf, mf, vf, n, head, nq, h, NULL, NULL);
-    else if (copy_dt == NSA_DT_BF16)
-        k_adamw<bf16><<<nb, EW_THREADS, 0, NSA_STREAM>>>(pf, gf, mf, vf, n, head, nq, h, (bf16 *)wcopy, (bf16 *)wcopy2);
+    const int n = (int)tab.size();
+    if (copy_dt == NSA_DT_BF16)
+        k_adamw_runs<bf16><<<(unsigned)blocks, EW_THREADS, 0, NSA_STREAM>>>(pf, gf, mf, vf, dtab, n, h);
+    else if (copy_dt == NSA_DT_F16)
+        k_adamw_runs<f16><<<(unsigned)blocks, EW_THREADS, 0, NSA_STREAM>>>(pf, gf, mf, vf, dtab, n, h);
     else
-        k_adamw<f16><<<nb, EW_THREADS, 0, NSA_STREAM>>>(pf, gf, mf, vf, n, head, nq, h, (f16 *)wcopy, (f16 *)wcopy2);
+        k_adamw_runs<float><<<(unsigned)blocks, EW_THREADS, 0, NSA_STREAM>>>(pf, gf, mf, vf, dtab, n, h);
     CUDA_LAUNCHED();
 }

@@ -72,8 +72,17 @@ double nsa_cuda_sumsq_f32(const void *x, int64_t n);          // synchronous
 void nsa_cuda_sumsq_many_f32(const void *base, const int64_t *off, const int64_t *len, int n, double *out);   // one sync
 void nsa_cuda_scale_f32(void *x, double s, int64_t n);
 int64_t nsa_cuda_first_nonfinite(int dt, const void *x, int64_t n);   // synchronous
-void nsa_cuda_adamw(void *p, const void *g, void *m, void *v, int64_t n, double lr, double b1, double b2,
-                    double bc1, double bc2, double eps, double wd, void *wcopy, void *wcopy2, int copy_dt);
+// AdamW over runs of a parameter buffer in one launch (k_adamw_runs): run i updates elements
+// [off, off + n) of p, g, m, v (fp32) with weight decay wd and writes the updated parameters,
+// rounded to copy_dt, to wcopy and wcopy2 (element 0 = the run's first; NULL: none; ignored
+// when copy_dt is fp32)
+typedef struct {
+    int64_t off, n;
+    double wd;
+    void *wcopy, *wcopy2;
+} NsaAdamwRun;
+void nsa_cuda_adamw_runs(void *p, const void *g, void *m, void *v, const NsaAdamwRun *runs, int nr, double lr, double b1,
+                         double b2, double bc1, double bc2, double eps, int copy_dt);
 // dst[n] (act type dt) = (act) src[n] (fp32)
 void nsa_cuda_f32_to_act(int dt, void *dst, const float *src, int64_t n);
 // dst[n] (fp32) = src[n] (act type dt)

@@ -688,6 +688,36 @@ static double po_adamw_quads_err(Ctx *c, char *shape, size_t sn) {
     free(st);
     return err;
 }
+// adamw_runs (CUDA): runs of one launch (a tiny misaligned run of single elements, an empty
+// one, runs with a head, quads over several blocks and a tail, each its own weight decay)
+// bit for bit as one adamw call per run; elements outside every run untouched
+static double po_adamw_runs_err(Ctx *c, char *shape, size_t sn) {
+    (void)shape; (void)sn;
+    const int64_t n = c->p[0];
+    const int64_t off[4] = {1, 3, 3, n / 2}, len[4] = {2, 0, n / 4, n / 2 - 1};
+    const double wd[4] = {0.1, 0.5, 0.0, 0.2};
+    double *st = malloc(sizeof(double) * (size_t)n * 7);
+    for (int s = PO_X; s <= PO_V; s++) GPU->param_to_f64(st + s * n, c->t[s].g, n);
+    GPU->adamw_runs(c->t[PO_X].g, c->t[PO_G].g, c->t[PO_M].g, c->t[PO_V].g, off, len, wd, 4, 3e-3, 0.9, 0.95, 0.19, 0.0975, 1e-8);
+    for (int s = 0; s < 3; s++) GPU->param_to_f64(st + (4 + s) * n, c->t[s == 0 ? PO_X : s == 1 ? PO_M : PO_V].g, n);
+    for (int s = PO_X; s <= PO_V; s++) GPU->param_from_f64(c->t[s].g, st + s * n, n);
+    for (int r = 0; r < 4; r++) {
+        float *x = (float *)c->t[PO_X].g + off[r], *g = (float *)c->t[PO_G].g + off[r];
+        float *m = (float *)c->t[PO_M].g + off[r], *v = (float *)c->t[PO_V].g + off[r];
+        GPU->adamw(x, g, m, v, len[r], 3e-3, 0.9, 0.95, 0.19, 0.0975, 1e-8, wd[r]);
+    }
+    double err = 0;
+    for (int s = 0; s < 3; s++) {
+        GPU->param_to_f64(c->h, c->t[s == 0 ? PO_X : s == 1 ? PO_M : PO_V].g, n);
+        for (int64_t i = 0; i < n; i++) {
+            if (!(c->h[i] == st[(4 + s) * n + i])) err = INFINITY;
+            const int in = (i >= 1 && i < 3 + n / 4) || (i >= n / 2 && i < n - 1);
+            if (!in && !(c->h[i] == st[(s == 0 ? PO_X : s == 1 ? PO_M : PO_V) * n + i])) err = INFINITY;
+        }
+    }
+    free(st);
+    return err;
+}
 // first non-finite (CUDA only): an inf at n/2 and a NaN at n-3, then none
 static double po_nonfinite_param(Ctx *c, char *shape, size_t sn) {
     (void)shape; (void)sn;
@@ -718,6 +748,7 @@ static const OpCase PARAM_CASES[] = {
     {.setup = po_setup_adamw, .run = po_adamw, .tol = 1e-6,   // fp64 math on both, one rounding
      .out = {OUT(PO_X, "adamw.p"), OUT(PO_M, "adamw.m"), OUT(PO_V, "adamw.v")}},
     {.setup = po_setup_adamw, .err = po_adamw_quads_err, .name = "adamw(quads = singles)", .tol = 0},
+    {.setup = po_setup_adamw, .err = po_adamw_runs_err, .name = "adamw_runs = adamw per run", .tol = 0},
     {.err = po_nonfinite_param, .name = "first_nonfinite_param", .tol = 0},
     {.err = po_nonfinite_act, .name = "first_nonfinite_act", .tol = 0},
     {.err = po_nonfinite_none, .name = "first_nonfinite_act(none)", .tol = 0},

@@ -74,7 +74,9 @@
     void scale_param_##S(void *, double, int64_t);                                             \
     int64_t first_nonfinite_##S(const void *, int64_t);                                        \
     void adamw_##S(void *, const void *, void *, void *, int64_t, double, double, double,       \
-                   double, double, double, double);
+                   double, double, double, double);                                            \
+    void adamw_runs_##S(void *, const void *, void *, void *, const int64_t *, const int64_t *,  \
+                        const double *, int, double, double, double, double, double, double);
 DECLARE_OPS(f32, float)
 DECLARE_OPS(f64, double)
 
@@ -109,6 +111,8 @@ typedef struct {
     int64_t (*first_nonfinite)(const void *, int64_t);
     void (*adamw)(void *, const void *, void *, void *, int64_t, double, double, double, double,
                   double, double, double);
+    void (*adamw_runs)(void *, const void *, void *, void *, const int64_t *, const int64_t *, const double *, int,
+                       double, double, double, double, double, double);
 } Prec;
 
 #define PREC(S, F64, TOL, T)                                                                  \
@@ -116,7 +120,7 @@ typedef struct {
      embedding_bwd_##S, rmsnorm_fwd_##S, rmsnorm_bwd_##S, rope_fwd_##S, rope_bwd_##S,          \
      rope_table_##S, kv_split_rope_fwd_##S, kv_gather_rope_bwd_##S, swiglu_fwd_##S, swiglu_bwd_##S, silu_fwd_##S, silu_bwd_##S, add_##S,       \
      add_inplace_##S, xent_fwd_bwd_##S, sumsq_param_##S, sumsq_params_##S, scale_param_##S,                     \
-     first_nonfinite_##S, adamw_##S}
+     first_nonfinite_##S, adamw_##S, adamw_runs_##S}
 static const Prec PRECS[2] = {PREC(f32, 0, 1e-5, float), PREC(f64, 1, 1e-13, double)};
 
 // ---- helpers -----------------------------------------------------------------------------
@@ -1163,6 +1167,47 @@ static void test_first_nonfinite(void **state) {
     }
 }
 
+// adamw_runs: each run bit for bit as adamw on it (its own weight decay), elements outside
+// every run untouched, an empty run ignored
+static void test_adamw_runs(void **state) {
+    (void)state;
+    const int64_t n = 9001;
+    const int64_t off[4] = {1, 3, 3, 5000}, len[4] = {2, 0, 4101, 4000};
+    const double wd[4] = {0.1, 0.5, 0.0, 0.2};
+    for (int p = 0; p < 2; p++) {
+        const Prec *P = &PRECS[p];
+        double *Pp = rvec(P, n, 0.1, 1), *G = rvec(P, n, 0.001, 1), *M = rvec(P, n, 0.001, 0.1);
+        double *V = rvec(P, n, 1e-6, 1e-2);
+        for (int64_t i = 0; i < n; i++) V[i] = fabs(V[i]);
+        void *buf[2][4];
+        for (int k = 0; k < 2; k++) {
+            buf[k][0] = rbuf_from(P, Pp, n);
+            buf[k][1] = rbuf_from(P, G, n);
+            buf[k][2] = rbuf_from(P, M, n);
+            buf[k][3] = rbuf_from(P, V, n);
+        }
+        P->adamw_runs(buf[0][0], buf[0][1], buf[0][2], buf[0][3], off, len, wd, 4, 1e-3, 0.9, 0.95, 0.271, 0.142625, 1e-6);
+        for (int r = 0; r < 4; r++) {
+            char *b[4];
+            for (int k = 0; k < 4; k++) b[k] = (char *)buf[1][k] + off[r] * P->es;
+            P->adamw(b[0], b[1], b[2], b[3], len[r], 1e-3, 0.9, 0.95, 0.271, 0.142625, 1e-6, wd[r]);
+        }
+        static const char *what[4] = {"p", "g", "m", "v"};
+        for (int k = 0; k < 4; k++)
+            if (memcmp(buf[0][k], buf[1][k], (size_t)n * P->es))
+                fail_msg("adamw_runs [%s]: %s differs from per-run adamw", P->name, what[k]);
+        double *gp = fetch(P, buf[0][0], n);
+        for (int64_t i = 0; i < n; i++) {
+            const int in = (i >= 1 && i < 3) || (i >= 3 && i < 4104) || (i >= 5000 && i < 9000);
+            if (!in && gp[i] != Pp[i]) fail_msg("adamw_runs [%s]: element %lld outside every run changed", P->name, (long long)i);
+            if (in && gp[i] == Pp[i]) fail_msg("adamw_runs [%s]: element %lld inside a run unchanged", P->name, (long long)i);
+        }
+        for (int k = 0; k < 2; k++)
+            for (int j = 0; j < 4; j++) free(buf[k][j]);
+        free(Pp); free(G); free(M); free(V); free(gp);
+    }
+}
+
 static void test_adamw(void **state) {
     (void)state;
     const int64_t n = 40001;
@@ -1369,6 +1414,7 @@ int main(void) {
         cmocka_unit_test_setup(test_sumsq_scale, reset_rng),
         cmocka_unit_test_setup(test_first_nonfinite, reset_rng),
         cmocka_unit_test_setup(test_adamw, reset_rng),
+        cmocka_unit_test_setup(test_adamw_runs, reset_rng),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
