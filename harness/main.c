@@ -469,8 +469,31 @@ static int run_parse_options(int argc, char **argv, RunOpts *O) {
     return GO_ON;
 }
 
+// A nested run's trainer environment, asked once per outer run. The selftest family runs
+// every detection as a nested `nsa-harness run` with the same trainer (harness/selftest.c),
+// and each asked the trainer's --print-env again: a torch import (~1.3 s) per detection for
+// the PyTorch trainer, a CUDA build's start for nsa-train. The outer run names a folder of
+// its own in NSA_HARNESS_ENV_CACHE: the first nested run keeps its trainer's answer there,
+// under the trainer's command line, and the later ones read it. Only an answer that is a
+// JSON object is kept: a trainer that cannot answer is asked again by every run.
+static void env_cache_file(const TrainerSpec *t, char *out, size_t n) {
+    const char *dir = getenv("NSA_HARNESS_ENV_CACHE");
+    out[0] = '\0';
+    if (!dir || dir[0] != '/' || !t->display) return;
+    unsigned long long h = 1469598103934665603ULL;   // FNV-1a of the command line
+    for (const char *p = t->display; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+    snprintf(out, n, "%s/%016llx_%d.json", dir, h, t->is_cmd);
+}
+
 // `T... --print-env`: its JSON object, or NULL (quiet: nothing said, else the reason on stderr).
 static json_t *trainer_print_env(const TrainerSpec *t, int quiet) {
+    char cache[4200];
+    env_cache_file(t, cache, sizeof cache);
+    if (cache[0]) {
+        json_t *kept = json_load_file(cache, 0, NULL);
+        if (json_is_object(kept)) return kept;
+        json_decref(kept);
+    }
     StrList av = {0};
     trainer_spec_argv(t, &av);
     strlist_add(&av, "--print-env");
@@ -480,7 +503,16 @@ static json_t *trainer_print_env(const TrainerSpec *t, int quiet) {
     json_t *env = prc == 0 ? json_loads(env_text, 0, NULL) : NULL;
     const int printed = env_text && env_text[0];
     free(env_text);
-    if (env && json_is_object(env)) return env;
+    if (env && json_is_object(env)) {
+        if (cache[0]) {   // written whole, then renamed: a sibling never reads half of it
+            char tmp[4300];
+            snprintf(tmp, sizeof tmp, "%s.%d.tmp", cache, (int)getpid());
+            if (json_dump_file(env, tmp, JSON_COMPACT) == 0) {
+                if (rename(tmp, cache) != 0) unlink(tmp);
+            } else unlink(tmp);
+        }
+        return env;
+    }
     json_decref(env);
     if (quiet) return NULL;
     // (the run's default trainer: a scenario's asks quietly and SKIPs its cases)

@@ -14,6 +14,7 @@
 // the "it catches the bug" proof. Loading and validating a self-test file (its
 // own schema) is family_selftest.c; this file runs and judges the detections.
 #define _POSIX_C_SOURCE 200809L
+#include <dirent.h>
 #include <errno.h>
 #include <fnmatch.h>
 #include <signal.h>
@@ -21,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "harness/family_impl.h"
 #include "harness/proc.h"
@@ -154,9 +156,42 @@ static void nested_argv(const RunCtx *ctx, const json_t *d, const char *scen, co
     argv[n] = NULL;
 }
 
+// The folder where the nested runs keep their trainer's --print-env answer (harness/main.c,
+// NSA_HARNESS_ENV_CACHE): one per outer run, made at its first detection in $TMPDIR and
+// removed when the outer run exits. A run that is itself nested keeps its parent's folder.
+static char env_cache_dir[4096];
+static pid_t env_cache_owner;
+static void env_cache_remove(void) {
+    if (!env_cache_dir[0] || getpid() != env_cache_owner) return;
+    DIR *d = opendir(env_cache_dir);
+    struct dirent *e;
+    char p[4400];
+    while (d && (e = readdir(d)))
+        if (e->d_name[0] != '.') {
+            snprintf(p, sizeof p, "%s/%s", env_cache_dir, e->d_name);
+            unlink(p);
+        }
+    if (d) closedir(d);
+    rmdir(env_cache_dir);
+}
+static void env_cache_ensure(void) {
+    const char *have = getenv("NSA_HARNESS_ENV_CACHE");
+    if ((have && have[0]) || env_cache_owner) return;
+    const char *tmp = getenv("TMPDIR");
+    snprintf(env_cache_dir, sizeof env_cache_dir, "%s/nsa_nested_env.XXXXXX", tmp && tmp[0] == '/' ? tmp : "/tmp");
+    env_cache_owner = getpid();   // tried once; without the folder every nested run asks its trainer
+    if (!mkdtemp(env_cache_dir)) {
+        env_cache_dir[0] = '\0';
+        return;
+    }
+    setenv("NSA_HARNESS_ENV_CACHE", env_cache_dir, 1);
+    atexit(env_cache_remove);
+}
+
 // Run the nested nsa-harness under the case's time limit; *status its wait
 // status. Returns 1 if it had to be stopped for running out of time.
 static int run_nested(const RunCtx *ctx, const Case *c, const char *const *argv, const char *log, int *status) {
+    env_cache_ensure();
     pid_t pid = proc_spawn((char *const *)argv, log, NULL, 0);
     int done = 0, hung = 0;
     *status = 0;
