@@ -19,6 +19,15 @@ if ! adapters/torch/nsa-torch-train --print-env >/dev/null 2>&1; then
   echo "SKIP: the PyTorch trainer cannot run here: $(adapters/torch/nsa-torch-train --print-env 2>&1 | head -1)"
   exit 77
 fi
+# The python the adapter picks, found once (as the adapter looks: NSA_TORCH_PYTHON, python3,
+# /usr/bin/python3) and handed to its ~100 starts in the matrix: where python3 is a shim
+# (pyenv) without torch, each start spent ~0.13 s asking it before /usr/bin/python3.
+# torch_adapter.sh tests the adapter's own search.
+for c in "${NSA_TORCH_PYTHON:-}" python3 /usr/bin/python3; do
+  [ -n "$c" ] && command -v "$c" >/dev/null 2>&1 &&
+    "$c" -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("torch") is None)' 2>/dev/null &&
+    { NSA_TORCH_PYTHON=$(command -v "$c"); export NSA_TORCH_PYTHON; break; }
+done
 out=$(mktemp -d "${TMPDIR:-/tmp}/nsa_selftest_torch.XXXXXX") || exit 1
 trap 'rm -rf "$out"' EXIT
 "$H" run scenarios/selftest/torch --profile ci --out "$out/rep"
