@@ -10,7 +10,7 @@
 #      relative, step-1 dump gradients within 1e-5 of each tensor's max |g|; fp32 sums
 #      over the two halves of the batch are added in a different order, so not
 #      bitwise); 1 rank under mpirun == --transport none, bitwise
-#   4. divergent_unused=1, default mode, --comm-timeout 10: exit 4 within the timeout,
+#   4. divergent_unused=1, default mode, --comm-timeout 6 (as in 6.): exit 4 within the timeout,
 #      [DDP] never-launched line, buckets.jsonl and [COMM-TIMEOUT] name rank 1, the
 #      bucket and blocks.1.attn.gate.fc2.weight; no process left
 #   5. divergent_unused=1 with find_unused: exit 0; with static_graph: exit 5 naming
@@ -169,13 +169,13 @@ check "1 rank under mpirun (--transport mpi) == --transport none, bitwise losses
 o="$TMP/div_default"
 t=$SECONDS
 timeout -k 5 120 "${MPIRUN[@]}" -np 2 "$BIN" "${TINY[@]}" --steps 3 --transport mpi $(paths "$o") --trace-grads \
-  --comm-timeout 10 --fault divergent_unused=1 >"$o.mpirun" 2>&1; rc=$?
+  --comm-timeout 6 --fault divergent_unused=1 >"$o.mpirun" 2>&1; rc=$?
 el=$((SECONDS - t))
 check "divergent_unused=1 default: exit 4 ($rc) within the timeout (${el} s)" [ $rc = 4 -a $el -lt 40 ]
 check "divergent_unused=1 default: rank 1 says which bucket it never launched, and why" \
   grep -qE "^\[DDP\] step=1 rank=1 bucket=[0-9]+ never launched: missing $PARAM\$" "$o/ranks/rank_1.log"
 check "divergent_unused=1 default: [COMM-TIMEOUT] names the collective, the bucket and $PARAM" \
-  bash -c "cat '$o'/ranks/rank_*.log | grep -qE '^\[COMM-TIMEOUT\] rank [01]: collective seq [0-9]+ \(bucket [0-9]+: .*$PARAM.*\) not complete after 10 s'"
+  bash -c "cat '$o'/ranks/rank_*.log | grep -qE '^\[COMM-TIMEOUT\] rank [01]: collective seq [0-9]+ \(bucket [0-9]+: .*$PARAM.*\) not complete after 6 s'"
 check "divergent_unused=1 default: buckets.jsonl: rank 1's bucket launched false, missing [$PARAM]" \
   python3 - "$o" "$PARAM" <<'PY'
 import json, sys
