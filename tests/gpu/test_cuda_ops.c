@@ -381,6 +381,17 @@ static void wc_matmul(Ctx *c, const Backend *be, int gpu) {   // the weights at 
 static void wc_adamw(Ctx *c, const Backend *be, int gpu) {
     be->adamw(S(WC_PAR), S(WC_G), S(WC_MOM), S(WC_VAR), WC_P, 1e-2, 0.9, 0.95, 0.1, 0.05, 1e-8, 0.1);
 }
+// an update that covers the weights' first 1900 elements only (the aligned copy of the
+// misaligned weights overlaps it in part: refreshed whole after the update)
+static void wc_adamw_part(Ctx *c, const Backend *be, int gpu) {
+    be->adamw(S(WC_PAR), S(WC_G), S(WC_MOM), S(WC_VAR), 2000, 1e-2, 0.9, 0.95, 0.1, 0.05, 1e-8, 0.1);
+}
+// two runs, the second [60, WC_P) holding the weights [100, WC_P) after a gap (cut there)
+static void wc_adamw_runs(Ctx *c, const Backend *be, int gpu) {
+    const int64_t off[2] = {0, 60}, len[2] = {60, WC_P - 60};
+    const double wd[2] = {0.0, 0.1};
+    be->adamw_runs(S(WC_PAR), S(WC_G), S(WC_MOM), S(WC_VAR), off, len, wd, 2, 1e-2, 0.9, 0.95, 0.1, 0.05, 1e-8);
+}
 static void wc_after_adamw(Ctx *c) {
     tp_poison(&c->t[WC_OUT]);
     snprintf(c->shape, sizeof c->shape, "copy refreshed by adamw");
@@ -389,6 +400,10 @@ static const OpCase WEIGHT_COPY_CASES[] = {
     {.setup = wc_setup, .run = wc_matmul, .tol = TOL_PREC, .out = {OUT(WC_OUT, "weight_copy.matmul")}},
     {.run = wc_adamw},
     {.setup = wc_after_adamw, .run = wc_matmul, .tol = TOL_PREC, .out = {OUT(WC_OUT, "weight_copy.after_adamw")}},
+    {.run = wc_adamw_part},
+    {.setup = wc_after_adamw, .run = wc_matmul, .tol = TOL_PREC, .out = {OUT(WC_OUT, "weight_copy.after_adamw(part)")}},
+    {.run = wc_adamw_runs},
+    {.setup = wc_after_adamw, .run = wc_matmul, .tol = TOL_PREC, .out = {OUT(WC_OUT, "weight_copy.after_adamw_runs")}},
 };
 static void wc_open_labelled(Ctx *c) {
     wc_open(c);
