@@ -317,6 +317,39 @@ template <typename K> static void mma_smem_attr(K kernel, size_t bytes) {
     if (bytes > 48 * 1024) cudaCheck(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
 }
 
+// One chunk's online-softmax step for a warp's 16 rows (rows gid and gid + 8 of the mma.sync
+// fragments), after masking: s holds the chunk's scores in log2 units (-inf where masked) and
+// mx this lane's maxima of them per row. The running max m and sum lsum are updated, oacc
+// rescaled, and s replaced by the probabilities exp2(s - m) (a row that has seen no key yet
+// keeps m = -inf and gets zeros).
+template <int NT, int NDT>
+__device__ __forceinline__ void online_softmax_step(float (&s)[NT][4], float (&oacc)[NDT][4], float (&m)[2], float (&lsum)[2],
+                                                    float (&mx)[2]) {
+    float muse[2];
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+        const float mnew = fmaxf(m[r], mx[r]);
+        muse[r] = mnew == -INFINITY ? 0.f : mnew;
+        const float alpha = exp2f(m[r] - muse[r]);
+        m[r] = mnew;
+        lsum[r] *= alpha;
+#pragma unroll
+        for (int i = 0; i < NDT; i++) {
+            oacc[i][2 * r] *= alpha;
+            oacc[i][2 * r + 1] *= alpha;
+        }
+    }
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            s[nt][e] = exp2f(s[nt][e] - muse[e >> 1]);
+            lsum[e >> 1] += s[nt][e];
+        }
+}
+
 // ============================================================================================
 // rows kernels (cmp, win)
 // ============================================================================================
@@ -475,29 +508,7 @@ template <typename T, int D, int BR, bool WG> __global__ void __launch_bounds__(
                 s[nt][e] = vis ? s[nt][e] * a.scale_log2 : -INFINITY;
                 mx[e >> 1] = fmaxf(mx[e >> 1], s[nt][e]);
             }
-        float muse[2];
-#pragma unroll
-        for (int r = 0; r < 2; r++) {
-            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-            const float mnew = fmaxf(m[r], mx[r]);
-            muse[r] = mnew == -INFINITY ? 0.f : mnew;
-            const float alpha = exp2f(m[r] - muse[r]);
-            m[r] = mnew;
-            lsum[r] *= alpha;
-#pragma unroll
-            for (int i = 0; i < NDT; i++) {
-                oacc[i][2 * r] *= alpha;
-                oacc[i][2 * r + 1] *= alpha;
-            }
-        }
-#pragma unroll
-        for (int nt = 0; nt < 8; nt++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                s[nt][e] = exp2f(s[nt][e] - muse[e >> 1]);
-                lsum[e >> 1] += s[nt][e];
-            }
+        online_softmax_step<8, NDT>(s, oacc, m, lsum, mx);
         if constexpr (WG) {
             // O += P V by warpgroup MMA: P from registers, V as a transposed B operand
             uint32_t pa[ROWS_KC / 16][4];
@@ -809,29 +820,7 @@ __device__ __forceinline__ void sel_online_softmax(float (&s)[NT][4], float (&oa
             s[nt][e] = vis ? s[nt][e] * scale_log2 : -INFINITY;
             mx[r] = fmaxf(mx[r], s[nt][e]);
         }
-    float muse[2];
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-        const float mnew = fmaxf(m[r], mx[r]);
-        muse[r] = mnew == -INFINITY ? 0.f : mnew;
-        const float alpha = exp2f(m[r] - muse[r]);
-        m[r] = mnew;
-        lsum[r] *= alpha;
-#pragma unroll
-        for (int i = 0; i < NDT; i++) {
-            oacc[i][2 * r] *= alpha;
-            oacc[i][2 * r + 1] *= alpha;
-        }
-    }
-#pragma unroll
-    for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-        for (int e = 0; e < 4; e++) {
-            s[nt][e] = exp2f(s[nt][e] - muse[e >> 1]);
-            lsum[e >> 1] += s[nt][e];
-        }
+    online_softmax_step<NT, NDT>(s, oacc, m, lsum, mx);
 }
 // dS of one chunk for dQ: P recomputed from the saved lse (l2r, log2 units) under the same mask,
 // s replaced by P (dP - rowsum(dO * O))
@@ -1209,7 +1198,7 @@ template <typename T, int D, int PACK>
 __global__ void __launch_bounds__(32) k_sel_fwd_tma(AttnArgs a, const __grid_constant__ CUtensorMap mk,
                                                    const __grid_constant__ CUtensorMap mv) {
     constexpr int DP = D + 8, NKS = D / 16, NDT = D / 8, NT = SEL_TMA_KT / 8;
-    extern __shared__ __align__(1024) unsigned char smem_raw[];
+    extern __shared__ __align__(16) unsigned char smem_raw[];   // the ring is aligned to 1024 by hand
     __shared__ int ul[SEL_MAXU], uf[SEL_MAXU], nu_s;
     __shared__ uint64_t bars[SEL_TMA_NST];
     unsigned char *ring = reinterpret_cast<unsigned char *>(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
