@@ -155,10 +155,7 @@ san_probe() {   # can clang build and link an ASan+UBSan libFuzzer target here?
 # timeouts, rendezvous, Python startup) and almost none they want. Measured beside it: the
 # detection matrix 87 s (88-91 s alone), harness_run 49 s (47-53 s alone). In order:
 #   1. the main build's unit tests (labels kernels, trainer) but test_rendezvous and
-#      test_ddp (they judge time: in the main ctest), and cli_golden_regression (CPU work
-#      that judges no time: a CPU-only build of a copy and golden runs under timeout_s 300,
-#      stall_s 120; 64-72 s alone, 97 s at nice 19 beside the detection matrix, 89-93 s in
-#      the main ctest); log $BUILD/bg_unit.log;
+#      test_ddp (they judge time: in the main ctest); log $BUILD/bg_unit.log;
 #   2. the sanitizer build in $ASAN (clang, ASan + UBSan, -DNSA_FUZZ=ON, CPU only);
 #      log $ASAN/build.log;
 #   3. its unit tests, leaks checked, but test_gradcheck (under ASan it takes ~170 s (12x)
@@ -252,10 +249,8 @@ case "$mode" in
     trap 'if [ -n "$lane_pid" ]; then kill -- -"$lane_pid" 2>/dev/null || kill "$lane_pid" 2>/dev/null || true; fi' EXIT
     sanitize_prepare
     # the main build's unit tests that go to the background lane
-    bg_re=$({ ctest --test-dir "$BUILD" -N -L 'kernels|trainer' | sed -n 's/^ *Test *#[0-9]*: *//p' |
-              { grep -vxE 'test_rendezvous|test_ddp' || true; }
-              ctest --test-dir "$BUILD" -N -R '^cli_golden_regression$' | sed -n 's/^ *Test *#[0-9]*: *//p'; } |
-            paste -sd'|' -)
+    bg_re=$(ctest --test-dir "$BUILD" -N -L 'kernels|trainer' | sed -n 's/^ *Test *#[0-9]*: *//p' |
+            { grep -vxE 'test_rendezvous|test_ddp' || true; } | paste -sd'|' -)
     [ -z "$bg_re" ] || bg_re="^($bg_re)\$"
     rm -f "$BUILD/bg_unit.log" "$BUILD/bg_unit.rc" "$ASAN/build.rc" "$ASAN/build.end" "$ASAN/unit.log" "$ASAN/unit.rc"
     lowprio=(nice -n 19)
@@ -263,7 +258,7 @@ case "$mode" in
     "${lowprio[@]}" bash -c "$(declare -f bg_lane); SAN_BG_EXCLUDE='$SAN_BG_EXCLUDE'; bg_lane \"\$@\"" \
       _ "$BUILD" "$ASAN" "$jobs" "$bg_re" "$san_state" </dev/null >/dev/null 2>&1 &
     lane_pid=$!
-    echo "==== background lane (nice 19): the unit tests of $BUILD and cli_golden_regression, then the sanitizer build and its unit tests" \
+    echo "==== background lane (nice 19): the unit tests of $BUILD, then the sanitizer build and its unit tests" \
          "(logs $BUILD/bg_unit.log, $ASAN/build.log, $ASAN/unit.log) ===="
     t_ct=$(date +%s)
     ctest --test-dir "$BUILD" --output-on-failure --no-tests=error ${bg_re:+-E "$bg_re"} || rc=$?
@@ -273,7 +268,7 @@ case "$mode" in
     t_w=$(date +%s)
     echo "==== ctest ($BUILD, one test at a time): $((t_ct_end - t_ct)) s; then $((t_w - t_ct_end)) s waiting for the background lane ===="
     if [ -n "$bg_re" ]; then
-      echo "the unit tests of $BUILD and cli_golden_regression (run in the background, log $BUILD/bg_unit.log):"
+      echo "the unit tests of $BUILD (run in the background, log $BUILD/bg_unit.log):"
       ctest_lines "$BUILD/bg_unit.log"
       [ "$(cat "$BUILD/bg_unit.rc" 2>/dev/null)" = 0 ] || { [ "$rc" != 0 ] || rc=8; }
     fi
