@@ -1757,8 +1757,7 @@ template <typename T> static bool sel_tma_maps(const AttnArgs &a, CUtensorMap *m
     const cuuint64_t dims[4] = {(cuuint64_t)a.D, (cuuint64_t)a.G, (cuuint64_t)a.NK, (cuuint64_t)a.B};
     const cuuint64_t strides[3] = {(cuuint64_t)a.D * 2, (cuuint64_t)a.G * a.D * 2, (cuuint64_t)a.NK * a.G * a.D * 2};
     const cuuint32_t box[4] = {64, 1, SEL_TMA_KT, 1}, elem[4] = {1, 1, 1, 1};
-    const CUtensorMapDataType dt = sizeof(T) == 2 && std::is_same<T, bf16>::value ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
-                                                                                   : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+    const CUtensorMapDataType dt = std::is_same<T, bf16>::value ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
     for (int i = 0; i < 2; i++)
         if (encode(i ? mv : mk, dt, 4, const_cast<void *>(i ? a.v : a.k), dims, strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
                    CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
