@@ -17,15 +17,98 @@
 // given algorithm (split-K reductions are ordered, see docs/cuda.md). A row's
 // result may depend on M (cuBLASLt picks other tiles for other shapes): the GPU
 // does not keep the CPU backend's row-independence promise, only run-to-run bits.
+//
+// Loading: cuBLASLt is not linked; nsa_cuda_gemm_init (CUDA backend init, once) dlopens
+// libcublasLt.so.<CUBLAS_VER_MAJOR> (else libcublasLt.so; by name, then from libcudart's
+// directory) and resolves the functions below. Linked, its library constructors cost
+// every process ~0.11 s at start, CPU-only runs and --help included (the tests start
+// nsa-train hundreds of times); dlopen'ed they run only where a GPU backend comes up.
+// <cublasLt.h> still gives the types and the exact prototypes (decltype). A missing
+// library or symbol, or a library whose major version is not the header's, is a clear
+// nsa_cuda_fail, never a crash. The calls, their order and arguments are as when linked.
 #include <cublasLt.h>
+#include <dlfcn.h>
+#include <string.h>
 #include <map>
 #include <array>
 #include "kernels/cuda/cuda_common.cuh"
 
+// every cuBLASLt function this file calls, resolved once by lt_load()
+#define NSA_LT_FUNCS(X)                                                                          \
+    X(cublasLtGetVersion)                                                                        \
+    X(cublasLtGetStatusString)                                                                   \
+    X(cublasLtCreate)                                                                            \
+    X(cublasLtMatmulDescCreate)                                                                  \
+    X(cublasLtMatmulDescSetAttribute)                                                            \
+    X(cublasLtMatrixLayoutCreate)                                                                \
+    X(cublasLtMatmulPreferenceCreate)                                                            \
+    X(cublasLtMatmulPreferenceSetAttribute)                                                      \
+    X(cublasLtMatmulPreferenceDestroy)                                                           \
+    X(cublasLtMatmulAlgoGetHeuristic)                                                            \
+    X(cublasLtMatmul)
+static struct {
+#define NSA_LT_MEMBER(f) decltype(&::f) f;
+    NSA_LT_FUNCS(NSA_LT_MEMBER)
+#undef NSA_LT_MEMBER
+} lt;
+
+#define NSA_STR2(x) #x
+#define NSA_STR(x) NSA_STR2(x)
+static void lt_load(void) {
+    static const char *const names[] = {"libcublasLt.so." NSA_STR(CUBLAS_VER_MAJOR), "libcublasLt.so"};
+    char why[768] = "";
+    size_t used = 0;
+    void *h = NULL;
+    // by name (the loader's search: LD_LIBRARY_PATH, this binary's RUNPATH, ld.so.cache),
+    // then next to the libcudart this process runs with (the toolkit's lib directory)
+    char dir[512] = "";
+    Dl_info ci;
+    if (dladdr((void *)&cudaGetErrorString, &ci) && ci.dli_fname && strstr(ci.dli_fname, "libcudart")) {
+        const char *slash = strrchr(ci.dli_fname, '/');
+        if (slash && (size_t)(slash - ci.dli_fname) < sizeof dir - 32)
+            snprintf(dir, sizeof dir, "%.*s/", (int)(slash - ci.dli_fname), ci.dli_fname);
+    }
+    for (int pass = 0; pass < (dir[0] ? 2 : 1) && !h; pass++) {
+        for (const char *name : names) {
+            char path[600];
+            snprintf(path, sizeof path, "%s%s", pass ? dir : "", name);
+            dlerror();
+            h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+            if (h) break;
+            const char *e = dlerror();
+            used += (size_t)snprintf(why + used, used < sizeof why ? sizeof why - used : 0, "%s%s", used ? "; " : "",
+                                     e ? e : path);
+            if (used >= sizeof why) used = sizeof why - 1;
+        }
+    }
+    if (!h) nsa_cuda_fail("dlopen(libcublasLt.so." NSA_STR(CUBLAS_VER_MAJOR) " / libcublasLt.so)", why, __FILE__, __LINE__);
+#define NSA_LT_SYM(f)                                                                            \
+    do {                                                                                         \
+        dlerror();                                                                               \
+        void *p_ = dlsym(h, #f);                                                                 \
+        if (!p_) {                                                                               \
+            const char *e_ = dlerror();                                                          \
+            snprintf(why, sizeof why, "libcublasLt has no symbol %s (%s)", #f, e_ ? e_ : "NULL");    \
+            nsa_cuda_fail("dlsym(" #f ")", why, __FILE__, __LINE__);                             \
+        }                                                                                        \
+        lt.f = (decltype(lt.f))p_;                                                               \
+    } while (0);
+    NSA_LT_FUNCS(NSA_LT_SYM)
+#undef NSA_LT_SYM
+    const size_t v = lt.cublasLtGetVersion();
+    if (v / 10000 != (size_t)CUBLAS_VER_MAJOR) {
+        Dl_info di;
+        const char *path = dladdr((void *)lt.cublasLtGetVersion, &di) && di.dli_fname ? di.dli_fname : "libcublasLt";
+        snprintf(why, sizeof why, "%s is cuBLASLt %zu.%zu.%zu; this build was compiled against cuBLAS %d.%d (major %d)",
+                 path, v / 10000, v / 100 % 100, v % 100, CUBLAS_VER_MAJOR, CUBLAS_VER_MINOR, CUBLAS_VER_MAJOR);
+        nsa_cuda_fail("cublasLtGetVersion", why, __FILE__, __LINE__);
+    }
+}
+
 #define LT_CHECK(call)                                                                          \
     do {                                                                                        \
         cublasStatus_t s_ = (call);                                                             \
-        if (s_ != CUBLAS_STATUS_SUCCESS) nsa_cuda_fail(#call, cublasLtGetStatusString(s_), __FILE__, __LINE__); \
+        if (s_ != CUBLAS_STATUS_SUCCESS) nsa_cuda_fail(#call, lt.cublasLtGetStatusString(s_), __FILE__, __LINE__); \
     } while (0)
 
 static cublasLtHandle_t g_lt;
@@ -33,7 +116,8 @@ static void *g_ws;
 static const size_t g_ws_bytes = 64u << 20;
 
 void nsa_cuda_gemm_init(void) {
-    LT_CHECK(cublasLtCreate(&g_lt));
+    lt_load();
+    LT_CHECK(lt.cublasLtCreate(&g_lt));
     cudaCheck(cudaMalloc(&g_ws, g_ws_bytes));
 }
 
@@ -77,32 +161,32 @@ static void lt_matmul(int ab_dt, int c_dt, int ta, int tb, int m, int n, int k, 
     if (it == g_plans.end()) {
         Plan p;
         cudaDataType_t tab = cuda_type(ab_dt), tc = cuda_type(c_dt);
-        LT_CHECK(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+        LT_CHECK(lt.cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
         cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
-        LT_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
-        LT_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
+        LT_CHECK(lt.cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
+        LT_CHECK(lt.cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
         if (bias) {
             cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
-            LT_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
-            LT_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+            LT_CHECK(lt.cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+            LT_CHECK(lt.cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
         }
         // stored shapes (column-major): op(A) is m x k
-        LT_CHECK(cublasLtMatrixLayoutCreate(&p.la, tab, ta ? k : m, ta ? m : k, lda));
-        LT_CHECK(cublasLtMatrixLayoutCreate(&p.lb, tab, tb ? n : k, tb ? k : n, ldb));
-        LT_CHECK(cublasLtMatrixLayoutCreate(&p.lc, tc, m, n, ldc));
+        LT_CHECK(lt.cublasLtMatrixLayoutCreate(&p.la, tab, ta ? k : m, ta ? m : k, lda));
+        LT_CHECK(lt.cublasLtMatrixLayoutCreate(&p.lb, tab, tb ? n : k, tb ? k : n, ldb));
+        LT_CHECK(lt.cublasLtMatrixLayoutCreate(&p.lc, tc, m, n, ldc));
         cublasLtMatmulPreference_t pref;
-        LT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+        LT_CHECK(lt.cublasLtMatmulPreferenceCreate(&pref));
         uint64_t ws = g_ws_bytes;
-        LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+        LT_CHECK(lt.cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
         uint32_t al[4] = {(uint32_t)ptr_align(A), (uint32_t)ptr_align(B), (uint32_t)ptr_align(C), (uint32_t)ptr_align(C)};
-        LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al[0], 4));
-        LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al[1], 4));
-        LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al[2], 4));
-        LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al[3], 4));
+        LT_CHECK(lt.cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al[0], 4));
+        LT_CHECK(lt.cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al[1], 4));
+        LT_CHECK(lt.cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al[2], 4));
+        LT_CHECK(lt.cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al[3], 4));
         cublasLtMatmulHeuristicResult_t res;
         int nres = 0;
-        LT_CHECK(cublasLtMatmulAlgoGetHeuristic(g_lt, p.desc, p.la, p.lb, p.lc, p.lc, pref, 1, &res, &nres));
-        LT_CHECK(cublasLtMatmulPreferenceDestroy(pref));
+        LT_CHECK(lt.cublasLtMatmulAlgoGetHeuristic(g_lt, p.desc, p.la, p.lb, p.lc, p.lc, pref, 1, &res, &nres));
+        LT_CHECK(lt.cublasLtMatmulPreferenceDestroy(pref));
         if (nres < 1) {
             char msg[256];
             snprintf(msg, sizeof msg, "no cuBLASLt algorithm for m=%d n=%d k=%d ta=%d tb=%d types %d/%d", m, n, k, ta, tb,
@@ -113,10 +197,10 @@ static void lt_matmul(int ab_dt, int c_dt, int ta, int tb, int m, int n, int k, 
         it = g_plans.insert(std::make_pair(key, p)).first;
     }
     Plan &p = it->second;
-    if (bias) LT_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+    if (bias) LT_CHECK(lt.cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
     const float alpha = 1.0f;
-    LT_CHECK(cublasLtMatmul(g_lt, p.desc, &alpha, A, p.la, B, p.lb, &beta, C, p.lc, C, p.lc, &p.algo, g_ws, g_ws_bytes,
-                            NSA_STREAM));
+    LT_CHECK(lt.cublasLtMatmul(g_lt, p.desc, &alpha, A, p.la, B, p.lb, &beta, C, p.lc, C, p.lc, &p.algo, g_ws, g_ws_bytes,
+                               NSA_STREAM));
     CUDA_LAUNCHED();
 }
 
