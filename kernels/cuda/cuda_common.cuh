@@ -82,6 +82,44 @@ template <> __device__ __forceinline__ float fromf<float>(float x) { return x; }
 template <> __device__ __forceinline__ bf16 fromf<bf16>(float x) { return __float2bfloat16_rn(x); }
 template <> __device__ __forceinline__ f16 fromf<f16>(float x) { return __float2half_rn(x); }
 
+// ---- vector helpers: 8 elements through one 16-byte access (two for fp32) ---------------
+// (pointers 16-byte aligned: nsa_aligned16; NULL counts as aligned)
+__device__ __forceinline__ void ld8(const float *p, float *v) {
+    float4 a = ((const float4 *)p)[0], b = ((const float4 *)p)[1];
+    v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w; v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
+}
+template <typename T> __device__ __forceinline__ void ld8(const T *p, float *v) {
+    uint4 u = *(const uint4 *)p;
+    const T *e = (const T *)&u;
+#pragma unroll
+    for (int k = 0; k < 8; k++) v[k] = tof(e[k]);
+}
+__device__ __forceinline__ void st8(float *p, const float *v) {
+    ((float4 *)p)[0] = make_float4(v[0], v[1], v[2], v[3]);
+    ((float4 *)p)[1] = make_float4(v[4], v[5], v[6], v[7]);
+}
+template <typename T> __device__ __forceinline__ void st8(T *p, const float *v) {
+    uint4 u;
+    T *e = (T *)&u;
+#pragma unroll
+    for (int k = 0; k < 8; k++) e[k] = fromf<T>(v[k]);
+    *(uint4 *)p = u;
+}
+
+// RoPE's rotation of one pair: y1 = x1 c - x2 s, y2 = x2 c + x1 s (s negated for the inverse),
+// its roundings written out. Left to the compiler, the contraction of a b - c d into one fma
+// differed between kernels (the products it rounded first), so the scalar and the 16-byte
+// kernels of rope and of the K/V split gave different bits; every RoPE kernel calls this.
+__device__ __forceinline__ void rope_rotate(float x1, float x2, float c, float s, float &y1, float &y2) {
+    y1 = __fmaf_rn(x1, c, -__fmul_rn(x2, s));
+    y2 = __fmaf_rn(x2, c, __fmul_rn(x1, s));
+}
+// 8 elements as stored, for raw 16-byte copies (two for fp32)
+template <typename T> struct alignas(16) Pack8 {
+    T v[8];
+};
+static inline int nsa_aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
+
 static inline size_t dt_bytes(int dt) { return dt == NSA_DT_F32 ? 4 : 2; }
 
 #define DISPATCH_DT(dt, T, ...)                       \

@@ -15,29 +15,6 @@
 
 #define EW_THREADS 256
 
-// ---- vector helpers: 8 elements through one 16-byte access (two for fp32) ------------
-__device__ __forceinline__ void ld8(const float *p, float *v) {
-    float4 a = ((const float4 *)p)[0], b = ((const float4 *)p)[1];
-    v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w; v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
-}
-template <typename T> __device__ __forceinline__ void ld8(const T *p, float *v) {
-    uint4 u = *(const uint4 *)p;
-    const T *e = (const T *)&u;
-#pragma unroll
-    for (int k = 0; k < 8; k++) v[k] = tof(e[k]);
-}
-__device__ __forceinline__ void st8(float *p, const float *v) {
-    ((float4 *)p)[0] = make_float4(v[0], v[1], v[2], v[3]);
-    ((float4 *)p)[1] = make_float4(v[4], v[5], v[6], v[7]);
-}
-template <typename T> __device__ __forceinline__ void st8(T *p, const float *v) {
-    uint4 u;
-    T *e = (T *)&u;
-#pragma unroll
-    for (int k = 0; k < 8; k++) e[k] = fromf<T>(v[k]);
-    *(uint4 *)p = u;
-}
-
 // ---- conversions ---------------------------------------------------------------------------
 template <typename T> __global__ void k_f32_to_act(T *dst, const float *src, int64_t n) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
@@ -210,9 +187,39 @@ __global__ void k_rope(T *x, const float *cs, int B, int T_, int t0, int Tn, int
         float c = cs[((int64_t)t * half + i) * 2], s = cs[((int64_t)t * half + i) * 2 + 1];
         if (inverse) s = -s;
         T *p = x + (((int64_t)b * T_ + t) * nh + h) * D;
-        float x1 = tof(p[i]), x2 = tof(p[i + half]);
-        p[i] = fromf<T>(x1 * c - x2 * s);
-        p[i + half] = fromf<T>(x2 * c + x1 * s);
+        float y1, y2;
+        rope_rotate(tof(p[i]), tof(p[i + half]), c, s, y1, y2);
+        p[i] = fromf<T>(y1);
+        p[i + half] = fromf<T>(y2);
+    }
+}
+// 8 consecutive pairs (i .. i+7) a thread, 16-byte accesses (D/2 % 8 == 0, x and cs 16-byte
+// aligned): k_rope's arithmetic (rope_rotate) pair for pair, so the same bits
+template <typename T>
+__global__ void k_rope_v8(T *x, const float *cs, int B, int T_, int t0, int Tn, int nh, int D, int inverse) {
+    const int half = D / 2, nv = half / 8;
+    const int64_t total = (int64_t)B * Tn * nh * nv;
+    for (int64_t u = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; u < total; u += (int64_t)gridDim.x * blockDim.x) {
+        const int i = (int)(u % nv) * 8;
+        int64_t r = u / nv;
+        const int h = (int)(r % nh);
+        r /= nh;
+        const int t = t0 + (int)(r % Tn), b = (int)(r / Tn);
+        const float4 *cp = (const float4 *)(cs + ((int64_t)t * half + i) * 2);
+        float c[8], s[8];
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            const float4 q = cp[k];
+            c[2 * k] = q.x, s[2 * k] = q.y, c[2 * k + 1] = q.z, s[2 * k + 1] = q.w;
+        }
+        T *p = x + (((int64_t)b * T_ + t) * nh + h) * D;
+        float x1[8], x2[8], y1[8], y2[8];
+        ld8(p + i, x1);
+        ld8(p + i + half, x2);
+#pragma unroll
+        for (int k = 0; k < 8; k++) rope_rotate(x1[k], x2[k], c[k], inverse ? -s[k] : s[k], y1[k], y2[k]);
+        st8(p + i, y1);
+        st8(p + i + half, y2);
     }
 }
 template <typename T> __global__ void k_rope_table(T *cs, float *cs32, int Tmax, int D, double theta) {
@@ -604,12 +611,11 @@ extern "C" void nsa_cuda_colsum_acc(int dt, float *dst, const void *src, int64_t
     colsum(dt, COLSUM_PLAIN, dst, src, NULL, NULL, rows, cols);
 }
 
-static int al16_(const void *p) { return ((uintptr_t)p & 15) == 0; }
 extern "C" void nsa_cuda_rmsnorm_fwd(int dt, void *out, void *rstd, const void *inp, const void *w, int N, int C,
                                      double eps) {
     if (N <= 0) return;
     float *r32 = nsa_cuda_stat_write(dt, rstd);
-    const int v8 = C % 8 == 0 && al16_(out) && al16_(inp);
+    const int v8 = C % 8 == 0 && nsa_aligned16(out) && nsa_aligned16(inp);
     DISPATCH_DT(dt, T, {
         if (v8)
             k_rmsnorm_fwd_v8<T><<<(N + 7) / 8, 256, 0, NSA_STREAM>>>((T *)out, (T *)rstd, r32, (const T *)inp,
@@ -624,7 +630,7 @@ extern "C" void nsa_cuda_rmsnorm_bwd(int dt, void *dinp, void *dw, const void *d
                                      const void *rstd, int N, int C) {
     if (N <= 0) return;
     const float *r = nsa_cuda_stat_read(dt, rstd, N, SCR_STAT0);
-    const int v8 = C % 8 == 0 && al16_(dinp) && al16_(dout) && al16_(inp);
+    const int v8 = C % 8 == 0 && nsa_aligned16(dinp) && nsa_aligned16(dout) && nsa_aligned16(inp);
     DISPATCH_DT(dt, T, {
         if (v8)
             k_rmsnorm_bwd_v8<T><<<(N + 7) / 8, 256, 0, NSA_STREAM>>>((T *)dinp, (const T *)dout, (const T *)inp,
@@ -641,8 +647,12 @@ static void rope(int dt, void *x, const void *cs, int B, int T_, int t0, int Tn,
     int64_t total = (int64_t)B * Tn * nh * (D / 2);
     if (total <= 0) return;
     const float *c32 = nsa_cuda_stat_read(dt, cs, (int64_t)(t0 + Tn) * D, SCR_STAT1);
-    DISPATCH_DT(dt, T, k_rope<T><<<nsa_blocks(total, EW_THREADS), EW_THREADS, 0, NSA_STREAM>>>((T *)x, c32, B, T_, t0, Tn,
-                                                                                             nh, D, inv));
+    if (D % 16 == 0 && nsa_aligned16(x) && nsa_aligned16(c32))
+        DISPATCH_DT(dt, T, k_rope_v8<T><<<nsa_blocks(total / 8, EW_THREADS), EW_THREADS, 0, NSA_STREAM>>>(
+                               (T *)x, c32, B, T_, t0, Tn, nh, D, inv));
+    else
+        DISPATCH_DT(dt, T, k_rope<T><<<nsa_blocks(total, EW_THREADS), EW_THREADS, 0, NSA_STREAM>>>((T *)x, c32, B, T_, t0,
+                                                                                                 Tn, nh, D, inv));
     CUDA_LAUNCHED();
 }
 extern "C" void nsa_cuda_rope_fwd(int dt, void *x, const void *cs, int B, int T, int t0, int Tn, int nh, int D) {
@@ -660,11 +670,10 @@ extern "C" void nsa_cuda_rope_table(int dt, void *cs, int Tmax, int D, double th
     CUDA_LAUNCHED();
 }
 
-static int al16(const void *p) { return p == NULL || ((uintptr_t)p & 15) == 0; }
 template <typename T, int OP>
 static void ew_launch(int64_t n, void *o0, void *o1, const void *i0, const void *i1, const void *i2) {
     if (n <= 0) return;
-    int vec = al16(o0) && al16(o1) && al16(i0) && al16(i1) && al16(i2) && n >= 8;
+    int vec = nsa_aligned16(o0) && nsa_aligned16(o1) && nsa_aligned16(i0) && nsa_aligned16(i1) && nsa_aligned16(i2) && n >= 8;
     if (vec)
         k_ew<T, OP, 8><<<nsa_blocks((n + 7) / 8, EW_THREADS), EW_THREADS, 0, NSA_STREAM>>>(
             n, (T *)o0, (T *)o1, (const T *)i0, (const T *)i1, (const T *)i2);

@@ -5,9 +5,9 @@
 // with N = 6*G*D (their weights are consecutive in the parameter buffer): the GEMM
 // writes kv[nr, 6, G*D], and these kernels move it to and from the six [B,T,G,D]
 // buffers k_cmp, v_cmp, k_sel, v_sel, k_win, v_win, with RoPE on the keys (parts 0, 2,
-// 4) at position t = r mod T: k_rope's arithmetic (fp32 on the loaded values, cos/sin
-// from the table's fp32 shadow, one rounding when stored), so a key gets the bits
-// rope_fwd / rope_bwd would give it. Values are copied.
+// 4) at position t = r mod T: k_rope's arithmetic (rope_rotate in fp32 on the loaded
+// values, cos/sin from the table's fp32 shadow, one rounding when stored), so a key gets
+// the bits rope_fwd / rope_bwd would give it. Values are copied.
 //
 // A thread owns one pair (e, e + D/2) of one head of one part — its column of the
 // [6, G, D/2] pairs, fixed for the whole call, so its part, head, cos/sin index and the
@@ -49,9 +49,47 @@ __global__ void k_kv_move(T *kv, KvBufs bufs, const float *cs, int64_t r0, int64
         const int t = (int)(r % T_);
         const float c = cs[((int64_t)t * half + e) * 2], s = BWD ? -cs[((int64_t)t * half + e) * 2 + 1]
                                                                   : cs[((int64_t)t * half + e) * 2 + 1];
-        const float x1 = tof(src[e]), x2 = tof(src[e + half]);
-        dst[e] = fromf<T>(x1 * c - x2 * s);
-        dst[e + half] = fromf<T>(x2 * c + x1 * s);
+        float y1, y2;
+        rope_rotate(tof(src[e]), tof(src[e + half]), c, s, y1, y2);
+        dst[e] = fromf<T>(y1);
+        dst[e + half] = fromf<T>(y2);
+    }
+}
+
+// The 16-byte version (D/2 % 8 == 0, kv, the six buffers and cs 16-byte aligned): a thread
+// owns 8 consecutive pairs (e .. e+7) of one head of one part of one row, k_kv_move's
+// arithmetic pair for pair, so the same bits. Consecutive threads take consecutive 8-pair
+// columns of a row, then the next row.
+template <typename T, int BWD>
+__global__ void k_kv_move_v8(T *kv, KvBufs bufs, const float *cs, int64_t r0, int64_t nr, int T_, int G, int D) {
+    const int half = D / 2, GD = G * D, nv = half / 8, cols = 6 * G * nv;
+    const int64_t total = nr * cols;
+    for (int64_t u = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; u < total; u += (int64_t)gridDim.x * blockDim.x) {
+        const int col = (int)(u % cols);
+        const int64_t i = u / cols, r = r0 + i;
+        const int e = (col % nv) * 8, h = (col / nv) % G, j = col / (G * nv);
+        T *b = (T *)bufs.p[j] + r * GD + h * D, *q = kv + i * 6 * GD + (int64_t)j * GD + h * D;
+        T *dst = BWD ? q : b;
+        const T *src = BWD ? b : q;
+        if (j & 1) {   // a value (or its gradient): copied
+            *(Pack8<T> *)(dst + e) = *(const Pack8<T> *)(src + e);
+            *(Pack8<T> *)(dst + e + half) = *(const Pack8<T> *)(src + e + half);
+            continue;
+        }
+        const int t = (int)(r % T_);
+        const float4 *cp = (const float4 *)(cs + ((int64_t)t * half + e) * 2);
+        float c[8], s[8], x1[8], x2[8], y1[8], y2[8];
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            const float4 w = cp[k];
+            c[2 * k] = w.x, s[2 * k] = BWD ? -w.y : w.y, c[2 * k + 1] = w.z, s[2 * k + 1] = BWD ? -w.w : w.w;
+        }
+        ld8(src + e, x1);
+        ld8(src + e + half, x2);
+#pragma unroll
+        for (int k = 0; k < 8; k++) rope_rotate(x1[k], x2[k], c[k], s[k], y1[k], y2[k]);
+        st8(dst + e, y1);
+        st8(dst + e + half, y2);
     }
 }
 
@@ -65,6 +103,20 @@ static void kv_move(int dt, int bwd, void *kv, const void *const *bufs, const vo
     KvBufs kb;
     for (int j = 0; j < 6; j++) kb.p[j] = (void *)bufs[j];
     const float *c32 = nsa_cuda_stat_read(dt, rope_cs, (int64_t)T * D, SCR_STAT1);
+    bool v8 = D % 16 == 0 && nsa_aligned16(kv) && nsa_aligned16(c32);
+    for (int j = 0; j < 6; j++) v8 = v8 && nsa_aligned16(bufs[j]);
+    if (v8) {
+        DISPATCH_DT(dt, X, {
+            if (bwd)
+                k_kv_move_v8<X, 1><<<nsa_blocks(total / 8, KV_THREADS), KV_THREADS, 0, NSA_STREAM>>>((X *)kv, kb, c32, r0,
+                                                                                                  nr, T, G, D);
+            else
+                k_kv_move_v8<X, 0><<<nsa_blocks(total / 8, KV_THREADS), KV_THREADS, 0, NSA_STREAM>>>((X *)kv, kb, c32, r0,
+                                                                                                  nr, T, G, D);
+        });
+        CUDA_LAUNCHED();
+        return;
+    }
     const int cols = 6 * G * (D / 2);
     const dim3 grid((unsigned)((cols + KV_THREADS - 1) / KV_THREADS), (unsigned)(nr < 8192 ? nr : 8192));
     DISPATCH_DT(dt, X, {

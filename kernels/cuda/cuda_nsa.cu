@@ -184,6 +184,85 @@ __global__ void k_combine_bwd_dgate(T *dgate, const T *dout, const T *oc, const 
     }
 }
 
+// The 16-byte versions (D % 8 == 0, every pointer 16-byte aligned), element for element the
+// arithmetic above, so the same bits. k_combine_fwd_v8: 8 consecutive elements of one
+// (row, head) a thread.
+template <typename T>
+__global__ void k_combine_fwd_v8(T *o, const T *gate, const T *oc, const T *os, const T *ow, int64_t N, int H, int G,
+                                 int D) {
+    const int hpg = H / G;
+    const int64_t nv = N * H * D / 8;
+    for (int64_t v = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; v < nv; v += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t u = v * 8, rh = u / D;
+        const int h = (int)(rh % H);
+        const int64_t r = rh / H;
+        const T *br[3] = {oc, os, ow};
+        float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+#pragma unroll
+        for (int b = 0; b < 3; b++) {
+            if (!br[b]) continue;
+            const float w = gate ? tof(gate[(r * G + h / hpg) * 3 + b]) : 1.0f;
+            float x[8];
+            ld8(br[b] + u, x);
+#pragma unroll
+            for (int k = 0; k < 8; k++) acc[k] += w * x[k];
+        }
+        st8(o + u, acc);
+    }
+}
+// k_combine_bwd_do and k_combine_bwd_dgate in one pass: a warp per (row, group), the
+// group's hpg D elements in chunks of 256 (8 a lane). do_b = w_b dout goes out from
+// registers; for dgate each chunk of dout and o_b is copied to shared memory, where lane l
+// adds the chunk's elements l, l + 32, ..., l + 224: over the chunks in turn exactly
+// k_combine_bwd_dgate's per-lane order, then the same xor tree.
+#define CMB_WARPS 8
+template <typename T>
+__global__ void __launch_bounds__(CMB_WARPS * 32)
+    k_combine_bwd_v8(T *dc, T *ds, T *dw, T *dgate, const T *dout, const T *gate, const T *oc, const T *os,
+                     const T *ow, int64_t N, int H, int G, int D) {
+    __shared__ Pack8<T> sh[CMB_WARPS][4][32];   // [warp][dout, o_cmp, o_sel, o_win][lane]: one chunk
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int64_t wg = blockIdx.x * (int64_t)CMB_WARPS + warp;   // (row, group)
+    if (wg >= N * G) return;
+    const int L = H / G * D;
+    const int64_t base = wg * L;   // (r H + g hpg) D
+    const T *br[3] = {oc, os, ow};
+    T *db[3] = {dc, ds, dw};
+    float w[3], acc[3] = {0, 0, 0};
+#pragma unroll
+    for (int b = 0; b < 3; b++) w[b] = gate ? tof(gate[wg * 3 + b]) : 1.0f;
+    const T *chunk = (const T *)sh[warp];   // element i of array a: chunk[a * 256 + i]
+    for (int c0 = 0; c0 < L; c0 += 256) {
+        const int e = c0 + 8 * lane, n = L - c0 < 256 ? L - c0 : 256;
+        if (e < L) {
+            const Pack8<T> dy = *(const Pack8<T> *)(dout + base + e);
+            if (dgate) sh[warp][0][lane] = dy;
+#pragma unroll
+            for (int b = 0; b < 3; b++) {
+                if (dgate && br[b]) sh[warp][1 + b][lane] = *(const Pack8<T> *)(br[b] + base + e);
+                if (!db[b]) continue;
+                Pack8<T> d;
+#pragma unroll
+                for (int k = 0; k < 8; k++) d.v[k] = fromf<T>(w[b] * tof(dy.v[k]));
+                *(Pack8<T> *)(db[b] + base + e) = d;
+            }
+        }
+        if (!dgate) continue;
+        __syncwarp();
+#pragma unroll
+        for (int b = 0; b < 3; b++)
+            if (br[b])
+                for (int i = lane; i < n; i += 32) acc[b] += tof(chunk[i]) * tof(chunk[(1 + b) * 256 + i]);
+        __syncwarp();
+    }
+    if (!dgate) return;
+#pragma unroll
+    for (int b = 0; b < 3; b++) {
+        const float a = warp_sum(acc[b]);
+        if (lane == 0) dgate[wg * 3 + b] = fromf<T>(a);
+    }
+}
+
 // ============================================================================================
 // selection (Eq. 9 scores, group sum, forced blocks, top-n; ties to the lower index)
 // ============================================================================================
@@ -663,12 +742,22 @@ extern "C" void nsa_cuda_gate_act_bwd(int dt, void *dlogits, const void *dgate, 
                                                                                 (const T *)gate, NG, act));
     CUDA_LAUNCHED();
 }
+// the 16-byte kernels apply: D % 8 == 0 and the pointers (NULL allowed) 16-byte aligned (the
+// gate and dgate are accessed one element at a time)
+static int combine_v8(int D, const void *a, const void *b, const void *c, const void *d, const void *e) {
+    return D % 8 == 0 && nsa_aligned16(a) && nsa_aligned16(b) && nsa_aligned16(c) && nsa_aligned16(d) &&
+           nsa_aligned16(e);
+}
 extern "C" void nsa_cuda_combine_fwd(int dt, void *o, const void *gate, const void *o_cmp, const void *o_sel,
                                      const void *o_win, int64_t N, int H, int G, int D) {
     int64_t total = N * H * D;
     if (total <= 0) return;
-    DISPATCH_DT(dt, T, k_combine_fwd<T><<<nsa_blocks(total, 256), 256, 0, NSA_STREAM>>>(
-                           (T *)o, (const T *)gate, (const T *)o_cmp, (const T *)o_sel, (const T *)o_win, N, H, G, D));
+    if (combine_v8(D, o, o_cmp, o_sel, o_win, NULL))
+        DISPATCH_DT(dt, T, k_combine_fwd_v8<T><<<nsa_blocks(total / 8, 256), 256, 0, NSA_STREAM>>>(
+                               (T *)o, (const T *)gate, (const T *)o_cmp, (const T *)o_sel, (const T *)o_win, N, H, G, D));
+    else
+        DISPATCH_DT(dt, T, k_combine_fwd<T><<<nsa_blocks(total, 256), 256, 0, NSA_STREAM>>>(
+                               (T *)o, (const T *)gate, (const T *)o_cmp, (const T *)o_sel, (const T *)o_win, N, H, G, D));
     CUDA_LAUNCHED();
 }
 extern "C" void nsa_cuda_combine_bwd(int dt, void *do_cmp, void *do_sel, void *do_win, void *dgate, const void *dout,
@@ -676,6 +765,15 @@ extern "C" void nsa_cuda_combine_bwd(int dt, void *do_cmp, void *do_sel, void *d
                                      int H, int G, int D) {
     int64_t total = N * H * D;
     if (total <= 0) return;
+    if (combine_v8(D, do_cmp, do_sel, do_win, dout, NULL) && combine_v8(D, o_cmp, o_sel, o_win, NULL, NULL)) {
+        const int64_t warps = N * G;
+        DISPATCH_DT(dt, T, k_combine_bwd_v8<T><<<(unsigned)((warps + CMB_WARPS - 1) / CMB_WARPS), CMB_WARPS * 32, 0,
+                                                 NSA_STREAM>>>((T *)do_cmp, (T *)do_sel, (T *)do_win, (T *)dgate,
+                                                               (const T *)dout, (const T *)gate, (const T *)o_cmp,
+                                                               (const T *)o_sel, (const T *)o_win, N, H, G, D));
+        CUDA_LAUNCHED();
+        return;
+    }
     DISPATCH_DT(dt, T, k_combine_bwd_do<T><<<nsa_blocks(total, 256), 256, 0, NSA_STREAM>>>(
                            (T *)do_cmp, (T *)do_sel, (T *)do_win, (const T *)dout, (const T *)gate, N, H, G, D));
     CUDA_LAUNCHED();
@@ -721,14 +819,12 @@ extern "C" void nsa_cuda_select_blocks(int dt, int32_t *sel_idx, const void *q, 
 }
 
 // ---- attention dispatch -----------------------------------------------------------------------
-static int aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
-
 static int use_mma(int dt, const NsaGeom *g, int br, const void *p0, const void *p1, const void *p2, const void *p3,
                    const void *p4) {
     if (dt == NSA_DT_F32 || g_nsa_cuda.attn_impl == 1) return 0;
     if (!(g->D == 16 || g->D == 64 || g->D == 128)) return 0;
     if (br == BR_SEL && (g->lsel % 16)) return 0;
-    return aligned16(p0) && aligned16(p1) && aligned16(p2) && aligned16(p3) && aligned16(p4);
+    return nsa_aligned16(p0) && nsa_aligned16(p1) && nsa_aligned16(p2) && nsa_aligned16(p3) && nsa_aligned16(p4);
 }
 
 template <typename T> static void mma_fwd(const AttnArgs &a, int br) {
@@ -790,7 +886,7 @@ static void attn_bwd(int dt, int br, void *dq, void *dk, void *dv, const void *d
     CUDA_LAUNCHED();
     a.drow = drow;
     if (br == BR_SEL) build_index(a);
-    if (use_mma(dt, g, br, q, k, v, dout, dq) && aligned16(dk) && aligned16(dv)) {
+    if (use_mma(dt, g, br, q, k, v, dout, dq) && nsa_aligned16(dk) && nsa_aligned16(dv)) {
         // dQ: query-centric, recomputing P and dP
         if (dt == NSA_DT_BF16) mma_dq<bf16>(a, br);
         else mma_dq<f16>(a, br);

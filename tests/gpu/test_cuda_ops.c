@@ -188,6 +188,8 @@ typedef struct {
     NsaGeom g;              // NSA groups: the geometry
     int impl;               // NSA groups: 0 simple, 1 mma, 2 mma with one position per selection tile
     TP t[NSLOT];
+    void *shadow[NSLOT];    // unaligned cases: the masked slots' CUDA buffers copied one element in
+    int use_shadow;         // S() hands the CUDA side the shadows
     int32_t *ic, *ig, *ih;  // int32 buffer: CPU, CUDA, host copy
     int64_t ni;             // its elements
     double *h;              // host scratch
@@ -202,6 +204,12 @@ typedef struct {
 } Out;
 #define OUT(s, nm) {.slot = (s), .name = (nm)}
 #define OUT_IF_NC(s, nm) {.slot = (s), .name = (nm), .if_nc = 1}
+// A case with `unaligned` (a mask of slots, bit i for slot i) runs on the CUDA side a second
+// time with those slots replaced by copies placed one element into fresh allocations (no
+// longer 16-byte aligned, so the op takes its one-element kernels), starting from the same
+// inputs; each listed output must then have the same bits on both paths ("<name> [1-element
+// path]", tolerance 0), as the 16-byte kernels promise. (Rope tables stay: a copy would lose
+// the fp32 shadow the backend keeps beside them.)
 typedef struct {
     const char *filter;     // --filter: the case runs when this matches (NULL: always)
     int only;               // ONLY_* conditions, all must hold
@@ -212,6 +220,7 @@ typedef struct {
     const char *name;
     double tol;             // TOL_PREC or a fixed tolerance
     int arg;                // a constant the callbacks read (gate activation, rows branch)
+    unsigned unaligned;     // slots to misalign for the one-element path, bit for bit (above)
 } OpCase;
 typedef struct {
     const char *filter[2];  // --filter: the group runs when one matches (NULL: always; its cases filter)
@@ -221,10 +230,40 @@ typedef struct {
 } Group;
 #define CASES(a) a, (int)(sizeof a / sizeof a[0])
 // the CPU or the CUDA side of a slot / of the int32 buffer
-#define S(slot) (gpu ? c->t[slot].g : c->t[slot].c)
+#define S(slot) (gpu ? gpu_buf(c, slot) : c->t[slot].c)
 #define SI (gpu ? c->ig : c->ic)
 static const OpCase *g_case;   // the case running (its `arg`)
 
+static void *gpu_buf(const Ctx *c, int slot) { return c->use_shadow && c->shadow[slot] ? c->shadow[slot] : c->t[slot].g; }
+static size_t tp_elem_bytes(const TP *t) { return (size_t)(t->act ? GPU->act_bytes : GPU->param_bytes); }
+// the shadows: the masked slots' CUDA buffers as they are now, one element into fresh allocations
+static void shadows_make(Ctx *c, unsigned mask) {
+    for (int i = 0; i < NSLOT; i++) {
+        if (!c->t[i].g || !(mask >> i & 1)) continue;
+        const size_t eb = tp_elem_bytes(&c->t[i]);
+        char *b = GPU->alloc((size_t)(c->t[i].n + 1) * eb);
+        GPU->copy(b + eb, c->t[i].g, (size_t)c->t[i].n * eb);
+        c->shadow[i] = b + eb;
+    }
+}
+static void shadows_free(Ctx *c) {
+    for (int i = 0; i < NSLOT; i++)
+        if (c->shadow[i]) GPU->free((char *)c->shadow[i] - tp_elem_bytes(&c->t[i]));
+    memset(c->shadow, 0, sizeof c->shadow);
+}
+// the fraction of elements of a slot whose bits differ between the buffer and its shadow
+static double shadow_diff(const Ctx *c, int slot) {
+    const TP *t = &c->t[slot];
+    const size_t eb = tp_elem_bytes(t), n = (size_t)t->n;
+    unsigned char *a = malloc(n * eb + 1), *b = malloc(n * eb + 1);
+    GPU->to_host(a, t->g, n * eb);
+    GPU->to_host(b, c->shadow[slot], n * eb);
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) bad += memcmp(a + i * eb, b + i * eb, eb) != 0;
+    free(a);
+    free(b);
+    return n ? (double)bad / (double)n : 0.0;
+}
 static void ctx_ints(Ctx *c, int64_t n) {
     c->ni = n;
     c->ic = CPU->alloc(sizeof(int32_t) * (size_t)n);
@@ -263,8 +302,14 @@ static void run_group(const Group *gr, const int *p, int impl) {
         const double tol = k->tol == TOL_PREC ? g_tol : k->tol;
         if (k->setup) k->setup(&c);
         if (k->run) {
+            if (k->unaligned) shadows_make(&c, k->unaligned);
             k->run(&c, CPU, 0);
             k->run(&c, GPU, 1);
+            if (k->unaligned) {
+                c.use_shadow = 1;
+                k->run(&c, GPU, 1);
+                c.use_shadow = 0;
+            }
         }
         if (k->err) {
             char sh[320];
@@ -272,8 +317,16 @@ static void run_group(const Group *gr, const int *p, int impl) {
             double e = k->err(&c, sh, sizeof sh);
             report(k->name, sh, e, tol);
         }
-        for (int o = 0; o < 3 && k->out[o].name; o++)
-            if (!k->out[o].if_nc || c.g.NC > 0) report(k->out[o].name, c.shape, tp_err(&c.t[k->out[o].slot]), tol);
+        for (int o = 0; o < 3 && k->out[o].name; o++) {
+            if (k->out[o].if_nc && c.g.NC <= 0) continue;
+            report(k->out[o].name, c.shape, tp_err(&c.t[k->out[o].slot]), tol);
+            if (k->unaligned && k->run) {
+                char nm[96];
+                snprintf(nm, sizeof nm, "%s [1-element path]", k->out[o].name);
+                report(nm, c.shape, shadow_diff(&c, k->out[o].slot), 0);
+            }
+        }
+        if (k->unaligned) shadows_free(&c);
     }
     ctx_close(&c);
 }
@@ -500,8 +553,8 @@ static void rp_run_bwd(Ctx *c, const Backend *be, int gpu) {
 }
 static const OpCase ROPE_CASES[] = {
     {.setup = rp_poison_cs, .run = rp_run_table, .tol = TOL_PREC, .out = {OUT(RP_CS, "rope_table")}},
-    {.setup = rp_rand_x, .run = rp_run_fwd, .tol = TOL_PREC, .out = {OUT(RP_X, "rope_fwd")}},
-    {.setup = rp_rand_x, .run = rp_run_bwd, .tol = TOL_PREC, .out = {OUT(RP_X, "rope_bwd")}},
+    {.setup = rp_rand_x, .run = rp_run_fwd, .tol = TOL_PREC, .unaligned = 1u << RP_X, .out = {OUT(RP_X, "rope_fwd")}},
+    {.setup = rp_rand_x, .run = rp_run_bwd, .tol = TOL_PREC, .unaligned = 1u << RP_X, .out = {OUT(RP_X, "rope_bwd")}},
 };
 static const Group G_ROPE = {{"rope", NULL}, rp_open, CASES(ROPE_CASES)};
 
@@ -524,8 +577,8 @@ static void kv_bufs(Ctx *c, int gpu, void **b) {
     const int64_t n = (int64_t)c->p[0] * c->p[1] * c->p[2] * c->p[3];
     const size_t eb = (size_t)(gpu ? GPU->act_bytes : CPU->act_bytes);
     for (int j = 0; j < 3; j++) {
-        b[2 * j] = (char *)(gpu ? c->t[KV_K].g : c->t[KV_K].c) + (size_t)j * n * eb;
-        b[2 * j + 1] = (char *)(gpu ? c->t[KV_V].g : c->t[KV_V].c) + (size_t)j * n * eb;
+        b[2 * j] = (char *)S(KV_K) + (size_t)j * n * eb;
+        b[2 * j + 1] = (char *)S(KV_V) + (size_t)j * n * eb;
     }
 }
 static void kv_poison_cs(Ctx *c) { tp_poison(&c->t[KV_CS]); }
@@ -551,11 +604,13 @@ static void kv_run_gather(Ctx *c, const Backend *be, int gpu) {
     const void *src[6] = {b[0], b[1], b[2], b[3], b[4], b[5]};
     be->kv_gather_rope_bwd(S(KV_DKV), src, S(KV_CS), c->p[4], c->p[5], c->p[1], c->p[2], c->p[3]);
 }
+#define KV_UNALIGNED (1u << KV_KV | 1u << KV_K | 1u << KV_V | 1u << KV_DKV)
 static const OpCase KV_CASES[] = {
     {.setup = kv_poison_cs, .run = kv_run_table},   // each side's own table, as the model has it
-    {.setup = kv_setup_split, .run = kv_run_split, .tol = TOL_PREC,
+    {.setup = kv_setup_split, .run = kv_run_split, .tol = TOL_PREC, .unaligned = KV_UNALIGNED,
      .out = {OUT(KV_K, "kv_split_rope_fwd.k"), OUT(KV_V, "kv_split_rope_fwd.v")}},
-    {.setup = kv_setup_gather, .run = kv_run_gather, .tol = TOL_PREC, .out = {OUT(KV_DKV, "kv_gather_rope_bwd")}},
+    {.setup = kv_setup_gather, .run = kv_run_gather, .tol = TOL_PREC, .unaligned = KV_UNALIGNED,
+     .out = {OUT(KV_DKV, "kv_gather_rope_bwd")}},
 };
 static const Group G_KV = {{"kv_split_rope", "kv_gather_rope"}, kv_open, CASES(KV_CASES)};
 
@@ -630,10 +685,13 @@ static void xe_run_in_place(Ctx *c, const Backend *be, int gpu) {
     const int N = c->p[0];
     be->xent_fwd_bwd(S(XE_LOSS), S(XE_LG), S(XE_LG), SI, N, c->p[1], 1.0 / N);
 }
+#define XE_UNALIGNED (1u << XE_LG | 1u << XE_DL | 1u << XE_LOSS)
 static const OpCase XENT_CASES[] = {
-    {.setup = xe_setup, .run = xe_run, .tol = TOL_PREC, .out = {OUT(XE_LOSS, "xent.losses"), OUT(XE_DL, "xent.dlogits")}},
-    {.setup = xe_poison_loss, .run = xe_run_fwd_only, .tol = TOL_PREC, .out = {OUT(XE_LOSS, "xent.losses(fwd only)")}},
-    {.run = xe_run_in_place, .tol = TOL_PREC, .out = {OUT(XE_LG, "xent.dlogits(in place)")}},
+    {.setup = xe_setup, .run = xe_run, .tol = TOL_PREC, .unaligned = XE_UNALIGNED,
+     .out = {OUT(XE_LOSS, "xent.losses"), OUT(XE_DL, "xent.dlogits")}},
+    {.setup = xe_poison_loss, .run = xe_run_fwd_only, .tol = TOL_PREC, .unaligned = XE_UNALIGNED,
+     .out = {OUT(XE_LOSS, "xent.losses(fwd only)")}},
+    {.run = xe_run_in_place, .tol = TOL_PREC, .unaligned = XE_UNALIGNED, .out = {OUT(XE_LG, "xent.dlogits(in place)")}},
 };
 static const Group G_XENT = {{"xent", NULL}, xe_open, CASES(XENT_CASES)};
 
@@ -815,14 +873,16 @@ static void gc_combine_bwd(Ctx *c, const Backend *be, int gpu) {
     be->combine_bwd(S(GC_DOB0), S(GC_DOB1), S(GC_DOB2), S(GC_DG), S(GC_DOUT), S(GC_GATE), S(GC_OB0), S(GC_OB1),
                     S(GC_OB2), c->p[0], c->p[1], c->p[2], c->p[3]);
 }
+#define GC_UNALIGNED 0xffffu   // every slot
 static const OpCase GATE_COMBINE_CASES[] = {
     {.setup = gc_setup_act, .run = gc_act_fwd, .tol = TOL_PREC, .arg = 0, .out = {OUT(GC_GATE, "gate_act(softmax)_fwd")}},
     {.setup = gc_setup_act_bwd, .run = gc_act_bwd, .tol = TOL_PREC, .arg = 0, .out = {OUT(GC_DL, "gate_act(softmax)_bwd")}},
     {.setup = gc_setup_act, .run = gc_act_fwd, .tol = TOL_PREC, .arg = 1, .out = {OUT(GC_GATE, "gate_act(sigmoid)_fwd")}},
     {.setup = gc_setup_act_bwd, .run = gc_act_bwd, .tol = TOL_PREC, .arg = 1, .out = {OUT(GC_DL, "gate_act(sigmoid)_bwd")}},
-    {.setup = gc_setup_combine, .run = gc_combine, .tol = TOL_PREC, .out = {OUT(GC_O, "combine_fwd")}},
-    {.setup = gc_poison_o, .run = gc_combine_one_hot, .tol = TOL_PREC, .out = {OUT(GC_O, "combine_fwd(one-hot sel)")}},
-    {.setup = gc_setup_combine_bwd, .run = gc_combine_bwd, .tol = TOL_PREC,
+    {.setup = gc_setup_combine, .run = gc_combine, .tol = TOL_PREC, .unaligned = GC_UNALIGNED, .out = {OUT(GC_O, "combine_fwd")}},
+    {.setup = gc_poison_o, .run = gc_combine_one_hot, .tol = TOL_PREC, .unaligned = GC_UNALIGNED,
+     .out = {OUT(GC_O, "combine_fwd(one-hot sel)")}},
+    {.setup = gc_setup_combine_bwd, .run = gc_combine_bwd, .tol = TOL_PREC, .unaligned = GC_UNALIGNED,
      .out = {OUT(GC_DOB0, "combine_bwd.do_cmp"), OUT(GC_DOB2, "combine_bwd.do_win"), OUT(GC_DG, "combine_bwd.dgate")}},
 };
 static const Group G_GATE_COMBINE = {{"gate", "combine"}, gc_open, CASES(GATE_COMBINE_CASES)};
@@ -1138,8 +1198,11 @@ static const Run RUNS[] = {
     {&G_MATMUL, {33, 40, 17, 20, 45, 0}, 0},
     {&G_MATMUL, {7, 3, 130, 130, 3, 1}, 0},
     {&G_MATMUL, {512, 768, 768, 768, 768, 0}, 1},
+    {&G_MATMUL, {300, 6, 192, 192, 6, 1}, 0},   // the gate MLP's fc2 (N = 3 G): the narrow kernels
     {&G_MATMUL_BWD, {64, 96, 80, 0}, 0},
     {&G_MATMUL_BWD, {300, 7, 33, 1}, 0},
+    {&G_MATMUL_BWD, {1000, 6, 192, 0}, 0},    // the gate MLP's fc2: narrow, dW over 8 row chunks
+    {&G_MATMUL_BWD, {300, 9, 40, 0}, 0},      // one wider than the narrow kernels: cuBLASLt
     {&G_MATMUL_BWD, {1024, 768, 256, 1}, 1},
     {&G_MATMUL_BWD, {1024, 768, 768, 1}, 1},   // the fused K/V projection of m7c_125m (6*G*D = 768), dinp +=
     {&G_WEIGHT_COPY, {0}, 0},
@@ -1162,6 +1225,7 @@ static const Run RUNS[] = {
     {&G_PARAM, {1 << 20}, 1},
     {&G_GATE_COMBINE, {37, 12, 2, 64}, 0},
     {&G_GATE_COMBINE, {9, 4, 4, 16}, 0},
+    {&G_GATE_COMBINE, {5, 32, 2, 128}, 0},   // 2048 elements a (row, group): 8 chunks of combine_bwd
 };
 static const Shape SHAPES[] = {
     {2, 64, 4, 2, 16, 8, 4, 16, 4, 32},        // tiny-like, group of 2

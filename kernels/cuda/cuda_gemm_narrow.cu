@@ -1,0 +1,127 @@
+// kernels/cuda/cuda_gemm_narrow.cu — matmul_fwd / matmul_bwd (ops.h) for narrow outputs,
+// N <= NSA_CUDA_NARROW_N: the gate MLP's second layer (N = 3 G: 6 in m7c_125m).
+//
+// cuBLASLt took 26 us a call for M 2048, N 6, K 192 at batch 1 (a row of 6 bf16 outputs is
+// 12 bytes, not a multiple of 16: it falls back to its slow kernels); these take the shape
+// as it is. Arithmetic: products of the activation-type values (the weight through the
+// backend's low-precision copy, as the cuBLASLt path), fp32 sums, one rounding when stored.
+// Determinism: every sum has one owner and a fixed order (no atomics):
+//   forward   a warp per row; lane j adds k = j, j + 32, ... into N sums, folded by the xor
+//             tree; the bias added in fp32 before the rounding;
+//   dinp      a thread per element, n = 0 .. N-1 in order (the old value added last when
+//             accumulating);
+//   dw        rows in chunks of NARROW_ROWS: a thread per k sums its chunk's rows in order
+//             into fp32 partials [chunk][n][k]; then a thread per (n, k) adds the chunks in
+//             order in fp64 and dw += the total (rounded once to fp32);
+//   dbias     the column sum of the cuBLASLt path (nsa_cuda_colsum_acc).
+//
+// Layout: kernels first, launchers (extern "C") at the end of the file.
+#include "kernels/cuda/cuda_common.cuh"
+
+#define NARROW_ROWS 128   // rows of a dw chunk
+#define NARROW_THREADS 256
+
+template <typename T>
+__global__ void __launch_bounds__(NARROW_THREADS)
+    k_narrow_fwd(T *out, int64_t ldo, const T *inp, int64_t ldi, const T *w, const T *bias, int M, int N, int K) {
+    const int64_t m = blockIdx.x * (int64_t)(NARROW_THREADS / 32) + (threadIdx.x >> 5);
+    const int lane = threadIdx.x & 31;
+    if (m >= M) return;
+    const T *x = inp + m * ldi;
+    float acc[NSA_CUDA_NARROW_N];
+#pragma unroll
+    for (int n = 0; n < NSA_CUDA_NARROW_N; n++) acc[n] = 0.0f;
+    for (int k = lane; k < K; k += 32) {
+        const float xv = tof(x[k]);
+#pragma unroll
+        for (int n = 0; n < NSA_CUDA_NARROW_N; n++)
+            if (n < N) acc[n] += xv * tof(w[(int64_t)n * K + k]);
+    }
+#pragma unroll
+    for (int n = 0; n < NSA_CUDA_NARROW_N; n++) {
+        if (n >= N) break;
+        float s = warp_sum(acc[n]);
+        if (bias) s += tof(bias[n]);
+        if (lane == 0) out[m * ldo + n] = fromf<T>(s);
+    }
+}
+
+template <typename T>
+__global__ void k_narrow_dinp(T *dinp, const T *dout, const T *w, int64_t M, int N, int K, int accumulate) {
+    const int64_t total = M * K;
+    for (int64_t u = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; u < total; u += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t m = u / K;
+        const int k = (int)(u % K);
+        float s = 0.0f;
+        for (int n = 0; n < N; n++) s += tof(dout[m * N + n]) * tof(w[(int64_t)n * K + k]);
+        if (accumulate) s += tof(dinp[u]);
+        dinp[u] = fromf<T>(s);
+    }
+}
+
+// grid (ceil(K / NARROW_THREADS), chunks): part[chunk][n][k] for the chunk's rows
+template <typename T>
+__global__ void __launch_bounds__(NARROW_THREADS)
+    k_narrow_dw_part(float *part, const T *dout, const T *inp, int64_t M, int N, int K) {
+    const int k = blockIdx.x * NARROW_THREADS + threadIdx.x;
+    if (k >= K) return;
+    const int64_t r0 = (int64_t)blockIdx.y * NARROW_ROWS, r1 = r0 + NARROW_ROWS < M ? r0 + NARROW_ROWS : M;
+    float acc[NSA_CUDA_NARROW_N];
+#pragma unroll
+    for (int n = 0; n < NSA_CUDA_NARROW_N; n++) acc[n] = 0.0f;
+    for (int64_t m = r0; m < r1; m++) {
+        const float xv = tof(inp[m * K + k]);
+#pragma unroll
+        for (int n = 0; n < NSA_CUDA_NARROW_N; n++)
+            if (n < N) acc[n] += tof(dout[m * N + n]) * xv;
+    }
+    float *p = part + (int64_t)blockIdx.y * N * K;
+#pragma unroll
+    for (int n = 0; n < NSA_CUDA_NARROW_N; n++)
+        if (n < N) p[(int64_t)n * K + k] = acc[n];
+}
+__global__ void k_narrow_dw_final(float *dw, const float *part, int nch, int NK) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= NK) return;
+    double s = 0;
+    for (int c = 0; c < nch; c++) s += (double)part[(int64_t)c * NK + i];
+    dw[i] = (float)((double)dw[i] + s);
+}
+
+// ============================================================================================
+// launchers
+// ============================================================================================
+extern "C" void nsa_cuda_matmul_narrow_fwd(int dt, void *out, int64_t ldo, const void *inp, int64_t ldi,
+                                           const void *w, const void *bias, int M, int N, int K) {
+    if (M <= 0 || N <= 0) return;
+    const void *wl = nsa_cuda_weight(dt, w, (int64_t)N * K, SCR_WCOPY);
+    const void *bl = bias ? nsa_cuda_weight(dt, bias, N, SCR_BCOPY) : NULL;
+    const unsigned blocks = (unsigned)((M + NARROW_THREADS / 32 - 1) / (NARROW_THREADS / 32));
+    DISPATCH_DT(dt, T, k_narrow_fwd<T><<<blocks, NARROW_THREADS, 0, NSA_STREAM>>>((T *)out, ldo, (const T *)inp, ldi,
+                                                                                (const T *)wl, (const T *)bl, M, N, K));
+    CUDA_LAUNCHED();
+}
+
+extern "C" void nsa_cuda_matmul_narrow_bwd(int dt, void *dinp, void *dw, void *dbias, const void *dout,
+                                           const void *inp, const void *w, int M, int N, int K,
+                                           int dinp_accumulate) {
+    if (M <= 0 || N <= 0) return;
+    if (dinp && K > 0) {
+        const void *wl = nsa_cuda_weight(dt, w, (int64_t)N * K, SCR_WCOPY);
+        DISPATCH_DT(dt, T, k_narrow_dinp<T><<<nsa_blocks((int64_t)M * K, NARROW_THREADS), NARROW_THREADS, 0, NSA_STREAM>>>(
+                               (T *)dinp, (const T *)dout, (const T *)wl, M, N, K, dinp_accumulate));
+        CUDA_LAUNCHED();
+    }
+    if (dw && K > 0) {
+        const int nch = (M + NARROW_ROWS - 1) / NARROW_ROWS, NK = N * K;
+        float *part = (float *)nsa_cuda_scratch(SCR_DW, (size_t)nch * NK * sizeof(float));
+        const dim3 grid((unsigned)((K + NARROW_THREADS - 1) / NARROW_THREADS), (unsigned)nch);
+        DISPATCH_DT(dt, T, k_narrow_dw_part<T><<<grid, NARROW_THREADS, 0, NSA_STREAM>>>(part, (const T *)dout,
+                                                                                      (const T *)inp, M, N, K));
+        CUDA_LAUNCHED();
+        k_narrow_dw_final<<<(NK + NARROW_THREADS - 1) / NARROW_THREADS, NARROW_THREADS, 0, NSA_STREAM>>>((float *)dw, part,
+                                                                                                       nch, NK);
+        CUDA_LAUNCHED();
+    }
+    if (dbias) nsa_cuda_colsum_acc(dt, (float *)dbias, dout, M, N);
+}
