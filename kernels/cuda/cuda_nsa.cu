@@ -892,15 +892,24 @@ static void attn_bwd(int dt, int br, void *dq, void *dk, void *dv, const void *d
         else mma_dq<f16>(a, br);
         // dK/dV: key-centric over key chunks x row chunks, partials reduced in order
         a.kt = br == BR_SEL ? (g->lsel % 64 == 0 ? 64 : 16) : 64;
-        // rows per partial: short enough that the key-centric CTAs fill the GPU at
-        // training shapes (a CTA walks its rows serially), long enough to bound the
-        // partial buffers at long sequences; a function of (T, heads per group) only
-        int rch = g->T * a.hpg / 64;
-        rch = (rch + 31) / 32 * 32;
-        a.rch = rch < 1024 ? 1024 : rch;
         const int NKC = br == BR_SEL ? g->NS * (g->lsel / a.kt) : (NK + a.kt - 1) / a.kt;
         const int E = g->B * g->G * NKC;
         a.nentries = E;
+        // upper bound of the rows the key chunks see, all entries together
+        int64_t bound_rows;
+        if (br == BR_SEL) bound_rows = (int64_t)g->B * g->T * g->G * g->n * a.hpg * (g->lsel / a.kt);
+        else if (br == BR_WIN) bound_rows = (int64_t)E * (a.kt + g->w) * a.hpg;
+        else bound_rows = (int64_t)E * g->T * a.hpg;
+        // rows per partial (a key-centric CTA walks its rows serially): long enough to bound
+        // the partial buffers at long sequences (<= 64 partials an entry: T hpg / 64 rows,
+        // >= 1024), short enough that the CTAs fill the GPU where the call has few rows in
+        // all (about 512 of them, >= 128 rows each: the compressed branch at batch 1 had 48
+        // CTAs of 1024 rows). A function of the shape only.
+        int rch_max = (g->T * a.hpg / 64 + 31) / 32 * 32;
+        rch_max = rch_max < 1024 ? 1024 : rch_max;
+        int64_t rch = (bound_rows / 512 + 31) / 32 * 32;
+        rch = rch < 128 ? 128 : rch > rch_max ? rch_max : rch;
+        a.rch = (int)rch;
         int4 *chunks = (int4 *)nsa_cuda_scratch(SCR_CHUNKS, (size_t)E * sizeof(int4) + 16);
         int32_t *nrcb = (int32_t *)nsa_cuda_scratch(SCR_RED0, (size_t)(2 * E + 2) * 4);
         int32_t *npart = nrcb + E;   // exclusive scan of nrc, [E+1]
@@ -911,10 +920,6 @@ static void attn_bwd(int dt, int br, void *dq, void *dk, void *dv, const void *d
         CUDA_LAUNCHED();
         a.chunk_part = npart;
         // upper bound of the number of partials (host side, no synchronisation)
-        int64_t bound_rows;
-        if (br == BR_SEL) bound_rows = (int64_t)g->B * g->T * g->G * g->n * a.hpg * (g->lsel / a.kt);
-        else if (br == BR_WIN) bound_rows = (int64_t)E * (a.kt + g->w) * a.hpg;
-        else bound_rows = (int64_t)E * g->T * a.hpg;
         int64_t bound = E + bound_rows / a.rch + 1;
         a.part = (float *)nsa_cuda_scratch(SCR_PART, (size_t)bound * 2 * a.kt * g->D * 4);
         if (dt == NSA_DT_BF16) mma_dkdv<bf16>(a, br);
