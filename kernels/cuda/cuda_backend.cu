@@ -539,15 +539,13 @@ template <int DT> struct Ops {
                            int M, int N, int K) {
         char nb[48];
         PROF(mm_name(nb, sizeof nb, "matmul_fwd", M, N, K));
-        if (N <= NSA_CUDA_NARROW_N) nsa_cuda_matmul_narrow_fwd(DT, out, ldo, inp, ldi, w, bias, M, N, K);
-        else nsa_cuda_matmul_fwd(DT, out, ldo, inp, ldi, w, bias, M, N, K);
+        nsa_cuda_matmul_fwd(DT, out, ldo, inp, ldi, w, bias, M, N, K);
     }
     static void matmul_bwd(void *dinp, void *dw, void *dbias, const void *dout, const void *inp, const void *w,
                            int M, int N, int K, int acc) {
         char nb[48];
         PROF(mm_name(nb, sizeof nb, "matmul_bwd", M, N, K));
-        if (N <= NSA_CUDA_NARROW_N) nsa_cuda_matmul_narrow_bwd(DT, dinp, dw, dbias, dout, inp, w, M, N, K, acc);
-        else nsa_cuda_matmul_bwd(DT, dinp, dw, dbias, dout, inp, w, M, N, K, acc);
+        nsa_cuda_matmul_bwd(DT, dinp, dw, dbias, dout, inp, w, M, N, K, acc);
     }
     static void sumsq_params(const void *base, const int64_t *off, const int64_t *len, int n, double *out) {
         PROF("grad_sumsq");

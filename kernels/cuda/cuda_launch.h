@@ -46,13 +46,6 @@ void nsa_cuda_matmul_fwd(int dt, void *out, int64_t ldo, const void *inp, int64_
                          const void *w, const void *bias, int M, int N, int K);
 void nsa_cuda_matmul_bwd(int dt, void *dinp, void *dw, void *dbias, const void *dout,
                          const void *inp, const void *w, int M, int N, int K, int dinp_accumulate);
-// the same two for narrow outputs, N <= NSA_CUDA_NARROW_N (cuda_gemm_narrow.cu): the backend
-// takes these there instead of cuBLASLt
-#define NSA_CUDA_NARROW_N 8
-void nsa_cuda_matmul_narrow_fwd(int dt, void *out, int64_t ldo, const void *inp, int64_t ldi,
-                                const void *w, const void *bias, int M, int N, int K);
-void nsa_cuda_matmul_narrow_bwd(int dt, void *dinp, void *dw, void *dbias, const void *dout,
-                                const void *inp, const void *w, int M, int N, int K, int dinp_accumulate);
 void nsa_cuda_embedding_fwd(int dt, void *out, const int32_t *tokens, const void *wte, int N, int C);
 void nsa_cuda_embedding_bwd(int dt, void *dwte, const void *dout, const int32_t *tokens, int N, int C);
 void nsa_cuda_rmsnorm_fwd(int dt, void *out, void *rstd, const void *inp, const void *w, int N, int C,

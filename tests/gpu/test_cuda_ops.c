@@ -1198,11 +1198,10 @@ static const Run RUNS[] = {
     {&G_MATMUL, {33, 40, 17, 20, 45, 0}, 0},
     {&G_MATMUL, {7, 3, 130, 130, 3, 1}, 0},
     {&G_MATMUL, {512, 768, 768, 768, 768, 0}, 1},
-    {&G_MATMUL, {300, 6, 192, 192, 6, 1}, 0},   // the gate MLP's fc2 (N = 3 G): the narrow kernels
+    {&G_MATMUL, {300, 6, 192, 192, 6, 1}, 0},   // the gate MLP's fc2 (N = 3 G: rows of 12 bytes)
     {&G_MATMUL_BWD, {64, 96, 80, 0}, 0},
     {&G_MATMUL_BWD, {300, 7, 33, 1}, 0},
-    {&G_MATMUL_BWD, {1000, 6, 192, 0}, 0},    // the gate MLP's fc2: narrow, dW over 8 row chunks
-    {&G_MATMUL_BWD, {300, 9, 40, 0}, 0},      // one wider than the narrow kernels: cuBLASLt
+    {&G_MATMUL_BWD, {1000, 6, 192, 0}, 0},    // the gate MLP's fc2 (N = 3 G: rows of 12 bytes)
     {&G_MATMUL_BWD, {1024, 768, 256, 1}, 1},
     {&G_MATMUL_BWD, {1024, 768, 768, 1}, 1},   // the fused K/V projection of m7c_125m (6*G*D = 768), dinp +=
     {&G_WEIGHT_COPY, {0}, 0},
