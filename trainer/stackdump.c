@@ -45,12 +45,15 @@
 #define SD_MAX_MODS 48
 #define SD_SYMBOLIZE_BUDGET_MS 10000   // all addr2line runs of one dump together
 #define SD_EVENTS 32                   // flight-recorder events printed
+#define SD_PEER_WAIT_MS 1500           // a stall dump's wait for the other ranks' dumps
 
 static char g_path[1024];      // stack file, "" = stderr
 static int g_rank;
 static pid_t g_main_tid;
 static char g_addr2line[1024]; // "" = not available
 static volatile sig_atomic_t g_in_dump;
+static char **g_peer_paths;    // the other ranks' stack files (stackdump_set_peers)
+static int g_npeers;
 static const int SIGNALS[] = {SIGUSR1, SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
 #define N_SIGNALS ((int)(sizeof SIGNALS / sizeof SIGNALS[0]))
 
@@ -470,6 +473,40 @@ static void dump(int sig, siginfo_t *si, void *uctx) {
     out_flush(o);
 }
 
+// Whether the file at `path` ends a dump: its last 256 bytes hold an end-of-dump line
+// (open/pread/close and a hand-written search: async-signal-safe).
+static int peer_dump_ended(const char *path) {
+    static const char mark[] = "--- end of ";
+    const int ml = (int)sizeof mark - 1;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    char buf[256];
+    off_t end = lseek(fd, 0, SEEK_END);
+    ssize_t k = end > 0 ? pread(fd, buf, sizeof buf, end > (off_t)sizeof buf ? end - (off_t)sizeof buf : 0) : 0;
+    close(fd);
+    for (ssize_t i = 0; i + ml <= k; i++) {
+        int j = 0;
+        while (j < ml && buf[i + j] == mark[j]) j++;
+        if (j == ml) return 1;
+    }
+    return 0;
+}
+// A stall dump's last step before exiting: wait (20 ms naps, at most SD_PEER_WAIT_MS) until
+// every other rank's stack file ends a dump, so that this rank's exit does not make the
+// launcher kill the ranks still writing theirs.
+static void wait_for_peer_dumps(void) {
+    if (g_npeers <= 0) return;
+    const uint64_t t0 = mono_ns();
+    for (;;) {
+        int all = 1;
+        for (int i = 0; i < g_npeers && all; i++)
+            if (g_peer_paths[i] && !peer_dump_ended(g_peer_paths[i])) all = 0;
+        if (all || mono_ns() - t0 > (uint64_t)SD_PEER_WAIT_MS * 1000000u) return;
+        struct timespec nap = {0, 20 * 1000000L};
+        nanosleep(&nap, NULL);
+    }
+}
+
 static void handler(int sig, siginfo_t *si, void *uctx) {
     int saved_errno = errno;
     if (sig == SIGUSR1 && my_tid() != g_main_tid) {
@@ -487,6 +524,7 @@ static void handler(int sig, siginfo_t *si, void *uctx) {
     if (sig == SIGUSR1) {
         out_str(o, "--- end of stall dump: exiting with status 138 ---\n");
         out_flush(o);
+        wait_for_peer_dumps();
         _exit(NSA_EXIT_STALL_DUMP);
     }
     out_str(o, "--- end of crash dump: re-raising ");
@@ -507,6 +545,11 @@ static void handler(int sig, siginfo_t *si, void *uctx) {
 }
 
 // ---- install ---------------------------------------------------------------------------
+void stackdump_set_peers(char **paths, int n) {
+    g_peer_paths = paths;
+    g_npeers = n;
+}
+
 
 static void find_addr2line(void) {
     g_addr2line[0] = 0;

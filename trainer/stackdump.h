@@ -21,4 +21,12 @@
 // = stderr. rank: for the header. Returns 0, or -1 if a handler could not be set
 // (message on stderr).
 int stackdump_install(const char *stack_file, int rank);
+
+// Once the world is known: the stack files of the other ranks (n paths, NULL entries
+// skipped; the array is kept, not copied). A stall dump then waits, after its own
+// end-of-dump line, until every one of those files ends a dump too (at most
+// SD_PEER_WAIT_MS), before it exits: a launcher such as mpirun tears the whole job down
+// when the first rank exits, which cut the dumps of ranks still writing theirs (seen with
+// 4 ranks on 2 cores: two of four stacks were their header alone).
+void stackdump_set_peers(char **paths, int n);
 #endif

@@ -202,6 +202,8 @@ typedef struct {
     Faults *faults;
     // every path flag with %r replaced by this rank (malloc'd)
     char *p_log, *p_stack, *p_fr, *p_out, *p_dump, *p_save, *p_resume, *p_init, *p_winit;
+    char **p_peer_stacks;   // [world] the other ranks' stack files (this rank's entry NULL), or NULL
+    int n_peer_stacks;
 } MainArgs;
 
 enum { GO_ON = -1 };   // a stage's "not done yet": main continues; any other value is the exit code
@@ -429,6 +431,11 @@ static void substitute_rank(MainArgs *A) {
 }
 
 static void free_rank_paths(MainArgs *A) {
+    stackdump_set_peers(NULL, 0);
+    for (int r = 0; r < A->n_peer_stacks; r++) free(A->p_peer_stacks[r]);
+    free(A->p_peer_stacks);
+    A->p_peer_stacks = NULL;
+    A->n_peer_stacks = 0;
     free(A->p_log); free(A->p_stack); free(A->p_fr); free(A->p_out); free(A->p_dump); free(A->p_save); free(A->p_resume);
     free(A->p_init); free(A->p_winit);
 }
@@ -446,6 +453,16 @@ static int join_world(MainArgs *A, CommWorld *world, char *err, size_t errn) {
     if (!A->print_env && !A->check_only && (wrc = comm_world_join(world, A->rdzv_timeout, err, errn))) {
         fprintf(stderr, "%s%s\n", err[0] == '[' ? "" : "nsa-train: ", err);
         return finish(world, wrc);
+    }
+    // the other ranks' stack files (%r in --stack-file): a stall dump lets theirs finish
+    // before this rank exits (trainer/stackdump.h)
+    if (A->stack_file && strstr(A->stack_file, "%r") && world->world > 1 && !A->check_world) {
+        A->p_peer_stacks = calloc((size_t)world->world, sizeof(char *));
+        if (!A->p_peer_stacks) return finish(world, NSA_EXIT_RUNTIME);
+        A->n_peer_stacks = world->world;
+        for (int r = 0; r < world->world; r++)
+            if (r != A->opts.rank) A->p_peer_stacks[r] = subst_rank(A->stack_file, r);
+        stackdump_set_peers(A->p_peer_stacks, world->world);
     }
     if (world->rdzv && world->world > 1 && !A->check_world)
         fprintf(stderr, "nsa-train: rank %d: joined a world of %d at %s:%d (bootstrap %s, local rank %d of %d) in %.0f ms\n",

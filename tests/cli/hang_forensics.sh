@@ -7,7 +7,8 @@
 # collective (sequence number, name, step) and its bucket's parameters; the rank that never
 # joined, where it is (phase, step, the frame fault_hang) — in the verdict line, RESULTS.md
 # and summary.json; and the latency: the verdict comes at most stall_s + 5 s after the last
-# heartbeat, and at most 5 s after the watchdog saw the stall (measured, printed).
+# heartbeat, and at most 5 s after the watchdog saw the stall (measured, printed). Then the
+# same with 4 ranks (rank 2 hangs): every stack whole, rank 2 named, 0, 1, 3 waiting.
 # SKIPs (77) without mpirun or an MPI build.
 set -u
 BUILD=${1:?usage: hang_forensics.sh BUILD_DIR}
@@ -54,4 +55,45 @@ check "RESULTS.md lays the ranks side by side" \
 check "... and says who waits in what, with the bucket's parameters" \
   grep -qE "\*\*who never joined\*\*: rank 0 waits in collective seq [0-9]+, \`allreduce b[0-9]+\` of step 2 \(gradient bucket [0-9]+: \`" "$TMP/r/RESULTS.md"
 check "no process left" bash -c "! pgrep -f '[n]sa-train .*$TMP/r' >/dev/null"
+
+# 4 ranks (issue 16): ddp_onestep with world_size 4, rank 2 hangs in the backward of step 2,
+# ranks 0, 1, 3 wait in its bucket's allreduce. Every rank's stack must be whole: with 4
+# processes on 2 cores the first rank to exit after its dump made mpirun kill the others
+# mid-dump (two of four files were their header alone) until a stall dump waited for the
+# other ranks' files to end theirs (trainer/stackdump.c).
+python3 - scenarios/ddp_onestep.json "$TMP/dd4.json" <<'PY'
+import json, os, sys
+d = json.load(open(sys.argv[1]))
+d["name"] = "ddp_onestep4"
+d["run"]["world_size"] = 4
+here = os.path.dirname(os.path.abspath(sys.argv[1]))
+d["config"] = os.path.join(here, d["config"])
+d["profiles"]["gpu"]["config"] = os.path.join(here, d["profiles"]["gpu"]["config"])
+json.dump(d, open(sys.argv[2], "w"))
+PY
+C4='ddp_onestep4/transport=mpi,mode=default,branch=none'
+"$H" run "$TMP/dd4.json" --profile ci --case "$C4" --fault hang=2:2:backward --timeout-scale "$SCALE" \
+  --out "$TMP/r4" --quiet >"$TMP/out4" 2>&1
+rc=$?
+check "4 ranks: a hang exits 1 (exit $rc)" test "$rc" = 1
+D4="$TMP/r4/$C4"
+for k in 0 1 2 3; do
+  check "4 ranks: rank $k's stack is whole (symbolized, ends its dump)" \
+    bash -c "grep -q '^symbolized' '$D4/stacks/rank_$k.txt' && grep -q -- '--- end of stall dump' '$D4/stacks/rank_$k.txt'"
+done
+check "4 ranks: rank 2's stack names fault_hang" grep -q "fault_hang" "$D4/stacks/rank_2.txt"
+python3 - "$TMP/r4/summary.json" <<'PY' && ok "4 ranks: summary.json names rank 2 as the one that never joined, 0, 1, 3 waiting" || bad "4 ranks: summary.json facts"
+import json, sys
+c = json.load(open(sys.argv[1]))["cases"][0]
+f = c["facts"]
+assert c["verdict"] == "HANG", c["verdict"]
+assert f["hang_never_joined"] == [2] and f["hang_waiting_ranks"] == [0, 1, 3], f
+assert len(c["ranks"]) == 4 and all(r["stack_dumped"] for r in c["ranks"]), c["ranks"]
+PY
+check "4 ranks: the verdict line names rank 2, where it is, and 3 waiting ranks" \
+  grep -qE "\| \*\*HANG\*\* \| .* \| rank 2 never joined collective seq [0-9]+ \(allreduce b[0-9]+\): it is in backward of step 2, at fault_hang \(trainer/faults.c:[0-9]+\); 3 ranks wait in it \|" \
+  "$TMP/r4/RESULTS.md"
+check "4 ranks: RESULTS.md lays the four ranks side by side" \
+  bash -c "for k in 0 1 3; do grep -q \"^| \$k | yes, stack written | comm · 2 \" '$TMP/r4/RESULTS.md' || exit 1; done; grep -q '^| 2 | yes, stack written | backward · 2 ' '$TMP/r4/RESULTS.md'"
+check "4 ranks: no process left" bash -c "! pgrep -f '[n]sa-train .*$TMP/r4' >/dev/null"
 finish
