@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-# tests/cli/ddp_mpi.sh — data parallel over MPI on the CPU, 2 ranks (docs/ddp.md):
+# tests/cli/ddp_mpi.sh — data parallel over MPI on the CPU, 2 ranks (4 in part 3) (docs/ddp.md):
 #   1. usage: --transport bogus, nccl without NCCL, a --rank that contradicts MPI,
 #      configs that differ across ranks (exit 2 naming the rank); --print-env "mpi"
 #   2. every mode clean (default, find_unused, static_graph): exit 0; the same loss on
 #      both ranks; metrics.jsonl by rank 0 only (world_size 2); grad traces: every
 #      parameter arrived on both ranks; buckets.jsonl: every bucket launched, the same
 #      coll_seq on both ranks; rank_times.jsonl; weights bitwise identical at the end
-#   3. correctness: 2 ranks x batch 2 == 1 rank x batch 4 (losses within 1e-5
-#      relative, step-1 dump gradients within 1e-5 of each tensor's max |g|; fp32 sums
-#      over the two halves of the batch are added in a different order, so not
+#   3. correctness: 2 ranks x batch 2 and 4 ranks x batch 1 == 1 rank x batch 4 (losses
+#      within 1e-5 relative, step-1 dump gradients within 1e-5 of each tensor's max |g|;
+#      fp32 sums over the parts of the batch are added in a different order, so not
 #      bitwise); 1 rank under mpirun == --transport none, bitwise
 #   4. divergent_unused=1, default mode, --comm-timeout 6 (as in 6.): exit 4 within the timeout,
 #      [DDP] never-launched line, buckets.jsonl and [COMM-TIMEOUT] name rank 1, the
@@ -132,8 +132,9 @@ done
 # ---- 3. correctness: 2 ranks x B == 1 rank x 2B ----------------------------------------------
 "$BIN" --config configs/tiny.json --threads 1 --set train.batch_size=4 --steps 3 --out "$TMP/one" \
   --dump-step "$TMP/one/step1.safetensors" --quiet >"$TMP/one.out" 2>&1 || bad "1 rank, batch 4: exit $?"
-check "2 ranks x batch 2 == 1 rank x batch 4: losses (rel 1e-5) and step-1 gradients (1e-5 of max|g|)" \
-  python3 - "$TMP/one" "$TMP/clean_default" <<'PY'
+# the same 3 steps as run A (1 rank) and run B (data parallel): losses and step-1 gradients
+same_training() {
+  python3 - "$1" "$2" <<'PY'
 import json, subprocess, sys
 a, b = sys.argv[1], sys.argv[2]
 la = [json.loads(l)["loss"] for l in open(f"{a}/metrics.jsonl")]
@@ -160,6 +161,16 @@ assert n > 30 and worst <= 1e-5, (worst, n)
 print(f"    {n} gradient tensors: {bitwise} bitwise equal, worst |diff|/max|g| = {worst:.2e}; "
       f"losses {la} vs {lb}")
 PY
+}
+check "2 ranks x batch 2 == 1 rank x batch 4: losses (rel 1e-5) and step-1 gradients (1e-5 of max|g|)" \
+  same_training "$TMP/one" "$TMP/clean_default"
+# 4 ranks (issue 16: nothing had run on more than 2): 4 x batch 1, oversubscribed on 2 cores
+timeout -k 5 120 "${MPIRUN[@]}" -np 4 "$BIN" --config configs/tiny.json --threads 1 --set train.batch_size=1 \
+  --set train.bucket_mb=0.05 --steps 3 --transport mpi --out "$TMP/four" --dump-step "$TMP/four/step1.safetensors" \
+  --quiet >"$TMP/four.out" 2>&1; rc=$?
+check "4 ranks x batch 1: exit 0 (exit $rc)" test "$rc" = 0
+check "4 ranks x batch 1 == 1 rank x batch 4: losses (rel 1e-5) and step-1 gradients (1e-5 of max|g|)" \
+  same_training "$TMP/one" "$TMP/four"
 timeout -k 5 60 "${MPIRUN[@]}" -np 1 "$BIN" --config configs/tiny.json --threads 1 --set train.batch_size=4 --steps 3 \
   --transport mpi --out "$TMP/w1" --quiet >"$TMP/w1.out" 2>&1; rc=$?
 check "1 rank under mpirun (--transport mpi) == --transport none, bitwise losses (exit $rc)" \
