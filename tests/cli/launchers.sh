@@ -74,7 +74,7 @@ case " \$* " in *" --print-env "*|*" --list-faults "*) exec "$T" "\$@" ;; esac
 { env | grep -E '^(RANK|WORLD_SIZE|LOCAL_RANK|LOCAL_WORLD_SIZE|MASTER_ADDR|MASTER_PORT|NSA_RDZV_TOKEN|FOO|NCCL_DEBUG)=' | sort
   printf 'ARGS %s\n' "\$*"; } >"$TMP/seen.\$RANK"
 echo "stub rank \$RANK speaking" >&2
-[ "\${STUB_HANG:-x}" = "\$RANK" ] && exec sleep 300
+[ "\${STUB_HANG:-x}" = "\$RANK" ] && exec -a "stub-hang-$TMP" sleep 300   # argv[0] names this test's run
 [ "\${STUB_SEGV:-x}" = "\$RANK" ] && kill -SEGV \$\$
 exit 0
 EOF
@@ -106,7 +106,11 @@ check "output.log has rank 0's command with its variables" \
 STUB_HANG=1 "$H" run "$TMP/scen/env2.json" --trainer "$TMP/stub" --out "$TMP/hang" --quiet >"$TMP/out" 2>&1
 check "env: rank 1 never ends: HANG" grep -q '| env2 | default | \*\*HANG\*\*' "$TMP/hang/RESULTS.md"
 check "... the watchdog named rank 1" has "$TMP/hang/env2/default/output.log" "no heartbeat from rank 1"
-check "... no process left" bash -c "! pgrep -f '[s]leep 300' >/dev/null"
+# this run's hung rank only (its argv[0] carries $TMP; a system-wide 'sleep 300' also matched
+# other processes), given 5 s for the kernel to finish a SIGKILL; what is left is shown
+gone() { for _ in $(seq 50); do pgrep -f "stub-hang-$TMP" >/dev/null || return 0; sleep 0.1; done
+         ps -o pid,ppid,stat,args -p "$(pgrep -d, -f "stub-hang-$TMP")"; return 1; }
+check "... no process left" gone
 STUB_SEGV=1 "$H" run "$TMP/scen/env2.json" --trainer "$TMP/stub" --out "$TMP/segv" --quiet >"$TMP/out" 2>&1
 check "env: rank 1 killed by SIGSEGV: CRASH naming rank 1 (its own wait status)" \
   grep -q '| env2 | default | \*\*CRASH\*\* | .* | rank 1 killed by SIGSEGV' "$TMP/segv/RESULTS.md"
