@@ -514,12 +514,25 @@ typedef struct {
     char why[256];         // what the watchdog saw
 } Watch;
 
-// One look at every rank: its recorder, whether it ended, whether it stalled.
+// How long rank k has been silent: its heartbeat's age, or the case's elapsed time before
+// its recorder appeared.
+static double rank_silence(const Watch *w, int k, double el) {
+    const RankResult *rk = &w->r->ranks[k];
+    return w->live == LIVE_HEARTBEAT || w->frs[k].h ? rk->heartbeat_age_s : el;
+}
+
+// One look at every rank: its recorder, whether it ended, whether it stalled. When the
+// watchdog fires, a live rank silent for at least half of stall_s is stalled too: ranks
+// stuck in one hang stop beating within moments of each other, and the poll that saw the
+// first one past stall_s must not call the second "still beating" (the PyTorch matrix's
+// divergent_unused lost "rank 0 stalled in phase backward" that way under load: 5.9 s of
+// silence against stall_s 6). A healthy rank beats far more often than every stall_s / 2.
 static void watch_ranks(Watch *w, double el) {
     CaseResult *r = w->r;
     const int multi = launch_is_multi(w->L->kind), W = r->n_ranks;
     const double stall = r->c->run.stall_s * w->ctx->timeout_scale;
     const uint64_t now = mono_ns();
+    const int was_stalled = w->stalled;
     for (int k = 0; k < W; k++) {
         RankResult *rk = &r->ranks[k];
         FrMap *m = &w->frs[k];
@@ -546,7 +559,7 @@ static void watch_ranks(Watch *w, double el) {
             w->stalled = 1;
             continue;
         }
-        double age = w->live == LIVE_HEARTBEAT ? rk->heartbeat_age_s : m->h ? rk->heartbeat_age_s : el;
+        double age = rank_silence(w, k, el);
         if (age > stall) {
             rk->stalled = 1;
             if (!w->stalled) {
@@ -556,6 +569,11 @@ static void watch_ranks(Watch *w, double el) {
             w->stalled = 1;
         }
     }
+    if (w->stalled && !was_stalled && !w->all_done)
+        for (int k = 0; k < W; k++) {
+            RankResult *rk = &r->ranks[k];
+            if (!rk->exited && !rk->stalled && rank_silence(w, k, el) >= 0.5 * stall) rk->stalled = 1;
+        }
 }
 
 // Poll until every process ended, a rank stalled, the case ran out of time, or the user
