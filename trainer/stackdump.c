@@ -550,7 +550,6 @@ void stackdump_set_peers(char **paths, int n) {
     g_npeers = n;
 }
 
-
 static void find_addr2line(void) {
     g_addr2line[0] = 0;
     const char *over = getenv("NSA_ADDR2LINE");

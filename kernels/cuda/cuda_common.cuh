@@ -107,9 +107,9 @@ template <typename T> __device__ __forceinline__ void st8(T *p, const float *v) 
 }
 
 // RoPE's rotation of one pair: y1 = x1 c - x2 s, y2 = x2 c + x1 s (s negated for the inverse),
-// its roundings written out. Left to the compiler, the contraction of a b - c d into one fma
-// differed between kernels (the products it rounded first), so the scalar and the 16-byte
-// kernels of rope and of the K/V split gave different bits; every RoPE kernel calls this.
+// its roundings written out. Left to the compiler (ptxas fuses one product of a b - c d into
+// an fma, which one its choice per kernel), the scalar and the 16-byte kernels of rope and of
+// the K/V split gave different bits; every RoPE kernel calls this.
 __device__ __forceinline__ void rope_rotate(float x1, float x2, float c, float s, float &y1, float &y2) {
     y1 = __fmaf_rn(x1, c, -__fmul_rn(x2, s));
     y2 = __fmaf_rn(x2, c, __fmul_rn(x1, s));
