@@ -154,20 +154,20 @@ san_probe() {   # can clang build and link an ASan+UBSan libFuzzer target here?
 # groups by session): it takes the CPU the main tests leave idle (they mostly wait: stall
 # timeouts, rendezvous, Python startup) and almost none they want. Measured beside it: the
 # detection matrix 87 s (88-91 s alone), harness_run 49 s (47-53 s alone). In order:
-#   1. the main build's unit tests (labels kernels, trainer) but test_rendezvous and
-#      test_ddp (they judge time: in the main ctest); log $BUILD/bg_unit.log;
+#   1. the main build's unit tests (labels kernels, trainer) but test_rendezvous,
+#      test_ddp and test_stackdump (they judge time: in the main ctest); log $BUILD/bg_unit.log;
 #   2. the sanitizer build in $ASAN (clang, ASan + UBSan, -DNSA_FUZZ=ON, CPU only);
 #      log $ASAN/build.log;
 #   3. its unit tests, leaks checked, but test_gradcheck (under ASan it takes ~170 s (12x)
 #      and reaches no line of kernels/ or trainer/ that the other unit tests do not: clang
-#      source coverage, README "Tests") and the two that judge time; log $ASAN/unit.log.
+#      source coverage, README "Tests") and the three that judge time; log $ASAN/unit.log.
 # After the main ctest, in the foreground: the lane's results, then the sanitized scenario
-# run with test_rendezvous and test_ddp, then the fuzzers (full priority: a fuzzer's
+# run with test_rendezvous, test_ddp and test_stackdump, then the fuzzers (full priority: a fuzzer's
 # budget is wall-clock seconds).
 ASAN=${NSA_ASAN_BUILD_DIR:-build-asan}
 san_state=skip lane_pid=
-SAN_BG_EXCLUDE='^(test_gradcheck|test_rendezvous|test_ddp)$'
-SAN_FG_TESTS='^(asan_scenarios|test_rendezvous|test_ddp)$'
+SAN_BG_EXCLUDE='^(test_gradcheck|test_rendezvous|test_ddp|test_stackdump)$'
+SAN_FG_TESTS='^(asan_scenarios|test_rendezvous|test_ddp|test_stackdump)$'
 sanitize_prepare() {   # clang ready and $ASAN configured; san_state says how it went
   if [ "${NSA_SANITIZE_STAGE:-1}" = 0 ]; then san_state=off; return 0; fi
   if ! san_probe; then
@@ -238,7 +238,7 @@ sanitize_finish() {
   ctest --test-dir "$ASAN" --output-on-failure --no-tests=error -L fuzz -j"$jobs" || rc=1
   t3=$(date +%s)
   echo "==== sanitizer + fuzzing stage: build and unit tests in the background of the main tests;" \
-       "scenario run + 2 timed unit tests $((t2 - t1)) s, fuzzers $((t3 - t2)) s; $([ $rc = 0 ] && echo PASS || echo FAIL) ===="
+       "scenario run + 3 timed unit tests $((t2 - t1)) s, fuzzers $((t3 - t2)) s; $([ $rc = 0 ] && echo PASS || echo FAIL) ===="
   return $rc
 }
 
@@ -250,7 +250,7 @@ case "$mode" in
     sanitize_prepare
     # the main build's unit tests that go to the background lane
     bg_re=$(ctest --test-dir "$BUILD" -N -L 'kernels|trainer' | sed -n 's/^ *Test *#[0-9]*: *//p' |
-            { grep -vxE 'test_rendezvous|test_ddp' || true; } | paste -sd'|' -)
+            { grep -vxE 'test_rendezvous|test_ddp|test_stackdump' || true; } | paste -sd'|' -)
     [ -z "$bg_re" ] || bg_re="^($bg_re)\$"
     rm -f "$BUILD/bg_unit.log" "$BUILD/bg_unit.rc" "$ASAN/build.rc" "$ASAN/build.end" "$ASAN/unit.log" "$ASAN/unit.rc"
     lowprio=(nice -n 19)

@@ -53,7 +53,8 @@ static pid_t g_main_tid;
 static char g_addr2line[1024]; // "" = not available
 static volatile sig_atomic_t g_in_dump;
 static char **g_peer_paths;    // the other ranks' stack files (stackdump_set_peers)
-static int g_npeers;
+static off_t *g_peer_base;     // each one's size then: only a dump written past it counts
+static volatile sig_atomic_t g_npeers;
 static const int SIGNALS[] = {SIGUSR1, SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
 #define N_SIGNALS ((int)(sizeof SIGNALS / sizeof SIGNALS[0]))
 
@@ -473,16 +474,21 @@ static void dump(int sig, siginfo_t *si, void *uctx) {
     out_flush(o);
 }
 
-// Whether the file at `path` ends a dump: its last 256 bytes hold an end-of-dump line
-// (open/pread/close and a hand-written search: async-signal-safe).
-static int peer_dump_ended(const char *path) {
+// Whether the file at `path` ends a dump written past byte `base` (its size when the peers
+// were set: a stack file is opened for append, and an older run's dump at its end must not
+// count): the last 256 bytes after `base` hold an end-of-dump line. A file now shorter than
+// `base` was replaced, so all of it counts. open/pread/close and a hand-written search:
+// async-signal-safe.
+static int peer_dump_ended(const char *path, off_t base) {
     static const char mark[] = "--- end of ";
     const int ml = (int)sizeof mark - 1;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return 0;
     char buf[256];
-    off_t end = lseek(fd, 0, SEEK_END);
-    ssize_t k = end > 0 ? pread(fd, buf, sizeof buf, end > (off_t)sizeof buf ? end - (off_t)sizeof buf : 0) : 0;
+    const off_t end = lseek(fd, 0, SEEK_END);
+    if (end < base) base = 0;
+    const off_t from = end - (off_t)sizeof buf > base ? end - (off_t)sizeof buf : base;
+    ssize_t k = end > from ? pread(fd, buf, (size_t)(end - from), from) : 0;
     close(fd);
     for (ssize_t i = 0; i + ml <= k; i++) {
         int j = 0;
@@ -500,7 +506,7 @@ static void wait_for_peer_dumps(void) {
     for (;;) {
         int all = 1;
         for (int i = 0; i < g_npeers && all; i++)
-            if (g_peer_paths[i] && !peer_dump_ended(g_peer_paths[i])) all = 0;
+            if (g_peer_paths[i] && !peer_dump_ended(g_peer_paths[i], g_peer_base ? g_peer_base[i] : 0)) all = 0;
         if (all || mono_ns() - t0 > (uint64_t)SD_PEER_WAIT_MS * 1000000u) return;
         struct timespec nap = {0, 20 * 1000000L};
         nanosleep(&nap, NULL);
@@ -546,6 +552,13 @@ static void handler(int sig, siginfo_t *si, void *uctx) {
 
 // ---- install ---------------------------------------------------------------------------
 void stackdump_set_peers(char **paths, int n) {
+    g_npeers = 0;   // a dump from here until the end sees no half-set list
+    free(g_peer_base);
+    g_peer_base = n > 0 ? calloc((size_t)n, sizeof *g_peer_base) : NULL;   // NULL: bases 0
+    for (int i = 0; g_peer_base && i < n; i++) {
+        struct stat st;
+        g_peer_base[i] = paths[i] && stat(paths[i], &st) == 0 ? st.st_size : 0;
+    }
     g_peer_paths = paths;
     g_npeers = n;
 }

@@ -27,6 +27,8 @@ int stackdump_install(const char *stack_file, int rank);
 // end-of-dump line, until every one of those files ends a dump too (at most
 // SD_PEER_WAIT_MS), before it exits: a launcher such as mpirun tears the whole job down
 // when the first rank exits, which cut the dumps of ranks still writing theirs (seen with
-// 4 ranks on 2 cores: two of four stacks were their header alone).
+// 4 ranks on 2 cores: two of four stacks were their header alone). Only what a file gains
+// after this call counts: an older run's dump at the end of a reused --stack-file does not
+// end the wait.
 void stackdump_set_peers(char **paths, int n);
 #endif
