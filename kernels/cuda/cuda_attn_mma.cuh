@@ -11,7 +11,10 @@
 //    It walks the union of its rows' keys in chunks of 64 staged in shared memory
 //    (cp.async, double-buffered) and shared by the 4 warps; a per-(row, key)
 //    predicate masks what a row does not see. Forward: online softmax; dq: P and
-//    dP recomputed from the saved lse, dq accumulated in registers.
+//    dP recomputed from the saved lse, dq accumulated in registers. The selection
+//    branch runs here too where nsa_sel_rows_on (cuda_common.cuh) says so: the
+//    chunks are then the union of the blocks the tile's positions selected, each
+//    masked for the positions that did not select it.
 //
 //  k_sel_fwd / k_sel_dq (selection branch): a CTA per (b, t, KV group, 16-head
 //    tile). The group's heads are the 16 rows of the A operand (padded with zero
@@ -264,20 +267,28 @@ __device__ __forceinline__ void wg_rs(float (&acc)[D / 8][4], const uint32_t (&a
         else wgmma_rs_64x64x16_tb<T>(acc, a[kk], wg_desc_mn(sM + kk * 16 * 128, lbo));
     }
 }
-// S[64 x 32] = A . B^T and P[64 x 32] = C . E^T over D in one commit group. A and C are
-// 64-row swizzled tiles; B and E 32-row ones whose atoms are BSTR bytes apart: 8192 for
-// 32-row slices of 64-row tiles (the dQ pass: Q K^T and dO V^T for 32 keys), 4096 for
-// tiles of 32 rows (the dK/dV pass: K Q^T and V dO^T for 32 rows).
-template <typename T, int D, int BSTR>
-__device__ __forceinline__ void wg_two_n32(float (&s)[4][4], float (&p)[4][4], uint32_t sA, uint32_t sB, uint32_t sC, uint32_t sE) {
+// S[64 x N] = A . B^T and P[64 x N] = C . E^T over D in one commit group (N 32 or 64). A and C
+// are 64-row swizzled tiles; B and E N-row ones whose atoms are BSTR bytes apart: 8192 for
+// 64-row tiles and 32-row slices of them (the dQ pass: Q K^T and dO V^T for a chunk's keys or
+// half of them; the dK/dV pass at D 64: K Q^T and V dO^T for 64 rows), 4096 for tiles of 32
+// rows (the dK/dV pass at D 128).
+template <typename T, int D, int N, int BSTR>
+__device__ __forceinline__ void wg_two(float (&s)[N / 8][4], float (&p)[N / 8][4], uint32_t sA, uint32_t sB, uint32_t sC,
+                                       uint32_t sE) {
+    static_assert(N == 32 || N == 64, "m64n32k16 or m64n64k16");
 #pragma unroll
-    for (int j = 0; j < 4; j++) s[j][0] = s[j][1] = s[j][2] = s[j][3] = p[j][0] = p[j][1] = p[j][2] = p[j][3] = 0.f;
+    for (int j = 0; j < N / 8; j++) s[j][0] = s[j][1] = s[j][2] = s[j][3] = p[j][0] = p[j][1] = p[j][2] = p[j][3] = 0.f;
     wg_fence();
 #pragma unroll
     for (int kk = 0; kk < D / 16; kk++) {
         const uint32_t off = (kk / 4) * WG_ATOM_BYTES + (kk % 4) * 32, offb = (kk / 4) * BSTR + (kk % 4) * 32;
-        wgmma_64x32x16<T>(s, wg_desc(sA + off), wg_desc(sB + offb));
-        wgmma_64x32x16<T>(p, wg_desc(sC + off), wg_desc(sE + offb));
+        if constexpr (N == 64) {
+            wgmma_64x64x16<T>(s, wg_desc(sA + off), wg_desc(sB + offb));
+            wgmma_64x64x16<T>(p, wg_desc(sC + off), wg_desc(sE + offb));
+        } else {
+            wgmma_64x32x16<T>(s, wg_desc(sA + off), wg_desc(sB + offb));
+            wgmma_64x32x16<T>(p, wg_desc(sC + off), wg_desc(sE + offb));
+        }
     }
     wg_commit();
     wg_wait0();
@@ -351,31 +362,71 @@ __device__ __forceinline__ void online_softmax_step(float (&s)[NT][4], float (&o
 }
 
 // ============================================================================================
-// rows kernels (cmp, win)
+// rows kernels (cmp, win; sel where nsa_sel_rows_on)
 // ============================================================================================
 #define ROWS_KC 64
 
-struct RowsGeom {
-    int HB, BQ, nhb;
-};
-__host__ __device__ __forceinline__ RowsGeom rows_geom(int hpg) {
-    RowsGeom r;
-    r.HB = hpg < 64 ? hpg : 64;
-    r.BQ = 64 / r.HB;
-    r.nhb = (hpg + r.HB - 1) / r.HB;
-    return r;
-}
-
-// key range [kstart, kend) of the CTA's rows
+// key range [kstart, kend) of the CTA's rows (selection: keys past kend load as zeros; the
+// chunks are the union's, below)
 template <int BR>
 __device__ __forceinline__ void rows_keys(const AttnArgs &a, int tbase, int t_last, int &kstart, int &kend) {
     if (BR == BR_WIN) {
         kstart = tbase - a.w + 1 > 0 ? tbase - a.w + 1 : 0;
         kend = t_last + 1;
+    } else if (BR == BR_SEL) {
+        kstart = 0;
+        kend = t_last + 1;
     } else {
         kstart = 0;
         kend = mma_cmp_visible(t_last, a.l, a.d, a.NC);
     }
+}
+
+// Selection on the rows kernels: the blocks that any of the tile's nq positions (tbase ..)
+// selected, ascending, in selj[0 .. *nu), and for each the mask of the positions that selected
+// it in selm (bit q: position tbase + q; BQ <= 64). selm is NS words of shared memory: first
+// one per block (integer atomicOr: the same mask whatever the order), then compacted in place
+// by one warp. selj holds NS ints. Every thread of the CTA calls it (it synchronises).
+__device__ __forceinline__ void sel_rows_union(const AttnArgs &a, int b, int g, int tbase, int nq, uint64_t *selm, int *selj,
+                                               int *nu) {
+    for (int j = threadIdx.x; j < a.NS; j += blockDim.x) selm[j] = 0;
+    __syncthreads();
+    const int32_t *sl = a.sel + (((int64_t)b * a.T + tbase) * a.G + g) * a.n;
+    for (int i = threadIdx.x; i < nq * a.n; i += blockDim.x) {
+        const int q = i / a.n, j = sl[(int64_t)q * a.G * a.n + i % a.n];
+        if (j >= 0) atomicOr(reinterpret_cast<unsigned long long *>(selm + j), 1ull << q);
+    }
+    __syncthreads();
+    if (threadIdx.x < 32) {
+        const int lane = threadIdx.x;
+        int m = 0;
+        for (int j0 = 0; j0 < a.NS; j0 += 32) {
+            const int j = j0 + lane;
+            const uint64_t w = j < a.NS ? selm[j] : 0;
+            const unsigned bal = __ballot_sync(0xffffffffu, w != 0);
+            __syncwarp();   // every lane has read its word before any is overwritten
+            if (w) {
+                const int p = m + __popc(bal & ((1u << lane) - 1));
+                selm[p] = w;
+                selj[p] = j;
+            }
+            __syncwarp();
+            m += __popc(bal);
+        }
+        if (lane == 0) *nu = m;
+    }
+    __syncthreads();
+}
+// shared memory of the union's table after a rows kernel's tiles
+__host__ __device__ constexpr size_t sel_rows_table_bytes(int NS) { return (size_t)NS * 12 + 16; }
+
+// Does the row at position t (-1: none) see key `key` of chunk c? pm is the chunk's mask of
+// the tile's positions that selected its block (selection only), tbase the tile's first position.
+template <int BR>
+__device__ __forceinline__ bool rows_vis(const AttnArgs &a, int t, int key, int kend, uint64_t pm, int tbase) {
+    if (t < 0 || key >= kend) return false;
+    if (BR == BR_SEL) return key <= t && ((pm >> (t - tbase)) & 1);
+    return sees<BR>(a, t, key);
 }
 
 template <typename T, int D> __device__ __forceinline__ void load_kv_chunk(T *Ks, T *Vs, const T *Kg, const T *Vg, int64_t ks,
@@ -390,15 +441,49 @@ template <typename T, int D> __device__ __forceinline__ void load_kv_chunk(T *Ks
 }
 
 // WG: Q and K in swizzled atoms (after a 1024-byte alignment slack), V padded as before
-template <int D, bool WG> constexpr size_t rows_fwd_smem() {
+template <int D, bool WG> __host__ __device__ constexpr size_t rows_fwd_smem() {
     return WG ? 1024 + (size_t)(64 + 2 * ROWS_KC) * D * 2 + (size_t)2 * ROWS_KC * (D + 8) * 2
               : (size_t)(64 + 4 * ROWS_KC) * (D + 8) * 2;
 }
 // 16-byte chunk cc of row r of a D-wide operand tile in swizzled atoms (byte offset)
 __device__ __forceinline__ uint32_t wg_tile_off(int r, int cc) { return (cc / 8) * WG_ATOM_BYTES + wg_swz(r, cc % 8); }
 // WG: Q, dO, K and V all in swizzled atoms after a 1024-byte alignment slack
-template <int D, bool WG> constexpr size_t rows_dq_smem() {
+template <int D, bool WG> __host__ __device__ constexpr size_t rows_dq_smem() {
     return WG ? 1024 + (size_t)(128 + 4 * ROWS_KC) * D * 2 : (size_t)(128 + 4 * ROWS_KC) * (D + 8) * 2;
+}
+
+// The chunks a rows kernel walks: n of them; kb(c) is the first key of chunk c and pm(c)
+// (selection) the mask of the tile's positions that selected chunk c's block. Window and
+// compressed: ROWS_KC-key chunks from kstart. Selection: the union of the tile's selected
+// blocks (sel_rows_union, its table at `table` in shared memory), l' / ROWS_KC chunks a block.
+template <int BR> struct RowsChunks {
+    int n, per, kstart, lsel;
+    const int *selj;
+    const uint64_t *selm;
+    __device__ __forceinline__ int kb(int c) const {
+        return BR == BR_SEL ? selj[c / per] * lsel + (c % per) * ROWS_KC : kstart + c * ROWS_KC;
+    }
+    __device__ __forceinline__ uint64_t pm(int c) const { return BR == BR_SEL ? selm[c / per] : 0; }
+};
+// Every thread of the CTA calls it (selection: it synchronises)
+template <int BR>
+__device__ __forceinline__ RowsChunks<BR> rows_chunks(const AttnArgs &a, int b, int g, int tbase, int t_last, int kstart, int kend,
+                                                      unsigned char *table) {
+    RowsChunks<BR> rc;
+    rc.kstart = kstart;
+    rc.lsel = a.lsel;
+    rc.per = BR == BR_SEL ? a.lsel / ROWS_KC : 1;
+    uint64_t *selm = reinterpret_cast<uint64_t *>(table);
+    int *selj = reinterpret_cast<int *>(selm + a.NS), *nu = selj + a.NS;
+    rc.selm = selm;
+    rc.selj = selj;
+    if constexpr (BR == BR_SEL) {
+        sel_rows_union(a, b, g, tbase, t_last - tbase + 1, selm, selj, nu);
+        rc.n = *nu * rc.per;
+    } else {
+        rc.n = kend > kstart ? (kend - kstart + ROWS_KC - 1) / ROWS_KC : 0;
+    }
+    return rc;
 }
 
 // WG (sm_90a, D 64 or 128): both products by warpgroup MMA from swizzled Q, K and V tiles:
@@ -451,11 +536,12 @@ template <typename T, int D, int BR, bool WG> __global__ void __launch_bounds__(
     int t_last = tbase + rg.BQ - 1 < tend - 1 ? tbase + rg.BQ - 1 : tend - 1;
     int kstart, kend;
     rows_keys<BR>(a, tbase, t_last, kstart, kend);
-    const int nchunks = kend > kstart ? (kend - kstart + ROWS_KC - 1) / ROWS_KC : 0;
+    const RowsChunks<BR> ch = rows_chunks<BR>(a, b, g, tbase, t_last, kstart, kend, smem_raw + rows_fwd_smem<D, WG>());
+    const int nchunks = ch.n;
     const int64_t ks = (int64_t)a.G * D;
     const T *Kg = (const T *)a.k + (int64_t)b * a.NK * ks + (int64_t)g * D;
     const T *Vg = (const T *)a.v + (int64_t)b * a.NK * ks + (int64_t)g * D;
-    if (nchunks > 0) load_chunk(0, Kg, Vg, ks, kstart, kend);
+    if (nchunks > 0) load_chunk(0, Kg, Vg, ks, ch.kb(0), kend);
     cp_commit();
     __syncthreads();
     const int r0 = warp * 16 + gid;
@@ -469,13 +555,14 @@ template <typename T, int D, int BR, bool WG> __global__ void __launch_bounds__(
 
     for (int c = 0; c < nchunks; c++) {
         const int buf = c & 1;
-        if (c + 1 < nchunks) load_chunk(buf ^ 1, Kg, Vg, ks, kstart + (c + 1) * ROWS_KC, kend);
+        if (c + 1 < nchunks) load_chunk(buf ^ 1, Kg, Vg, ks, ch.kb(c + 1), kend);
         cp_commit();
         cp_wait<1>();
         if (WG) wg_fence_proxy();   // this thread's copies, visible to the warpgroup MMA
         __syncthreads();
         const T *Vb = Vs + buf * ROWS_KC * VP;
-        const int kb = kstart + c * ROWS_KC;
+        const int kb = ch.kb(c);
+        const uint64_t pm = ch.pm(c);
         float s[8][4];
         if constexpr (WG) {
             wg_qkT<T, D>(s, (uint32_t)__cvta_generic_to_shared(Qs),
@@ -504,7 +591,7 @@ template <typename T, int D, int BR, bool WG> __global__ void __launch_bounds__(
 #pragma unroll
             for (int e = 0; e < 4; e++) {
                 const int key = kb + nt * 8 + 2 * tig + (e & 1), t = tr[e >> 1];
-                const bool vis = t >= 0 && key < kend && sees<BR>(a, t, key);
+                const bool vis = rows_vis<BR>(a, t, key, kend, pm, tbase);
                 s[nt][e] = vis ? s[nt][e] * a.scale_log2 : -INFINITY;
                 mx[e >> 1] = fmaxf(mx[e >> 1], s[nt][e]);
             }
@@ -552,10 +639,15 @@ template <typename T, int D, int BR, bool WG> __global__ void __launch_bounds__(
 }
 
 // WG (sm_90a, D 64 or 128): every product by warpgroup MMA from swizzled tiles. S = Q K^T
-// and dP = dO V^T 32 keys at a time (wg_two_n32), then dQ += dS K with dS from registers
-// and the same 32 keys of K as a transposed B operand (wg_rs).
+// and dP = dO V^T over the chunk's 64 keys at D 64, 32 keys at a time at D 128 (wg_two),
+// then dQ += dS K with dS from registers and the same keys of K as a transposed
+// B operand (wg_rs). mma.sync: 32 keys a pass.
 template <typename T, int D, int BR, bool WG> __global__ void __launch_bounds__(128) k_rows_dq(AttnArgs a) {
     constexpr int DP = D + 8, NKS = D / 16, NDT = D / 8;
+    // keys a pass: the whole chunk with warpgroup MMA at D 64, else halves (at D 128 the whole
+    // chunk was faster for the selection and window dQ but slower for the compressed one:
+    // paper shape 64k 70.6 -> 74.0 ms, bench/RESULTS.md)
+    constexpr int KH = WG && D == 64 ? ROWS_KC : 32;
     static_assert(!WG || D % 64 == 0, "swizzled atoms are 64 elements wide");
     extern __shared__ __align__(16) unsigned char smem_raw[];
     unsigned char *qk = WG ? reinterpret_cast<unsigned char *>(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023) : smem_raw;
@@ -615,11 +707,12 @@ template <typename T, int D, int BR, bool WG> __global__ void __launch_bounds__(
     int t_last = tbase + rg.BQ - 1 < tend - 1 ? tbase + rg.BQ - 1 : tend - 1;
     int kstart, kend;
     rows_keys<BR>(a, tbase, t_last, kstart, kend);
-    const int nchunks = kend > kstart ? (kend - kstart + ROWS_KC - 1) / ROWS_KC : 0;
+    const RowsChunks<BR> ch = rows_chunks<BR>(a, b, g, tbase, t_last, kstart, kend, smem_raw + rows_dq_smem<D, WG>());
+    const int nchunks = ch.n;
     const int64_t ks = (int64_t)a.G * D;
     const T *Kg = (const T *)a.k + (int64_t)b * a.NK * ks + (int64_t)g * D;
     const T *Vg = (const T *)a.v + (int64_t)b * a.NK * ks + (int64_t)g * D;
-    if (nchunks > 0) load_chunk(0, Kg, Vg, ks, kstart, kend);
+    if (nchunks > 0) load_chunk(0, Kg, Vg, ks, ch.kb(0), kend);
     cp_commit();
     __syncthreads();
     const int r0 = warp * 16 + gid;
@@ -633,11 +726,12 @@ template <typename T, int D, int BR, bool WG> __global__ void __launch_bounds__(
 
     for (int c = 0; c < nchunks; c++) {
         const int buf = c & 1;
-        if (c + 1 < nchunks) load_chunk(buf ^ 1, Kg, Vg, ks, kstart + (c + 1) * ROWS_KC, kend);
+        if (c + 1 < nchunks) load_chunk(buf ^ 1, Kg, Vg, ks, ch.kb(c + 1), kend);
         cp_commit();
         cp_wait<1>();
         if (WG) wg_fence_proxy();   // this thread's copies, visible to the warpgroup MMA
         __syncthreads();
+        const uint64_t pm = ch.pm(c);
         if (!WG && c == 0) {
 #pragma unroll
             for (int kk = 0; kk < NKS; kk++) {
@@ -647,15 +741,16 @@ template <typename T, int D, int BR, bool WG> __global__ void __launch_bounds__(
         }
         const T *Kb = Ks + buf * ROWS_KC * QP, *Vb = Vs + buf * ROWS_KC * QP;
 #pragma unroll
-        for (int half = 0; half < 2; half++) {
-            const int kb = kstart + c * ROWS_KC + half * 32;
-            float s[4][4], dp[4][4];
+        for (int half = 0; half < ROWS_KC / KH; half++) {
+            const int kb = ch.kb(c) + half * KH;
+            float s[KH / 8][4], dp[KH / 8][4];
             if constexpr (WG) {
-                // the half's 32 keys are 32 rows of each atom: 4096 bytes further
-                wg_two_n32<T, D, WG_ATOM_BYTES>(s, dp, (uint32_t)__cvta_generic_to_shared(Qs),
-                                 (uint32_t)__cvta_generic_to_shared(Kb) + half * 32 * 128,
-                                 (uint32_t)__cvta_generic_to_shared(Ys),
-                                 (uint32_t)__cvta_generic_to_shared(Vb) + half * 32 * 128);
+                // S and dP over the pass's KH keys, KH rows of each atom (a half: 4096 bytes
+                // further); the whole chunk gives the same bits as two halves: the same k-steps
+                wg_two<T, D, KH, WG_ATOM_BYTES>(s, dp, (uint32_t)__cvta_generic_to_shared(Qs),
+                                                (uint32_t)__cvta_generic_to_shared(Kb) + half * KH * 128,
+                                                (uint32_t)__cvta_generic_to_shared(Ys),
+                                                (uint32_t)__cvta_generic_to_shared(Vb) + half * KH * 128);
             } else {
 #pragma unroll
                 for (int i = 0; i < 4; i++)
@@ -675,24 +770,24 @@ template <typename T, int D, int BR, bool WG> __global__ void __launch_bounds__(
                     }
             }
 #pragma unroll
-            for (int nt = 0; nt < 4; nt++)
+            for (int nt = 0; nt < KH / 8; nt++)
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
                     const int key = kb + nt * 8 + 2 * tig + (e & 1), t = tr[e >> 1];
-                    const bool vis = t >= 0 && key < kend && sees<BR>(a, t, key);
+                    const bool vis = rows_vis<BR>(a, t, key, kend, pm, tbase);
                     const float p = vis ? exp2f(s[nt][e] * a.scale_log2 - l2r[e >> 1]) : 0.f;
                     s[nt][e] = p * (dp[nt][e] - drr[e >> 1]);   // dS
                 }
             if constexpr (WG) {
-                // dQ += dS K by warpgroup MMA: dS from registers, the half's 32 keys of K as a
+                // dQ += dS K by warpgroup MMA: dS from registers, the chunk's keys of K as a
                 // transposed B operand
-                uint32_t da[2][4];
+                uint32_t da[KH / 16][4];
 #pragma unroll
-                for (int kk = 0; kk < 2; kk++) {
+                for (int kk = 0; kk < KH / 16; kk++) {
                     acc_afrag<T>(da[kk], s[2 * kk], s[2 * kk + 1]);
                 }
                 wg_fence();
-                wg_rs<T, D, 32>(dqa, da, (uint32_t)__cvta_generic_to_shared(Kb) + half * 32 * 128, WG_ATOM_BYTES);
+                wg_rs<T, D, KH>(dqa, da, (uint32_t)__cvta_generic_to_shared(Kb) + half * KH * 128, WG_ATOM_BYTES);
                 wg_commit();
                 wg_wait0();
             } else {
@@ -1273,33 +1368,36 @@ __global__ void __launch_bounds__(32) k_sel_fwd_tma(AttnArgs a, const __grid_con
 // ============================================================================================
 // dK/dV: key-centric, partials per (key chunk, row chunk)
 // ============================================================================================
-#define DKDV_RT 32   // rows per tile
+// rows per tile: 64 with warpgroup MMA at D 64 (the first products m64n64k16, as in the rows
+// kernels), else 32 (D 128's accumulators leave no registers for 64)
+template <int D, bool WG> __host__ __device__ constexpr int dkdv_rt() { return WG && D == 64 ? 64 : 32; }
 
-// WG: K and V (64-row atoms) and the Q / dO row tiles (32-row atoms, 4096 bytes) swizzled,
-// after a 1024-byte alignment slack
+// WG: K and V (64-row atoms) and the Q / dO row tiles (RT-row atoms, RT * 128 bytes)
+// swizzled, after a 1024-byte alignment slack
 template <int D, int KT, bool WG> constexpr size_t dkdv_smem() {
-    return WG ? 1024 + (size_t)(2 * KT + 4 * DKDV_RT) * D * 2 + 2 * 3 * DKDV_RT * 4
-              : (size_t)(2 * KT + 4 * DKDV_RT) * (D + 8) * 2 + 2 * 3 * DKDV_RT * 4;
+    constexpr int RT = dkdv_rt<D, WG>();
+    return WG ? 1024 + (size_t)(2 * KT + 4 * RT) * D * 2 + 2 * 3 * RT * 4 : (size_t)(2 * KT + 4 * RT) * (D + 8) * 2 + 2 * 3 * RT * 4;
 }
 
 // WG (sm_90a, KT 64, D 64 or 128): every product by warpgroup MMA from swizzled tiles.
-// S^T = K Q^T and dP^T = V dO^T for the CTA's 64 keys x a tile's 32 rows (wg_two_n32), then
+// S^T = K Q^T and dP^T = V dO^T for the CTA's 64 keys x a tile's RT rows (wg_two), then
 // dV += P^T dO and dK += dS^T Q with P^T, dS^T from registers and dO, Q as transposed B
 // operands (wg_rs).
 template <typename T, int D, int KT, int BR, bool WG> __global__ void __launch_bounds__(KT * 2) k_dkdv(AttnArgs a, int NKC) {
     constexpr int DP = D + 8, NKS = D / 16, NDT = D / 8, NW = KT / 16, NTH = NW * 32;
     static_assert(!WG || (KT == 64 && D % 64 == 0), "the warpgroup path: 64 keys, 64-element atoms");
     constexpr int KP = WG ? D : DP;                // elements per row as stored
-    constexpr int RT_ATOM = DKDV_RT * 128;         // WG: bytes of a 32-row atom
+    constexpr int RT = dkdv_rt<D, WG>(), NRT = RT / 8;   // rows per tile, their n-tiles
+    constexpr int RT_ATOM = RT * 128;              // WG: bytes of an RT-row atom
     extern __shared__ __align__(16) unsigned char smem_raw[];
     unsigned char *base = WG ? reinterpret_cast<unsigned char *>(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023) : smem_raw;
     T *Ks = reinterpret_cast<T *>(base);
     T *Vs = Ks + KT * KP;
     T *Qs = Vs + KT * KP;                       // [2][RT][KP]
-    T *Ys = Qs + 2 * DKDV_RT * KP;              // [2][RT][KP]
-    float *l2s = reinterpret_cast<float *>(Ys + 2 * DKDV_RT * KP);   // [2][RT]
-    float *drs = l2s + 2 * DKDV_RT;
-    int *trs = reinterpret_cast<int *>(drs + 2 * DKDV_RT);
+    T *Ys = Qs + 2 * RT * KP;              // [2][RT][KP]
+    float *l2s = reinterpret_cast<float *>(Ys + 2 * RT * KP);   // [2][RT]
+    float *drs = l2s + 2 * RT;
+    int *trs = reinterpret_cast<int *>(drs + 2 * RT);
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, gid = lane >> 2, tig = lane & 3;
     const int e = blockIdx.x, rc = blockIdx.y;
     const int4 ch = a.chunks[e];
@@ -1320,8 +1418,8 @@ template <typename T, int D, int KT, int BR, bool WG> __global__ void __launch_b
         cp16(reinterpret_cast<unsigned char *>(Vs) + o, ok ? Vg + s * ks + cc * 8 : Vg, ok);
     }
     auto load_rows = [&](int it, int buf) {
-        const int f0 = r_lo + it * DKDV_RT;
-        for (int i = tid; i < DKDV_RT * (D / 8); i += NTH) {
+        const int f0 = r_lo + it * RT;
+        for (int i = tid; i < RT * (D / 8); i += NTH) {
             int r = i / (D / 8), cc = i % (D / 8), f = f0 + r;
             bool ok = f < r_hi;
             int64_t off = 0;
@@ -1331,10 +1429,10 @@ template <typename T, int D, int KT, int BR, bool WG> __global__ void __launch_b
                 off = (((int64_t)b * a.T + t) * a.H + (int64_t)g * hpg + hh) * D + cc * 8;
             }
             const uint32_t o = WG ? (uint32_t)((cc / 8) * RT_ATOM) + wg_swz(r, cc % 8) : (uint32_t)(r * DP + cc * 8) * 2;
-            cp16(reinterpret_cast<unsigned char *>(Qs + buf * DKDV_RT * KP) + o, (const T *)a.q + off, ok);
-            cp16(reinterpret_cast<unsigned char *>(Ys + buf * DKDV_RT * KP) + o, (const T *)a.dout + off, ok);
+            cp16(reinterpret_cast<unsigned char *>(Qs + buf * RT * KP) + o, (const T *)a.q + off, ok);
+            cp16(reinterpret_cast<unsigned char *>(Ys + buf * RT * KP) + o, (const T *)a.dout + off, ok);
         }
-        for (int r = tid; r < DKDV_RT; r += NTH) {
+        for (int r = tid; r < RT; r += NTH) {
             int f = f0 + r, t = -1;
             float l2 = -INFINITY, dr = 0.f;
             if (f < r_hi) {
@@ -1345,12 +1443,12 @@ template <typename T, int D, int KT, int BR, bool WG> __global__ void __launch_b
                 dr = a.drow[R];
                 if (l2 == -INFINITY) t = -1;
             }
-            trs[buf * DKDV_RT + r] = t;
-            l2s[buf * DKDV_RT + r] = l2;
-            drs[buf * DKDV_RT + r] = dr;
+            trs[buf * RT + r] = t;
+            l2s[buf * RT + r] = l2;
+            drs[buf * RT + r] = dr;
         }
     };
-    const int ntiles = (r_hi - r_lo + DKDV_RT - 1) / DKDV_RT;
+    const int ntiles = (r_hi - r_lo + RT - 1) / RT;
     load_rows(0, 0);
     cp_commit();
 
@@ -1371,14 +1469,15 @@ template <typename T, int D, int KT, int BR, bool WG> __global__ void __launch_b
         cp_wait<1>();
         if (WG) wg_fence_proxy();   // this thread's copies, visible to the warpgroup MMA
         __syncthreads();
-        const T *Qb = Qs + buf * DKDV_RT * KP, *Yb = Ys + buf * DKDV_RT * KP;
-        const int *tb = trs + buf * DKDV_RT;
-        const float *lb = l2s + buf * DKDV_RT, *db = drs + buf * DKDV_RT;
-        float s[4][4], dp[4][4];
+        const T *Qb = Qs + buf * RT * KP, *Yb = Ys + buf * RT * KP;
+        const int *tb = trs + buf * RT;
+        const float *lb = l2s + buf * RT, *db = drs + buf * RT;
+        float s[NRT][4], dp[NRT][4];
         if constexpr (WG) {
-            wg_two_n32<T, D, RT_ATOM>(s, dp, (uint32_t)__cvta_generic_to_shared(Ks), (uint32_t)__cvta_generic_to_shared(Qb),
+            wg_two<T, D, RT, RT_ATOM>(s, dp, (uint32_t)__cvta_generic_to_shared(Ks), (uint32_t)__cvta_generic_to_shared(Qb),
                                       (uint32_t)__cvta_generic_to_shared(Vs), (uint32_t)__cvta_generic_to_shared(Yb));
         } else {
+            static_assert(WG || RT == 32, "mma.sync: 32-row tiles");
 #pragma unroll
             for (int i = 0; i < 4; i++)
 #pragma unroll
@@ -1402,7 +1501,7 @@ template <typename T, int D, int KT, int BR, bool WG> __global__ void __launch_b
         }
         // element (nt, q): key = key0 / key1 (q >> 1), row = nt*8 + 2*tig + (q & 1)
 #pragma unroll
-        for (int nt = 0; nt < 4; nt++)
+        for (int nt = 0; nt < NRT; nt++)
 #pragma unroll
             for (int q = 0; q < 4; q++) {
                 const int row = nt * 8 + 2 * tig + (q & 1), t = tb[row];
@@ -1415,15 +1514,15 @@ template <typename T, int D, int KT, int BR, bool WG> __global__ void __launch_b
         if constexpr (WG) {
             // dV += P^T dO, dK += dS^T Q by warpgroup MMA: P^T and dS^T from registers,
             // dO and Q as transposed B operands
-            uint32_t pa[2][4], da[2][4];
+            uint32_t pa[RT / 16][4], da[RT / 16][4];
 #pragma unroll
-            for (int kk = 0; kk < 2; kk++) {
+            for (int kk = 0; kk < RT / 16; kk++) {
                 acc_afrag<T>(pa[kk], s[2 * kk], s[2 * kk + 1]);
                 acc_afrag<T>(da[kk], dp[2 * kk], dp[2 * kk + 1]);
             }
             wg_fence();
-            wg_rs<T, D, 32>(dva, pa, (uint32_t)__cvta_generic_to_shared(Yb), RT_ATOM);
-            wg_rs<T, D, 32>(dka, da, (uint32_t)__cvta_generic_to_shared(Qb), RT_ATOM);
+            wg_rs<T, D, RT>(dva, pa, (uint32_t)__cvta_generic_to_shared(Yb), RT_ATOM);
+            wg_rs<T, D, RT>(dka, da, (uint32_t)__cvta_generic_to_shared(Qb), RT_ATOM);
             wg_commit();
             wg_wait0();
         } else {
@@ -1764,8 +1863,9 @@ template <typename T> static bool sel_tma_maps(const AttnArgs &a, CUtensorMap *m
             return false;
     return true;
 }
-// The forward and the dQ pass share one dispatch over the branch: selection (the TMA kernels
-// where they run, else key tile KT 32 or 16; P positions per tile), window or compressed rows.
+// The forward and the dQ pass share one dispatch over the branch: selection (the rows kernels
+// where nsa_sel_rows_on says so; else the TMA kernels where they run, else key tile KT 32 or
+// 16; P positions per tile), window or compressed rows.
 // A kernel set names its kernels, their shared memory and the query rows it covers (the
 // forward may cover a row range, dQ all rows).
 template <typename T, int D> struct FwdKernels {
@@ -1777,14 +1877,14 @@ template <typename T, int D> struct FwdKernels {
     template <int P> static void sel_tma(dim3 grid, const AttnArgs &a, const CUtensorMap &mk, const CUtensorMap &mv) {
         mma_launch(k_sel_fwd_tma<T, D, P>, grid, 32, sel_tma_smem<D>(), a, mk, mv);
     }
-    template <int BR> static void rows_k(dim3 grid, const AttnArgs &a) {
+    template <int BR> static void rows_k(dim3 grid, const AttnArgs &a, size_t extra) {
         if constexpr (D % 64 == 0) {
             if (g_nsa_cuda.wgmma) {
-                mma_launch(k_rows_fwd<T, D, BR, true>, grid, 128, rows_fwd_smem<D, true>(), a);
+                mma_launch(k_rows_fwd<T, D, BR, true>, grid, 128, rows_fwd_smem<D, true>() + extra, a);
                 return;
             }
         }
-        mma_launch(k_rows_fwd<T, D, BR, false>, grid, 128, rows_fwd_smem<D, false>(), a);
+        mma_launch(k_rows_fwd<T, D, BR, false>, grid, 128, rows_fwd_smem<D, false>() + extra, a);
     }
 };
 template <typename T, int D> struct DqKernels {
@@ -1793,14 +1893,14 @@ template <typename T, int D> struct DqKernels {
         mma_launch(k_sel_dq<T, D, KT, P>, grid, 128, sel_smem<D, KT>(), a);
     }
     static constexpr bool has_sel_tma = false;   // k_sel_dq_tma measured no faster (see k_sel_fwd_tma)
-    template <int BR> static void rows_k(dim3 grid, const AttnArgs &a) {
+    template <int BR> static void rows_k(dim3 grid, const AttnArgs &a, size_t extra) {
         if constexpr (D % 64 == 0) {
             if (g_nsa_cuda.wgmma) {
-                mma_launch(k_rows_dq<T, D, BR, true>, grid, 128, rows_dq_smem<D, true>(), a);
+                mma_launch(k_rows_dq<T, D, BR, true>, grid, 128, rows_dq_smem<D, true>() + extra, a);
                 return;
             }
         }
-        mma_launch(k_rows_dq<T, D, BR, false>, grid, 128, rows_dq_smem<D, false>(), a);
+        mma_launch(k_rows_dq<T, D, BR, false>, grid, 128, rows_dq_smem<D, false>() + extra, a);
     }
 };
 // the TMA selection forward where this build's sm_90a code runs (NSA_CUDA_WGMMA=0: off), D is
@@ -1817,8 +1917,12 @@ template <typename T, int D, typename Kn> static bool sel_pass_tma(dim3 grid, co
 }
 template <typename T, int D, typename Kn> static void mma_attn_rows_pass(const AttnArgs &a, int br) {
     const int rows = Kn::rows(a);
-    if (br == BR_SEL) {
-        const int pack = a.hpg <= 8 && a.n <= 64 && g_nsa_cuda.sel_pack;
+    const RowsGeom rg = rows_geom(a.hpg);
+    const dim3 rows_grid((rows + rg.BQ - 1) / rg.BQ, a.G * rg.nhb, a.B);
+    if (br == BR_SEL && nsa_sel_rows_on(a.hpg, D, a.lsel, a.NS, a.n)) {
+        Kn::template rows_k<BR_SEL>(rows_grid, a, sel_rows_table_bytes(a.NS));
+    } else if (br == BR_SEL) {
+        const int pack = nsa_sel_pack_on(a.hpg, a.n);
         const int nrt = (a.hpg + 15) / 16;
         dim3 grid(pack ? (rows + 1) / 2 : rows, pack ? a.G : a.G * nrt, a.B);
         if (sel_pass_tma<T, D, Kn>(grid, a, pack)) {
@@ -1829,11 +1933,10 @@ template <typename T, int D, typename Kn> static void mma_attn_rows_pass(const A
             if (pack) Kn::template sel<16, 2>(grid, a);
             else Kn::template sel<16, 1>(grid, a);
         }
+    } else if (br == BR_WIN) {
+        Kn::template rows_k<BR_WIN>(rows_grid, a, 0);
     } else {
-        const RowsGeom rg = rows_geom(a.hpg);
-        dim3 grid((rows + rg.BQ - 1) / rg.BQ, a.G * rg.nhb, a.B);
-        if (br == BR_WIN) Kn::template rows_k<BR_WIN>(grid, a);
-        else Kn::template rows_k<BR_CMP>(grid, a);
+        Kn::template rows_k<BR_CMP>(rows_grid, a, 0);
     }
     CUDA_LAUNCHED();
 }

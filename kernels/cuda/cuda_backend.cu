@@ -122,6 +122,8 @@ extern "C" int nsa_cuda_init(const char **why) {
                 g_nsa_cuda.attn_impl = ai && !strcmp(ai, "simple") ? 1 : 0;
                 const char *sp = getenv("NSA_CUDA_SEL_PACK");
                 g_nsa_cuda.sel_pack = sp ? atoi(sp) != 0 : 1;
+                const char *sr = getenv("NSA_CUDA_SEL_ROWS");
+                g_nsa_cuda.sel_rows = sr && *sr ? (atoi(sr) > 0 ? 1 : atoi(sr) == 0 ? 0 : -1) : -1;
                 const char *wg = getenv("NSA_CUDA_WGMMA");
                 cudaError_t pe = cudaSuccess;
                 const int code = probe_build_code(&pe);
@@ -149,6 +151,7 @@ extern "C" int nsa_cuda_init(const char **why) {
 extern "C" void nsa_cuda_set_attn_impl(int impl) { g_nsa_cuda.attn_impl = impl; }
 extern "C" int nsa_cuda_get_attn_impl(void) { return g_nsa_cuda.attn_impl; }
 extern "C" void nsa_cuda_set_sel_pack(int on) { g_nsa_cuda.sel_pack = on; }
+extern "C" void nsa_cuda_set_sel_rows(int mode) { g_nsa_cuda.sel_rows = mode < 0 ? -1 : mode > 0; }
 extern "C" int nsa_cuda_set_wgmma(int on) {
     g_nsa_cuda.wgmma = on && g_wgmma_avail;
     return g_nsa_cuda.wgmma;

@@ -43,6 +43,8 @@ struct NsaCudaCtx {
     int sync_check;
     int attn_impl;       // 0 auto, 1 simple
     int sel_pack;        // selection tiles hold 2 positions when heads per group <= 8 (NSA_CUDA_SEL_PACK=0: off)
+    int sel_rows;        // selection forward / dQ on the rows kernels: -1 by shape, 0 never, 1 wherever they can
+                         // (NSA_CUDA_SEL_ROWS)
     int wgmma;           // Hopper warpgroup-MMA kernels: this build has sm_90a code the device runs
                          // (probed at init) and NSA_CUDA_WGMMA is not 0
 };
@@ -178,6 +180,43 @@ template <typename Op, typename V> __device__ __forceinline__ V block_reduce(V v
 
 // ---- NSA internals shared by cuda_nsa.cu and the tensor-core kernels ----------------------
 enum { BR_CMP = 0, BR_SEL = 1, BR_WIN = 2 };
+
+// The 64 rows of a rows-kernel tile (cuda_attn_mma.cuh): BQ consecutive positions x HB heads
+// of one KV group (HB = min(heads per group, 64)); nhb tiles cover a group's heads
+struct RowsGeom {
+    int HB, BQ, nhb;
+};
+__host__ __device__ __forceinline__ RowsGeom rows_geom(int hpg) {
+    RowsGeom r;
+    r.HB = hpg < 64 ? hpg : 64;
+    r.BQ = 64 / r.HB;
+    r.nhb = (hpg + r.HB - 1) / r.HB;
+    return r;
+}
+
+// The selection branch's forward and dQ on tensor cores run one of two tilings:
+//  - "rows": the 64-row tiles of the compressed / window kernels (BQ positions x the group's
+//    heads), walking the union of the blocks their positions selected, 64 keys a chunk, a block
+//    masked for the rows whose position did not select it. Needs l' a multiple of 64 and the
+//    union's table in shared memory (12 bytes a selection block: NS <= SEL_ROWS_MAX_NS).
+//  - "tiles": a tile per position (or 2 positions, sel_pack) walking that position's blocks.
+// By shape (sel_rows -1): rows where the union a tile walks is at most 3 n blocks, estimated
+// for positions that see NS / 2 blocks (the average) and choose their n independently:
+// U = V (1 - (1 - n / V)^BQ), or V when n >= V. Measured (bench_cuda_attn, B 1, random
+// inputs, H100): rows faster at m7c S = 2k (U/n 1.0) and the paper shape at 2k and 8k (1.0,
+// 2.7); slower at m7c 8k (3.8) and paper 16k (3.3). Where neighbouring positions' selections
+// overlap more than random ones (not measured in training), the rows kernels would also win
+// past this bound. A function of the shape only, so the bits of a shape do not change with
+// anything else.
+#define SEL_ROWS_MAX_NS 2048
+static inline int nsa_sel_rows_on(int hpg, int D, int lsel, int NS, int n) {
+    if (lsel % 64 != 0 || NS > SEL_ROWS_MAX_NS || !(D == 16 || D == 64 || D == 128)) return 0;
+    if (g_nsa_cuda.sel_rows >= 0) return g_nsa_cuda.sel_rows;
+    const double V = NS / 2.0, BQ = rows_geom(hpg).BQ;
+    const double U = n >= V ? V : V * (1.0 - pow(1.0 - n / V, BQ));
+    return U <= 3.0 * n;
+}
+static inline int nsa_sel_pack_on(int hpg, int n) { return hpg <= 8 && n <= 64 && g_nsa_cuda.sel_pack; }
 
 // Everything an attention kernel needs; pointers are device pointers.
 struct AttnArgs {

@@ -31,6 +31,14 @@ void nsa_cuda_set_attn_impl(int impl);
 // selection-branch tiles of two query positions when heads per group <= 8 (default on;
 // NSA_CUDA_SEL_PACK=0 in the environment turns it off)
 void nsa_cuda_set_sel_pack(int on);
+// selection-branch forward and dQ on the 64-row tiles of the compressed / window kernels,
+// walking the union of the blocks their positions selected: -1 by shape (default), 0 never,
+// 1 wherever they can (l' a multiple of 64); NSA_CUDA_SEL_ROWS=-1/0/1 in the environment
+void nsa_cuda_set_sel_rows(int mode);
+// positions whose rows share a tile of the selection forward at this geometry under the
+// current settings (dt, 16-byte aligned buffers): a non-finite key any of them selected
+// reaches all of their rows (docs/cuda.md, Limits)
+int nsa_cuda_sel_tile_positions(int dt, const NsaGeom *g);
 // Hopper warpgroup-MMA (wgmma) kernels where built (sm_90a) and the device runs them
 // (default on; NSA_CUDA_WGMMA=0 in the environment turns them off). Returns whether they
 // are on after the call (0 when this build or device has none).

@@ -827,6 +827,13 @@ static int use_mma(int dt, const NsaGeom *g, int br, const void *p0, const void 
     return nsa_aligned16(p0) && nsa_aligned16(p1) && nsa_aligned16(p2) && nsa_aligned16(p3) && nsa_aligned16(p4);
 }
 
+extern "C" int nsa_cuda_sel_tile_positions(int dt, const NsaGeom *g) {
+    const int hpg = g->H / g->G;
+    if (!use_mma(dt, g, BR_SEL, NULL, NULL, NULL, NULL, NULL)) return 1;   // the simple kernels: a row each
+    if (nsa_sel_rows_on(hpg, g->D, g->lsel, g->NS, g->n)) return rows_geom(hpg).BQ;
+    return nsa_sel_pack_on(hpg, g->n) ? 2 : 1;
+}
+
 template <typename T> static void mma_fwd(const AttnArgs &a, int br) {
     by_head_dim(a.D, [&](auto d) { mma_attn_fwd<T, decltype(d)::value>(a, br); });
 }

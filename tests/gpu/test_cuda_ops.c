@@ -42,6 +42,7 @@
 
 static const Backend *CPU, *GPU;
 static const char *g_dtname = "";
+static int g_dt = NSA_DT_F32;   // the activation type of the GPU backend under test
 static double g_tol = 0;
 static int g_fail = 0, g_rows = 0, g_small = 0;
 static const char *g_filter = NULL;
@@ -1059,8 +1060,10 @@ static double ns_sel_nan_err(Ctx *c, char *shape, size_t shn) {
     (void)shape; (void)shn;
     const int gpu = 1;
     const NsaGeom g = c->g;
-    const int pack = (c->impl == 1 || c->impl == 3) && g.H / g.G <= 8 && g.n <= 64;
-    const int tend = g.T - 1 - (pack && g.T % 2 == 0);   // rows [0, tend) are judged
+    // rows [0, tend) are judged: those of tiles before the last position's (its tile's rows
+    // share their products with its keys, and take NaN as 0 x NaN)
+    const int ptile = gpu && c->impl >= 1 ? nsa_cuda_sel_tile_positions(g_dt, &g) : 1;
+    const int tend = (g.T - 1) / ptile * ptile;
     const TP *k = &c->t[NS_K], *v = &c->t[NS_V], *o = &c->t[NS_O];
     double *kv = malloc(sizeof(double) * (size_t)(2 * k->n + 2 * o->n));
     double *vv = kv + k->n, *o0 = vv + k->n, *o1 = o0 + o->n;
@@ -1265,34 +1268,42 @@ int main(int argc, char **argv) {
             return 77;
         }
         g_tol = tols[p];
+        g_dt = p == 0 ? NSA_DT_F32 : p == 1 ? NSA_DT_BF16 : NSA_DT_F16;
         char dn[32];
         snprintf(dn, sizeof dn, "%s", precs[p]);
         g_dtname = dn;
         nsa_cuda_set_attn_impl(1);
         for (size_t r = 0; r < sizeof RUNS / sizeof RUNS[0]; r++)
             if (!(g_small && RUNS[r].big)) run_group(RUNS[r].group, RUNS[r].p, 0);
-        // impl 0: simple kernels; 1: tensor cores (selection tiles of 2 positions where
-        // heads per group <= 8; the warpgroup-MMA kernels where this build and device have
-        // them); 2: tensor cores, one position per selection tile; 3: tensor cores without
-        // the warpgroup-MMA kernels (mma.sync only; run only where those exist)
-        static const char *impl_name[4] = {"simple", "mma", "mma1", "mma-sync"};
+        // impl 0: simple kernels; 1: tensor cores as a run picks them (the selection branch on
+        // the rows kernels or on its own tiles by shape, tiles of 2 positions where heads per
+        // group <= 8; the warpgroup-MMA kernels where this build and device have them);
+        // 2: tensor cores, selection on tiles of one position; 3: tensor cores without the
+        // warpgroup-MMA kernels (mma.sync only; run only where those exist); 4: selection on
+        // its tiles (never the rows kernels); 5 and 6: selection on the rows kernels wherever
+        // they can (l' a multiple of 64), with and without warpgroup MMA
+        static const char *impl_name[7] = {"simple", "mma", "mma1", "mma-sync", "mma-tiles", "mma-rows", "mma-sync-rows"};
+        static const int impl_sel_rows[7] = {-1, -1, 0, -1, 0, 1, 1};
         const int have_wgmma = nsa_cuda_set_wgmma(1);
-        for (int impl = 0; impl < 4; impl++) {
+        for (int impl = 0; impl < 7; impl++) {
             if (impl >= 1 && p == 0) continue;   // fp32 always uses the simple kernels
-            if (impl == 3 && !have_wgmma) continue;
+            if ((impl == 3 || impl == 6) && !have_wgmma) continue;
             nsa_cuda_set_attn_impl(impl >= 1 ? 0 : 1);
             nsa_cuda_set_sel_pack(impl != 2);
-            nsa_cuda_set_wgmma(impl != 3);
+            nsa_cuda_set_sel_rows(impl_sel_rows[impl]);
+            nsa_cuda_set_wgmma(impl != 3 && impl != 6);
             snprintf(dn, sizeof dn, "%s/%s", precs[p], impl_name[impl]);
             for (int si = 0; si < NSHAPES; si++) {
                 if (g_small && shape_is_big(si)) continue;
                 if (impl >= 1 && SHAPES[si].D == 32) continue;   // not a tensor-core shape
                 if (impl == 2 && SHAPES[si].H / SHAPES[si].G > 8) continue;   // no packing there anyway
+                if (impl >= 5 && SHAPES[si].lsel % 64) continue;               // no rows path there
                 run_group(&G_NSA, (const int *)&SHAPES[si], impl);
             }
         }
         nsa_cuda_set_attn_impl(0);
         nsa_cuda_set_sel_pack(1);
+        nsa_cuda_set_sel_rows(-1);
         nsa_cuda_set_wgmma(1);
         printf("warpgroup-MMA (sm_90a) kernels: %s\n", have_wgmma ? "on" : "not in this build or device");
     }
