@@ -185,6 +185,9 @@ sanitize_prepare() {   # clang ready and $ASAN configured; san_state says how it
   fi
   san_state=ready
 }
+# lsan_tracer_retry LOG DIR (tools/lsan_tracer_retry.sh): a test that failed only because
+# LeakSanitizer's own tracer crashed at its exit is run once more, saying so in LOG
+. tools/lsan_tracer_retry.sh
 # bg_lane BUILD ASAN JOBS UNIT_RE SAN_STATE: the lane's three steps; each writes its exit
 # status next to its log (bg_unit.rc, build.rc, unit.rc)
 bg_lane() {
@@ -203,7 +206,14 @@ bg_lane() {
   ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1} \
   UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1:abort_on_error=1} \
     ctest --test-dir "$A" --output-on-failure --no-tests=error -L 'kernels|trainer' -E "$SAN_BG_EXCLUDE" >"$A/unit.log" 2>&1
-  echo $? >"$A/unit.rc"
+  local rc=$?
+  if [ "$rc" != 0 ] &&
+     ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1} \
+     UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1:abort_on_error=1} \
+       lsan_tracer_retry "$A/unit.log" "$A"; then
+    rc=0
+  fi
+  echo "$rc" >"$A/unit.rc"
 }
 # ctest's per-test lines and failures, without its progress lines
 ctest_lines() { grep -vE '^( *Start +[0-9]+:|Test project|Internal ctest changing into directory|Constructing a list of tests|Updating test list|Checking test dependency graph)' "$1" | sed -e '/^ *$/d' -e 's/^/  /'; }
@@ -230,9 +240,14 @@ sanitize_finish() {
   ctest_lines "$ASAN/unit.log"
   [ "$(cat "$ASAN/unit.rc" 2>/dev/null)" = 0 ] || rc=1
   # the scenario run and the two unit tests that judge time, in the foreground
-  ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1} \
-  UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1:abort_on_error=1} \
-    ctest --test-dir "$ASAN" --output-on-failure --no-tests=error -L 'kernels|trainer|sanitize' -R "$SAN_FG_TESTS" || rc=1
+  local fg=0 aso=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
+  local ubo=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1:abort_on_error=1}
+  ASAN_OPTIONS=$aso UBSAN_OPTIONS=$ubo \
+    ctest --test-dir "$ASAN" --output-on-failure --no-tests=error -L 'kernels|trainer|sanitize' -R "$SAN_FG_TESTS" \
+    >"$ASAN/fg.log" 2>&1 || fg=$?
+  if [ "$fg" != 0 ] && ASAN_OPTIONS=$aso UBSAN_OPTIONS=$ubo lsan_tracer_retry "$ASAN/fg.log" "$ASAN"; then fg=0; fi
+  cat "$ASAN/fg.log"
+  [ "$fg" = 0 ] || rc=1
   t2=$(date +%s)
   # the fuzzers, one per core (each is single-threaded), NSA_FUZZ_SECONDS each
   ctest --test-dir "$ASAN" --output-on-failure --no-tests=error -L fuzz -j"$jobs" || rc=1
@@ -255,7 +270,7 @@ case "$mode" in
     rm -f "$BUILD/bg_unit.log" "$BUILD/bg_unit.rc" "$ASAN/build.rc" "$ASAN/build.end" "$ASAN/unit.log" "$ASAN/unit.rc"
     lowprio=(nice -n 19)
     command -v setsid >/dev/null 2>&1 && lowprio=(setsid -w nice -n 19)
-    "${lowprio[@]}" bash -c "$(declare -f bg_lane); SAN_BG_EXCLUDE='$SAN_BG_EXCLUDE'; bg_lane \"\$@\"" \
+    "${lowprio[@]}" bash -c "$(declare -f bg_lane lsan_tracer_retry); SAN_BG_EXCLUDE='$SAN_BG_EXCLUDE'; bg_lane \"\$@\"" \
       _ "$BUILD" "$ASAN" "$jobs" "$bg_re" "$san_state" </dev/null >/dev/null 2>&1 &
     lane_pid=$!
     echo "==== background lane (nice 19): the unit tests of $BUILD, then the sanitizer build and its unit tests" \
