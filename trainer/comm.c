@@ -12,6 +12,7 @@
 #include "trainer/comm.h"
 #include "common/digest.h"
 #include "common/util.h"
+#include "common/envparse.h"
 #include "trainer/rendezvous.h"
 #ifdef NSA_HAVE_MPI
 #include <mpi.h>
@@ -127,21 +128,6 @@ static int rdzv_wait_bounded(struct Rdzv *z, double timeout_s, const char *what,
 
 // ---- the world: bootstraps ------------------------------------------------------------------
 
-// An environment variable as an integer in [lo, hi]: 1 set (*out), 0 unset or empty,
-// -1 set but not such an integer (err names it).
-static int env_int(const char *name, long lo, long hi, int *out, char *err, size_t errlen) {
-    const char *v = getenv(name);
-    if (!v || !*v) return 0;
-    char *end = NULL;
-    long x = strtol(v, &end, 10);
-    if (*end || x < lo || x > hi) {
-        snprintf(err, errlen, "%s=%s: expected a whole number in [%ld, %ld]", name, v, lo, hi);
-        return -1;
-    }
-    *out = (int)x;
-    return 1;
-}
-
 static const char *env_str(const char *name) {
     const char *v = getenv(name);
     return v && *v ? v : NULL;
@@ -166,9 +152,9 @@ static void src_add(CommWorld *w, const char *name) {
 // which holds MASTER_PORT itself), else `dflt`. 0 or 2 (err).
 static int rdzv_port_from_env(CommWorld *w, int dflt, const char *dflt_why, char *err, size_t errlen) {
     int port = 0, r;
-    if ((r = env_int("NSA_RDZV_PORT", 1, 65535, &port, err, errlen)) < 0) return 2;
+    if ((r = nsa_env_int("NSA_RDZV_PORT", 1, 65535, &port, err, errlen)) < 0) return 2;
     if (r) { src_add(w, "NSA_RDZV_PORT"); w->rdzv_port = port; return 0; }
-    if ((r = env_int("MASTER_PORT", 1, 65535, &port, err, errlen)) < 0) return 2;
+    if ((r = nsa_env_int("MASTER_PORT", 1, 65535, &port, err, errlen)) < 0) return 2;
     if (r) {
         src_add(w, "MASTER_PORT");
         const char *agent = env_str("TORCHELASTIC_USE_AGENT_STORE");
@@ -198,8 +184,8 @@ static int setup_env(CommWorld *w, char *err, size_t errlen) {
     int have_r, have_w, r;
     w->rank = w->world = -1;
     w->local_rank = w->local_size = -1;
-    if ((have_r = env_int("RANK", 0, 1 << 24, &w->rank, err, errlen)) < 0) return 2;
-    if ((have_w = env_int("WORLD_SIZE", 1, 1 << 24, &w->world, err, errlen)) < 0) return 2;
+    if ((have_r = nsa_env_int("RANK", 0, 1 << 24, &w->rank, err, errlen)) < 0) return 2;
+    if ((have_w = nsa_env_int("WORLD_SIZE", 1, 1 << 24, &w->world, err, errlen)) < 0) return 2;
     if (!have_r && !have_w) {   // no variables at all: one rank
         w->rank = 0;
         w->world = 1;
@@ -218,9 +204,9 @@ static int setup_env(CommWorld *w, char *err, size_t errlen) {
         snprintf(err, errlen, "bootstrap env: RANK=%d is not below WORLD_SIZE=%d", w->rank, w->world);
         return 2;
     }
-    if ((r = env_int("LOCAL_RANK", 0, 1 << 24, &w->local_rank, err, errlen)) < 0) return 2;
+    if ((r = nsa_env_int("LOCAL_RANK", 0, 1 << 24, &w->local_rank, err, errlen)) < 0) return 2;
     if (r) src_add(w, "LOCAL_RANK");
-    if ((r = env_int("LOCAL_WORLD_SIZE", 1, 1 << 24, &w->local_size, err, errlen)) < 0) return 2;
+    if ((r = nsa_env_int("LOCAL_WORLD_SIZE", 1, 1 << 24, &w->local_size, err, errlen)) < 0) return 2;
     if (r) src_add(w, "LOCAL_WORLD_SIZE");
     if (w->local_rank >= 0 && w->local_size > 0 && w->local_rank >= w->local_size) {
         snprintf(err, errlen, "bootstrap env: LOCAL_RANK=%d is not below LOCAL_WORLD_SIZE=%d", w->local_rank,
@@ -249,7 +235,7 @@ static int setup_env(CommWorld *w, char *err, size_t errlen) {
 static int setup_slurm(CommWorld *w, char *err, size_t errlen) {
     int r;
     w->local_rank = w->local_size = -1;
-    if ((r = env_int("SLURM_PROCID", 0, 1 << 24, &w->rank, err, errlen)) <= 0) {
+    if ((r = nsa_env_int("SLURM_PROCID", 0, 1 << 24, &w->rank, err, errlen)) <= 0) {
         if (!r) snprintf(err, errlen, "bootstrap slurm: SLURM_PROCID is not set (start the ranks with srun)");
         return 2;
     }
@@ -257,7 +243,7 @@ static int setup_slurm(CommWorld *w, char *err, size_t errlen) {
     static const char *const nt[] = {"SLURM_STEP_NUM_TASKS", "SLURM_NTASKS", "SLURM_NPROCS", NULL};
     r = 0;
     for (int i = 0; nt[i] && !r; i++) {
-        if ((r = env_int(nt[i], 1, 1 << 24, &w->world, err, errlen)) < 0) return 2;
+        if ((r = nsa_env_int(nt[i], 1, 1 << 24, &w->world, err, errlen)) < 0) return 2;
         if (r) src_add(w, nt[i]);
     }
     if (!r) {
@@ -268,7 +254,7 @@ static int setup_slurm(CommWorld *w, char *err, size_t errlen) {
         snprintf(err, errlen, "bootstrap slurm: SLURM_PROCID=%d is not below the number of tasks %d", w->rank, w->world);
         return 2;
     }
-    if ((r = env_int("SLURM_LOCALID", 0, 1 << 24, &w->local_rank, err, errlen)) < 0) return 2;
+    if ((r = nsa_env_int("SLURM_LOCALID", 0, 1 << 24, &w->local_rank, err, errlen)) < 0) return 2;
     if (r) src_add(w, "SLURM_LOCALID");
     const char *addr = env_str("MASTER_ADDR");
     if (addr) {
@@ -293,7 +279,7 @@ static int setup_slurm(CommWorld *w, char *err, size_t errlen) {
         }
     }
     int job = -1;
-    if ((r = env_int("SLURM_JOB_ID", 0, 0x7fffffff, &job, err, errlen)) < 0) return 2;
+    if ((r = nsa_env_int("SLURM_JOB_ID", 0, 0x7fffffff, &job, err, errlen)) < 0) return 2;
     if (r) src_add(w, "SLURM_JOB_ID");
     if (rdzv_port_from_env(w, job >= 0 ? 20000 + job % 10000 : (w->world > 1 ? 0 : 29500),
                            "bootstrap slurm: neither MASTER_PORT nor SLURM_JOB_ID is set: the rendezvous port is unknown",

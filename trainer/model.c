@@ -30,6 +30,7 @@
 
 #include "common/nsa_names.h"
 #include "common/util.h"
+#include "common/envparse.h"
 #include "trainer/faults.h"
 #include "trainer/model.h"
 #include "trainer/rng.h"
@@ -158,8 +159,9 @@ int model_init(Model *m, const NsaConfig *cfg, const Backend *be, char *err, siz
     for (int b = 0; b < 3; b++) m->used[b] = nsa_gated(fb) || fb == b;
     m->cmp_needed = m->used[NSA_BR_CMP] || m->used[NSA_BR_SEL];  // selection scores need p_cmp
     // the fused K/V projection when every branch's keys and values are computed
-    const char *kvf = getenv("NSA_KV_FUSED");
-    m->kv_fused = m->used[0] && m->used[1] && m->used[2] && !(kvf && !strcmp(kvf, "0"));
+    int kvf = 1;   // NSA_KV_FUSED=0: one K/V projection per branch (the comparison path)
+    if (nsa_env_int("NSA_KV_FUSED", 0, 1, &kvf, err, errlen) < 0) return -2;
+    m->kv_fused = m->used[0] && m->used[1] && m->used[2] && kvf;
     build_params(m);
     m->param_bytes_total = (size_t)m->n_elems * be->param_bytes * 2;
     m->param_mem = be->alloc((size_t)m->n_elems * be->param_bytes);

@@ -155,7 +155,7 @@ typedef struct Model {
 } Model;
 
 // Build the parameter table and allocate parameters + gradients (zeroed).
-// Returns 0, or -1 with err filled.
+// Returns 0; -1 (allocation failed) or -2 (NSA_KV_FUSED is set but not 0 or 1) with err filled.
 int model_init(Model *m, const NsaConfig *cfg, const Backend *be, char *err, size_t errlen);
 void model_free(Model *m);
 // Seeded deterministic init (DESIGN 2): values are a pure function of (seed,

@@ -467,9 +467,10 @@ static int run_prepare(Run *R) {
 // the exit code (with whatever was built freed).
 static int run_build_model(Run *R) {
     Model *m = &R->m;
-    if (model_init(m, R->cfg, R->be, R->err, sizeof R->err)) {
+    int mrc = model_init(m, R->cfg, R->be, R->err, sizeof R->err);
+    if (mrc) {
         fprintf(stderr, "nsa-train: %s\n", R->err);
-        return NSA_EXIT_RUNTIME;
+        return mrc == -2 ? NSA_EXIT_USAGE : NSA_EXIT_RUNTIME;
     }
     m->keep_logits = R->opts->dump_step != NULL;
     if (model_alloc_acts(m, R->B, R->T, R->err, sizeof R->err)) {

@@ -9,10 +9,12 @@
 #include <type_traits>
 #include <vector>
 #include "kernels/cuda/cuda_common.cuh"
+#include "common/envparse.h"
 
 NsaCudaCtx g_nsa_cuda;
 
 void nsa_cuda_gemm_init(void);   // cuda_gemm.cu
+static void prof_configure(int on, int skip);   // the op profiler, below
 
 void nsa_cuda_fail(const char *what, const char *detail, const char *file, int line) {
     fprintf(stderr, "%s:%d: CUDA error: %s: %s\n", file, line, what, detail);
@@ -96,17 +98,57 @@ static int probe_build_code(cudaError_t *err) {
     return h;
 }
 
+// The backend's environment knobs (docs/cuda.md), read once at init. A knob that is set
+// is a whole number in its range (NSA_CUDA_ATTN: "simple"), else init fails naming it and
+// the value it got (nsa-train: exit 2); unset or empty means the default.
+struct CudaKnobs {
+    int device;        // NSA_CUDA_DEVICE: index of the device to use (default 0)
+    int sync_check;    // NSA_CUDA_SYNC_CHECK 0/1: synchronize after every launch
+    int attn_simple;   // NSA_CUDA_ATTN=simple: the simple attention kernels everywhere
+    int sel_pack;      // NSA_CUDA_SEL_PACK 0/1 (default 1)
+    int sel_rows;      // NSA_CUDA_SEL_ROWS -1/0/1 (default -1: by shape)
+    int wgmma;         // NSA_CUDA_WGMMA 0/1 (default 1: where the device runs sm_90a code)
+    int stats;         // NSA_CUDA_STATS 0/1: peak device memory at exit
+    int prof, prof_skip;   // NSA_CUDA_PROFILE 0/1, NSA_CUDA_PROFILE_SKIP >= 0
+};
+static int read_knobs(CudaKnobs *k, char *err, size_t errlen) {
+    *k = CudaKnobs{0, 0, 0, 1, -1, 1, 0, 0, 0};
+    const struct { const char *name; long lo, hi; int *out; } ints[] = {
+        {"NSA_CUDA_DEVICE", 0, 1023, &k->device},     {"NSA_CUDA_SYNC_CHECK", 0, 1, &k->sync_check},
+        {"NSA_CUDA_SEL_PACK", 0, 1, &k->sel_pack},     {"NSA_CUDA_SEL_ROWS", -1, 1, &k->sel_rows},
+        {"NSA_CUDA_WGMMA", 0, 1, &k->wgmma},           {"NSA_CUDA_STATS", 0, 1, &k->stats},
+        {"NSA_CUDA_PROFILE", 0, 1, &k->prof},          {"NSA_CUDA_PROFILE_SKIP", 0, 1 << 30, &k->prof_skip},
+    };
+    for (const auto &v : ints)
+        if (nsa_env_int(v.name, v.lo, v.hi, v.out, err, errlen) < 0) return -1;
+    const char *ai = getenv("NSA_CUDA_ATTN");
+    if (ai && *ai) {
+        if (strcmp(ai, "simple")) {
+            snprintf(err, errlen, "NSA_CUDA_ATTN=%s: expected simple (or unset: the tensor-core kernels)", ai);
+            return -1;
+        }
+        k->attn_simple = 1;
+    }
+    return 0;
+}
+
 extern "C" int nsa_cuda_init(const char **why) {
     if (g_init_state == 0) {
+        CudaKnobs k;
         int count = 0;
-        cudaError_t e = cudaGetDeviceCount(&count);
-        if (e != cudaSuccess || count == 0) {
+        cudaError_t e = cudaSuccess;
+        if (read_knobs(&k, g_init_why, sizeof g_init_why)) {
+            g_init_state = -1;
+        } else if ((e = cudaGetDeviceCount(&count)) != cudaSuccess || count == 0) {
             snprintf(g_init_why, sizeof g_init_why, "no usable CUDA device (%s)",
                      e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
             g_init_state = -1;
+        } else if (k.device >= count) {
+            snprintf(g_init_why, sizeof g_init_why, "NSA_CUDA_DEVICE=%d: this machine shows %d CUDA device%s (0..%d)",
+                     k.device, count, count == 1 ? "" : "s", count - 1);
+            g_init_state = -1;
         } else {
-            const char *dv = getenv("NSA_CUDA_DEVICE");
-            g_nsa_cuda.device = dv ? atoi(dv) : 0;
+            g_nsa_cuda.device = k.device;
             e = cudaSetDevice(g_nsa_cuda.device);
             if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&g_nsa_cuda.stream, cudaStreamNonBlocking);
             if (e != cudaSuccess) {
@@ -116,15 +158,10 @@ extern "C" int nsa_cuda_init(const char **why) {
                 cudaDeviceProp p;
                 cudaCheck(cudaGetDeviceProperties(&p, g_nsa_cuda.device));
                 g_nsa_cuda.sms = p.multiProcessorCount;
-                const char *sc = getenv("NSA_CUDA_SYNC_CHECK");
-                g_nsa_cuda.sync_check = sc && atoi(sc) != 0;
-                const char *ai = getenv("NSA_CUDA_ATTN");
-                g_nsa_cuda.attn_impl = ai && !strcmp(ai, "simple") ? 1 : 0;
-                const char *sp = getenv("NSA_CUDA_SEL_PACK");
-                g_nsa_cuda.sel_pack = sp ? atoi(sp) != 0 : 1;
-                const char *sr = getenv("NSA_CUDA_SEL_ROWS");
-                g_nsa_cuda.sel_rows = sr && *sr ? (atoi(sr) > 0 ? 1 : atoi(sr) == 0 ? 0 : -1) : -1;
-                const char *wg = getenv("NSA_CUDA_WGMMA");
+                g_nsa_cuda.sync_check = k.sync_check;
+                g_nsa_cuda.attn_impl = k.attn_simple;
+                g_nsa_cuda.sel_pack = k.sel_pack;
+                g_nsa_cuda.sel_rows = k.sel_rows;
                 cudaError_t pe = cudaSuccess;
                 const int code = probe_build_code(&pe);
                 if (code < 0) {
@@ -136,9 +173,10 @@ extern "C" int nsa_cuda_init(const char **why) {
                     g_init_state = -1;
                 } else {
                     g_wgmma_avail = code;
-                    g_nsa_cuda.wgmma = (!wg || atoi(wg) != 0) && code;
+                    g_nsa_cuda.wgmma = k.wgmma && code;
                     nsa_cuda_gemm_init();
-                    if (getenv("NSA_CUDA_STATS")) atexit(print_stats);
+                    if (k.stats) atexit(print_stats);
+                    prof_configure(k.prof, k.prof_skip);
                     g_init_state = 1;
                 }
             }
@@ -413,7 +451,7 @@ struct ProfRec {
     cudaEvent_t a, b;
     char name[48];
 };
-static int g_prof = -1, g_prof_skip = 0;
+static int g_prof = 0, g_prof_skip = 0;   // prof_configure, at init
 static std::vector<ProfRec> g_prof_recs;
 static std::vector<cudaEvent_t> g_prof_pool;
 static cudaEvent_t prof_event(void) {
@@ -450,13 +488,6 @@ struct ProfScope {
     bool on;
     ProfRec r;
     explicit ProfScope(const char *name) {
-        if (g_prof < 0) {
-            const char *e = getenv("NSA_CUDA_PROFILE");
-            g_prof = e && atoi(e) ? 1 : 0;
-            const char *sk = getenv("NSA_CUDA_PROFILE_SKIP");
-            g_prof_skip = sk ? atoi(sk) : 0;
-            if (g_prof) atexit(prof_report);
-        }
         on = g_prof == 1 && g_syncs >= g_prof_skip;
         if (!on) return;
         snprintf(r.name, sizeof r.name, "%s", name);
@@ -471,6 +502,11 @@ struct ProfScope {
     }
 };
 #define PROF(name) ProfScope prof_scope_(name)
+static void prof_configure(int on, int skip) {
+    g_prof = on ? 1 : 0;
+    g_prof_skip = skip;
+    if (g_prof) atexit(prof_report);
+}
 static const char *mm_name(char *buf, size_t n, const char *op, int M, int N, int K) {
     if (g_prof != 1) return op;
     snprintf(buf, n, "%s N%d K%d%s", op, N, K, M < 4096 ? " (small M)" : "");

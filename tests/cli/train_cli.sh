@@ -29,6 +29,22 @@ expect_rc "--threads 0" 2 "$BIN" --config configs/tiny.json --threads 0
 check "--threads 0: says what it wants" grep -q -- "--threads 0: expected a whole number >= 1" "$TMP/err"
 expect_rc "unknown backend" 2 "$BIN" $TINY --backend tpu
 check "unknown backend names the flag" grep -q -- "--set train.backend=tpu" "$TMP/err"
+# the environment knobs: a set one is a whole number in its range, else exit 2 naming it and its value
+expect_rc "NSA_KV_FUSED=2" 2 env NSA_KV_FUSED=2 "$BIN" $TINY --steps 1 --out "$TMP/kvf"
+check "NSA_KV_FUSED=2 is named, with what it wants" grep -q "NSA_KV_FUSED=2: expected a whole number in \[0, 1\]" "$TMP/err"
+expect_rc "NSA_KV_FUSED=0 (the per-branch K/V projections)" 0 env NSA_KV_FUSED=0 "$BIN" $TINY --steps 1 --out "$TMP/kvf0"
+if grep -q "no CUDA support" <<<"$("$BIN" --devices 2>&1)"; then
+  echo "SKIP  the CUDA backend's knobs: this build has no CUDA support"
+else
+  # read before the device is looked for, so these hold with and without a GPU
+  for kv in NSA_CUDA_SEL_ROWS=yes NSA_CUDA_SEL_ROWS=2 NSA_CUDA_WGMMA=on NSA_CUDA_DEVICE=-1 NSA_CUDA_PROFILE_SKIP=x \
+            NSA_CUDA_STATS=10; do
+    expect_rc "$kv" 2 env "$kv" "$BIN" $TINY --backend cuda --steps 1 --out "$TMP/knob"
+    check "$kv is named, with the range it wants" grep -q "backend 'cuda': $kv: expected a whole number in \[" "$TMP/err"
+  done
+  expect_rc "NSA_CUDA_ATTN=fast" 2 env NSA_CUDA_ATTN=fast "$BIN" $TINY --backend cuda --steps 1 --out "$TMP/knob"
+  check "NSA_CUDA_ATTN=fast is named, with what it wants" grep -q "NSA_CUDA_ATTN=fast: expected simple" "$TMP/err"
+fi
 
 # ---- a short run: one line per step, metrics.jsonl ----------------------------------
 expect_rc "3 steps" 0 "$BIN" $TINY --steps 3 --out "$TMP/run"
