@@ -10,8 +10,15 @@
 # heartbeat, and at most 5 s after the watchdog saw the stall (measured, printed). Then the
 # same with 4 ranks (rank 2 hangs): every stack whole, rank 2 named, 0, 1, 3 waiting.
 # SKIPs (77) without mpirun or an MPI build.
+# On a GPU machine (issue 16; bench/gpu_multi.sh runs it): HF_PROFILE=gpu HF_TRANSPORT=nccl
+# runs the same checks on ddp_onestep's gpu profile (m7c_125m, the CUDA backend, one GPU a
+# rank); the 4-rank part then needs 4 GPUs and SKIPs visibly with fewer.
 set -u
 BUILD=${1:?usage: hang_forensics.sh BUILD_DIR}
+PROFILE=${HF_PROFILE:-ci} TRANSPORT=${HF_TRANSPORT:-mpi}
+case "$PROFILE/$TRANSPORT" in ci/mpi|gpu/mpi|gpu/nccl) ;;
+  *) echo "hang_forensics.sh: HF_PROFILE=$PROFILE HF_TRANSPORT=$TRANSPORT: expected ci/mpi, gpu/mpi or gpu/nccl" >&2; exit 2 ;;
+esac
 H="$BUILD/nsa-harness"
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
@@ -19,20 +26,26 @@ trap 'rm -rf "$TMP"' EXIT
 command -v mpirun >/dev/null 2>&1 || { echo "SKIP: mpirun not found (apt-get install openmpi-bin)"; exit 77; }
 "$BUILD/nsa-train" --print-env | grep -q '"mpi": null' && { echo "SKIP: nsa-train built without MPI"; exit 77; }
 
-CASE='ddp_onestep/transport=mpi,mode=default,branch=none'
-SCALE=0.2   # stall_s 30 -> 6 s, timeout_s 120 -> 24 s; the trainer's own NSA_COMM_TIMEOUT (60 s) stays later
+if [ "$PROFILE" = gpu ]; then   # a GPU a rank
+  ngpu=$("$BUILD/nsa-train" --print-env | python3 -c 'import json,sys; e=json.load(sys.stdin); print(len((e.get("cuda") or {}).get("devices") or []))')
+  [ "$ngpu" -ge 2 ] || { echo "SKIP: the gpu profile wants a GPU a rank, 2; this machine shows $ngpu"; exit 77; }
+fi
+CASE="ddp_onestep/transport=$TRANSPORT,mode=default,branch=none"
+# ci: stall_s 30 -> 6 s, timeout_s 120 -> 24 s; gpu: 120 -> 24 s, 600 -> 120 s. The trainer's
+# own NSA_COMM_TIMEOUT (60 s; gpu 300 s) stays later.
+SCALE=0.2 STALL_S=$([ "$PROFILE" = gpu ] && echo 120 || echo 30)
 t0=$(date +%s.%N)
-"$H" run scenarios/ddp_onestep.json --profile ci --case "$CASE" --fault hang=1:2:backward --timeout-scale "$SCALE" \
+"$H" run scenarios/ddp_onestep.json --profile "$PROFILE" --case "$CASE" --fault hang=1:2:backward --timeout-scale "$SCALE" \
   --out "$TMP/r" --quiet >"$TMP/out" 2>&1
 rc=$?
 wall=$(python3 -c "import time; print('%.1f' % (time.time() - $t0))")
 check "a hang exits 1 (exit $rc, ${wall} s wall)" test "$rc" = 1
-D="$TMP/r/ddp_onestep/transport=mpi,mode=default,branch=none"
+D="$TMP/r/$CASE"
 check "every rank wrote its stack: rank 0 (waiting)" test -s "$D/stacks/rank_0.txt"
 check "every rank wrote its stack: rank 1 (hung)" test -s "$D/stacks/rank_1.txt"
 check "rank 0's dump shows the collective it waits in" grep -q "collectives enqueued .* completed .* (last: allreduce" "$D/stacks/rank_0.txt"
 check "rank 1's stack names fault_hang" grep -q "fault_hang" "$D/stacks/rank_1.txt"
-python3 - "$TMP/r/summary.json" <<'PY' && ok "summary.json: the waiting rank, its collective and bucket, who never joined, latency" || bad "summary.json facts"
+python3 - "$TMP/r/summary.json" "$STALL_S" "$SCALE" <<'PY' && ok "summary.json: the waiting rank, its collective and bucket, who never joined, latency" || bad "summary.json facts"
 import json, sys
 c = json.load(open(sys.argv[1]))["cases"][0]
 f = c["facts"]
@@ -41,7 +54,7 @@ assert f["hang_never_joined"] == [1] and f["hang_waiting_ranks"] == [0], f
 assert f["hang_wait_collective"].startswith("allreduce b") and f["hang_wait_seq"] > 0, f
 assert f["hang_bucket_params"] and all(isinstance(p, str) for p in f["hang_bucket_params"]), f
 assert all(r["stack_dumped"] for r in c["ranks"]), c["ranks"]
-stall_s = 30 * 0.2
+stall_s = float(sys.argv[2]) * float(sys.argv[3])
 print("      measured: verdict %.1f s after the watchdog saw the stall, %.1f s after the last heartbeat (stall_s %.0f)"
       % (f["hang_seen_to_verdict_s"], f["hang_stall_to_verdict_s"], stall_s))
 assert f["hang_seen_to_verdict_s"] <= 5.0, f
@@ -61,6 +74,9 @@ check "no process left" bash -c "! pgrep -f '[n]sa-train .*$TMP/r' >/dev/null"
 # processes on 2 cores the first rank to exit after its dump made mpirun kill the others
 # mid-dump (two of four files were their header alone) until a stall dump waited for the
 # other ranks' files to end theirs (trainer/stackdump.c).
+if [ "$PROFILE" = gpu ]; then
+  if [ "$ngpu" -lt 4 ]; then echo "SKIP  4 ranks: the gpu profile wants a GPU a rank, 4; this machine shows $ngpu"; finish; fi
+fi
 python3 - scenarios/ddp_onestep.json "$TMP/dd4.json" <<'PY'
 import json, os, sys
 d = json.load(open(sys.argv[1]))
@@ -69,10 +85,11 @@ d["run"]["world_size"] = 4
 here = os.path.dirname(os.path.abspath(sys.argv[1]))
 d["config"] = os.path.join(here, d["config"])
 d["profiles"]["gpu"]["config"] = os.path.join(here, d["profiles"]["gpu"]["config"])
+d["profiles"]["gpu"]["requires"]["gpus"] = 4
 json.dump(d, open(sys.argv[2], "w"))
 PY
-C4='ddp_onestep4/transport=mpi,mode=default,branch=none'
-"$H" run "$TMP/dd4.json" --profile ci --case "$C4" --fault hang=2:2:backward --timeout-scale "$SCALE" \
+C4="ddp_onestep4/transport=$TRANSPORT,mode=default,branch=none"
+"$H" run "$TMP/dd4.json" --profile "$PROFILE" --case "$C4" --fault hang=2:2:backward --timeout-scale "$SCALE" \
   --out "$TMP/r4" --quiet >"$TMP/out4" 2>&1
 rc=$?
 check "4 ranks: a hang exits 1 (exit $rc)" test "$rc" = 1
