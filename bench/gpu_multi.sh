@@ -63,7 +63,7 @@ if has build; then
 fi
 has ddp && step ddp 600 bash tests/gpu/ddp_nccl.sh "$B" --bench
 # report NAME TARGET...: nsa-harness run --profile $PROFILE into $LOG/NAME (its RESULTS.md travels)
-report() { local name=$1; shift; step "$name" 3000 "./$B/nsa-harness" run "$@" --profile "$PROFILE" --out "$LOG/$name" --quiet; }
+report() { local name=$1; shift; step "$name" 3000 "$B/nsa-harness" run "$@" --profile "$PROFILE" --out "$LOG/$name" --quiet; }
 # shellcheck disable=SC2086
 has suite && report suite scenarios ${SUITE_ARGS:-}
 # shellcheck disable=SC2086
