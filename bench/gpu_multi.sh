@@ -34,8 +34,8 @@
 # reports' RESULTS.md and summary.json, go to $OUT/logs.tgz (OUT default ./gpu-out).
 # COMMIT: the tree's true commit (a tree copied without .git cannot say), printed with the
 # device. PROFILE=ci runs the suite, matrix and hang phases on the ci profile over MPI: the
-# script's own plumbing on the CPU (tests/cli/gpu_multi.sh). Run from the repository root with .deps staged (tools/device-deps.sh) where the
-# machine lacks jansson/cmocka headers.
+# script's own plumbing on the CPU (tests/cli/gpu_multi.sh). Run from the repository root
+# with .deps staged (tools/device-deps.sh) where the machine lacks jansson/cmocka headers.
 set -u
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
