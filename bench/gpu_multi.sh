@@ -7,7 +7,7 @@
 # Phases, in this order (each step logs to its own file, a failing step never stops the next,
 # every step is cut at the deadline, BUDGET seconds after the start, default 560):
 #   build    configure (sm_90a, -Werror) and build nsa-train, nsa-harness into $BUILD
-#            (default build-multi)
+#            (default build)
 #   ddp      tests/gpu/ddp_nccl.sh --bench: NCCL data parallel on 2 GPUs (every mode clean,
 #            NCCL vs MPI, 2 x batch 2 == 1 x batch 4, the divergent/drop/hang/crash faults,
 #            m7c_125m on 1 vs 2 GPUs)
@@ -37,22 +37,12 @@
 # script's own plumbing on the CPU (tests/cli/gpu_multi.sh). Run from the repository root
 # with .deps staged (tools/device-deps.sh) where the machine lacks jansson/cmocka headers.
 set -u
-OUT=${OUT:-$PWD/gpu-out}
-mkdir -p "$OUT"
-LOG=$(mktemp -d)/logs
-mkdir -p "$LOG"
-PHASES=${PHASES:-"build ddp suite matrix scaling hang"}
-DEADLINE=$((SECONDS + ${BUDGET:-560}))
-B=${BUILD:-build-multi}
+. "$(dirname "$0")/session_lib.sh"   # session_begin, has, step
+session_begin "build ddp suite matrix scaling hang"
 COMMIT=${COMMIT:-unknown}
 PROFILE=${PROFILE:-gpu}
 case "$PROFILE" in gpu) HF_T=nccl ;; ci) HF_T=mpi ;; *) echo "gpu_multi.sh: PROFILE=$PROFILE: expected gpu or ci" >&2; exit 2 ;; esac
-export PKG_CONFIG_PATH=$PWD/.deps/usr/lib/x86_64-linux-gnu/pkgconfig:${PKG_CONFIG_PATH:-}
-export LD_LIBRARY_PATH=$PWD/.deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
-export NSA_SOURCE_DIR=$PWD PYTHONUNBUFFERED=1
 export NCCL_NVLS_ENABLE=0   # no NVLink multicast on shared hosts (the device docs)
-SUM=()
-. "$(dirname "$0")/session_lib.sh"   # has, step
 
 { nvidia-smi -L; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | sort | uniq -c;
   date -u; echo "commit $COMMIT"; } > "$LOG/device.txt" 2>&1

@@ -22,20 +22,10 @@
 # commit (a copied tree has no .git), stamped into the baselines' provenance.
 # Run from the repository root with .deps staged (tools/device-deps.sh).
 set -u
-OUT=${OUT:-$PWD/gpu-out}
-mkdir -p "$OUT"
-LOG=$(mktemp -d)/logs
-mkdir -p "$LOG"
-PHASES=${PHASES:-"build train memcheck golden_record golden_check perf_record perf_check"}
-DEADLINE=$((SECONDS + ${BUDGET:-560}))
-B=${BUILD:-build}
+. "$(dirname "$0")/session_lib.sh"   # session_begin, has, step
+session_begin "build train memcheck golden_record golden_check perf_record perf_check"
 BL=${BL:-golden/baselines}
 COMMIT=${COMMIT:-unknown}
-export PKG_CONFIG_PATH=$PWD/.deps/usr/lib/x86_64-linux-gnu/pkgconfig:${PKG_CONFIG_PATH:-}
-export LD_LIBRARY_PATH=$PWD/.deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
-export PYTHONUNBUFFERED=1
-SUM=()
-. "$(dirname "$0")/session_lib.sh"   # has, step
 H="./$B/nsa-harness"
 
 { nvidia-smi; nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,power.limit --format=csv; date -u; echo "commit $COMMIT"; } > "$LOG/device.txt" 2>&1

@@ -72,22 +72,13 @@ if [ "${1:-}" = __env ] || [ "${1:-}" = __mpi ]; then
 fi
 
 # ---- the session --------------------------------------------------------------------------------
-OUT=${OUT:-$PWD/gpu-out}
-mkdir -p "$OUT"
-LOG=$(mktemp -d)/logs
-mkdir -p "$LOG"
-PHASES=${PHASES:-"build check w1 harness w2"}
-DEADLINE=$((SECONDS + ${BUDGET:-540}))
-B=${BUILD:-build}
-export PKG_CONFIG_PATH=$PWD/.deps/usr/lib/x86_64-linux-gnu/pkgconfig:${PKG_CONFIG_PATH:-}
-export LD_LIBRARY_PATH=$PWD/.deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+. "$(dirname "$0")/session_lib.sh"   # session_begin, has, step
+session_begin "build check w1 harness w2" 540
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export NCCL_NVLS_ENABLE=0 NCCL_DEBUG=${NCCL_DEBUG:-WARN}
 # launcher variables of the calling environment are not this session's
 unset RANK WORLD_SIZE LOCAL_RANK LOCAL_WORLD_SIZE MASTER_ADDR MASTER_PORT NSA_BOOTSTRAP NSA_RDZV_PORT NSA_RDZV_TOKEN \
       SLURM_PROCID SLURM_NTASKS SLURM_LOCALID TORCHELASTIC_USE_AGENT_STORE
-SUM=()
-. "$(dirname "$0")/session_lib.sh"   # has, step
 SELF=$(cd "$(dirname "$0")" && pwd)/$(basename "$0")
 export BIN
 TINY=(--config configs/tiny.json --backend cuda --steps 3 --set train.bucket_mb=0.05 --comm-timeout 120

@@ -14,18 +14,8 @@
 # also as <step>.md) go to $OUT/logs.tgz (OUT default ./gpu-out; the device tool brings back
 # at most 8 files); a summary of verdicts at the end.
 set -u
-OUT=${OUT:-$PWD/gpu-out}
-mkdir -p "$OUT"
-LOG=$(mktemp -d)/torch
-mkdir -p "$LOG"
-PHASES=${PHASES:-"build parity clean faults bf16"}
-DEADLINE=$((SECONDS + ${BUDGET:-560}))
-B=${BUILD:-build}
-export PKG_CONFIG_PATH=$PWD/.deps/usr/lib/x86_64-linux-gnu/pkgconfig:${PKG_CONFIG_PATH:-}
-export LD_LIBRARY_PATH=$PWD/.deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
-export PYTHONUNBUFFERED=1
-SUM=()
-. "$(dirname "$0")/session_lib.sh"   # has, step
+. "$(dirname "$0")/session_lib.sh"   # session_begin, has, step
+session_begin "build parity clean faults bf16" 560 torch
 H=./$B/nsa-harness
 T=adapters/torch/nsa-torch-train
 { nvidia-smi -L; python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)'; date -u; } > "$LOG/device.txt" 2>&1

@@ -1,8 +1,28 @@
 # bench/session_lib.sh — what the GPU session scripts share (sourced by gpu_session.sh and
 # gpu_regression.sh): phase selection and steps cut at a deadline, so that one device call
 # runs many phases and always prints its summary.
-# The caller sets PHASES (space-separated), LOG (a folder), DEADLINE (in $SECONDS) and an
-# array SUM=() that collects one line per step.
+# session_begin sets what has and step use: PHASES (space-separated), LOG (a folder), DEADLINE
+# (in $SECONDS) and an array SUM=() that collects one line per step.
+
+# session_begin DEFAULT_PHASES [DEFAULT_BUDGET [LOG_NAME]]: the scripts' common prologue.
+# OUT (default ./gpu-out, created), LOG (a fresh folder LOG_NAME, default logs), PHASES
+# ($PHASES or the default), DEADLINE ($BUDGET or DEFAULT_BUDGET, default 560, seconds from
+# now), B ($BUILD or build), SUM=(); the .deps staged by tools/device-deps.sh on the
+# pkg-config and library paths; NSA_SOURCE_DIR (the repository root, the caller's folder)
+# and PYTHONUNBUFFERED exported.
+session_begin() {
+  OUT=${OUT:-$PWD/gpu-out}
+  mkdir -p "$OUT"
+  LOG=$(mktemp -d)/${3:-logs}
+  mkdir -p "$LOG"
+  PHASES=${PHASES:-$1}
+  DEADLINE=$((SECONDS + ${BUDGET:-${2:-560}}))
+  B=${BUILD:-build}
+  export PKG_CONFIG_PATH=$PWD/.deps/usr/lib/x86_64-linux-gnu/pkgconfig:${PKG_CONFIG_PATH:-}
+  export LD_LIBRARY_PATH=$PWD/.deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+  export NSA_SOURCE_DIR=$PWD PYTHONUNBUFFERED=1
+  SUM=()
+}
 
 # has PHASE: is the phase selected?
 has() { case " $PHASES " in *" $1 "*) return 0 ;; esac; return 1; }
