@@ -10,7 +10,7 @@
 //   - a peer file replaced by a shorter one counts from its start.
 // Timing margins (the test is RUN_SERIAL): "waits the bound" is >= 1.0 s of the 1.5 s;
 // "ends at once" is < 1.3 s after the line lands, against 20 ms polls.
-#define _POSIX_C_SOURCE 200809L   // mkdtemp, strdup, clock_gettime, nanosleep
+#define _POSIX_C_SOURCE 200809L   // mkdtemp, strdup, nanosleep
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "common/exit_codes.h"
+#include "common/util.h"
 #include "trainer/stackdump.h"
 
 #define TEST_TMPDIR_TAG "stackdump"
@@ -33,11 +34,6 @@
 
 static const char END_LINE[] = "--- end of stall dump: exiting with status 138 ---\n";
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 static void write_file(const char *path, const char *mode, const char *text) {
     FILE *f = fopen(path, mode);
     assert_non_null(f);
@@ -45,13 +41,10 @@ static void write_file(const char *path, const char *mode, const char *text) {
     fclose(f);
 }
 static int file_has(const char *path, const char *needle) {
-    FILE *f = fopen(path, "r");
-    if (!f) return 0;
-    char buf[1 << 16];
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = 0;
-    return strstr(buf, needle) != NULL;
+    char *text = read_file(path, NULL);
+    const int has = text && strstr(text, needle);
+    free(text);
+    return has;
 }
 
 // the child: rank 0 with stack file `own` and the one peer file `peer`, stalled
@@ -71,9 +64,9 @@ static pid_t start_child(const char *own, const char *peer) {
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) child_dump(own, peer);
-    const double t0 = now_s();
+    const double t0 = mono_s();
     while (!file_has(own, "--- end of stall dump")) {
-        assert_true(now_s() - t0 < 20.0);
+        assert_true(mono_s() - t0 < 20.0);
         const struct timespec nap = {0, 2000000L};
         nanosleep(&nap, NULL);
     }
@@ -81,12 +74,12 @@ static pid_t start_child(const char *own, const char *peer) {
 }
 // seconds from now until the child exits with 138
 static double exit_138_after(pid_t pid) {
-    const double t0 = now_s();
+    const double t0 = mono_s();
     int st = 0;
     assert_int_equal(waitpid(pid, &st, 0), pid);
     assert_true(WIFEXITED(st));
     assert_int_equal(WEXITSTATUS(st), NSA_EXIT_STALL_DUMP);
-    return now_s() - t0;
+    return mono_s() - t0;
 }
 // the files <tag>_rank_0.txt (the child's) and <tag>_rank_1.txt (its peer), the peer holding
 // an older run's dump of `frames` frame lines, ended or not; then the child, waiting
