@@ -231,9 +231,15 @@ class TrainerMap:
             if vt:
                 values = {}
                 for hv, tv in vt.value.items():
+                    if isinstance(tv.value, dict):
+                        bad = [k for k, x in tv.value.items() if not isinstance(x.value, str)]
+                        for k in bad:
+                            self.problem(tv.value[k], "knobs.%s.values.%s.%s: expected a string" % (name, hv, k))
+                        values[hv] = {k: x.value for k, x in tv.value.items()}
+                        continue
                     if not (tv.value is None or tv.value is True or isinstance(tv.value, str)):
-                        self.problem(tv, "knobs.%s.values.%s: expected a string, true or null, got %s"
-                                     % (name, hv, jsonpos.type_name(tv.value)))
+                        self.problem(tv, "knobs.%s.values.%s: expected a string, true, null or an object of "
+                                     "environment variables, got %s" % (name, hv, jsonpos.type_name(tv.value)))
                     values[hv] = tv.value
             self.knobs[name] = {"flag": fl.value if fl else None, "env": ev.value if ev else None,
                                 "values": values, "format": fmt.value if fmt else None}
@@ -359,8 +365,14 @@ class TrainerMap:
 
     @staticmethod
     def _text(v):
+        """A value as the trainer reads it. Reals always carry a '.' (1.0e-05, not 1e-05), which
+        JSON, YAML 1.1 and Python all read as a float."""
         if isinstance(v, str):
             return v
+        if isinstance(v, float) and v == v and v not in (float("inf"), float("-inf")):
+            t = repr(v)
+            mant, e, exp = t.partition("e")
+            return (mant if "." in mant else mant + ".0") + (e + exp if e else "")
         return json.dumps(v)
 
     def _format(self, name, raw, vals):
@@ -391,7 +403,7 @@ class TrainerMap:
             v = vals[n]
             if n in self.knobs:
                 v = self._format(n, v, vals)
-                return "" if v is None or v is True else v
+                return "" if v is None or v is True or isinstance(v, dict) else v
             return self._text(v)
         return PLACEHOLDER.sub(rep, text)
 
@@ -410,12 +422,17 @@ class TrainerMap:
             elif self.config_file["env"]:
                 env[self.config_file["env"]] = path
         for name, k in sorted(self.knobs.items()):
-            if (not k["flag"] and not k["env"]) or name not in vals:
+            if name not in vals or (cfg is None and name != "transport"):
                 continue
-            if cfg is None and name != "transport":
+            if name == "transport" and vals[name] == "none":
+                continue                      # one process, no transport: nothing to pass
+            if not k["flag"] and not k["env"] and not any(isinstance(x, dict) for x in (k["values"] or {}).values()):
                 continue
             v = self._format(name, vals[name], vals)
             if v is None:
+                continue
+            if isinstance(v, dict):
+                env.update(v)
                 continue
             if k["flag"]:
                 args += [k["flag"]] if v is True else [k["flag"], v]
