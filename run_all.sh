@@ -81,6 +81,18 @@ torch_python() {
 }
 torch_pkgs=()
 torch_python || torch_pkgs+=(python3-torch)
+# PyYAML: the example foreign trainer (examples/showcase/) reads a YAML config, as research
+# code does; wanted in the python that has torch
+torch_yaml_python() {
+  local c
+  for c in "${NSA_TORCH_PYTHON:-}" python3 /usr/bin/python3; do
+    [ -n "$c" ] && command -v "$c" >/dev/null 2>&1 &&
+      "$c" -c 'import importlib.util as u, sys; sys.exit(u.find_spec("torch") is None or u.find_spec("yaml") is None)' 2>/dev/null &&
+      return 0
+  done
+  return 1
+}
+torch_yaml_python || torch_pkgs+=(python3-yaml)
 can_apt() { [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; }
 if [ ${#opt_pkgs[@]} -gt 0 ]; then
   if can_apt; then
@@ -292,7 +304,19 @@ case "$mode" in
     ;;
   run)
     shift $(( $# > 0 ? 1 : 0 ))
-    exec "$BUILD/nsa-harness" run "$@"
+    # with arguments: one `nsa-harness run` with them. Without: every scenario against
+    # nsa-train, then the scenarios for users' own trainers (scenarios/trainer/) against the
+    # example foreign trainer through its map (examples/showcase/; docs/your-trainer.md).
+    [ $# -gt 0 ] && exec "$BUILD/nsa-harness" run "$@"
+    rc=0
+    "$BUILD/nsa-harness" run || rc=$?
+    echo "==== the scenarios for your own trainer, against the example foreign trainer (examples/showcase/showcase.map.json) ===="
+    rc2=0
+    "$BUILD/nsa-harness" run scenarios/trainer/*.json --trainer-map examples/showcase/showcase.map.json || rc2=$?
+    # the worse of the two: 2 (invalid) over 1 (a case failed) over 0
+    if [ "$rc" = 2 ] || [ "$rc2" = 2 ]; then exit 2; fi
+    [ "$rc" = 0 ] && exit "$rc2"
+    exit "$rc"
     ;;
   *)
     echo "usage: ./run_all.sh [run [nsa-harness run options...]] | ./run_all.sh test" >&2

@@ -83,7 +83,7 @@ class Probe:
         os.makedirs(opts.out, exist_ok=True)
         self.hb = Heartbeat(opts.heartbeat, self.rank)
         self.faults = faultlib.Faults(opts.faults, self.rank, self)
-        self.step = 0                 # optimizer steps done
+        self.nstep = 0                # optimizer steps done
         self.micro = 0                # backward calls in the current step
         self.depth = 0
         self.in_backward = 0
@@ -302,10 +302,10 @@ class Probe:
                 self.tokens = 0
             self.tokens += x.numel()
             self.seq_len = x.shape[-1] if x.dim() else 1
-            if self.step == 0 and self.micro == 0 and self.step1_inputs is None:
+            if self.nstep == 0 and self.micro == 0 and self.step1_inputs is None:
                 self.step1_inputs = x.detach().to("cpu", torch.int32)
-        self.hb.set(phase="forward", step=self.step + 1, layer=-1, op="")
-        self.faults.on_phase("forward", self.step + 1)
+        self.hb.set(phase="forward", step=self.nstep + 1, layer=-1, op="")
+        self.faults.on_phase("forward", self.nstep + 1)
 
     def _post_forward(self, mod, args, out):
         self.depth = max(0, self.depth - 1)
@@ -325,7 +325,7 @@ class Probe:
             first_micro = self.micro == 0
             if role == "gate" and self.o.gate_stats and first_micro:
                 self._gate_row(path, layer, mod, t)
-            if self.o.dump_acts and self.step == 0 and first_micro and role in ("layer", "branch", "gate"):
+            if self.o.dump_acts and self.nstep == 0 and first_micro and role in ("layer", "branch", "gate"):
                 name = ("acts.blocks.%d.out" % layer if role == "layer" else
                         "acts.blocks.%d.attn.%s.o" % (layer, branch) if role == "branch" else
                         "acts.blocks.%d.attn.gate.out" % layer)
@@ -376,20 +376,20 @@ class Probe:
             self.n_arrived = 0
         self.n_expected = len(self.params) - len(self.faults.dropped(self))
         self.hb.set(phase="backward", layer=-1, op="")
-        self.faults.on_phase("backward", self.step + 1)
+        self.faults.on_phase("backward", self.nstep + 1)
 
     def _backward_failed(self, e):
         where = self.hb.op or "(before any layer's backward)"
         layer = self.hb.layer
         branch = self.map.branch_of(where) if self.map and self.hb.op else None
         self.say("[nsa_probe] rank %d step %d: backward failed after the gradient reached %s (layer %d%s): %s: %s"
-                 % (self.rank, self.step + 1, where, layer, ", branch %s" % branch if branch else "",
+                 % (self.rank, self.nstep + 1, where, layer, ", branch %s" % branch if branch else "",
                     type(e).__name__, str(e).split("\n")[0]))
 
     def _after_backward(self):
         self.micro += 1
         self.depth = 0
-        self.faults.on_phase("after_backward", self.step + 1)
+        self.faults.on_phase("after_backward", self.nstep + 1)
         if self.ddp is not None and not self.ddp["find_unused"] and self.params:
             missing = [self.names[i] for i, a in enumerate(self.arrived) if not a]
             expected = set(self.map.expected_missing(self.names, self.force_branch)) if self.map else set()
@@ -397,14 +397,14 @@ class Probe:
             if unexpected and self.micro == 1:
                 self.say("[DDP] step=%d rank=%d %d parameter(s) got no gradient under DistributedDataParallel "
                          "(find_unused_parameters=False): its reduction waits for them" %
-                         (self.step + 1, self.rank, len(unexpected)))
+                         (self.nstep + 1, self.rank, len(unexpected)))
                 for n in unexpected:
-                    self.say("[DDP] step=%d rank=%d no gradient: %s" % (self.step + 1, self.rank, n))
+                    self.say("[DDP] step=%d rank=%d no gradient: %s" % (self.nstep + 1, self.rank, n))
         self.hb.set(phase="data", layer=-1, op="")
 
     # ---- the optimizer step ---------------------------------------------------------------------
     def _before_optimizer(self, opt):
-        step = self.step + 1
+        step = self.nstep + 1
         self.hb.set(phase="optimizer", layer=-1, op=type(opt).__name__ if opt is not None else "", step=step)
         self.faults.on_phase("optimizer", step)
         grads = [(i, p.grad) for i, p in enumerate(self.params) if p.grad is not None]
@@ -433,14 +433,14 @@ class Probe:
                 "layers": [self.gate_rows[k] for k in sorted(self.gate_rows)]})
 
     def _after_optimizer(self, opt):
-        self.step += 1
+        self.nstep += 1
         self.counts["optimizer"] += 1
-        self._write_step(self.step, opt)
+        self._write_step(self.nstep, opt)
         self.micro = 0
         self.depth = 0
         self.gate_rows = {}
-        self.hb.set(phase="data", layer=-1, op="", step=self.step)
-        self.faults.on_phase("data", self.step + 1)
+        self.hb.set(phase="data", layer=-1, op="", step=self.nstep)
+        self.faults.on_phase("data", self.nstep + 1)
 
     def _write_step(self, step, opt=None):
         now = time.perf_counter()
@@ -535,7 +535,7 @@ class Probe:
 
     # ---- anomaly ------------------------------------------------------------------------------
     def _anomaly(self, a):
-        step = self.step + 1
+        step = self.nstep + 1
         self.say("[ANOMALY] step=%d micro=%d phase=%s tensor=%s layer=%d branch=%s op=%s value=%s"
                  % (step, self.micro, a["phase"], a["tensor"], a["layer"], a["branch"] or "-", a["op"], a["value"]))
         name = "anomaly.json" if self.rank == 0 else "anomaly.rank%d.json" % self.rank
