@@ -111,7 +111,7 @@ class TrainerMap:
     def placeholders(self, text, node, where):
         for m in PLACEHOLDER.finditer(text):
             name = m.group(1)
-            if name not in KNOBS and name not in SPECIALS and not name.isdigit() and name not in ("begin", "end"):
+            if name not in KNOBS and name not in SPECIALS and not name.isdigit() and name not in ("begin", "end", "last", "value"):
                 self.problem(node, "%s: the placeholder {{%s}} names no knob (knobs are the config's keys, e.g. "
                              "train.seq_len, and transport; also %s)" % (where, name, ", ".join(SPECIALS)))
 
@@ -325,7 +325,8 @@ class TrainerMap:
         return sorted(k["values"]) if k["values"] is not None else default
 
     def protocol_info(self, version):
-        knobs = {n: (sorted(k["values"]) if k["values"] is not None else None) for n, k in sorted(self.knobs.items())}
+        knobs = {n: (sorted(k["values"]) if k["values"] is not None and k["format"] is None else None)
+                 for n, k in sorted(self.knobs.items())}
         transports = ["none"] + [t for t in self.knob_values("transport", []) if t != "none"]
         faults = [f for f in HOOK_FAULTS
                   if (f != "gate_zero_init" or self.gate) and
@@ -378,18 +379,20 @@ class TrainerMap:
     def _format(self, name, raw, vals):
         """The trainer's value of knob `name`: a string, True (a bare flag) or None (nothing)."""
         k = self.knobs.get(name, {"values": None, "format": None})
-        if k["values"] is not None:
-            key = self._text(raw)
-            if key not in k["values"]:
-                raise MapError(["%s: the knob %s has no value '%s' (the map's values: %s)"
-                                % (self.shown, name, key, ", ".join(sorted(k["values"])))])
+        key = self._text(raw)
+        if k["values"] is not None and key in k["values"]:
             return k["values"][key]
+        if k["values"] is not None and k["format"] is None:
+            raise MapError(["%s: the knob %s has no value '%s' (the map's values: %s)"
+                            % (self.shown, name, key, ", ".join(sorted(k["values"])))])
         if k["format"] is not None:
             items = raw if isinstance(raw, list) else [raw]
             sub = {str(i): self._text(x) for i, x in enumerate(items)}
             if len(items) == 2:
                 sub.update(begin=self._text(items[0]), end=self._text(items[1]))
-            sub["value"] = self._text(raw)
+                if isinstance(items[1], int):
+                    sub["last"] = self._text(items[1] - 1)
+            sub["value"] = key
             return self.expand(k["format"], dict(vals, **sub))
         if isinstance(raw, list):
             return ",".join(self._text(x) for x in raw)

@@ -142,6 +142,13 @@ class Knobs(unittest.TestCase):
             cfg["nsa"]["force_branch"] = "cmp"
             with self.assertRaises(MapError):
                 m.command(cfg, None, "/o", 0, 1)
+            # values and format together: the table first, the format for the rest; {{last}} = end - 1
+            m.knobs["train.checkpoint_layers"] = {"flag": None, "env": "GC", "format": "{{begin}}-{{last}}",
+                                                  "values": {"[0, 0]": None}}
+            cfg["nsa"]["force_branch"] = "sel"
+            self.assertEqual(m.command(cfg, None, "/o", 0, 1)[1]["GC"], "6-11")
+            cfg["train"]["checkpoint_layers"] = [0, 0]
+            self.assertNotIn("GC", m.command(cfg, None, "/o", 0, 1)[1])
         finally:
             shutil.rmtree(d)
 
