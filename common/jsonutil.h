@@ -7,4 +7,8 @@
 // "nan", "inf" or "-inf" (JSON has no non-finite numbers, and a reader should see
 // which one it was rather than a null). A new reference (NULL only on OOM).
 json_t *json_real_or_name(double v);
+
+// A value as a person writes it: a string as its string (unquoted), anything else as its
+// compact JSON text (3, true, [1,2]); "?" when it cannot be written. Into out.
+void json_value_text(const json_t *v, char *out, size_t n);
 #endif

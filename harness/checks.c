@@ -145,10 +145,10 @@ static void finite_evaluate(const json_t *params, CaseResult *r, const ScenarioR
 
 // ---- grad_arrival: exactly the expected parameters get no gradient ----------------------------
 
-// The expect_missing patterns for a case: an array, or an object whose first key
-// (a case-name glob) matching the case gives the array.
+// The expect_missing patterns for a case: an array (or "trainer"), or an object whose first
+// key (a case-name glob) matching the case gives the array.
 static const json_t *patterns_for(const json_t *em, const char *case_name) {
-    if (!em || json_is_array(em)) return em;
+    if (!em || !json_is_object(em)) return em;   // an array, or "trainer"
     const char *k;
     json_t *v;
     json_object_foreach((json_t *)em, k, v) if (fnmatch(k, case_name, 0) == 0) return v;
@@ -160,6 +160,23 @@ static int matches_any(const json_t *pats, const char *name) {
     json_t *p;
     json_array_foreach(pats, i, p) if (fnmatch(json_string_value(p), name, 0) == 0) return 1;
     return 0;
+}
+
+// expect_missing "trainer": the expected set at each step is the trace record's own
+// expected_missing (a map trainer's from its map, nsa-train's from its model), by exact name:
+// a foreign trainer's names need no globs written for them.
+static int is_trainer_word(const json_t *v) { return json_is_string(v) && !strcmp(json_string_value(v), "trainer"); }
+
+static int named_in(const json_t *names, const char *name) {
+    size_t i;
+    json_t *p;
+    json_array_foreach(names, i, p) if (json_is_string(p) && !strcmp(json_string_value(p), name)) return 1;
+    return 0;
+}
+
+// Is `name` expected missing: by the record's own list (by_trainer) or the scenario's globs.
+static int expected(const json_t *pats, int by_trainer, const char *name) {
+    return by_trainer ? named_in(pats, name) : matches_any(pats, name);
 }
 
 static void arrival_validate(const Scenario *s, const json_t *params, const char *jpath, Problems *ps) {
@@ -175,9 +192,11 @@ static void arrival_validate(const Scenario *s, const json_t *params, const char
     snprintf(kp, sizeof kp, "%s.expect_missing", jpath);
     if (!em) {
         scenario_problem(s, ps, jpath, 0, "grad_arrival needs \"expect_missing\": the parameters (globs) that "
-                                          "receive no gradient, [] for none, or per case {case glob: [...]}");
+                                          "receive no gradient, [] for none, \"trainer\" for the trainer's own "
+                                          "expected_missing, or per case {case glob: [...]}");
         return;
     }
+    if (is_trainer_word(em)) return;
     enum { MAX_LISTS = 256, PATH_LEN = 320 };
     const json_t *lists[MAX_LISTS];
     int nl = 0;
@@ -202,14 +221,16 @@ static void arrival_validate(const Scenario *s, const json_t *params, const char
             if (!patterns_for(em, s->cases[c].name))
                 scenario_problem(s, ps, kp, 0, "expect_missing says nothing about case %s", s->cases[c].name);
     } else {
-        scenario_problem(s, ps, kp, 0, "expect_missing: expected an array of parameter-name globs or an object "
-                                       "{case glob: [globs]}");
+        scenario_problem(s, ps, kp, 0, "expect_missing: expected an array of parameter-name globs, \"trainer\" "
+                                       "or an object {case glob: [globs]}");
         free(paths);
         return;
     }
     for (int i = 0; i < nl; i++) {
+        if (is_trainer_word(lists[i])) continue;
         if (!json_is_array(lists[i])) {
-            scenario_problem(s, ps, paths[i], 0, "expect_missing: expected an array of parameter-name globs");
+            scenario_problem(s, ps, paths[i], 0, "expect_missing: expected an array of parameter-name globs or "
+                                                 "\"trainer\"");
             continue;
         }
         size_t j;
@@ -243,7 +264,8 @@ static int ddp_marked_unused(const CaseResult *r, int step, int rank, const char
 static void arrival_evaluate(const json_t *params, CaseResult *r, const ScenarioRun *sr) {
     (void)sr;
     const json_t *pats = patterns_for(json_object_get(params, "expect_missing"), r->c->name);
-    int match_trainer = !json_is_false(json_object_get(params, "match_trainer"));
+    const int by_trainer = is_trainer_word(pats);
+    int match_trainer = !by_trainer && !json_is_false(json_object_get(params, "match_trainer"));
     int ddp_ok = json_is_true(json_object_get(params, "ddp_unused_ok"));
     json_t *marked = json_array();   // "rank R: name" marked ready by the DDP layer
     if (!r->grad_trace || json_array_size(r->grad_trace) == 0) {
@@ -258,13 +280,21 @@ static void arrival_evaluate(const json_t *params, CaseResult *r, const Scenario
         const json_t *missing = json_object_get(rec, "missing"), *order = json_object_get(rec, "order");
         const json_t *nonfin = json_object_get(rec, "nonfinite"), *texp = json_object_get(rec, "expected_missing");
         int step = (int)json_number_or(rec, "step", -1), rank = (int)json_number_or(rec, "rank", 0);
+        if (by_trainer && !json_is_array(texp)) {
+            result_finding(r, "grad_arrival", 0, "step %d rank %d: the trace record has no expected_missing "
+                           "(expect_missing \"trainer\" compares with it)", step, rank);
+            json_decref(exp_names);
+            json_decref(marked);
+            return;
+        }
+        const json_t *want = by_trainer ? texp : pats;
         n_params = (int)json_number_or(rec, "n_params", 0);
         arrived = (int)json_number_or(rec, "arrived", 0);
         json_t *unexpected = json_array(), *unexp_arrived = json_array();
         size_t j;
         json_t *n;
         json_array_foreach(missing, j, n) {
-            if (matches_any(pats, json_string_value(n))) continue;
+            if (expected(want, by_trainer, json_string_value(n))) continue;
             if (ddp_ok && ddp_marked_unused(r, step, rank, json_string_value(n))) {
                 char tag[160];
                 snprintf(tag, sizeof tag, "rank %d: %s", rank, json_string_value(n));
@@ -277,8 +307,13 @@ static void arrival_evaluate(const json_t *params, CaseResult *r, const Scenario
             }
             json_array_append(unexpected, n);
         }
-        json_array_foreach(order, j, n) if (matches_any(pats, json_string_value(n)))
+        json_array_foreach(order, j, n) if (expected(want, by_trainer, json_string_value(n)))
             json_array_append(unexp_arrived, n);
+        // "trainer": missing must equal the record's set, so a name it expects is missing too
+        if (by_trainer)
+            json_array_foreach(texp, j, n) if (json_is_string(n) && !named_in(missing, json_string_value(n)) &&
+                                               !named_in(unexp_arrived, json_string_value(n)))
+                json_array_append(unexp_arrived, n);
         int trainer_disagrees = 0;
         if (match_trainer && json_is_array(texp)) {
             json_array_foreach(texp, j, n) trainer_disagrees |= !matches_any(pats, json_string_value(n));
@@ -366,7 +401,8 @@ static void arrival_evaluate(const json_t *params, CaseResult *r, const Scenario
 
 static void gate_validate(const Scenario *s, const json_t *params, const char *jpath, Problems *ps) {
     check_only_keys(s, params, jpath, GATE_KEYS, ps);
-    check_num_param(s, params, jpath, "fc2_gain", 0.1, 0, 100, ps);
+    if (!json_is_null(json_object_get(params, "fc2_gain")))   // null: fc2's std is not compared
+        check_num_param(s, params, jpath, "fc2_gain", 0.1, 0, 100, ps);
     check_num_param(s, params, jpath, "fc2_std_tolerance", 0.3, 0, 10, ps);
     check_num_param(s, params, jpath, "min_output_std", 1e-4, 0, 1, ps);
     const json_t *st = json_object_get(params, "step");
@@ -381,8 +417,14 @@ static void gate_validate(const Scenario *s, const json_t *params, const char *j
                              st ? (long long)json_integer_value(st) : 1LL, s->cases[c].name, s->cases[c].cfg.steps);
 }
 
+// Xavier-uniform's std of a layer: U(-b, b), b = gain*sqrt(6/(fan_in+fan_out)), std = b/sqrt(3)
+static double xavier_std(double gain, double fan_in, double fan_out) { return gain * sqrt(2.0 / (fan_in + fan_out)); }
+
 static void gate_evaluate(const json_t *params, CaseResult *r, const ScenarioRun *sr) {
     (void)sr;
+    // "fc2_gain": null: the trainer's init is its own, fc2's std is not compared (the uniform
+    // gate and min_output_std still are)
+    const int compare_fc2 = !json_is_null(json_object_get(params, "fc2_gain"));
     const double gain = check_num_param(r->s, params, "", "fc2_gain", 0.1, 0, 100, NULL);
     const double tol = check_num_param(r->s, params, "", "fc2_std_tolerance", 0.3, 0, 10, NULL);
     const double min_std = check_num_param(r->s, params, "", "min_output_std", 1e-4, 0, 1, NULL);
@@ -401,20 +443,37 @@ static void gate_evaluate(const json_t *params, CaseResult *r, const ScenarioRun
         return;
     }
     const NsaConfig *cfg = &r->c->cfg;
+    // fc2's fans: the config's (gate_hidden, 3 x KV groups), or a layer record's own
+    // fc2_fan_in / fc2_fan_out (a map trainer's gate need not have nsa-train's shape)
     const int fan_in = cfg->gate_hidden, fan_out = 3 * cfg->n_kv_heads;
-    // Xavier-uniform: U(-b, b), b = gain*sqrt(6/(fan_in+fan_out)), std = b/sqrt(3)
-    const double want = gain * sqrt(2.0 / (fan_in + fan_out));
+    const double want = xavier_std(gain, fan_in, fan_out);
     const int softmax = !strcmp(json_string_value(json_object_get(rec, "gate_act")) ? json_string_value(json_object_get(rec, "gate_act")) : "", "softmax");
     const double uniform_value = softmax ? 1.0 / 3.0 : 0.5;
     const json_t *layers = json_object_get(rec, "layers");
     json_t *bad_fc2 = json_array(), *uniform = json_array(), *collapsed = json_array(), *table = json_array();
+    int own_fans = 0;
+    json_array_foreach(layers, i, g) own_fans |= json_is_integer(json_object_get(g, "fc2_fan_in")) &&
+                                                  json_is_integer(json_object_get(g, "fc2_fan_out"));
+    double bad_want = want, first_want = want;   // the expectation of the first layer off it; of layer 0
     Str det = {0};
-    str_printf(&det, "| layer | fc2 weight std (expected %.4g ±%.0f%%) | fc2 bias mean | out std cmp | out std sel | "
-                     "out std win | out mean cmp / sel / win |\n|---|---|---|---|---|---|---|\n",
-               want, tol * 100);
+    if (!compare_fc2)
+        str_add(&det, "| layer | fc2 weight std (not compared: fc2_gain null) | fc2 bias mean | out std cmp | out std sel | "
+                      "out std win | out mean cmp / sel / win |\n|---|---|---|---|---|---|---|\n");
+    else if (own_fans)
+        str_printf(&det, "| layer | fc2 weight std / expected (±%.0f%%; the trainer's fc2 fans) | fc2 bias mean | out std cmp | "
+                         "out std sel | out std win | out mean cmp / sel / win |\n|---|---|---|---|---|---|---|\n", tol * 100);
+    else
+        str_printf(&det, "| layer | fc2 weight std (expected %.4g ±%.0f%%) | fc2 bias mean | out std cmp | out std sel | "
+                         "out std win | out mean cmp / sel / win |\n|---|---|---|---|---|---|---|\n",
+                   want, tol * 100);
     json_array_foreach(layers, i, g) {
         int L = (int)json_number_or(g, "layer", -1);
         double wstd = json_number_or(g, "fc2_weight_std", NAN), bmean = json_number_or(g, "fc2_bias_mean", NAN);
+        const json_t *fi = json_object_get(g, "fc2_fan_in"), *fo = json_object_get(g, "fc2_fan_out");
+        const double want_l = json_is_integer(fi) && json_is_integer(fo)
+                                  ? xavier_std(gain, (double)json_integer_value(fi), (double)json_integer_value(fo))
+                                  : want;
+        if (i == 0) first_want = want_l;
         const json_t *os = json_object_get(g, "out_std"), *om = json_object_get(g, "out_mean");
         double sd[3], mu[3];
         int all_low = 1, any_low = 0, all_uniform_value = 1;
@@ -425,17 +484,25 @@ static void gate_evaluate(const json_t *params, CaseResult *r, const ScenarioRun
             else all_low = 0;
             if (fabs(mu[b] - uniform_value) > 1e-6) all_uniform_value = 0;
         }
-        if (!(fabs(wstd - want) <= tol * want)) json_array_append_new(bad_fc2, json_integer(L));
+        if (compare_fc2 && !(fabs(wstd - want_l) <= tol * want_l)) {
+            if (!json_array_size(bad_fc2)) bad_want = want_l;
+            json_array_append_new(bad_fc2, json_integer(L));
+        }
         if (all_low && all_uniform_value) json_array_append_new(uniform, json_integer(L));
         else if (any_low) json_array_append_new(collapsed, json_integer(L));
-        str_printf(&det, "| %d | %.4g | %.3g | %.3g | %.3g | %.3g | %.6f / %.6f / %.6f |\n", L, wstd, bmean, sd[0],
-                   sd[1], sd[2], mu[0], mu[1], mu[2]);
+        if (compare_fc2 && own_fans)
+            str_printf(&det, "| %d | %.4g / %.4g | %.3g | %.3g | %.3g | %.3g | %.6f / %.6f / %.6f |\n", L, wstd, want_l,
+                       bmean, sd[0], sd[1], sd[2], mu[0], mu[1], mu[2]);
+        else
+            str_printf(&det, "| %d | %.4g | %.3g | %.3g | %.3g | %.3g | %.6f / %.6f / %.6f |\n", L, wstd, bmean, sd[0],
+                       sd[1], sd[2], mu[0], mu[1], mu[2]);
         json_t *row = json_pack("{s:i,s:f,s:[f,f,f],s:[f,f,f]}", "layer", L, "fc2_weight_std", isfinite(wstd) ? wstd : -1.0,
                                 "out_std", sd[0], sd[1], sd[2], "out_mean", mu[0], mu[1], mu[2]);
         if (row) json_array_append_new(table, row);
     }
     json_object_set_new(r->facts, "gate_layers", table);
-    json_object_set_new(r->facts, "gate_expected_fc2_std", json_real(want));
+    json_object_set_new(r->facts, "gate_expected_fc2_std",
+                        !compare_fc2 ? json_null() : json_real(json_array_size(bad_fc2) ? bad_want : first_want));
     json_object_set_new(r->facts, "gate_uniform_layers", json_deep_copy(uniform));
     json_object_set_new(r->facts, "gate_uniform_value", json_real(uniform_value));
     json_object_set_new(r->facts, "gate_bad_fc2_layers", json_deep_copy(bad_fc2));
@@ -455,7 +522,7 @@ static void gate_evaluate(const json_t *params, CaseResult *r, const ScenarioRun
                            json_array_size(collapsed), nl);
     } else if (json_array_size(bad_fc2)) {
         f = result_finding(r, "gate_init", 0, "fc2 weight std off the Xavier(gain %g) expectation %.4g in %zu/%zu layers",
-                           gain, want, json_array_size(bad_fc2), nl);
+                           gain, bad_want, json_array_size(bad_fc2), nl);
     } else {
         double lo = INFINITY, hi = 0, olo = INFINITY;
         json_array_foreach(layers, i, g) {
@@ -467,11 +534,18 @@ static void gate_evaluate(const json_t *params, CaseResult *r, const ScenarioRun
                 olo = s < olo ? s : olo;
             }
         }
-        f = result_finding(r, "gate_init", 1, "fc2 std %.4g–%.4g (expected %.4g); output std ≥ %.3g in all %zu layers", lo,
-                           hi, want, olo, nl);
+        if (!compare_fc2)
+            f = result_finding(r, "gate_init", 1, "fc2 std %.4g–%.4g (not compared: the trainer's own init); output std "
+                               "≥ %.3g in all %zu layers", lo, hi, olo, nl);
+        else if (own_fans)
+            f = result_finding(r, "gate_init", 1, "fc2 std %.4g–%.4g (within %.0f%% of Xavier(gain %g) by the trainer's "
+                               "fc2 fans); output std ≥ %.3g in all %zu layers", lo, hi, tol * 100, gain, olo, nl);
+        else
+            f = result_finding(r, "gate_init", 1, "fc2 std %.4g–%.4g (expected %.4g); output std ≥ %.3g in all %zu layers",
+                               lo, hi, want, olo, nl);
     }
     if (json_array_size(bad_fc2) && !f->ok) {
-        str_printf(&f->details, "- fc2 weight std outside %.4g ±%.0f%% in layers:", want, tol * 100);
+        str_printf(&f->details, "- fc2 weight std outside %.4g ±%.0f%% in layers:", bad_want, tol * 100);
         json_t *x;
         size_t k;
         json_array_foreach(bad_fc2, k, x) str_printf(&f->details, " %lld", (long long)json_integer_value(x));

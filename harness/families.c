@@ -329,8 +329,13 @@ static void gate_section(const ScenarioRun *sr, const char *report_dir, Str *md)
         const json_t *layers = json_object_get(r->facts, "gate_layers");
         if (!json_array_size(layers)) continue;
         int nl = (int)json_array_size(layers);
-        str_printf(md, "\n**%s** (%s): expected fc2 weight std %.4g\n\n", r->c->name, VERDICT_NAMES[r->verdict],
-                   json_number_value(json_object_get(r->facts, "gate_expected_fc2_std")));
+        const json_t *want = json_object_get(r->facts, "gate_expected_fc2_std");
+        if (json_is_number(want))
+            str_printf(md, "\n**%s** (%s): expected fc2 weight std %.4g\n\n", r->c->name, VERDICT_NAMES[r->verdict],
+                       json_number_value(want));
+        else   // "fc2_gain": null: the trainer's own init
+            str_printf(md, "\n**%s** (%s): fc2 weight std not compared (fc2_gain null)\n\n", r->c->name,
+                       VERDICT_NAMES[r->verdict]);
         str_add(md, "| layer | fc2 weight std | out std cmp | out std sel | out std win | out mean cmp / sel / win |\n"
                     "|---|---|---|---|---|---|\n");
         double *vals = xcalloc((size_t)nl * NSA_NBRANCH, sizeof(double));

@@ -8,7 +8,11 @@
 // (collective sequence numbers enqueued/started/completed). The decision tree:
 // a rank that never launched a bucket is where the hang starts, and the
 // parameters missing from that bucket are why; the ranks waiting inside the
-// collective of the same sequence number are the victims. Whether find_unused
+// collective of the same sequence number are the victims. A trainer without a bucket
+// trace (a map trainer through the probe writes neither buckets.jsonl nor
+// rank_times.jsonl): the gradient trace fills the per-rank table, and the ranks'
+// `[DDP] step=S rank=R no gradient: NAME ...` lines (printed the moment backward
+// returns) name the rank and parameter where the hang starts. Whether find_unused
 // passes for the same configuration tells an unused parameter (divergent control
 // flow) from a broken gradient; whether both transports hang at the same
 // collective tells the training graph from the transport.
@@ -20,6 +24,61 @@
 #include <string.h>
 
 #include "harness/family_impl.h"
+
+// how much of a rank's log is searched for its [DDP] no-gradient line
+#define DDP_LOG_BYTES (256 * 1024)
+
+// Each rank's first `[DDP] step=S rank=R no gradient: NAME[, NAME...]` line (a trainer without
+// a bucket trace: the probe prints it when backward returns without those gradients):
+// "rank R got no gradient for `a`, `b` at step S" into out; facts.ddp_no_gradient. Returns
+// how many ranks said so.
+static int no_gradient_lines(const CaseResult *r, Str *out, json_t *facts) {
+    json_t *list = json_array();
+    for (int k = 0; k < r->n_ranks; k++) {
+        char *tail = read_tail(r->ranks[k].log_path, DDP_LOG_BYTES);
+        char *save = NULL;
+        for (char *ln = tail ? strtok_r(tail, "\n", &save) : NULL; ln; ln = strtok_r(NULL, "\n", &save)) {
+            const char *tag = strstr(ln, "[DDP] step="), *ng = tag ? strstr(tag, " no gradient: ") : NULL;
+            int step = -1, rank = -1;
+            if (!ng || sscanf(tag, "[DDP] step=%d rank=%d", &step, &rank) != 2) continue;
+            json_t *names = json_array();
+            char *rest = (char *)ng + 14, *save2 = NULL;
+            for (char *w = strtok_r(rest, ", \t\r", &save2); w; w = strtok_r(NULL, ", \t\r", &save2))
+                json_array_append_new(names, json_string(w));
+            if (out) {
+                str_printf(out, "%srank %d got no gradient for ", json_array_size(list) ? "; " : "", rank);
+                family_names_list(out, names, 4);
+                str_printf(out, " at step %d", step);
+            }
+            json_array_append_new(list, json_pack("{s:i,s:i,s:o}", "step", step, "rank", rank, "params", names));
+            break;   // its first: where it began
+        }
+        free(tail);
+    }
+    const int n = (int)json_array_size(list);
+    if (facts) json_object_set_new(facts, "ddp_no_gradient", list);
+    else json_decref(list);
+    return n;
+}
+
+// A rank's gradient-arrival record, for a case without a bucket trace: the parameters it
+// missed beyond its own expected_missing, "; no gradient: a, b" into md.
+static void unexpected_missing(Str *md, const json_t *g) {
+    const json_t *miss = json_object_get(g, "missing"), *exp = json_object_get(g, "expected_missing");
+    json_t *names = json_array();
+    size_t i, j;
+    json_t *m, *e;
+    json_array_foreach(miss, i, m) {
+        int expected = 0;
+        json_array_foreach(exp, j, e) expected |= json_equal(e, m);
+        if (!expected) json_array_append(names, m);
+    }
+    if (json_array_size(names)) {
+        str_add(md, "; no gradient: ");
+        family_names_list(md, names, 4);
+    }
+    json_decref(names);
+}
 
 // The last step any bucket record of this case has.
 static int last_bucket_step(const CaseResult *r) {
@@ -128,6 +187,11 @@ void ddp_section(const ScenarioRun *sr, const char *report_dir, Str *md) {
             json_array_foreach(r->grad_trace, j, x) if ((int)json_number_or(x, "rank", -1) == k) g = x;
             if (g) str_printf(md, "%d/%d", (int)json_number_or(g, "arrived", 0), (int)json_number_or(g, "n_params", 0));
             else str_add(md, "—");
+            if (g && !json_array_size(r->buckets)) {   // no bucket trace: what the gradient trace says
+                str_printf(md, " (step %d", (int)json_number_or(g, "step", -1));
+                unexpected_missing(md, g);
+                str_add(md, ")");
+            }
             // buckets at the last step
             int step = last_bucket_step(r), nb = 0, nl = 0;
             json_array_foreach(r->buckets, j, x) {
@@ -153,7 +217,39 @@ void ddp_section(const ScenarioRun *sr, const char *report_dir, Str *md) {
         }
     }
     str_add(md, "\nCompute and communication-wait times are per-step means; a rank whose wait is much longer than the "
-                "others' waits for a slower (or stuck) rank.\n");
+                "others' waits for a slower (or stuck) rank.");
+    int traced = 1;
+    for (int i = 0; i < sr->n; i++)
+        traced &= sr->results[i].verdict == V_SKIP || json_array_size(sr->results[i].buckets) > 0;
+    if (!traced)
+        str_add(md, " A case without a bucket trace (a trainer that writes no buckets.jsonl or rank_times.jsonl, "
+                    "e.g. a map trainer through the probe) shows its gradient trace: the last step each rank traced "
+                    "and the gradients it missed beyond its own expected set.");
+    str_add(md, "\n");
+}
+
+// The end of a hang's diagnosis: where it starts, and what the sibling cases (find_unused,
+// the other transport) say about it; the sentence's end.
+static void ddp_siblings(const ScenarioRun *sr, int i, const CaseResult *r, Str *md) {
+    str_add(md, ". The hang starts in the backward of the rank(s) that never produced those gradients");
+    const CaseResult *fu = sibling(sr, r, "mode", "find_unused");
+    if (fu && fu->verdict == V_PASS)
+        str_printf(md, "; with find_unused the same configuration passes (`%s`), so the parameters are unused on "
+                       "those ranks' graph this step (divergent control flow, or a branch that is off): mark unused "
+                       "parameters ready (find_unused) or make every rank run the same graph", fu->c->name);
+    else if (fu && fu->verdict != V_SKIP)
+        str_printf(md, "; find_unused does not help (`%s` is %s): the gradient is not merely unused, it is lost",
+                   fu->c->name, VERDICT_NAMES[fu->verdict]);
+    const char *tr = family_label_on(sr, i, "transport");
+    if (tr) {
+        const CaseResult *ot = sibling(sr, r, "transport", !strcmp(tr, "nccl") ? "mpi" : "nccl");
+        if (ot && ot->verdict == V_HANG)
+            str_printf(md, "; both transports hang the same way (`%s` too): the training graph, not the transport", ot->c->name);
+        else if (ot && ot->verdict == V_PASS)
+            str_printf(md, "; the %s transport passes the same configuration (`%s`): suspect the %s transport",
+                       !strcmp(tr, "nccl") ? "mpi" : "nccl", ot->c->name, tr);
+    }
+    str_add(md, ".\n");
 }
 
 void ddp_diagnose(const ScenarioRun *sr, Str *md) {
@@ -163,7 +259,20 @@ void ddp_diagnose(const ScenarioRun *sr, Str *md) {
         Str why = {0};
         json_t *facts = ((CaseResult *)r)->facts;
         int n = unlaunched(r, &why, facts);
-        if (!n) continue;   // the generic diagnosis (phase, stack) is all there is
+        int told = 0;   // ranks with a [DDP] no-gradient line
+        if (!n && !json_array_size(r->buckets) && (told = no_gradient_lines(r, &why, facts)) > 0) {
+            // no bucket trace: the ranks' [DDP] no-gradient lines say where it starts
+            str_printf(md, "- **%s · %s**: %s (%s `[DDP] ... no gradient` line%s, printed when backward returned); "
+                           "the other ranks wait for those gradients in the all-reduce", sr->s->name, r->c->name,
+                       str_c(&why), told == 1 ? "its" : "their", told == 1 ? "" : "s");
+            ddp_siblings(sr, i, r, md);
+            str_free(&why);
+            continue;
+        }
+        if (!n) {   // the generic diagnosis (phase, stack) is all there is
+            str_free(&why);
+            continue;
+        }
         str_printf(md, "- **%s · %s**: %s", sr->s->name, r->c->name, str_c(&why));
         const json_t *first = json_array_get(json_object_get(facts, "ddp_unlaunched"), 0);
         int other = -1;
@@ -189,25 +298,7 @@ void ddp_diagnose(const ScenarioRun *sr, Str *md) {
             }
             if (!said) str_add(md, "; no rank launched it: every rank waits for it at the end of backward");
         }
-        str_add(md, ". The hang starts in the backward of the rank(s) that never produced those gradients");
-        const CaseResult *fu = sibling(sr, r, "mode", "find_unused");
-        if (fu && fu->verdict == V_PASS)
-            str_printf(md, "; with find_unused the same configuration passes (`%s`), so the parameters are unused on "
-                           "those ranks' graph this step (divergent control flow, or a branch that is off): mark unused "
-                           "parameters ready (find_unused) or make every rank run the same graph", fu->c->name);
-        else if (fu && fu->verdict != V_SKIP)
-            str_printf(md, "; find_unused does not help (`%s` is %s): the gradient is not merely unused, it is lost",
-                       fu->c->name, VERDICT_NAMES[fu->verdict]);
-        const char *tr = family_label_on(sr, i, "transport");
-        if (tr) {
-            const CaseResult *ot = sibling(sr, r, "transport", !strcmp(tr, "nccl") ? "mpi" : "nccl");
-            if (ot && ot->verdict == V_HANG)
-                str_printf(md, "; both transports hang the same way (`%s` too): the training graph, not the transport", ot->c->name);
-            else if (ot && ot->verdict == V_PASS)
-                str_printf(md, "; the %s transport passes the same configuration (`%s`): suspect the %s transport", 
-                           !strcmp(tr, "nccl") ? "mpi" : "nccl", ot->c->name, tr);
-        }
-        str_add(md, ".\n");
+        ddp_siblings(sr, i, r, md);
         str_free(&why);
     }
 }

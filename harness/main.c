@@ -92,7 +92,12 @@ static void usage_run(FILE *f) {
             "                        case runs CMD... --config CASE/config.json --out CASE --rank R ... (the\n"
             "                        resolved config, no --set); not with --trainer. A scenario may name\n"
             "                        trainers itself (run.trainers, run.trainer, a matrix over run.trainer);\n"
-            "                        \"nsa-train\" there is this run's default (--trainer, --trainer-cmd)\n"
+            "                        \"nsa-train\" there is this run's default (--trainer, --trainer-cmd, --trainer-map)\n"
+            "  --trainer-map MAP     run an unmodified PyTorch script through the probe (docs/trainer-maps.md):\n"
+            "                        the trainer is the command PROBE --map MAP (PROBE: $NSA_PROBE, default\n"
+            "                        %s/probe/nsa-probe); the map is checked first (PROBE --check-map);\n"
+            "                        where the probe cannot run (no torch) its cases are a SKIP saying why;\n"
+            "                        not with --trainer or --trainer-cmd\n"
             "  --baselines DIR       golden baselines and performance floors to compare with (checks golden\n"
             "                        and perf_floor; default: %s/golden/baselines)\n"
             "  --recording           what `baseline record` runs: golden and perf_floor compare nothing\n"
@@ -102,7 +107,7 @@ static void usage_run(FILE *f) {
             "Every case writes <out>/<scenario>/<case>/: output.log env.json metrics.jsonl\n"
             "grad_trace.jsonl gate_stats.jsonl ranks/rank_R.log ranks/rank_R.fr (or ranks/rank_R.hb, a\n"
             "trainer's heartbeat file) stacks/rank_R.txt; config.json for a trainer given as a command.\n",
-            NSA_SOURCE_DIR, NSA_SOURCE_DIR);
+            NSA_SOURCE_DIR, NSA_SOURCE_DIR, NSA_SOURCE_DIR);
 }
 
 static void usage_list(FILE *f) {
@@ -327,7 +332,7 @@ static int fx_interrupted(FamilyExec *fx) {
 // Everything `run`'s options and its trainer say, as cmd_run's stages pass it on.
 typedef struct {
     int profile, bisect, quiet, recording;
-    const char *out_dir, *trainer_arg, *trainer_cmd_arg, *baselines;
+    const char *out_dir, *trainer_arg, *trainer_cmd_arg, *trainer_map_arg, *baselines;
     Str shaping;   // the options that shaped the cases' configs and baselines (--set,
                    // --baselines), for record commands
     Str replay;    // every option that shaped a case (also --timeout-scale, --trainer,
@@ -336,8 +341,10 @@ typedef struct {
     StrList files_in, filters, exact, faults, sets;
     int usage_rc;  // what "could not run" exits with: 2, or 125 under --bisect (git bisect's skip)
     char trainer[4200], harness[4200];
+    char map[4200];          // --trainer-map's map, absolute ("" without it)
     char own[4200];          // the nsa-train beside nsa-harness (shared start weights, the fault vocabulary)
-    TrainerSpec tdefault;    // the run's default trainer ("nsa-train"): the sibling, --trainer or --trainer-cmd
+    TrainerSpec tdefault;    // the run's default trainer ("nsa-train"): the sibling, --trainer, --trainer-cmd
+                             // or --trainer-map
     StrList cmd_words;       // --trainer-cmd's words, paths made absolute
     Str cmd_line;            // the same as a shell line (nested runs, reproduce commands)
     const TrainerSpec *used[64];   // every trainer the selected cases run (the default first)
@@ -451,6 +458,9 @@ static int run_parse_options(int argc, char **argv, RunOpts *O) {
             char *const tv[] = {"--trainer-cmd", (char *)str_c(&O->cmd_line), NULL};
             if (O->replay.len) str_add(&O->replay, " ");
             shell_join(&O->replay, tv);
+        } else if (!strcmp(a, "--trainer-map")) {
+            NEED;
+            O->trainer_map_arg = v;
         } else if (!strcmp(a, "--bisect")) O->bisect = 1;
         else if (!strcmp(a, "--quiet")) O->quiet = 1;
         else if (a[0] == '-' && a[1]) {
@@ -465,6 +475,22 @@ static int run_parse_options(int argc, char **argv, RunOpts *O) {
                         "executable; --trainer-cmd: a command speaking docs/trainer-protocol.md)\n",
                 O->trainer_arg, O->trainer_cmd_arg);
         return HARNESS_EXIT_USAGE;
+    }
+    if (O->trainer_map_arg && (O->trainer_arg || O->trainer_cmd_arg)) {
+        fprintf(stderr, "nsa-harness run: --trainer-map %s and %s %s: give one (--trainer-map: a PyTorch script "
+                        "through the probe, docs/trainer-maps.md)\n", O->trainer_map_arg,
+                O->trainer_arg ? "--trainer" : "--trainer-cmd", O->trainer_arg ? O->trainer_arg : O->trainer_cmd_arg);
+        return HARNESS_EXIT_USAGE;
+    }
+    if (O->trainer_map_arg) {   // the map's absolute path: nested runs and other folders work
+        if (trainer_map_path(".", O->trainer_map_arg, O->map, sizeof O->map)) {
+            fprintf(stderr, "nsa-harness run: --trainer-map %s: %s\n", O->trainer_map_arg,
+                    is_dir(O->trainer_map_arg) ? "a folder, not a trainer map file" : "no such file (docs/trainer-maps.md)");
+            return HARNESS_EXIT_USAGE;
+        }
+        char *const tv[] = {"--trainer-map", O->map, NULL};
+        if (O->replay.len) str_add(&O->replay, " ");
+        shell_join(&O->replay, tv);
     }
     return GO_ON;
 }
@@ -537,22 +563,64 @@ static void trainer_unusable_reason(const TrainerSpec *t, char *why, size_t n) {
     int rc = proc_capture_all(av.v, 120, &out);
     strlist_free(&av);
     const char *line = out ? out + strspn(out, " \t\n") : "";
-    snprintf(why, n, "the trainer %s cannot run here: `%s --print-env` %s %d%s%.*s", t->name, t->display,
+    snprintf(why, n, "the trainer %s cannot run here: `%s --print-env` %s %d%s%.*s", trainer_spec_label(t), t->display,
              rc > 0 && WIFSIGNALED(rc) ? "got signal" : rc == -2 ? "timed out" : "exited",
              rc > 0 ? (WIFSIGNALED(rc) ? WTERMSIG(rc) : WEXITSTATUS(rc)) : rc, line[0] ? ": " : "",
              (int)strcspn(line, "\n"), line);
     free(out);
 }
 
+// A map trainer's map, checked by its probe before any case (trainer_caps_check_map): 0, or
+// -1 with the probe's lines (MAP:line:col: message) and why on stderr.
+static int check_trainer_map(const TrainerSpec *t, const char *what) {
+    Str lines = {0};
+    char why[1200];
+    const int bad = trainer_caps_check_map(t, &lines, why, sizeof why);
+    if (bad) {
+        fputs(str_c(&lines), stderr);
+        fprintf(stderr, "nsa-harness run: %s %s: %s\n", what, t->map, why);
+    }
+    str_free(&lines);
+    return bad;
+}
+
+// The run's default trainer given by a map (--trainer-map) whose --print-env fails (no python
+// with torch here): its cases are a SKIP quoting why, as a scenario's trainer's are, so a
+// machine without torch shows them. The report's device line and the default profile then
+// come from the runner's own nsa-train (or nothing). Returns the run's environment object.
+static json_t *default_trainer_unusable(RunOpts *O) {
+    char why[700];
+    trainer_unusable_reason(&O->tdefault, why, sizeof why);
+    fprintf(stderr, "nsa-harness run: %s: its cases are skipped\n", why);
+    trainer_caps_mark_unusable(&O->tdefault, why);
+    json_t *env = NULL;
+    if (access(O->own, X_OK) == 0) {
+        char *const w[] = {O->own, NULL};
+        TrainerSpec own;
+        trainer_spec_init(&own, "nsa-train", w, 0);
+        env = trainer_print_env(&own, 1);
+        trainer_spec_free(&own);
+    }
+    if (!env) env = json_object();
+    json_object_set_new(env, "trainer_cannot_run",
+                        json_sprintf("%s (this environment is the runner's own nsa-train's, if any)", why));
+    return env;
+}
+
 // The run's default trainer: an executable that prints its JSON environment (it knows the
 // build, CUDA devices, versions). Sets O->env, O->gpus and the profile when none was given.
+// A trainer given by a map: its map is checked first (exit 2 when the probe rejects it).
 // Returns GO_ON or the exit code.
 static int run_check_trainer(RunOpts *O) {
     char here[4096];
     self_dir(here, sizeof here);
     snprintf(O->harness, sizeof O->harness, "%s/nsa-harness", here);
     snprintf(O->own, sizeof O->own, "%s/nsa-train", here);
-    if (O->trainer_cmd_arg) {
+    if (O->map[0]) {
+        trainer_spec_init_map(&O->tdefault, "nsa-train", O->map);
+        snprintf(O->trainer, sizeof O->trainer, "%s", path_basename(O->map));   // its report name
+        if (check_trainer_map(&O->tdefault, "--trainer-map")) return O->usage_rc;
+    } else if (O->trainer_cmd_arg) {
         snprintf(O->trainer, sizeof O->trainer, "%s", str_c(&O->cmd_line));
         trainer_spec_init(&O->tdefault, "nsa-train", O->cmd_words.v, 1);
     } else {
@@ -566,13 +634,15 @@ static int run_check_trainer(RunOpts *O) {
         char *const w[] = {O->trainer, NULL};
         trainer_spec_init(&O->tdefault, "nsa-train", w, 0);
     }
-    json_t *env = trainer_print_env(&O->tdefault, 0);
+    json_t *env = trainer_print_env(&O->tdefault, O->map[0] != 0);
+    const int unusable = !env && O->map[0];
+    if (unusable) env = default_trainer_unusable(O);
     if (!env) return O->usage_rc;
     O->env = env;
     // the protocol handshake (docs/trainer-protocol.md): asked once per trainer; a case needing
     // a feature its trainer does not list is a SKIP naming it (runner.c)
     const TrainerCaps *caps = trainer_caps_of(&O->tdefault);
-    trainer_caps_set_env(&O->tdefault, env);
+    if (!unusable) trainer_caps_set_env(&O->tdefault, env);
     if (caps->bad_answer)
         fprintf(stderr, "nsa-harness run: warning: the trainer %s: %s\n", O->trainer, caps->note);
     O->used[O->n_used++] = &O->tdefault;
@@ -606,10 +676,11 @@ static int trainer_accepts_fault(const RunOpts *O, const TrainerSpec *t, const c
     return -1;
 }
 
-// Every trainer the selected cases run (a scenario's run.trainers): its --print-env and its
-// handshake, once each; then every --fault, checked by each trainer that lists it (a trainer
-// without it SKIPs the cases), or by the runner's own nsa-train when none does (a misspelt
-// fault is exit 2 before any case). Returns GO_ON or the exit code.
+// Every trainer the selected cases run (a scenario's run.trainers): its map when it has one
+// (the probe's --check-map: exit 2 when rejected), its --print-env and its handshake, once
+// each; then every --fault, checked by each trainer that lists it (a trainer without it SKIPs
+// the cases), or by the runner's own nsa-train when none does (a misspelt fault is exit 2
+// before any case). Returns GO_ON or the exit code.
 static int run_check_trainers(RunOpts *O, const Report *rp) {
     for (int i = 0; i < rp->n_runs; i++) {
         const Scenario *s = rp->runs[i].s;
@@ -622,6 +693,11 @@ static int run_check_trainers(RunOpts *O, const Report *rp) {
             int seen = 0;
             for (int u = 0; u < O->n_used; u++) seen |= !strcmp(O->used[u]->display, t->display);
             if (seen || O->n_used == (int)(sizeof O->used / sizeof O->used[0])) continue;
+            if (t->map) {   // its map, checked by the probe before any case
+                char what[1200];
+                snprintf(what, sizeof what, "%s: run.trainers.%s", s->path, t->name);
+                if (check_trainer_map(t, what)) return O->usage_rc;
+            }
             json_t *env = trainer_print_env(t, 1);
             if (!env) {   // not usable here (the PyTorch adapter without torch): its cases SKIP saying why
                 char why[700];
@@ -795,6 +871,7 @@ static void run_write_env(const RunOpts *O, const Report *rp, int argc, char **a
         json_t *one = json_object();
         json_object_set_new(one, "command", words);
         json_object_set_new(one, "form", json_string(t->is_cmd ? "command" : "path"));
+        if (t->map) json_object_set_new(one, "map", json_string(t->map));
         json_object_set_new(one, "trainer_protocol", trainer_caps_json(trainer_caps_of(t)));
         json_object_set_new(tr, t->name, one);
     }
@@ -863,7 +940,7 @@ static void run_cases(RunOpts *O, Report *rp, FILE *con, int tty) {
     RunCtx ctx = {O->trainer, O->harness, rp->dir, rp->profile, O->scale, (const char *const *)O->faults.v, O->faults.n,
                   O->gpus, &g_interrupted, con, tty, 0, rp->total, 0, O->baselines, O->recording, rp->device,
                   str_c(&O->shaping), str_c(&O->replay), &O->tdefault,
-                  O->trainer_cmd_arg ? str_c(&O->cmd_line) : NULL, O->own};
+                  O->trainer_cmd_arg ? str_c(&O->cmd_line) : NULL, O->own, O->map[0] ? O->map : NULL};
     if (con) fprintf(con, "nsa-harness: %d case%s in %d scenario%s, profile %s, report %s\n", rp->total,
                      rp->total == 1 ? "" : "s", rp->n_runs, rp->n_runs == 1 ? "" : "s", rp->profile, rp->dir);
     Main M = {rp, &ctx, con, tty, O->filters, O->exact, rp->total, 0, 0, NULL};
@@ -1018,6 +1095,46 @@ static int cmd_list(int argc, char **argv) {
     return rc;
 }
 
+// The trainer maps a scenario's run.trainers name (this profile's), each checked by its probe
+// (`PROBE --map MAP --check-map`): a rejected map is a problem at its "map" value, after the
+// probe's own lines (MAP:line:col: message). seen: the maps checked already (another profile's).
+// 0, or -1 when one is rejected.
+static int validate_trainer_maps(const Scenario *s, Problems *ps, StrList *seen) {
+    int bad = 0;
+    for (int t = 0; t < s->n_trainers; t++) {
+        const TrainerSpec *ts = &s->trainers[t];
+        int checked = 0;
+        for (int k = 0; ts->map && k < seen->n; k++) checked |= !strcmp(seen->v[k], ts->map);
+        if (!ts->map || checked) continue;
+        strlist_add(seen, ts->map);
+        Str lines = {0};
+        char why[1200];
+        if (trainer_caps_check_map(ts, &lines, why, sizeof why)) {
+            // where its "map" stands: the profile's run.trainers, else the top level's
+            char jp[600] = "", tp[400], np[500];
+            for (int top = 0; top < 2 && !jp[0]; top++) {
+                char base[200];
+                if (top) snprintf(base, sizeof base, "run");
+                else snprintf(base, sizeof base, "profiles.%s.run", PROFILE_NAMES[s->profile]);
+                scenario_member_path(tp, sizeof tp, base, "trainers");
+                scenario_member_path(np, sizeof np, tp, ts->name);
+                scenario_member_path(jp, sizeof jp, np, "map");
+                int line, col;
+                if (!top && scenario_pos(s, jp, 0, &line, &col) != 0) jp[0] = '\0';
+            }
+            for (char *ln = lines.p, *e; ln && *ln; ln = e ? e + 1 : NULL) {   // the probe's lines, as they are
+                e = strchr(ln, '\n');
+                if (e) *e = '\0';
+                if (ln[0]) problems_add(ps, 0, 0, "%s", ln);
+            }
+            scenario_problem(s, ps, jp, 0, "trainers.%s.map: %s", ts->name, why);
+            bad = 1;
+        }
+        str_free(&lines);
+    }
+    return bad ? -1 : 0;
+}
+
 static int cmd_validate(int argc, char **argv) {
     StrList in = {0};
     for (int i = 0; i < argc; i++) {
@@ -1042,6 +1159,7 @@ static int cmd_validate(int argc, char **argv) {
         Problems ps = {0};
         Scenario s;
         int counts[PROFILE_COUNT] = {0}, has[PROFILE_COUNT] = {0}, ok = 1;
+        StrList maps = {0};
         for (int p = 0; p < PROFILE_COUNT && ok; p++) {
             // the first load validates every profile; then count each profile's cases
             if (scenario_load(&s, files.v[i], p, p == 0, NULL, 0, &ps)) {
@@ -1050,8 +1168,10 @@ static int cmd_validate(int argc, char **argv) {
             }
             has[p] = s.has_profile[p];
             counts[p] = s.n_cases;
+            if (validate_trainer_maps(&s, &ps, &maps)) ok = 0;
             scenario_free(&s);
         }
+        strlist_free(&maps);
         if (!ok) {
             char *t = problems_text(&ps);
             fputs(t, stderr);

@@ -22,9 +22,12 @@ static int dump_frame(const char *fn, size_t len) {
 }
 
 // A frame in Python's own library or an installed package (threading.py's wait, torch's
-// all_reduce): where the program waits, not whose code got it there.
+// all_reduce), runpy (how `python -m` and the probe start a script: `runpy.py`, `<frozen
+// runpy>`), or the probe (probe/nsa_probe/: its hooks around the user's script): where the
+// program waits or what runs it, not whose code got it there.
 static int library_path(const char *path, size_t len) {
-    static const char *const parts[] = {"/lib/python", "/site-packages/", "/dist-packages/", "<frozen ", NULL};
+    static const char *const parts[] = {"/lib/python", "/site-packages/", "/dist-packages/", "<frozen ", "/runpy.py",
+                                        "/nsa_probe/", NULL};
     char p[1024];
     snprintf(p, sizeof p, "%.*s", (int)(len < sizeof p ? len : sizeof p - 1), path);
     for (int i = 0; parts[i]; i++)
@@ -50,7 +53,10 @@ static int frame(const char *ln, size_t len, const char *src_root, int own_code,
     size_t fl = (size_t)(ln + len - fn);
     while (fl && (fn[fl - 1] == '\r' || fn[fl - 1] == ' ')) fl--;
     if (dump_frame(fn, fl)) return 0;
-    if (own_code && library_path(path, (size_t)(q - path))) return 0;
+    // the probe's faults are where a faulted rank is: its hang sleeps in fault_hang, its crash
+    // dies in fault_crash (docs/trainer-maps.md "Faults"), so they are named like own code
+    const int probe_fault = (fl == 10 && !strncmp(fn, "fault_hang", fl)) || (fl == 11 && !strncmp(fn, "fault_crash", fl));
+    if (own_code && !probe_fault && library_path(path, (size_t)(q - path))) return 0;
     size_t pl = (size_t)(q - path), rl = src_root ? strlen(src_root) : 0;
     if (rl && pl > rl + 1 && !strncmp(path, src_root, rl) && path[rl] == '/') {
         path += rl + 1;
@@ -80,4 +86,42 @@ int pystack_top(const char *text, const char *src_root, char *out, size_t n) {
         }
     }
     return -1;
+}
+
+int pystack_traceback(const char *text, int max_lines, Str *block, char *exc, size_t n) {
+    static const char HEAD[] = "Traceback (most recent call last):";
+    const char *start = NULL;
+    for (const char *p = text ? strstr(text, HEAD) : NULL; p; p = strstr(p + 1, HEAD))
+        if (p == text || p[-1] == '\n') start = p;   // at a line's start
+    if (!start) return -1;
+    // the lines: the header, the indented frames (and their source and ^^^ lines), the exception
+    const char *lines[4096];
+    size_t lens[4096];
+    int nl = 0, complete = 0;
+    for (const char *p = start; *p && nl < 4096;) {
+        const char *e = strchr(p, '\n');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        while (len && p[len - 1] == '\r') len--;
+        lines[nl] = p;
+        lens[nl++] = len;
+        if (nl > 1 && len && p[0] != ' ' && p[0] != '\t') {   // the exception line ends the block
+            complete = 1;
+            break;
+        }
+        if (nl > 1 && !len) break;   // a blank line before the exception line: cut short
+        if (!e) break;
+        p = e + 1;
+    }
+    if (!complete) return -1;
+    snprintf(exc, n, "%.*s", (int)lens[nl - 1], lines[nl - 1]);
+    const int keep_head = max_lines > 4 ? max_lines / 4 : 1, keep_tail = max_lines - keep_head - 1;
+    for (int i = 0; i < nl; i++) {
+        if (nl > max_lines && i == keep_head) {
+            str_printf(block, "  ... (%d lines left out)\n", nl - keep_head - keep_tail);
+            i = nl - keep_tail - 1;
+            continue;
+        }
+        str_printf(block, "%.*s\n", (int)lens[i], lines[i]);
+    }
+    return 0;
 }

@@ -21,6 +21,7 @@
 #include "harness/hang.h"
 #include "harness/launch.h"
 #include "harness/proc.h"
+#include "harness/pystack.h"
 #include "harness/trainer_caps.h"
 #include "common/flightrec_layout.h"
 
@@ -35,6 +36,9 @@
 #define DUMP_GRACE_MIN_S 2.0
 #define TERM_GRACE_S 1.5
 #define LOG_TAIL_BYTES 3000
+// how much of a rank's log is searched for a Python traceback or the probe's [nsa_probe] lines
+#define LOG_SEARCH_BYTES (256 * 1024)
+#define TRACEBACK_MAX_LINES 40
 
 // ---- the case log (output.log): the runner's own timeline of the case -------------------
 
@@ -344,6 +348,7 @@ static void write_case_env(const RunCtx *ctx, CaseResult *r, const Launch *L) {
     json_object_set_new(tj, "command", words);
     json_object_set_new(tj, "form", json_string(t->is_cmd ? "command (--config CASE/config.json, no --set)"
                                                           : "path (--config FILE --set ...)"));
+    if (t->map) json_object_set_new(tj, "map", json_string(t->map));
     json_object_set_new(tj, "trainer_protocol", trainer_caps_json(trainer_caps_of(t)));
     json_object_set_new(env, "trainer", tj);
     json_t *cmd = json_array();
@@ -867,7 +872,7 @@ static void case_launch_and_supervise(CaseRun *cr) {
     {
         const TrainerCaps *tc = trainer_caps_of(cr->t);
         const Liveness lv = trainer_caps_liveness(tc);
-        case_log(cl, "trainer %s: %s (protocol %d; liveness %s)", cr->t->name, cr->t->display, tc->protocol,
+        case_log(cl, "trainer %s: %s (protocol %d; liveness %s)", trainer_spec_label(cr->t), cr->t->display, tc->protocol,
                  lv == LIVE_FLIGHT_RECORDER ? "flight recorder" : lv == LIVE_HEARTBEAT ? "heartbeat file"
                                                                                         : "none: the case's age");
     }
@@ -949,8 +954,27 @@ static void judge_hang(CaseRun *cr) {
     }
 }
 
+// A Python trainer that died of an exception (exit 1) or a signal: the last traceback of the
+// rank's output into the evidence, its exception line after the summary.
+static void python_traceback(CaseResult *r, const RankResult *bad) {
+    if (bad->term_signal == 0 && bad->exit_code != NSA_EXIT_RUNTIME) return;
+    char *tail = read_tail(bad->log_path, LOG_SEARCH_BYTES);
+    Str block = {0};
+    char exc[400];
+    if (tail && pystack_traceback(tail, TRACEBACK_MAX_LINES, &block, exc, sizeof exc) == 0) {
+        const size_t len = strlen(r->summary);
+        snprintf(r->summary + len, sizeof r->summary - len, ": %s", exc);
+        char title[1400];
+        snprintf(title, sizeof title, "rank %d's last Python traceback (`%s/ranks/rank_%d.log`)", bad->rank, r->rel_dir,
+                 bad->rank);
+        add_code_block(&r->evidence, title, str_c(&block), TRACEBACK_MAX_LINES + 1);
+    }
+    str_free(&block);
+    free(tail);
+}
+
 // CRASH (or ERROR for the trainer's usage and I/O exits): the first rank that died or
-// exited with an unexpected code, its stack.
+// exited with an unexpected code, its Python traceback if it printed one, its stack.
 static void judge_crash(CaseResult *r, const RankResult *bad) {
     r->verdict = V_CRASH;
     if (bad->term_signal)
@@ -966,6 +990,7 @@ static void judge_crash(CaseResult *r, const RankResult *bad) {
         set_summary(r, "rank %d exited with code %d%s", bad->rank, bad->exit_code,
                     bad->exit_code == NSA_EXIT_RUNTIME ? " (runtime failure)" : "");
     rank_table(&r->evidence, r);
+    if (r->verdict == V_CRASH) python_traceback(r, bad);
     char *stack = read_file(bad->stack_path, NULL);
     char title[1400];
     snprintf(title, sizeof title, "rank %d stack (`%s/stacks/rank_%d.txt`)", bad->rank, r->rel_dir, bad->rank);
@@ -1041,6 +1066,48 @@ static int ddp_stop_finding(CaseResult *r) {
     return 0;
 }
 
+// Does text (lines ending in '\n') hold the line `line`?
+static int has_line(const char *text, const char *line) {
+    const size_t len = strlen(line);
+    for (const char *p = strstr(text, line); p; p = strstr(p + 1, line))
+        if ((p == text || p[-1] == '\n') && p[len] == '\n') return 1;
+    return 0;
+}
+
+// The `[nsa_probe] ...` lines of the ranks' output, each once, into lines: a map trainer's
+// probe says there what it could not do ("[nsa_probe] FAIL: the script never called
+// backward() ..."). The first FAIL line (else the first line) into first. Returns how many.
+static int probe_lines(const CaseResult *r, Str *lines, char *first, size_t n) {
+    int count = 0;
+    first[0] = '\0';
+    for (int k = 0; k < r->n_ranks; k++) {
+        char *tail = read_tail(r->ranks[k].log_path, LOG_SEARCH_BYTES);
+        char *save = NULL;
+        for (char *ln = tail ? strtok_r(tail, "\n", &save) : NULL; ln; ln = strtok_r(NULL, "\n", &save)) {
+            char *tag = strstr(ln, "[nsa_probe]");
+            if (!tag || has_line(str_c(lines), tag)) continue;
+            str_printf(lines, "%s\n", tag);
+            if (!first[0] || (strstr(tag, "FAIL") && !strstr(first, "FAIL"))) snprintf(first, n, "%s", tag);
+            count++;
+        }
+        free(tail);
+    }
+    return count;
+}
+
+// A case whose trainer exited 0 without metrics.jsonl (the protocol's one required file): when
+// the probe said why (its [nsa_probe] lines), a failed finding quotes it.
+static void no_metrics_finding(CaseResult *r) {
+    if (r->metrics && json_array_size(r->metrics)) return;
+    Str lines = {0};
+    char first[600];
+    if (probe_lines(r, &lines, first, sizeof first)) {
+        Finding *f = result_finding(r, "metrics", 0, "the trainer exited 0 and wrote no metrics: %s", first);
+        add_code_block(&f->details, "the probe's lines", str_c(&lines), 20);
+    }
+    str_free(&lines);
+}
+
 // The ranks finished (exit 0, or 3: a non-finite value was localised, or 5): evaluate the
 // checks, then the verdict and summary from the findings.
 static void evaluate_checks(CaseRun *cr) {
@@ -1049,6 +1116,7 @@ static void evaluate_checks(CaseRun *cr) {
     int any_anomaly = 0;
     for (int k = 0; k < cr->W; k++) any_anomaly |= r->ranks[k].exit_code == NSA_EXIT_ANOMALY;
     const int ddp_stop = ddp_stop_finding(r);
+    if (!any_anomaly && !ddp_stop) no_metrics_finding(r);
     int has_finite = 0;
     for (int i = 0; i < s->n_checks; i++) {
         const CheckDef *def = check_find(s->checks[i].kind);

@@ -43,10 +43,12 @@ typedef struct RunCtx {
                                          // --timeout-scale, --trainer, --fault): for reproduce commands
     // which trainer runs a case (docs/trainer-protocol.md "Choosing the trainer")
     const TrainerSpec *trainer_default;  // the run's default ("nsa-train"): the sibling nsa-train,
-                                         // --trainer PATH or --trainer-cmd CMD; NULL: {trainer}
+                                         // --trainer PATH, --trainer-cmd CMD or --trainer-map MAP;
+                                         // NULL: {trainer}
     const char *trainer_cmd;             // --trainer-cmd as a shell line (absolute paths), or NULL
     const char *own_trainer;             // the nsa-train beside nsa-harness: it writes the shared start
                                          // weights of run.init_weights "shared"
+    const char *trainer_map;             // --trainer-map's map (absolute), or NULL
 } RunCtx;
 
 // The trainer that runs case c of scenario s: its run.trainer from the scenario's

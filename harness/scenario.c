@@ -27,6 +27,7 @@
 #include "harness/checks.h"
 #include "harness/families.h"
 #include "common/jsonpos.h"
+#include "common/jsonutil.h"
 
 const char *const PROFILE_NAMES[PROFILE_COUNT] = {"ci", "gpu"};
 
@@ -332,9 +333,52 @@ static int trainer_name_ok(const char *n) {
     return 1;
 }
 
+// The slot of run.trainers' `name` (a name given again, a profile's, replaces the earlier
+// trainer: its slot is freed), ready for trainer_spec_init*.
+static TrainerSpec *trainer_slot(RunBuild *rb, const char *name) {
+    for (int i = 0; i < rb->n_trainers; i++)
+        if (!strcmp(rb->trainers[i].name, name)) {
+            trainer_spec_free(&rb->trainers[i]);
+            return &rb->trainers[i];
+        }
+    rb->trainers = xrealloc(rb->trainers, sizeof(TrainerSpec) * (size_t)(rb->n_trainers + 1));
+    return &rb->trainers[rb->n_trainers++];
+}
+
+static const char *const TRAINER_MAP_KEYS[] = {"map", NULL};
+
+// run.trainers.NAME as {"map": PATH} (the object v at np): a trainer map (docs/trainer-maps.md),
+// PATH relative to the scenario's folder like config; the trainer is the probe's command
+// `PROBE --map ABS_PATH` (harness/trainer_cmd.h). Its content is checked by the probe
+// (`--check-map`) before a run and in `validate`, not here.
+static void read_run_trainer_map(const Scenario *s, Problems *ps, const json_t *v, const char *np, const char *name,
+                                 RunBuild *rb) {
+    char where[128];
+    snprintf(where, sizeof where, "run.trainers.%s", name);
+    scenario_check_keys(s, ps, v, np, TRAINER_MAP_KEYS, where);
+    const json_t *m = json_object_get(v, "map");
+    char mp[800];
+    scenario_member_path(mp, sizeof mp, np, "map");
+    if (!json_is_string(m) || !json_string_value(m)[0]) {
+        char got[96];
+        if (m) describe(m, got, sizeof got);
+        PROBLEM(m ? mp : np, 0, "trainers.%s: expected {\"map\": PATH} (the trainer map file, relative to the "
+                                "scenario), %s%s", name, m ? "got " : "missing \"map\"", m ? got : "");
+        return;
+    }
+    char path[2048], real[4096];
+    if (trainer_map_path(s->dir, json_string_value(m), real, sizeof real)) {
+        path_join(path, sizeof path, s->dir, json_string_value(m));
+        PROBLEM(mp, 0, "trainers.%s.map: %s: %s", name, path, is_dir(path) ? "a folder, not a trainer map file"
+                                                                          : "no such file");
+        return;
+    }
+    trainer_spec_init_map(trainer_slot(rb, name), name, real);
+}
+
 // run.trainers (the object v at mp): each name -> a command, an array of words or one string
-// split as a shell would; words that name relative paths are resolved against the scenario's
-// folder. A name given again (a profile's) replaces the earlier command.
+// split as a shell would (words that name relative paths are resolved against the scenario's
+// folder), or {"map": PATH}. A name given again (a profile's) replaces the earlier trainer.
 static void read_run_trainers(const Scenario *s, Problems *ps, const json_t *v, const char *mp, RunBuild *rb) {
     const char *name;
     json_t *cmd;
@@ -347,7 +391,11 @@ static void read_run_trainers(const Scenario *s, Problems *ps, const json_t *v, 
         }
         if (!strcmp(name, "nsa-train")) {
             PROBLEM(np, 1, "trainers: 'nsa-train' is reserved: it is the run's default trainer (the nsa-train "
-                           "beside nsa-harness, --trainer or --trainer-cmd)");
+                           "beside nsa-harness, --trainer, --trainer-cmd or --trainer-map)");
+            continue;
+        }
+        if (json_is_object(cmd)) {   // {"map": PATH}: the probe runs the map's trainer
+            read_run_trainer_map(s, ps, cmd, np, name, rb);
             continue;
         }
         StrList words = {0};
@@ -372,7 +420,8 @@ static void read_run_trainers(const Scenario *s, Problems *ps, const json_t *v, 
         } else {
             char got[96];
             describe(cmd, got, sizeof got);
-            PROBLEM(np, 0, "trainers.%s: expected a command: an array of words or one string, got %s", name, got);
+            PROBLEM(np, 0, "trainers.%s: expected a command (an array of words or one string) or {\"map\": PATH}, "
+                           "got %s", name, got);
             bad = 1;
         }
         if (!bad && words.n == 0) {
@@ -381,14 +430,7 @@ static void read_run_trainers(const Scenario *s, Problems *ps, const json_t *v, 
         }
         if (!bad) {
             trainer_absolutize(&words, s->dir, 0);
-            int slot = rb->n_trainers;
-            for (int i = 0; i < rb->n_trainers; i++)
-                if (!strcmp(rb->trainers[i].name, name)) slot = i;
-            if (slot == rb->n_trainers) {
-                rb->trainers = xrealloc(rb->trainers, sizeof(TrainerSpec) * (size_t)(rb->n_trainers + 1));
-                rb->n_trainers++;
-            } else trainer_spec_free(&rb->trainers[slot]);
-            trainer_spec_init(&rb->trainers[slot], name, words.v, 1);
+            trainer_spec_init(trainer_slot(rb, name), name, words.v, 1);
         }
         strlist_free(&words);
     }
@@ -575,17 +617,6 @@ static void axis_free(AxisBuild *a) {
     a->n_vals = 0;
 }
 
-// The label of a scalar/array axis value: strings unquoted, others as compact JSON.
-static void value_label(const json_t *v, char *out, size_t n) {
-    if (json_is_string(v)) {
-        snprintf(out, n, "%s", json_string_value(v));
-        return;
-    }
-    char *js = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
-    snprintf(out, n, "%s", js ? js : "?");
-    free(js);
-}
-
 // A "run.X" key inside the matrix (sets run settings rather than the config).
 static int apply_run_key(const Scenario *s, Problems *ps, const char *mp, const char *key, const json_t *v,
                          AxisValue *av) {
@@ -672,7 +703,7 @@ static int read_axis_list(const Scenario *s, Problems *ps, const char *name, con
             continue;
         }
         AxisValue *av = &out->vals[out->n_vals];
-        value_label(v, av->label, sizeof av->label);
+        json_value_text(v, av->label, sizeof av->label);   // the label: strings unquoted, others compact JSON
         int dup = 0;
         for (int j = 0; j < out->n_vals; j++) dup |= !strcmp(out->vals[j].label, av->label);
         if (dup) {

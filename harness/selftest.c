@@ -114,6 +114,9 @@ static void nested_argv(const RunCtx *ctx, const json_t *d, const char *scen, co
     if (trainer_cmd) {   // the detection's (or the file's) trainer command, else the outer run's trainer
         argv[n++] = "--trainer-cmd";
         argv[n++] = trainer_cmd;
+    } else if (ctx->trainer_map) {
+        argv[n++] = "--trainer-map";
+        argv[n++] = ctx->trainer_map;
     } else if (ctx->trainer_cmd) {
         argv[n++] = "--trainer-cmd";
         argv[n++] = ctx->trainer_cmd;

@@ -5,8 +5,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 #include "common/config.h"
+#include "common/jsonutil.h"
 #include "harness/checks.h"
 #include "harness/launch.h"
 #include "harness/proc.h"
@@ -140,6 +142,31 @@ static int missing(const TrainerCaps *tc, const char *feature, const char *what,
     return 1;
 }
 
+// features.knobs (a map trainer's): 1 with why when the knob `key` is missing, or its list of
+// values lacks `value` (compact JSON text, as Override.value; NULL: any value); else 0. Values
+// compare as json_value_text writes them: a string as its string, others as their JSON text.
+static int knob_missing(const json_t *knobs, const char *key, const char *value, char *why, size_t n) {
+    const json_t *allowed = json_object_get(knobs, key);
+    if (!allowed) {
+        snprintf(why, n, "the trainer map has no knob '%s'", key);
+        return 1;
+    }
+    if (!json_is_array(allowed) || !value) return 0;   // null: every value
+    json_t *jv = json_loads(value, JSON_DECODE_ANY, NULL);
+    char want[512], have[512];
+    if (jv) json_value_text(jv, want, sizeof want);
+    else snprintf(want, sizeof want, "%s", value);
+    json_decref(jv);
+    size_t i;
+    const json_t *a;
+    json_array_foreach(allowed, i, a) {
+        json_value_text(a, have, sizeof have);
+        if (!strcmp(have, want)) return 0;
+    }
+    snprintf(why, n, "the trainer map's knob '%s' has no value '%s'", key, want);
+    return 1;
+}
+
 int trainer_caps_case_missing(const TrainerCaps *tc, const Case *c, unsigned needs, const char *const *faults,
                               int n_faults, char *why, size_t n) {
     if (tc->unusable[0]) {
@@ -152,6 +179,18 @@ int trainer_caps_case_missing(const TrainerCaps *tc, const Case *c, unsigned nee
     }
     if (tc->protocol < 1) return 0;
     const NsaConfig *cfg = &c->cfg;
+    const LaunchKind kind = launch_kind(&c->run);
+    // features.knobs (a map trainer): every override of the case goes through a knob of the map
+    const json_t *knobs = json_object_get(json_object_get(tc->info, "features"), "knobs");
+    if (json_is_object(knobs)) {
+        for (int i = 0; i < c->n_ov; i++)
+            if (knob_missing(knobs, c->ov[i].key, c->ov[i].value, why, n)) return 1;
+        if (launch_is_multi(kind)) {
+            char tv[32];
+            snprintf(tv, sizeof tv, "\"%s\"", strcmp(c->run.transport, "none") ? c->run.transport : "mpi");
+            if (knob_missing(knobs, "transport", tv, why, n)) return 1;
+        }
+    }
     if (missing(tc, "backends", "backend", cfg->backend, why, n)) return 1;
     if (missing(tc, "precisions", "precision", cfg->precision, why, n)) return 1;
     char pf[32];
@@ -162,7 +201,6 @@ int trainer_caps_case_missing(const TrainerCaps *tc, const Case *c, unsigned nee
     if (data && missing(tc, "data", "data", config_data_name(cfg->data_kind), why, n)) return 1;
     // as the runner starts the ranks (runner.c trainer_argv): several ranks run a transport
     // (mpi unless the scenario says nccl) and a bootstrap (env, slurm for srun over nccl, else mpi)
-    const LaunchKind kind = launch_kind(&c->run);
     if (launch_is_multi(kind)) {
         const char *transport = strcmp(c->run.transport, "none") ? c->run.transport : "mpi";
         if (missing(tc, "transports", "transport", transport, why, n)) return 1;
@@ -181,6 +219,34 @@ int trainer_caps_case_missing(const TrainerCaps *tc, const Case *c, unsigned nee
         if ((needs & NEED_DIAGNOSTICS[i].need) && missing(tc, "diagnostics", "diagnostic", NEED_DIAGNOSTICS[i].diagnostic, why, n))
             return 1;
     return 0;
+}
+
+int trainer_caps_check_map(const TrainerSpec *t, Str *probe_lines, char *why, size_t n) {
+    if (!t->map) return 0;
+    StrList av = {0};
+    trainer_spec_argv(t, &av);
+    strlist_add(&av, "--check-map");
+    char *out = NULL;
+    proc_become_subreaper();
+    const int rc = proc_capture_all(av.v, PROBE_TIMEOUT_S, &out);
+    strlist_free(&av);
+    proc_kill_children();   // as after the handshake: only what the probe left
+    const char *probe = t->words.v[0];
+    if (rc == -1)
+        snprintf(why, n, "cannot start the probe %s to check the trainer map (set NSA_PROBE to the probe; "
+                         "default: the source tree's probe/nsa-probe)", probe);
+    else if (rc == -2)
+        snprintf(why, n, "the probe %s did not answer --check-map within %.0f s", probe, PROBE_TIMEOUT_S);
+    else if (rc != 0)
+        snprintf(why, n, "the probe rejects the trainer map (`%s --map %s --check-map` %s %d)", probe, t->map,
+                 WIFSIGNALED(rc) ? "got signal" : "exited", WIFSIGNALED(rc) ? WTERMSIG(rc) : WEXITSTATUS(rc));
+    const char *text = out ? out + strspn(out, " \t\r\n") : "";
+    if (rc != 0 && rc != -1 && text[0]) {
+        str_add(probe_lines, text);
+        if (text[strlen(text) - 1] != '\n') str_add(probe_lines, "\n");
+    }
+    free(out);
+    return rc == 0 ? 0 : -1;
 }
 
 json_t *trainer_caps_json(const TrainerCaps *tc) {

@@ -58,8 +58,20 @@ int trainer_caps_has(const TrainerCaps *tc, const char *feature, const char *nam
 // else 0. needs: the scenario's checks' NEED_* bits (checks_needs); faults: the run's
 // --fault values (NAME[=ARG]). Also the config's data.kind (features.data; absent = every
 // kind) and run.init_weights "shared" (diagnostic init_weights; protocol 0 lacks it).
+// A trainer whose answer has features.knobs ({knob: [allowed values] or null}: a map
+// trainer's, docs/trainer-maps.md) SKIPs a case with an override (scenario, profile, matrix,
+// --set) of a key it lacks, "the trainer map has no knob 'train.prefill'", or of a value its
+// list lacks, "the trainer map's knob 'nsa.force_branch' has no value 'cmp'"; a multi-rank
+// case's transport is the knob 'transport'.
 int trainer_caps_case_missing(const TrainerCaps *tc, const Case *c, unsigned needs, const char *const *faults,
                               int n_faults, char *why, size_t n);
+
+// A trainer given by a trainer map (t->map): its probe checks the map, `PROBE --map MAP
+// --check-map` (5 s at most, like the handshake; it needs no torch). 0 when it exits 0; else
+// -1 with the probe's own output in probe_lines (its problems, `MAP:line:col: message`) and
+// why in `why`: it rejects the map, could not be started, or did not answer in time. Not a
+// map trainer: 0.
+int trainer_caps_check_map(const TrainerSpec *t, Str *probe_lines, char *why, size_t n);
 
 // {"protocol": N, "info": <answer or null>, "note": "..."} for env.json (a new reference).
 json_t *trainer_caps_json(const TrainerCaps *tc);

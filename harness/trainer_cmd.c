@@ -8,6 +8,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#ifndef NSA_SOURCE_DIR
+#define NSA_SOURCE_DIR "."
+#endif
+
 int trainer_split_words(const char *text, StrList *out, char *err, size_t errlen) {
     const char *p = text;
     for (;;) {
@@ -84,6 +88,32 @@ void trainer_spec_free(TrainerSpec *t) {
     strlist_free(&t->words);
     free(t->display);
     t->display = NULL;
+    free(t->map);
+    t->map = NULL;
+}
+
+int trainer_map_path(const char *base_dir, const char *path, char *out, size_t n) {
+    char joined[4096], real[PATH_MAX];
+    path_join(joined, sizeof joined, base_dir, path);
+    struct stat st;
+    if (!path[0] || !realpath(joined, real) || stat(real, &st) != 0 || S_ISDIR(st.st_mode)) return -1;
+    snprintf(out, n, "%s", real);
+    return 0;
+}
+
+const char *trainer_probe_path(void) {
+    const char *env = getenv("NSA_PROBE");
+    return env && env[0] ? env : NSA_SOURCE_DIR "/probe/nsa-probe";
+}
+
+void trainer_spec_init_map(TrainerSpec *t, const char *name, const char *abs_map) {
+    char *const words[] = {(char *)trainer_probe_path(), "--map", (char *)abs_map, NULL};
+    trainer_spec_init(t, name, words, 1);
+    t->map = xstrdup(abs_map);
+}
+
+const char *trainer_spec_label(const TrainerSpec *t) {
+    return t->map && !strcmp(t->name, "nsa-train") ? path_basename(t->map) : t->name;
 }
 
 void trainer_spec_argv(const TrainerSpec *t, StrList *out) {

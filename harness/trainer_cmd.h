@@ -17,6 +17,7 @@ typedef struct {
     StrList words;    // the command, NULL-terminated (words.v)
     int is_cmd;       // 1: a command (resolved config file, no --set); 0: a path (--config FILE --set ...)
     char *display;    // the command as a shell line: reports, and the key its handshake is cached by
+    char *map;        // a trainer given by a trainer map: the map's absolute path (else NULL)
 } TrainerSpec;
 
 // Split `text` into words as a shell would, without expanding anything: blanks separate
@@ -31,6 +32,17 @@ void trainer_absolutize(StrList *words, const char *base_dir, int must_exist);
 // Fill spec from words (copied): display from shell_join.
 void trainer_spec_init(TrainerSpec *t, const char *name, char *const *words, int is_cmd);
 void trainer_spec_free(TrainerSpec *t);
+
+// A trainer map's path (relative to base_dir, "" or "." for the current folder) made absolute,
+// without "dir/../", into out. 0, or -1 when it names no file (a folder is none).
+int trainer_map_path(const char *base_dir, const char *path, char *out, size_t n);
+// The probe that runs a map's trainer: $NSA_PROBE when set, else <source root>/probe/nsa-probe.
+const char *trainer_probe_path(void);
+// A trainer given by a trainer map: the command [PROBE, --map, abs_map] (is_cmd), t->map set.
+void trainer_spec_init_map(TrainerSpec *t, const char *name, const char *abs_map);
+// How messages name the trainer: the map's file name for the run's default given by a map
+// (its name is "nsa-train", the scenarios' word for the default), else its name.
+const char *trainer_spec_label(const TrainerSpec *t);
 // A copy of t's words followed by extra (NULL-terminated), into out (appended).
 void trainer_spec_argv(const TrainerSpec *t, StrList *out);
 #endif
