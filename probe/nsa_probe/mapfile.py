@@ -417,7 +417,7 @@ class TrainerMap:
         args = [self.expand(a, vals) for a in self.args]
         env = {k: self.expand(v, vals) for k, v in self.env.items()}
         files = {}
-        if self.config_file:
+        if self.config_file and cfg is not None:      # no case config: the script's own file
             path = os.path.join(out or ".", self.config_file["name"])
             files[path] = self.expand(self.config_file["text"], vals)
             if self.config_file["flag"]:

@@ -109,7 +109,11 @@ class Probe:
         self.finished = False
         cfg = opts.config
         self.force_branch = (cfg.get("nsa") or {}).get("force_branch", "none") if cfg else "none"
-        self.metrics_f = open(os.path.join(opts.out, "metrics.jsonl"), "a") if opts.metrics else None
+        # rank 0 alone writes metrics, gate statistics and the dump (trainer protocol 2); every
+        # rank its gradient-arrival trace and anomaly record
+        self.metrics_f = open(os.path.join(opts.out, "metrics.jsonl"), "a") if opts.metrics and self.rank == 0 else None
+        if self.rank != 0:
+            opts.gate_stats, opts.dump_step, opts.dump_acts = False, None, False
         self.handles = []
         self.n_arrived = self.n_expected = 0
         self.seq_len = 0
@@ -320,8 +324,10 @@ class Probe:
             out = new
         t = _first_float(out)
         if t is not None:
-            if self.o.anomaly and self.first_nonfinite is None and not bool(torch.isfinite(t).all()):
-                self._note_nonfinite(path, layer, branch, t)
+            # every look is at a detached tensor: an op on the tensor itself inside a non-reentrant
+            # checkpoint region would be counted among the region's saved tensors (torch 1.13)
+            if self.o.anomaly and self.first_nonfinite is None and not bool(torch.isfinite(t.detach()).all()):
+                self._note_nonfinite(path, layer, branch, t.detach())
             first_micro = self.micro == 0
             if role == "gate" and self.o.gate_stats and first_micro:
                 self._gate_row(path, layer, mod, t)
@@ -365,7 +371,7 @@ class Probe:
         t = tensors if isinstance(tensors, torch.Tensor) else (tensors[0] if tensors else None)
         if isinstance(t, torch.Tensor) and t.numel() == 1:
             self.losses.append(t.detach())
-            if self.o.anomaly and not bool(torch.isfinite(t).all()):
+            if self.o.anomaly and not bool(torch.isfinite(t.detach()).all()):
                 self._anomaly(self.first_nonfinite or {
                     "phase": "forward", "tensor": "loss", "layer": -1, "branch": None, "op": "loss",
                     "position": {"b": -1, "t": -1, "col": -1}, "value": t.item()})

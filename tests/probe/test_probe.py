@@ -161,15 +161,17 @@ class Probe(unittest.TestCase):
         shutil.rmtree(self.out)
 
     def test_no_loss_bit_changes(self):
-        r = subprocess.run([sys.executable, "tiny_train.py", "--steps", "4", "--accum", "2"], cwd=FIX, env=ENV,
-                           stdout=subprocess.PIPE, universal_newlines=True)
-        plain = losses(r.stdout)
-        rc, out, err = probe("--map", "tiny.map.json", "--out", self.out, "--heartbeat", self.out + "/hb",
-                             "--trace-grads", "--gate-stats", "--dump-step", self.out + "/s.safetensors",
-                             "--dump-acts", "tiny_train.py", "--steps", "4", "--accum", "2")
-        self.assertEqual(rc, 0, err)
-        self.assertEqual(len(plain), 4)
-        self.assertEqual(losses(out), plain)     # repr() of every loss: bitwise
+        for extra in ([], ["--ckpt"]):           # checkpointing: the probe's looks must not disturb a region
+            args = ["tiny_train.py", "--steps", "4", "--accum", "2"] + extra
+            r = subprocess.run([sys.executable] + args, cwd=FIX, env=ENV, stdout=subprocess.PIPE,
+                               universal_newlines=True)
+            plain = losses(r.stdout)
+            rc, out, err = probe("--map", "tiny.map.json", "--out", self.out, "--heartbeat", self.out + "/hb",
+                                 "--trace-grads", "--gate-stats", "--dump-step", self.out + "/s.safetensors",
+                                 "--dump-acts", *args)
+            self.assertEqual(rc, 0, err)
+            self.assertEqual(len(plain), 4)
+            self.assertEqual(losses(out), plain)     # repr() of every loss: bitwise
 
     def test_outputs(self):
         rc, out, err = probe("--map", "tiny.map.json", "--out", self.out, "--heartbeat", self.out + "/hb",
