@@ -231,7 +231,8 @@ void ddp_section(const ScenarioRun *sr, const char *report_dir, Str *md) {
 // The end of a hang's diagnosis: where it starts, and what the sibling cases (find_unused,
 // the other transport) say about it; the sentence's end.
 static void ddp_siblings(const ScenarioRun *sr, int i, const CaseResult *r, Str *md) {
-    str_add(md, ". The hang starts in the backward of the rank(s) that never produced those gradients");
+    str_printf(md, ". The %s starts in the backward of the rank(s) that never produced those gradients",
+               r->verdict == V_HANG ? "hang" : "failure");
     const CaseResult *fu = sibling(sr, r, "mode", "find_unused");
     if (fu && fu->verdict == V_PASS)
         str_printf(md, "; with find_unused the same configuration passes (`%s`), so the parameters are unused on "
@@ -255,21 +256,23 @@ static void ddp_siblings(const ScenarioRun *sr, int i, const CaseResult *r, Str 
 void ddp_diagnose(const ScenarioRun *sr, Str *md) {
     for (int i = 0; i < sr->n; i++) {
         const CaseResult *r = &sr->results[i];
-        if (r->verdict != V_HANG) continue;
+        if (r->verdict != V_HANG && r->verdict != V_CRASH) continue;
         Str why = {0};
         json_t *facts = ((CaseResult *)r)->facts;
-        int n = unlaunched(r, &why, facts);
+        int n = r->verdict == V_HANG ? unlaunched(r, &why, facts) : 0;
         int told = 0;   // ranks with a [DDP] no-gradient line
         if (!n && !json_array_size(r->buckets) && (told = no_gradient_lines(r, &why, facts)) > 0) {
             // no bucket trace: the ranks' [DDP] no-gradient lines say where it starts
-            str_printf(md, "- **%s · %s**: %s (%s `[DDP] ... no gradient` line%s, printed when backward returned); "
-                           "the other ranks wait for those gradients in the all-reduce", sr->s->name, r->c->name,
-                       str_c(&why), told == 1 ? "its" : "their", told == 1 ? "" : "s");
+            str_printf(md, "- **%s · %s**: %s (%s `[DDP] ... no gradient` line%s, printed when backward returned); %s",
+                       sr->s->name, r->c->name, str_c(&why), told == 1 ? "its" : "their", told == 1 ? "" : "s",
+                       r->verdict == V_HANG ? "the other ranks wait for those gradients in the all-reduce"
+                                            : "DistributedDataParallel's reduction never finished, and the next "
+                                              "step failed on it");
             ddp_siblings(sr, i, r, md);
             str_free(&why);
             continue;
         }
-        if (!n) {   // the generic diagnosis (phase, stack) is all there is
+        if (!n || r->verdict != V_HANG) {   // the generic diagnosis (phase, stack) is all there is
             str_free(&why);
             continue;
         }

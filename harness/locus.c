@@ -62,6 +62,19 @@ Locus tensor_locus(const char *name) {
             l.layer = (int)L;
             l.part = block_part(end + 1);
         }
+        return l;
+    }
+    // another trainer's names (a probe trainer's `layers.6.attn.select.wk.weight`): the first
+    // all-digit component is the layer, as a ModuleList of blocks names it
+    for (const char *p = strchr(n, '.'); p; p = strchr(p + 1, '.')) {
+        char *end = NULL;
+        if (p[1] < '0' || p[1] > '9') continue;
+        long L = strtol(p + 1, &end, 10);
+        if (*end == '.' || *end == 0) {
+            l.layer = (int)L;
+            l.part = *end ? block_part(end + 1) : "other";
+            break;
+        }
     }
     return l;
 }

@@ -70,9 +70,8 @@ static int floor_kind(const StTensor *t) {
 static void collect_layers(DumpDiff *d) {
     d->layers = xcalloc((size_t)d->n_differ + 1, sizeof(int));
     for (int i = 0; i < d->n_differ; i++) {
-        const char *bl = strstr(d->differ[i].name, "blocks.");
-        if (!bl) continue;
-        int L = (int)strtol(bl + 7, NULL, 10), seen = 0;
+        int L = tensor_locus(d->differ[i].name).layer, seen = 0;   // any trainer's names (locus.h)
+        if (L < 0) continue;
         for (int k = 0; k < d->n_layers; k++) seen |= d->layers[k] == L;
         if (!seen) d->layers[d->n_layers++] = L;
     }
