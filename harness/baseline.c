@@ -57,13 +57,33 @@ json_t *baseline_fingerprint(const json_t *env, const char *backend, const char 
     json_t *fp = json_object();
     json_object_set_new(fp, "backend", json_string(backend));
     json_object_set_new(fp, "precision", json_string(precision));
+    // a Python trainer (the probe's or the PyTorch adapter's --print-env: build.python,
+    // build.torch) has no compiler keys of its own: its numerics are torch's build and the
+    // machine it runs on. Only such a trainer gets these keys, so nsa-train's fingerprints
+    // (and every baseline recorded with them) stay what they were.
+    const int python = json_is_string(json_object_get(b, "python")) || json_is_string(json_object_get(b, "torch"));
     // the CPU kernels' flags and ISA decide the CPU backends' numerics only: a cuda run
     // computes nothing with them (a GPU model's baseline holds on another host CPU)
     static const char *const build_keys[] = {"c_compiler", "c_flags", "libc", "build_type", "kernel_flags", "kernel_isa", NULL};
     const int n_keys = strcmp(backend, "cuda") ? 6 : 4;
     for (int i = 0; i < n_keys; i++) {
         const json_t *v = json_object_get(b, build_keys[i]);
+        if (python && !json_is_string(v)) continue;   // keys it never had are not part of its build
         json_object_set_new(fp, build_keys[i], json_is_string(v) ? json_copy((json_t *)v) : json_null());
+    }
+    if (python) {
+        // torch picks its CPU kernels by the instruction set it finds at run time (AVX2,
+        // AVX-512) and splits reductions over as many threads as there are cores: the CPU
+        // model and the core count decide bits on the CPU backends, not on cuda
+        const json_t *h = json_object_get(env, "host");
+        json_object_set_new(fp, "python", json_string(str_or(b, "python", "?")));
+        json_object_set_new(fp, "torch", json_string(str_or(b, "torch", "?")));
+        json_object_set_new(fp, "machine", json_string(str_or(h, "machine", "?")));
+        if (strcmp(backend, "cuda")) {
+            json_object_set_new(fp, "cpu_model", json_string(str_or(h, "cpu_model", "?")));
+            const json_t *cores = json_object_get(h, "cores");
+            json_object_set_new(fp, "cores", json_is_integer(cores) ? json_copy((json_t *)cores) : json_null());
+        }
     }
     if (!strcmp(backend, "cuda")) {
         const json_t *c = json_object_get(env, "cuda"), *d = gpu0(env);
@@ -162,16 +182,21 @@ static json_t *timing(json_t *const *metrics, int n_runs, const char *key, int s
 static json_t *perf_of(json_t *const *metrics, int n_runs, int skip) {
     const json_t *m0 = metrics[0];
     double peak = 0, mem = 0;
+    int has_peak = 0;
     size_t i;
     json_t *m;
     json_array_foreach(m0, i, m) {
         peak = fmax(peak, json_number_or(m, "peak_mem_bytes", 0));
+        has_peak |= json_is_number(json_object_get(m, "peak_mem_bytes"));
         mem = json_number_or(m, "mem_bytes", mem);
     }
     json_t *p = json_object();
-    json_object_set_new(p, "peak_mem_bytes", json_integer((json_int_t)peak));
+    // a counter the trainer does not write (a probe trainer: no allocator high-water mark, no
+    // model FLOPs) is null, "not measured" to perf_floor, rather than a floor of 0
+    json_object_set_new(p, "peak_mem_bytes", has_peak ? json_integer((json_int_t)peak) : json_null());
     json_object_set_new(p, "mem_bytes", json_integer((json_int_t)mem));
-    json_object_set_new(p, "flops_per_step", json_real(json_number_or(json_array_get(m0, 0), "flops", 0)));
+    const json_t *flops = json_object_get(json_array_get(m0, 0), "flops");
+    json_object_set_new(p, "flops_per_step", json_is_number(flops) ? json_real(json_number_value(flops)) : json_null());
     json_object_set_new(p, "warmup_steps", json_integer(skip));
     json_object_set_new(p, "timed_steps", json_integer((json_int_t)(json_array_size(m0) > (size_t)skip
                                                                       ? json_array_size(m0) - (size_t)skip
@@ -198,6 +223,10 @@ static json_t *provenance_of(const json_t *env, const BaselineMeta *meta) {
     json_object_set_new(p, "fingerprint", fp);
     json_object_set_new(p, "fingerprint_id", json_string(id));
     json_object_set_new(p, "trainer_git_sha", json_string(str_or(json_object_get(env, "build"), "git_sha", "?")));
+    if (meta->trainer_map) {   // a map trainer: commit/dirty above are its own; what ran it
+        json_object_set_new(p, "trainer_map", json_string(meta->trainer_map));
+        json_object_set_new(p, "harness_commit", meta->harness_commit ? json_string(meta->harness_commit) : json_null());
+    }
     json_object_set_new(p, "command", json_string(meta->command ? meta->command : ""));
     const json_t *cmd = json_object_get(env, "command");
     if (cmd) json_object_set(p, "trainer_command", (json_t *)cmd);

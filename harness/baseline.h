@@ -38,6 +38,9 @@ typedef struct {
     int dirty;                  // the tree had uncommitted changes (1), had none (0), unknown (-1)
     const char *command;        // what recorded it
     int perf_skip;              // warm-up steps left out of the step-time median
+    // a map trainer's (docs/trainer-maps.md): commit and dirty are then its own work tree's
+    const char *harness_commit; // this harness's source commit, or NULL (not a map trainer)
+    const char *trainer_map;    // the trainer map's path, or NULL
 } BaselineMeta;
 
 // <dir>/<profile>/<device class>/<scenario>/<case dir>.json

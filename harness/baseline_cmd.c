@@ -53,6 +53,11 @@ void usage_baseline(FILE *f) {
             "  --baselines DIR       where to write (default %s/golden/baselines)\n"
             "  --out DIR             the runs' reports (default %s/reports/record_<UTC time>)\n"
             "  --trainer PATH        the nsa-train executable (default: the one beside nsa-harness)\n"
+            "  --trainer-map MAP     your own PyTorch trainer through its trainer map and the probe\n"
+            "                        (docs/your-trainer.md); default scenarios then: %s/scenarios/trainer\n"
+            "                        with a golden or perf_floor check. Its baselines' commit is the\n"
+            "                        trainer's (its script's git work tree), the fingerprint its python,\n"
+            "                        torch and machine; keep them with the trainer: --baselines DIR\n"
             "  --timeout-scale X     as `run --timeout-scale`\n"
             "  --commit SHA          the commit the sources are at, for a tree without git metadata (a copy\n"
             "                        on a GPU machine); its dirty flag is then recorded as unknown\n"
@@ -60,7 +65,7 @@ void usage_baseline(FILE *f) {
             "invalid scenario; 130 interrupted\n"
             "\n"
             "show: a baseline's provenance, steps, dump and perf; for a folder, one line per baseline.\n",
-            NSA_SOURCE_DIR, NSA_SOURCE_DIR, NSA_SOURCE_DIR);
+            NSA_SOURCE_DIR, NSA_SOURCE_DIR, NSA_SOURCE_DIR, NSA_SOURCE_DIR);
 }
 
 
@@ -68,7 +73,7 @@ void usage_baseline(FILE *f) {
 
 typedef struct {
     StrList files, filters, cases, sets;
-    const char *profile, *baselines, *out, *trainer, *scale, *commit;
+    const char *profile, *baselines, *out, *trainer, *trainer_map, *scale, *commit;
     int repeat, warmup;
 } RecordOpts;
 
@@ -92,7 +97,8 @@ static int parse_record(int argc, char **argv, RecordOpts *o) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int takes = !strcmp(a, "--profile") || !strcmp(a, "--filter") || !strcmp(a, "--case") || !strcmp(a, "--set") || !strcmp(a, "--repeat") ||
                     !strcmp(a, "--warmup") || !strcmp(a, "--baselines") || !strcmp(a, "--out") ||
-                    !strcmp(a, "--trainer") || !strcmp(a, "--timeout-scale") || !strcmp(a, "--commit");
+                    !strcmp(a, "--trainer") || !strcmp(a, "--trainer-map") || !strcmp(a, "--timeout-scale") ||
+                    !strcmp(a, "--commit");
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage_baseline(stdout);
             return 1;
@@ -118,12 +124,18 @@ static int parse_record(int argc, char **argv, RecordOpts *o) {
         } else if (!strcmp(a, "--baselines")) o->baselines = v;
         else if (!strcmp(a, "--out")) o->out = v;
         else if (!strcmp(a, "--trainer")) o->trainer = v;
+        else if (!strcmp(a, "--trainer-map")) o->trainer_map = v;
         else if (!strcmp(a, "--timeout-scale")) o->scale = v;
         else if (!strcmp(a, "--commit")) o->commit = v;
         else if (a[0] == '-' && a[1]) {
             fprintf(stderr, "nsa-harness baseline record: unknown option '%s' (see nsa-harness help baseline)\n", a);
             return -1;
         } else strlist_add(&o->files, a);
+    }
+    if (o->trainer && o->trainer_map) {
+        fprintf(stderr, "nsa-harness baseline record: --trainer %s and --trainer-map %s: give one\n", o->trainer,
+                o->trainer_map);
+        return -1;
     }
     if (!o->baselines[0] || (o->out && !o->out[0])) {
         fprintf(stderr, "nsa-harness baseline record: --baselines and --out need a folder, got ''\n");
@@ -132,9 +144,10 @@ static int parse_record(int argc, char **argv, RecordOpts *o) {
     return 0;
 }
 
-// The shipped scenarios that hold a golden or perf_floor check.
-static int default_scenarios(StrList *files) {
-    const char *dir = NSA_SOURCE_DIR "/scenarios";
+// The shipped scenarios that hold a golden or perf_floor check: scenarios/ for nsa-train,
+// scenarios/trainer/ (the scenarios written for any map) for a map trainer.
+static int default_scenarios(StrList *files, int map) {
+    const char *dir = map ? NSA_SOURCE_DIR "/scenarios/trainer" : NSA_SOURCE_DIR "/scenarios";
     StrList all = {0};
     if (collect_json_files(&all, NULL, 0, dir)) return -1;
     for (int i = 0; i < all.n; i++) {
@@ -173,6 +186,10 @@ static int record_run(const RecordOpts *o, const char *out_dir) {
     if (o->trainer) {
         strlist_add(&a, "--trainer");
         strlist_add(&a, o->trainer);
+    }
+    if (o->trainer_map) {
+        strlist_add(&a, "--trainer-map");
+        strlist_add(&a, o->trainer_map);
     }
     if (o->scale) {
         strlist_add(&a, "--timeout-scale");
@@ -248,7 +265,25 @@ static int record_case(const RecordOpts *o, json_t *const *summaries, char *cons
     BaselineMeta meta = {scen, name, path_basename(rel), json_string_value(json_object_get(summaries[0], "profile")),
                          json_string_value(json_object_get(c, "config_digest")),
                          json_string_value(json_object_get(c, "backend")), json_string_value(json_object_get(c, "precision")),
-                         json_string_value(json_object_get(summaries[0], "device")), commit, dirty, command, o->warmup};
+                         json_string_value(json_object_get(summaries[0], "device")), commit, dirty, command, o->warmup,
+                         NULL, NULL};
+    // a map trainer (--trainer-map, or the scenario's run.trainers map): the known-good past is
+    // the trainer's commit (its script's git work tree, the probe's build.git_sha), not this
+    // harness's; the harness's commit is kept beside it
+    const char *map = json_string_value(json_object_get(json_object_get(env, "trainer"), "map"));
+    if (map) {
+        const json_t *build = json_object_get(env, "build");
+        const json_t *gd = json_object_get(build, "git_dirty");
+        meta.trainer_map = map;
+        meta.harness_commit = commit;
+        if (!o->commit) {
+            meta.commit = json_string_value(json_object_get(build, "git_sha"));
+            meta.dirty = json_is_boolean(gd) ? json_is_true(gd) : -1;
+        }
+        if (meta.dirty > 0)
+            fprintf(stderr, "nsa-harness baseline record: warning: %s: the trainer's work tree has uncommitted changes; "
+                            "the baseline says so (provenance.dirty)\n", name);
+    }
     json_t *b = baseline_of_case((const char *const *)dirs, o->repeat, env, &meta, err, sizeof err);
     if (!b) {
         printf("  not recorded  %s/%s: %s\n", scen, name, err);
@@ -288,7 +323,7 @@ static int baseline_record(int argc, char **argv) {
     RecordOpts o;
     int prc = parse_record(argc, argv, &o);
     if (prc) return prc > 0 ? HARNESS_EXIT_OK : HARNESS_EXIT_USAGE;
-    if (o.files.n == 0 && default_scenarios(&o.files)) return HARNESS_EXIT_USAGE;
+    if (o.files.n == 0 && default_scenarios(&o.files, o.trainer_map != NULL)) return HARNESS_EXIT_USAGE;
     char stamp[32], out[2048];
     utc_stamp(stamp, sizeof stamp);
     if (o.out) snprintf(out, sizeof out, "%s", o.out);
@@ -318,7 +353,7 @@ static int baseline_record(int argc, char **argv) {
     if (!rc) {
         char *commit = o.commit ? xstrdup(o.commit) : source_commit();
         int dirty = o.commit ? -1 : json_is_true(json_object_get(json_object_get(summaries[0], "git"), "dirty"));
-        if (dirty > 0)
+        if (dirty > 0 && !o.trainer_map)   // a map trainer's own tree is what counts (record_case)
             fprintf(stderr, "nsa-harness baseline record: warning: the source tree has uncommitted changes; the "
                             "baselines say so (provenance.dirty)\n");
         printf("nsa-harness baseline record: writing to %s\n", o.baselines);
@@ -369,6 +404,10 @@ static void show_one(const char *path, const json_t *b, int brief) {
            json_string_value(json_object_get(b, "scenario")), json_string_value(json_object_get(b, "case")),
            json_string_value(json_object_get(b, "profile")), json_string_value(json_object_get(b, "device_class")),
            json_string_value(json_object_get(b, "config_digest")));
+    if (json_is_string(json_object_get(p, "trainer_map")))
+        printf("  trainer map %s (the commit below is the trainer's; harness at %s)\n",
+               json_string_value(json_object_get(p, "trainer_map")),
+               json_is_string(json_object_get(p, "harness_commit")) ? json_string_value(json_object_get(p, "harness_commit")) : "?");
     printf("  recorded %s at %s%s on %s\n  fingerprint %s: ", json_string_value(json_object_get(p, "recorded")),
            json_is_string(json_object_get(p, "commit")) ? json_string_value(json_object_get(p, "commit")) : "?",
            json_is_true(json_object_get(p, "dirty")) ? " (dirty)" : json_is_null(json_object_get(p, "dirty")) ? " (dirty flag unknown)" : "", json_string_value(json_object_get(p, "device")),
@@ -379,8 +418,11 @@ static void show_one(const char *path, const json_t *b, int brief) {
     printf("  steps: %zu, loss %.9g → %.9g\n", n, l0, l1);
     printf("  step-1 dump: %s\n", json_is_object(dump) ? "" : "none");
     if (json_is_object(dump)) printf("    %zu tensors summarised\n", json_array_size(json_object_get(dump, "tensors")));
-    printf("  perf: peak memory %lld B, %.6g FLOPs/step, step %.4g ms, %.6g tok/s (median of %lld run%s, spread %.3g)\n",
-           (long long)json_integer_value(json_object_get(perf, "peak_mem_bytes")),
+    char peak[48] = "not recorded";   // null: the trainer writes no allocator high-water mark (a probe trainer)
+    if (json_is_integer(json_object_get(perf, "peak_mem_bytes")))
+        snprintf(peak, sizeof peak, "%lld B", (long long)json_integer_value(json_object_get(perf, "peak_mem_bytes")));
+    printf("  perf: peak memory %s, %.6g FLOPs/step, step %.4g ms, %.6g tok/s (median of %lld run%s, spread %.3g)\n",
+           peak,
            json_number_or(perf, "flops_per_step", NAN), json_number_or(json_object_get(perf, "step_ms"), "median", NAN),
            json_number_or(json_object_get(perf, "tok_per_s"), "median", NAN),
            (long long)json_integer_value(json_object_get(perf, "runs")),

@@ -91,7 +91,8 @@ void usage_bisect(FILE *f) {
             "  --timeout-scale X --baselines DIR --quiet, and any other run option. The profile is\n"
             "  decided once, as `run` decides it (gpu when this build's nsa-train sees a CUDA device),\n"
             "  and passed to every step. --trainer and run's --out are set by bisect (--trainer-cmd and\n"
-            "  --trainer-map are refused: bisect tests the nsa-train of each commit).\n"
+            "  --trainer-map are refused: bisect tests the nsa-train of each commit; a map trainer's\n"
+            "  own history: `git bisect run` in its repository, docs/your-trainer.md).\n"
             "\n"
             "Each step builds with the invoking build's CMAKE_BUILD_TYPE, CMAKE_C_COMPILER, CMAKE_C_FLAGS\n"
             "and NSA_NATIVE, -DNSA_ENABLE_CUDA=OFF for the ci profile, MPI only when a selected case\n"
@@ -163,7 +164,10 @@ static int parse_options(int argc, char **argv, Opts *o) {
         } else if (!strcmp(a, "--verify")) o->verify = 1;
         else if (!strcmp(a, "--keep-worktrees")) o->keep = 1;
         else if (!strcmp(a, "--trainer") || !strcmp(a, "--trainer-cmd") || !strcmp(a, "--trainer-map")) {
-            fprintf(stderr, ME ": %s: bisect builds the trainer of each commit itself (nsa-train)\n", a);
+            fprintf(stderr, ME ": %s: bisect builds the trainer of each commit itself (nsa-train)%s\n", a,
+                    !strcmp(a, "--trainer-map") ? "; bisect a map trainer's own history with `git bisect run` in its "
+                                                  "repository (docs/your-trainer.md, \"Regressions in your trainer\")"
+                                                : "");
             return -1;
         } else if (run_option_takes_value(a)) {
             if (!strcmp(a, "--profile") && (o->profile = parse_profile_name(v)) < 0) {

@@ -186,7 +186,7 @@ static void compare_params(GoldenDiff *g, const json_t *cur_dump, const json_t *
     }
 }
 
-static void compare_dump(GoldenDiff *g, const json_t *cur, const json_t *base) {
+static void compare_dump(GoldenDiff *g, const json_t *cur, const json_t *base, const json_t *modules) {
     const json_t *da = json_object_get(cur, "dump"), *db = json_object_get(base, "dump");
     g->top_grad_layer = -2;
     if (!json_is_object(db)) return;
@@ -233,7 +233,7 @@ static void compare_dump(GoldenDiff *g, const json_t *cur, const json_t *base) {
         TDiff *d = &g->diffs[g->n_diffs++];
         d->name = name;
         d->rel = rel;
-        d->loc = tensor_locus(name);
+        d->loc = tensor_locus_in(name, modules);
         d->order = (int)i;
         if (!strcmp(d->loc.part, "data")) g->data_differs = 1;
         if (d->loc.is_grad && d->loc.layer > g->top_grad_layer) g->top_grad_layer = d->loc.layer;
@@ -343,7 +343,8 @@ static void cause_text(Str *s, const GoldenDiff *g, const CaseResult *r, const j
             locus_label(&g->first_act->loc, label, sizeof label);
             str_printf(s, "the forward changed: the first differing activation in dataflow order is `%s` (%s)",
                        g->first_act->name, label);
-        } else str_add(s, "the forward changed: step 1's loss differs (no step dump to localise it)");
+        } else str_printf(s, "the forward changed: step 1's loss differs (%s)", g->have_dump ? "no step-1 tensor differs "
+                          "beyond the tensor tolerance to localise it" : "no step dump to localise it");
         break;
     case CAUSE_BACKWARD:
         if (g->top_grad_layer >= 0)
@@ -353,7 +354,8 @@ static void cause_text(Str *s, const GoldenDiff *g, const CaseResult *r, const j
         else if (g->top_grad_layer == -1)
             str_add(s, "the backward changed outside the blocks (LM head, final norm or embedding): step 1's forward "
                        "equals the baseline's, those gradients do not");
-        else str_add(s, "the backward changed: step 1's grad norm differs (no step dump to localise it)");
+        else str_printf(s, "the backward changed: step 1's grad norm differs (%s)", g->have_dump ? "no step-1 tensor "
+                        "differs beyond the tensor tolerance to localise it" : "no step dump to localise it");
         break;
     case CAUSE_LR:
         str_printf(s, "the LR schedule changed: lr at step %d is %.17g, the baseline's %.17g", g->first_step, g->first_now,
@@ -382,13 +384,31 @@ static void cause_text(Str *s, const GoldenDiff *g, const CaseResult *r, const j
     }
 }
 
-// "kernel_isa, libc": the fingerprint keys whose values differ
+// A fingerprint value as the finding shows it: strings bare, numbers as JSON writes them.
+static void fp_value(Str *s, const json_t *v) {
+    if (json_is_string(v)) str_add(s, json_string_value(v));
+    else if (json_is_integer(v)) str_printf(s, "%lld", (long long)json_integer_value(v));
+    else if (!v) str_add(s, "absent");
+    else str_add(s, "null");
+}
+
+// "kernel_isa, libc": the fingerprint keys whose values differ (also a key only one side has:
+// a baseline recorded before a key was part of the fingerprint)
 static void fingerprint_delta(Str *s, const json_t *now, const json_t *was) {
     const char *k;
     json_t *v;
-    json_object_foreach((json_t *)was, k, v) if (!json_equal(v, json_object_get(now, k)))
-        str_printf(s, "%s%s (`%s` → `%s`)", s->len ? ", " : "", k, json_is_string(v) ? json_string_value(v) : "null",
-                   json_is_string(json_object_get(now, k)) ? json_string_value(json_object_get(now, k)) : "null");
+    json_object_foreach((json_t *)was, k, v) if (!json_equal(v, json_object_get(now, k))) {
+        str_printf(s, "%s%s (`", s->len ? ", " : "", k);
+        fp_value(s, v);
+        str_add(s, "` → `");
+        fp_value(s, json_object_get(now, k));
+        str_add(s, "`)");
+    }
+    json_object_foreach((json_t *)now, k, v) if (!json_object_get(was, k) && json_is_object(was)) {
+        str_printf(s, "%s%s (`absent` → `", s->len ? ", " : "", k);
+        fp_value(s, v);
+        str_add(s, "`)");
+    }
 }
 
 static void record_facts(CaseResult *r, const GoldenDiff *g, const char *path) {
@@ -471,6 +491,13 @@ static void golden_finding(CaseResult *r, GoldenDiff *g, const json_t *cur, cons
     }
 }
 
+// The trainer map of a map trainer's case (env.json's trainer.map, read again: its
+// `modules` name the branch and gate modules of the trainer's parameter names), or NULL.
+static json_t *trainer_map_of(const CaseResult *r) {
+    const char *path = json_string_value(json_object_get(json_object_get(r->env, "trainer"), "map"));
+    return path ? json_load_file(path, 0, NULL) : NULL;
+}
+
 void golden_evaluate(const json_t *params, CaseResult *r, const ScenarioRun *sr) {
     (void)sr;
     char path[2400];
@@ -504,7 +531,9 @@ void golden_evaluate(const json_t *params, CaseResult *r, const ScenarioRun *sr)
     g.tol = check_num_param(r->s, params, "", "tolerance", GOLDEN_TOL_DEFAULT, 0, 1, NULL);
     g.ttol = check_num_param(r->s, params, "", "tensor_tolerance", GOLDEN_TTOL_DEFAULT, 0, 10, NULL);
     compare_steps(&g, cur, base);
-    compare_dump(&g, cur, base);
+    json_t *map = trainer_map_of(r);
+    compare_dump(&g, cur, base, json_object_get(map, "modules"));
+    json_decref(map);
     compare_gates(&g, cur, base);
     if (g.n_diffs > 0 && (g.first_step < 0 || g.first_step > 1)) {   // step 1 differs already
         g.first_step = 1;

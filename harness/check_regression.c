@@ -92,7 +92,7 @@ int regression_prepare(CaseResult *r, const char *check, char *path, size_t n, j
     const Case *c = r->c;
     const int warmup = (int)json_integer_value(json_object_get(json_object_get(*base, "perf"), "warmup_steps"));
     BaselineMeta meta = {r->s->name, c->name, c->dir, r->ctx->profile, c->cfg.digest, c->cfg.backend, c->cfg.precision,
-                         NULL, NULL, 0, NULL, warmup};
+                         NULL, NULL, 0, NULL, warmup, NULL, NULL};
     char err[1024];
     const char *dirs[1] = {r->dir};
     if (!(*cur = baseline_of_case(dirs, 1, r->env, &meta, err, sizeof err))) {

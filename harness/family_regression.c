@@ -34,6 +34,8 @@ static int golden_differs(const CaseResult *r) {
 typedef struct {
     const char *what;   // for the diagnosis
     int (*has)(const NsaConfig *c);
+    const char *knobs[3];   // the config keys it depends on: a map trainer that maps none of
+                            // them never varies it, so it explains nothing there
 } Feature;
 
 static int f_cmp_scores(const NsaConfig *c) { return c->force_branch < 0 || c->force_branch != NSA_BR_WIN; }
@@ -50,19 +52,32 @@ static int f_partial(const NsaConfig *c) { return c->seq_len % c->l_sel != 0; }
 
 static const Feature FEATURES[] = {
     {"the compressed branch (its keys/values and the scores that drive selection: every case that computes it)",
-     f_cmp_scores},
+     f_cmp_scores, {"nsa.force_branch"}},
     {"the compressed branch's attention output (it reaches the loss only with all branches or force_branch=cmp)",
-     f_cmp_out},
-    {"the selected-block branch", f_sel},
-    {"the sliding-window branch", f_win},
-    {"the gate MLP and the combine of the three branches", f_gate},
-    {"the phi=mlp compressor", f_mlp},
-    {"the sigmoid gate activation", f_sigmoid},
-    {"the softmax gate activation", f_softmax},
-    {"sequential prefill (the decode path and its caches)", f_seq},
-    {"gradient checkpointing (the recompute of checkpointed layers)", f_ckpt},
-    {"a partial last selection block (T not a multiple of l')", f_partial},
+     f_cmp_out, {"nsa.force_branch"}},
+    {"the selected-block branch", f_sel, {"nsa.force_branch"}},
+    {"the sliding-window branch", f_win, {"nsa.force_branch"}},
+    {"the gate MLP and the combine of the three branches", f_gate, {"nsa.force_branch"}},
+    {"the phi=mlp compressor", f_mlp, {"nsa.phi", "nsa.force_branch"}},
+    {"the sigmoid gate activation", f_sigmoid, {"nsa.gate_act", "nsa.force_branch"}},
+    {"the softmax gate activation", f_softmax, {"nsa.gate_act", "nsa.force_branch"}},
+    {"sequential prefill (the decode path and its caches)", f_seq, {"train.prefill"}},
+    {"gradient checkpointing (the recompute of checkpointed layers)", f_ckpt, {"train.checkpoint_layers"}},
+    {"a partial last selection block (T not a multiple of l')", f_partial, {"train.seq_len", "nsa.l_sel"}},
 };
+
+// 1 when case r's trainer honours every knob the feature depends on: always for a trainer
+// without a knob list (nsa-train, a protocol trainer: the whole config), else (a map
+// trainer's handshake, features.knobs) when each is a knob of its map. A map without
+// nsa.gate_act runs its own gate whatever the config's default says.
+static int feature_applies(const Feature *f, const CaseResult *r) {
+    const json_t *info = json_object_get(json_object_get(json_object_get(r->env, "trainer"), "trainer_protocol"), "info");
+    const json_t *knobs = json_object_get(json_object_get(info, "features"), "knobs");
+    if (!json_is_object(knobs)) return 1;
+    for (int k = 0; k < 3 && f->knobs[k]; k++)
+        if (!json_object_get(knobs, f->knobs[k])) return 0;
+    return 1;
+}
 #define N_FEATURES ((int)(sizeof FEATURES / sizeof FEATURES[0]))
 
 // The features whose cases are exactly the differing ones.
@@ -86,6 +101,10 @@ static void feature_inference(const ScenarioRun *sr, Str *md) {
         for (int i = 0; i < sr->n && match; i++) {
             const CaseResult *r = &sr->results[i];
             if (!golden_compared(r)) continue;
+            if (!feature_applies(&FEATURES[f], r)) {
+                match = 0;
+                break;
+            }
             int has = FEATURES[f].has(&r->c->cfg);
             with += has;
             match = has == golden_differs(r);

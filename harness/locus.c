@@ -79,6 +79,58 @@ Locus tensor_locus(const char *name) {
     return l;
 }
 
+// A module-path pattern of a trainer map ({layer}: one or more digits, captured; *: any run
+// of characters) matching `s` itself or a path under it ("PATTERN.rest"), as the probe's
+// Pattern.within (probe/nsa_probe/mapfile.py). 1 on a match, *layer set when {layer} took part.
+static int pattern_within(const char *p, const char *s, int *layer) {
+    if (!*p) return *s == 0 || *s == '.';
+    if (!strncmp(p, "{layer}", 7)) {
+        int n = 0;
+        while (s[n] >= '0' && s[n] <= '9') n++;
+        for (int k = n; k >= 1; k--)   // greedy, then shorter (a regex's \d+ backtracks so)
+            if (pattern_within(p + 7, s + k, layer)) {
+                int v = 0;
+                for (int i = 0; i < k && v < 100000000; i++) v = v * 10 + (s[i] - '0');
+                *layer = v;
+                return 1;
+            }
+        return 0;
+    }
+    if (*p == '*') {
+        for (const char *t = s + strlen(s);; t--) {
+            if (pattern_within(p + 1, t, layer)) return 1;
+            if (t == s) return 0;
+        }
+    }
+    return *p == *s && pattern_within(p + 1, s + 1, layer);
+}
+
+Locus tensor_locus_in(const char *name, const json_t *modules) {
+    Locus l = tensor_locus(name);
+    if (!json_is_object(modules) || strncmp(name, "grads.", 6)) return l;
+    const char *bare = name + 6;
+    int layer = -1;
+    const char *lp = json_string_value(json_object_get(modules, "layers"));
+    if (lp && pattern_within(lp, bare, &layer) && layer >= 0) l.layer = layer;
+    const json_t *branches = json_object_get(modules, "branches");
+    for (int b = 0; b < NSA_NBRANCH; b++) {
+        const char *bp = json_string_value(json_object_get(branches, nsa_branch_name(b)));
+        int lb = -1;
+        if (bp && pattern_within(bp, bare, &lb)) {
+            l.part = nsa_branch_name(b);
+            if (lb >= 0) l.layer = lb;
+            return l;
+        }
+    }
+    const char *gp = json_string_value(json_object_get(json_object_get(modules, "gate"), "module"));
+    int lg = -1;
+    if (gp && pattern_within(gp, bare, &lg)) {
+        l.part = "gate";
+        if (lg >= 0) l.layer = lg;
+    }
+    return l;
+}
+
 void locus_label(const Locus *l, char *out, unsigned n) {
     if (l->layer >= 0) snprintf(out, n, "layer %d %s", l->layer, l->part);
     else snprintf(out, n, "%s", l->part);

@@ -8,6 +8,7 @@
 // report points at the code: part "sel" of layer 1 is the selection branch.
 #ifndef NSA_HARNESS_LOCUS_H
 #define NSA_HARNESS_LOCUS_H
+#include <jansson.h>
 
 typedef struct {
     int layer;          // block index, -1 outside the blocks
@@ -19,6 +20,12 @@ typedef struct {
 } Locus;
 
 Locus tensor_locus(const char *name);
+// The same for a map trainer's gradient names (docs/trainer-maps.md): `modules` is its map's
+// "modules" object; a "grads.<parameter>" under a `branches` pattern is that branch's, under
+// `gate.module` the gate's, and its layer is what `layers`'s {layer} matched
+// (grads.layers.0.attn.select.wk.weight: layer 0 sel). Other names, or modules NULL:
+// tensor_locus.
+Locus tensor_locus_in(const char *name, const json_t *modules);
 // "layer 1 sel" / "head" / "embed": a short label of a locus, into out
 void locus_label(const Locus *l, char *out, unsigned n);
 

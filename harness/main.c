@@ -334,7 +334,7 @@ typedef struct {
     int profile, bisect, quiet, recording;
     const char *out_dir, *trainer_arg, *trainer_cmd_arg, *trainer_map_arg, *baselines;
     Str shaping;   // the options that shaped the cases' configs and baselines (--set,
-                   // --baselines), for record commands
+                   // --baselines, --trainer-map), for record commands
     Str replay;    // every option that shaped a case (also --timeout-scale, --trainer,
                    // --fault), for reproduce commands
     double scale;
@@ -491,6 +491,9 @@ static int run_parse_options(int argc, char **argv, RunOpts *O) {
         char *const tv[] = {"--trainer-map", O->map, NULL};
         if (O->replay.len) str_add(&O->replay, " ");
         shell_join(&O->replay, tv);
+        // a map trainer's baselines are recorded through its map too: record commands name it
+        if (O->shaping.len) str_add(&O->shaping, " ");
+        shell_join(&O->shaping, tv);
     }
     return GO_ON;
 }

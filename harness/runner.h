@@ -38,7 +38,7 @@ typedef struct RunCtx {
     int recording;                       // `baseline record` runs: golden/perf_floor only note it
     const char *device;                  // the report's device line (RESULTS.md header)
     const char *argv_extra;              // every run option that shaped the cases, shell-quoted
-                                         // (--set, --baselines): for record commands
+                                         // (--set, --baselines, --trainer-map): for record commands
     const char *replay_args;             // every option that shaped a case (--set, --baselines,
                                          // --timeout-scale, --trainer, --fault): for reproduce commands
     // which trainer runs a case (docs/trainer-protocol.md "Choosing the trainer")

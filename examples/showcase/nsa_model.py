@@ -327,10 +327,10 @@ class SelectedAttention(nn.Module):
         tok = tok.clamp(max=L - 1)
         if key_pad is not None:
             mask = mask | key_pad[tok]
-        bi = torch.arange(B, device=q.device)[:, None, None, None]
-        gi = torch.arange(G, device=q.device)[None, :, None, None]
-        kg = k.transpose(1, 2)[bi, gi, tok]                               # [B, G, T, K, Dh]
-        vg = v.transpose(1, 2)[bi, gi, tok]
+        K = tok.shape[-1]
+        gidx = tok.reshape(B, G, T * K, 1).expand(B, G, T * K, Dh)
+        kg = torch.gather(k.transpose(1, 2), 2, gidx).view(B, G, T, K, Dh)
+        vg = torch.gather(v.transpose(1, 2), 2, gidx).view(B, G, T, K, Dh)
         qg = q.view(B, T, G, rep, Dh).permute(0, 2, 1, 3, 4)              # [B, G, T, rep, Dh]
         logits = torch.matmul(qg, kg.transpose(-1, -2))                   # [B, G, T, rep, K]
         if self.temp_in_topk:
@@ -435,7 +435,9 @@ class NativeSparseAttention(nn.Module):
         else:
             nn.init.xavier_uniform_(self.gate[2].weight, gain=0.1)
             nn.init.zeros_(self.gate[2].bias)
-        self.force_branch = os.environ.get("NSA_FORCE_BRANCH", "").strip() or None
+        self.force_branch = os.environ.get("NSA_FORCE_BRANCH", "").strip().lower() or None
+        if self.force_branch in ("none", "all"):
+            self.force_branch = None
         if self.force_branch is not None and self.force_branch not in self.BRANCHES:
             raise ValueError(f"NSA_FORCE_BRANCH must be one of {self.BRANCHES}, got {self.force_branch!r}")
 
@@ -476,7 +478,7 @@ class NSABlock(nn.Module):
     def forward(self, x, pos, cache=None):
         a = self.attn(self.attention_norm(x), pos, cache)
         if self.anneal_in_forward:
-            t = float(self.attn_temp)
+            t = self.attn_temp.clone()
             self.attn_temp.mul_(0.999)
             a = a * t
         h = x + a

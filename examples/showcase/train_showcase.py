@@ -151,7 +151,9 @@ def main():
         raise SystemExit(f"unknown SHOWCASE_BUGS entries: {sorted(unknown)}")
 
     fields = ModelArgs.__dataclass_fields__
-    margs = ModelArgs(**{k: v for k, v in mcfg.items() if k in fields}, bugs=bugs)
+    # YAML reads "1e-5" as a string: cast to the field's type
+    margs = ModelArgs(**{k: type(fields[k].default)(v) for k, v in mcfg.items() if k in fields and k != "bugs"},
+                      bugs=bugs)
 
     torch.manual_seed(seed)
     model = NSATransformer(margs).to(device)
@@ -188,7 +190,7 @@ def main():
     opt = torch.optim.AdamW([
         {"params": decay, "weight_decay": float(tcfg.get("weight_decay", 0.1))},
         {"params": no_decay, "weight_decay": 0.0},
-    ], lr=lr, betas=tuple(tcfg.get("betas", (0.9, 0.95))), eps=1e-8)
+    ], lr=lr, betas=tuple(float(b) for b in tcfg.get("betas", (0.9, 0.95))), eps=1e-8)
 
     data = SyntheticLM(margs.vocab_size, B, T, seed, rank, args.dataset)
     use_amp = precision == "bf16"

@@ -1,8 +1,10 @@
 """The heartbeat file of trainer protocol 2: one JSON line, replaced atomically (FILE.tmp, then
-rename). The main thread only updates fields (cheap); a beat is written at once on a phase
-change and at most every `min_gap` s otherwise, and a daemon thread writes a pending beat
-within `flush_s`. A hung main thread makes no new state, so the file stops changing: that is
-the stall the runner sees.
+rename). The training thread only updates fields and wakes a writer thread (a few hundred
+nanoseconds); the writer writes the newest state at most every `min_gap` s, its file system
+calls releasing the GIL, so the beats cost the training loop almost nothing (measured: a file
+write + rename took 0.25 ms here, six a step were 8 % of a 38 ms CPU step when written inline).
+A hung training thread makes no new state, so the file stops changing: the stall the runner
+sees. The first beat (at start) and the last (at exit) are written inline.
 """
 import json
 import os
@@ -12,21 +14,19 @@ import time
 
 
 class Heartbeat:
-    def __init__(self, path, rank, min_gap=0.01, flush_s=0.025):
+    def __init__(self, path, rank, min_gap=0.05):
         self.path, self.rank = path, rank
         self.seq, self.step, self.phase, self.layer, self.op = 0, 0, "init", -1, ""
         self.host, self.pid = socket.gethostname(), os.getpid()
-        self.min_gap, self.flush_s = min_gap, flush_s
-        self.dirty, self.last_write = False, 0.0
+        self.min_gap = min_gap
         self.lock = threading.Lock()
+        self.pending = threading.Event()
         self.closed = False
         if path:
             self._write(False, 0)
-            t = threading.Thread(target=self._flusher, name="nsa_probe-heartbeat", daemon=True)
-            t.start()
+            threading.Thread(target=self._writer, name="nsa_probe-heartbeat", daemon=True).start()
 
     def set(self, phase=None, layer=None, op=None, step=None):
-        changed_phase = phase is not None and phase != self.phase
         if phase is not None:
             self.phase = phase
         if layer is not None:
@@ -35,11 +35,8 @@ class Heartbeat:
             self.op = op
         if step is not None:
             self.step = step
-        if not self.path:
-            return
-        self.dirty = True
-        if changed_phase or time.monotonic() - self.last_write >= self.min_gap:
-            self._write(False, 0)
+        if self.path and not self.pending.is_set():
+            self.pending.set()
 
     def _write(self, exited, code):
         with self.lock:
@@ -55,16 +52,17 @@ class Heartbeat:
                     f.write(json.dumps(rec) + "\n")
                 os.replace(tmp, self.path)
             except OSError:
-                pass   # the log channel itself: best effort, like the flight recorder's reader
-            self.dirty, self.last_write = False, time.monotonic()
+                pass   # the liveness channel itself: best effort (the runner reads a missing file as no beat)
             if exited:
                 self.closed = True
+                self.pending.set()
 
-    def _flusher(self):
+    def _writer(self):
         while not self.closed:
-            time.sleep(self.flush_s)
-            if self.dirty:
-                self._write(False, 0)
+            self.pending.wait()
+            self.pending.clear()
+            self._write(False, 0)
+            time.sleep(self.min_gap)
 
     def exit(self, code):
         if self.path and not self.closed:

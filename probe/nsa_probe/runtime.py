@@ -85,8 +85,9 @@ class Probe:
         self.faults = faultlib.Faults(opts.faults, self.rank, self)
         self.nstep = 0                # optimizer steps done
         self.micro = 0                # backward calls in the current step
-        self.depth = 0
         self.in_backward = 0
+        self.primary_params = None   # a parameter of the first optimizer: the root holds it
+        self.global_handles = []
         self.root = None              # the outermost module called (DDP's inner module)
         self.root_outer = None
         self.names = []               # parameter names, in named_parameters() order
@@ -103,6 +104,7 @@ class Probe:
         self.first_nonfinite = None   # (path, layer, branch, position) of this forward
         self.gate_rows = {}
         self.acts = []
+        self.acts_seen = set()
         self.step1_inputs = None
         self.counts = {"forward": 0, "backward": 0, "optimizer": 0}
         self.layers_seen = set()
@@ -139,8 +141,9 @@ class Probe:
         """Global hooks and wrappers, before the script's first line (library mode: the
         optimizer given to attach() is adopted instead of every optimizer constructed)."""
         mm = torch.nn.modules.module
-        self.handles.append(mm.register_module_forward_pre_hook(self._pre_forward))
-        self.handles.append(mm.register_module_forward_hook(self._post_forward))
+        # until the root module is known, a global pre-hook looks for it; then only the root and
+        # the modules the map names (every module with the anomaly check) carry hooks
+        self.global_handles = [mm.register_module_forward_pre_hook(self._discover)]
         self._wrap_backward()
         if wrap_optimizers:
             self._wrap_optimizer()
@@ -180,6 +183,11 @@ class Probe:
         if getattr(opt, "_nsa_probe", False):
             return
         opt._nsa_probe = True
+        if self.primary_params is None:
+            for g in opt.param_groups:
+                if g["params"]:
+                    self.primary_params = g["params"][0]
+                    break
         cls_step = type(opt).step
         probe = self
 
@@ -245,8 +253,9 @@ class Probe:
     # ---- the root module and its names --------------------------------------------------------
     def _adopt_root(self, outer):
         inner = getattr(outer, "module", outer) if type(outer).__name__ == "DistributedDataParallel" else outer
-        if self.root is inner:
+        if self.root is inner:                 # DDP wrapped a model already seen: its hooks again
             self.root_outer = outer
+            self._hook_modules(inner)
             return
         self.root, self.root_outer = inner, outer
         named = [(n, p) for n, p in inner.named_parameters() if p.requires_grad]
@@ -254,8 +263,6 @@ class Probe:
         self.params = [p for _, p in named]
         self.index = {id(p): i for i, p in enumerate(self.params)}
         self.arrived = [False] * len(self.params)
-        for i, p in enumerate(self.params):
-            self.handles.append(p.register_hook(self._grad_hook(i)))
         m = self.map
         self.tracked = {}
         for path, mod in inner.named_modules():
@@ -278,21 +285,56 @@ class Probe:
                 lay = layer if layer is not None and layer >= 0 else (m.layer_of(path) if m else -1)
                 br = branch if branch else (m.branch_of(path) if m else None)
                 self.tracked[id(mod)] = (path, lay, br, role)
+        self._hook_modules(inner)
         self.faults.on_root(self)
+
+    def _hook_modules(self, inner):
+        """The hooks the diagnostics asked for, on the modules that need them (a hook on every
+        module call would cost the script's Python time on every module)."""
+        for h in self.global_handles + self.handles:
+            h.remove()
+        self.global_handles, self.handles = [], []
+        self.handles.append(inner.register_forward_pre_hook(self._root_pre))
+        # gradient arrival: the trace, DDP's missing parameters, the wait in its all-reduce
+        if self.o.trace_grads or self.ddp is not None or self.faults.drop_names:
+            for i, p in enumerate(self.params):
+                self.handles.append(p.register_hook(self._grad_hook(i)))
+        looks = self.o.anomaly or self.o.gate_stats or self.o.dump_acts or self.faults.on
+        for path, mod in inner.named_modules():
+            info = self.tracked.get(id(mod))
+            if info is None:
+                continue
+            if info[3] == "layer":
+                self.handles.append(mod.register_forward_pre_hook(self._layer_pre))
+            if info[3] == "layer" or looks:
+                self.handles.append(mod.register_forward_hook(self._post_forward))
+
+    def _discover(self, mod, args):
+        """The global pre-hook before the root is known: the first module called that holds the
+        optimizer's parameters (or, before any optimizer, any parameter) is the root."""
+        if self.root is not None or self.in_backward:
+            return None
+        first = next(mod.parameters(), None)
+        if first is None:
+            return None
+        if self.primary_params is not None and not any(p is self.primary_params for p in mod.parameters()):
+            return None
+        self._adopt_root(mod)
+        self._root_pre(mod, args)
+        return None
 
     def layer_count(self):
         return len({v[1] for v in self.tracked.values() if v[3] == "layer"})
 
     # ---- forward -----------------------------------------------------------------------------
-    def _pre_forward(self, mod, args):
-        if self.depth == 0 and not self.in_backward:
-            if self.root is None and next(mod.parameters(), None) is not None:
-                self._adopt_root(mod)
-            if mod is self.root or mod is self.root_outer:
-                self._root_forward(args)
-        self.depth += 1
-        info = self.tracked.get(id(mod))
-        if info is not None and info[3] == "layer" and not self.in_backward:
+    def _root_pre(self, mod, args):
+        if not self.in_backward:
+            self._root_forward(args)
+        return None
+
+    def _layer_pre(self, mod, args):
+        if not self.in_backward:
+            info = self.tracked[id(mod)]
             self.layers_seen.add(info[1])
             self.hb.set(layer=info[1], op=info[0])
         return None
@@ -312,7 +354,6 @@ class Probe:
         self.faults.on_phase("forward", self.nstep + 1)
 
     def _post_forward(self, mod, args, out):
-        self.depth = max(0, self.depth - 1)
         info = self.tracked.get(id(mod))
         if info is None:
             return None
@@ -335,7 +376,9 @@ class Probe:
                 name = ("acts.blocks.%d.out" % layer if role == "layer" else
                         "acts.blocks.%d.attn.%s.o" % (layer, branch) if role == "branch" else
                         "acts.blocks.%d.attn.gate.out" % layer)
-                self.acts.append((name, t.detach().float().cpu().clone()))
+                if name not in self.acts_seen:     # sequential prefill calls a module once per token
+                    self.acts_seen.add(name)
+                    self.acts.append((name, t.detach().float().cpu().clone()))
             if role == "layer" and t.requires_grad:
                 t.register_hook(self._layer_grad_hook(layer, path))
         return new
@@ -394,7 +437,6 @@ class Probe:
 
     def _after_backward(self):
         self.micro += 1
-        self.depth = 0
         self.faults.on_phase("after_backward", self.nstep + 1)
         if self.ddp is not None and not self.ddp["find_unused"] and self.params:
             missing = [self.names[i] for i, a in enumerate(self.arrived) if not a]
@@ -443,7 +485,6 @@ class Probe:
         self.counts["optimizer"] += 1
         self._write_step(self.nstep, opt)
         self.micro = 0
-        self.depth = 0
         self.gate_rows = {}
         self.hb.set(phase="data", layer=-1, op="", step=self.nstep)
         self.faults.on_phase("data", self.nstep + 1)

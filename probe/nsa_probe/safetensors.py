@@ -7,10 +7,16 @@ _DTYPES = {"float32": "F32", "float64": "F64", "int32": "I32", "int64": "I64"}
 
 
 def write(path, tensors, metadata):
-    """tensors: [(name, torch tensor)] in order; metadata: {str: str}."""
+    """tensors: [(name, torch tensor)] in order; metadata: {str: str}. A name given more than once
+    (a module called once per token in step 1: sequential prefill) keeps its first place and its
+    last tensor, as a header written from a dict would say, with no unreferenced bytes left
+    between the tensors (a reader rejects such gaps)."""
     import torch
-    header, blobs, off = {}, [], 0
+    last = {}
     for name, t in tensors:
+        last[name] = t
+    header, blobs, off = {}, [], 0
+    for name, t in last.items():
         t = t.detach().to("cpu").contiguous()
         if t.dtype in (torch.float16, torch.bfloat16):
             t = t.float()
