@@ -20,9 +20,11 @@
 #   harness   scenarios/trainer/ddp_onestep.json, gpu profile (NCCL, 2 ranks): clean, then
 #             --fault divergent_unused=1 on the default mode (HANG or CRASH naming the rank and the
 #             parameter, every rank's Python stack)
-#   suite     scenarios/trainer/*.json, gpu profile, the showcase's map: every family on the GPU
+#   suite     scenarios/trainer/*.json (or the files in SUITE), gpu profile, the showcase's map:
+#             the families on the GPU
 # stdout: the device and commit, each step's exit code and time, the overhead table, the [DDP]
-# lines, each report's verdict lines. Logs and the reports' RESULTS.md go to $OUT/probe_logs.tgz.
+# lines, each report's verdict lines. Each report's RESULTS.md goes to $OUT/NAME_RESULTS.md, the
+# step logs to $OUT/probe_logs.tgz (the reports' dumps left out).
 set -u
 . "$(dirname "$0")/session_lib.sh"   # session_begin, has, step
 BUILD=${BUILD:-build-cpu}
@@ -77,13 +79,15 @@ if has harness; then
   report ddp_clean scenarios/trainer/ddp_onestep.json
   report ddp_divergent scenarios/trainer/ddp_onestep.json --filter 'mode=default' --fault divergent_unused=1
 fi
-has suite && report suite scenarios/trainer
+# shellcheck disable=SC2086
+has suite && report suite ${SUITE:-scenarios/trainer}
 for d in ddp_clean ddp_divergent suite; do
   [ -f "$LOG/$d/RESULTS.md" ] || continue
   echo "== $d"
   grep -E '^\| *(PASS|FAIL|HANG|CRASH|SKIP|ERROR)|cases|stalled|stack stops|no gradient' "$LOG/$d/RESULTS.md" | head -30
 done
 printf '%s\n' "${SUM[@]}"
-tar -czf "$OUT/probe_logs.tgz" -C "$(dirname "$LOG")" "$(basename "$LOG")" 2>/dev/null
+for d in ddp_clean ddp_divergent suite; do [ -f "$LOG/$d/RESULTS.md" ] && cp "$LOG/$d/RESULTS.md" "$OUT/${d}_RESULTS.md"; done
+tar -czf "$OUT/probe_logs.tgz" -C "$(dirname "$LOG")" --exclude='*.safetensors' --exclude='*.pt' "$(basename "$LOG")" 2>/dev/null
 for s in "${SUM[@]}"; do case "$s" in *"rc=0 "*) ;; *) exit 1 ;; esac; done
 exit 0
