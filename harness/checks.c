@@ -498,6 +498,8 @@ static void gate_evaluate(const json_t *params, CaseResult *r, const ScenarioRun
                        sd[1], sd[2], mu[0], mu[1], mu[2]);
         json_t *row = json_pack("{s:i,s:f,s:[f,f,f],s:[f,f,f]}", "layer", L, "fc2_weight_std", isfinite(wstd) ? wstd : -1.0,
                                 "out_std", sd[0], sd[1], sd[2], "out_mean", mu[0], mu[1], mu[2]);
+        const json_t *fc2n = json_object_get(g, "fc2_name");   // another trainer's gate last layer (the probe)
+        if (row && json_is_string(fc2n)) json_object_set_new(row, "fc2_name", json_copy((json_t *)fc2n));
         if (row) json_array_append_new(table, row);
     }
     json_object_set_new(r->facts, "gate_layers", table);
@@ -1102,6 +1104,22 @@ int is_reference_case(const Scenario *s, const char *name) {
     for (int i = 0; i < s->n_checks; i++) {
         const char *g = check_reference(&s->checks[i]);
         if (g && fnmatch(g, name, 0) == 0) return 1;
+    }
+    return 0;
+}
+
+int is_reference_of(const Scenario *s, int ref, int c) {
+    for (int i = 0; i < s->n_checks; i++) {
+        const char *g = check_reference(&s->checks[i]);
+        if (!g || fnmatch(g, s->cases[ref].name, 0) != 0 || fnmatch(g, s->cases[c].name, 0) == 0) continue;
+        // ref matches; is it the closest of the cases that match (reference_of's choice)?
+        int best = -1, at = -1;
+        for (int k = 0; k < s->n_cases; k++) {
+            if (fnmatch(g, s->cases[k].name, 0) != 0) continue;
+            int sc = reference_score(s, &s->cases[c], &s->cases[k]);
+            if (sc > best) { best = sc; at = k; }
+        }
+        if (at == ref) return 1;
     }
     return 0;
 }

@@ -308,7 +308,10 @@ static void gate_diagnose(const ScenarioRun *sr, Str *md) {
                 str_printf(md, ", and gate.fc2's weights have std %.3g where Xavier(gain 0.1) gives %.4g", w0, want);
             str_add(md, ". The gate's last layer starts at zero, so its logits are constant: NSA begins as an "
                         "unweighted mean of the three branches and the gate learns only from that point. Check the "
-                        "initialisation of `blocks.*.attn.gate.fc2` (DESIGN: Xavier-uniform gain 0.1, bias 0).\n");
+                        "initialisation of ");
+            const char *own = json_string_value(json_object_get(json_array_get(layers, 0), "fc2_name"));
+            if (own) str_printf(md, "`%s` (the gate's last layer in the trainer's own names).\n", own);
+            else str_add(md, "`blocks.*.attn.gate.fc2` (DESIGN: Xavier-uniform gain 0.1, bias 0).\n");
         } else if (json_array_size(col)) {
             str_printf(md, "- **%s · %s**: gate output spread below the threshold in layers ", sr->s->name, r->c->name);
             family_names_list(md, col, 24);

@@ -26,7 +26,7 @@ def script_version(script):
         return sha.strip(), bool(st and st.strip())
     try:
         with open(script, "rb") as f:
-            return "sha256:" + hashlib.sha256(f.read()).hexdigest()[:16], None
+            return "sha256-" + hashlib.sha256(f.read()).hexdigest()[:16], None
     except OSError:
         return "unknown", None
 

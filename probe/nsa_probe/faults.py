@@ -167,7 +167,10 @@ class Faults:
                 continue
             import torch
             if isinstance(out, torch.Tensor) and out.is_floating_point() and out.dim() >= 2:
+                from .runtime import seq_dim
                 out = out.clone()
-                out[0, -1] = float("nan")
+                idx = [0] + [slice(None)] * (out.dim() - 1)
+                idx[seq_dim(out.shape, probe.seq_len)] = -1      # the last position of sequence 0
+                out[tuple(idx)] = float("nan")
                 return out
         return None

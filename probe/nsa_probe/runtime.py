@@ -33,6 +33,15 @@ def _num(x):
     return x
 
 
+def seq_dim(shape, seq_len):
+    """The dimension of a module output that is the sequence: the first after the batch whose
+    size is the root input's length ([B, T, ...] and [B, heads, T, D] both); None if none is."""
+    for d in range(1, len(shape)):
+        if seq_len and shape[d] == seq_len:
+            return d
+    return 1 if len(shape) > 1 else None
+
+
 def _rss_bytes():
     try:
         with open("/proc/self/statm") as f:
@@ -238,10 +247,9 @@ class Probe:
                     prev = (probe.hb.phase, probe.hb.op)
                     probe.hb.set(phase="init" if name == "init_process_group" else "comm",
                                  op="rendezvous" if name == "init_process_group" else name)
-                    try:
-                        return real(*a, **k)
-                    finally:
-                        probe.hb.set(phase=prev[0], op=prev[1])
+                    r = real(*a, **k)                  # raising: the beat keeps saying where
+                    probe.hb.set(phase=prev[0], op=prev[1])
+                    return r
                 collective.__wrapped__ = real
                 collective.__name__ = name
                 return collective
@@ -386,7 +394,8 @@ class Probe:
     def _note_nonfinite(self, path, layer, branch, t):
         bad = (~torch.isfinite(t)).nonzero()
         pos = bad[0].tolist() if len(bad) else []
-        position = {"b": pos[0] if len(pos) > 0 else -1, "t": pos[1] if len(pos) > 1 else -1,
+        td = seq_dim(t.shape, self.seq_len)
+        position = {"b": pos[0] if len(pos) > 0 else -1, "t": pos[td] if td is not None and len(pos) > td else -1,
                     "col": pos[-1] if len(pos) > 2 else -1}
         v = t[tuple(pos)].item() if pos else float("nan")
         self.first_nonfinite = {"phase": "forward", "tensor": path, "layer": layer, "branch": branch,
@@ -545,7 +554,7 @@ class Probe:
             y = torch.softmax(y.reshape(-1, 3), dim=-1)
         y = y.reshape(-1, 3)
         cols = [g["order"].index(b) for b in ("cmp", "sel", "win")]
-        row = {"layer": layer}
+        row = {"layer": layer, "fc2_name": g["last"].text.replace("{layer}", "*")}
         if last is not None and getattr(last, "weight", None) is not None:
             w = last.weight.detach().double()
             row.update(fc2_weight_mean=_num(w.mean()), fc2_weight_std=_num(w.std(unbiased=False)),

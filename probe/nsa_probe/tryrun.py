@@ -35,7 +35,7 @@ def run(a, tmap):
     env = dict(os.environ)
     env["PYTHONPATH"] = os.path.dirname(HERE) + (":" + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     timeout = float(os.environ.get("NSA_PROBE_TRY_TIMEOUT", "300"))
-    print("trying %s (%s) for one step with %s; its output: %s/output.log" % (tmap.shown, tmap.name, cfg_path, out))
+    print("trying %s (%s) for one step with %s" % (tmap.shown, tmap.name, cfg_path))
     with open(os.path.join(out, "output.log"), "w") as log:
         try:
             r = subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, env=env, timeout=timeout)
@@ -83,6 +83,8 @@ def run(a, tmap):
     for st, what, detail in rows:
         print("%-12s %-45s %s" % (st, what, detail))
     bad = [r for r in rows if r[0] != "ok"]
+    if bad:
+        print("\nthe probe's files and the script's output are kept in %s" % out)
     if bad and code != 0:
         print("\nthe script's last output lines (%s/output.log):" % out)
         with open(os.path.join(out, "output.log"), errors="replace") as f:
