@@ -266,8 +266,8 @@ void ddp_diagnose(const ScenarioRun *sr, Str *md) {
             str_printf(md, "- **%s · %s**: %s (%s `[DDP] ... no gradient` line%s, printed when backward returned); %s",
                        sr->s->name, r->c->name, str_c(&why), told == 1 ? "its" : "their", told == 1 ? "" : "s",
                        r->verdict == V_HANG ? "the other ranks wait for those gradients in the all-reduce"
-                                            : "DistributedDataParallel's reduction never finished, and the next "
-                                              "step failed on it");
+                                            : "DistributedDataParallel's reduction could not finish, and the run "
+                                              "failed (each rank's message and stack are in its evidence)");
             ddp_siblings(sr, i, r, md);
             str_free(&why);
             continue;
