@@ -13,16 +13,7 @@ build=${1:?usage: showcase_trainer.sh BUILD_DIR}
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 source "$here/lib/common.sh"
-py=""
-for c in "${NSA_TORCH_PYTHON:-}" python3 /usr/bin/python3; do
-  [ -n "$c" ] || continue
-  if command -v "$c" >/dev/null 2>&1 && "$c" -c 'import torch, yaml' >/dev/null 2>&1; then py=$c; break; fi
-done
-if [ -z "$py" ]; then
-  echo "SKIP: no python with torch and PyYAML (tried \$NSA_TORCH_PYTHON, python3, /usr/bin/python3); install python3-torch python3-yaml"
-  exit 77
-fi
-export NSA_TORCH_PYTHON=$py
+torch_python_or_skip yaml
 cd "$root"
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT

@@ -26,16 +26,7 @@ source "$here/lib/common.sh"
 H=$(cd "$build" 2>/dev/null && pwd)/nsa-harness
 [ -x "$H" ] || { echo "SKIP: $build/nsa-harness not built"; exit 77; }
 command -v git >/dev/null 2>&1 || { echo "SKIP: git not found"; exit 77; }
-py=""
-for c in "${NSA_TORCH_PYTHON:-}" python3 /usr/bin/python3; do
-  [ -n "$c" ] || continue
-  if command -v "$c" >/dev/null 2>&1 && "$c" -c 'import torch, yaml' >/dev/null 2>&1; then py=$c; break; fi
-done
-if [ -z "$py" ]; then
-  echo "SKIP: no python with torch and PyYAML (tried \$NSA_TORCH_PYTHON, python3, /usr/bin/python3); install python3-torch python3-yaml"
-  exit 77
-fi
-export NSA_TORCH_PYTHON=$py
+torch_python_or_skip yaml
 cd "$root"
 t_start=$(date +%s.%N)
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/nsa_trainer_regression.XXXXXX") || exit 1

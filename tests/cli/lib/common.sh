@@ -14,3 +14,19 @@ expect_exit() { local name=$1 want=$2; shift 2
 has() { grep -qF -- "$2" "$1"; }
 # finish: the counts, and exit 0 only when nothing failed
 finish() { echo "$pass passed, $fail failed"; [ "$fail" = 0 ]; exit $?; }
+# torch_python_or_skip [MODULE...]: py= the first of $NSA_TORCH_PYTHON, python3, /usr/bin/python3
+# that imports torch and the MODULEs, exported as NSA_TORCH_PYTHON; none: a SKIP line, exit 77
+torch_python_or_skip() {
+  local c mods="torch${1:+, $*}"
+  mods=${mods// /}; mods=${mods//,/, }
+  py=""
+  for c in "${NSA_TORCH_PYTHON:-}" python3 /usr/bin/python3; do
+    [ -n "$c" ] || continue
+    if command -v "$c" >/dev/null 2>&1 && "$c" -c "import $mods" >/dev/null 2>&1; then py=$c; break; fi
+  done
+  if [ -z "$py" ]; then
+    echo "SKIP: no python that imports $mods (tried \$NSA_TORCH_PYTHON, python3, /usr/bin/python3); install python3-torch${1:+ and python3-$1}"
+    exit 77
+  fi
+  export NSA_TORCH_PYTHON=$py
+}
