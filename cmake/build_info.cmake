@@ -2,20 +2,45 @@
 #
 #   cmake -DSRC=<source dir> -DOUT=<header> [-DGIT=<git>] -P cmake/build_info.cmake
 #
-# Run by the custom target nsa_build_info on EVERY build (not only at configure
-# time), so `nsa-train --print-env` reports the commit the binary was built from.
+# Run by the custom target nsa_build_info on EVERY build (not only at configure time),
+# so `nsa-train --print-env` reports the commit the binary was built from.
 # The header is rewritten only when its content changes, so an unchanged tree
 # recompiles nothing. Defines:
-#   NSA_BUILD_GIT_SHA    full commit sha of HEAD, "unknown" outside a git checkout
-#   NSA_BUILD_GIT_DIRTY  1 if tracked files differ from HEAD, 0 if not, -1 unknown
+#   NSA_BUILD_GIT_SHA    full commit sha of HEAD; in a tree without git (a release tarball,
+#                        `git archive`) the commit .git_archival.txt names (git archive
+#                        fills it in: .gitattributes export-subst); else "unknown"
+#   NSA_BUILD_GIT_DIRTY  1 if tracked files differ from HEAD, 0 if not, -1 unknown (also
+#                        for a commit read from .git_archival.txt: nothing to compare with)
+# git is asked only when SRC is the top of a work tree: a tarball unpacked inside another
+# repository's folder must not take that repository's HEAD.
 if(NOT GIT)
   set(GIT git)
 endif()
-execute_process(COMMAND ${GIT} rev-parse HEAD WORKING_DIRECTORY ${SRC}
-                OUTPUT_VARIABLE sha OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET RESULT_VARIABLE rc)
+execute_process(COMMAND ${GIT} rev-parse --show-toplevel HEAD WORKING_DIRECTORY ${SRC}
+                OUTPUT_VARIABLE out OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET RESULT_VARIABLE rc)
+set(sha "")
+if(rc EQUAL 0 AND out)
+  string(REPLACE "\n" ";" out "${out}")
+  list(LENGTH out n)
+  if(n EQUAL 2)
+    list(GET out 0 top)
+    list(GET out 1 sha)
+    get_filename_component(top "${top}" REALPATH)
+    get_filename_component(src_real "${SRC}" REALPATH)
+    if(NOT top STREQUAL src_real)
+      set(sha "")   # SRC lies inside another repository's work tree: not its commit
+    endif()
+  endif()
+endif()
 set(dirty -1)
-if(NOT rc EQUAL 0 OR NOT sha)
+if(NOT sha)
   set(sha unknown)
+  if(EXISTS ${SRC}/.git_archival.txt)
+    file(STRINGS ${SRC}/.git_archival.txt line REGEX "^commit: [0-9a-f]+$" LIMIT_COUNT 1)
+    if(line MATCHES "^commit: ([0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f]+)$")
+      set(sha ${CMAKE_MATCH_1})
+    endif()
+  endif()
 else()
   # --no-optional-locks: never take index.lock (other git commands may be running)
   execute_process(COMMAND ${GIT} --no-optional-locks status --porcelain --untracked-files=no

@@ -988,7 +988,7 @@ char *config_to_json(const NsaConfig *c) {
 }
 
 // 64-bit FNV-1a.
-static void digest_hex(const char *s, char out[17]) {
+void config_digest_of(const char *s, char out[17]) {
     uint64_t h = 0xcbf29ce484222325ull;
     for (; *s; s++) {
         h ^= (unsigned char)*s;
@@ -999,33 +999,14 @@ static void digest_hex(const char *s, char out[17]) {
 
 // ---- loading -----------------------------------------------------------------------
 // Whole file into memory, NUL-terminated. Read once and parsed from memory (the
-// same bytes feed Jansson and jsonpos), so `--config <(generate)` works and an
-// edit between two reads cannot make positions point at the wrong text.
+// same bytes feed Jansson and jsonpos), so `--config <(generate)` works (a pipe is read
+// too) and an edit between two reads cannot make positions point at the wrong text.
+// Through common/util's reader: at most 64 MiB, a device or folder refused unread.
 static char *read_config_file(const char *path, size_t *len, Str *why) {
-    FILE *fp = fopen(path, "rb");
-    if (!fp) {
-        str_printf(why, "cannot open: %s", strerror(errno));
-        return NULL;
-    }
-    Str b = {0};
-    char chunk[65536];
-    size_t n;
-    while ((n = fread(chunk, 1, sizeof chunk, fp)) > 0) {
-        if (b.len + n > ((size_t)64 << 20)) {
-            str_printf(why, "file is larger than 64 MiB; not a config");
-            break;
-        }
-        str_addn(&b, chunk, n);
-    }
-    int err = ferror(fp) ? errno : 0;
-    fclose(fp);
-    if (err) str_printf(why, "cannot read: %s", strerror(err));
-    if (why->len) {
-        str_free(&b);
-        return NULL;
-    }
-    *len = b.len;
-    return str_take(&b);   // "" for an empty file: Jansson reports it
+    char err[300];
+    char *text = read_file_limited(path, READ_LIMIT_DEFAULT, READ_PIPE_OK, len, err, sizeof err);
+    if (!text) str_printf(why, "%s%s", err, errno == EFBIG ? ": not a config" : "");
+    return text;   // "" for an empty file: Jansson reports it
 }
 
 // Sort key of a problem: no position first, then the file's by position, then
@@ -1110,7 +1091,7 @@ int config_load_problems(NsaConfig *cfg, const char *path, const char *const *ov
     validate(&L, root, cfg);
     if (ps->n == before && !ps->oom) {
         char *canon = config_to_json(cfg);
-        digest_hex(canon, cfg->digest);
+        config_digest_of(canon, cfg->digest);
         free(canon);
     }
 done:

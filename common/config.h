@@ -101,6 +101,9 @@ int config_load(NsaConfig *cfg, const char *path, const char *const *overrides,
 // The validated config as canonical JSON (caller frees with free()); what the
 // digest is computed over and what checkpoints/env.json embed.
 char *config_to_json(const NsaConfig *cfg);
+// The config digest of a canonical JSON text (NsaConfig.digest is this of config_to_json):
+// 16 lowercase hex digits + NUL. A checkpoint's "config_digest" is checked against it.
+void config_digest_of(const char *canonical_json, char out[17]);
 
 // Names for enums, for logs.
 const char *config_phi_name(int phi);

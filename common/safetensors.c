@@ -520,9 +520,13 @@ static int read_data(StFile *f, FILE *fp, const Span *spans, int64_t dsize, int 
 
 int st_read(StFile *f, const char *path, char *err, size_t errlen) {
     st_init(f);
-    FILE *fp = fopen(path, "rb");
+    // opened without blocking: a FIFO in a dump's place must not block open() forever
+    // (read_header then refuses anything but a regular file)
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    FILE *fp = fd >= 0 ? fdopen(fd, "rb") : NULL;
     if (!fp) {
         set_err(err, errlen, "%s: %s", path, strerror(errno));
+        if (fd >= 0) close(fd);
         return -1;
     }
     int64_t dsize = 0;

@@ -115,35 +115,96 @@ int mkdir_p(const char *dir) {
     return 0;
 }
 
-char *read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    Str s = {0};
-    char buf[65536];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, f)) > 0) str_addn(&s, buf, n);
-    int bad = ferror(f);
-    fclose(f);
-    if (bad) {
-        str_free(&s);
-        errno = EIO;
+// What a non-regular file is, for "not a regular file (a FIFO)".
+static const char *file_kind(mode_t m) {
+    return S_ISDIR(m) ? "a folder" : S_ISCHR(m) ? "a character device" : S_ISBLK(m) ? "a block device"
+         : S_ISFIFO(m) ? "a FIFO or pipe" : S_ISSOCK(m) ? "a socket" : "not a plain file";
+}
+
+// "64 MiB", "512 KiB", "100 bytes"
+static void fmt_limit(char *out, size_t n, size_t limit) {
+    if (limit >= ((size_t)1 << 20) && limit % ((size_t)1 << 20) == 0) snprintf(out, n, "%zu MiB", limit >> 20);
+    else if (limit >= 1024 && limit % 1024 == 0) snprintf(out, n, "%zu KiB", limit >> 10);
+    else snprintf(out, n, "%zu bytes", limit);
+}
+
+// Opened without blocking (a FIFO without a writer would block open() forever), then
+// checked: a regular file, or a pipe/FIFO when the caller reads one. -1 with errno and err.
+static int open_readable(const char *path, int flags, struct stat *st, char *err, size_t errlen) {
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0) {
+        int e = errno;
+        set_err(err, errlen, "cannot open: %s", strerror(e));
+        errno = e;
+        return -1;
+    }
+    int ok = fstat(fd, st) == 0 && (S_ISREG(st->st_mode) || (S_ISFIFO(st->st_mode) && (flags & READ_PIPE_OK)));
+    if (!ok) {
+        set_err(err, errlen, "not a regular file (%s)", file_kind(st->st_mode));
+        close(fd);
+        errno = S_ISDIR(st->st_mode) ? EISDIR : EINVAL;
+        return -1;
+    }
+    // a pipe is then read as any file: it ends when its writer closes it (or it holds the limit)
+    if (S_ISFIFO(st->st_mode)) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    return fd;
+}
+
+char *read_file_limited(const char *path, size_t limit, int flags, size_t *len, char *err, size_t errlen) {
+    if (!limit) limit = READ_LIMIT_DEFAULT;
+    struct stat st;
+    int fd = open_readable(path, flags, &st, err, errlen);
+    if (fd < 0) return NULL;
+    char lim[32];
+    fmt_limit(lim, sizeof lim, limit);
+    if (S_ISREG(st.st_mode) && (uint64_t)st.st_size > (uint64_t)limit) {   // said before reading it
+        set_err(err, errlen, "larger than %s (%lld bytes), the most read from such a file", lim, (long long)st.st_size);
+        close(fd);
+        errno = EFBIG;
         return NULL;
     }
+    Str s = {0};
+    char buf[65536];
+    for (;;) {
+        // one byte past the limit tells "exactly the limit" from "more" (a file that grew, a pipe)
+        size_t want = limit + 1 - s.len < sizeof buf ? limit + 1 - s.len : sizeof buf;
+        ssize_t n = read(fd, buf, want);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) {
+            int e = errno;
+            set_err(err, errlen, "cannot read: %s", strerror(e));
+            close(fd);
+            str_free(&s);
+            errno = e;
+            return NULL;
+        }
+        if (n == 0) break;
+        str_addn(&s, buf, (size_t)n);
+        if (s.len > limit) {
+            set_err(err, errlen, "larger than %s, the most read from such a file", lim);
+            close(fd);
+            str_free(&s);
+            errno = EFBIG;
+            return NULL;
+        }
+    }
+    close(fd);
     if (len) *len = s.len;
     return str_take(&s);
 }
 
+char *read_file(const char *path, size_t *len) { return read_file_limited(path, 0, 0, len, NULL, 0); }
+
 char *read_tail(const char *path, size_t max) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long size = ftell(f);
-    long start = size > (long)max ? size - (long)max : 0;
-    fseek(f, start, SEEK_SET);
+    struct stat st;
+    int fd = open_readable(path, 0, &st, NULL, 0);
+    if (fd < 0) return NULL;
+    off_t size = st.st_size;
+    off_t start = size > (off_t)max ? size - (off_t)max : 0;
     char *buf = xmalloc((size_t)(size - start) + 1);
-    size_t n = fread(buf, 1, (size_t)(size - start), f);
-    fclose(f);
-    buf[n] = '\0';
+    ssize_t n = pread(fd, buf, (size_t)(size - start), start);
+    close(fd);
+    buf[n > 0 ? n : 0] = '\0';
     if (start > 0) {   // begin at a line
         char *nl = strchr(buf, '\n');
         if (nl && nl[1]) memmove(buf, nl + 1, strlen(nl + 1) + 1);
@@ -401,4 +462,19 @@ double median_d(const double *v, int n) {
     double m = n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
     free(t);
     return m;
+}
+
+void fmt_rel_change(char *out, size_t n, double now, double ref) {
+    if (!isfinite(now) || !isfinite(ref) || ref == 0) {
+        snprintf(out, n, "—");
+        return;
+    }
+    if (now == ref) {
+        snprintf(out, n, "±0 %%");
+        return;
+    }
+    const double pct = 100 * (now - ref) / fabs(ref), a = fabs(pct);
+    if (a >= 1) snprintf(out, n, "%+.1f %%", pct);
+    else if (a >= 1e-6) snprintf(out, n, "%+.*f %%", 1 - (int)floor(log10(a)), pct);
+    else snprintf(out, n, "%+.2g %%", pct);
 }

@@ -42,9 +42,24 @@ int mkdir_p(const char *dir);                 // 0 or -1 (errno)
 // mkdir -p of the directory part of a file's path, before creating the file ("."
 // when it has none: nothing to do); 0 or -1 (errno; ENAMETOOLONG past 4095 bytes)
 int mkdir_p_parent(const char *path);
-// whole file, NUL-terminated; NULL on error (errno); *len if non-NULL
+// ---- reading files: every reader has a limit and reads only what a file can be ----------
+// The most a reader takes unless told otherwise: nothing either program reads (scenarios,
+// configs, reports, baselines, a trainer's logs and metrics) comes near it.
+#define READ_LIMIT_DEFAULT ((size_t)64 << 20)   // 64 MiB
+enum { READ_PIPE_OK = 1 };   // flag: a pipe or FIFO is read too (nsa-train --config <(generate))
+// The whole file, NUL-terminated, *len its length when len is non-NULL. Reads at most
+// `limit` bytes (0: READ_LIMIT_DEFAULT) and only a regular file (with READ_PIPE_OK also a
+// pipe or FIFO): a folder, a device (/dev/zero, /dev/urandom), a socket, or a FIFO
+// without READ_PIPE_OK is refused before any read, so no input makes it hang or grow
+// without bound. NULL on error, with errno set (EFBIG: over the limit; EISDIR: a folder;
+// EINVAL: another non-regular file; else open's or read's) and what went wrong, without the path, in
+// err[errlen] ("cannot open: No such file or directory", "not a regular file (a FIFO)",
+// "larger than 64 MiB, the most read from such a file"); the caller names the file.
+char *read_file_limited(const char *path, size_t limit, int flags, size_t *len, char *err, size_t errlen);
+// read_file_limited(path, 0, 0, len, NULL, 0): a regular file of at most 64 MiB
 char *read_file(const char *path, size_t *len);
-// the last `max` bytes of a file (from a line start when possible); NULL if unreadable
+// the last `max` bytes of a regular file (from a line start when possible); NULL if
+// unreadable or not a regular file
 char *read_tail(const char *path, size_t max);
 // write via PATH.tmp + rename, so a reader never sees half a file; 0 or -1
 int write_file_atomic(const char *path, const char *data, size_t len);
@@ -76,6 +91,10 @@ void str_add_json_string(Str *s, const char *text);   // with quotes
 // ---- numbers ------------------------------------------------------------------------------
 // the median of v[0..n) (v is not changed); NAN when n == 0
 double median_d(const double *v, int n);
+// The relative change of now against ref, in percent, with the digits that show it: one
+// decimal from 1 % up ("+12.3 %", "-50.0 %"), two significant digits below ("-0.047 %",
+// "+0.0012 %", "+1.2e-09 %"), "±0 %" when equal, "—" when ref is 0 or either is not finite.
+void fmt_rel_change(char *out, size_t n, double now, double ref);
 
 // ---- lists of strings ---------------------------------------------------------------------
 typedef struct {

@@ -23,6 +23,7 @@
 #include "harness/result.h"
 #include "harness/scenario.h"
 #include "common/exit_codes.h"
+#include "common/jsonutil.h"
 #include "common/util.h"
 
 #ifndef NSA_SOURCE_DIR
@@ -256,7 +257,7 @@ static int record_case(const RecordOpts *o, json_t *const *summaries, char *cons
     char envp[4300], err[2048];
     snprintf(envp, sizeof envp, "%s/env.json", dirs[0]);
     json_error_t je;
-    json_t *env = json_load_file(envp, 0, &je);
+    json_t *env = json_load_path(envp, 0, &je);
     int rc = 1;
     if (!env) {
         printf("  not recorded  %s/%s: %s:%d:%d: %s\n", scen, name, envp, je.line, je.column, je.text);
@@ -345,7 +346,7 @@ static int baseline_record(int argc, char **argv) {
         char sp[2300];
         snprintf(sp, sizeof sp, "%s/summary.json", run_dirs[k]);
         json_error_t je;
-        if (!rc && !(summaries[k] = json_load_file(sp, 0, &je))) {
+        if (!rc && !(summaries[k] = json_load_path(sp, 0, &je))) {
             fprintf(stderr, "nsa-harness baseline record: %s:%d:%d: %s\n", sp, je.line, je.column, je.text);
             rc = HARNESS_EXIT_USAGE;
         }

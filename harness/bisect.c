@@ -9,10 +9,13 @@
 //   git worktree add --detach TMP/src SHA
 //   cmake -S TMP/src -B TMP/build <settings of the invoking build> -DNSA_ENABLE_CUDA=...
 //   cmake --build TMP/build --target nsa-train
-//   <this nsa-harness> run <run options> --profile P --trainer TMP/build/nsa-train --out OUT/NN_SHA
+//   cp TMP/build/nsa-train OUT/NN_SHA/nsa-train   (kept: the report's reproduce commands name it)
+//   <this nsa-harness> run <run options> --profile P --trainer OUT/NN_SHA/nsa-train --out OUT/NN_SHA/report
 //
 // and its verdict is the run's exit code: 0 good, 1 bad, 2 or 125 skip (as is a
-// failed checkout, configure or build), 130 stop.
+// failed checkout, configure or build), 130 stop. GOOD and BAD are tested first (unless
+// --no-verify), and the inputs taken from the invoking tree must be as committed (unless
+// --allow-dirty, which states them): check_inputs.
 //
 // The stages, each a group of functions below:
 //   1. options    bisect's own options; everything else is a run option, forwarded
@@ -57,6 +60,13 @@ static void on_signal(int sig) {
 }
 
 
+// 1 if l holds s
+static int in_list(const StrList *l, const char *s) {
+    for (int i = 0; i < l->n; i++)
+        if (!strcmp(l->v[i], s)) return 1;
+    return 0;
+}
+
 static void chomp(char *s) {
     size_t n = strlen(s);
     while (n && (s[n - 1] == '\n' || s[n - 1] == '\r' || s[n - 1] == ' ')) s[--n] = '\0';
@@ -70,10 +80,17 @@ void usage_bisect(FILE *f) {
             "each commit it tests it builds only that commit's nsa-train, in a temporary git worktree,\n"
             "and runs this nsa-harness (so the runner, scenario files, configs and baselines of this\n"
             "tree) against it:\n"
-            "  nsa-harness run [run options] [SCENARIO...] --profile P --trainer WT/nsa-train --out OUT/NN_SHA\n"
+            "  nsa-harness run [run options] [SCENARIO...] --profile P --trainer OUT/NN_SHA/nsa-train\n"
+            "      --out OUT/NN_SHA/report\n"
             "Run exit 0 = good, 1 = bad, 2 or 125 = skip (as is a checkout, configure or build that\n"
-            "fails), 130 = stop. GOOD is assumed good and BAD bad; a skipped commit is left out and a\n"
-            "neighbour is tested instead (binary search over git log --ancestry-path GOOD..BAD).\n"
+            "fails), 130 = stop. GOOD and BAD are tested first (GOOD must test good, BAD bad; one that\n"
+            "cannot be judged keeps its role); a skipped commit is left out and a neighbour is tested\n"
+            "instead (binary search over git log --ancestry-path GOOD..BAD).\n"
+            "\n"
+            "The scenario files, their configs and baselines are this tree's, the same at every step: when\n"
+            "one of them differs from its commit (modified, staged or new: git status) bisect refuses to\n"
+            "start (exit 2, naming the files) unless --allow-dirty, which states them at the top of the\n"
+            "output and of bisect.md. The state of every input and of this runner is printed first.\n"
             "\n"
             "options:\n"
             "  --good REV            a commit where the scenarios pass (required)\n"
@@ -82,7 +99,10 @@ void usage_bisect(FILE *f) {
             "                        %s)\n"
             "  --out DIR             output folder: one report per step and bisect.md\n"
             "                        (default: %s/reports/bisect_<UTC time>)\n"
-            "  --verify              test GOOD and BAD first; exit 2 when one contradicts its role\n"
+            "  --no-verify           do not test GOOD and BAD first: assume them (by default they are tested,\n"
+            "                        and one that contradicts its role is exit 2)\n"
+            "  --allow-dirty         bisect with inputs (scenarios, configs, baselines) that differ from\n"
+            "                        their commit, stated up front (by default: refused, exit 2)\n"
             "  --jobs N              parallel compile jobs per build (default: the CPUs online)\n"
             "  --keep-worktrees      keep every step's worktree and build folder (debugging)\n"
             "\n"
@@ -99,10 +119,12 @@ void usage_bisect(FILE *f) {
             "has several ranks, only the nsa-train target, and ccache when it is on the PATH.\n"
             "\n"
             "Prints the first bad commit, its subject and the failing cases' findings from its report,\n"
-            "and a table of the steps (also OUT/bisect.md).\n"
+            "and a table of the steps (also OUT/bisect.md). Each step's nsa-train is kept as\n"
+            "OUT/NN_SHA/nsa-train (the step's report runs it and its reproduce commands name it).\n"
             "exit codes: 0 the first bad commit is named; 1 it cannot be isolated (skipped commits at\n"
             "the boundary: the candidates are listed); 2 usage error, an unknown revision, GOOD not an\n"
-            "ancestor of BAD, not a git repository, invalid scenarios or run options; 130 interrupted\n"
+            "ancestor of BAD, not a git repository, invalid scenarios or run options, inputs that differ\n"
+            "from their commit (without --allow-dirty), GOOD testing bad or BAD good; 130 interrupted\n"
             "(the temporary worktrees are removed in every case).\n",
             NSA_SOURCE_DIR, NSA_SOURCE_DIR);
 }
@@ -112,6 +134,8 @@ void usage_bisect(FILE *f) {
 typedef struct {
     const char *good, *bad, *repo, *out;
     int verify, keep, jobs;
+    int allow_dirty;    // --allow-dirty: judge with inputs that differ from their commit (stated)
+    const char *baselines;   // the run option --baselines, or NULL (the source tree's golden/baselines)
     StrList run;        // run options and scenario arguments, in the order given (forwarded)
     StrList scen;       // the scenario arguments among them
     StrList sets;       // the values of their --set (the scenarios are loaded with them)
@@ -137,6 +161,7 @@ static int parse_profile_name(const char *v) {
 static int parse_options(int argc, char **argv, Opts *o) {
     memset(o, 0, sizeof *o);
     o->profile = -1;
+    o->verify = 1;   // GOOD and BAD are tested first unless --no-verify
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int own_value = !strcmp(a, "--good") || !strcmp(a, "--bad") || !strcmp(a, "--repo") || !strcmp(a, "--out") ||
@@ -161,7 +186,9 @@ static int parse_options(int argc, char **argv, Opts *o) {
             }
             o->jobs = (int)j;
             i++;
-        } else if (!strcmp(a, "--verify")) o->verify = 1;
+        } else if (!strcmp(a, "--verify")) o->verify = 1;   // the default; kept for older command lines
+        else if (!strcmp(a, "--no-verify")) o->verify = 0;
+        else if (!strcmp(a, "--allow-dirty")) o->allow_dirty = 1;
         else if (!strcmp(a, "--keep-worktrees")) o->keep = 1;
         else if (!strcmp(a, "--trainer") || !strcmp(a, "--trainer-cmd") || !strcmp(a, "--trainer-map")) {
             fprintf(stderr, ME ": %s: bisect builds the trainer of each commit itself (nsa-train)%s\n", a,
@@ -175,6 +202,7 @@ static int parse_options(int argc, char **argv, Opts *o) {
                 return -1;
             }
             if (!strcmp(a, "--set")) strlist_add(&o->sets, v);
+            if (!strcmp(a, "--baselines")) o->baselines = v;
             strlist_add(&o->run, a);
             strlist_add(&o->run, v);
             i++;
@@ -336,6 +364,11 @@ typedef struct {
     StrList cmake_args;        // after -S SRC -B BUILD
     StrList build_env;         // environment of configure and build (ccache's settings)
     char settings_from[4200];
+    // the inputs every step is judged with (check_inputs): the selected scenario files and their
+    // configs (absolute paths), and the baselines they compare with ("DIR\tPROFILE/*/SCENARIO")
+    StrList in_files, in_baselines;
+    Str inputs_line;        // their state, for the console (one or more lines, each ending in \n)
+    Str inputs_md;          // ... and for bisect.md's header (list items)
 } Plan;
 
 static void self_paths(Plan *P) {
@@ -394,6 +427,26 @@ static int check_scenarios(const Opts *o, Plan *P) {
             continue;
         }
         problems_free(&ps);
+        // the inputs every step is judged with (check_inputs): the file, its config, its baselines
+        char *abs = realpath(files.v[i], NULL);
+        if (abs && !in_list(&P->in_files, abs)) strlist_add(&P->in_files, abs);
+        free(abs);
+        abs = realpath(s.config_path, NULL);
+        if (abs && !in_list(&P->in_files, abs)) strlist_add(&P->in_files, abs);
+        free(abs);
+        int baselines = 0;
+        for (int k = 0; k < s.n_checks; k++)
+            baselines |= !strcmp(s.checks[k].kind, "golden") || !strcmp(s.checks[k].kind, "perf_floor");
+        if (baselines) {
+            char *bdir = realpath(o->baselines ? o->baselines : NSA_SOURCE_DIR "/golden/baselines", NULL);
+            if (bdir) {
+                Str b = {0};
+                str_printf(&b, "%s\t%s/*/%s", bdir, PROFILE_NAMES[P->profile], s.name);
+                if (!in_list(&P->in_baselines, str_c(&b))) strlist_add(&P->in_baselines, str_c(&b));
+                str_free(&b);
+            }
+            free(bdir);
+        }
         // a family that runs its cases another way (the self-test's nested runs of other
         // scenarios) may need ranks whatever its own cases say
         const FamilyDef *fd = family_find(s.family);
@@ -475,6 +528,171 @@ static void plan_ccache_env(Plan *P, const char *tmp) {
         str_free(&e);
     }
     if (!getenv("CCACHE_HASHDIR") && !getenv("CCACHE_NOHASHDIR")) strlist_add(&P->build_env, "CCACHE_NOHASHDIR=1");
+}
+
+// git -C DIR ARGS... (stdout captured, stderr dropped): 0 when git exited 0
+static int git_in(const char *git, const char *dir, const char *const *args, char **out) {
+    StrList av = {0};
+    strlist_add(&av, git);
+    strlist_add(&av, "-C");
+    strlist_add(&av, dir);
+    for (int i = 0; args[i]; i++) strlist_add(&av, args[i]);
+    const int st = proc_capture(av.v, 60, out);
+    strlist_free(&av);
+    return st == 0 ? 0 : -1;
+}
+
+// The top of the git work tree that holds path (a file or a folder), into top; -1 outside any.
+static int git_top_of(const char *git, const char *path, char *top, size_t n) {
+    char dir[4096];
+    if (is_dir(path)) snprintf(dir, sizeof dir, "%s", path);
+    else path_dirname(path, dir, sizeof dir);
+    char *out = NULL;
+    const char *args[] = {"rev-parse", "--show-toplevel", NULL};
+    int rc = git_in(git, dir, args, &out);
+    if (!rc && out) chomp(out);
+    char *real = !rc && out && out[0] ? realpath(out, NULL) : NULL;
+    free(out);
+    if (!real) return -1;
+    snprintf(top, n, "%s", real);
+    free(real);
+    return 0;
+}
+
+// path relative to top ("" when path is top), or NULL when it is not below top
+static const char *below(const char *path, const char *top) {
+    size_t n = strlen(top);
+    if (strncmp(path, top, n)) return NULL;
+    if (!path[n]) return path + n;
+    return path[n] == '/' ? path + n + 1 : NULL;
+}
+
+// The inputs every commit is judged with come from the invoking tree: the selected scenario
+// files, their configs and the baselines they compare with (and this runner). A change to one
+// of them that is not committed — modified, staged or a new file, in the git repository it
+// lies in — would judge every commit with something no commit has: a one-digit edit to a
+// baseline once made a bisect name a comment-only commit, without a word. Such a bisect is
+// refused (exit 2, naming the files) unless --allow-dirty, which states them up front. The
+// state of every input (its commit, clean or not; outside any repository: unknown) and of the
+// runner's own sources goes to P->inputs_line and P->inputs_md. 0, or -1 (printed).
+static int check_inputs(const Opts *o, Plan *P) {
+    char git[1024];
+    if (proc_which("git", git, sizeof git)) return 0;   // load_revisions has said so already
+    StrList tops = {0}, outside = {0};
+    // the repositories that hold inputs, in order of appearance
+    StrList all = {0};
+    for (int i = 0; i < P->in_files.n; i++) strlist_add(&all, P->in_files.v[i]);
+    for (int i = 0; i < P->in_baselines.n; i++) {
+        char dir[4096];
+        snprintf(dir, sizeof dir, "%.*s", (int)strcspn(P->in_baselines.v[i], "\t"), P->in_baselines.v[i]);
+        strlist_add(&all, dir);
+    }
+    for (int i = 0; i < all.n; i++) {
+        char top[4096];
+        if (git_top_of(git, all.v[i], top, sizeof top)) {
+            if (!in_list(&outside, all.v[i])) strlist_add(&outside, all.v[i]);
+        } else if (!in_list(&tops, top)) strlist_add(&tops, top);
+    }
+    int dirty_total = 0;
+    for (int t = 0; t < tops.n; t++) {
+        const char *top = tops.v[t];
+        StrList args = {0};
+        strlist_add(&args, "status");
+        strlist_add(&args, "--porcelain");
+        strlist_add(&args, "--untracked-files=all");
+        strlist_add(&args, "--");
+        int n_in = 0;
+        for (int i = 0; i < P->in_files.n; i++) {
+            const char *rel = below(P->in_files.v[i], top);
+            if (rel && rel[0]) strlist_add(&args, rel), n_in++;
+        }
+        for (int i = 0; i < P->in_baselines.n; i++) {
+            const char *tab = strchr(P->in_baselines.v[i], '\t');
+            char dir[4096];
+            snprintf(dir, sizeof dir, "%.*s", (int)(tab - P->in_baselines.v[i]), P->in_baselines.v[i]);
+            const char *rel = below(dir, top);
+            if (!rel) continue;
+            Str spec = {0};
+            str_printf(&spec, ":(glob)%s%s%s/**", rel, rel[0] ? "/" : "", tab + 1);
+            strlist_add(&args, str_c(&spec));
+            str_free(&spec);
+            n_in++;
+        }
+        char *st = NULL, *sha = NULL;
+        const char *head[] = {"rev-parse", "--short=7", "HEAD", NULL};
+        if (git_in(git, top, head, &sha) || !sha[0]) {
+            free(sha);
+            sha = xstrdup("(no commit)");
+        }
+        chomp(sha);
+        const int st_rc = git_in(git, top, (const char *const *)args.v, &st);
+        strlist_free(&args);
+        int n_dirty = 0;
+        Str lines = {0};
+        for (char *l = st; !st_rc && l && *l;) {
+            char *eol = strchr(l, '\n');
+            if (eol) *eol = '\0';
+            if (l[0]) {
+                str_printf(&lines, "    %s\n", l);
+                n_dirty++;
+            }
+            l = eol ? eol + 1 : NULL;
+        }
+        if (st_rc) {
+            str_printf(&P->inputs_line, "bisect: inputs in %s at %s: git status failed: their state is unknown\n", top, sha);
+            str_printf(&P->inputs_md, "- inputs in `%s` at `%s`: git status failed, their state is unknown\n", top, sha);
+        } else if (!n_dirty) {
+            str_printf(&P->inputs_line, "bisect: inputs (%d path%s: scenarios, configs%s) as committed at %s in %s\n", n_in,
+                       n_in == 1 ? "" : "s", P->in_baselines.n ? ", baselines" : "", sha, top);
+            str_printf(&P->inputs_md, "- inputs: %d path%s (scenarios, configs%s) as committed at `%s` in `%s`\n", n_in,
+                       n_in == 1 ? "" : "s", P->in_baselines.n ? ", baselines" : "", sha, top);
+        } else {
+            dirty_total += n_dirty;
+            if (!o->allow_dirty) {
+                fprintf(stderr, ME ": the inputs every commit would be judged with differ from their commit (%s in %s):\n%s", sha,
+                        top, str_c(&lines));
+            } else {
+                str_printf(&P->inputs_line, "bisect: WARNING (--allow-dirty): every commit is judged with inputs that differ "
+                                            "from their commit (%s in %s):\n%s", sha, top, str_c(&lines));
+                str_printf(&P->inputs_md, "- **inputs that differ from their commit** (`--allow-dirty`; `%s` in `%s`): every "
+                                          "commit was judged with them:\n\n```\n%s```\n", sha, top, str_c(&lines));
+            }
+        }
+        str_free(&lines);
+        free(st);
+        free(sha);
+    }
+    for (int i = 0; i < outside.n; i++) {
+        str_printf(&P->inputs_line, "bisect: %s is in no git repository: its state cannot be checked\n", outside.v[i]);
+        str_printf(&P->inputs_md, "- `%s` is in no git repository: its state cannot be checked\n", outside.v[i]);
+    }
+    // the runner: this executable, built from NSA_SOURCE_DIR (stated, never refused: it is the tool chosen)
+    char top[4096];
+    if (!git_top_of(git, NSA_SOURCE_DIR, top, sizeof top)) {
+        char *sha = NULL, *st = NULL;
+        const char *head[] = {"rev-parse", "--short=7", "HEAD", NULL};
+        const char *stat[] = {"status", "--porcelain", "--untracked-files=no", "--", "harness", "common", NULL};
+        git_in(git, top, head, &sha);
+        if (sha) chomp(sha);
+        const int mod = !git_in(git, top, stat, &st) && st && st[0];
+        str_printf(&P->inputs_line, "bisect: runner %s, from %s at %s%s\n", P->self, top, sha && sha[0] ? sha : "?",
+                   mod ? " (harness/ or common/ modified since: this build may differ from that commit)" : "");
+        str_printf(&P->inputs_md, "- runner `%s`, from `%s` at `%s`%s\n", P->self, top, sha && sha[0] ? sha : "?",
+                   mod ? " (harness/ or common/ modified since: this build may differ from that commit)" : "");
+        free(sha);
+        free(st);
+    }
+    strlist_free(&tops);
+    strlist_free(&outside);
+    strlist_free(&all);
+    if (dirty_total && !o->allow_dirty) {
+        fprintf(stderr, ME ": every step would judge its commit with %s; commit or stash %s, or pass --allow-dirty to bisect "
+                           "with %s (stated at the top of the output and of bisect.md)\n",
+                dirty_total == 1 ? "this change" : "these changes", dirty_total == 1 ? "it" : "them",
+                dirty_total == 1 ? "it" : "them");
+        return -1;
+    }
+    return 0;
 }
 
 // ---- 4. one step ---------------------------------------------------------------------------------
@@ -646,6 +864,47 @@ static int build_step(Bisect *B, Step *st, const char *src, const char *bdir, co
     return 0;
 }
 
+// Copy the step's nsa-train (its build folder is deleted after the step) to dst, executable:
+// the step's run uses that copy, so its report's reproduce commands name a file that stays.
+// 0, or -1 (dst removed; the reason in the log).
+static int keep_trainer(const char *src, const char *dst, const char *log) {
+    int in = open(src, O_RDONLY | O_CLOEXEC), out = -1, rc = -1;
+    if (in >= 0) out = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0755);
+    if (in >= 0 && out >= 0) {
+        char buf[1 << 16];
+        ssize_t n;
+        rc = 0;
+        while ((n = read(in, buf, sizeof buf)) != 0) {
+            if (n < 0 && errno == EINTR) continue;
+            if (n < 0) {
+                rc = -1;
+                break;
+            }
+            for (ssize_t off = 0; off < n;) {
+                ssize_t w = write(out, buf + off, (size_t)(n - off));
+                if (w < 0 && errno == EINTR) continue;
+                if (w <= 0) {
+                    rc = -1;
+                    break;
+                }
+                off += w;
+            }
+            if (rc) break;
+        }
+        if (close(out)) rc = -1;
+        out = -1;
+    }
+    const int e = errno;
+    if (in >= 0) close(in);
+    if (out >= 0) close(out);
+    if (rc) {
+        unlink(dst);
+        log_line(log, "bisect: cannot keep %s as %s: %s (the run uses the build folder's, deleted after the step)", src, dst,
+                 strerror(e));
+    } else log_line(log, "bisect: kept %s as %s (the step's run uses it; its report's reproduce commands name it)", src, dst);
+    return rc;
+}
+
 // The first line of a log that reports an error (a compiler's "file:line:col: error: ..."),
 // trimmed, into out ("" when none).
 static void first_error_line(const char *log, char *out, size_t n) {
@@ -715,8 +974,10 @@ static int run_step(Bisect *B, int idx, const char *role) {
             strlist_add(&av, "--profile");
             strlist_add(&av, PROFILE_NAMES[B->P->profile]);
         }
-        char trainer[4500];
-        snprintf(trainer, sizeof trainer, "%s/nsa-train", bdir);
+        char built[4500], trainer[4500];
+        snprintf(built, sizeof built, "%s/nsa-train", bdir);
+        snprintf(trainer, sizeof trainer, "%s/nsa-train", dir);
+        if (keep_trainer(built, trainer, log)) snprintf(trainer, sizeof trainer, "%s", built);
         strlist_add(&av, "--trainer");
         strlist_add(&av, trainer);
         strlist_add(&av, "--out");
@@ -787,7 +1048,7 @@ static void note_verdict(Bisect *B, int idx, int verdict) {
 
 static void write_report(const Bisect *B, const char *result);
 
-// --verify: GOOD must test good and BAD bad. 0, 2 (contradiction), 130, -2 rejected.
+// GOOD must test good and BAD bad (unless --no-verify). 0, 2 (contradiction), 130, -2 rejected.
 static int verify_ends(Bisect *B) {
     const int ends[2] = {0, B->R->n - 1}, want[2] = {BV_GOOD, BV_BAD};
     const char *flag[2] = {"--good", "--bad"};
@@ -803,10 +1064,11 @@ static int verify_ends(Bisect *B) {
         }
         B->state[ends[e]] = st->verdict;
         if (st->verdict != want[e]) {
-            fprintf(stderr, ME ": --verify: %s %s tested %s (report %s/%s/report)\n", flag[e], B->R->c[ends[e]].shrt,
-                    BV_NAMES[st->verdict], B->out, st->rel);
-            snprintf(B->why, sizeof B->why, "--verify: %s `%s` tested %s (report `%s/report/`)", flag[e], B->R->c[ends[e]].shrt,
-                     BV_NAMES[st->verdict], st->rel);
+            fprintf(stderr, ME ": %s %s tested %s, not %s (report %s/%s/report): choose another %s, or --no-verify to "
+                            "assume it\n", flag[e], B->R->c[ends[e]].shrt, BV_NAMES[st->verdict], BV_NAMES[want[e]], B->out,
+                    st->rel, flag[e]);
+            snprintf(B->why, sizeof B->why, "%s `%s` tested %s, not %s (report `%s/report/`)", flag[e], B->R->c[ends[e]].shrt,
+                     BV_NAMES[st->verdict], BV_NAMES[want[e]], st->rel);
             return HARNESS_EXIT_USAGE;
         }
     }
@@ -890,7 +1152,7 @@ static void step_table(const Bisect *B, Str *s) {
         else snprintf(ex, sizeof ex, "—");
         str_printf(s, "| %d | `%s` | ", i + 1, c->shrt);
         str_add_md_cell(s, c->subject);
-        const char *why = !strcmp(st->role, "verify") ? " (--verify)" : !strcmp(st->role, "finding") ? " (for its finding)" : "";
+        const char *why = !strcmp(st->role, "verify") ? " (verify)" : !strcmp(st->role, "finding") ? " (for its finding)" : "";
         str_printf(s, " | %s (%s) | %s | %s%s | `%s/` |\n", st->build, bt, ex, BV_NAMES[st->verdict], why, st->rel);
     }
 }
@@ -903,8 +1165,10 @@ static void write_report(const Bisect *B, const char *result) {
     char wall[32];
     fmt_duration(wall, sizeof wall, mono_s() - B->t0);
     str_printf(&s, "# nsa-harness bisect — %s\n\n", B->started);
-    str_printf(&s, "- repository `%s`: %d commit%s after good `%s` up to bad `%s` (GOOD is assumed good and BAD bad%s)\n", R->top,
-               R->n - 1, R->n == 2 ? "" : "s", R->c[0].shrt, R->c[R->n - 1].shrt, B->o->verify ? "; --verify tested both" : "");
+    str_printf(&s, "- repository `%s`: %d commit%s after good `%s` up to bad `%s` (%s)\n", R->top, R->n - 1,
+               R->n == 2 ? "" : "s", R->c[0].shrt, R->c[R->n - 1].shrt,
+               B->o->verify ? "GOOD and BAD tested first" : "--no-verify: GOOD assumed good and BAD bad");
+    str_add(&s, str_c(&B->P->inputs_md));
     str_printf(&s, "- profile `%s` (%s); runner, scenarios, configs and baselines of `%s`\n", PROFILE_NAMES[B->P->profile],
                B->P->profile_why, NSA_SOURCE_DIR);
     str_add(&s, "- each step: `git worktree add --detach`, `cmake");
@@ -912,7 +1176,8 @@ static void write_report(const Bisect *B, const char *result) {
     str_printf(&s, "`, `cmake --build --target nsa-train -j%d`, then `%s run", B->o->jobs, B->P->self);
     for (int i = 0; i < B->o->run.n; i++) str_printf(&s, " %s", B->o->run.v[i]);
     if (B->o->profile < 0) str_printf(&s, " --profile %s", PROFILE_NAMES[B->P->profile]);
-    str_add(&s, " --trainer WT/nsa-train --out OUT/NN_SHA`\n");
+    str_add(&s, " --trainer OUT/NN_SHA/nsa-train --out OUT/NN_SHA/report`; each step's nsa-train is kept in its folder "
+                "(`NN_SHA/nsa-train`, built from commit SHA), so the reproduce commands in its report run as written\n");
     str_printf(&s, "- build settings from %s; ccache %s; MPI %s\n", B->P->settings_from, B->P->ccache[0] ? B->P->ccache : "not on the PATH",
                B->P->need_ranks ? "on (a selected case runs several ranks)" : "off (no selected case runs several ranks)");
     str_printf(&s, "- command `%s` · wall %s\n\n", B->command, wall);
@@ -1039,7 +1304,7 @@ int cmd_bisect(int argc, char **argv) {
     memset(&P, 0, sizeof P);
     self_paths(&P);
     decide_profile(&o, &P);
-    if (check_scenarios(&o, &P) || plan_build(&P)) return HARNESS_EXIT_USAGE;
+    if (check_scenarios(&o, &P) || plan_build(&P) || check_inputs(&o, &P)) return HARNESS_EXIT_USAGE;
 
     Bisect B;
     memset(&B, 0, sizeof B);
@@ -1064,8 +1329,10 @@ int cmd_bisect(int argc, char **argv) {
     if (make_folders(&B)) return HARNESS_EXIT_USAGE;
     plan_ccache_env(&P, B.tmp);
 
-    printf("bisect: %d commit%s after %s (good) up to %s (bad) in %s; GOOD assumed good, BAD assumed bad%s\n", R.n - 1,
-           R.n == 2 ? "" : "s", R.c[0].shrt, R.c[R.n - 1].shrt, R.top, o.verify ? " (--verify tests both)" : "");
+    printf("bisect: %d commit%s after %s (good) up to %s (bad) in %s; %s\n", R.n - 1, R.n == 2 ? "" : "s", R.c[0].shrt,
+           R.c[R.n - 1].shrt, R.top,
+           o.verify ? "GOOD and BAD are tested first (--no-verify: assumed)" : "GOOD assumed good, BAD assumed bad (--no-verify)");
+    fputs(str_c(&P.inputs_line), stdout);
     printf("bisect: profile %s (%s); MPI %s; ccache %s; output %s\n", PROFILE_NAMES[P.profile], P.profile_why,
            P.need_ranks ? "on" : "off", P.ccache[0] ? "on" : "off (not on the PATH)", B.out);
     fflush(stdout);

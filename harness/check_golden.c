@@ -29,6 +29,7 @@
 #include "harness/locus.h"
 #include "harness/runner.h"
 #include "harness/tensorstats.h"
+#include "common/jsonutil.h"
 
 static const char *const GOLDEN_KEYS[] = {"check", "tolerance", "tensor_tolerance", "other_build", NULL};
 // Defaults (docs/regression.md says how they were measured): the worst honest
@@ -495,7 +496,7 @@ static void golden_finding(CaseResult *r, GoldenDiff *g, const json_t *cur, cons
 // `modules` name the branch and gate modules of the trainer's parameter names), or NULL.
 static json_t *trainer_map_of(const CaseResult *r) {
     const char *path = json_string_value(json_object_get(json_object_get(r->env, "trainer"), "map"));
-    return path ? json_load_file(path, 0, NULL) : NULL;
+    return path ? json_load_path(path, 0, NULL) : NULL;
 }
 
 void golden_evaluate(const json_t *params, CaseResult *r, const ScenarioRun *sr) {

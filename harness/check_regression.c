@@ -168,13 +168,23 @@ typedef struct {
     int n_failed;
 } PerfOutcome;
 
+// A metric's value as the report prints it: the exact counters (peak memory, FLOPs) in
+// full, the timings to 6 digits.
+static void perf_value(char *out, size_t n, const char *metric, double v) {
+    const int exact = !strcmp(metric, "peak_mem_bytes") || !strcmp(metric, "flops");
+    snprintf(out, n, exact ? "%.15g" : "%.6g", v);
+}
+
 static void perf_row(PerfOutcome *o, const char *metric, double now, double floor, const char *rule, int ok,
                      const char *note) {
-    double ratio = floor != 0 ? now / floor : NAN;
-    str_printf(&o->lines, "| %s | %.6g | %.6g | %+.2f%% | %s | %s%s%s |\n", metric, now, floor, 100 * (ratio - 1), rule,
-               ok ? "ok" : "**FAIL**", note && note[0] ? " — " : "", note ? note : "");
+    char change[48], vn[48], vf[48];
+    fmt_rel_change(change, sizeof change, now, floor);   // -0.047 %, never a -0.0 % that hides the change
+    perf_value(vn, sizeof vn, metric, now);
+    perf_value(vf, sizeof vf, metric, floor);
+    str_printf(&o->lines, "| %s | %s | %s | %s | %s | %s%s%s |\n", metric, vn, vf, change, rule, ok ? "ok" : "**FAIL**",
+               note && note[0] ? " — " : "", note ? note : "");
     Str *s = ok ? &o->held : &o->failed;
-    str_printf(s, "%s%s %.6g vs floor %.6g (%+.1f%%)", s->len ? "; " : "", metric, now, floor, 100 * (ratio - 1));
+    str_printf(s, "%s%s %s vs floor %s (%s)", s->len ? "; " : "", metric, vn, vf, change);
     o->n_failed += !ok;
 }
 

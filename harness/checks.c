@@ -769,6 +769,7 @@ static void parity_evaluate(const json_t *params, CaseResult *r, const ScenarioR
     PARITY_FACT("parity_reference", json_string(ref->c->name));
     PARITY_FACT("parity_steps", json_integer((json_int_t)n));
     PARITY_FACT("parity_max_rel", json_real(isfinite(maxrel) ? maxrel : -1));
+    PARITY_FACT("parity_tolerance", json_real(tol));
     if (first >= 0) {
         PARITY_FACT("first_diverging_step", json_integer(first));
         Finding *f = result_finding(r, "parity", 0, "%s diverges from %s at step %d (%.9g vs %.9g); %d of %zu steps differ",

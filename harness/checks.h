@@ -45,4 +45,7 @@ unsigned checks_needs(const Scenario *s);
 const char *check_reference(const CheckSpec *cs);
 // Does case name `name` serve as the reference of any of the scenario's checks?
 int is_reference_case(const Scenario *s, const char *name);
+// Is case index `ref` the reference that case index `c` is compared with by one of the
+// scenario's checks (the closest match of its glob, as the check chooses it)?
+int is_reference_of(const Scenario *s, int ref, int c);
 #endif

@@ -10,7 +10,7 @@
 // metrics.jsonl and step1.safetensors) -> judge -> plots -> Markdown.
 //
 // B regressed when a case went from PASS/SKIP (or absent) to FAIL/HANG/CRASH/ERROR,
-// a case of A is absent from B or did not run there, or — for a case that passed
+// a case of A that B lists did not run there, or — for a case that passed
 // in A — a metric moved past its tolerance. Exit 1 then, 0 otherwise, 2 for usage
 // errors and unreadable or invalid inputs.
 #define _POSIX_C_SOURCE 200809L
@@ -24,13 +24,12 @@
 
 #include "harness/locus.h"
 #include "harness/plot.h"
+#include "harness/report_in.h"
 #include "harness/result.h"
 #include "harness/tensordiff.h"
 #include "common/exit_codes.h"
 #include "common/util.h"
-#include "common/jsonpos.h"
 
-#define SUMMARY_FORMAT "nsa-harness-summary-1"
 #define DUMP_NAME "step1.safetensors"
 #define MAX_PLOTTED_CASES 8    // the palette's colours
 #define MAX_LISTED_TENSORS 40
@@ -73,10 +72,12 @@ void usage_compare(FILE *f) {
             "                    (default 0: bitwise)\n"
             "\n"
             "B regressed against A when a case's verdict went from PASS or SKIP (or from absent) to\n"
-            "FAIL, HANG, CRASH or ERROR; when a case of A is absent from B or did not run there; or,\n"
+            "FAIL, HANG, CRASH or ERROR; when a case of A that B lists did not run there; or,\n"
             "for a case that passed in A, when its loss curve, step time, tok/s, peak memory or\n"
             "step-1 tensors moved past the tolerance. Changes between PASS and SKIP, between two\n"
-            "failing verdicts, and of golden_* facts are reported, not judged.\n"
+            "failing verdicts, and of golden_* facts are reported, not judged. A case of A that B\n"
+            "does not list (B ran fewer cases: --filter, --case, other scenarios) is listed apart under\n"
+            "\"Absent from B\", not compared and not a regression by itself.\n"
             "\n"
             "exit codes: 0 no regression; 1 B regressed against A; 2 usage error, or a report that is\n"
             "missing, unreadable or not a valid summary.json (named with line:column)\n");
@@ -144,123 +145,16 @@ static int parse_options(int argc, char **argv, CompareOptions *o) {
     return 0;
 }
 
-// ---- a report: its summary.json, loaded and checked ----------------------------------------
+// ---- a report: its summary.json, loaded and checked (harness/report_in.h, as `show` does) ----
 
-typedef struct {
-    const char *arg;         // as given
-    char dir[4096];          // the report folder: case dirs are relative to it
-    char summary[4200];      // its summary.json
-    char *text;              // the file's text (for positions of semantic errors)
-    json_t *root;
-    const json_t *cases;     // root["cases"]
-} ReportIn;
-
-// "FILE:line:col: message" at a JSON path of the summary (FILE: message if not found)
-static void summary_error(const ReportIn *r, const char *jpath, const char *msg) {
-    int line = 0, col = 0;
-    if (r->text && jsonpos_find(r->text, jpath, 0, &line, &col) == 0)
-        fprintf(stderr, "nsa-harness compare: %s:%d:%d: %s: %s\n", r->summary, line, col, jpath[0] ? jpath : "summary", msg);
-    else fprintf(stderr, "nsa-harness compare: %s: %s: %s\n", r->summary, jpath[0] ? jpath : "summary", msg);
-}
-
-static int is_verdict_name(const char *v) {
-    for (int i = 0; i < V_COUNT; i++)
-        if (!strcmp(v, VERDICT_NAMES[i])) return 1;
-    return 0;
-}
-
-// The keys compare reads from each case; -1 (message printed) when one is malformed.
-static int check_cases(const ReportIn *r) {
-    size_t i;
-    json_t *c;
-    char jp[64];
-    json_array_foreach(r->cases, i, c) {
-        snprintf(jp, sizeof jp, "cases[%zu]", i);
-        if (!json_is_object(c)) {
-            summary_error(r, jp, "expected an object (a case)");
-            return -1;
-        }
-        static const char *const strings[] = {"scenario", "case", "dir"};
-        for (int k = 0; k < 3; k++) {
-            const json_t *v = json_object_get(c, strings[k]);
-            if (json_is_string(v)) continue;
-            char msg[96];
-            snprintf(jp, sizeof jp, "cases[%zu]%s%s", i, v ? "." : "", v ? strings[k] : "");
-            snprintf(msg, sizeof msg, v ? "expected a string" : "\"%s\" is missing (a string)", strings[k]);
-            summary_error(r, jp, msg);
-            return -1;
-        }
-        const json_t *v = json_object_get(c, "verdict");
-        if (v && !json_is_null(v) && !(json_is_string(v) && is_verdict_name(json_string_value(v)))) {
-            snprintf(jp, sizeof jp, "cases[%zu].verdict", i);
-            summary_error(r, jp, "expected PASS, FAIL, HANG, CRASH, SKIP, ERROR, PENDING or null (not run)");
-            return -1;
-        }
-        const json_t *f = json_object_get(c, "facts");
-        if (f && !json_is_object(f)) {
-            snprintf(jp, sizeof jp, "cases[%zu].facts", i);
-            summary_error(r, jp, "expected an object");
-            return -1;
-        }
-    }
-    return 0;
-}
-
-// Find and parse the summary: 0, or -1 with a message naming the file.
 static int report_load(ReportIn *r, const char *arg, const char *which) {
-    memset(r, 0, sizeof *r);
-    r->arg = arg;
-    if (is_dir(arg)) {
-        snprintf(r->dir, sizeof r->dir, "%s", arg);
-        path_join(r->summary, sizeof r->summary, arg, "summary.json");
-        if (!file_exists(r->summary)) {
-            fprintf(stderr, "nsa-harness compare: %s: report folder %s has no summary.json (not written by nsa-harness run?)\n",
-                    which, arg);
-            return -1;
-        }
-    } else if (file_exists(arg)) {
-        snprintf(r->summary, sizeof r->summary, "%s", arg);
-        path_dirname(arg, r->dir, sizeof r->dir);
-    } else {
-        fprintf(stderr, "nsa-harness compare: %s: %s: no such report folder or summary.json\n", which, arg);
-        return -1;
-    }
-    size_t len = 0;
-    r->text = read_file(r->summary, &len);
-    if (!r->text) {
-        fprintf(stderr, "nsa-harness compare: %s: %s: %s\n", which, r->summary, strerror(errno));
-        return -1;
-    }
-    json_error_t je;
-    r->root = json_loadb(r->text, len, JSON_REJECT_DUPLICATES, &je);
-    if (!r->root) {
-        if (je.line > 0) fprintf(stderr, "nsa-harness compare: %s:%d:%d: %s\n", r->summary, je.line, je.column, je.text);
-        else fprintf(stderr, "nsa-harness compare: %s: %s\n", r->summary, je.text);
-        return -1;
-    }
-    const json_t *fmt = json_object_get(r->root, "format");
-    if (!json_is_object(r->root) || !json_is_string(fmt) || strcmp(json_string_value(fmt), SUMMARY_FORMAT)) {
-        summary_error(r, json_is_object(r->root) && fmt ? "format" : "",
-                      "not a report summary (expected \"format\": \"" SUMMARY_FORMAT "\")");
-        return -1;
-    }
-    r->cases = json_object_get(r->root, "cases");
-    if (!json_is_array(r->cases)) {
-        summary_error(r, json_object_get(r->root, "cases") ? "cases" : "", "\"cases\": expected an array");
-        return -1;
-    }
-    return check_cases(r);
+    char err[1200];
+    if (report_in_load(r, arg, err, sizeof err) == 0) return 0;
+    fprintf(stderr, "nsa-harness compare: %s: %s\n", which, err);
+    return -1;
 }
 
-static void report_free(ReportIn *r) {
-    json_decref(r->root);
-    free(r->text);
-}
-
-static const char *jstr(const json_t *o, const char *key) {
-    const json_t *v = json_object_get(o, key);
-    return json_is_string(v) ? json_string_value(v) : NULL;
-}
+static const char *jstr(const json_t *o, const char *key) { return report_in_str(o, key); }
 
 
 // ---- one case in one report: its verdict and measurements -------------------------------------
@@ -336,8 +230,10 @@ static const char *side_verdict_text(const CaseSide *s) { return s->verdict ? s-
 // what moved past its tolerance (for a case that passed in A: a regression)
 enum { BEYOND_LOSS = 1u, BEYOND_TIME = 2u, BEYOND_TOKS = 4u, BEYOND_MEM = 8u, BEYOND_TENSORS = 16u };
 
-typedef enum { ST_UNCHANGED, ST_CHANGED, ST_IMPROVED, ST_NEW, ST_REGRESSED } CaseStatus;
-static const char *const STATUS_NAMES[] = {"unchanged", "changed", "improved", "new", "regressed"};
+// ST_ABSENT: a case of A that B does not list (B ran fewer cases: --filter, --case, other
+// scenarios). Not compared and not a regression; listed apart ("Absent from B").
+typedef enum { ST_UNCHANGED, ST_CHANGED, ST_IMPROVED, ST_NEW, ST_REGRESSED, ST_ABSENT, ST_COUNT } CaseStatus;
+static const char *const STATUS_NAMES[ST_COUNT] = {"unchanged", "changed", "improved", "new", "regressed", "absent from B"};
 
 typedef struct {
     int compared;            // steps compared (the shorter curve)
@@ -485,6 +381,10 @@ static int time_moved(const CasePair *p, double tol) {
 static void judge_pair(CasePair *p, const CompareOptions *o) {
     const char *va = p->a.verdict, *vb = p->b.verdict;
     int verdict_same = !strcmp(side_verdict_text(&p->a), side_verdict_text(&p->b));
+    if (!p->b.obj) {   // B does not list it: nothing to compare, not a regression by itself
+        p->status = ST_ABSENT;
+        return;
+    }
     if (va && !vb) str_printf(&p->reasons, "%s in B", side_verdict_text(&p->b));
     else if (vb && !verdict_good(vb) && (!va || verdict_good(va)))
         str_printf(&p->reasons, "verdict %s → %s", side_verdict_text(&p->a), vb);
@@ -710,8 +610,9 @@ static void md_header(Str *md, const ReportIn *A, const ReportIn *B, const Compa
 }
 
 static void md_verdict_line(Str *md, const Pairs *ps) {
-    int count[5] = {0};
+    int count[ST_COUNT] = {0};
     for (int i = 0; i < ps->n; i++) count[ps->v[i].status]++;
+    const int compared = ps->n - count[ST_ABSENT];
     if (count[ST_REGRESSED]) {
         str_printf(md, "\n**B regressed against A: %d case%s regressed**:", count[ST_REGRESSED],
                    count[ST_REGRESSED] == 1 ? "" : "s");
@@ -719,17 +620,54 @@ static void md_verdict_line(Str *md, const Pairs *ps) {
         for (int i = 0; i < ps->n; i++)
             if (ps->v[i].status == ST_REGRESSED) str_printf(md, "%s `%s/%s`", k++ ? "," : "", ps->v[i].scenario, ps->v[i].name);
         str_add(md, ".");
+    } else if (!compared) {
+        str_add(md, "\n**Nothing compared**: no case of A is in B.");
     } else {
         str_add(md, "\n**No regression.**");
     }
-    str_printf(md, " %d case%s compared:", ps->n, ps->n == 1 ? "" : "s");
-    const char *sep = " ";
-    for (int s = 0; s < 5; s++)
-        if (count[s]) {
+    str_printf(md, " %d case%s compared", compared, compared == 1 ? "" : "s");
+    const char *sep = ": ";
+    for (int s = 0; s < ST_COUNT; s++)
+        if (count[s] && s != ST_ABSENT) {
             str_printf(md, "%s%d %s", sep, count[s], STATUS_NAMES[s]);
             sep = ", ";
         }
-    str_add(md, ".\n");
+    str_add(md, ".");
+    if (count[ST_ABSENT])
+        str_printf(md, " %d case%s of A %s absent from B: not compared, not a regression (see *Absent from B*).",
+                   count[ST_ABSENT], count[ST_ABSENT] == 1 ? "" : "s", count[ST_ABSENT] == 1 ? "is" : "are");
+    str_add(md, "\n");
+}
+
+// The cases of A that B does not list, per scenario: "- `gate_init` (2): `gate=softmax` PASS, ..."
+static void md_absent(Str *md, const Pairs *ps) {
+    int n = 0;
+    for (int i = 0; i < ps->n; i++) n += ps->v[i].status == ST_ABSENT;
+    if (!n) return;
+    str_printf(md, "\n## Absent from B\n\n%d case%s of A %s not in B (B ran fewer cases: a `--filter`, a `--case`, "
+                   "other scenarios). %s not compared and %s not make B regressed; a case B lists but did not run "
+                   "does.\n\n",
+               n, n == 1 ? "" : "s", n == 1 ? "is" : "are", n == 1 ? "It is" : "They are", n == 1 ? "does" : "do");
+    for (int i = 0; i < ps->n; i++) {
+        const CasePair *p = &ps->v[i];
+        if (p->status != ST_ABSENT) continue;
+        int first = 1, count = 0;
+        for (int k = 0; k < i && first; k++) first = !(ps->v[k].status == ST_ABSENT && !strcmp(ps->v[k].scenario, p->scenario));
+        if (!first) continue;
+        for (int k = i; k < ps->n; k++) count += ps->v[k].status == ST_ABSENT && !strcmp(ps->v[k].scenario, p->scenario);
+        str_add(md, "- `");
+        str_add_md_cell(md, p->scenario);
+        str_printf(md, "` (%d):", count);
+        int shown = 0;
+        for (int k = i; k < ps->n; k++) {
+            const CasePair *q = &ps->v[k];
+            if (q->status != ST_ABSENT || strcmp(q->scenario, p->scenario)) continue;
+            str_printf(md, "%s `", shown++ ? "," : "");
+            str_add_md_cell(md, q->name);
+            str_printf(md, "` %s", side_verdict_text(&q->a));
+        }
+        str_add(md, "\n");
+    }
 }
 
 static void cell_median(Str *md, double a, double b, int judged, const char *fmt) {
@@ -740,7 +678,9 @@ static void cell_median(Str *md, double a, double b, int judged, const char *fmt
     char sa[32], sb[32];
     snprintf(sa, sizeof sa, fmt, a);
     snprintf(sb, sizeof sb, fmt, b);
-    str_printf(md, "%s%s → %s (%+.1f %%)%s", judged ? "**" : "", sa, sb, a != 0 ? (b - a) / a * 100 : 0.0, judged ? "**" : "");
+    char change[48];
+    fmt_rel_change(change, sizeof change, b, a);
+    str_printf(md, "%s%s → %s (%s)%s", judged ? "**" : "", sa, sb, change, judged ? "**" : "");
 }
 
 static void cell_loss(Str *md, const CasePair *p) {
@@ -755,8 +695,11 @@ static void cell_mem(Str *md, const CasePair *p) {
     double a = p->mem_a, b = p->mem_b;
     if (!isfinite(a) || !isfinite(b)) str_add(md, "—");
     else if (a == b) str_printf(md, "= %.0f", a);
-    else str_printf(md, "%s%.0f → %.0f (%+.2f %%)%s", p->beyond & BEYOND_MEM ? "**" : "", a, b, (b - a) / a * 100,
-                    p->beyond & BEYOND_MEM ? "**" : "");
+    else {
+        char change[48];
+        fmt_rel_change(change, sizeof change, b, a);
+        str_printf(md, "%s%.0f → %.0f (%s)%s", p->beyond & BEYOND_MEM ? "**" : "", a, b, change, p->beyond & BEYOND_MEM ? "**" : "");
+    }
 }
 
 static void cell_tensors(Str *md, const TensorSummary *t, int judged) {
@@ -772,7 +715,7 @@ static void cell_tensors(Str *md, const TensorSummary *t, int judged) {
 static void md_changes_table(Str *md, const Pairs *ps) {
     str_add(md, "\n## Changes\n\n");
     int listed = 0;
-    for (int i = 0; i < ps->n; i++) listed += ps->v[i].status != ST_UNCHANGED;
+    for (int i = 0; i < ps->n; i++) listed += ps->v[i].status != ST_UNCHANGED && ps->v[i].status != ST_ABSENT;
     if (!listed) {
         str_add(md, "None: every case has the same verdict, the same loss curve, the same peak memory and step-1 "
                     "tensors, and step time and tok/s within the tolerance.\n");
@@ -783,7 +726,7 @@ static void md_changes_table(Str *md, const Pairs *ps) {
                 "|---|---|---|---|---|---|---|---|---|\n");
     for (int i = 0; i < ps->n; i++) {
         const CasePair *p = &ps->v[i];
-        if (p->status == ST_UNCHANGED) continue;
+        if (p->status == ST_UNCHANGED || p->status == ST_ABSENT) continue;
         const char *va = side_verdict_text(&p->a), *vb = side_verdict_text(&p->b);
         str_add(md, "| ");
         str_add_md_cell(md, p->scenario);
@@ -870,7 +813,7 @@ static void md_case_tensors(Str *md, const CasePair *p, const CompareOptions *o)
 static void md_case_details(Str *md, const Pairs *ps, const CompareOptions *o, const Plot *plots, int n_plots) {
     for (int i = 0; i < ps->n; i++) {
         const CasePair *p = &ps->v[i];
-        if (p->status == ST_UNCHANGED) continue;
+        if (p->status == ST_UNCHANGED || p->status == ST_ABSENT) continue;
         str_printf(md, "\n### %s / %s — %s\n\n", p->scenario, p->name, STATUS_NAMES[p->status]);
         if (p->reasons.len) str_printf(md, "- regressed: %s\n", str_c(&p->reasons));
         md_case_verdict(md, p);
@@ -935,6 +878,7 @@ static void md_golden(Str *md, const Pairs *ps) {
     int listed = 0, unchanged = 0;
     for (int i = 0; i < ps->n; i++) {
         const CasePair *p = &ps->v[i];
+        if (p->status == ST_ABSENT) continue;
         const json_t *fa = p->a.obj ? json_object_get(p->a.obj, "facts") : NULL;
         const json_t *fb = p->b.obj ? json_object_get(p->b.obj, "facts") : NULL;
         if (!has_golden(fa) && !has_golden(fb)) continue;
@@ -1008,8 +952,8 @@ int cmd_compare(int argc, char **argv) {
     ReportIn A, B;
     int bad_a = report_load(&A, o.a_arg, "A"), bad_b = report_load(&B, o.b_arg, "B");   // both named if both are bad
     if (bad_a || bad_b) {
-        report_free(&A);
-        report_free(&B);
+        report_in_free(&A);
+        report_in_free(&B);
         return HARNESS_EXIT_USAGE;
     }
     Pairs ps = pair_cases(&A, &B);
@@ -1025,6 +969,7 @@ int cmd_compare(int argc, char **argv) {
         md_header(&md, &A, &B, &o);
         md_verdict_line(&md, &ps);
         md_changes_table(&md, &ps);
+        md_absent(&md, &ps);
         md_case_details(&md, &ps, &o, plots, n_plots);
         md_golden(&md, &ps);
         md_plots(&md, &ps, &o, plots, n_plots);
@@ -1033,7 +978,7 @@ int cmd_compare(int argc, char **argv) {
     }
     free(plots);
     pairs_free(&ps);
-    report_free(&A);
-    report_free(&B);
+    report_in_free(&A);
+    report_in_free(&B);
     return rc;
 }

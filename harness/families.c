@@ -46,24 +46,46 @@ void family_names_list(Str *s, const json_t *arr, int max) {
 #define NSA_SOURCE_DIR ""
 #endif
 
-// Frames that say how the stack was taken or how the thread waits, not where the
-// program is: skipped when naming where a stack "stops".
+// Frames that say how the stack was taken, how the thread waits or how the C library
+// ends a process (abort on a corrupted heap: raise, abort, __libc_message,
+// malloc_printerr), not where the program is: skipped when naming where a stack "stops".
 static int uninteresting(const char *fn) {
     while (!strncmp(fn, "__GI_", 5)) fn += 5;   // glibc's internal aliases
     while (*fn == '_') fn++;
     static const char *const skip[] = {"libc_pause", "pause", "nanosleep", "clock_nanosleep", "restore_rt", "raise",
                                        "abort", "pthread_kill", "sleep", "usleep", "stackdump_", "on_fatal_signal",
                                        "on_stall_signal", "futex", "poll", "epoll_wait", "syscall", "sched_yield",
+                                       "libc_message", "malloc_printerr", "fortify_fail", "chk_fail",
                                        "nap", "??", NULL};   // nap: the trainer's own polling sleep
     for (int i = 0; skip[i]; i++)
         if (!strncmp(fn, skip[i], strlen(skip[i]))) return 1;
     return 0;
 }
 
+// A frame of a shared library (the C library, libgcc, libgomp, libstdc++, MPI, CUDA...),
+// by its module: "[libc.so.6]" in the symbolized section, "/usr/lib/.../libgomp.so.1 + 0x.."
+// in the raw one. The trainer's own code is its executable (nsa-train), never a ".so".
+static int library_frame(const char *ln) {
+    const char *m = strrchr(ln, '[');   // symbolized: "... [module]"
+    const char *end = m ? strchr(m, ']') : NULL;
+    char mod[256];
+    if (m && end) snprintf(mod, sizeof mod, "%.*s", (int)(end - m - 1), m + 1);
+    else {   // raw: "0x...  /path/libX.so.N + 0x...": the file name of the path
+        const char *plus = strstr(ln, " + "), *base = ln;
+        for (const char *c = ln; plus && c < plus; c++)
+            if (*c == '/' || *c == ' ') base = c + 1;
+        snprintf(mod, sizeof mod, "%.*s", plus ? (int)(plus - base) : (int)strlen(base), base);
+    }
+    return strstr(mod, ".so") != NULL || !strncmp(mod, "ld-linux", 8) || !strncmp(mod, "linux-vdso", 10);
+}
+
 // The first frame of a stack file worth naming, as "function (file:line)" with
 // the source directory stripped; a Python trainer's (faulthandler) from its Current
 // thread block (harness/pystack.h); else from the symbolized section when there is one,
-// else the raw "module + offset" of the first frame outside libc. 0 or -1.
+// else the raw "module + offset". The first frame of the trainer's own code: a crash
+// inside a library (free() aborting on a heap that an overflow corrupted, a segfault in
+// libgomp) names where our code called it; only a stack with no frame of our code names
+// the library's. 0 or -1.
 static int top_frame(const char *stack_path, char *out, size_t n) {
     char *text = read_file(stack_path, NULL);
     if (!text) return -1;
@@ -72,6 +94,7 @@ static int top_frame(const char *stack_path, char *out, size_t n) {
         return 0;
     }
     int found = -1, symbolized = strstr(text, "symbolized") != NULL, in_sym = 0;
+    char lib[1400] = "";   // the first frame worth naming, in a library: named if no frame of ours is
     char *save = NULL;
     for (char *ln = strtok_r(text, "\n", &save); ln && found < 0; ln = strtok_r(NULL, "\n", &save)) {
         if (strstr(ln, "symbolized")) in_sym = 1;
@@ -81,6 +104,8 @@ static int top_frame(const char *stack_path, char *out, size_t n) {
         char *p = ln + 1;
         while (*p >= '0' && *p <= '9') p++;
         while (*p == ' ') p++;
+        const int in_lib = library_frame(p);
+        char name[1400];
         if (symbolized) {
             // "func at file:line (discriminator k)  [module]"
             char fn[256] = "", loc[1024] = "";
@@ -95,13 +120,20 @@ static int top_frame(const char *stack_path, char *out, size_t n) {
             const char *rel = loc;
             size_t sl = strlen(NSA_SOURCE_DIR);
             if (sl && !strncmp(loc, NSA_SOURCE_DIR, sl) && loc[sl] == '/') rel = loc + sl + 1;
-            snprintf(out, n, "%s (%s)", fn, rel);
-            found = 0;
+            snprintf(name, sizeof name, "%s (%s)", fn, rel);
         } else {
-            if (strstr(p, "libc.so") || strstr(p, "libpthread")) continue;
-            snprintf(out, n, "%s", p);
-            found = 0;
+            snprintf(name, sizeof name, "%s", p);
         }
+        if (in_lib) {
+            if (!lib[0]) snprintf(lib, sizeof lib, "%s", name);
+            continue;
+        }
+        snprintf(out, n, "%s", name);
+        found = 0;
+    }
+    if (found < 0 && lib[0]) {
+        snprintf(out, n, "%s", lib);
+        found = 0;
     }
     free(text);
     return found;

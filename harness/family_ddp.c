@@ -16,6 +16,16 @@
 // passes for the same configuration tells an unused parameter (divergent control
 // flow) from a broken gradient; whether both transports hang at the same
 // collective tells the training graph from the transport.
+//
+// The numbers (docs/ddp.md, "Numbers: n ranks against one"): a data-parallel case is
+// compared with one rank that trains the batch of all ranks (parity of the loss and the
+// gradient norm, dump_match of the step-1 gradients the optimizer consumed). When they
+// part, the step-1 gradients say how: every tensor by one factor (1/world: divided by the
+// world size twice; world: summed, not averaged; another: the wrong count), only some
+// tensors (their buckets; a factor of world: reduced twice; parameters a rank never
+// produced: the ranks ran different graphs), or no common factor (the ranks did not
+// average their own gradients: one rank's alone, the same data on every rank, another
+// reduction); the loss of step 1 tells a forward on other data from a wrong loss mean.
 #define _POSIX_C_SOURCE 200809L
 #include <fnmatch.h>
 #include <math.h>
@@ -23,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/safetensors.h"
 #include "harness/family_impl.h"
 
 // how much of a rank's log is searched for its [DDP] no-gradient line
@@ -167,6 +178,61 @@ static const CaseResult *sibling(const ScenarioRun *sr, const CaseResult *r, con
     return NULL;
 }
 
+// The finished case of this name, or NULL.
+static const CaseResult *case_named(const ScenarioRun *sr, const char *name) {
+    for (int i = 0; i < sr->done; i++)
+        if (!strcmp(sr->results[i].c->name, name)) return &sr->results[i];
+    return NULL;
+}
+
+// The case r's numbers were compared with (dump_match's or parity's reference) when it ran on
+// fewer ranks than r — the one rank with the batch of all — else NULL (e.g. launchers.json
+// compares launchers at one world size: not this comparison).
+static const CaseResult *numbers_reference(const ScenarioRun *sr, const CaseResult *r) {
+    const json_t *f = r->facts;
+    const char *name = json_string_value(json_object_get(f, "dump_reference"));
+    if (!name) name = json_string_value(json_object_get(f, "parity_reference"));
+    if (!name) name = json_string_value(json_object_get(f, "parity_reference_grad_norm"));
+    const CaseResult *ref = name ? case_named(sr, name) : NULL;
+    if (!ref) return NULL;
+    const int w = r->c->run.world_size > 0 ? r->c->run.world_size : 1;
+    const int wr = ref->c->run.world_size > 0 ? ref->c->run.world_size : 1;
+    return wr < w ? ref : NULL;
+}
+
+// The numbers against one rank, per case that compared (parity / dump_match facts): the
+// largest relative difference of each and its tolerance.
+static void rel_cell(Str *md, const json_t *f, const char *val, const char *tol) {
+    const json_t *v = json_object_get(f, val), *t = json_object_get(f, tol);
+    if (!json_is_number(v)) { str_add(md, " — |"); return; }
+    double x = json_number_value(v);
+    if (x < 0) str_add(md, " not finite");
+    else if (x == 0) str_add(md, " 0 (bitwise)");
+    else str_printf(md, " %.2g", x);
+    if (json_is_number(t)) str_printf(md, " / %.2g", json_number_value(t));
+    str_add(md, " |");
+}
+
+static void numbers_section(const ScenarioRun *sr, Str *md) {
+    int any = 0;
+    for (int i = 0; i < sr->done; i++) {
+        const json_t *f = sr->results[i].facts;
+        const CaseResult *ref = numbers_reference(sr, &sr->results[i]);
+        if (!ref) continue;
+        if (!any++)
+            str_printf(md, "\n## %s — n ranks against one rank with the batch of all\n\nEach data-parallel case against "
+                           "its reference (one rank, the same global batch): the largest relative difference over the "
+                           "steps / the tolerance (loss, gradient norm), and the worst step-1 gradient (relative to the "
+                           "tensor's largest magnitude) / the tolerance.\n\n| case | verdict | against | loss | grad norm | "
+                           "step-1 gradients |\n|---|---|---|---|---|---|\n", sr->s->name);
+        str_printf(md, "| %s | %s | %s |", sr->results[i].c->name, VERDICT_NAMES[sr->results[i].verdict], ref->c->name);
+        rel_cell(md, f, "parity_max_rel", "parity_tolerance");
+        rel_cell(md, f, "parity_max_rel_grad_norm", "parity_tolerance_grad_norm");
+        rel_cell(md, f, "dump_worst_rel", "dump_tolerance");
+        str_add(md, "\n");
+    }
+}
+
 void ddp_section(const ScenarioRun *sr, const char *report_dir, Str *md) {
     (void)report_dir;
     str_printf(md, "\n## %s — per rank\n\n| case | verdict | rank | grads arrived | buckets launched | collectives "
@@ -226,6 +292,219 @@ void ddp_section(const ScenarioRun *sr, const char *report_dir, Str *md) {
                     "e.g. a map trainer through the probe) shows its gradient trace: the last step each rank traced "
                     "and the gradients it missed beyond its own expected set.");
     str_add(md, "\n");
+    numbers_section(sr, md);
+}
+
+// ---- numbers: n ranks against one rank with the batch of all ---------------------------
+
+// A FAIL that only the numbers checks (parity, dump_match) gave: the case ran to the end and
+// its gradients arrived as expected; only its numbers differ from its reference's.
+static int numbers_only_fail(const CaseResult *r) {
+    int numbers = 0, other = 0;
+    if (r->verdict != V_FAIL) return 0;
+    for (int k = 0; k < r->n_findings; k++) {
+        const Finding *f = &r->findings[k];
+        if (f->ok) continue;
+        if (!strcmp(f->check, "parity") || !strcmp(f->check, "dump_match")) numbers++;
+        else other++;
+    }
+    return numbers && !other;
+}
+
+// metrics.jsonl's `key` at step `step` (NAN when absent)
+static double metric_at(const CaseResult *r, int step, const char *key) {
+    size_t i;
+    json_t *m;
+    json_array_foreach(r->metrics, i, m) if ((int)json_number_or(m, "step", -1) == step) return json_number_or(m, key, NAN);
+    return NAN;
+}
+
+// The step-1 gradients of a case against its reference's, over the tensors dump_match found
+// differing: per tensor the factor f = <a,b>/<b,b> that best maps the reference's onto the
+// case's and the residual ||a - f b|| / ||a||; their range and the largest residual. n_grads:
+// the reference dump's gradient tensors that are not all zero. 0, or -1 when a dump cannot
+// be read.
+typedef struct {
+    int n_grads, n;
+    double f_lo, f_hi, resid;
+} GradFactors;
+
+static int grad_factors(const char *cand, const char *ref, const json_t *differs, GradFactors *g) {
+    StFile a, b;
+    char err[512];
+    memset(g, 0, sizeof *g);
+    g->f_lo = INFINITY;
+    g->f_hi = -INFINITY;
+    st_init(&a);
+    st_init(&b);
+    if (st_read(&a, cand, err, sizeof err) || st_read(&b, ref, err, sizeof err)) {
+        st_free(&a);
+        st_free(&b);
+        return -1;
+    }
+    for (int i = 0; i < b.n_tensors; i++) {   // gradients that are not all zero (a parameter no rank uses is)
+        const StTensor *y = &b.tensors[i];
+        if (strncmp(y->name, "grads.", 6)) continue;
+        size_t n = y->nbytes / st_dtype_size(y->dtype), e = 0;
+        while (e < n && st_elem_f64(y, e) == 0) e++;
+        g->n_grads += e < n;
+    }
+    size_t k;
+    json_t *nm;
+    json_array_foreach(differs, k, nm) {
+        const StTensor *x = st_find(&a, json_string_value(nm)), *y = st_find(&b, json_string_value(nm));
+        if (!x || !y || x->nbytes != y->nbytes || x->dtype != y->dtype) continue;
+        size_t n = y->nbytes / st_dtype_size(y->dtype);
+        double ab = 0, bb = 0, aa = 0;
+        for (size_t e = 0; e < n; e++) {
+            double u = st_elem_f64(x, e), v = st_elem_f64(y, e);
+            ab += u * v;
+            bb += v * v;
+            aa += u * u;
+        }
+        if (!(bb > 0) || !isfinite(ab) || !isfinite(aa)) continue;
+        double f = ab / bb, rr = 0;
+        for (size_t e = 0; e < n; e++) {
+            double d = st_elem_f64(x, e) - f * st_elem_f64(y, e);
+            rr += d * d;
+        }
+        g->n++;
+        g->f_lo = fmin(g->f_lo, f);
+        g->f_hi = fmax(g->f_hi, f);
+        g->resid = fmax(g->resid, aa > 0 ? sqrt(rr / aa) : 0);
+    }
+    st_free(&a);
+    st_free(&b);
+    return 0;
+}
+
+// One factor maps the reference's differing gradients onto the case's (within 1e-3)?
+static int common_factor(const GradFactors *g) {
+    return g->n > 0 && g->resid < 1e-3 && g->f_hi - g->f_lo <= 1e-3 * fabs(g->f_hi);
+}
+static int near(double x, double want) { return fabs(x - want) <= 1e-3 * fabs(want); }
+
+// The buckets (step 1, rank 0's records) that hold the differing gradients' parameters, into md.
+static void name_buckets(const CaseResult *r, const json_t *differs, Str *md) {
+    json_t *ks = json_array();
+    int nb = 0;
+    size_t i, j, k;
+    json_t *b, *p, *nm;
+    json_array_foreach(r->buckets, i, b) {
+        if ((int)json_number_or(b, "step", -1) != 1 || (int)json_number_or(b, "rank", -1) != 0) continue;
+        nb++;
+        int hit = 0;
+        json_array_foreach(json_object_get(b, "params"), j, p) {
+            json_array_foreach(differs, k, nm) {
+                const char *t = json_string_value(nm);
+                hit |= t && !strncmp(t, "grads.", 6) && json_is_string(p) && !strcmp(t + 6, json_string_value(p));
+            }
+        }
+        if (hit) json_array_append_new(ks, json_integer((json_int_t)json_number_or(b, "bucket", -1)));
+    }
+    if (json_array_size(ks)) {
+        str_printf(md, " (bucket%s ", json_array_size(ks) == 1 ? "" : "s");
+        family_names_list(md, ks, 6);
+        str_printf(md, " of %d)", nb);
+    }
+    json_decref(ks);
+}
+
+// The rank whose gradient-arrival trace at step 1 misses every differing parameter, or -1.
+static int rank_missing_all(const CaseResult *r, const json_t *differs) {
+    size_t i, j, k;
+    json_t *g, *m, *nm;
+    json_array_foreach(r->grad_trace, i, g) {
+        if ((int)json_number_or(g, "step", -1) != 1) continue;
+        int all = json_array_size(differs) > 0;
+        json_array_foreach(differs, k, nm) {
+            const char *t = json_string_value(nm);
+            int found = 0;
+            json_array_foreach(json_object_get(g, "missing"), j, m)
+                found |= t && !strncmp(t, "grads.", 6) && json_is_string(m) && !strcmp(t + 6, json_string_value(m));
+            all &= found;
+        }
+        if (all) return (int)json_number_or(g, "rank", -1);
+    }
+    return -1;
+}
+
+// "- **scenario · case**: W ranks do not train like one rank with the batch of all (`ref`): how."
+static void numbers_diagnose(const ScenarioRun *sr, const CaseResult *r, Str *md) {
+    const json_t *f = r->facts;
+    const CaseResult *ref = numbers_reference(sr, r);
+    if (!ref) return;
+    const int W = r->c->run.world_size > 0 ? r->c->run.world_size : r->n_ranks;
+    str_printf(md, "- **%s · %s**: %d ranks do not train like one rank with the batch of %s (`%s`): ", sr->s->name,
+               r->c->name, W, W == 2 ? "both" : "all", ref->c->name);
+    const double l1 = metric_at(r, 1, "loss"), l1r = metric_at(ref, 1, "loss");
+    const double g1 = metric_at(r, 1, "grad_norm"), g1r = metric_at(ref, 1, "grad_norm");
+    const int loss_step1 = (int)json_number_or(f, "first_diverging_step", 0) == 1;
+    const json_t *differs = json_object_get(f, "dump_differs");
+    GradFactors g;
+    int have = json_array_size(differs) && r->dump_path[0] && ref->dump_path[0] &&
+               grad_factors(r->dump_path, ref->dump_path, differs, &g) == 0 && g.n > 0;
+    const int nd = (int)json_array_size(differs);
+    const int rk = have ? rank_missing_all(r, differs) : -1;
+    if (rk >= 0) {
+        str_printf(md, "only %d of %d step-1 gradients differ from one rank's: ", nd, g.n_grads);
+        family_names_list(md, differs, 4);
+        name_buckets(r, differs, md);
+        str_printf(md, "; rank %d produced no gradient for %s at step 1 (its gradient-arrival trace): the ranks ran "
+                       "different graphs and the reduction averaged that rank's zero in — the numbers differ as they "
+                       "must, the reduction itself is not at fault", rk, nd == 1 ? "it" : "them");
+    } else if (have && common_factor(&g)) {
+        const double fc = 0.5 * (g.f_lo + g.f_hi);
+        if (nd >= g.n_grads) {
+            str_printf(md, "every step-1 gradient (%d tensors) is %.4g× one rank's (grad norm %.6g vs %.6g)", nd, fc, g1, g1r);
+            if (near(fc * W, 1))
+                str_printf(md, ": 1/%d, the world size — the mean over the ranks is divided by the world size once too "
+                               "often (the loss scale holds 1/world and the all-reduce sums: nothing else may divide)", W);
+            else if (near(fc, W))
+                str_printf(md, ": %d×, the world size — the ranks' gradients are summed, not averaged (the loss scale's "
+                               "1/world is missing)", W);
+            else
+                str_printf(md, ": one scale for every tensor — the mean is taken over the wrong count (as if over %.3g "
+                               "ranks' sequences instead of %d)", W / fc, W);
+        } else {
+            str_printf(md, "only %d of %d step-1 gradients differ, each %.4g× one rank's: ", nd, g.n_grads, fc);
+            family_names_list(md, differs, 4);
+            name_buckets(r, differs, md);
+            if (near(fc, W))
+                str_printf(md, "; %d×, the world size: that gradient was summed over the ranks once more (a bucket "
+                               "reduced twice)", W);
+            else str_add(md, "; the reduction of those parameters is wrong");
+        }
+    } else if (have) {
+        str_printf(md, "%d of %d step-1 gradients differ from one rank's and not by one factor (worst `%s`, relative "
+                   "%.3g)", nd, g.n_grads, json_string_value(json_array_get(differs, 0)),
+                   json_number_or(f, "dump_worst_rel", NAN));
+        if (loss_step1) {
+            str_printf(md, ", and the loss of step 1 already differs (%.9g vs %.9g): the ranks' forward did not see the "
+                           "sequences of one rank's batch (each rank must read its own slice of the global batch)", l1, l1r);
+        } else {
+            str_add(md, ": the ranks did not average their own gradients — one rank's gradients used alone, the same data "
+                        "on every rank, a reduction other than the sum");
+            if (r->c->cfg.grad_accum > 1)
+                str_printf(md, ", or a reduction before the step's last micro-batch (grad_accum %d: only the last may "
+                               "reduce)", r->c->cfg.grad_accum);
+        }
+    } else if (loss_step1) {
+        str_printf(md, "the loss of step 1 is %.4g× one rank's (%.9g vs %.9g) while the step-1 gradients agree", l1 / l1r,
+                   l1, l1r);
+        if (near(l1 / l1r, W)) str_add(md, ": the loss is summed over the ranks, not averaged");
+        else str_add(md, ": the loss mean over the ranks is wrong");
+    } else if (json_object_get(f, "first_diverging_step_grad_norm")) {
+        str_printf(md, "the gradient norm parts at step %d (%.9g vs %.9g at step 1) while the step-1 gradients agree: "
+                       "the norm is not computed from the reduced gradients",
+                   (int)json_number_or(f, "first_diverging_step_grad_norm", 0), g1, g1r);
+    } else if (json_object_get(f, "first_diverging_step")) {
+        str_printf(md, "the loss parts at step %d while the step-1 gradients and gradient norm agree: the update differs "
+                       "(optimizer state, learning rate, clipping)", (int)json_number_or(f, "first_diverging_step", 0));
+    } else {
+        str_add(md, "see the parity and dump_match findings below");
+    }
+    str_add(md, ".\n");
 }
 
 // The end of a hang's diagnosis: where it starts, and what the sibling cases (find_unused,
@@ -238,6 +517,11 @@ static void ddp_siblings(const ScenarioRun *sr, int i, const CaseResult *r, Str 
         str_printf(md, "; with find_unused the same configuration passes (`%s`), so the parameters are unused on "
                        "those ranks' graph this step (divergent control flow, or a branch that is off): mark unused "
                        "parameters ready (find_unused) or make every rank run the same graph", fu->c->name);
+    else if (fu && numbers_only_fail(fu))
+        str_printf(md, "; with find_unused the same configuration runs to the end (`%s`; only its numbers differ from "
+                       "one rank's), so the parameters are unused on those ranks' graph this step (divergent control "
+                       "flow, or a branch that is off): mark unused parameters ready (find_unused) or make every rank "
+                       "run the same graph", fu->c->name);
     else if (fu && fu->verdict != V_SKIP)
         str_printf(md, "; find_unused does not help (`%s` is %s): the gradient is not merely unused, it is lost",
                    fu->c->name, VERDICT_NAMES[fu->verdict]);
@@ -256,6 +540,7 @@ static void ddp_siblings(const ScenarioRun *sr, int i, const CaseResult *r, Str 
 void ddp_diagnose(const ScenarioRun *sr, Str *md) {
     for (int i = 0; i < sr->n; i++) {
         const CaseResult *r = &sr->results[i];
+        if (i < sr->done && numbers_only_fail(r)) numbers_diagnose(sr, r, md);
         if (r->verdict != V_HANG && r->verdict != V_CRASH) continue;
         Str why = {0};
         json_t *facts = ((CaseResult *)r)->facts;

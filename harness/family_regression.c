@@ -190,8 +190,12 @@ static void perf_row_md(Str *md, const char *scenario, const CaseResult *r) {
         str_add_md_cell(md, scenario);
         str_add(md, " | ");
         str_add_md_cell(md, r->c->name);
-        str_printf(md, " | %s | %s | %.6g vs %.6g%s | %+.2f%% |\n", VERDICT_NAMES[r->verdict], metrics[m], now, floor,
-                   json_is_true(json_object_get(f, "ok")) ? "" : " **(fails)**", floor != 0 ? 100 * (now / floor - 1) : 0.0);
+        char change[48];
+        fmt_rel_change(change, sizeof change, now, floor);
+        const int exact = m >= 2;   // peak_mem_bytes, flops: counters, in full
+        str_printf(md, exact ? " | %s | %s | %.15g vs %.15g%s | %s |\n" : " | %s | %s | %.6g vs %.6g%s | %s |\n",
+                   VERDICT_NAMES[r->verdict], metrics[m], now, floor,
+                   json_is_true(json_object_get(f, "ok")) ? "" : " **(fails)**", change);
     }
 }
 

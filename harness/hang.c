@@ -64,8 +64,9 @@ void hang_read_stack_top(RankResult *rk) {
     rk->stack_top[0] = '\0';
     char *text = read_file(rk->stack_path, NULL);   // a Python trainer's faulthandler dump?
     const int py = text && pystack_top(text, NSA_SOURCE_DIR, rk->stack_top, sizeof rk->stack_top) == 0;
+    const int readable = text != NULL;   // a regular file within read_file's limit
     free(text);
-    if (py) return;
+    if (py || !readable) return;
     FILE *f = fopen(rk->stack_path, "r");
     if (!f) return;
     char line[2048];

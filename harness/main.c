@@ -18,17 +18,20 @@
 
 #include "harness/checks.h"
 #include "harness/commands.h"
+#include "harness/counts.h"
 #include "harness/families.h"
 #include "harness/files.h"
 #include "harness/outdir.h"
 #include "harness/tensornames.h"
 #include "harness/proc.h"
 #include "harness/report.h"
+#include "harness/report_in.h"
 #include "harness/runner.h"
 #include "harness/scenario.h"
 #include "harness/trainer_caps.h"
 #include "harness/trainer_cmd.h"
 #include "common/exit_codes.h"
+#include "common/jsonutil.h"
 #include "common/util.h"
 
 #ifndef NSA_SOURCE_DIR
@@ -57,16 +60,18 @@ static void usage(FILE *f) {
             "  run [SCENARIO...]      run scenarios (files, or directories of *.json;\n"
             "                         default: %s/scenarios)\n"
             "  list [SCENARIO...]     list scenarios, their families and cases\n"
-            "  validate [FILE...]     validate scenario files against the schema, every profile\n"
-            "  show REPORT_DIR        print a report's verdicts and diagnosis\n"
+            "  validate [SCENARIO...] validate scenarios (files, or directories of *.json, as run takes\n"
+            "                         them) against the schema, every profile\n"
+            "  show REPORT            print a report's verdicts and diagnosis (a folder or its summary.json)\n"
             "  baseline record|show   record golden baselines and performance floors\n"
             "                         (golden/baselines/), or print what one holds\n"
             "  compare A B            two reports side by side; exit 1 when B regressed against A\n"
             "  bisect --good R --bad R  build and test commits to name the first bad one\n"
             "  help [COMMAND]         this text, or a command's options\n"
             "\n"
-            "exit codes: 0 all passed (or skipped); 1 a case FAIL/HANG/CRASH; 2 usage error or\n"
-            "invalid scenario; 125 instead of 2 with --bisect; 130 interrupted\n",
+            "exit codes: 0 all passed (or skipped); 1 a case FAIL/HANG/CRASH; 2 usage error,\n"
+            "invalid scenario or a case ERROR (e.g. a full disk); 125 instead of 2 with --bisect;\n"
+            "130 interrupted\n",
             NSA_SOURCE_DIR);
 }
 
@@ -84,7 +89,8 @@ static void usage_run(FILE *f) {
             "                        repeatable; a case whose trainer does not list it is a SKIP\n"
             "  --set KEY=VALUE       a config override added to every case after the scenario's own\n"
             "                        (e.g. --set train.seed=7); repeatable\n"
-            "  --timeout-scale X     multiply every case's timeout_s and stall_s by X (> 0)\n"
+            "  --timeout-scale X     multiply every case's timeout_s and stall_s by X, a number with\n"
+            "                        0 < X <= 1000 (default 1)\n"
             "  --trainer PATH        the nsa-train executable (default: the one beside nsa-harness); it gets\n"
             "                        --config FILE --set KEY=VALUE... (docs/trainer-protocol.md)\n"
             "  --trainer-cmd \"CMD\"   run another trainer: CMD is split into words as a shell would ('...',\n"
@@ -118,16 +124,21 @@ static void usage_list(FILE *f) {
                "  dump_match and golden checks compare)\n");
 }
 static void usage_validate(FILE *f) {
-    fprintf(f, "usage: nsa-harness validate [FILE...]\n"
-               "  validates scenario files (default: every file in %s/scenarios) for every profile\n"
-               "  they define: schema, matrix, and each case's config overrides through the trainer's\n"
-               "  config loader. Problems are printed as file:line:col: message; exit 2 if any.\n",
+    fprintf(f, "usage: nsa-harness validate [SCENARIO...]\n"
+               "  validates scenarios for every profile they define: schema, matrix, and each case's\n"
+               "  config overrides through the trainer's config loader. A SCENARIO is a file, or a\n"
+               "  directory standing for the *.json files directly in it (not its subdirectories), as\n"
+               "  run and list take them (default: %s/scenarios). Problems are printed as\n"
+               "  file:line:col: message; exit 2 if any, or if a file is not a regular file or a\n"
+               "  directory holds no *.json.\n",
                NSA_SOURCE_DIR);
 }
 static void usage_show(FILE *f) {
-    fprintf(f, "usage: nsa-harness show REPORT_DIR\n"
-               "  prints the verdicts, counts and diagnosis of a report (its summary.json and RESULTS.md);\n"
-               "  exits with the code the run exited with (2 if the report is unreadable)\n");
+    fprintf(f, "usage: nsa-harness show REPORT\n"
+               "  prints the verdicts, counts and diagnosis of a report (a report folder, or its\n"
+               "  summary.json; with RESULTS.md beside it); exits with the code the run exited with, 2\n"
+               "  if the report is missing or unreadable or its summary.json is not a report's (`{}`,\n"
+               "  another format, a wrongly typed key: named with file:line:col, as compare names it)\n");
 }
 
 // ---- scenario files ------------------------------------------------------------------------
@@ -241,15 +252,99 @@ typedef struct {
     const Case *base;   // the base case of the family's last created case
 } Main;
 
-// Rewrite the report; when the disk refuses it, give up the ballast the folder's claim
-// set aside (harness/outdir.h) and try once more, so the report that says what the disk
-// refused still fits. 0 or -1 (errno).
+// ---- a full disk ------------------------------------------------------------------------------
+// The report folder's ballast (harness/outdir.h) keeps the space the next report write
+// needs. After every report write it is resized for the report as it now is; when that
+// fails, when a report write is refused, or when less than a case's minimum is left, the
+// disk is full: no case starts after that (each is ERROR "not run: disk full ..."), and
+// the final report is written from the ballast. So the report says why at any amount of
+// free space, and a trainer filling the disk never eats the space the report needs.
+
+enum { CASE_MIN_FREE = 64 * 1024 };   // a case's rank log alone sets aside up to 64 KiB
+
+// The disk holding the report folder is full (what: how it showed): said once, on stderr
+// and in the report (Report.disk_full); no case starts after it.
+static void note_disk_full(Report *rp, const char *what) {
+    if (rp->disk_full) return;
+    char disk[4400];
+    outdir_disk_name(rp->dir, disk, sizeof disk);
+    long long fb = outdir_free_bytes(rp->dir);
+    snprintf(rp->disk_full_why, sizeof rp->disk_full_why, "the disk holding %s is full (%lld KiB free: %s)", disk,
+             fb > 0 ? fb / 1024 : 0, what);
+    rp->disk_full = 1;
+    rp->disk_full_after = rp->done;
+    fprintf(stderr, "nsa-harness: %s; no case starts after this one, the report lists those not run\n", rp->disk_full_why);
+}
+
+// After a report write while cases still run: the ballast fitted to the report, and room
+// left for a case.
+static void guard_disk(Report *rp) {
+    if (rp->disk_full || rp->finished || rp->interrupted) return;
+    if (outdir_reserve_fit(rp->dir)) {
+        note_disk_full(rp, "the space the report needs could not be set aside");
+        return;
+    }
+    long long fb = outdir_free_bytes(rp->dir);
+    if (fb >= 0 && fb < CASE_MIN_FREE) note_disk_full(rp, "less than 64 KiB left for a case");
+}
+
+// Rewrite the report; when the disk refuses it, the disk is full: give up the ballast and
+// try once more, so the report that says what the disk refused still fits, then take back
+// what the ballast can. 0 or -1 (errno).
 static int write_report(Report *rp) {
-    if (report_write(rp) == 0) return 0;
+    if (report_write(rp) == 0) {
+        guard_disk(rp);
+        return 0;
+    }
     int e = errno;
-    if ((e == ENOSPC || e == EDQUOT) && outdir_release_reserve(rp->dir)) return report_write(rp);
+    if (e == ENOSPC || e == EDQUOT) {
+        note_disk_full(rp, "a report write was refused");
+        if (outdir_release_reserve(rp->dir)) {
+            const int rc = report_write(rp);
+            e = errno;
+            if (!rp->finished && !rp->interrupted) outdir_reserve_fit(rp->dir);   // for the final report
+            errno = e;
+            return rc;
+        }
+    }
     errno = e;
     return -1;
+}
+
+// Progress (the "run" line before a case, a terminal's live line): the run's elapsed time,
+// an estimate of the time left and the verdicts so far, "2 m 05 s elapsed, ETA ~3 m 10 s;
+// 12 PASS, 1 SKIP". The estimate: each case not run yet takes the mean time of its
+// scenario's cases run so far (of every case run so far, for a scenario not started; a
+// bisection not started counts two steps, its least); none before the first case ends.
+static void progress_tally(const Report *rp, Str *out) {
+    char t[32];
+    fmt_duration(t, sizeof t, mono_s() - rp->t0);
+    str_printf(out, "%s elapsed", t);
+    double all_s = 0, left_s = 0;
+    int all_n = 0, counts[V_COUNT] = {0};
+    for (int i = 0; i < rp->n_runs; i++)
+        for (int k = 0; k < rp->runs[i].done; k++) {
+            const CaseResult *r = &rp->runs[i].results[k];
+            counts[r->verdict]++;
+            if (r->verdict != V_SKIP) all_s += r->wall_s, all_n++;
+        }
+    if (all_n) {
+        for (int i = 0; i < rp->n_runs; i++) {
+            const ScenarioRun *sr = &rp->runs[i];
+            const FamilyDef *fam = family_find(sr->s->family);
+            double sum = 0;
+            int n = 0;
+            for (int k = 0; k < sr->done; k++)
+                if (sr->results[k].verdict != V_SKIP) sum += sr->results[k].wall_s, n++;
+            const int left = fam && fam->execute ? (sr->done ? sr->n - sr->done : 2 * sr->planned_bases) : sr->n - sr->done;
+            left_s += left * (n ? sum / n : all_s / all_n);
+        }
+        fmt_duration(t, sizeof t, left_s);
+        str_printf(out, ", ETA ~%s", t);
+    }
+    int any = 0;
+    for (int v = 0; v < V_COUNT; v++)
+        if (counts[v]) str_printf(out, "%s%d %s", any++ ? ", " : "; ", counts[v], VERDICT_NAMES[v]);
 }
 
 // Run planned case k of sr (a trainer case, or the family's own kind), print its
@@ -268,14 +363,27 @@ static void run_one(Main *M, ScenarioRun *sr, int k) {
     char at[48];
     if (M->sub) snprintf(at, sizeof at, "[%d/%d·%d]", M->step, M->planned, M->sub);
     else snprintf(at, sizeof at, "[%d/%d]", M->step, M->planned);
+    if (rp->disk_full) {   // nothing starts on a full disk: said per case, the report written at the end
+        r->verdict = V_ERROR;
+        snprintf(r->summary, sizeof r->summary, "not run: disk full — %.700s", rp->disk_full_why);
+        sr->done = k + 1;
+        rp->done++;
+        if (M->con) fprintf(M->con, "%s %-5s %s/%s: %s\n", at, VERDICT_NAMES[r->verdict], sr->s->name, r->c->name, r->summary);
+        return;
+    }
+    Str tally = {0};
+    progress_tally(rp, &tally);
+    M->ctx->tally = str_c(&tally);
     if (M->con && !M->tty) {
-        fprintf(M->con, "%s run   %s/%s\n", at, sr->s->name, r->c->name);
+        fprintf(M->con, "%s run   %s/%s  (%s)\n", at, sr->s->name, r->c->name, str_c(&tally));
         fflush(M->con);
     }
     r->verdict = V_PASS;
     r->summary[0] = '\0';
     if (fam->run_case) fam->run_case(M->ctx, r);
     else run_case(M->ctx, r, sr);
+    M->ctx->tally = NULL;
+    str_free(&tally);
     sr->done = k + 1;
     rp->done++;
     if (M->con) {
@@ -519,7 +627,7 @@ static json_t *trainer_print_env(const TrainerSpec *t, int quiet) {
     char cache[4200];
     env_cache_file(t, cache, sizeof cache);
     if (cache[0]) {
-        json_t *kept = json_load_file(cache, 0, NULL);
+        json_t *kept = json_load_path(cache, 0, NULL);
         if (json_is_object(kept)) return kept;
         json_decref(kept);
     }
@@ -745,8 +853,25 @@ static int run_check_trainers(RunOpts *O, const Report *rp) {
 }
 
 // The plan of one valid scenario: the cases the filters select, plus the reference cases
-// they compare with; references run first. A family that creates its cases while it runs
+// they compare with (each its own: the closest match of the check's glob, not every case
+// the glob matches); references run first. A family that creates its cases while it runs
 // counts one case per base.
+// A case whose matrix value its axis lists in "if_supported" (docs/scenarios.md "matrix"),
+// when its trainer does not list that value in --protocol-info: not part of the run (no
+// SKIP). 1 with why filled ("need transport 'gloo', which nsa-train does not support").
+static int case_left_out(const RunOpts *O, const Scenario *s, const Case *c, char *why, size_t n) {
+    if (!c->if_feature[0]) return 0;
+    const char *name = c->run.trainer;
+    const TrainerSpec *t = name[0] && strcmp(name, "nsa-train") ? scenario_trainer(s, name) : NULL;
+    if (!t) t = &O->tdefault;
+    const TrainerCaps *tc = trainer_caps_of(t);
+    if (trainer_caps_has(tc, c->if_feature, c->if_value)) return 0;
+    const char *self = json_string_value(json_object_get(tc->info, "trainer"));
+    snprintf(why, n, "need %s '%s', which the trainer (%.60s) does not support (--protocol-info)", c->if_what,
+             c->if_value, self ? self : t->name);
+    return 1;
+}
+
 static void run_plan_scenario(const RunOpts *O, Report *rp, ScenarioRun *sr) {
     const Scenario *s = sr->s;
     const StrList *filters = &O->filters, *exact = &O->exact;
@@ -758,7 +883,12 @@ static void run_plan_scenario(const RunOpts *O, Report *rp, ScenarioRun *sr) {
     }
     for (int c = 0; c < s->n_cases; c++)
         if (!take[c] && (filters->n || exact->n) && is_reference_case(s, s->cases[c].name))
-            for (int o = 0; o < s->n_cases; o++) take[c] |= take[o] && o != c;
+            for (int o = 0; o < s->n_cases; o++) take[c] |= take[o] && o != c && is_reference_of(s, c, o);
+    for (int c = 0; c < s->n_cases; c++)
+        if (take[c] && case_left_out(O, s, &s->cases[c], sr->left_out_why, sizeof sr->left_out_why)) {
+            take[c] = 0;
+            sr->n_left_out++;
+        }
     const FamilyDef *fam = family_find(s->family);
     int bases = 0;
     for (int pass = 0; pass < 2; pass++)
@@ -777,9 +907,15 @@ static void run_plan_scenario(const RunOpts *O, Report *rp, ScenarioRun *sr) {
         }
     free(take);
     if (fam->execute) rp->total += bases;   // at least one case per base; more as it runs
+    sr->planned_bases = bases;
     if (!s->has_profile[O->profile] && filters->n == 0 && exact->n == 0) {
         // a scenario without this profile: say so rather than silently run nothing
-        fprintf(stderr, "nsa-harness: %s has no '%s' profile: skipped\n", s->path, PROFILE_NAMES[O->profile]);
+        int other = -1;
+        for (int p = 0; p < PROFILE_COUNT; p++)
+            if (p != O->profile && s->has_profile[p]) other = p;
+        fprintf(stderr, "nsa-harness: %s has no '%s' profile: not part of this run%s%s%s\n", s->path,
+                PROFILE_NAMES[O->profile], other >= 0 ? " (--profile " : "", other >= 0 ? PROFILE_NAMES[other] : "",
+                other >= 0 ? " runs it)" : "");
     }
     rp->total += sr->n;
 }
@@ -932,7 +1068,12 @@ static int run_open_report(const RunOpts *O, Report *rp, int argc, char **argv, 
     Str f = {0};
     for (int i = 0; i < O->faults.n; i++) str_printf(&f, "%s%s", i ? ", " : "", O->faults.v[i]);
     rp->faults = str_take(&f);
-    write_report(rp);
+    if (write_report(rp)) {   // not even the first report fits beside the ballast and in it
+        fprintf(stderr, "nsa-harness run: --out %s: cannot write the report: %s%s%s\n", rp->dir, strerror(errno),
+                rp->disk_full ? "; " : "", rp->disk_full ? rp->disk_full_why : "");
+        outdir_abandon(rp->dir);   // no half report left behind
+        return O->usage_rc;
+    }
     return GO_ON;
 }
 
@@ -943,9 +1084,17 @@ static void run_cases(RunOpts *O, Report *rp, FILE *con, int tty) {
     RunCtx ctx = {O->trainer, O->harness, rp->dir, rp->profile, O->scale, (const char *const *)O->faults.v, O->faults.n,
                   O->gpus, &g_interrupted, con, tty, 0, rp->total, 0, O->baselines, O->recording, rp->device,
                   str_c(&O->shaping), str_c(&O->replay), &O->tdefault,
-                  O->trainer_cmd_arg ? str_c(&O->cmd_line) : NULL, O->own, O->map[0] ? O->map : NULL};
-    if (con) fprintf(con, "nsa-harness: %d case%s in %d scenario%s, profile %s, report %s\n", rp->total,
-                     rp->total == 1 ? "" : "s", rp->n_runs, rp->n_runs == 1 ? "" : "s", rp->profile, rp->dir);
+                  O->trainer_cmd_arg ? str_c(&O->cmd_line) : NULL, O->own, O->map[0] ? O->map : NULL, NULL};
+    if (con) {   // the plan, as `list` counts it (harness/counts.h), and what is not part of it
+        Str plan = {0};
+        counts_planned(rp, NULL, &plan);
+        fprintf(con, "nsa-harness: %s, profile %s, report %s\n", str_c(&plan), rp->profile, rp->dir);
+        for (int i = 0; i < rp->n_runs; i++)
+            if (rp->runs[i].n_left_out)
+                fprintf(con, "nsa-harness: not part of this run: %d case%s of %s (they %s)\n", rp->runs[i].n_left_out,
+                        rp->runs[i].n_left_out == 1 ? "" : "s", rp->runs[i].s->name, rp->runs[i].left_out_why);
+        str_free(&plan);
+    }
     Main M = {rp, &ctx, con, tty, O->filters, O->exact, rp->total, 0, 0, NULL};
     for (int i = 0; i < rp->n_runs && !g_interrupted; i++) {
         ScenarioRun *sr = &rp->runs[i];
@@ -985,8 +1134,10 @@ static int run_report(const RunOpts *O, Report *rp, FILE *con, int lock_fd) {
         }
     } else rp->finished = 1;
     rp->exit_code = rc;
-    // the final report; if it cannot be written (a full disk), the one on disk is the
-    // last complete one, and the run says so rather than announce a file it never wrote
+    // the final report; on a full disk from the ballast. If it cannot be written even so,
+    // the one on disk is the last complete one, and the run says so rather than announce a
+    // file it never wrote
+    if (rp->disk_full) outdir_release_reserve(rp->dir);
     const int report_failed = write_report(rp) != 0;
     const int report_errno = errno;
     report_github_summary(rp);
@@ -994,7 +1145,16 @@ static int run_report(const RunOpts *O, Report *rp, FILE *con, int lock_fd) {
         Str line = {0};
         for (int v = 0; v < V_COUNT; v++)
             if (counts[v]) str_printf(&line, "%s%d %s", line.len ? ", " : "", counts[v], VERDICT_NAMES[v]);
-        fprintf(con, "nsa-harness: %s%s\n", line.len ? str_c(&line) : "no cases", g_interrupted ? " (interrupted)" : "");
+        Str steps = {0};   // more verdicts than planned cases: say where they came from (harness/counts.h)
+        if (counts_steps(rp, &steps)) {
+            Str plan = {0};
+            str_printf(&plan, "%d cases", counts_planned(rp, NULL, NULL) + rp->n_invalid);
+            fprintf(con, "nsa-harness: %s (%s%s)%s\n", str_c(&line), str_c(&plan), str_c(&steps), g_interrupted ? " (interrupted)" : "");
+            str_free(&plan);
+        } else
+            fprintf(con, "nsa-harness: %s%s\n", line.len ? str_c(&line) : "no cases", g_interrupted ? " (interrupted)" : "");
+        str_free(&steps);
+        if (rp->disk_full) fprintf(con, "nsa-harness: disk full: %s\n", rp->disk_full_why);
         if (!report_failed) fprintf(con, "RESULTS: %s/RESULTS.md\n", rp->dir);
         str_free(&line);
     }
@@ -1062,6 +1222,10 @@ static int cmd_list(int argc, char **argv) {
         return HARNESS_EXIT_USAGE;
     }
     int rc = HARNESS_EXIT_OK;
+    // per profile: the cases, the scenarios with any, the cases only for a trainer that
+    // supports an "if_supported" value, and the adaptive families (harness/counts.h)
+    int tot_cases[PROFILE_COUNT] = {0}, tot_scen[PROFILE_COUNT] = {0}, tot_if[PROFILE_COUNT] = {0};
+    Str tot_adaptive[PROFILE_COUNT] = {{0}};
     for (int i = 0; i < files.n; i++) {
         for (int p = 0; p < PROFILE_COUNT; p++) {
             if (profile >= 0 && p != profile) continue;
@@ -1080,10 +1244,20 @@ static int cmd_list(int argc, char **argv) {
             if (p == 0 || profile >= 0 || (profile < 0 && !s.has_profile[0]))
                 printf("%s  [%s]  %s\n    %s\n", s.name, s.family, s.path, s.description);
             if (s.has_profile[p]) {
-                printf("    profile %s: %d case%s, config %s\n", PROFILE_NAMES[p], s.n_cases, s.n_cases == 1 ? "" : "s",
-                       s.config_path);
+                const FamilyDef *fam = family_find(s.family);
+                const int adaptive = fam && fam->execute;
+                printf("    profile %s: %d case%s%s, config %s\n", PROFILE_NAMES[p], s.n_cases, s.n_cases == 1 ? "" : "s",
+                       adaptive ? " (each run as its bisection: 2 or more steps)" : "", s.config_path);
+                tot_cases[p] += s.n_cases;
+                tot_scen[p] += s.n_cases > 0;
+                if (adaptive && s.n_cases) str_printf(&tot_adaptive[p], "%s%s's", tot_adaptive[p].len ? ", " : "", s.name);
                 for (int c = 0; c < s.n_cases; c++) {
-                    printf("      %s\n", s.cases[c].name);
+                    const Case *cs = &s.cases[c];
+                    tot_if[p] += cs->if_feature[0] != 0;
+                    if (cs->if_feature[0])
+                        printf("      %s  (only for a trainer that supports %s '%s': a run whose trainer does not is "
+                               "without it)\n", cs->name, cs->if_what, cs->if_value);
+                    else printf("      %s\n", cs->name);
                     if (!tensors) continue;
                     // what the case's step dump holds: the names dump_match and golden compare
                     StrList names = {0};
@@ -1094,6 +1268,16 @@ static int cmd_list(int argc, char **argv) {
             }
             scenario_free(&s);
         }
+    }
+    for (int p = 0; p < PROFILE_COUNT; p++) {
+        if ((profile >= 0 && p != profile) || !tot_scen[p]) continue;
+        // the words of `run`'s first line (harness/counts.h)
+        printf("profile %s: %d case%s", PROFILE_NAMES[p], tot_cases[p], tot_cases[p] == 1 ? "" : "s");
+        if (tot_adaptive[p].len) printf(" (+ %s bisection steps)", str_c(&tot_adaptive[p]));
+        printf(" in %d scenario%s", tot_scen[p], tot_scen[p] == 1 ? "" : "s");
+        if (tot_if[p]) printf("; %d of them only for a trainer that supports their value (marked above)", tot_if[p]);
+        printf("\n");
+        str_free(&tot_adaptive[p]);
     }
     return rc;
 }
@@ -1201,52 +1385,48 @@ static int cmd_show(int argc, char **argv) {
         usage_show(stderr);
         return HARNESS_EXIT_USAGE;
     }
-    char p[4200];
     if (!file_exists(argv[0])) {
         fprintf(stderr, "nsa-harness show: %s: %s\n", argv[0], strerror(errno));
         return HARNESS_EXIT_USAGE;
     }
-    snprintf(p, sizeof p, "%s/summary.json", argv[0]);
-    if (!is_dir(argv[0])) {
-        fprintf(stderr, "nsa-harness show: %s: expected a report folder (it holds summary.json and RESULTS.md)\n", argv[0]);
+    // the loader compare uses: a summary.json that is not a report's is exit 2 naming the
+    // file, the place and what is wrong (harness/report_in.h)
+    ReportIn rin;
+    char err[1200];
+    if (report_in_load(&rin, argv[0], err, sizeof err)) {
+        fprintf(stderr, "nsa-harness show: %s\n", err);
+        report_in_free(&rin);
         return HARNESS_EXIT_USAGE;
     }
-    if (!file_exists(p)) {
-        fprintf(stderr, "nsa-harness show: %s: not a report folder (no summary.json)\n", argv[0]);
-        return HARNESS_EXIT_USAGE;
-    }
-    json_error_t je;
-    json_t *sj = json_load_file(p, 0, &je);
-    if (!sj) {
-        fprintf(stderr, "nsa-harness show: %s:%d:%d: %s\n", p, je.line, je.column, je.text);
-        return HARNESS_EXIT_USAGE;
-    }
-    printf("report %s — started %s, git %s%s, profile %s%s\n", argv[0],
-           json_string_value(json_object_get(sj, "started")),
-           json_string_value(json_object_get(json_object_get(sj, "git"), "sha")),
-           json_is_true(json_object_get(json_object_get(sj, "git"), "dirty")) ? " (dirty)" : "",
-           json_string_value(json_object_get(sj, "profile")),
+    const json_t *sj = rin.root, *git = json_object_get(sj, "git");
+#define OR_UNKNOWN(s) ((s) ? (s) : "?")
+    printf("report %s — started %s, git %s%s, profile %s%s\n", argv[0], OR_UNKNOWN(report_in_str(sj, "started")),
+           OR_UNKNOWN(report_in_str(git, "sha")), json_is_true(json_object_get(git, "dirty")) ? " (dirty)" : "",
+           OR_UNKNOWN(report_in_str(sj, "profile")),
            json_is_true(json_object_get(sj, "finished")) ? ""
            : json_is_true(json_object_get(sj, "interrupted")) ? " — INTERRUPTED"
                                                                : " — PARTIAL (run did not finish)");
+    const char *full = report_in_str(json_object_get(sj, "disk_full"), "why");
+    if (full) printf("DISK FULL: %s; the cases after it did not run\n", full);
     size_t i;
     json_t *c;
     json_array_foreach(json_object_get(sj, "invalid_scenarios"), i, c)
-        printf("  %-6s %s: %s\n", "ERROR", json_string_value(json_object_get(c, "file")),
-               json_string_value(json_array_get(json_object_get(c, "problems"), 0)));
-    json_array_foreach(json_object_get(sj, "cases"), i, c) {
+        printf("  %-6s %s: %s\n", "ERROR", OR_UNKNOWN(report_in_str(c, "file")),
+               OR_UNKNOWN(json_string_value(json_array_get(json_object_get(c, "problems"), 0))));
+    json_array_foreach(rin.cases, i, c) {
         const json_t *v = json_object_get(c, "verdict");
-        printf("  %-6s %s/%s: %s\n", json_is_string(v) ? json_string_value(v) : "-",
-               json_string_value(json_object_get(c, "scenario")), json_string_value(json_object_get(c, "case")),
-               json_string_value(json_object_get(c, "summary")));
+        printf("  %-6s %s/%s: %s\n", json_is_string(v) ? json_string_value(v) : "-", report_in_str(c, "scenario"),
+               report_in_str(c, "case"), report_in_str(c, "summary") ? report_in_str(c, "summary") : "");
     }
+#undef OR_UNKNOWN
     const json_t *counts = json_object_get(sj, "counts");
     const char *k;
     json_t *v;
     printf("counts:");
     json_object_foreach((json_t *)counts, k, v) if (json_integer_value(v)) printf(" %s %lld", k, (long long)json_integer_value(v));
     printf("\n");
-    snprintf(p, sizeof p, "%s/RESULTS.md", argv[0]);
+    char p[4300];
+    snprintf(p, sizeof p, "%s/RESULTS.md", rin.dir);
     char *md = read_file(p, NULL);
     if (md) {
         char *d = strstr(md, "\n## Diagnosis\n");
@@ -1259,7 +1439,7 @@ static int cmd_show(int argc, char **argv) {
     }
     const json_t *ec = json_object_get(sj, "exit_code");
     int rc = json_is_integer(ec) ? (int)json_integer_value(ec) : HARNESS_EXIT_OK;
-    json_decref(sj);
+    report_in_free(&rin);
     return rc;
 }
 

@@ -4,6 +4,8 @@
 // case that did not pass, then the environment.
 #define _POSIX_C_SOURCE 200809L
 #include "harness/report.h"
+#include "harness/counts.h"
+#include "harness/report_in.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,7 +37,12 @@ static void counts_line(Str *md, const Report *rp) {
     report_counts(rp, c);
     int total = 0;
     for (int v = 0; v < V_COUNT; v++) total += c[v];
-    str_printf(md, "**%d case%s", total, total == 1 ? "" : "s");
+    Str steps = {0};   // an adaptive family's steps beyond its planned cases (harness/counts.h)
+    if (counts_steps(rp, &steps)) {
+        total = counts_planned(rp, NULL, NULL) + rp->n_invalid;
+        str_printf(md, "**%d case%s (%s)", total, total == 1 ? "" : "s", str_c(&steps) + 2);
+    } else str_printf(md, "**%d case%s", total, total == 1 ? "" : "s");
+    str_free(&steps);
     for (int v = 0; v < V_COUNT; v++)
         if (c[v]) str_printf(md, " · %d %s", c[v], VERDICT_NAMES[v]);
     str_add(md, "**");
@@ -86,11 +93,44 @@ static void env_summary(Str *md, const Report *rp) {
                 "machine-readable: `summary.json`\n");
 }
 
-// The verdict table (RESULTS.md with the time column, the GitHub step summary without):
-// a row per invalid scenario file and per case, run or not (report_row_verdict).
-static void verdict_table(const Report *rp, Str *md, int with_time) {
+// A case that never started because the disk was full (harness/main.c: run_one).
+static int not_run_disk_full(const Report *rp, const CaseResult *r) {
+    return rp->disk_full && r->verdict == V_ERROR && !strncmp(r->summary, "not run: disk full", 18);
+}
+
+// The header and one row per case of a scenario run (report_row_verdict: run or not).
+static void verdict_rows(const Report *rp, const ScenarioRun *sr, Str *md, int with_time) {
     str_add(md, with_time ? "| scenario | case | verdict | time | evidence |\n|---|---|---|---|---|\n"
                           : "| scenario | case | verdict | evidence |\n|---|---|---|---|\n");
+    for (int k = 0; k < sr->n; k++) {
+        const CaseResult *r = &sr->results[k];
+        const char *summary;
+        const int v = report_row_verdict(rp, sr, k, &summary);
+        str_add(md, "| ");
+        str_add_md_cell(md, sr->s->name);
+        str_add(md, " | ");
+        str_add_md_cell(md, r->c->name);
+        str_printf(md, " | %s | ", verdict_md(v));
+        if (with_time) {
+            char t[32] = "—";
+            if (k < sr->done && r->verdict != V_SKIP && !not_run_disk_full(rp, r)) fmt_duration(t, sizeof t, r->wall_s);
+            str_printf(md, "%s | ", t);
+        }
+        str_add_md_cell(md, summary);
+        str_add(md, " |\n");
+    }
+}
+
+// The verdict tables (RESULTS.md with the time column, the GitHub step summary without):
+// the invalid scenario files first, then per scenario its name, what it checks (its
+// description) and file, and its cases' rows. heading: "###" in RESULTS.md.
+static void verdict_table(const Report *rp, Str *md, int with_time, const char *heading) {
+    if (rp->n_invalid) {
+        str_printf(md, "%s invalid scenario files\n\nNot run: each names its first problem (all of them under "
+                       "*Invalid scenarios*).\n\n", heading);
+        str_add(md, with_time ? "| scenario | case | verdict | time | evidence |\n|---|---|---|---|---|\n"
+                              : "| scenario | case | verdict | evidence |\n|---|---|---|---|\n");
+    }
     for (int i = 0; i < rp->n_invalid; i++) {
         str_add(md, "| ");
         str_add_md_cell(md, rp->invalid[i].file);
@@ -107,23 +147,13 @@ static void verdict_table(const Report *rp, Str *md, int with_time) {
     }
     for (int i = 0; i < rp->n_runs; i++) {
         const ScenarioRun *sr = &rp->runs[i];
-        for (int k = 0; k < sr->n; k++) {
-            const CaseResult *r = &sr->results[k];
-            const char *summary;
-            const int v = report_row_verdict(rp, sr, k, &summary);
-            str_add(md, "| ");
-            str_add_md_cell(md, sr->s->name);
-            str_add(md, " | ");
-            str_add_md_cell(md, r->c->name);
-            str_printf(md, " | %s | ", verdict_md(v));
-            if (with_time) {
-                char t[32] = "—";
-                if (k < sr->done && r->verdict != V_SKIP) fmt_duration(t, sizeof t, r->wall_s);
-                str_printf(md, "%s | ", t);
-            }
-            str_add_md_cell(md, summary);
-            str_add(md, " |\n");
-        }
+        if (rp->n_invalid || i) str_add(md, "\n");
+        str_printf(md, "%s %s\n\n", heading, sr->s->name);
+        // what the scenario checks, in its own words (its "description"), and where it is
+        str_add_md_cell(md, sr->s->description ? sr->s->description : "");
+        str_printf(md, " (`%s`, family %s)\n\n", sr->s->path, sr->s->family);
+        if (sr->n) verdict_rows(rp, sr, md, with_time);
+        else str_printf(md, "No case of it in this run (no '%s' profile, or none the filters select).\n", rp->profile);
     }
 }
 
@@ -185,13 +215,26 @@ static void trainer_line(Str *md, const Report *rp) {
     }
 }
 
-// "## Trainers": which trainer ran each case, when the scenarios name trainers of their own
-// (run.trainer, a matrix over run.trainer); nothing when every case ran the run's default.
+// A case's trainer by the name the scenarios use ("nsa-train": the run's default): the one
+// that ran it, else the one it names (a case not run yet).
+static const char *case_trainer(const CaseResult *r) {
+    if (r->trainer[0]) return r->trainer;
+    return r->c && r->c->run.trainer[0] ? r->c->run.trainer : "nsa-train";
+}
+
+// "## Trainers": which trainer ran each case, when the cases ran more than one trainer
+// (run.trainers with run.trainer or a matrix over it); nothing when one trainer ran them
+// all (the header names it).
 static void trainers_section(Str *md, const Report *rp) {
-    int other = 0;
-    for (int i = 0; i < rp->n_runs; i++)
-        for (int k = 0; k < rp->runs[i].n; k++) other |= rp->runs[i].results[k].trainer[0] && strcmp(rp->runs[i].results[k].trainer, "nsa-train");
-    if (!other) return;
+    const char *first = NULL;
+    int several = 0;
+    for (int i = 0; i < rp->n_runs && !several; i++)
+        for (int k = 0; k < rp->runs[i].n && !several; k++) {
+            const char *t = case_trainer(&rp->runs[i].results[k]);
+            if (!first) first = t;
+            else several = strcmp(first, t) != 0;
+        }
+    if (!several) return;
     str_add(md, "\n## Trainers\n\nWhich trainer ran each case (`nsa-train`: the run's default; the others are the "
                 "scenarios' `run.trainers`, their commands in the header and in env.json `runner.trainers`).\n\n"
                 "| scenario | case | trainer |\n|---|---|---|\n");
@@ -202,7 +245,7 @@ static void trainers_section(Str *md, const Report *rp) {
             str_add_md_cell(md, rp->runs[i].s->name);
             str_add(md, " | ");
             str_add_md_cell(md, r->c->name);
-            str_printf(md, " | `%s` |\n", r->trainer[0] ? r->trainer : "—");
+            str_printf(md, " | `%s` |\n", case_trainer(r));
         }
 }
 
@@ -218,6 +261,15 @@ static char *results_md(const Report *rp) {
     if (rp->faults && rp->faults[0])
         str_printf(&md, "\n> **Fault injection active** in every case: `%s` (nsa-train --list-faults). Failures below "
                         "are what this run provoked on purpose.\n", rp->faults);
+    if (rp->disk_full) {
+        int not_run = 0;
+        for (int i = 0; i < rp->n_runs; i++)
+            for (int k = 0; k < rp->runs[i].done; k++) not_run += not_run_disk_full(rp, &rp->runs[i].results[k]);
+        str_printf(&md, "\n> **Disk full**: %s, found after %d of %d cases. No case started after that: %d case%s "
+                        "not run (ERROR \"not run: disk full\"). Free some space on that disk, or give `--out` a "
+                        "folder on another one, and run again.\n",
+                   rp->disk_full_why, rp->disk_full_after, rp->total, not_run, not_run == 1 ? " is" : "s are");
+    }
     if (rp->interrupted)
         str_printf(&md, "\n> **Interrupted** by the user after %d of %d cases; the cases not run are listed as SKIP.\n",
                    rp->done, rp->total);
@@ -226,7 +278,7 @@ static char *results_md(const Report *rp) {
                         "was killed, this is where it stopped).\n", rp->done, rp->total);
 
     str_add(&md, "\n## Verdicts\n\n");
-    verdict_table(rp, &md, 1);
+    verdict_table(rp, &md, 1, "###");
     trainers_section(&md, rp);
 
     str_add(&md, "\n## Diagnosis\n\n");
@@ -247,6 +299,7 @@ static char *results_md(const Report *rp) {
         for (int k = 0; k < sr->done; k++) {
             const CaseResult *r = &sr->results[k];
             if (r->verdict == V_PASS || r->verdict == V_SKIP) continue;
+            if (not_run_disk_full(rp, r)) continue;   // the header says it
             str_printf(&md, "\n## %s · %s — %s\n\n", sr->s->name, r->c->name, VERDICT_NAMES[r->verdict]);
             if (r->verdict != V_FAIL) {   // a FAIL's evidence starts with its findings, which say it
                 str_add(&md, "- ");
@@ -283,7 +336,7 @@ static json_t *summary_json(const Report *rp) {
         const ScenarioRun *sr = &rp->runs[i];
         for (int k = 0; k < sr->n; k++) {
             const CaseResult *r = &sr->results[k];
-            int ran = k < sr->done;
+            int ran = k < sr->done && !not_run_disk_full(rp, r);   // a case the full disk kept from starting did not run
             const char *summary;
             const int v = report_row_verdict(rp, sr, k, &summary);
             json_t *o = json_object();
@@ -343,7 +396,7 @@ static json_t *summary_json(const Report *rp) {
         json_array_append_new(inv, json_pack("{s:s,s:o}", "file", rp->invalid[i].file, "problems", probs));
     }
     json_t *root = json_object();
-    json_object_set_new(root, "format", json_string("nsa-harness-summary-1"));
+    json_object_set_new(root, "format", json_string(SUMMARY_FORMAT));
     json_object_set_new(root, "started", json_string(rp->started));
     json_object_set_new(root, "finished", json_boolean(rp->finished));
     json_object_set_new(root, "interrupted", json_boolean(rp->interrupted));
@@ -356,6 +409,9 @@ static json_t *summary_json(const Report *rp) {
     json_object_set_new(root, "command", json_string(rp->command));
     json_object_set_new(root, "device", json_string(rp->device));
     json_object_set_new(root, "exit_code", (rp->finished || rp->interrupted) ? json_integer(rp->exit_code) : json_null());
+    json_object_set_new(root, "disk_full", rp->disk_full ? json_pack("{s:s,s:i}", "why", rp->disk_full_why, "after_cases",
+                                                                     rp->disk_full_after)
+                                                         : json_null());
     json_object_set_new(root, "counts", counts);
     json_object_set_new(root, "cases", cases);
     json_object_set_new(root, "invalid_scenarios", inv);
@@ -509,7 +565,7 @@ int report_github_summary(const Report *rp) {
     str_printf(&md, "## nsa-harness · %s%s · profile `%s`\n\n", rp->sha, rp->dirty ? " (dirty)" : "", rp->profile);
     counts_line(&md, rp);
     str_add(&md, "\n\n");
-    verdict_table(rp, &md, 0);
+    verdict_table(rp, &md, 0, "####");
     // what CI readers need without opening the artifact: the diagnosis and, when the
     // run compared cases with baselines or floors, the regression table
     str_add(&md, "\n### Diagnosis\n\n");

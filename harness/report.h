@@ -33,6 +33,11 @@ typedef struct {
     int finished;            // the run ended normally
     int interrupted;
     int exit_code;           // valid when finished or interrupted
+    // the disk holding dir ran out of space (harness/outdir.h): no case started after
+    // it; the cases not run are ERROR "not run: disk full ..."
+    int disk_full;
+    int disk_full_after;     // cases done when it was found
+    char disk_full_why[5000];   // "the disk holding DIR (tmpfs mounted on /x) is full: 12 KiB free"
 } Report;
 
 // Rewrite RESULTS.md, summary.json and junit.xml. Returns 0 or -1 (I/O; errno).

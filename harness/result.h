@@ -91,6 +91,10 @@ typedef struct ScenarioRun {
     int done;              // how many have finished (results[0 .. done))
     Case **owned;          // cases created while running (freed with the run)
     int n_owned;
+    int planned_bases;     // a family that creates its cases while it runs (execute): the base
+                           // cases planned, each one step of the plan however many cases it makes
+    int n_left_out;        // cases of the selection not part of the run: their "if_supported" value
+    char left_out_why[300];   // is one their trainer lacks (docs/scenarios.md "matrix"), and why
 } ScenarioRun;
 
 // The finished case whose name matches glob exactly one way: fnmatch, first match; NULL if none.

@@ -24,6 +24,7 @@
 #include "harness/pystack.h"
 #include "harness/trainer_caps.h"
 #include "common/flightrec_layout.h"
+#include "common/jsonutil.h"
 
 #define POLL_NS (50 * 1000 * 1000)
 // When one rank stalls (or its collective times out), EVERY live rank gets SIGUSR1 — the
@@ -171,18 +172,41 @@ static void hb_snapshot(HbWatch *h, RankResult *rk, uint64_t now_ns) {
 
 // ---- progress ----------------------------------------------------------------------------------
 
-static void progress(const RunCtx *ctx, const CaseResult *r, double elapsed, const RankResult *rk) {
-    if (!ctx->console || !ctx->tty) return;
-    char where[160] = "starting";
+// What a running case is doing, for progress: a terminal gets a live line (rewritten every
+// 0.25 s); any other console a line every RUNNER_STILL_RUNNING_S seconds, so a log shows
+// what a long case is doing (its step of train.steps, phase, layer and op from rank 0's
+// flight recorder or heartbeat file). *last_line: when the last such line was printed.
+static double still_running_s(void) {
+    const char *e = getenv("NSA_HARNESS_PROGRESS_S");
+    char *end = NULL;
+    double v = e && e[0] ? strtod(e, &end) : 0;
+    return e && e[0] && end && !*end && v >= 0.1 && v <= 3600 ? v : RUNNER_STILL_RUNNING_S;
+}
+
+static void progress(const RunCtx *ctx, const CaseResult *r, double elapsed, const RankResult *rk, double *last_line) {
+    if (!ctx->console) return;
+    if (!ctx->tty && elapsed - *last_line < still_running_s()) return;
+    char where[200] = "starting";
     if (rk->have_state) {
-        if (rk->layer >= 0)
-            snprintf(where, sizeof where, "step %d %s layer %d %s", rk->step, rk->phase, rk->layer, rk->op);
-        else snprintf(where, sizeof where, "step %d %s %s", rk->step, rk->phase, rk->op);
+        int n = snprintf(where, sizeof where, "step %d/%d %s", rk->step, r->c->cfg.steps, rk->phase);
+        if (rk->layer >= 0 && n > 0 && (size_t)n < sizeof where)
+            n += snprintf(where + n, sizeof where - (size_t)n, " layer %d", rk->layer);
+        if (rk->op[0] && strcmp(rk->op, rk->phase) && n > 0 && (size_t)n < sizeof where)
+            snprintf(where + n, sizeof where - (size_t)n, " %s", rk->op);
     }
     char at[48];
     if (ctx->sub) snprintf(at, sizeof at, "[%d/%d·%d]", ctx->index, ctx->total, ctx->sub);
     else snprintf(at, sizeof at, "[%d/%d]", ctx->index, ctx->total);
-    fprintf(ctx->console, "\r\033[K%s %s/%s  %5.1f s  %s", at, r->s->name, r->c->name, elapsed, where);
+    if (ctx->tty) {
+        fprintf(ctx->console, "\r\033[K%s %s/%s  %5.1f s  %s%s%s", at, r->s->name, r->c->name, elapsed, where,
+                ctx->tally ? "  · " : "", ctx->tally ? ctx->tally : "");
+    } else {
+        char t[32];
+        fmt_duration(t, sizeof t, elapsed);
+        fprintf(ctx->console, "%s ...   %s/%s: still running after %s: %s%s\n", at, r->s->name, r->c->name, t,
+                rk->have_state ? "rank 0 at " : "", where);
+        *last_line = elapsed;
+    }
     fflush(ctx->console);
 }
 
@@ -440,7 +464,7 @@ static void read_artifacts(CaseResult *r) {
     snprintf(p, sizeof p, "%s/gate_stats.jsonl", r->dir);
     r->gate_stats = read_jsonl(p, NULL);
     snprintf(p, sizeof p, "%s/anomaly.json", r->dir);
-    r->anomaly = json_load_file(p, 0, NULL);
+    r->anomaly = json_load_path(p, 0, NULL);
     snprintf(p, sizeof p, "%s/buckets.jsonl", r->dir);
     r->buckets = read_jsonl(p, NULL);
     snprintf(p, sizeof p, "%s/rank_times.jsonl", r->dir);
@@ -586,7 +610,7 @@ static void watch_ranks(Watch *w, double el) {
 static void supervise(Watch *w) {
     CaseResult *r = w->r;
     const double timeout = r->c->run.timeout_s * w->ctx->timeout_scale;
-    double last_progress = 0;
+    double last_progress = 0, last_line = 0;
     while (!w->all_done && !w->stalled && !w->interrupted) {
         struct timespec ts = {0, POLL_NS};
         nanosleep(&ts, NULL);
@@ -603,7 +627,7 @@ static void supervise(Watch *w) {
         }
         if (w->ctx->interrupted && *w->ctx->interrupted) w->interrupted = 1;
         if (el - last_progress > 0.25) {
-            progress(w->ctx, r, el, &r->ranks[0]);
+            progress(w->ctx, r, el, &r->ranks[0], &last_line);
             last_progress = el;
         }
     }
@@ -750,7 +774,8 @@ static int case_skipped(const RunCtx *ctx, CaseResult *r) {
     const Scenario *s = r->s;
     if (s->requires_gpus > ctx->gpus) {
         r->verdict = V_SKIP;
-        set_summary(r, "needs %d GPU%s, found %d", s->requires_gpus, s->requires_gpus == 1 ? "" : "s", ctx->gpus);
+        set_summary(r, "needs %d GPU%s, found %d: runs where %d CUDA device%s usable", s->requires_gpus,
+                    s->requires_gpus == 1 ? "" : "s", ctx->gpus, s->requires_gpus, s->requires_gpus == 1 ? " is" : "s are");
         return 1;
     }
     char why_not[512];

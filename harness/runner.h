@@ -49,7 +49,14 @@ typedef struct RunCtx {
     const char *own_trainer;             // the nsa-train beside nsa-harness: it writes the shared start
                                          // weights of run.init_weights "shared"
     const char *trainer_map;             // --trainer-map's map (absolute), or NULL
+    const char *tally;                   // progress: the run's elapsed time, ETA and verdicts so far
+                                         // ("1 m 02 s elapsed, ETA ~3 m 10 s; 12 PASS, 1 SKIP"), or NULL
 } RunCtx;
+
+// A case still running prints a line every RUNNER_STILL_RUNNING_S seconds where the console
+// is not a terminal (a terminal gets a live line instead): what it is doing, from its
+// heartbeat. NSA_HARNESS_PROGRESS_S (a number from 0.1 to 3600) sets another period.
+#define RUNNER_STILL_RUNNING_S 30.0
 
 // The trainer that runs case c of scenario s: its run.trainer from the scenario's
 // run.trainers, else the run's default. Never NULL.

@@ -38,7 +38,7 @@ static const char *const RUN_KEYS[] = {"steps", "world_size", "precision", "tran
                                        "init_weights", NULL};
 static const char *const LAUNCHERS[] = {"local", "mpirun", "srun", "env", NULL};
 static const char *const PROFILE_KEYS[] = {"config", "overrides", "run", "matrix", "exclude", "requires", NULL};
-static const char *const AXIS_KEYS[] = {"key", "values", NULL};
+static const char *const AXIS_KEYS[] = {"key", "values", "if_supported", NULL};
 static const char *const REQUIRES_KEYS[] = {"gpus", NULL};
 static const char *const TRANSPORTS[] = {"none", "mpi", "nccl", "gloo", NULL};
 static const char *const PRECISIONS[] = {"fp32", "fp64", "bf16", "fp16", NULL};
@@ -128,8 +128,8 @@ static int in_list(const char *const *keys, const char *k) {
 // jpath of a member: base.key, or base["key"] when the key needs quoting.
 void scenario_member_path(char *out, size_t n, const char *base, const char *key) {
     int plain = key[0] && !strpbrk(key, ".[]\"");
-    if (plain) snprintf(out, n, "%s%s%s", base, base[0] ? "." : "", key);
-    else snprintf(out, n, "%s[\"%s\"]", base, key);
+    int len = plain ? snprintf(out, n, "%s%s%s", base, base[0] ? "." : "", key) : snprintf(out, n, "%s[\"%s\"]", base, key);
+    if (len >= (int)n && n > 4) memcpy(out + n - 4, "...", 4);   // a path that long only names a place
 }
 
 // Every key of obj must be in `known`; reports the others at their key.
@@ -601,6 +601,7 @@ typedef struct {
     char launcher[8];     // "" = unchanged
     char trainer[64];     // "" = unchanged
     int trainer_line, trainer_col;
+    int if_supported;     // listed in the axis's "if_supported"
 } AxisValue;
 
 typedef struct {
@@ -608,7 +609,14 @@ typedef struct {
     char jpath[512];      // where the axis is (for problems)
     AxisValue *vals;
     int n_vals;
+    const char *if_feature, *if_what;   // "if_supported": the trainer's feature list its values need
 } AxisBuild;
+
+// The keys an axis's "if_supported" can go with: the feature list of --protocol-info that
+// names the values a trainer supports (docs/trainer-protocol.md).
+static const struct { const char *key, *feature, *what; } IF_SUPPORTED_KEYS[] = {
+    {"run.transport", "transports", "transport"}, {"train.backend", "backends", "backend"},
+    {"train.precision", "precisions", "precision"}, {"train.ddp_mode", "ddp_modes", "DDP mode"}};
 
 static void axis_free(AxisBuild *a) {
     for (int i = 0; i < a->n_vals; i++) ov_free(&a->vals[i].ov);
@@ -775,6 +783,42 @@ static int read_axis_labelled(const Scenario *s, Problems *ps, const char *name,
     return 0;
 }
 
+// "if_supported": [values of the axis]: the cases of those values are planned only for a
+// trainer that supports them (a list axis whose key is in IF_SUPPORTED_KEYS). Problems go to ps.
+static void read_axis_if_supported(const Scenario *s, Problems *ps, const char *name, const json_t *ax,
+                                   const char *jpath, AxisBuild *out) {
+    const json_t *ifs = json_object_get(ax, "if_supported");
+    if (!ifs) return;
+    char ip[600];
+    scenario_member_path(ip, sizeof ip, jpath, "if_supported");
+    const char *key = json_string_value(json_object_get(ax, "key"));
+    for (size_t k = 0; key && k < sizeof IF_SUPPORTED_KEYS / sizeof *IF_SUPPORTED_KEYS; k++)
+        if (!strcmp(key, IF_SUPPORTED_KEYS[k].key)) {
+            out->if_feature = IF_SUPPORTED_KEYS[k].feature;
+            out->if_what = IF_SUPPORTED_KEYS[k].what;
+        }
+    if (!out->if_feature) {
+        PROBLEM(ip, 1, "bad matrix: axis '%s': if_supported goes with a list axis whose key is run.transport, "
+                       "train.backend, train.precision or train.ddp_mode", name);
+        return;
+    }
+    if (!json_is_array(ifs) || json_array_size(ifs) == 0) {
+        PROBLEM(ip, 0, "bad matrix: axis '%s': if_supported: expected a non-empty list of the axis's values", name);
+        return;
+    }
+    size_t i;
+    json_t *v;
+    json_array_foreach(ifs, i, v) {
+        char label[96] = "", vp[700];
+        snprintf(vp, sizeof vp, "%s[%zu]", ip, i);
+        if (json_is_string(v)) json_value_text(v, label, sizeof label);
+        int found = 0;
+        for (int j = 0; j < out->n_vals; j++)
+            if (label[0] && !strcmp(out->vals[j].label, label)) out->vals[j].if_supported = found = 1;
+        if (!found) PROBLEM(vp, 0, "bad matrix: axis '%s': if_supported[%zu]: not one of the axis's values", name, i);
+    }
+}
+
 // Parse one axis (its object at jpath). Returns 0 if usable.
 static int read_axis(const Scenario *s, Problems *ps, const char *name, const json_t *ax, const char *jpath,
                      AxisBuild *out) {
@@ -817,6 +861,7 @@ static int read_axis(const Scenario *s, Problems *ps, const char *name, const js
         PROBLEM(vp, 0, "bad matrix: axis '%s': values: expected an array or an object, got %s", name, got);
         return -1;
     }
+    if (!rc) read_axis_if_supported(s, ps, name, ax, jpath, out);
     return rc || ps->n != before ? -1 : 0;
 }
 
@@ -1121,6 +1166,11 @@ static void make_case(const ProfileBuild *pb, size_t ci, Case *c) {
             c->run.trainer_line = av->trainer_line;
             c->run.trainer_col = av->trainer_col;
         }
+        if (av->if_supported && !c->if_feature[0]) {
+            snprintf(c->if_feature, sizeof c->if_feature, "%s", pb->axes[a].if_feature);
+            snprintf(c->if_what, sizeof c->if_what, "%s", pb->axes[a].if_what);
+            snprintf(c->if_value, sizeof c->if_value, "%s", av->label);
+        }
     }
     free(idx);
     snprintf(c->name, sizeof c->name, "%s", n_axes ? str_c(&name) : "default");
@@ -1418,9 +1468,10 @@ static int scenario_open(Scenario *s, const char *path, Problems *ps) {
     snprintf(s->path, sizeof s->path, "%s", path);
     path_dirname(path, s->dir, sizeof s->dir);
     size_t len = 0;
-    s->text = read_file(path, &len);
+    char why[300];
+    s->text = read_file_limited(path, 0, 0, &len, why, sizeof why);   // a file, at most 64 MiB: never a hang
     if (!s->text) {
-        problems_add(ps, 0, 0, "%s: cannot read: %s", path, strerror(errno));
+        problems_add(ps, 0, 0, "%s: %s", path, why);
         return -1;
     }
     json_error_t je;

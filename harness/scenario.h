@@ -56,6 +56,12 @@ typedef struct {
     RunSpec run;
     NsaConfig cfg;         // the resolved, validated config of the case
     const json_t *spec;    // selftest: the detection object this case runs (borrowed), else NULL
+    // an axis value listed in the axis's "if_supported" (docs/scenarios.md, "matrix"): the case
+    // is planned only for a trainer whose --protocol-info lists it (features.<if_feature> holds
+    // <if_value>); for any other trainer it is not part of the run (no SKIP). "" when not.
+    char if_feature[16];   // "transports", "backends", "precisions", "ddp_modes"
+    char if_what[16];      // "transport", "backend", "precision", "DDP mode" (for messages)
+    char if_value[96];     // "gloo"
 } Case;
 
 typedef struct {

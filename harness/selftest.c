@@ -27,12 +27,13 @@
 #include "harness/family_impl.h"
 #include "harness/proc.h"
 #include "harness/trainer_cmd.h"
+#include "common/jsonutil.h"
 
 // Compare one nested run's report with the expectation; mismatches appended to bad.
 static void judge(const json_t *expect, const char *run_dir, int status, Str *bad, json_t *observed) {
     char p[2400];
     snprintf(p, sizeof p, "%s/summary.json", run_dir);
-    json_t *sj = json_load_file(p, 0, NULL);
+    json_t *sj = json_load_path(p, 0, NULL);
     if (!sj) {
         str_printf(bad, "- no report (%s missing; nested run status %d)\n", p, status);
         return;

@@ -138,7 +138,8 @@ static void prefill_name(const NsaConfig *cfg, char *out, size_t n) {
 
 static int missing(const TrainerCaps *tc, const char *feature, const char *what, const char *name, char *why, size_t n) {
     if (trainer_caps_has(tc, feature, name)) return 0;
-    snprintf(why, n, "the trainer does not support %s '%s' (--protocol-info)", what, name);
+    snprintf(why, n, "the trainer does not support %s '%s' (--protocol-info): a trainer that lists it runs this case",
+             what, name);
     return 1;
 }
 
@@ -148,7 +149,8 @@ static int missing(const TrainerCaps *tc, const char *feature, const char *what,
 static int knob_missing(const json_t *knobs, const char *key, const char *value, char *why, size_t n) {
     const json_t *allowed = json_object_get(knobs, key);
     if (!allowed) {
-        snprintf(why, n, "the trainer map has no knob '%s'", key);
+        snprintf(why, n, "the trainer map has no knob '%s': a knob for it in the map runs this case (docs/trainer-maps.md)",
+                 key);
         return 1;
     }
     if (!json_is_array(allowed) || !value) return 0;   // null: every value
@@ -163,7 +165,8 @@ static int knob_missing(const json_t *knobs, const char *key, const char *value,
         json_value_text(a, have, sizeof have);
         if (!strcmp(have, want)) return 0;
     }
-    snprintf(why, n, "the trainer map's knob '%s' has no value '%s'", key, want);
+    snprintf(why, n, "the trainer map's knob '%s' has no value '%s': where the script supports it, the value in the "
+                     "knob's list runs this case (docs/trainer-maps.md)", key, want);
     return 1;
 }
 

@@ -8,11 +8,13 @@
 #include <string.h>
 
 #include "trainer/checkpoint.h"
+#include "common/config.h"
 #include "common/digest.h"
 #include "common/safetensors.h"
 
 #define CKPT_FORMAT "nsa-harness-checkpoint-1"
 #define CKPT_DIGESTS "tensor_digests"
+#define CKPT_META_DIGESTS "metadata_digests"
 #define INIT_FORMAT "nsa-harness-init-weights-1"
 
 static StDtype param_dtype(const Model *m) { return m->be->param_bytes == 8 ? ST_F64 : ST_F32; }
@@ -35,6 +37,24 @@ static void add_pass(StFile *f, json_t *digests, const Model *m, const char *bas
         digest64_hex(digest64(data, (size_t)p->numel * m->be->param_bytes, 0), hex);
         json_object_set_new(digests, name, json_string(hex));
     }
+}
+
+// "metadata_digests": every metadata entry written so far (so it goes last), name ->
+// digest64 of its value's bytes (checkpoint.h). The writer copies the string. 0, or -1
+// when out of memory.
+static int add_meta_digests(StFile *f) {
+    json_t *d = json_object();
+    char hex[17];
+    for (int i = 0; d && i < f->n_meta; i++) {
+        digest64_hex(digest64(f->meta_vals[i], strlen(f->meta_vals[i]), 0), hex);
+        json_object_set_new(d, f->meta_keys[i], json_string(hex));
+    }
+    char *text = d ? json_dumps(d, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+    json_decref(d);
+    if (!text) return -1;
+    st_add_meta(f, CKPT_META_DIGESTS, text);
+    free(text);
+    return 0;
 }
 
 int checkpoint_save(const char *path, const Model *m, const Optim *o, int64_t step, DataPos pos,
@@ -74,9 +94,13 @@ int checkpoint_save(const char *path, const Model *m, const Optim *o, int64_t st
     snprintf(buf, sizeof buf, "%.17g", o->loss_scale);          st_add_meta(&f, "loss_scale", buf);
     snprintf(buf, sizeof buf, "%" PRId64, o->good_steps);        st_add_meta(&f, "loss_scale_good_steps", buf);
     if (dig) st_add_meta(&f, CKPT_DIGESTS, dig);
+    if (dig && add_meta_digests(&f)) {
+        free(dig);
+        dig = NULL;
+    }
     int rc = dig ? st_write(&f, path, err, errlen) : -1;
     int e = dig ? errno : 0;
-    if (!dig) snprintf(err, errlen, "%s: out of memory serialising the tensor digests", path);
+    if (!dig) snprintf(err, errlen, "%s: out of memory serialising the digests", path);
     free(cfg);
     free(dig);
     st_free(&f);   // frees the writer's tables; tensor data was borrowed
@@ -85,15 +109,59 @@ int checkpoint_save(const char *path, const Model *m, const Optim *o, int64_t st
     return rc;
 }
 
-static int meta_i64(const StFile *f, const char *path, const char *key, int64_t *out, char *err, size_t errlen) {
+// ---- metadata values ------------------------------------------------------------------------
+
+// A metadata value quoted for a message: "VALUE", cut after 40 characters.
+static void quoted(const char *v, char *out, size_t n) {
+    size_t len = strlen(v);
+    snprintf(out, n, "\"%.*s%s\"", 40, v, len > 40 ? "..." : "");
+}
+
+// The whole number in metadata `key`: "-"? digits, in [lo, hi] (uint64 when is_u64, else
+// int64 bounds). -1 with err naming the file, the key and the value: missing, not a whole
+// number (a sign other than a leading '-', spaces, a fraction, an exponent), out of range.
+static int meta_whole(const StFile *f, const char *path, const char *key, int is_u64, int64_t lo, const char *range,
+                      int64_t *out_i, uint64_t *out_u, char *err, size_t errlen) {
     const char *s = st_meta(f, key);
-    char *end = NULL;
-    if (s) *out = strtoll(s, &end, 10);
-    if (!s || !end || *end || end == s) {
-        snprintf(err, errlen, "%s: metadata '%s' missing or not an integer", path, key);
+    char q[64];
+    if (!s) {
+        snprintf(err, errlen, "%s: metadata '%s' is missing", path, key);
         return -1;
     }
+    quoted(s, q, sizeof q);
+    const char *d = s + (s[0] == '-');
+    int digits = *d != 0;
+    for (const char *c = d; *c; c++) digits &= *c >= '0' && *c <= '9';
+    if (!digits) {
+        snprintf(err, errlen, "%s: metadata '%s' is %s: not a whole number", path, key, q);
+        return -1;
+    }
+    errno = 0;
+    unsigned long long u = 0;
+    long long v = 0;
+    if (is_u64 && s[0] != '-') u = strtoull(s, NULL, 10);
+    else v = strtoll(s, NULL, 10);
+    if (errno == ERANGE) {
+        snprintf(err, errlen, "%s: metadata '%s' is %.40s%s: does not fit in 64 bits", path, key, s,
+                 strlen(s) > 40 ? "..." : "");
+        return -1;
+    }
+    if ((is_u64 && s[0] == '-') || (!is_u64 && v < lo)) {
+        snprintf(err, errlen, "%s: metadata '%s' is %s: must be %s", path, key, s, range);
+        return -1;
+    }
+    if (is_u64) *out_u = (uint64_t)u;
+    else *out_i = (int64_t)v;
     return 0;
+}
+
+static int meta_i64(const StFile *f, const char *path, const char *key, int64_t lo, const char *range, int64_t *out,
+                    char *err, size_t errlen) {
+    return meta_whole(f, path, key, 0, lo, range, out, NULL, err, errlen);
+}
+
+static int meta_u64(const StFile *f, const char *path, const char *key, uint64_t *out, char *err, size_t errlen) {
+    return meta_whole(f, path, key, 1, 0, "in [0, 2^64)", NULL, out, err, errlen);
 }
 
 // ---- config comparison ------------------------------------------------------------------
@@ -218,12 +286,166 @@ static int verify_digests(const StFile *f, const char *path, const char *what, c
     return rc;
 }
 
+// Every metadata entry of f against "metadata_digests" (checkpoint.h); `what` names the
+// file in the message. 1 (all verified), 0 (the file has none: written before they
+// existed), or -1 with err naming the entry that changed, is missing, or has no checksum.
+static int verify_meta_digests(const StFile *f, const char *path, const char *what, char *err, size_t errlen) {
+    const char *dj = st_meta(f, CKPT_META_DIGESTS);
+    if (!dj) return 0;
+    json_t *digests = json_loads(dj, 0, NULL);
+    int rc = 1;
+    if (!json_is_object(digests)) {
+        snprintf(err, errlen, "%s: metadata '%s' is not a JSON object: the file is damaged", path, CKPT_META_DIGESTS);
+        rc = -1;
+    }
+    for (int i = 0; rc == 1 && i < f->n_meta; i++) {
+        const char *key = f->meta_keys[i], *val = f->meta_vals[i];
+        if (!strcmp(key, CKPT_META_DIGESTS)) continue;
+        const char *want = json_string_value(json_object_get(digests, key));
+        char have[17], q[64];
+        quoted(val, q, sizeof q);
+        if (!want) {
+            snprintf(err, errlen, "%s: metadata '%s' (%s) has no checksum in '%s': it was added after the %s was "
+                     "written", path, key, q, CKPT_META_DIGESTS, what);
+            rc = -1;
+            break;
+        }
+        digest64_hex(digest64(val, strlen(val), 0), have);
+        if (strcmp(have, want)) {
+            snprintf(err, errlen, "%s: metadata '%s' is %s, changed after the %s was written: the digest64 of its %zu "
+                     "bytes is %s, the %s recorded %s", path, key, q, what, strlen(val), have, what, want);
+            rc = -1;
+        }
+    }
+    const char *k;
+    json_t *v;
+    if (rc == 1) json_object_foreach(digests, k, v) {
+        if (!st_meta(f, k)) {
+            snprintf(err, errlen, "%s: metadata '%s' is missing: the %s recorded a checksum for it (removed after it "
+                     "was written)", path, k, what);
+            rc = -1;
+            break;
+        }
+    }
+    json_decref(digests);
+    return rc;
+}
+
 void checkpoint_info_free(CkptInfo *info) {
     free(info->config);
     info->config = NULL;
 }
 
-int checkpoint_load(const char *path, Model *m, Optim *o, CkptInfo *info, char *err, size_t errlen) {
+// What checkpoint_load restores from the metadata, validated.
+typedef struct {
+    int64_t step, optim_t, good_steps;
+    DataPos pos;
+    double loss_scale;
+} CkptMeta;
+
+// The metadata's values (checkpoint.h, "Validation"): types, ranges, and consistency with
+// each other, the tensors (tdt: their dtype), the checkpoint's own config and, when ds is
+// given, the data. 0 with *cm filled (loss scale fields default to o's), or -1 with err
+// naming the key and its value.
+static int check_meta(const StFile *f, const char *path, StDtype tdt, const DataSource *ds, const Optim *o,
+                      CkptMeta *cm, char *err, size_t errlen) {
+    uint64_t batches, seed;
+    if (meta_i64(f, path, "step", 0, ">= 0", &cm->step, err, errlen)) return -1;
+    if (meta_i64(f, path, "optim_t", 0, ">= 0", &cm->optim_t, err, errlen)) return -1;
+    if (cm->optim_t > cm->step) {
+        snprintf(err, errlen, "%s: metadata 'optim_t' is %" PRId64 ": more than 'step' %" PRId64 " (AdamW makes at "
+                 "most one update per step)", path, cm->optim_t, cm->step);
+        return -1;
+    }
+    if (meta_u64(f, path, "data_batches", &batches, err, errlen)) return -1;
+    if (batches < (uint64_t)cm->step) {
+        snprintf(err, errlen, "%s: metadata 'data_batches' is %" PRIu64 ": fewer than 'step' %" PRId64 " (every step "
+                 "reads at least one micro-batch)", path, batches, cm->step);
+        return -1;
+    }
+    cm->pos.batches = batches;
+    if (meta_i64(f, path, "data_shard", 0, ">= 0", &cm->pos.shard, err, errlen)) return -1;
+    if (meta_i64(f, path, "data_offset", 0, ">= 0", &cm->pos.offset, err, errlen)) return -1;
+    char why[512];
+    int pr = ds ? data_check_pos(ds, cm->pos, why, sizeof why) : DATA_POS_OK;
+    if (pr != DATA_POS_OK) {
+        snprintf(err, errlen, "%s: metadata '%s' is %" PRId64 ": outside this run's data: %s", path,
+                 pr == DATA_POS_SHARD ? "data_shard" : "data_offset", pr == DATA_POS_SHARD ? cm->pos.shard : cm->pos.offset,
+                 why);
+        return -1;
+    }
+    if (meta_u64(f, path, "seed", &seed, err, errlen)) return -1;
+    // the checkpoint's own config: a JSON object, its digest, its seed and backend
+    const char *cfg = st_meta(f, "config"), *cdig = st_meta(f, "config_digest"), *bname = st_meta(f, "backend");
+    json_t *cj = cfg ? json_loads(cfg, 0, NULL) : NULL;
+    int bad = 0;
+    if (cfg && !json_is_object(cj)) {
+        snprintf(err, errlen, "%s: metadata 'config' is not a JSON object", path);
+        bad = 1;
+    }
+    char want[17];
+    if (!bad && cfg && cdig) {
+        config_digest_of(cfg, want);
+        if (strcmp(cdig, want)) {
+            char q[64];
+            quoted(cdig, q, sizeof q);
+            snprintf(err, errlen, "%s: metadata 'config_digest' is %s: the digest of metadata 'config' is %s", path, q,
+                     want);
+            bad = 1;
+        }
+    }
+    const json_t *train = json_object_get(cj, "train");
+    const json_t *cseed = json_object_get(train, "seed"), *cback = json_object_get(train, "backend");
+    if (!bad && json_is_integer(cseed) && (uint64_t)json_integer_value(cseed) != seed) {
+        snprintf(err, errlen, "%s: metadata 'seed' is %" PRIu64 ": the checkpoint's config has train.seed %lld", path,
+                 seed, (long long)json_integer_value(cseed));
+        bad = 1;
+    }
+    if (!bad && bname) {
+        char q[64];
+        quoted(bname, q, sizeof q);
+        int known = 0;
+        for (int i = 0; config_backend_at(i); i++) known |= !strcmp(bname, config_backend_at(i));
+        const StDtype bdt = !strcmp(bname, "cpu64") ? ST_F64 : ST_F32;   // cpu64 keeps F64 parameters, the others F32
+        bad = 1;
+        if (!known) snprintf(err, errlen, "%s: metadata 'backend' is %s: not a backend (cpu, cpu64, cuda)", path, q);
+        else if (json_is_string(cback) && strcmp(json_string_value(cback), bname))
+            snprintf(err, errlen, "%s: metadata 'backend' is %s: the checkpoint's config has train.backend \"%s\"", path,
+                     q, json_string_value(cback));
+        else if (bdt != tdt)
+            snprintf(err, errlen, "%s: metadata 'backend' is %s: its tensors are %s (%s writes %s)", path, q,
+                     st_dtype_name(tdt), bname, st_dtype_name(bdt));
+        else bad = 0;
+    }
+    json_decref(cj);
+    if (bad) return -1;
+    // fp16 dynamic loss scaling (absent from older checkpoints: o's values stay)
+    cm->loss_scale = o->loss_scale;
+    cm->good_steps = o->good_steps;
+    const char *ls = st_meta(f, "loss_scale");
+    if (ls) {
+        char *end = NULL, q[64];
+        errno = 0;
+        double x = strtod(ls, &end);
+        if (end == ls || *end || errno == ERANGE || !(x >= 1.0 && x <= OPTIM_SCALE_MAX)) {
+            quoted(ls, q, sizeof q);
+            snprintf(err, errlen, "%s: metadata 'loss_scale' is %s: must be a number in [1, %.0f]", path, q,
+                     OPTIM_SCALE_MAX);
+            return -1;
+        }
+        cm->loss_scale = x;
+        if (meta_i64(f, path, "loss_scale_good_steps", 0, ">= 0", &cm->good_steps, err, errlen)) return -1;
+        if (cm->good_steps > cm->optim_t) {
+            snprintf(err, errlen, "%s: metadata 'loss_scale_good_steps' is %" PRId64 ": more than 'optim_t' %" PRId64
+                     " (it counts updates)", path, cm->good_steps, cm->optim_t);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int checkpoint_load(const char *path, Model *m, Optim *o, const DataSource *ds, CkptInfo *info, char *err,
+                    size_t errlen) {
     const Backend *be = m->be;
     memset(info, 0, sizeof *info);
     StFile f;
@@ -234,6 +456,10 @@ int checkpoint_load(const char *path, Model *m, Optim *o, CkptInfo *info, char *
         snprintf(err, errlen, "%s: not an nsa-harness checkpoint (metadata format = %s)", path, fmt ? fmt : "absent");
         goto done;
     }
+    // 0. the metadata is what was written (checkpoint.h): before any of it is used
+    int mr = verify_meta_digests(&f, path, "checkpoint", err, errlen);
+    if (mr < 0) goto done;
+    info->meta_checksums = mr;
     const char *ck_cfg = st_meta(&f, "config");
     // 1. every tensor this model needs is there, with its shape and dtype
     char name[128];
@@ -265,27 +491,11 @@ int checkpoint_load(const char *path, Model *m, Optim *o, CkptInfo *info, char *
     int vr = verify_digests(&f, path, "checkpoint", err, errlen);
     if (vr < 0) goto done;
     info->checksums = vr;
-    // 3. the metadata
-    int64_t v;
-    if (meta_i64(&f, path, "step", &info->step, err, errlen)) goto done;
-    if (meta_i64(&f, path, "optim_t", &v, err, errlen)) goto done;
-    int64_t optim_t = v;
-    if (meta_i64(&f, path, "data_batches", &v, err, errlen)) goto done;
-    info->pos.batches = (uint64_t)v;
-    if (meta_i64(&f, path, "data_shard", &info->pos.shard, err, errlen)) goto done;
-    if (meta_i64(&f, path, "data_offset", &info->pos.offset, err, errlen)) goto done;
-    double loss_scale = o->loss_scale;
-    int64_t good_steps = o->good_steps;
-    if (st_meta(&f, "loss_scale")) {   // fp16 dynamic loss scaling state
-        const char *s = st_meta(&f, "loss_scale");
-        char *end = NULL;
-        loss_scale = strtod(s, &end);
-        if (!end || *end || !(loss_scale > 0)) {
-            snprintf(err, errlen, "%s: metadata 'loss_scale' is not a positive number", path);
-            goto done;
-        }
-        if (meta_i64(&f, path, "loss_scale_good_steps", &good_steps, err, errlen)) goto done;
-    }
+    // 3. the metadata's values (checkpoint.h, "Validation")
+    CkptMeta cm;
+    if (check_meta(&f, path, param_dtype(m), ds, o, &cm, err, errlen)) goto done;
+    info->step = cm.step;
+    info->pos = cm.pos;
     // 4. everything checked: restore
     for (int pass = 0; pass < 3; pass++) {
         void *base = pass == 0 ? m->param_mem : pass == 1 ? o->m_mem : o->v_mem;
@@ -297,9 +507,9 @@ int checkpoint_load(const char *path, Model *m, Optim *o, CkptInfo *info, char *
         }
     }
     model_params_changed(m);
-    o->t = optim_t;
-    o->loss_scale = loss_scale;
-    o->good_steps = good_steps;
+    o->t = cm.optim_t;
+    o->loss_scale = cm.loss_scale;
+    o->good_steps = cm.good_steps;
     const char *dg = st_meta(&f, "config_digest");
     snprintf(info->digest, sizeof info->digest, "%s", dg ? dg : "");
     if (ck_cfg) {
@@ -340,9 +550,13 @@ int checkpoint_write_weights(const char *path, const Model *m, char *err, size_t
     st_add_meta(&f, "seed", buf);
     st_add_meta(&f, "backend", m->be->name);
     if (dig) st_add_meta(&f, CKPT_DIGESTS, dig);
+    if (dig && add_meta_digests(&f)) {
+        free(dig);
+        dig = NULL;
+    }
     int rc = dig ? st_write(&f, path, err, errlen) : -1;
     int e = dig ? errno : 0;
-    if (!dig) snprintf(err, errlen, "%s: out of memory serialising the tensor digests", path);
+    if (!dig) snprintf(err, errlen, "%s: out of memory serialising the digests", path);
     free(cfg);
     free(dig);
     st_free(&f);
@@ -363,7 +577,8 @@ int checkpoint_load_weights(const char *path, Model *m, char *err, size_t errlen
     if (st_read(&f, path, err, errlen)) return -1;
     int rc = -1;
     double *h = NULL;
-    if (verify_digests(&f, path, "file", err, errlen) < 0) goto done;
+    if (verify_meta_digests(&f, path, "file", err, errlen) < 0 || verify_digests(&f, path, "file", err, errlen) < 0)
+        goto done;
     // 1. every parameter there, F32 or F64, with this config's shape; nothing else there
     int64_t maxn = 1;
     for (int i = 0; i < m->n_params; i++) {

@@ -404,9 +404,9 @@ out:
 static int next_stream(DataSource *ds, int32_t *inputs, int32_t *targets) {
     char err[1024];
     DataPos *p = &ds->pos;
-    if (p->shard < 0 || p->shard >= ds->n_files || p->offset < 0 || p->offset > ds->counts[p->shard]) {
-        fprintf(stderr, "data: position (shard %lld, offset %lld) is outside the data (%s)\n",
-                (long long)p->shard, (long long)p->offset, ds->desc);
+    if (data_check_pos(ds, *p, err, sizeof err) != DATA_POS_OK) {
+        fprintf(stderr, "data: position (shard %lld, offset %lld) is outside the data: %s\n",
+                (long long)p->shard, (long long)p->offset, err);
         return -1;
     }
     if (ds->counts[p->shard] - p->offset < ds->stride + 1) {
@@ -533,8 +533,34 @@ int data_next(DataSource *ds, int32_t *inputs, int32_t *targets) {
 
 DataPos data_get_pos(const DataSource *ds) { return ds->pos; }
 
-// Validated lazily by data_next (which can report), since this cannot.
+// Validated lazily by data_next (which can report), since this cannot; a caller that
+// can report checks first (data_check_pos).
 void data_set_pos(DataSource *ds, DataPos pos) { ds->pos = pos; }
+
+int data_check_pos(const DataSource *ds, DataPos pos, char *why, size_t n) {
+    if (ds->kind != NSA_DATA_SHARDS && ds->kind != NSA_DATA_TEXT) {
+        const char *kind = config_data_name(ds->kind);
+        if (pos.shard != 0) {
+            set_err(why, n, "the %s source has no shards (always 0)", kind);
+            return DATA_POS_SHARD;
+        }
+        if (pos.offset != 0) {
+            set_err(why, n, "the %s source has no offset (always 0)", kind);
+            return DATA_POS_OFFSET;
+        }
+        return DATA_POS_OK;
+    }
+    if (pos.shard < 0 || pos.shard >= ds->n_files) {
+        set_err(why, n, "the data has %d shard%s (%s)", ds->n_files, ds->n_files == 1 ? "" : "s", ds->desc);
+        return DATA_POS_SHARD;
+    }
+    if (pos.offset < 0 || pos.offset > ds->counts[pos.shard]) {
+        set_err(why, n, "shard %lld (%s) has %lld %s", (long long)pos.shard, ds->files[pos.shard],
+                (long long)ds->counts[pos.shard], ds->bytes ? "bytes" : "tokens");
+        return DATA_POS_OFFSET;
+    }
+    return DATA_POS_OK;
+}
 
 const char *data_describe(const DataSource *ds) { return ds->desc; }
 

@@ -33,6 +33,13 @@ DataSource *data_open(int kind, const char *path, int vocab_size, int B, int T,
 int data_next(DataSource *ds, int32_t *inputs, int32_t *targets);
 DataPos data_get_pos(const DataSource *ds);
 void data_set_pos(DataSource *ds, DataPos pos);
+// Whether pos can be a position of this source (a checkpoint's, before data_set_pos):
+// DATA_POS_OK, or which field is outside the data with why filled ("the data has 2
+// shards (data/*.bin)", "shard 0 (data/a.bin) has 4096 tokens"). shards/text: shard in
+// [0, files), offset in [0, tokens of that shard]; synthetic/learnable have neither:
+// both 0. batches is not checked (any count is a position of the generated sources).
+enum { DATA_POS_OK = 0, DATA_POS_SHARD, DATA_POS_OFFSET };
+int data_check_pos(const DataSource *ds, DataPos pos, char *why, size_t n);
 const char *data_describe(const DataSource *ds);   // one line for logs
 // For the learnable task: entropy (nats/token) of the unigram distribution of its
 // tokens, estimated from the generator, and of the best achievable predictor;

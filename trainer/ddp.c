@@ -568,20 +568,6 @@ int ddp_mean(Ddp *d, double *v, const char *what) {
     return 0;
 }
 
-int ddp_reduce_all(Ddp *d) {
-    reset_buckets(d);
-    d->defer = 0;
-    d->records_written = 1;   // not a training step's reduction: no records
-    for (int k = 0; k < d->nb; k++) {
-        d->b[k].pending = 0;
-        d->b[k].ready_t = d->t_bwd0;
-    }
-    memset(d->arrived, 1, (size_t)d->m->n_params);
-    try_launch(d);
-    flightrec_state(FR_PHASE_COMM, d->step, -1, "comm_wait");
-    return ddp_comm_wait(d);
-}
-
 int ddp_check_weights(Ddp *d, int64_t step) {
     const Model *m = d->m;
     size_t bytes = (size_t)m->n_elems * m->be->param_bytes;

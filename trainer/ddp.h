@@ -59,9 +59,6 @@ int ddp_finish_backward(Ddp *d) __attribute__((noinline));
 int ddp_comm_wait(Ddp *d) __attribute__((noinline));
 // *v = mean over ranks of *v (control plane). 0 or NSA_EXIT_COMM_TIMEOUT.
 int ddp_mean(Ddp *d, double *v, const char *what);
-// Reduce the whole gradient buffer now (all buckets, blocking with the timeout):
-// the --dump-step replay. 0 or NSA_EXIT_COMM_TIMEOUT.
-int ddp_reduce_all(Ddp *d);
 // End of run: the weights are bitwise identical on every rank (FNV-1a of the
 // parameter bytes, allgathered). 0, NSA_EXIT_RUNTIME (differ: printed) or
 // NSA_EXIT_COMM_TIMEOUT.

@@ -174,7 +174,8 @@ static const FaultSpec FAULTS[] = {
      "gradient stays 0). PARAM defaults to blocks.<n_layers/2>.attn.gate.fc2.weight (with force_branch, whose "
      "gate is bypassed: blocks.<n_layers/2>.attn.o_proj.weight)",
      "DDP one-step: default mode -> HANG (exit 4 / watchdog) naming the rank, the bucket and the parameter "
-     "([DDP] line, buckets.jsonl); find_unused -> PASS; static_graph -> exit 5 naming rank and parameter",
+     "([DDP] line, buckets.jsonl); find_unused -> runs to the end, its numbers FAIL against one rank naming PARAM as "
+     "the only differing gradient (a zero averaged in); static_graph -> exit 5 naming rank and parameter",
      "RANK is not a rank of the run (e.g. without data parallel and --rank != RANK); an unknown PARAM is a "
      "usage error"},
     {"nan_at_seqlen", "nan_at_seqlen=K", p_nan_at_seqlen, FAULT_AT_BRANCH_FWD, ONCE,

@@ -561,15 +561,19 @@ static int run_resume(Run *R) {
     const TrainOpts *opts = R->opts;
     flightrec_event(FR_PHASE_CHECKPOINT, FR_KIND_BEGIN, 0, -1, "resume_load");
     CkptInfo ck;
-    // unreadable, corrupt (a tensor's checksum), or tensors that do not fit this
-    // model: exit 1 (docs/diagnostics.md, "Checkpoints")
-    if (checkpoint_load(opts->resume, &R->m, &R->opt, &ck, R->err, sizeof R->err)) {
+    // unreadable, corrupt (a tensor's or a metadata entry's checksum), tensors that do
+    // not fit this model, metadata values that make no sense: exit 1 (docs/diagnostics.md,
+    // "Checkpoints")
+    if (checkpoint_load(opts->resume, &R->m, &R->opt, R->ds, &ck, R->err, sizeof R->err)) {
         fprintf(stderr, "nsa-train: --resume: %s\n", R->err);
         return NSA_EXIT_RUNTIME;
     }
     if (!ck.checksums)
         fprintf(stderr, "nsa-train: note: --resume %s: the checkpoint has no tensor checksums (written before they "
                 "existed): its tensor data is not verified\n", opts->resume);
+    if (!ck.meta_checksums)
+        fprintf(stderr, "nsa-train: note: --resume %s: the checkpoint has no metadata checksums (written before they "
+                "existed): its metadata is validated, not verified\n", opts->resume);
     int cfg_bad = check_resume_config(opts, &ck);   // another config: exit 2 unless --allow-config-change
     R->step0 = ck.step;
     data_set_pos(R->ds, ck.pos);
@@ -672,18 +676,25 @@ static int step_skip_overflow(Run *R, int64_t step, double loss, double *gnorm, 
     return GO_ON;
 }
 
-// --dump-step: the dump describes the first micro-batch of step 1: replay it alone so
-// that logits and gradients belong to the same batch. Under data parallel every rank
-// replays its slice and the gradients are reduced (the mean over world*B sequences,
-// what the optimizer would use), so the dump of W ranks with batch B compares with one
-// rank's dump at batch W*B; rank 0 writes it with its own slice's inputs and logits, and
-// the mean loss over ranks. The step's gradients are restored after. Returns 0 or the
-// exit code.
+// --dump-step: the dump describes the first micro-batch of step 1: replay its forward alone
+// so that inputs, targets, logits, the loss and (--dump-acts) the activations belong to one
+// batch. The gradients:
+//   - a single process: the replay's backward (that micro-batch's gradient, scaled
+//     1/(B*T)), as every golden baseline holds it;
+//   - data parallel: the gradients this step's optimizer consumes — every micro-batch of
+//     every rank, after the bucket all-reduces (the mean over world*B*grad_accum
+//     sequences) and the fp16 unscale, before clipping (the optimizer's first operation,
+//     a factor grad_clip/grad_norm of the logged grad_norm) — not a replay with a scale of
+//     its own: a wrong scale or a wrong reduction in training shows here, so the dump of W
+//     ranks at batch B compares with one rank's at batch W*B (ddp_onestep's dump_match).
+// Rank 0 writes it with its own slice's inputs and logits and the replay's loss, the mean
+// over ranks. The step's gradients are left as they were. Returns 0 or the exit code.
 static int step_dump(Run *R, DataPos pos) {
     const NsaConfig *cfg = R->cfg;
     const Backend *be = R->be;
     Model *m = &R->m;
     const int B = R->B, T = R->T;
+    const int replay_grads = R->ddp == NULL;
     DataSource *ds1 = data_open(cfg->data_kind, cfg->data_path, cfg->vocab_size, B, T, cfg->seed, R->data_rank, R->world,
                                 R->err, sizeof R->err);
     int32_t *in1 = malloc(sizeof(int32_t) * (size_t)B * T), *tg1 = malloc(sizeof(int32_t) * (size_t)B * T);
@@ -692,17 +703,14 @@ static int step_dump(Run *R, DataPos pos) {
     data_close(ds1);
     void *saved = malloc((size_t)m->n_elems * be->param_bytes);
     be->to_host(saved, m->grad_mem, (size_t)m->n_elems * be->param_bytes);
-    model_zero_grad(m);
+    if (replay_grads) model_zero_grad(m);
     if (R->opts->dump_acts) R->diag.acts = actdump_new();
     double l1 = model_forward(m, in1, tg1, 1.0 / ((double)B * T * R->world));
     const int64_t nlog = (int64_t)B * T * m->V;
     void *lh = logits_to_host(m, nlog);
-    model_backward(m);
+    if (replay_grads) model_backward(m);
     int drc = NSA_EXIT_OK;
-    if (R->ddp) {
-        drc = ddp_reduce_all(R->ddp);
-        if (!drc) drc = ddp_mean(R->ddp, &l1, "allreduce dump loss");
-    }
+    if (R->ddp) drc = ddp_mean(R->ddp, &l1, "allreduce dump loss");
     if (!drc && R->rank == 0)
         drc = dump_step(R->opts->dump_step, m, in1, tg1, l1, &l1, lh, R->diag.acts) ? NSA_EXIT_RUNTIME : NSA_EXIT_OK;
     be->from_host(m->grad_mem, saved, (size_t)m->n_elems * be->param_bytes);

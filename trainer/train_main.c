@@ -51,7 +51,8 @@ static void usage(FILE *f) {
         "                       (VALUE is JSON; anything that is not JSON is taken as a string); repeatable\n"
         "  --steps N            same as --set train.steps=N\n"
         "  --backend NAME       same as --set train.backend=NAME (cpu, cpu64, cuda)\n"
-        "  --out DIR            write metrics.jsonl (and anomaly.json) here (default .)\n"
+        "  --out DIR            write metrics.jsonl (and anomaly.json) here (default runs, below the current\n"
+        "                       directory: created; .gitignore covers it in the source tree)\n"
         "  --save FILE          write a checkpoint (safetensors, a digest64 checksum per tensor) at the end of\n"
         "                       the run; FILE's directory must exist and be writable (checked at start: exit 2)\n"
         "  --save-every N       with --save: also every N steps\n"
@@ -71,7 +72,7 @@ static void usage(FILE *f) {
         "  --dump-step FILE     write step 1's batch, logits, loss and every gradient (safetensors;\n"
         "                       logits F32, F64 on the fp64 backend)\n"
         "  --dump-acts          with --dump-step: also every layer's forward activations (acts.blocks.L.*)\n"
-        "  --threads N          CPU threads (default: all cores)\n"
+        "  --threads N          CPU threads, 1 to 1024 (default: all cores)\n"
         "  --check-config       validate the config, print it as canonical JSON, exit\n"
         "  --devices            print the CUDA devices this build can use, exit\n"
         "  --quiet              no per-step lines\n"
@@ -168,6 +169,13 @@ static int redirect_log(const char *path) {
     return 0;
 }
 
+// --threads' maximum, the same on every machine (a command line that runs on one runs on
+// all): no CPU has as many cores (a thread per core is the default; more only make the
+// kernels wait for each other), and it is far below where libgomp fails: its team start
+// takes stack in proportion to the thread count, and --threads 100000 overflowed the main
+// thread's 8 MiB stack (SIGSEGV in GOMP_parallel, issue 26).
+#define NSA_MAX_THREADS 1024
+
 static int parse_int(const char *flag, const char *s, int *out) {
     char *end = NULL;
     long v = strtol(s, &end, 10);
@@ -195,6 +203,7 @@ typedef struct {
     const char *config_path, *stack_file, *log_file;
     int check_only, threads, print_env, rank_given, transport;
     int bootstrap, bootstrap_given, check_world;
+    int out_defaulted;   // no --out: runs/ (said once before training)
     double comm_timeout, rdzv_timeout;
     const char **sets;   // --set KEY=VALUE (and --steps/--backend as train.* sets)
     char **owned;        // the sets built here (freed after config_load)
@@ -239,13 +248,15 @@ static int parse_args(int argc, char **argv, MainArgs *A) {
         else if (!strcmp(a, "--stop-after")) { NEED_VALUE; if (parse_int(a, v, &o->stop_after)) return NSA_EXIT_USAGE; }
         else if (!strcmp(a, "--dump-step")) { NEED_VALUE; o->dump_step = v; }
         else if (!strcmp(a, "--dump-acts")) o->dump_acts = 1;
-        else if (!strcmp(a, "--threads")) {   // one message, saying what it got
+        else if (!strcmp(a, "--threads")) {   // one message, saying what it got and the range
             NEED_VALUE;
-            if (parse_int(a, v, &A->threads)) return NSA_EXIT_USAGE;
-            if (A->threads < 1) {
-                fprintf(stderr, "nsa-train: --threads %s: expected a whole number >= 1\n", v);
+            char *end = NULL;
+            long t = strtol(v, &end, 10);
+            if (!*v || *end || t < 1 || t > NSA_MAX_THREADS) {
+                fprintf(stderr, "nsa-train: --threads %s: expected a whole number from 1 to %d\n", v, NSA_MAX_THREADS);
                 return NSA_EXIT_USAGE;
             }
+            A->threads = (int)t;
         }
         else if (!strcmp(a, "--check-config")) A->check_only = 1;
         else if (!strcmp(a, "--devices")) {
@@ -316,6 +327,12 @@ static int parse_args(int argc, char **argv, MainArgs *A) {
             return NSA_EXIT_USAGE;
         }
 #undef NEED_VALUE
+    }
+    // no --out: runs/ below the current directory (created), said once, rather than the
+    // current directory itself (a source tree would collect metrics.jsonl at its root)
+    if (!o->out_dir) {
+        o->out_dir = "runs";
+        A->out_defaulted = 1;
     }
     return GO_ON;
 }
@@ -554,6 +571,8 @@ int main(int argc, char **argv) {
     if (A.threads > 0) omp_set_num_threads(A.threads);
 #endif
     if (faults.n_active) A.opts.faults = &faults;
+    if (A.out_defaulted && A.opts.rank == 0 && !A.opts.quiet)
+        printf("nsa-train: writing metrics.jsonl to %s/ (no --out given)\n", A.opts.out_dir);
     rc = train_run(&A.opts);
     free_rank_paths(&A);
     return finish(&world, rc);

@@ -24,12 +24,23 @@
 #include "nsa_common.h"
 
 // ---- per-thread scratch ----------------------------------------------------------------
+//
+// Memory safety does not depend on the key-list arithmetic being right: a row's keys are
+// counted from the same spans that fill the list (row_keys), the scratch is grown to that
+// count before it is filled (scratch_reserve), and every span is cut to the key rows that
+// exist, [0, NK). A bound that is off (a window of w+1 keys, a selected block past the
+// sequence) gives wrong keys, so wrong numbers that the tests name, never a write past the
+// scratch or an index outside K/V (issue 26, item 7: such a window overflowed a scratch
+// sized for exactly w keys, and fp64 runs aborted in free()).
 
 // The backward goes through a row's keys in tiles of NSA_KTILE (see attn_row_bwd).
 #define NSA_KTILE 16
 
 typedef struct {
+    int cap;      // keys pos and p have room for (scratch_reserve grows it)
+    int hpg;
     int *pos;     // key positions of the current row                      [cap]
+    int (*span)[2];   // the current row's key spans [s0, s1)              [nspan]
     int *act;     // heads of the row that saw keys (bwd)                  [hpg]
     real *p;      // fwd: scores, then exp(s - max), per head              [hpg * cap]
                   // bwd: p and ds of a tile, per head                     [2 * hpg * KTILE]
@@ -37,12 +48,28 @@ typedef struct {
     real *hval;   // per-head scalar: softmax sum (fwd) or Drow (bwd)      [hpg]
 } Scratch;
 
-static Scratch scratch_new(int cap, int hpg, int D) {
+// Room for nk keys: pos[nk] and p[hpg * max(nk, 2 * KTILE)]. Contents are not kept
+// (called before a row's list is filled).
+static void scratch_reserve(Scratch *w, int nk) {
+    if (nk <= w->cap && w->pos) return;
+    free(w->pos);
+    free(w->p);
+    w->cap = nk > w->cap ? nk : w->cap;
+    const int np = w->cap > 2 * NSA_KTILE ? w->cap : 2 * NSA_KTILE;
+    w->pos = nsa_scratch(sizeof(int) * (size_t)w->cap);
+    w->p = nsa_scratch(sizeof(real) * (size_t)w->hpg * (size_t)np);
+}
+
+// cap: the keys a row is expected to see at most (keys_capacity), a first size only.
+static Scratch scratch_new(int cap, int nspan, int hpg, int D) {
     Scratch w;
-    int np = cap > 2 * NSA_KTILE ? cap : 2 * NSA_KTILE;
-    w.pos = nsa_scratch(sizeof(int) * cap);
+    w.cap = cap > 0 ? cap : 1;
+    w.hpg = hpg;
+    w.pos = NULL;
+    w.p = NULL;
+    scratch_reserve(&w, w.cap);
+    w.span = nsa_scratch(sizeof *w.span * (size_t)(nspan > 0 ? nspan : 1));
     w.act = nsa_scratch(sizeof(int) * hpg);
-    w.p = nsa_scratch(sizeof(real) * hpg * np);
     w.acc = nsa_scratch(sizeof(real) * hpg * D);
     w.hval = nsa_scratch(sizeof(real) * hpg);
     return w;
@@ -50,6 +77,7 @@ static Scratch scratch_new(int cap, int hpg, int D) {
 
 static void scratch_free(Scratch *w) {
     free(w->pos);
+    free(w->span);
     free(w->act);
     free(w->p);
     free(w->acc);
@@ -147,16 +175,18 @@ static void attn_row_bwd(real *dq, real *dK, real *dV, const real *dout, const r
 // ---- key lists of the branches ---------------------------------------------------------
 
 // Which branch, plus what its key list needs. Key positions index rows of the
-// branch's K/V (compressed blocks for cmp, tokens for sel/win).
+// branch's K/V (compressed blocks for cmp, tokens for sel/win): NK of them per sequence.
 typedef enum { BR_CMP, BR_SEL, BR_WIN } Branch;
 
 typedef struct {
     Branch br;
     const NsaGeom *g;
     const int32_t *sel_idx;   // sel only
+    int NK;                   // key rows per sequence (g->NC for cmp, g->T otherwise)
 } KeySet;
 
-// Most keys any row of the branch can see (size of the per-thread scratch).
+// Keys a row of the branch is expected to see at most: the scratch's first size
+// (row_keys grows it if a row has more).
 static int keys_capacity(const KeySet *ks) {
     const NsaGeom *g = ks->g;
     switch (ks->br) {
@@ -166,45 +196,69 @@ static int keys_capacity(const KeySet *ks) {
     }
 }
 
-// Fill pos[] with the ascending key positions of query (b, t, group gr); returns
-// their count.
-static int row_keys(const KeySet *ks, int b, int t, int gr, int *pos) {
+// Most spans a row's key list has (the size of Scratch.span).
+static int spans_capacity(const KeySet *ks) { return ks->br == BR_SEL ? ks->g->n : 1; }
+
+// Span [s0, s1) cut to the key rows that exist, [0, NK), into *sp; 1 if any key is
+// left, else 0.
+static int put_span(int64_t s0, int64_t s1, int NK, int *sp) {
+    if (s0 < 0) s0 = 0;
+    if (s1 > NK) s1 = NK;
+    if (s1 <= s0) return 0;
+    sp[0] = (int)s0;
+    sp[1] = (int)s1;
+    return 1;
+}
+
+// The key spans [s0, s1) of query (b, t, group gr), ascending, into sp; returns their
+// count (<= spans_capacity). Bounds are computed in 64 bits and every span is cut to
+// [0, NK): a selected block index outside [0, NS) (-1 is the padding) selects nothing.
+static int row_spans(const KeySet *ks, int b, int t, int gr, int (*sp)[2]) {
     const NsaGeom *g = ks->g;
-    int nk = 0;
-    if (ks->br == BR_CMP) {
-        int nv = nsa_cmp_visible(g, t);
-        for (int i = 0; i < nv; i++) pos[nk++] = i;
-    } else if (ks->br == BR_WIN) {
-        int lo = t - g->w + 1 > 0 ? t - g->w + 1 : 0;
-        for (int s = lo; s <= t; s++) pos[nk++] = s;
-    } else {
-        const int32_t *sel = ks->sel_idx + (((int64_t)b * g->T + t) * g->G + gr) * g->n;
-        for (int c = 0; c < g->n; c++) {
-            if (sel[c] < 0) continue;   // -1 padding
-            int s0 = sel[c] * g->lsel, s1 = s0 + g->lsel < t + 1 ? s0 + g->lsel : t + 1;
-            for (int s = s0; s < s1; s++) pos[nk++] = s;
-        }
+    if (ks->br == BR_CMP) return put_span(0, nsa_cmp_visible(g, t), ks->NK, sp[0]);
+    if (ks->br == BR_WIN) return put_span((int64_t)t - g->w + 1, (int64_t)t + 1, ks->NK, sp[0]);
+    const int32_t *sel = ks->sel_idx + (((int64_t)b * g->T + t) * g->G + gr) * g->n;
+    int ns = 0;
+    for (int c = 0; c < g->n; c++) {
+        if (sel[c] < 0) continue;   // -1 padding
+        const int64_t s0 = (int64_t)sel[c] * g->lsel, s1 = s0 + g->lsel < (int64_t)t + 1 ? s0 + g->lsel : (int64_t)t + 1;
+        ns += put_span(s0, s1, ks->NK, sp[ns]);
     }
+    return ns;
+}
+
+// w->pos[0..nk) = the ascending key positions of query (b, t, group gr); returns nk.
+// The scratch is sized from the same spans that fill it.
+static int row_keys(const KeySet *ks, int b, int t, int gr, Scratch *w) {
+    const int ns = row_spans(ks, b, t, gr, w->span);
+    int64_t n = 0;
+    for (int i = 0; i < ns; i++) n += w->span[i][1] - w->span[i][0];
+    if (n > INT32_MAX) n = INT32_MAX;   // n spans of <= NK keys: only for absurd geometries
+    scratch_reserve(w, (int)n);
+    int nk = 0;
+    for (int i = 0; i < ns; i++)
+        for (int s = w->span[i][0]; s < w->span[i][1] && nk < (int)n; s++) w->pos[nk++] = s;
     return nk;
 }
 
 // ---- drivers ---------------------------------------------------------------------------
 
-// Forward of rows t0 .. t0+Tn-1 of every (b, head). K/V have NK rows per sequence.
+// Forward of rows t0 .. t0+Tn-1 of every (b, head). K/V have ks->NK rows per sequence.
 static void attn_fwd(const KeySet *ks, real *o, real *lse, const real *q, const real *K,
-                     const real *V, int NK, int t0, int Tn) {
+                     const real *V, int t0, int Tn) {
     const NsaGeom *g = ks->g;
-    const int H = g->H, G = g->G, D = g->D, hpg = H / G, cap = keys_capacity(ks);
+    const int NK = ks->NK;
+    const int H = g->H, G = g->G, D = g->D, hpg = H / G, cap = keys_capacity(ks), nspan = spans_capacity(ks);
     const int64_t kstride = (int64_t)G * D;
     const real sc = (real)g->scale;
     const int units = g->B * Tn * G;
 #pragma omp parallel if (units > 1)
     {
-        Scratch w = scratch_new(cap, hpg, D);
+        Scratch w = scratch_new(cap, nspan, hpg, D);
 #pragma omp for schedule(dynamic, 4)
         for (int u = 0; u < units; u++) {
             int b = u / (Tn * G), t = t0 + (u / G) % Tn, gr = u % G;
-            int nk = row_keys(ks, b, t, gr, w.pos);
+            int nk = row_keys(ks, b, t, gr, &w);
             const int64_t kv = (int64_t)b * NK * kstride + gr * D;
             const int64_t row = ((int64_t)b * g->T + t) * H + gr * hpg;   // first head
             attn_row_fwd(o + row * D, lse + row, q + row * D, K + kv, V + kv, kstride, nk, hpg,
@@ -217,20 +271,21 @@ static void attn_fwd(const KeySet *ks, real *o, real *lse, const real *q, const 
 // Backward over all rows: dq, dK, dV +=. One thread per (b, group) pair.
 static void attn_bwd(const KeySet *ks, real *dq, real *dK, real *dV, const real *dout,
                      const real *q, const real *K, const real *V, const real *o,
-                     const real *lse, int NK) {
+                     const real *lse) {
     const NsaGeom *g = ks->g;
-    const int H = g->H, G = g->G, D = g->D, hpg = H / G, cap = keys_capacity(ks);
+    const int NK = ks->NK;
+    const int H = g->H, G = g->G, D = g->D, hpg = H / G, cap = keys_capacity(ks), nspan = spans_capacity(ks);
     const int64_t kstride = (int64_t)G * D;
     const real sc = (real)g->scale;
 #pragma omp parallel if (g->B * G > 1)
     {
-        Scratch w = scratch_new(cap, hpg, D);
+        Scratch w = scratch_new(cap, nspan, hpg, D);
 #pragma omp for schedule(static)
         for (int u = 0; u < g->B * G; u++) {
             int b = u / G, gr = u % G;
             const int64_t kv = (int64_t)b * NK * kstride + gr * D;
             for (int t = 0; t < g->T; t++) {
-                int nk = row_keys(ks, b, t, gr, w.pos);
+                int nk = row_keys(ks, b, t, gr, &w);
                 const int64_t row = ((int64_t)b * g->T + t) * H + gr * hpg;   // first head
                 attn_row_bwd(dq + row * D, dK + kv, dV + kv, dout + row * D, q + row * D, K + kv,
                              V + kv, o + row * D, lse + row, kstride, nk, hpg, D, sc, &w);
@@ -244,39 +299,39 @@ static void attn_bwd(const KeySet *ks, real *dq, real *dK, real *dV, const real 
 
 void CPU_FN(cmp_attn_fwd)(void *o, void *lse, const void *q, const void *Kc, const void *Vc,
                           const NsaGeom *g, int t0, int Tn) {
-    KeySet ks = {BR_CMP, g, NULL};
-    attn_fwd(&ks, o, lse, q, Kc, Vc, g->NC, t0, Tn);
+    KeySet ks = {BR_CMP, g, NULL, g->NC};
+    attn_fwd(&ks, o, lse, q, Kc, Vc, t0, Tn);
 }
 
 void CPU_FN(cmp_attn_bwd)(void *dq, void *dKc, void *dVc, const void *dout, const void *q,
                           const void *Kc, const void *Vc, const void *o, const void *lse,
                           const NsaGeom *g) {
-    KeySet ks = {BR_CMP, g, NULL};
-    attn_bwd(&ks, dq, dKc, dVc, dout, q, Kc, Vc, o, lse, g->NC);
+    KeySet ks = {BR_CMP, g, NULL, g->NC};
+    attn_bwd(&ks, dq, dKc, dVc, dout, q, Kc, Vc, o, lse);
 }
 
 void CPU_FN(sel_attn_fwd)(void *o, void *lse, const void *q, const void *k, const void *v,
                           const int32_t *sel_idx, const NsaGeom *g, int t0, int Tn) {
-    KeySet ks = {BR_SEL, g, sel_idx};
-    attn_fwd(&ks, o, lse, q, k, v, g->T, t0, Tn);
+    KeySet ks = {BR_SEL, g, sel_idx, g->T};
+    attn_fwd(&ks, o, lse, q, k, v, t0, Tn);
 }
 
 void CPU_FN(sel_attn_bwd)(void *dq, void *dk, void *dv, const void *dout, const void *q,
                           const void *k, const void *v, const void *o, const void *lse,
                           const int32_t *sel_idx, const NsaGeom *g) {
-    KeySet ks = {BR_SEL, g, sel_idx};
-    attn_bwd(&ks, dq, dk, dv, dout, q, k, v, o, lse, g->T);
+    KeySet ks = {BR_SEL, g, sel_idx, g->T};
+    attn_bwd(&ks, dq, dk, dv, dout, q, k, v, o, lse);
 }
 
 void CPU_FN(win_attn_fwd)(void *o, void *lse, const void *q, const void *k, const void *v,
                           const NsaGeom *g, int t0, int Tn) {
-    KeySet ks = {BR_WIN, g, NULL};
-    attn_fwd(&ks, o, lse, q, k, v, g->T, t0, Tn);
+    KeySet ks = {BR_WIN, g, NULL, g->T};
+    attn_fwd(&ks, o, lse, q, k, v, t0, Tn);
 }
 
 void CPU_FN(win_attn_bwd)(void *dq, void *dk, void *dv, const void *dout, const void *q,
                           const void *k, const void *v, const void *o, const void *lse,
                           const NsaGeom *g) {
-    KeySet ks = {BR_WIN, g, NULL};
-    attn_bwd(&ks, dq, dk, dv, dout, q, k, v, o, lse, g->T);
+    KeySet ks = {BR_WIN, g, NULL, g->T};
+    attn_bwd(&ks, dq, dk, dv, dout, q, k, v, o, lse);
 }

@@ -27,8 +27,11 @@ static void block_scores(double *score, const real *q, const real *lse, const re
     for (int h = 0; h < hpg; h++) {
         for (int i = 0; i < nv; i++) {
             real p = nsa_exp(sc * nsa_dot(q + h * g->D, Kc + i * kstride, g->D) - lse[h]);
-            // blocks overlapping [i*d, i*d+l); all <= cur since the block ends <= t
+            // blocks overlapping [i*d, i*d+l); all <= cur since the block ends <= t. The
+            // cut to cur is that fact checked where score[] (NS entries) is written: a
+            // visibility that is off gives other scores, never a write past the scratch
             int j0 = i * g->d / g->lsel, j1 = (i * g->d + g->l - 1) / g->lsel;
+            if (j1 > cur) j1 = cur;
             for (int j = j0; j <= j1; j++)
                 score[j] += (double)nsa_overlap_num(g, i, j) / g->d * p;
         }

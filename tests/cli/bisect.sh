@@ -13,20 +13,27 @@
 # (its gate_init check: "uniform gate in 4/4 layers"). BISECT_TEST_DETECTOR=golden or
 # gate_init chooses.
 #
-#  1. bisect --good c0 --bad c6 <detector> --profile ci: exit 0, names exactly c5 with its
-#     subject and the detector's finding (summary lines and the case's RESULTS.md
+#  1. bisect --good c0 --bad c6 <detector> --profile ci --no-verify: exit 0, names exactly c5
+#     with its subject and the detector's finding (summary lines and the case's RESULTS.md
 #     section); the steps are c3 (build failed -> skip), c4 (good), c5 (bad): the midpoint
 #     of c1..c5 is c3, so the broken commit is visited and skipped; each step's report is
-#     kept, its trainer was built from that commit (env.json), bisect.md has the table; no
-#     worktree, temporary folder or process is left;
-#  2. --good c2 --bad c4 (gate_init): the skipped c3 sits at the boundary: exit 1, "the
-#     first bad commit is one of:" c3 and c4;
+#     kept, its trainer was built from that commit (env.json) and is kept beside it
+#     (NN_SHA/nsa-train): the report's header names its commit and its reproduce command
+#     names that file, which exists; the inputs' state is printed first (as committed);
+#     bisect.md has the table; no worktree, temporary folder or process is left;
+#  2. --good c2 --bad c4 (gate_init, --no-verify): the skipped c3 sits at the boundary: exit 1,
+#     "the first bad commit is one of:" c3 and c4;
 #  3. usage: an unknown revision, GOOD not an ancestor of BAD, not a git repository, a
 #     missing --bad, a bad --set: exit 2;
 #  4. Ctrl-C (SIGINT) while a step's run is hung (gate_init, --fault hang): exit 130, the
 #     step's report marked interrupted, worktrees and processes gone;
 #  5. the git bisect run recipe of docs/bisect.md (a fixed runner and inputs, nsa-train
-#     built per commit, a failed build exit 125) with the detector names c5 too.
+#     built per commit, a failed build exit 125) with the detector names c5 too;
+#  6. inputs that differ from their commit (a copy of scenarios/, configs/ and the baselines in
+#     a git repository of its own): a one-digit edit to the golden baseline is refused before
+#     anything is built (exit 2, naming the file and --allow-dirty); with --allow-dirty (an edited
+#     gate_init.json) the edit is stated before the first step and in bisect.md, and GOOD is
+#     tested first by default: --good c5 tests bad: exit 2 after one step, saying so.
 # Nothing is left behind: the repository, the reports and ccache's cache (CCACHE_DIR)
 # live in one temporary folder; no worktree is added to this tree's repository.
 # Prints the wall time of part 1 and of the whole test.
@@ -120,7 +127,7 @@ short() { git -C "$tmp/repo" rev-parse --short "$1"; }
 
 # ---- 1. the first bad commit ------------------------------------------------------------------
 t0=$(date +%s.%N)
-"$H" bisect --repo "$tmp/repo" --good c0 --bad c6 --out "$tmp/out" "${det_args[@]}" --profile ci --quiet \
+"$H" bisect --repo "$tmp/repo" --good c0 --bad c6 --out "$tmp/out" "${det_args[@]}" --profile ci --quiet --no-verify \
     >"$tmp/b1.out" 2>&1
 rc=$?
 t1=$(date +%s.%N)
@@ -134,6 +141,8 @@ grep -q "^## $det_case — FAIL" "$tmp/b1.out" \
     && ok "prints the failing case's RESULTS.md section" || bad "finding section" "missing"
 grep -q "build failed (.*trainer/data.c:[0-9]*:[0-9]*: error" "$tmp/b1.out" \
     && ok "the broken commit's build error is shown" || bad "build error line" "missing"
+grep -q "^bisect: inputs ([0-9]* paths: scenarios, configs.*) as committed at $(git -C "$src" rev-parse --short=7 HEAD) in $(cd "$src" && pwd -P)\$" "$tmp/b1.out" \
+    && ok "the inputs' state comes first: as committed, the commit named" || bad "inputs' state line" "$(grep '^bisect: inputs' "$tmp/b1.out")"
 py "steps: c3 build failed -> skip, c4 good, c5 bad; reports kept; trainers built from their commits" '
 import json, os, re, sys
 out, c3, c4, c5 = sys.argv[1:5]
@@ -153,6 +162,16 @@ for i, (sha, code) in enumerate([(c4, 0), (c5, 1)]):
     env = json.load(open(os.path.join(d, "env.json")))
     assert env["build"]["git_sha"] == sha and env["build"]["git_dirty"] in (0, False), env["build"]
     assert env["cuda"] is None or not env["cuda"].get("devices"), "a CPU-only build"
+    # the trainer is kept beside the report; the report names its commit and the reproduce
+    # commands name the kept file (the build folder is gone)
+    kept = os.path.join(out, cells[i + 1][6].strip("`/"), "nsa-train")
+    assert os.access(kept, os.X_OK), kept
+    md_r = open(os.path.join(d, "RESULTS.md")).read()
+    assert "trainer `%s` (nsa-train %s, protocol" % (kept, sha[:7]) in md_r, (kept, md_r[:600])
+    repro = re.findall(r"reproduce: `([^`]*)`", md_r)
+    assert code == 0 or repro, "a failing case lists its reproduce command"
+    for r in repro:
+        assert "--trainer " + kept in r, r
 log = open(os.path.join(out, cells[0][6].strip("`/"), "build.log")).read()
 assert "error" in log and "data.c" in log, log[-500:]
 ' "$tmp/out" "$(sha c3)" "$(sha c4)" "$(sha c5)"
@@ -163,7 +182,7 @@ if git -C "$src" worktree list --porcelain | grep -q "^worktree $tmp/"; then
 else ok "no worktree added to $src's repository"; fi
 
 # ---- 2. skipped commits at the boundary -------------------------------------------------------------
-"$H" bisect --repo "$tmp/repo" --good c2 --bad c4 --out "$tmp/out2" scenarios/gate_init.json --profile ci >"$tmp/b2.out" 2>&1
+"$H" bisect --repo "$tmp/repo" --good c2 --bad c4 --out "$tmp/out2" scenarios/gate_init.json --profile ci --no-verify >"$tmp/b2.out" 2>&1
 rc=$?
 sed -n '/^the first bad commit could not/,/^$/p' "$tmp/b2.out"
 [ "$rc" -eq 1 ] && ok "boundary skip exits 1" || { bad "boundary skip exits 1" "exit $rc"; cat "$tmp/b2.out"; }
@@ -190,7 +209,7 @@ expect2 "invalid --set" "--set nosuch.key=1" --repo "$tmp/repo" --good c0 --bad 
 
 # ---- 4. Ctrl-C while a step's run hangs ---------------------------------------------------------------
 # c3..c5: the only commit to test is c4; its run hangs at step 1 (timeout 60 s) until SIGINT
-"$H" bisect --repo "$tmp/repo" --good c3 --bad c5 --out "$tmp/out4" scenarios/gate_init.json --profile ci \
+"$H" bisect --repo "$tmp/repo" --good c3 --bad c5 --out "$tmp/out4" scenarios/gate_init.json --profile ci --no-verify \
     --fault hang=0:1:forward >"$tmp/b4.out" 2>&1 &
 bpid=$!
 for _ in $(seq 600); do   # until the step's trainer is running (its case folder exists)
@@ -237,6 +256,45 @@ grep -q "^$(sha c5) is the first bad commit" "$tmp/b5.out" \
     && ok "git bisect run recipe names c5" || bad "git bisect run recipe" "$(tail -20 "$tmp/b5.out")"
 grep -q "^    c5: gate fc2 init gain 0.1 -> 0.0" "$tmp/b5.out" && ok "git bisect run recipe: its subject" || bad "recipe subject" "missing"
 git -C "$tmp/repo" bisect reset >/dev/null 2>&1
+
+# ---- 6. inputs that differ from their commit; GOOD tested first by default ------------------------------
+in6="$tmp/inputs6"
+mkdir -p "$in6/golden" && cp -r scenarios configs "$in6/" && cp -r golden/baselines "$in6/golden/"
+git -C "$in6" -c init.defaultBranch=main init -q . && git -C "$in6" add -A && git -C "$in6" -c commit.gpgsign=false commit -qm inputs
+base_json=$(ls "$in6"/golden/baselines/ci/*/golden_regression/variant=base.json 2>/dev/null | head -1)
+if [ -n "$base_json" ]; then
+    # one digit of the first recorded loss, as in the report that found it
+    python3 - "$base_json" <<'PY'
+import re, sys
+p = sys.argv[1]; s = open(p).read()
+m = re.search(r'"loss": ?-?[0-9]+\.([0-9]+)', s)
+i = m.end(1) - 1
+open(p, "w").write(s[:i] + str((int(s[i]) + 1) % 10) + s[i + 1:])
+PY
+    rel=${base_json#"$in6"/}
+    "$H" bisect --repo "$tmp/repo" --good c4 --bad c5 --out "$tmp/out6" "$in6/scenarios/golden_regression.json" \
+        --filter variant=base --baselines "$in6/golden/baselines" --profile ci >"$tmp/b6.out" 2>&1
+    rc=$?
+    [ "$rc" -eq 2 ] && grep -qF " M $rel" "$tmp/b6.out" && grep -q "the inputs every commit would be judged with differ from their commit" "$tmp/b6.out" \
+        && grep -q -- "--allow-dirty" "$tmp/b6.out" \
+        && ok "an edited baseline: refused (exit 2) naming the file and --allow-dirty" || bad "dirty baseline refused" "exit $rc: $(cat "$tmp/b6.out")"
+    [ ! -e "$tmp/out6" ] && [ -z "$(ls -A "$TMPDIR")" ] && ok "... before anything is built or written" || bad "dirty: something was made" "$(ls "$tmp/out6" "$TMPDIR" 2>&1)"
+    git -C "$in6" checkout -q -- .
+fi
+sed -i 's/"description": "/"description": "(edited) /' "$in6/scenarios/gate_init.json"
+"$H" bisect --repo "$tmp/repo" --good c5 --bad c6 --out "$tmp/out7" "$in6/scenarios/gate_init.json" --profile ci --allow-dirty \
+    >"$tmp/b7.out" 2>&1
+rc=$?
+[ "$rc" -eq 2 ] && ok "--allow-dirty, --good c5 (which fails): exit 2" || bad "--allow-dirty verify exit" "exit $rc: $(tail -5 "$tmp/b7.out")"
+sed -n '/WARNING (--allow-dirty)/,/^\[step 1\]/p' "$tmp/b7.out" | grep -q "^     M scenarios/gate_init.json$" \
+    && ok "--allow-dirty: the edited file is stated before the first step" || bad "dirty stated up front" "$(head -12 "$tmp/b7.out")"
+grep -q "^\[step 1\] $(short c5) c5: .* (verify)$" "$tmp/b7.out" && [ "$(grep -c '^\[step ' "$tmp/b7.out")" = 1 ] \
+    && grep -q "^nsa-harness bisect: --good $(short c5) tested bad, not good .*--no-verify to assume it" "$tmp/b7.out" \
+    && ok "GOOD is tested first by default: c5 tests bad, said so, one step" || bad "verify by default" "$(cat "$tmp/b7.out")"
+grep -q "inputs that differ from their commit" "$tmp/out7/bisect.md" \
+    && grep -q "(verify)" "$tmp/out7/bisect.md" && grep -q "Stopped (exit 2): --good" "$tmp/out7/bisect.md" \
+    && ok "bisect.md: the dirty inputs, the verify step, why it stopped" || bad "bisect.md of --allow-dirty" "$(head -20 "$tmp/out7/bisect.md")"
+nothing_left "--allow-dirty"
 
 t_end=$(date +%s.%N)
 python3 -c "import sys; a, b, c = map(float, sys.argv[1:4]); print('timing: bisect c0..c6 %.1f s (3 steps), whole test %.1f s; %s' % (b - a, c - float(sys.argv[4]), sys.argv[5]))" \

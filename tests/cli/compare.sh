@@ -17,8 +17,13 @@
 #  4. --out: the Markdown file and the SVG beside it, well-formed XML; --plots DIR;
 #  5. judged tolerances on edited copies of A: step time doubled (exit 1; --time-tol 1.5
 #     exit 0), peak memory up (exit 1; --mem-tol; mem_bytes where peak_mem_bytes is absent),
-#     a case missing from B (exit 1), golden_* facts printed generically (exit 0);
-#  6. usage errors and bad inputs exit 2 naming the flag, the folder or file:line:col.
+#     a case missing from B (a filtered B: listed under "Absent from B", exit 0; beside a
+#     real regression exit 1), a case B lists but did not run (exit 1), golden_* facts
+#     printed generically (exit 0);
+#  6. usage errors and bad inputs exit 2 naming the flag, the folder or file:line:col; a
+#     summary.json that is `{}`, of another format, with a wrongly typed key, or a FIFO:
+#     compare and show both exit 2 with the same message (a FIFO under a generous 60 s
+#     timeout: it must return at once, the timeout only keeps a regression from hanging).
 # Timing is noisy on a shared CPU, so 2 and 3 pass --time-tol inf. Skips (77) without
 # python3 or the executables.
 set -u
@@ -201,9 +206,43 @@ s = json.load(open(p))
 s["cases"] = [c for c in s["cases"] if c["case"] != "ckpt=high"]
 json.dump(s, open(p, "w"), indent=1)
 '
-expect 1 "a case of A missing from B" "$H" compare "$A" "$tmp/missing" --time-tol inf
-grep -q "| gc_ab | ckpt=high | PASS → \*\*absent\*\* |.*\*\*regressed\*\*: absent in B |" "$tmp/out" \
-    && ok "missing case: regressed, absent in B" || bad "missing case" "$(grep '| gc_ab |' "$tmp/out")"
+# a full report against a filtered one (issue 26): the case B does not list is absent, listed
+# apart, not compared and not a regression by itself; a regression among the others still is
+expect 0 "a case of A missing from B (a filtered B)" "$H" compare "$A" "$tmp/missing" --time-tol inf
+py "missing case: listed under Absent from B, not in Changes, exit 0" '
+import sys
+md = open(sys.argv[1]).read()
+assert "**No regression.** 2 cases compared: 2 unchanged. 1 case of A is absent from B: not compared, not a regression" in md, md[:1200]
+assert "## Absent from B" in md and "- `gc_ab` (1): `ckpt=high` PASS" in md, md
+assert "| gc_ab | ckpt=high |" not in md and "### gc_ab / ckpt=high" not in md, md
+' "$tmp/out"
+edit_copy missing_fail '
+import json, sys
+p = sys.argv[1] + "/summary.json"
+s = json.load(open(p))
+s["cases"] = [c for c in s["cases"] if c["case"] != "ckpt=high"]
+for c in s["cases"]:
+    if c["case"] == "ckpt=off": c["verdict"] = "FAIL"
+json.dump(s, open(p, "w"), indent=1)
+'
+expect 1 "absent beside a real regression: exit 1" "$H" compare "$A" "$tmp/missing_fail" --time-tol inf
+py "... the regression named, the absent case apart" '
+import sys
+md = open(sys.argv[1]).read()
+assert "**B regressed against A: 1 case regressed**: `gc_ab/ckpt=off`. 2 cases compared: 1 unchanged, 1 regressed. 1 case of A is absent from B" in md, md[:1200]
+assert "- `gc_ab` (1): `ckpt=high` PASS" in md, md
+' "$tmp/out"
+edit_copy notrun '
+import json, sys
+p = sys.argv[1] + "/summary.json"
+s = json.load(open(p))
+for c in s["cases"]:
+    if c["case"] == "ckpt=high": c["verdict"] = "SKIP"; c["ran"] = False; c["summary"] = "not run: interrupted"
+json.dump(s, open(p, "w"), indent=1)
+'
+expect 1 "a case B lists but did not run: still a regression" "$H" compare "$A" "$tmp/notrun" --time-tol inf
+grep -q "| gc_ab | ckpt=high | PASS → \*\*not run\*\* |.*\*\*regressed\*\*: not run in B |" "$tmp/out" \
+    && ok "not run in B: regressed" || bad "not run in B" "$(grep '| gc_ab |' "$tmp/out")"
 expect 0 "a case new in B that passes" "$H" compare "$tmp/missing" "$A" --time-tol inf
 grep -q "| gc_ab | ckpt=high | absent → \*\*PASS\*\* |.*| new |" "$tmp/out" && ok "new case: listed as new" \
     || bad "new case" "$(grep '| gc_ab |' "$tmp/out")"
@@ -261,6 +300,32 @@ json.dump(s, open(p, "w"), indent=1)
 expect 2 "an invalid verdict" "$H" compare "$tmp/badverdict" "$A"
 grep -q "$tmp/badverdict/summary.json:[0-9]*:[0-9]*: cases\[1\].verdict: expected PASS" "$tmp/err" \
     && ok "invalid verdict: file:line:col and the path" || bad "invalid verdict" "$(cat "$tmp/err")"
+# summaries that are not a report's (issue 26): compare and show refuse them alike, exit 2
+# naming the file, the place and what is wrong (one loader, harness/report_in.c)
+mkdir -p "$tmp/empty_obj" "$tmp/other_fmt" "$tmp/badtype" "$tmp/fifo"
+echo '{}' >"$tmp/empty_obj/summary.json"
+echo '{"format": "other-tool-3", "cases": []}' >"$tmp/other_fmt/summary.json"
+python3 -c '
+import json, sys
+s = json.load(open(sys.argv[1] + "/summary.json")); s["started"] = 7
+json.dump(s, open(sys.argv[2] + "/summary.json", "w"), indent=1)' "$A" "$tmp/badtype"
+mkfifo "$tmp/fifo/summary.json"
+for d in empty_obj other_fmt badtype fifo; do
+  expect 2 "compare of a $d summary" timeout 60 "$H" compare "$tmp/$d" "$A"
+  cp "$tmp/err" "$tmp/err_compare"
+  expect 2 "show of a $d summary" timeout 60 "$H" show "$tmp/$d"
+  case $d in
+    empty_obj) want="$tmp/empty_obj/summary.json:1:1: summary: not a report summary: no \"format\"" ;;
+    other_fmt) want="$tmp/other_fmt/summary.json:1:12: format: not a report summary: expected \"nsa-harness-summary-1\", got \"other-tool-3\"" ;;
+    badtype) want="$tmp/badtype/summary.json:[0-9]*:[0-9]*: started: expected a string, got an integer" ;;
+    fifo) want="$tmp/fifo/summary.json: not a regular file (a FIFO or pipe)" ;;
+  esac
+  grep -q "^nsa-harness compare: A: $want" "$tmp/err_compare" && grep -q "^nsa-harness show: $want" "$tmp/err" \
+      && ! grep -q "(null)\|Nothing to diagnose" "$tmp/out" && ok "$d: compare and show say the same: $want" \
+      || bad "$d summary" "compare: $(cat "$tmp/err_compare") show: $(cat "$tmp/err") $(head -3 "$tmp/out")"
+done
+expect 0 "show of a real report" "$H" show "$A"
+grep -q "^report $A — started 20[0-9-]*T" "$tmp/out" && ok "show of a real report: its header" || bad "show of a real report" "$(head -3 "$tmp/out")"
 expect 0 "help compare" "$H" help compare
 grep -q -- "--loss-tol REL" "$tmp/out" && ok "help compare lists the options" || bad "help compare" "$(head -3 "$tmp/out")"
 

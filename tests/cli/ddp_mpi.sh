@@ -6,8 +6,9 @@
 #      both ranks; metrics.jsonl by rank 0 only (world_size 2); grad traces: every
 #      parameter arrived on both ranks; buckets.jsonl: every bucket launched, the same
 #      coll_seq on both ranks; rank_times.jsonl; weights bitwise identical at the end
-#   3. correctness: 2 ranks x batch 2 and 4 ranks x batch 1 == 1 rank x batch 4 (losses
-#      within 1e-5 relative, step-1 dump gradients within 1e-5 of each tensor's max |g|;
+#   3. correctness: 2 ranks x batch 2 and 4 ranks x batch 1 == 1 rank x batch 4 (losses and
+#      gradient norms within 1e-5 relative, step-1 dump gradients — under data parallel those
+#      the optimizer consumed, not a replay — within 1e-5 of each tensor's max |g|;
 #      fp32 sums over the parts of the batch are added in a different order, so not
 #      bitwise); 1 rank under mpirun == --transport none, bitwise
 #   4. divergent_unused=1, default mode, --comm-timeout 6 (as in 6.): exit 4 within the timeout,
@@ -142,6 +143,11 @@ lb = [json.loads(l)["loss"] for l in open(f"{b}/metrics.jsonl")]
 assert len(la) == len(lb) == 3
 for x, y in zip(la, lb):
     assert abs(x - y) <= 1e-5 * abs(x), (la, lb)
+# the gradient norm too: AdamW hides a uniform scale of the gradients from the losses
+ga = [json.loads(l)["grad_norm"] for l in open(f"{a}/metrics.jsonl")]
+gb = [json.loads(l)["grad_norm"] for l in open(f"{b}/metrics.jsonl")]
+for x, y in zip(ga, gb):
+    assert abs(x - y) <= 1e-5 * abs(x), (ga, gb)
 def dump(p):
     j = json.loads(subprocess.run([sys.executable, "tools/st_dump.py", "--json", "-n", "-1", p],
                                   capture_output=True, text=True, check=True).stdout)
@@ -162,14 +168,14 @@ print(f"    {n} gradient tensors: {bitwise} bitwise equal, worst |diff|/max|g| =
       f"losses {la} vs {lb}")
 PY
 }
-check "2 ranks x batch 2 == 1 rank x batch 4: losses (rel 1e-5) and step-1 gradients (1e-5 of max|g|)" \
+check "2 ranks x batch 2 == 1 rank x batch 4: losses, grad norms (rel 1e-5) and step-1 gradients (1e-5 of max|g|)" \
   same_training "$TMP/one" "$TMP/clean_default"
 # 4 ranks (issue 16: nothing had run on more than 2): 4 x batch 1, oversubscribed on 2 cores
 timeout -k 5 120 "${MPIRUN[@]}" -np 4 "$BIN" --config configs/tiny.json --threads 1 --set train.batch_size=1 \
   --set train.bucket_mb=0.05 --steps 3 --transport mpi --out "$TMP/four" --dump-step "$TMP/four/step1.safetensors" \
   --quiet >"$TMP/four.out" 2>&1; rc=$?
 check "4 ranks x batch 1: exit 0 (exit $rc)" test "$rc" = 0
-check "4 ranks x batch 1 == 1 rank x batch 4: losses (rel 1e-5) and step-1 gradients (1e-5 of max|g|)" \
+check "4 ranks x batch 1 == 1 rank x batch 4: losses, grad norms (rel 1e-5) and step-1 gradients (1e-5 of max|g|)" \
   same_training "$TMP/one" "$TMP/four"
 timeout -k 5 60 "${MPIRUN[@]}" -np 1 "$BIN" --config configs/tiny.json --threads 1 --set train.batch_size=4 --steps 3 \
   --transport mpi --out "$TMP/w1" --quiet >"$TMP/w1.out" 2>&1; rc=$?

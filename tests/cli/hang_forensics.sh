@@ -30,7 +30,8 @@ if [ "$PROFILE" = gpu ]; then   # a GPU a rank
   ngpu=$("$BUILD/nsa-train" --print-env | python3 -c 'import json,sys; e=json.load(sys.stdin); print(len((e.get("cuda") or {}).get("devices") or []))')
   [ "$ngpu" -ge 2 ] || { echo "SKIP: the gpu profile wants a GPU a rank, 2; this machine shows $ngpu"; exit 77; }
 fi
-CASE="ddp_onestep/transport=$TRANSPORT,mode=default,branch=none"
+# (the runner adds the case's one-rank reference, ranks=1: it runs first and PASSes)
+CASE="ddp_onestep/transport=$TRANSPORT,mode=default,branch=none,ranks=2"
 # ci: stall_s 30 -> 6 s, timeout_s 120 -> 24 s; gpu: 120 -> 24 s, 600 -> 120 s. The trainer's
 # own NSA_COMM_TIMEOUT (60 s; gpu 300 s) stays later.
 SCALE=0.2 STALL_S=$([ "$PROFILE" = gpu ] && echo 120 || echo 30)
@@ -47,7 +48,7 @@ check "rank 0's dump shows the collective it waits in" grep -q "collectives enqu
 check "rank 1's stack names fault_hang" grep -q "fault_hang" "$D/stacks/rank_1.txt"
 python3 - "$TMP/r/summary.json" "$STALL_S" "$SCALE" <<'PY' && ok "summary.json: the waiting rank, its collective and bucket, who never joined, latency" || bad "summary.json facts"
 import json, sys
-c = json.load(open(sys.argv[1]))["cases"][0]
+c = next(x for x in json.load(open(sys.argv[1]))["cases"] if x["case"].endswith(",ranks=2"))
 f = c["facts"]
 assert c["verdict"] == "HANG", c["verdict"]
 assert f["hang_never_joined"] == [1] and f["hang_waiting_ranks"] == [0], f
@@ -82,13 +83,16 @@ import json, os, sys
 d = json.load(open(sys.argv[1]))
 d["name"] = "ddp_onestep4"
 d["run"]["world_size"] = 4
+# the ranks axis: 4 ranks, and the one-rank reference with the batch of all four
+d["matrix"]["ranks"] = {"values": {"4": {"run.world_size": 4}, "1": {"run.world_size": 1, "train.batch_size": 16}}}
+d["profiles"]["gpu"]["matrix"]["ranks"] = {"values": {"4": {"run.world_size": 4}, "1": {"run.world_size": 1, "train.batch_size": 4}}}
 here = os.path.dirname(os.path.abspath(sys.argv[1]))
 d["config"] = os.path.join(here, d["config"])
 d["profiles"]["gpu"]["config"] = os.path.join(here, d["profiles"]["gpu"]["config"])
 d["profiles"]["gpu"]["requires"]["gpus"] = 4
 json.dump(d, open(sys.argv[2], "w"))
 PY
-C4="ddp_onestep4/transport=$TRANSPORT,mode=default,branch=none"
+C4="ddp_onestep4/transport=$TRANSPORT,mode=default,branch=none,ranks=4"
 "$H" run "$TMP/dd4.json" --profile "$PROFILE" --case "$C4" --fault hang=2:2:backward --timeout-scale "$SCALE" \
   --out "$TMP/r4" --quiet >"$TMP/out4" 2>&1
 rc=$?
@@ -101,7 +105,7 @@ done
 check "4 ranks: rank 2's stack names fault_hang" grep -q "fault_hang" "$D4/stacks/rank_2.txt"
 python3 - "$TMP/r4/summary.json" <<'PY' && ok "4 ranks: summary.json names rank 2 as the one that never joined, 0, 1, 3 waiting" || bad "4 ranks: summary.json facts"
 import json, sys
-c = json.load(open(sys.argv[1]))["cases"][0]
+c = next(x for x in json.load(open(sys.argv[1]))["cases"] if x["case"].endswith(",ranks=4"))
 f = c["facts"]
 assert c["verdict"] == "HANG", c["verdict"]
 assert f["hang_never_joined"] == [2] and f["hang_waiting_ranks"] == [0, 1, 3], f

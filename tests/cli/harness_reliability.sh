@@ -2,9 +2,11 @@
 # tests/cli/harness_reliability.sh BUILD_DIR — the runner's side of issue 11 (reliability):
 # every item here is a defect a user hit, and each check fails on the code before its fix.
 #  1. full disk: a trainer that reports an artifact it could not write ([IO-ERROR], exit 6)
-#     is an ERROR "disk full writing <file>" (was FAIL "no metrics were written"); on a
-#     64 KiB tmpfs neither binary dies by a signal and the run says what it could not write
-#     (the runner read the trainer's half-allocated flight recorder and died by SIGBUS);
+#     is an ERROR "disk full writing <file>" (was FAIL "no metrics were written"); on a small
+#     tmpfs neither binary dies by a signal and the run says what it could not write (the
+#     runner read the trainer's half-allocated flight recorder and died by SIGBUS); with 0, 4,
+#     64, 200 and 1024 KiB free (issue 26) the final report lists every case and names the
+#     disk, or the run is refused up front when no report fits;
 #  2. one --out at a time: a second run into a folder another run holds exits 2 naming the
 #     holder's pid; a reused report folder starts clean of the last report's cases; a
 #     non-empty folder that is not a report is refused;
@@ -19,7 +21,15 @@
 #  6. messages that say what they got (a tolerance out of range, --trainer /bin/true, show of
 #     a missing folder, --set train.lr=1e999, --out ""), a 1 MB name cut in the report;
 #  7. `list --tensors` names exactly what the trainer's dumps hold (every committed ci
-#     baseline's dump, and a tied-embedding dump).
+#     baseline's dump, and a tied-embedding dump);
+#  8. (issue 26) hostile inputs: validate /dev/zero, /dev/urandom, a FIFO, a 65 MiB file, a
+#     config that is /dev/zero, an --out whose summary.json is a FIFO: exit 2 at once, naming
+#     the file (under a generous `timeout 60`: each answers in milliseconds); a config pipe
+#     `<(...)` still works;
+#  9. (issue 26) RESULTS.md puts each scenario's description above its table; the Trainers
+#     table only when the cases ran more than one trainer;
+# 10. (issue 26) help run states --timeout-scale's range; validate takes folders as run does
+#     (DIR/ gives DIR/x.json; a folder without *.json is exit 2 naming it).
 set -u
 BUILD=${1:?usage: harness_reliability.sh BUILD_DIR}
 BUILD=$(cd "$BUILD" && pwd)
@@ -47,22 +57,73 @@ check "ERROR names the file: disk full writing /data/out/metrics.jsonl" \
   grep -q "| gate_init | gate=softmax | \*\*ERROR\*\* | .* | disk full writing /data/out/metrics.jsonl (rank 0, exit 6)" "$TMP/io/RESULTS.md"
 MNT="$TMP/tiny_fs"
 mkdir -p "$MNT"
-if mount -t tmpfs -o size=64k tmpfs "$MNT" 2>"$TMP/mount.err"; then
-  "$H" run $GATE --case gate_init/gate=softmax --out "$MNT/r" >"$TMP/out" 2>&1
+# tiny_fs LEFT_KIB: a fresh 4 MiB tmpfs at $MNT, filled up to LEFT_KIB free (0 when mounting is
+# not allowed here: the caller skips)
+tiny_fs() {
+  umount "$MNT" 2>/dev/null
+  mount -t tmpfs -o size=4m tmpfs "$MNT" 2>"$TMP/mount.err" || return 1
+  local avail=$(( $(stat -f -c '%a * %S' "$MNT") ))
+  local fill=$(( avail - $1 * 1024 ))
+  [ "$fill" -le 0 ] || fallocate -l "$fill" "$MNT/filler"
+}
+if tiny_fs 160; then
+  # a trainer meets the full disk mid-case: 160 KiB free let the case start (the report and
+  # its ballast fit), 100 steps of gate statistics do not
+  "$H" run $GATE --case gate_init/gate=softmax --set train.steps=100 --out "$MNT/r" >"$TMP/out" 2>&1
   rc=$?
-  check "64 KiB tmpfs: nsa-harness ends by exit, not by a signal (exit $rc)" test "$rc" -lt 128
-  # the folder's claim sets a ballast aside and the rank log's first blocks, so when the
-  # trainer meets the full disk its [IO-ERROR] line lands and the report that names the
-  # file still fits
-  check "64 KiB tmpfs: the report names the disk-full file" \
+  check "a trainer meets the full disk: nsa-harness ends by exit, not by a signal (exit $rc)" test "$rc" -lt 128
+  # the claim's ballast and the rank log's first blocks: when the trainer meets the full disk
+  # its [IO-ERROR] line lands and the report that names the file still fits
+  check "... the report names the disk-full file" \
     grep -q "| gate_init | gate=softmax | \*\*ERROR\*\* | .* | disk full writing $MNT/r/gate_init/gate=softmax/" "$MNT/r/RESULTS.md"
   check "... and says so on the console, announcing the report it wrote" grep -q "^RESULTS: $MNT/r/RESULTS.md" "$TMP/out"
+  tiny_fs 20   # the recorder (16640 bytes) fits, its metrics do not
   "$T" --config configs/tiny.json --steps 2 --flight-recorder "$MNT/fr" --out "$MNT/tr" --quiet >"$TMP/out" 2>&1
   rc=$?
-  check "64 KiB tmpfs: nsa-train --flight-recorder ends by exit, not by a signal (exit $rc)" test "$rc" -lt 128
+  check "20 KiB free: nsa-train --flight-recorder ends by exit, not by a signal (exit $rc)" test "$rc" -lt 128
+  # "a full disk still leaves a report that says why" at every amount of free space (issue 26:
+  # with 200 KiB free the reports stayed at "1 PASS · 9 PENDING", never naming the disk): ten
+  # cases; too little room for any report is refused up front, exit 2 naming the disk and
+  # leaving no report; otherwise the final RESULTS.md, summary.json and junit.xml list every
+  # case with its verdict (none PENDING), agree with each other and with the exit code, and a
+  # run that found the disk full names it (ERROR "not run: disk full" for the cases not run)
+  for left in 0 4 64 200 1024; do
+    tiny_fs "$left"
+    "$H" run scenarios/gate_init.json scenarios/branch_isolation.json --profile ci --out "$MNT/r" >"$TMP/out" 2>&1
+    rc=$?
+    if [ "$left" -le 4 ]; then
+      check "$left KiB free: refused up front, exit 2 (exit $rc)" test "$rc" = 2
+      check "... naming the disk and its free space" grep -q -- "--out $MNT/r: the disk is full: $MNT/r (tmpfs mounted on $MNT) has [0-9]* KiB free" "$TMP/out"
+      check "... and no report left behind" bash -c "test ! -e '$MNT/r/RESULTS.md' && test ! -e '$MNT/r/summary.json'"
+      continue
+    fi
+    python3 - "$MNT/r" "$MNT" "$rc" >"$TMP/py.out" 2>&1 <<'PY' && ok "$left KiB free: the final report lists all 10 cases, agrees with itself and the exit code (exit $rc), names the disk" || { bad "$left KiB free: final report"; tail -5 "$TMP/py.out"; tail -3 "$TMP/out"; }
+import json, re, sys, xml.etree.ElementTree as ET
+d, mnt, rc = sys.argv[1], sys.argv[2], int(sys.argv[3])
+md = open(d + "/RESULTS.md").read()
+s = json.load(open(d + "/summary.json"))
+j = ET.parse(d + "/junit.xml").getroot()
+rows = re.findall(r"^\| (?:gate_init|branch_isolation) \| [^|]+ \| \**([A-Z]+)\** \|", md, re.M)
+vs = [c["verdict"] for c in s["cases"]]
+head = re.search(r"\*\*(\d+) cases?((?: · \d+ [A-Z]+)*)\*\*", md)
+hc = {v: int(n) for n, v in re.findall(r"(\d+) ([A-Z]+)", head.group(2))}
+assert len(rows) == len(vs) == int(head.group(1)) == int(j.get("tests")) == 10, (rows, vs, head.group(0))
+assert "PENDING" not in vs and s["finished"] and "Partial report" not in md, (vs, s["finished"])
+assert hc == {v: vs.count(v) for v in set(vs)} == {k: v for k, v in s["counts"].items() if v}, (hc, s["counts"])
+assert s["exit_code"] == rc == (2 if "ERROR" in vs else 1 if set(vs) - {"PASS", "SKIP"} else 0), (s["exit_code"], rc, vs)
+if rc:   # not every case passed: the disk is why, and both reports say so, naming it
+    assert s["disk_full"] and "(tmpfs mounted on %s)" % mnt in s["disk_full"]["why"], s["disk_full"]
+    assert "**Disk full**: the disk holding %s (tmpfs mounted on %s)" % (d, mnt) in md, md[:1500]
+    notrun = [c for c in s["cases"] if c["summary"].startswith("not run: disk full")]
+    assert all(c["verdict"] == "ERROR" and mnt in c["summary"] for c in notrun), notrun
+    assert all(c["verdict"] in ("PASS", "ERROR") for c in s["cases"]), vs
+print(rc, hc)
+PY
+    [ "$rc" = 0 ] || check "... and show says so" bash -c "'$H' show '$MNT/r' | grep -q '^DISK FULL: the disk holding $MNT/r (tmpfs mounted on $MNT)'"
+  done
   umount "$MNT" && MNT=""
 else
-  echo "SKIP: cannot mount a tmpfs here ($(head -1 "$TMP/mount.err")): the 64 KiB full-disk part is not run"
+  echo "SKIP: cannot mount a tmpfs here ($(head -1 "$TMP/mount.err")): the full-disk part is not run"
   MNT=""
 fi
 
@@ -201,5 +262,72 @@ import json, struct, sys
 raw = open('$TMP/tied.st', 'rb').read(); n = struct.unpack('<Q', raw[:8])[0]
 print('\n'.join(sorted(k for k in json.loads(raw[8:8 + n]) if k != '__metadata__')))" >"$TMP/tied_real.txt"
 check "list --tensors equals a tied-embedding dump (no lm_head)" cmp -s "$TMP/tied_listed.txt" "$TMP/tied_real.txt"
+
+# ---- 8. hostile inputs: every file is read with a limit, only a regular file (issue 26) ----------------
+# `validate /dev/zero` grew to 1.6 GB and never returned; a FIFO without a writer blocked in
+# open(). Each must be exit 2 at once: the `timeout 60` is generous on purpose (they answer in
+# milliseconds), it only keeps a regression from hanging the suite.
+for f in /dev/zero /dev/urandom; do
+  expect_exit "validate $f: exit 2 at once" 2 timeout 60 "$H" validate "$f"
+  check "... names it: not a regular file" has "$TMP/out" "$f: not a regular file (a character device)"
+done
+mkfifo "$TMP/scen_fifo.json"
+expect_exit "validate of a FIFO without a writer: exit 2 at once" 2 timeout 60 "$H" validate "$TMP/scen_fifo.json"
+check "... names it: not a regular file (a FIFO)" has "$TMP/out" "$TMP/scen_fifo.json: not a regular file (a FIFO or pipe)"
+expect_exit "run of a FIFO: exit 2 at once" 2 timeout 60 "$H" run "$TMP/scen_fifo.json" --profile ci --out "$TMP/fifo_run" --quiet
+truncate -s 65M "$TMP/huge.json"
+expect_exit "a 65 MiB scenario file: exit 2" 2 timeout 60 "$H" validate "$TMP/huge.json"
+check "... larger than the 64 MiB limit, said" has "$TMP/out" "$TMP/huge.json: larger than 64 MiB"
+sed 's|"config": "[^"]*tiny.json"|"config": "/dev/zero"|' "$TMP/prefill.json" >"$TMP/zero_config.json"
+expect_exit "a scenario whose config is /dev/zero: exit 2 at once" 2 timeout 60 "$H" validate "$TMP/zero_config.json"
+check "... naming the config" has "$TMP/out" "/dev/zero: not a regular file (a character device)"
+expect_exit "nsa-train --config /dev/zero: exit 2 at once" 2 timeout 60 "$T" --config /dev/zero --check-config
+expect_exit "nsa-train --config <(...) still reads a pipe" 0 timeout 60 "$T" --config <(cat configs/tiny.json) --check-config
+mkdir -p "$TMP/fifo_out"
+mkfifo "$TMP/fifo_out/summary.json"
+expect_exit "--out whose summary.json is a FIFO: exit 2 at once" 2 timeout 60 "$H" run $GATE --out "$TMP/fifo_out" --quiet
+check "... saying what it is" has "$TMP/out" "its summary.json is not a report's ($TMP/fifo_out/summary.json: not a regular file"
+
+# ---- 9. what RESULTS.md says (issue 26) ----------------------------------------------------------------
+python3 - "$TMP/done/RESULTS.md" <<'PY' && ok "each scenario's description stands above its table" || bad "scenario description above its table"
+import json, sys
+md = open(sys.argv[1]).read()
+desc = json.load(open("scenarios/gate_init.json"))["description"]
+head = "### gate_init\n\n" + desc + " (`scenarios/gate_init.json`, family gate_init)\n\n| scenario | case | verdict |"
+assert head in md and md.index(head) < md.index("| gate_init | gate=softmax |"), md[:1500]
+PY
+check "one trainer: no Trainers table" bash -c "! grep -q '^## Trainers' '$TMP/done/RESULTS.md'"
+# every case run by one trainer of the scenario's own (run.trainers + run.trainer): still one trainer
+python3 - "$TMP/prefill.json" "$TMP/scen/own_trainer.json" "$T" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+s["name"] = "own_trainer"
+s.setdefault("run", {})["trainers"] = {"nt": [sys.argv[3]]}
+s["run"]["trainer"] = "nt"
+json.dump(s, open(sys.argv[2], "w"), indent=1)
+PY
+"$H" run "$TMP/scen/own_trainer.json" --profile ci --out "$TMP/own" --quiet >"$TMP/out" 2>&1
+check "a scenario's own trainer for every case: the cases ran it" python3 -c "
+import json, sys; s = json.load(open('$TMP/own/summary.json')); sys.exit(not {c.get('trainer') for c in s['cases']} == {'nt'})"
+check "... one trainer: no Trainers table" bash -c "! grep -q '^## Trainers' '$TMP/own/RESULTS.md'"
+
+# ---- 10. messages that say what they mean (issue 26) -----------------------------------------------------
+"$H" help run >"$TMP/help_run.txt"
+check "help run: --timeout-scale states the range the parser accepts (0 < X <= 1000)" \
+  grep -q "timeout_s and stall_s by X, a number with" "$TMP/help_run.txt"
+check "... 0 < X <= 1000" grep -q "0 < X <= 1000" "$TMP/help_run.txt"
+expect_exit "--timeout-scale 1000.5: exit 2" 2 "$H" run $GATE --timeout-scale 1000.5 --out "$TMP/ts" --quiet
+# validate takes folders as run and list do: its *.json, not its subfolders; a folder without one is exit 2
+mkdir -p "$TMP/vdir/sub" "$TMP/vnone/sub"
+cp "$TMP/prefill.json" "$TMP/vdir/a.json"
+cp "$TMP/prefill.json" "$TMP/vdir/sub/b.json"
+cp "$TMP/prefill.json" "$TMP/vnone/sub/c.json"
+expect_exit "validate DIR/: the scenarios directly in it" 0 "$H" validate "$TMP/vdir/"
+check "... named DIR/a.json (no //), not the subfolder's" bash -c "grep -q '^ok  $TMP/vdir/a.json ' '$TMP/out' && ! grep -q 'b.json\|//' '$TMP/out'"
+expect_exit "validate FILE DIR-without-*.json: exit 2, not silently FILE alone" 2 "$H" validate scenarios/gate_init.json "$TMP/vnone"
+check "... naming the folder" has "$TMP/out" "$TMP/vnone: a folder without scenario files (*.json directly in it; subfolders are not searched"
+expect_exit "run FILE DIR-without-*.json: exit 2 as well" 2 "$H" run scenarios/gate_init.json "$TMP/vnone" --profile ci --out "$TMP/vr" --quiet
+"$H" help validate >"$TMP/help_validate.txt"
+check "help validate: a SCENARIO is a file or a directory" grep -q "A SCENARIO is a file, or a" "$TMP/help_validate.txt"
 
 finish

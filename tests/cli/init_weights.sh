@@ -45,7 +45,7 @@ hdr = json.loads(raw[8:8 + n]); data = raw[8 + n:]
 meta = hdr.pop("__metadata__", {})
 tensors = {k: (v, data[v["data_offsets"][0]:v["data_offsets"][1]]) for k, v in hdr.items()}
 order = sorted(tensors, key=lambda k: tensors[k][0]["data_offsets"][0])
-def drop_digests(): meta.pop("tensor_digests", None)
+def drop_digests(): meta.pop("tensor_digests", None); meta.pop("metadata_digests", None)   # an edited file
 if action == "perturb":           # one element nudged (digests dropped: an edited file)
     v, b = tensors[name]; b = bytearray(b)
     if v["dtype"] == "F32":

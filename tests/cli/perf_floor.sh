@@ -4,7 +4,8 @@
 #  1. perf.json against the committed ci floors (peak backend memory and FLOPs per step,
 #     exact counters): PASS;
 #  2. a floor 4 KiB below today's peak memory: FAIL naming peak_mem_bytes; a floor with
-#     other FLOPs: FAIL naming flops; a floor above today's memory: PASS, saying re-record;
+#     other FLOPs: FAIL naming flops; a floor above today's memory: PASS, saying re-record; a
+#     FLOPs floor 0.047 % off: the change printed as (-0.047 %), not (-0.0%);
 #  3. timings, judged on a scenario of our own with tok_per_s and step_ms on the CPU:
 #     `baseline record --repeat 3` stores every run's median and their spread; a floor
 #     100x above today's tok/s FAILs, one 100x below PASSes (edits that dwarf any noise
@@ -47,6 +48,13 @@ edit "$f" 'b["perf"]["peak_mem_bytes"] += 8192; b["perf"]["flops_per_step"] *= 1
 hrun "a floor with other FLOPs per step" 1 scenarios/perf.json --baselines "$TMP/bl" --out "$TMP/flops"
 check "flops differ: FAIL names flops" grep -q "below the floor: flops" "$TMP/flops/RESULTS.md"
 check "memory below the floor: said, re-record to tighten" grep -q "re-record to tighten it" "$TMP/flops/RESULTS.md"
+# a change of 0.047 % is printed with the digits that show it (issue 26: "(-0.0%)" said nothing),
+# the exact counters in full
+edit "$f" 'b["perf"]["flops_per_step"] = b["perf"]["flops_per_step"] / 1.5 * 1.00047'
+hrun "a FLOPs floor 0.047 % above today's" 1 scenarios/perf.json --baselines "$TMP/bl" --out "$TMP/flops_small"
+check "... its relative change has the digits to see it: (-0.047 %)" \
+  grep -qE "below the floor: flops [0-9]+ vs floor [0-9]+\.[0-9]+ \(-0\.047 %\)" "$TMP/flops_small/RESULTS.md"
+edit "$f" 'b["perf"]["flops_per_step"] = b["perf"]["flops_per_step"] / 1.00047 * 1.5'
 python3 - "$TMP/flops/summary.json" <<'PY' && ok "summary.json facts: perf_flops fails, perf_peak_mem_bytes holds" || bad "summary.json perf facts"
 import json, sys
 c = [c for c in json.load(open(sys.argv[1]))["cases"] if c["case"] == "batch=4"][0]["facts"]

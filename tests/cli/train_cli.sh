@@ -26,7 +26,14 @@ expect_rc "bad --steps" 2 "$BIN" $TINY --steps x
 expect_rc "--threads -5" 2 "$BIN" --config configs/tiny.json --threads -5
 check "--threads -5: one message, naming the value (it printed two)" test "$(grep -c . "$TMP/err")" = 1
 expect_rc "--threads 0" 2 "$BIN" --config configs/tiny.json --threads 0
-check "--threads 0: says what it wants" grep -q -- "--threads 0: expected a whole number >= 1" "$TMP/err"
+check "--threads 0: says what it wants" grep -q -- "--threads 0: expected a whole number from 1 to 1024" "$TMP/err"
+# above the stated maximum (100000 was SIGSEGV inside libgomp, issue 26), and not a number
+for t in 100000 1025 2147483648 abc 4x ""; do
+  expect_rc "--threads '$t'" 2 "$BIN" --config configs/tiny.json --threads "$t" --steps 1 --out "$TMP/thr"
+  check "--threads '$t': one line naming the flag, the value and the range" \
+    bash -c '[ "$(grep -c . "$1")" = 1 ] && grep -qxF -- "nsa-train: --threads $2: expected a whole number from 1 to 1024" "$1"' _ "$TMP/err" "$t"
+done
+expect_rc "--threads 1024 (the maximum) runs" 0 "$BIN" --config configs/tiny.json --threads 1024 --steps 1 --quiet --out "$TMP/thr1024"
 expect_rc "unknown backend" 2 "$BIN" $TINY --backend tpu
 check "unknown backend names the flag" grep -q -- "--set train.backend=tpu" "$TMP/err"
 # the environment knobs: a set one is a whole number in its range, else exit 2 naming it and its value

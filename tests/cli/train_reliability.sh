@@ -164,10 +164,12 @@ names = [k for k in h if k != "__metadata__"]
 assert sorted(d) == sorted(names) and all(len(v) == 16 and int(v, 16) >= 0 for v in d.values())
 PY
 python3 - "$CK" "$TMP/old.safetensors" <<'PY'
-# the same checkpoint as a writer before checksums made it: no "tensor_digests"
+# the same checkpoint as a writer before checksums made it: no "tensor_digests" (and no
+# "metadata_digests", which came later still: tests/cli/checkpoint_meta.sh)
 import json, struct, sys
 raw = open(sys.argv[1], "rb").read(); n = struct.unpack("<Q", raw[:8])[0]; h = json.loads(raw[8:8 + n])
 del h["__metadata__"]["tensor_digests"]
+del h["__metadata__"]["metadata_digests"]
 hdr = json.dumps(h, separators=(",", ":")).encode(); hdr += b" " * (-len(hdr) % 8)
 open(sys.argv[2], "wb").write(struct.pack("<Q", len(hdr)) + hdr + raw[8 + n:])
 PY

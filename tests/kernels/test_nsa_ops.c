@@ -663,6 +663,65 @@ static void test_window_dense(void **state) {
             }
 }
 
+// ---- (f2) key lists never leave the key rows (issue 26, item 7) ----------------------------
+//
+// A selected block index outside [0, NS) (the padding is -1) selects no key: forward and
+// backward give bitwise the results of -1 in its place, and nothing outside q/k/v/dk/dv
+// is touched. Among the indices are ones whose key position sel * lsel overflows 32 bits
+// (the kernel once computed it in int: INT32_MAX / lsel + 1 wrapped to a large negative
+// position, a read and, in the backward, a write far outside k/v: SIGSEGV, or ASan's
+// report in the sanitizer build). The window's and the compressed branch's lists come
+// from the same spans, cut to the key rows; the rows with exactly w keys (t >= w - 1)
+// are in every geometry of test_attn_fwd, which the sanitizer stage runs under ASan.
+static void test_sel_indices_outside(void **state) {
+    (void)state;
+    for (int p = 0; p < 2; p++) {
+        const Backend *be = PREC[p];
+        NsaGeom g = geom_of(GEOMS[0]);
+        Inputs in = inputs_new(be, &g, 750);
+        const int32_t bad[] = {g.NS, g.NS + 7, INT32_MAX, INT32_MAX / g.lsel + 1, -5, INT32_MIN};
+        const int nbad = (int)(sizeof bad / sizeof bad[0]);
+        const int64_t ns = nsel(&g), Q = nq(&g), KV = nkv(&g, g.T), L = nlse(&g);
+        int32_t *with_bad = ialloc(ns), *clean = ialloc(ns);
+        for (int64_t row = 0; row < ns / g.n; row++) {   // one slot per row gets an index outside
+            memcpy(with_bad + row * g.n, in.sel + row * g.n, sizeof(int32_t) * g.n);
+            memcpy(clean + row * g.n, in.sel + row * g.n, sizeof(int32_t) * g.n);
+            const int c = (int)(row % g.n);
+            with_bad[row * g.n + c] = bad[row % nbad];
+            clean[row * g.n + c] = -1;
+        }
+        void *dq = dnew(be, in.q, Q), *dk = dnew(be, in.k, KV), *dv = dnew(be, in.v, KV);
+        uint64_t seed = 751;
+        double *R = hrand(be, Q, 1, &seed);
+        void *dout = dnew(be, R, Q);
+        void *o[2], *lse[2], *gq[2], *gk[2], *gv[2];
+        for (int v = 0; v < 2; v++) {
+            Branch br = {NSA_BR_SEL, g, g.T, v ? clean : with_bad};
+            o[v] = dalloc(be, Q);
+            lse[v] = dalloc(be, L);
+            gq[v] = dalloc(be, Q);
+            gk[v] = dalloc(be, KV);
+            gv[v] = dalloc(be, KV);
+            br_fwd(be, &br, o[v], lse[v], dq, dk, dv, 0, g.T);
+            br_bwd(be, &br, gq[v], gk[v], gv[v], dout, dq, dk, dv, o[v], lse[v]);
+        }
+        const size_t eb = (size_t)be->act_bytes;
+        check_bitwise("sel_attn_fwd o, indices outside [0, NS) vs -1", o[0], o[1], eb * Q);
+        check_bitwise("sel_attn_fwd lse, indices outside [0, NS) vs -1", lse[0], lse[1], eb * L);
+        check_bitwise("sel_attn_bwd dq, indices outside [0, NS) vs -1", gq[0], gq[1], eb * Q);
+        check_bitwise("sel_attn_bwd dk, indices outside [0, NS) vs -1", gk[0], gk[1], eb * KV);
+        check_bitwise("sel_attn_bwd dv, indices outside [0, NS) vs -1", gv[0], gv[1], eb * KV);
+        // and the clean selection is still the reference's attention
+        Branch ref = {NSA_BR_SEL, g, g.T, clean};
+        check_branch_fwd(be, p, &ref, &in, in.k, in.v, VIS_SEL, "sel_attn_fwd (slots set to -1)");
+        for (int v = 0; v < 2; v++) {
+            free(o[v]); free(lse[v]); free(gq[v]); free(gk[v]); free(gv[v]);
+        }
+        free(dq); free(dk); free(dv); free(dout); free(R); free(with_bad); free(clean);
+        inputs_free(&in);
+    }
+}
+
 // ---- (g) row independence and thread-count independence ------------------------------------
 
 // Runs a forward op over rows [t0, t0+Tn) (or blocks for compress); which op is
@@ -1203,6 +1262,7 @@ int main(void) {
         cmocka_unit_test(test_cmp_empty_rows),
         cmocka_unit_test(test_causality),
         cmocka_unit_test(test_window_dense),
+        cmocka_unit_test(test_sel_indices_outside),
         cmocka_unit_test(test_row_independence),
         cmocka_unit_test(test_threads_bitwise),
         cmocka_unit_test(test_attn_bwd_fd),

@@ -34,6 +34,8 @@
 
 #include "trainer/checkpoint.h"
 #include "common/config.h"
+#include "common/digest.h"
+#include "trainer/data.h"
 #include "trainer/flightrec.h"
 #include "trainer/ioerr.h"
 #include "trainer/jsonl.h"
@@ -139,7 +141,7 @@ static void save_one(const char *path, Model *m, Optim *o) {
     m->be->from_host(o->v_mem, h, bytes);
     free(h);
     o->t = 7;
-    DataPos pos = {3, 0, 0};
+    DataPos pos = {7, 0, 0};   // one micro-batch per step (the metadata must say so, or more)
     char err[512];
     assert_int_equal(checkpoint_save(path, m, o, 7, pos, err, sizeof err), 0);
 }
@@ -186,9 +188,15 @@ static void rewrite_header(const char *src, const char *dst, void (*fn)(json_t *
     free(raw);
 }
 
-static void drop_digests(json_t *h) { json_object_del(json_object_get(h, "__metadata__"), "tensor_digests"); }
+// a checkpoint as a writer before checksums made it: neither digest table
+static void drop_digests(json_t *h) {
+    json_object_del(json_object_get(h, "__metadata__"), "tensor_digests");
+    json_object_del(json_object_get(h, "__metadata__"), "metadata_digests");
+}
+// one written before metadata digests, with a tensor missing from its digest table
 static void drop_one_digest(json_t *h) {
     json_t *meta = json_object_get(h, "__metadata__");
+    json_object_del(meta, "metadata_digests");
     json_t *d = json_loads(json_string_value(json_object_get(meta, "tensor_digests")), 0, NULL);
     json_object_del(d, "optim.m.norm_f.weight");
     char *s = json_dumps(d, JSON_COMPACT);
@@ -209,8 +217,9 @@ static void test_roundtrip_and_corruption(void **state) {
     // 1. the round trip: everything restored, checksums verified
     fresh(&m2, &o2);
     assert_false(same_params(&m, &m2));
-    assert_int_equal(checkpoint_load(path, &m2, &o2, &ck, err, sizeof err), 0);
+    assert_int_equal(checkpoint_load(path, &m2, &o2, NULL, &ck, err, sizeof err), 0);
     assert_true(ck.checksums);
+    assert_true(ck.meta_checksums);
     assert_int_equal(ck.step, 7);
     assert_int_equal(o2.t, 7);
     assert_string_equal(ck.digest, m.cfg.digest);
@@ -237,7 +246,7 @@ static void test_roundtrip_and_corruption(void **state) {
     Model ref;
     Optim oref;
     fresh(&ref, &oref);
-    assert_int_equal(checkpoint_load(bad, &m2, &o2, &ck, err, sizeof err), -1);
+    assert_int_equal(checkpoint_load(bad, &m2, &o2, NULL, &ck, err, sizeof err), -1);
     assert_non_null(strstr(err, "tensor 'blocks.0.attn.q_proj.weight' is corrupt"));
     assert_true(same_params(&m2, &ref));   // nothing was copied
     assert_int_equal(o2.t, 0);
@@ -245,15 +254,16 @@ static void test_roundtrip_and_corruption(void **state) {
     // 3. an older checkpoint without checksums loads, unverified
     const char *old = tmp_path("old.safetensors");
     rewrite_header(path, old, drop_digests);
-    assert_int_equal(checkpoint_load(old, &m2, &o2, &ck, err, sizeof err), 0);
+    assert_int_equal(checkpoint_load(old, &m2, &o2, NULL, &ck, err, sizeof err), 0);
     assert_false(ck.checksums);
+    assert_false(ck.meta_checksums);
     assert_true(same_params(&m, &m2));
     checkpoint_info_free(&ck);
 
     // 4. a digest table without one tensor: named
     const char *partial = tmp_path("partial.safetensors");
     rewrite_header(path, partial, drop_one_digest);
-    assert_int_equal(checkpoint_load(partial, &m2, &o2, &ck, err, sizeof err), -1);
+    assert_int_equal(checkpoint_load(partial, &m2, &o2, NULL, &ck, err, sizeof err), -1);
     assert_non_null(strstr(err, "tensor 'optim.m.norm_f.weight' has no checksum"));
     optim_free(&o2, &m2);
     model_free(&m2);
@@ -266,11 +276,130 @@ static void test_roundtrip_and_corruption(void **state) {
     load_cfg(&c32, sets, 2);
     make_model(&m2, &c32);
     optim_init(&o2, &m2);
-    assert_int_equal(checkpoint_load(path, &m2, &o2, &ck, err, sizeof err), -1);
+    assert_int_equal(checkpoint_load(path, &m2, &o2, NULL, &ck, err, sizeof err), -1);
     assert_non_null(strstr(err, "tensor 'tok_emb.weight' is F32 [256,64], this model needs F32 [256,32]"));
     assert_non_null(strstr(err, "model.dim: checkpoint 64, this run 32"));
     optim_free(&o2, &m2);
     model_free(&m2);
+    optim_free(&o, &m);
+    model_free(&m);
+}
+
+// ---- metadata: checksummed and validated (issue 26, item 2) ----------------------------------
+
+static const char *g_key, *g_val;
+static int g_redigest;   // 1: recompute metadata_digests (a writer's bug, not an edit); 0: leave it
+static void set_meta(json_t *h) {
+    json_t *meta = json_object_get(h, "__metadata__");
+    if (g_val) json_object_set_new(meta, g_key, json_string(g_val));
+    else json_object_del(meta, g_key);
+    if (!g_redigest) return;
+    json_t *d = json_object();
+    const char *k;
+    json_t *v;
+    json_object_foreach(meta, k, v) {
+        if (!strcmp(k, "metadata_digests")) continue;
+        char hex[17];
+        digest64_hex(digest64(json_string_value(v), strlen(json_string_value(v)), 0), hex);
+        json_object_set_new(d, k, json_string(hex));
+    }
+    char *txt = json_dumps(d, JSON_COMPACT);
+    json_object_set_new(meta, "metadata_digests", json_string(txt));
+    free(txt);
+    json_decref(d);
+}
+
+// load `path` with metadata key := val (NULL: removed), the digests recomputed or not;
+// the load must fail (want != NULL: with that text in the message) or succeed
+static void expect_meta(const char *path, const char *key, const char *val, int redigest, const DataSource *ds,
+                        const char *want) {
+    const char *edited = tmp_path("meta.safetensors");
+    g_key = key;
+    g_val = val;
+    g_redigest = redigest;
+    rewrite_header(path, edited, set_meta);
+    Model m;
+    Optim o;
+    fresh(&m, &o);
+    CkptInfo ck;
+    char err[2048] = "";
+    int rc = checkpoint_load(edited, &m, &o, ds, &ck, err, sizeof err);
+    if (want && (rc != -1 || !strstr(err, want)))
+        fail_msg("%s=%s (%s): rc %d, message '%s', want '%s'", key, val ? val : "(removed)",
+                 redigest ? "re-digested" : "digest kept", rc, err, want);
+    if (!want && rc != 0) fail_msg("%s=%s: rc %d: %s", key, val ? val : "(removed)", rc, err);
+    if (!want) {
+        assert_int_equal(o.t, 7);
+        checkpoint_info_free(&ck);
+    } else {
+        assert_int_equal(o.t, 0);   // refused: nothing restored
+    }
+    optim_free(&o, &m);
+    model_free(&m);
+}
+
+static void test_metadata(void **state) {
+    (void)state;
+    char path[512];   // tmp_path's buffers rotate
+    snprintf(path, sizeof path, "%s", tmp_path("ckm.safetensors"));
+    Model m;
+    Optim o;
+    save_one(path, &m, &o);
+    // the digest table: every other entry, and nothing else
+    StFile f;
+    char err[2048];
+    assert_int_equal(st_read(&f, path, err, sizeof err), 0);
+    json_t *d = json_loads(st_meta(&f, "metadata_digests"), 0, NULL);
+    assert_true(json_is_object(d));
+    assert_int_equal((int)json_object_size(d), f.n_meta - 1);
+    for (int i = 0; i < f.n_meta; i++) {
+        if (!strcmp(f.meta_keys[i], "metadata_digests")) continue;
+        char hex[17];
+        digest64_hex(digest64(f.meta_vals[i], strlen(f.meta_vals[i]), 0), hex);
+        assert_string_equal(json_string_value(json_object_get(d, f.meta_keys[i])), hex);
+    }
+    json_decref(d);
+    st_free(&f);
+
+    // an edit, digest kept: the entry that changed is named (even with a valid value)
+    expect_meta(path, "step", "6", 0, NULL, "metadata 'step' is \"6\", changed after the checkpoint was written");
+    expect_meta(path, "seed", "1338", 0, NULL, "metadata 'seed' is \"1338\", changed after");
+    expect_meta(path, "data_offset", NULL, 0, NULL, "metadata 'data_offset' is missing: the checkpoint recorded a checksum");
+    expect_meta(path, "note", "x", 0, NULL, "metadata 'note' (\"x\") has no checksum in 'metadata_digests'");
+    // values that make no sense, digests recomputed (what only validation can catch): named
+    expect_meta(path, "step", "-5", 1, NULL, "metadata 'step' is -5: must be >= 0");
+    expect_meta(path, "step", "4.0", 1, NULL, "metadata 'step' is \"4.0\": not a whole number");
+    expect_meta(path, "step", " 7", 1, NULL, "metadata 'step' is \" 7\": not a whole number");
+    expect_meta(path, "step", "99999999999999999999", 1, NULL, "metadata 'step' is 99999999999999999999: does not fit in 64 bits");
+    expect_meta(path, "optim_t", "-1", 1, NULL, "metadata 'optim_t' is -1: must be >= 0");
+    expect_meta(path, "optim_t", "8", 1, NULL, "metadata 'optim_t' is 8: more than 'step' 7");
+    expect_meta(path, "data_batches", "6", 1, NULL, "metadata 'data_batches' is 6: fewer than 'step' 7");
+    expect_meta(path, "data_offset", "-1", 1, NULL, "metadata 'data_offset' is -1: must be >= 0");
+    expect_meta(path, "seed", "x", 1, NULL, "metadata 'seed' is \"x\": not a whole number");
+    expect_meta(path, "seed", "-1", 1, NULL, "metadata 'seed' is -1: must be in [0, 2^64)");
+    expect_meta(path, "seed", "1338", 1, NULL, "metadata 'seed' is 1338: the checkpoint's config has train.seed 1337");
+    expect_meta(path, "config_digest", "0123456789abcdef", 1, NULL, "metadata 'config_digest' is \"0123456789abcdef\": the digest of metadata 'config' is");
+    expect_meta(path, "backend", "cpu64", 1, NULL, "metadata 'backend' is \"cpu64\": the checkpoint's config has train.backend \"cpu\"");
+    expect_meta(path, "backend", "tpu", 1, NULL, "metadata 'backend' is \"tpu\": not a backend");
+    expect_meta(path, "loss_scale", "0", 1, NULL, "metadata 'loss_scale' is \"0\": must be a number in [1, 16777216]");
+    expect_meta(path, "loss_scale_good_steps", "9", 1, NULL, "metadata 'loss_scale_good_steps' is 9: more than 'optim_t' 7");
+    expect_meta(path, "step", NULL, 1, NULL, "metadata 'step' is missing");
+    // the data position against a source: the learnable one has neither shards nor offsets
+    const NsaConfig *c = &m.cfg;
+    char derr[512];
+    DataSource *ds = data_open(c->data_kind, c->data_path, c->vocab_size, c->batch_size, c->seq_len, c->seed, 0, 1, derr,
+                               sizeof derr);
+    assert_non_null(ds);
+    expect_meta(path, "data_shard", "99", 1, ds, "metadata 'data_shard' is 99: outside this run's data: the learnable "
+                "source has no shards (always 0)");
+    expect_meta(path, "data_offset", "5", 1, ds, "metadata 'data_offset' is 5: outside this run's data");
+    expect_meta(path, "data_shard", "99", 1, NULL, NULL);   // without a source: not checked
+    data_close(ds);
+    // a valid value, re-digested, loads (more micro-batches than steps: grad_accum > 1)
+    expect_meta(path, "data_batches", "21", 1, NULL, NULL);
+    // no digest table at all (older): values still validated
+    g_key = "metadata_digests";
+    expect_meta(path, "metadata_digests", NULL, 0, NULL, NULL);
     optim_free(&o, &m);
     model_free(&m);
 }
@@ -372,6 +501,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_config_diff),
         cmocka_unit_test(test_roundtrip_and_corruption),
+        cmocka_unit_test(test_metadata),
         cmocka_unit_test(test_st_write_errno),
         cmocka_unit_test(test_jsonl_and_io_error),
         cmocka_unit_test(test_flightrec_reserve),

@@ -72,11 +72,6 @@ class World:
         dist.all_gather_object(out, obj, group=self.pg)
         return out
 
-    def sum_grads(self, grads):
-        import torch.distributed as dist
-        for g in grads.values():
-            dist.all_reduce(g, group=self.pg)
-
     def close(self, ok):
         if self.dist and ok:
             import torch.distributed as dist

@@ -40,7 +40,8 @@ FAULTS = [
               "defaults to blocks.<n_layers/2>.attn.gate.fc2.weight (with force_branch, whose gate is bypassed: "
               "blocks.<n_layers/2>.attn.o_proj.weight)",
               "DDP one-step: default mode -> HANG (the other ranks wait in the bucket's allreduce: exit 4 after "
-              "--comm-timeout, or the watchdog); find_unused -> PASS; static_graph -> a DDP error",
+              "--comm-timeout, or the watchdog); find_unused -> runs to the end, its numbers FAIL against one "
+              "rank naming PARAM as the only differing gradient; static_graph -> a DDP error",
               "RANK is not a rank of the run; an unknown PARAM is a usage error"),
     FaultSpec("nan_at_seqlen", "nan_at_seqlen=K", True,
               "when train.seq_len T is a multiple of K, layer 0's selection-branch output becomes NaN at position "

@@ -467,7 +467,10 @@ class Trainer:
 
     def dump(self, pos):
         """--dump-step: step 1's first micro-batch replayed alone: inputs, targets, logits, loss,
-        grads.<name> (the mean over world*B sequences under data parallel), --dump-acts: acts.*"""
+        --dump-acts: acts.*; grads.<name>: alone, the replay's own gradients; under data parallel
+        the gradients this step's optimizer consumes (DDP's all-reduced mean over every rank and
+        micro-batch, before clipping), not a replay with a scale of its own (as nsa-train,
+        docs/diagnostics.md "--dump-step")"""
         data = DataSource(self.cfg, self.world.rank if self.world.dist else 0, self.world.size)
         data.set_position(pos)
         inp_np, tgt_np = data.next()
@@ -486,11 +489,13 @@ class Trainer:
             self.clobber()
         N = self.B * self.T
         loss = float(losses.detach().double().sum()) / N
-        (losses.sum() / (N * self.world.size)).backward()
-        grads = {n: (p.grad if p.grad is not None else torch.zeros_like(p)) for n, p in self.model.named_parameters()}
         if self.world.dist:
-            self.world.sum_grads(grads)
+            grads = {n: (saved[n] if saved[n] is not None else torch.zeros_like(p))
+                     for n, p in self.model.named_parameters()}
             loss = self.world.mean(loss, self.device)
+        else:
+            (losses.sum() / (N * self.world.size)).backward()
+            grads = {n: (p.grad if p.grad is not None else torch.zeros_like(p)) for n, p in self.model.named_parameters()}
         if self.rank == 0:
             fdt = torch.float64 if self.pdtype == torch.float64 else torch.float32
             out = {"inputs": torch.from_numpy(inp_np).to(torch.int32), "targets": torch.from_numpy(tgt_np).to(torch.int32),
