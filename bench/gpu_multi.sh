@@ -25,7 +25,7 @@
 # call 1 PHASES="build ddp hang scaling" (ddp took 95 s on 2 x H200; the hang 15 s on the CPU,
 # more with m7c_125m's start on GPUs; not yet timed there), call 2 PHASES="build suite" (the suite's gpu profile
 # took 8 m 34 s on one H100 without ddp_onestep; its 10 ddp cases ~20-60 s each, and as many
-# one-rank references, ranks=1, since issue 26). The
+# one-rank references, ranks=1). The
 # detection matrix's gpu profile is estimated at most of an hour: split it over calls and
 # sessions with MATRIX_ARGS="--filter ...", recording which call ran what.
 # stdout: the device and commit, each step's exit code and time, then each report's verdict

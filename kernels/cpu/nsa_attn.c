@@ -30,8 +30,8 @@
 // count before it is filled (scratch_reserve), and every span is cut to the key rows that
 // exist, [0, NK). A bound that is off (a window of w+1 keys, a selected block past the
 // sequence) gives wrong keys, so wrong numbers that the tests name, never a write past the
-// scratch or an index outside K/V (issue 26, item 7: such a window overflowed a scratch
-// sized for exactly w keys, and fp64 runs aborted in free()).
+// scratch or an index outside K/V (a scratch sized for exactly w keys let such a window
+// write past it, and fp64 runs aborted in free()).
 
 // The backward goes through a row's keys in tiles of NSA_KTILE (see attn_row_bwd).
 #define NSA_KTILE 16

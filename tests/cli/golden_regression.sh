@@ -124,7 +124,7 @@ diag() { if grep -qF -- "$2" "$TMP/p_$1/RESULTS.md"; then ok "plant $1: RESULTS.
 # forward: the sliding window sees w+1 keys (with a GitHub step summary: CI readers get
 # the diagnosis and the regression table there, not only the verdicts)
 export GITHUB_STEP_SUMMARY="$TMP/step_summary.md"
-plant window kernels/cpu/nsa_attn.c 's/int lo = t - g->w + 1 > 0 ? t - g->w + 1 : 0;/int lo = t - g->w > 0 ? t - g->w : 0;/'
+plant window kernels/cpu/nsa_attn.c 's/put_span((int64_t)t - g->w + 1, (int64_t)t + 1,/put_span((int64_t)t - g->w, (int64_t)t + 1,/'
 unset GITHUB_STEP_SUMMARY
 check "step summary: diagnosis and regression table" bash -c "grep -q '^### Diagnosis' '$TMP/step_summary.md' &&
   grep -q '^### Regression against baselines and floors' '$TMP/step_summary.md' &&
