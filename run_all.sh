@@ -4,7 +4,8 @@
 #   ./run_all.sh          build what it runs (nsa-harness, nsa-train; no CUDA objects
 #                         where no GPU is usable: in build-cpu/, else build/), then the main
 #                         job: run every scenario in scenarios/ with the profile that fits the
-#                         machine (gpu when a CUDA device is usable, else ci), then
+#                         machine (gpu when a CUDA device is usable, else ci), independent
+#                         cases side by side over the GPUs or cores (NSA_JOBS below), then
 #                         scenarios/trainer/ against the example foreign trainer; prints the
 #                         RESULTS.md paths and, last, a line with the outcome of both runs.
 #   ./run_all.sh [run] OPTIONS...
@@ -38,7 +39,9 @@
 #     (the main build, or the sanitizer build of the stage)
 #   130 interrupted (Ctrl-C)
 #
-# Environment: NSA_BUILD_DIR (default build; the main job without a GPU: build-cpu),
+# Environment: NSA_JOBS (the main job's cases at a time, `nsa-harness run -j`: default auto,
+# one case per GPU for the gpu profile, else one per core; 1: one at a time),
+# NSA_BUILD_DIR (default build; the main job without a GPU: build-cpu),
 # NSA_CUDA=on|off|auto (the main job: build the CUDA backend; auto = when
 # nvidia-smi lists a GPU), CI=true turns warnings into errors,
 # CMAKE_ARGS extra configure arguments (e.g. -DCMAKE_CUDA_ARCHITECTURES=90),
@@ -214,7 +217,7 @@ san_probe() {   # can clang build and link an ASan+UBSan libFuzzer target here?
 # groups by session): it takes the CPU the main tests leave idle (they mostly wait: stall
 # timeouts, rendezvous, Python startup) and almost none they want. Measured beside it: the
 # detection matrix 87 s (88-91 s alone), harness_run 49 s (47-53 s alone). In order:
-#   1. the main build's unit tests (labels kernels, trainer) but test_rendezvous,
+#   1. the main build's unit tests (labels kernels, trainer, harness) but test_rendezvous,
 #      test_ddp and test_stackdump (they judge time: in the main ctest); log $BUILD/bg_unit.log;
 #   2. the sanitizer build in $ASAN (clang, ASan + UBSan, -DNSA_FUZZ=ON, CPU only);
 #      log $ASAN/build.log;
@@ -268,7 +271,7 @@ bg_lane() {
   [ "$(cat "$A/build.rc")" = 0 ] || return 0
   ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1} \
   UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1:abort_on_error=1} \
-    ctest --test-dir "$A" --output-on-failure --no-tests=error -L 'kernels|trainer' -E "$SAN_BG_EXCLUDE" >"$A/unit.log" 2>&1
+    ctest --test-dir "$A" --output-on-failure --no-tests=error -L 'kernels|trainer|harness' -E "$SAN_BG_EXCLUDE" >"$A/unit.log" 2>&1
   local rc=$?
   if [ "$rc" != 0 ] &&
      ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1} \
@@ -353,7 +356,7 @@ case "$mode" in
     trap 'if [ -n "$lane_pid" ]; then kill -- -"$lane_pid" 2>/dev/null || kill "$lane_pid" 2>/dev/null || true; fi' EXIT
     sanitize_prepare
     # the main build's unit tests that go to the background lane
-    bg_re=$(ctest --test-dir "$BUILD" -N -L 'kernels|trainer' | sed -n 's/^ *Test *#[0-9]*: *//p' |
+    bg_re=$(ctest --test-dir "$BUILD" -N -L 'kernels|trainer|harness' | sed -n 's/^ *Test *#[0-9]*: *//p' |
             { grep -vxE 'test_rendezvous|test_ddp|test_stackdump' || true; } | paste -sd'|' -)
     [ -z "$bg_re" ] || bg_re="^($bg_re)\$"
     rm -f "$BUILD/bg_unit.log" "$BUILD/bg_unit.rc" "$ASAN/build.rc" "$ASAN/build.end" "$ASAN/unit.log" "$ASAN/unit.rc"
@@ -408,11 +411,12 @@ case "$mode" in
     # example foreign trainer through its map (examples/showcase/; docs/your-trainer.md).
     [ $# -gt 0 ] && exec "$BUILD/nsa-harness" run "$@"
     rc=0
-    "$BUILD/nsa-harness" run || rc=$?
+    jobs=(-j "${NSA_JOBS:-auto}")   # cases side by side: one per GPU for the gpu profile, else one per core
+    "$BUILD/nsa-harness" run "${jobs[@]}" || rc=$?
     if [ "$rc" = 130 ]; then echo "run_all.sh: interrupted (exit 130): the main run stopped; scenarios/trainer/ not run" >&2; exit 130; fi
     echo "==== the scenarios for your own trainer, against the example foreign trainer (examples/showcase/showcase.map.json) ===="
     rc2=0
-    "$BUILD/nsa-harness" run scenarios/trainer/*.json --trainer-map examples/showcase/showcase.map.json || rc2=$?
+    "$BUILD/nsa-harness" run "${jobs[@]}" scenarios/trainer/*.json --trainer-map examples/showcase/showcase.map.json || rc2=$?
     # the worse of the two: 130 (interrupted) over 2 (invalid) over 1 (a case failed) over 0
     outcome() { case "$1" in 0) echo "PASS" ;; 1) echo "FAIL (a case FAIL, HANG or CRASH)" ;;
                   2) echo "ERROR (an invalid scenario or option)" ;; 130) echo "interrupted" ;; *) echo "exit $1" ;; esac; }

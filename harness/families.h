@@ -47,6 +47,12 @@ typedef struct {
     // every problem at its position (scenario_problem); 0, or -1 with problems.
     // Without it, the scenario schema of docs/scenarios.md applies.
     int (*load)(ScenarioLoader *ld);
+    // Optional: what a case needs when cases run side by side (harness/run_cases.h), beyond
+    // what its scenario says (GPUs for its ranks, exclusive for a timing check): e.g. the
+    // self-test's nested run holds the GPUs its scenario needs. profile: the run's;
+    // gpus_here: the run's usable GPUs. Called before any case starts, in the runner's thread.
+    void (*needs)(const Scenario *s, const Case *c, const char *profile, int gpus_here, int *gpus, int *exclusive,
+                  int *ranks);
 } FamilyDef;
 
 const FamilyDef *family_find(const char *name);

@@ -35,6 +35,8 @@ void perf_section(const ScenarioRun *sr, const char *report_dir, Str *md);
 // selftest (selftest.c; its file schema, the detections, in family_selftest.c)
 int selftest_load(ScenarioLoader *ld);
 void selftest_run_case(const RunCtx *ctx, CaseResult *r);
+void selftest_needs(const Scenario *s, const Case *c, const char *profile, int gpus_here, int *gpus, int *exclusive,
+                    int *ranks);
 void selftest_diagnose(const ScenarioRun *sr, Str *md);
 void selftest_section(const ScenarioRun *sr, const char *report_dir, Str *md);
 

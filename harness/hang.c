@@ -19,19 +19,25 @@ void hang_read_wait(const volatile void *fr_header, RankResult *rk) {
     rk->wait_step = 0;
     rk->wait_name[0] = '\0';
     if (!h) return;
-    static FrEvent ev[FR_RING];
+    FrEvent *ev = malloc(sizeof(FrEvent) * FR_RING);   // (cases side by side read their rings at once)
+    if (!ev) return;
     int n = 0;
     FrState st;
     fr_read_events(h, ev, FR_RING, &n, &st);
-    if (st.coll_enqueued <= st.coll_completed) return;
+    if (st.coll_enqueued <= st.coll_completed) {
+        free(ev);
+        return;
+    }
     const int64_t seq = st.coll_completed + 1;
     rk->wait_seq = seq;
     for (int i = n - 1; i >= 0; i--)   // the newest record of that collective's enqueue
         if (ev[i].kind == FR_KIND_COLLECTIVE && ev[i].coll_seq == seq && ev[i].aux == FR_COLL_ENQUEUED) {
             snprintf(rk->wait_name, sizeof rk->wait_name, "%.*s", FR_OP_LEN, ev[i].op);
             rk->wait_step = ev[i].step;
+            free(ev);
             return;
         }
+    free(ev);
     snprintf(rk->wait_name, sizeof rk->wait_name, "seq %lld (older than the ring)", (long long)seq);
 }
 

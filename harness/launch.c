@@ -266,8 +266,10 @@ int launch_poll(Launch *L) {
     int all = 1;
     for (int i = 0; i < L->n; i++) {
         if (L->done[i] || L->pid[i] <= 0) continue;
-        if (waitpid(L->pid[i], &L->status[i], WNOHANG) == L->pid[i]) L->done[i] = 1;
-        else all = 0;
+        if (waitpid(L->pid[i], &L->status[i], WNOHANG) == L->pid[i]) {
+            L->done[i] = 1;
+            proc_forget(L->pid[i]);
+        } else all = 0;
     }
     return all;
 }

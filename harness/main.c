@@ -26,6 +26,8 @@
 #include "harness/proc.h"
 #include "harness/report.h"
 #include "harness/report_in.h"
+#include "harness/run_cases.h"
+#include "harness/schedule.h"
 #include "harness/runner.h"
 #include "harness/scenario.h"
 #include "harness/trainer_caps.h"
@@ -108,6 +110,13 @@ static void usage_run(FILE *f) {
             "                        and perf_floor; default: %s/golden/baselines)\n"
             "  --recording           what `baseline record` runs: golden and perf_floor compare nothing\n"
             "  --bisect              for git bisect run: exit 125 (skip) where it would exit 2\n"
+            "  -j, --jobs N|auto     run up to N independent cases at a time (default 1); auto: one per GPU\n"
+            "                        for the gpu profile on a GPU machine (times --cases-per-gpu), else one\n"
+            "                        per core. A case holds as many GPUs as it has ranks (CUDA_VISIBLE_DEVICES),\n"
+            "                        its ranks share the cores (OMP_NUM_THREADS), a case waits for the cases\n"
+            "                        it compares with, and timing-sensitive cases (perf floors, step-time\n"
+            "                        growth, hang latency) run last, one at a time. Reports keep the plan's order\n"
+            "  --cases-per-gpu N     with -j: cases that may share one GPU (default 1: none share)\n"
             "  --quiet               no progress lines\n"
             "\n"
             "Every case writes <out>/<scenario>/<case>/: output.log env.json metrics.jsonl\n"
@@ -208,233 +217,12 @@ static char *first_line_of(char *const argv[]) {
     return out;
 }
 
-// ---- filters -----------------------------------------------------------------------------------
-
-static int filter_match(const char *pat, const char *scenario, const char *cname) {
-    char full[512];
-    snprintf(full, sizeof full, "%s/%s", scenario, cname);
-    if (!has_glob_meta(pat)) return strstr(full, pat) != NULL;
-    return fnmatch(pat, cname, 0) == 0 || fnmatch(pat, full, 0) == 0 || fnmatch(pat, scenario, 0) == 0;
-}
-
-// Is the case selected: no --filter and no --case given, a --filter pattern
-// matches, or a --case names exactly "scenario/case"?
-static int case_selected(const StrList *filters, const StrList *exact, const char *scenario, const char *cname) {
-    if (filters->n == 0 && exact->n == 0) return 1;
-    for (int f = 0; f < filters->n; f++)
-        if (filter_match(filters->v[f], scenario, cname)) return 1;
-    size_t sl = strlen(scenario);
-    for (int e = 0; e < exact->n; e++)
-        if (!strncmp(exact->v[e], scenario, sl) && exact->v[e][sl] == '/' && !strcmp(exact->v[e] + sl + 1, cname)) return 1;
-    return 0;
-}
-
 // ---- run -------------------------------------------------------------------------------------------
 
 static int parse_profile(const char *v) {
     for (int p = 0; p < PROFILE_COUNT; p++)
         if (!strcmp(v, PROFILE_NAMES[p])) return p;
     return -1;
-}
-
-// ---- running cases ------------------------------------------------------------------------------
-
-typedef struct {
-    Report *rp;
-    RunCtx *ctx;
-    FILE *con;
-    int tty;
-    StrList filters, exact;
-    // progress: a case planned at the start is one step of `planned`; the cases a
-    // family creates while it runs (GC bisection's ranges) are sub-steps of their base
-    // case's step, so the counter never jumps from [16/40] to [17/41]
-    int planned, step, sub;
-    const Case *base;   // the base case of the family's last created case
-} Main;
-
-// ---- a full disk ------------------------------------------------------------------------------
-// The report folder's ballast (harness/outdir.h) keeps the space the next report write
-// needs. After every report write it is resized for the report as it now is; when that
-// fails, when a report write is refused, or when less than a case's minimum is left, the
-// disk is full: no case starts after that (each is ERROR "not run: disk full ..."), and
-// the final report is written from the ballast. So the report says why at any amount of
-// free space, and a trainer filling the disk never eats the space the report needs.
-
-enum { CASE_MIN_FREE = 64 * 1024 };   // a case's rank log alone sets aside up to 64 KiB
-
-// The disk holding the report folder is full (what: how it showed): said once, on stderr
-// and in the report (Report.disk_full); no case starts after it.
-static void note_disk_full(Report *rp, const char *what) {
-    if (rp->disk_full) return;
-    char disk[4400];
-    outdir_disk_name(rp->dir, disk, sizeof disk);
-    long long fb = outdir_free_bytes(rp->dir);
-    snprintf(rp->disk_full_why, sizeof rp->disk_full_why, "the disk holding %s is full (%lld KiB free: %s)", disk,
-             fb > 0 ? fb / 1024 : 0, what);
-    rp->disk_full = 1;
-    rp->disk_full_after = rp->done;
-    fprintf(stderr, "nsa-harness: %s; no case starts after this one, the report lists those not run\n", rp->disk_full_why);
-}
-
-// After a report write while cases still run: the ballast fitted to the report, and room
-// left for a case.
-static void guard_disk(Report *rp) {
-    if (rp->disk_full || rp->finished || rp->interrupted) return;
-    if (outdir_reserve_fit(rp->dir)) {
-        note_disk_full(rp, "the space the report needs could not be set aside");
-        return;
-    }
-    long long fb = outdir_free_bytes(rp->dir);
-    if (fb >= 0 && fb < CASE_MIN_FREE) note_disk_full(rp, "less than 64 KiB left for a case");
-}
-
-// Rewrite the report; when the disk refuses it, the disk is full: give up the ballast and
-// try once more, so the report that says what the disk refused still fits, then take back
-// what the ballast can. 0 or -1 (errno).
-static int write_report(Report *rp) {
-    if (report_write(rp) == 0) {
-        guard_disk(rp);
-        return 0;
-    }
-    int e = errno;
-    if (e == ENOSPC || e == EDQUOT) {
-        note_disk_full(rp, "a report write was refused");
-        if (outdir_release_reserve(rp->dir)) {
-            const int rc = report_write(rp);
-            e = errno;
-            if (!rp->finished && !rp->interrupted) outdir_reserve_fit(rp->dir);   // for the final report
-            errno = e;
-            return rc;
-        }
-    }
-    errno = e;
-    return -1;
-}
-
-// Progress (the "run" line before a case, a terminal's live line): the run's elapsed time,
-// an estimate of the time left and the verdicts so far, "2 m 05 s elapsed, ETA ~3 m 10 s;
-// 12 PASS, 1 SKIP". The estimate: each case not run yet takes the mean time of its
-// scenario's cases run so far (of every case run so far, for a scenario not started; a
-// bisection not started counts two steps, its least); none before the first case ends.
-static void progress_tally(const Report *rp, Str *out) {
-    char t[32];
-    fmt_duration(t, sizeof t, mono_s() - rp->t0);
-    str_printf(out, "%s elapsed", t);
-    double all_s = 0, left_s = 0;
-    int all_n = 0, counts[V_COUNT] = {0};
-    for (int i = 0; i < rp->n_runs; i++)
-        for (int k = 0; k < rp->runs[i].done; k++) {
-            const CaseResult *r = &rp->runs[i].results[k];
-            counts[r->verdict]++;
-            if (r->verdict != V_SKIP) all_s += r->wall_s, all_n++;
-        }
-    if (all_n) {
-        for (int i = 0; i < rp->n_runs; i++) {
-            const ScenarioRun *sr = &rp->runs[i];
-            const FamilyDef *fam = family_find(sr->s->family);
-            double sum = 0;
-            int n = 0;
-            for (int k = 0; k < sr->done; k++)
-                if (sr->results[k].verdict != V_SKIP) sum += sr->results[k].wall_s, n++;
-            const int left = fam && fam->execute ? (sr->done ? sr->n - sr->done : 2 * sr->planned_bases) : sr->n - sr->done;
-            left_s += left * (n ? sum / n : all_s / all_n);
-        }
-        fmt_duration(t, sizeof t, left_s);
-        str_printf(out, ", ETA ~%s", t);
-    }
-    int any = 0;
-    for (int v = 0; v < V_COUNT; v++)
-        if (counts[v]) str_printf(out, "%s%d %s", any++ ? ", " : "; ", counts[v], VERDICT_NAMES[v]);
-}
-
-// Run planned case k of sr (a trainer case, or the family's own kind), print its
-// line, rewrite the report.
-static void run_one(Main *M, ScenarioRun *sr, int k) {
-    Report *rp = M->rp;
-    CaseResult *r = &sr->results[k];
-    const FamilyDef *fam = family_find(sr->s->family);
-    if (!fam->execute) {
-        M->step++;
-        M->sub = 0;
-    }
-    M->ctx->index = M->step;
-    M->ctx->total = M->planned;
-    M->ctx->sub = M->sub;
-    char at[48];
-    if (M->sub) snprintf(at, sizeof at, "[%d/%d·%d]", M->step, M->planned, M->sub);
-    else snprintf(at, sizeof at, "[%d/%d]", M->step, M->planned);
-    if (rp->disk_full) {   // nothing starts on a full disk: said per case, the report written at the end
-        r->verdict = V_ERROR;
-        snprintf(r->summary, sizeof r->summary, "not run: disk full — %.700s", rp->disk_full_why);
-        sr->done = k + 1;
-        rp->done++;
-        if (M->con) fprintf(M->con, "%s %-5s %s/%s: %s\n", at, VERDICT_NAMES[r->verdict], sr->s->name, r->c->name, r->summary);
-        return;
-    }
-    Str tally = {0};
-    progress_tally(rp, &tally);
-    M->ctx->tally = str_c(&tally);
-    if (M->con && !M->tty) {
-        fprintf(M->con, "%s run   %s/%s  (%s)\n", at, sr->s->name, r->c->name, str_c(&tally));
-        fflush(M->con);
-    }
-    r->verdict = V_PASS;
-    r->summary[0] = '\0';
-    if (fam->run_case) fam->run_case(M->ctx, r);
-    else run_case(M->ctx, r, sr);
-    M->ctx->tally = NULL;
-    str_free(&tally);
-    sr->done = k + 1;
-    rp->done++;
-    if (M->con) {
-        char t[32];
-        fmt_duration(t, sizeof t, r->wall_s);
-        fprintf(M->con, "%s %-5s %s/%s (%s): %s\n", at, VERDICT_NAMES[r->verdict], sr->s->name, r->c->name, t, r->summary);
-        fflush(M->con);
-    }
-    if (write_report(rp)) fprintf(stderr, "nsa-harness: cannot write the report in %s: %s\n", rp->dir, strerror(errno));
-}
-
-// FamilyExec.run_variant: a new case from a base case, appended and run.
-static int fx_run_variant(FamilyExec *fx, const Case *base, const char *name, const Override *extra, int n_extra) {
-    Main *M = fx->priv;
-    ScenarioRun *sr = fx->sr;
-    if (sr->n == sr->cap) {
-        sr->cap *= 2;
-        sr->results = xrealloc(sr->results, sizeof(CaseResult) * (size_t)sr->cap);
-    }
-    Case *c = xcalloc(1, sizeof(Case));
-    sr->owned = xrealloc(sr->owned, sizeof(Case *) * (size_t)(sr->n_owned + 1));
-    sr->owned[sr->n_owned++] = c;
-    char err[4096] = "";
-    int bad = scenario_derive_case(sr->s, base, name, extra, n_extra, c, err, sizeof err);
-    int k = sr->n++;
-    CaseResult *r = &sr->results[k];
-    result_init(r, sr->s, c);
-    r->is_reference = is_reference_case(sr->s, c->name);
-    snprintf(r->rel_dir, sizeof r->rel_dir, "%s/%s", sr->s->name, c->dir);
-    M->rp->total++;
-    if (base != M->base) {   // the first case of another base: its planned step
-        M->base = base;
-        M->step++;
-        M->sub = 0;
-    }
-    M->sub++;
-    if (bad) {   // the family asked for a config the loader rejects
-        r->verdict = V_ERROR;
-        snprintf(r->summary, sizeof r->summary, "invalid derived case: %s", err);
-        sr->done = k + 1;
-        M->rp->done++;
-        write_report(M->rp);
-        return k;
-    }
-    run_one(M, sr, k);
-    return k;
-}
-
-static int fx_interrupted(FamilyExec *fx) {
-    (void)fx;
-    return g_interrupted != 0;
 }
 
 // Everything `run`'s options and its trainer say, as cmd_run's stages pass it on.
@@ -459,6 +247,8 @@ typedef struct {
     int n_used;
     json_t *env;   // the trainer's --print-env
     int gpus;
+    int jobs;            // -j: cases at a time (0: auto, the machine's GPUs or cores)
+    int cases_per_gpu;   // --cases-per-gpu
 } RunOpts;
 
 enum { GO_ON = -1 };   // a stage's "not done yet": cmd_run continues; any other value is the exit code
@@ -482,6 +272,31 @@ static int run_parse_options(int argc, char **argv, RunOpts *O) {
                 fprintf(stderr, "nsa-harness run: --profile %s: expected ci or gpu\n", v);
                 return HARNESS_EXIT_USAGE;
             }
+        } else if (!strcmp(a, "-j") || !strcmp(a, "--jobs") || (!strncmp(a, "-j", 2) && a[2])) {
+            const char *jv = a[1] == 'j' && a[2] ? a + 2 : v;   // -j4 or -j 4
+            if (jv == v) { NEED; }
+            if (!strcmp(jv, "auto")) O->jobs = 0;
+            else {
+                char *end = NULL;
+                errno = 0;
+                long n = strtol(jv, &end, 10);
+                if (errno || !end || *end || end == jv || n < 1 || n > 1024) {
+                    fprintf(stderr, "nsa-harness run: %s %s: expected auto or a whole number from 1 to 1024\n",
+                            a[2] && a[1] == 'j' ? "-j" : a, jv);
+                    return HARNESS_EXIT_USAGE;
+                }
+                O->jobs = (int)n;
+            }
+        } else if (!strcmp(a, "--cases-per-gpu")) {
+            NEED;
+            char *end = NULL;
+            errno = 0;
+            long n = strtol(v, &end, 10);
+            if (errno || !end || *end || end == v || n < 1 || n > 64) {
+                fprintf(stderr, "nsa-harness run: --cases-per-gpu %s: expected a whole number from 1 to 64\n", v);
+                return HARNESS_EXIT_USAGE;
+            }
+            O->cases_per_gpu = (int)n;
         } else if (!strcmp(a, "--out")) {
             NEED;
             O->out_dir = v;
@@ -603,6 +418,16 @@ static int run_parse_options(int argc, char **argv, RunOpts *O) {
         if (O->shaping.len) str_add(&O->shaping, " ");
         shell_join(&O->shaping, tv);
     }
+    const char *hc = getenv("NSA_HARNESS_CPUS");   // the cores cases side by side divide (schedule.h)
+    if (hc && hc[0]) {
+        char *end = NULL;
+        errno = 0;
+        const long n = strtol(hc, &end, 10);
+        if (errno || !end || *end || n < 1 || n > 4096) {
+            fprintf(stderr, "nsa-harness run: NSA_HARNESS_CPUS=%s: expected a whole number from 1 to 4096\n", hc);
+            return HARNESS_EXIT_USAGE;
+        }
+    }
     return GO_ON;
 }
 
@@ -611,7 +436,7 @@ static int run_parse_options(int argc, char **argv, RunOpts *O) {
 // and each asked the trainer's --print-env again: a torch import (~1.3 s) per detection for
 // the PyTorch trainer, a CUDA build's start for nsa-train. The outer run names a folder of
 // its own in NSA_HARNESS_ENV_CACHE: the first nested run keeps its trainer's answer there,
-// under the trainer's command line, and the later ones read it. Only an answer that is a
+// under the trainer's command line and CUDA_VISIBLE_DEVICES, and the later ones read it. Only an answer that is a
 // JSON object is kept: a trainer that cannot answer is asked again by every run.
 static void env_cache_file(const TrainerSpec *t, char *out, size_t n) {
     const char *dir = getenv("NSA_HARNESS_ENV_CACHE");
@@ -619,6 +444,11 @@ static void env_cache_file(const TrainerSpec *t, char *out, size_t n) {
     if (!dir || dir[0] != '/' || !t->display) return;
     unsigned long long h = 1469598103934665603ULL;   // FNV-1a of the command line
     for (const char *p = t->display; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+    // and of the GPUs it may see: a nested run of a case that holds two of four GPUs
+    // (run -j) must not read the devices an outer run's trainer saw
+    const char *vis = getenv("CUDA_VISIBLE_DEVICES");
+    h = (h ^ 0xffu) * 1099511628211ULL;
+    for (const char *p = vis ? vis : "(unset)"; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ULL;
     snprintf(out, n, "%s/%016llx_%d.json", dir, h, t->is_cmd);
 }
 
@@ -1068,7 +898,7 @@ static int run_open_report(const RunOpts *O, Report *rp, int argc, char **argv, 
     Str f = {0};
     for (int i = 0; i < O->faults.n; i++) str_printf(&f, "%s%s", i ? ", " : "", O->faults.v[i]);
     rp->faults = str_take(&f);
-    if (write_report(rp)) {   // not even the first report fits beside the ballast and in it
+    if (run_write_report(rp)) {   // not even the first report fits beside the ballast and in it
         fprintf(stderr, "nsa-harness run: --out %s: cannot write the report: %s%s%s\n", rp->dir, strerror(errno),
                 rp->disk_full ? "; " : "", rp->disk_full ? rp->disk_full_why : "");
         outdir_abandon(rp->dir);   // no half report left behind
@@ -1084,7 +914,7 @@ static void run_cases(RunOpts *O, Report *rp, FILE *con, int tty) {
     RunCtx ctx = {O->trainer, O->harness, rp->dir, rp->profile, O->scale, (const char *const *)O->faults.v, O->faults.n,
                   O->gpus, &g_interrupted, con, tty, 0, rp->total, 0, O->baselines, O->recording, rp->device,
                   str_c(&O->shaping), str_c(&O->replay), &O->tdefault,
-                  O->trainer_cmd_arg ? str_c(&O->cmd_line) : NULL, O->own, O->map[0] ? O->map : NULL, NULL};
+                  O->trainer_cmd_arg ? str_c(&O->cmd_line) : NULL, O->own, O->map[0] ? O->map : NULL, NULL, NULL, 0};
     if (con) {   // the plan, as `list` counts it (harness/counts.h), and what is not part of it
         Str plan = {0};
         counts_planned(rp, NULL, &plan);
@@ -1095,26 +925,20 @@ static void run_cases(RunOpts *O, Report *rp, FILE *con, int tty) {
                         rp->runs[i].n_left_out == 1 ? "" : "s", rp->runs[i].s->name, rp->runs[i].left_out_why);
         str_free(&plan);
     }
-    Main M = {rp, &ctx, con, tty, O->filters, O->exact, rp->total, 0, 0, NULL};
-    for (int i = 0; i < rp->n_runs && !g_interrupted; i++) {
-        ScenarioRun *sr = &rp->runs[i];
-        const FamilyDef *fam = family_find(sr->s->family);
-        if (fam->execute) {
-            // the bases: the scenario's cases that the filters select
-            const Case **bases = xcalloc((size_t)sr->s->n_cases + 1, sizeof(Case *));
-            int nb = 0;
-            for (int c = 0; c < sr->s->n_cases; c++) {
-                int take = case_selected(&O->filters, &O->exact, sr->s->name, sr->s->cases[c].name);
-                if (take) bases[nb++] = &sr->s->cases[c];
-            }
-            rp->total -= nb;   // replaced by the cases the family creates
-            FamilyExec fx = {sr, bases, nb, fx_run_variant, fx_interrupted, &M};
-            fam->execute(&fx);
-            free(bases);
-            continue;
-        }
-        for (int k = 0; k < sr->n && !g_interrupted; k++) run_one(&M, sr, k);
+    // -j auto: every GPU (times --cases-per-gpu) for the gpu profile on a GPU machine, else every core
+    const int on_gpus = ctx.gpus > 0 && !strcmp(rp->profile, "gpu");
+    if (O->jobs == 0) O->jobs = on_gpus ? ctx.gpus * O->cases_per_gpu : sched_online_cpus();
+    RunCasesOpts ro = {rp, &ctx, con, tty, &O->filters, &O->exact, O->jobs, O->cases_per_gpu, &g_interrupted};
+    if (con && O->jobs > 1) {
+        if (on_gpus)
+            fprintf(con, "nsa-harness: up to %d cases at a time over %d GPU%s (%d a GPU), %d cores; timing-sensitive "
+                         "cases last, one at a time\n", O->jobs, ctx.gpus, ctx.gpus == 1 ? "" : "s", O->cases_per_gpu,
+                    sched_online_cpus());
+        else
+            fprintf(con, "nsa-harness: up to %d cases at a time over %d cores; timing-sensitive cases last, one at a "
+                         "time\n", O->jobs, sched_online_cpus());
     }
+    run_cases_all(&ro);
 }
 
 // The exit code from the verdicts, the final report and the closing lines.
@@ -1138,7 +962,7 @@ static int run_report(const RunOpts *O, Report *rp, FILE *con, int lock_fd) {
     // the one on disk is the last complete one, and the run says so rather than announce a
     // file it never wrote
     if (rp->disk_full) outdir_release_reserve(rp->dir);
-    const int report_failed = write_report(rp) != 0;
+    const int report_failed = run_write_report(rp) != 0;
     const int report_errno = errno;
     report_github_summary(rp);
     if (con) {
@@ -1171,7 +995,8 @@ static int run_report(const RunOpts *O, Report *rp, FILE *con, int lock_fd) {
 // nsa-harness run: parse options, check the trainer, load and plan the scenarios, open
 // the report, run the cases, report. (The process exits after: the OS frees the rest.)
 int cmd_run(int argc, char **argv) {
-    RunOpts O = {.profile = -1, .baselines = NSA_SOURCE_DIR "/golden/baselines", .scale = 1.0};
+    RunOpts O = {.profile = -1, .baselines = NSA_SOURCE_DIR "/golden/baselines", .scale = 1.0, .jobs = 1,
+                 .cases_per_gpu = 1};
     int rc;
     if ((rc = run_parse_options(argc, argv, &O)) != GO_ON) return rc;
     if ((rc = run_check_trainer(&O)) != GO_ON) return rc;

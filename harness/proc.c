@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +21,55 @@
 #include "common/util.h"
 
 extern char **environ;
+
+// ---- children of cases side by side --------------------------------------------------------
+// While cases run side by side (proc_share_children), every child this process starts is
+// registered from its fork until it is reaped, and what cleans up after one case (reaping
+// orphans, killing the strays a case left) leaves the registered children and their process
+// groups alone: they are other cases' trainers. The fork happens under the registry's lock,
+// so no cleanup sees a child before it is registered.
+enum { REG_MAX = 4096 };
+static pthread_mutex_t g_reg_lock = PTHREAD_MUTEX_INITIALIZER;
+static int g_shared;
+static pid_t g_reg[REG_MAX];
+static int g_nreg;
+
+void proc_share_children(int on) {
+    pthread_mutex_lock(&g_reg_lock);
+    g_shared = on;
+    if (!on) g_nreg = 0;
+    pthread_mutex_unlock(&g_reg_lock);
+}
+
+static void reg_add_locked(pid_t p) {
+    if (g_shared && p > 0 && g_nreg < REG_MAX) g_reg[g_nreg++] = p;
+}
+
+static int reg_has_locked(pid_t p) {
+    for (int i = 0; i < g_nreg; i++)
+        if (g_reg[i] == p) return 1;
+    return 0;
+}
+
+void proc_forget(pid_t p) {
+    pthread_mutex_lock(&g_reg_lock);
+    for (int i = 0; i < g_nreg; i++)
+        if (g_reg[i] == p) {
+            g_reg[i] = g_reg[--g_nreg];
+            break;
+        }
+    pthread_mutex_unlock(&g_reg_lock);
+}
+
+// fork, the child registered (in the parent) before anyone can see it
+static pid_t fork_registered(void) {
+    pthread_mutex_lock(&g_reg_lock);
+    pid_t pid = fork();
+    if (pid == 0) return 0;   // (the child never touches the lock: it execs or _exits)
+    reg_add_locked(pid);
+    pthread_mutex_unlock(&g_reg_lock);
+    return pid;
+}
 
 // The child's environment: ours plus the extra entries (which replace ours).
 static char **child_env(char *const *env, int n_env) {
@@ -42,7 +92,7 @@ static char **child_env(char *const *env, int n_env) {
 pid_t proc_spawn(char *const argv[], const char *log_path, char *const *env, int n_env) {
     char **e = child_env(env, n_env);   // built before fork: no allocation in the child
     pid_t parent = getpid();
-    pid_t pid = fork();
+    pid_t pid = fork_registered();
     if (pid < 0) {
         free(e);
         return -1;
@@ -88,7 +138,10 @@ int proc_wait(pid_t pid, double timeout_s, int *status) {
     double end = mono_s() + timeout_s;
     for (;;) {
         pid_t w = waitpid(pid, status, WNOHANG);
-        if (w == pid) return 1;
+        if (w == pid) {
+            proc_forget(pid);
+            return 1;
+        }
         if (w < 0 && errno != EINTR) return 1;   // not our child any more (already reaped)
         if (mono_s() >= end) return 0;
         struct timespec ts = {0, 20 * 1000 * 1000};
@@ -96,10 +149,17 @@ int proc_wait(pid_t pid, double timeout_s, int *status) {
     }
 }
 
-void proc_reap_orphans(void) {
+void proc_reap_orphans_now(void) {
     int st;
     while (waitpid(-1, &st, WNOHANG) > 0) {
     }
+}
+
+void proc_reap_orphans(void) {
+    pthread_mutex_lock(&g_reg_lock);
+    const int shared = g_shared;
+    pthread_mutex_unlock(&g_reg_lock);
+    if (!shared) proc_reap_orphans_now();   // side by side: the runner reaps when no case runs
 }
 
 int proc_which(const char *name, char *out, size_t n) {
@@ -155,10 +215,15 @@ int proc_kill_children(void) {
             // "pid (comm) state ppid ...": comm may hold spaces and parentheses
             char *rp = strrchr(buf, ')');
             char state = 0;
-            int ppid = 0;
-            if (!rp || sscanf(rp + 1, " %c %d", &state, &ppid) != 2) continue;
+            int ppid = 0, pgrp = 0;
+            if (!rp || sscanf(rp + 1, " %c %d %d", &state, &ppid, &pgrp) != 3) continue;
             if (ppid != self || state == 'Z') continue;
-            kill((pid_t)atoi(e->d_name), SIGKILL);
+            const pid_t pid = (pid_t)atoi(e->d_name);
+            pthread_mutex_lock(&g_reg_lock);   // another case's child, or in its process group: not ours
+            const int theirs = reg_has_locked(pid) || reg_has_locked((pid_t)pgrp);
+            if (!theirs) kill(pid, SIGKILL);
+            pthread_mutex_unlock(&g_reg_lock);
+            if (theirs) continue;
             n++;
         }
         closedir(d);
@@ -180,8 +245,8 @@ void proc_become_subreaper(void) {
 static int capture(char *const argv[], double timeout_s, char **out, int with_stderr) {
     *out = xstrdup("");
     int pfd[2];
-    if (pipe(pfd)) return -1;
-    pid_t pid = fork();
+    if (pipe2(pfd, O_CLOEXEC)) return -1;   // (a case's child started meanwhile must not hold it open)
+    pid_t pid = fork_registered();
     if (pid < 0) {
         close(pfd[0]);
         close(pfd[1]);
@@ -227,6 +292,7 @@ static int capture(char *const argv[], double timeout_s, char **out, int with_st
     if (timed_out) {
         proc_kill_group(pid, SIGKILL);
         waitpid(pid, &status, 0);
+        proc_forget(pid);
         free(*out);
         *out = str_take(&s);
         return -2;
@@ -234,6 +300,7 @@ static int capture(char *const argv[], double timeout_s, char **out, int with_st
     if (!proc_wait(pid, end - mono_s() > 1 ? end - mono_s() : 1, &status)) {
         proc_kill_group(pid, SIGKILL);
         waitpid(pid, &status, 0);
+        proc_forget(pid);
         free(*out);
         *out = str_take(&s);
         return -2;

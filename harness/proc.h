@@ -27,11 +27,21 @@ void proc_kill_group(pid_t pgid, int sig);
 // not (yet).
 int proc_wait(pid_t pid, double timeout_s, int *status);
 // Reap any other ended children (the runner is a child subreaper, so orphans of
-// its trainers land here).
+// its trainers land here). While cases run side by side it does nothing: reaping any
+// child could take another case's exit status; the runner calls proc_reap_orphans_now
+// when no case runs.
 void proc_reap_orphans(void);
+void proc_reap_orphans_now(void);
+// Cases run side by side (1) or not (0): from now on every child started is registered
+// until reaped, and proc_kill_children spares registered children and their process
+// groups (harness/run_cases.h).
+void proc_share_children(int on);
+// A child was reaped by its owner's own waitpid: no longer registered.
+void proc_forget(pid_t pid);
 // SIGKILL every process whose parent is this one (Linux /proc) and reap them: with
 // the runner a child subreaper, that includes the orphans of a finished case —
-// also those that left its process group (setsid). Returns how many were killed.
+// also those that left its process group (setsid) — but never a registered child of
+// another case running beside it, nor its process group. Returns how many were killed.
 int proc_kill_children(void);
 // Make this process a child subreaper (Linux); no-op elsewhere.
 void proc_become_subreaper(void);

@@ -78,6 +78,7 @@ typedef struct {
     json_t *env;             // the trainer's --print-env for this case (env.json), or NULL
     const struct RunCtx *ctx;   // how the run was asked for (runner.h), while it runs
     char trainer[64];        // the name of the trainer that ran it ("nsa-train": the run's default), "" before
+    int finished;            // it ran (or was judged unable to): final, shown once every case before it is
 } CaseResult;
 
 // The results of one scenario's cases, in the order they run (the matrix's, with
@@ -88,7 +89,8 @@ typedef struct ScenarioRun {
     CaseResult *results;   // [cap]
     int n;                 // planned (and created) cases
     int cap;
-    int done;              // how many have finished (results[0 .. done))
+    int done;              // the finished cases the reports show: results[0 .. done) (cases side by side
+                           // may finish out of order: one shows once every case before it has)
     Case **owned;          // cases created while running (freed with the run)
     int n_owned;
     int planned_bases;     // a family that creates its cases while it runs (execute): the base

@@ -868,6 +868,25 @@ static int case_inputs(CaseRun *cr) {
     return 0;
 }
 
+// Cases side by side (harness/run_cases.h): the case's GPUs and its ranks' share of the
+// cores, unless the scenario's run.env sets them itself.
+void runner_side_by_side_env(const RunCtx *ctx, const Case *c, StrList *env) {
+    int has_dev = 0, has_omp = 0;
+    for (int i = 0; i < c->run.n_env; i++) {
+        has_dev |= !strncmp(c->run.env[i], "CUDA_VISIBLE_DEVICES=", 21);
+        has_omp |= !strncmp(c->run.env[i], "OMP_NUM_THREADS=", 16);
+    }
+    char v[600];
+    if (ctx->cuda_devices && ctx->cuda_devices[0] && !has_dev) {
+        snprintf(v, sizeof v, "CUDA_VISIBLE_DEVICES=%s", ctx->cuda_devices);
+        strlist_add(env, v);
+    }
+    if (ctx->threads > 0 && !has_omp) {
+        snprintf(v, sizeof v, "OMP_NUM_THREADS=%d", ctx->threads);
+        strlist_add(env, v);
+    }
+}
+
 // Launch the ranks, supervise them to the end (or the stall, the timeout, the
 // interrupt), stop what is left and harvest every rank's state.
 static void case_launch_and_supervise(CaseRun *cr) {
@@ -881,6 +900,7 @@ static void case_launch_and_supervise(CaseRun *cr) {
     StrList env = {0};
     for (int i = 0; i < c->run.n_env; i++) strlist_add(&env, c->run.env[i]);
     if (!getenv("NCCL_NVLS_ENABLE")) strlist_add(&env, "NCCL_NVLS_ENABLE=0");
+    runner_side_by_side_env(ctx, c, &env);
     StrList targv = {0};
     trainer_argv(ctx, r, cr->kind, 0, &targv);
     char err[600] = "";

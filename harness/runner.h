@@ -51,6 +51,9 @@ typedef struct RunCtx {
     const char *trainer_map;             // --trainer-map's map (absolute), or NULL
     const char *tally;                   // progress: the run's elapsed time, ETA and verdicts so far
                                          // ("1 m 02 s elapsed, ETA ~3 m 10 s; 12 PASS, 1 SKIP"), or NULL
+    // cases side by side (harness/run_cases.h): what this case was given
+    const char *cuda_devices;            // its GPUs as CUDA_VISIBLE_DEVICES ("2,3"), or NULL: the runner's
+    int threads;                         // OpenMP threads of each rank (OMP_NUM_THREADS), or 0: the trainer's own
 } RunCtx;
 
 // A case still running prints a line every RUNNER_STILL_RUNNING_S seconds where the console
@@ -61,6 +64,10 @@ typedef struct RunCtx {
 // The trainer that runs case c of scenario s: its run.trainer from the scenario's
 // run.trainers, else the run's default. Never NULL.
 const TrainerSpec *runner_case_trainer(const RunCtx *ctx, const Scenario *s, const Case *c);
+
+// The environment a case gets when cases run side by side: CUDA_VISIBLE_DEVICES for its
+// GPUs (ctx->cuda_devices) and OMP_NUM_THREADS (ctx->threads), each unless c's run.env sets it.
+void runner_side_by_side_env(const RunCtx *ctx, const Case *c, StrList *env);
 
 // Run (or skip) case r->c of scenario r->s; fills r. sr: the scenario's finished
 // cases (cross-case checks compare with them). Never leaves a process behind.

@@ -196,7 +196,10 @@ static void env_cache_ensure(void) {
 // status. Returns 1 if it had to be stopped for running out of time.
 static int run_nested(const RunCtx *ctx, const Case *c, const char *const *argv, const char *log, int *status) {
     env_cache_ensure();
-    pid_t pid = proc_spawn((char *const *)argv, log, NULL, 0);
+    StrList env = {0};   // side by side: the GPUs and cores the detection holds
+    runner_side_by_side_env(ctx, c, &env);
+    pid_t pid = proc_spawn((char *const *)argv, log, env.v, env.n);
+    strlist_free(&env);
     int done = 0, hung = 0;
     *status = 0;
     const double deadline = mono_s() + c->run.timeout_s * ctx->timeout_scale;
@@ -212,6 +215,49 @@ static int run_nested(const RunCtx *ctx, const Case *c, const char *const *argv,
     proc_kill_group(pid, SIGKILL);
     proc_reap_orphans();
     return hung;
+}
+
+// A check of the nested scenario that judges wall-clock time (as harness/run_cases.c)
+static int timing_check_json(const json_t *ck) {
+    const char *kind = json_string_value(json_object_get(ck, "check"));
+    if (!kind) return 0;
+    if (!strcmp(kind, "perf_floor")) return 1;
+    const char *m = json_string_value(json_object_get(ck, "metric"));
+    return !strcmp(kind, "growth") && m && (!strcmp(m, "ms") || !strcmp(m, "step_ms") || !strcmp(m, "tok_per_s"));
+}
+
+static void fault_text(const json_t *d, Str *fs);
+
+// FamilyDef.needs: a detection holds what its nested run's scenario needs — the GPUs of its
+// profile's requires.gpus (at least one per rank) — and has the machine to itself when it
+// judges time: a hang (its latency), a scaled-down timeout, or a scenario with a timing check.
+// (Called in the runner's thread before any case starts: the nested runs' shared folder is
+// made here, its setenv before any other thread exists.)
+void selftest_needs(const Scenario *s, const Case *c, const char *profile, int gpus_here, int *gpus, int *exclusive,
+                    int *ranks) {
+    env_cache_ensure();
+    const json_t *d = c->spec;
+    char scen[2048];
+    path_join(scen, sizeof scen, s->dir, json_string_value(json_object_get(d, "scenario")));
+    json_t *root = json_load_path(scen, 0, NULL);
+    const json_t *prof = json_object_get(json_object_get(root, "profiles"), profile);
+    int req = (int)json_integer_value(json_object_get(json_object_get(prof, "requires"), "gpus"));
+    int world = (int)json_integer_value(json_object_get(json_object_get(root, "run"), "world_size"));
+    const int pw = (int)json_integer_value(json_object_get(json_object_get(prof, "run"), "world_size"));
+    if (pw > world) world = pw;
+    if (world < 1) world = 1;
+    int timing = 0;
+    size_t i;
+    json_t *ck;
+    json_array_foreach(json_object_get(root, "checks"), i, ck) timing |= timing_check_json(ck);
+    json_decref(root);
+    Str fs = {0};
+    fault_text(d, &fs);
+    const json_t *tsc = json_object_get(d, "timeout_scale");
+    *ranks = world > req ? world : req > 0 ? req : 1;
+    *gpus = gpus_here > 0 && req > 0 ? *ranks : 0;
+    *exclusive = timing || (json_is_number(tsc) && json_number_value(tsc) < 1) || strstr(str_c(&fs), "hang") != NULL;
+    str_free(&fs);
 }
 
 // The faults as one text ("a + b"), "" for none.

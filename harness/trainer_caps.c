@@ -4,6 +4,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <pthread.h>
 #include <string.h>
 #include <sys/wait.h>
 
@@ -66,7 +67,9 @@ static void query(TrainerCaps *tc, char *const *words) {
 }
 
 // the cache: one answer per trainer (its path, or its command's shell line)
-static const TrainerCaps *caps_cached(const char *key, char *const *words) {
+// (cases side by side ask from their threads: one at a time, under g_caps_lock)
+static pthread_mutex_t g_caps_lock = PTHREAD_MUTEX_INITIALIZER;
+static const TrainerCaps *caps_cached_locked(const char *key, char *const *words) {
     // a run has a few trainers; a few slots serve a process that asks about several
     enum { SLOTS = 16 };
     static struct {
@@ -86,6 +89,13 @@ static const TrainerCaps *caps_cached(const char *key, char *const *words) {
     memset(&cache[k].caps, 0, sizeof cache[k].caps);
     query(&cache[k].caps, words);
     return &cache[k].caps;
+}
+
+static const TrainerCaps *caps_cached(const char *key, char *const *words) {
+    pthread_mutex_lock(&g_caps_lock);
+    const TrainerCaps *c = caps_cached_locked(key, words);
+    pthread_mutex_unlock(&g_caps_lock);
+    return c;
 }
 
 const TrainerCaps *trainer_caps_for(const char *trainer) {

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# bench/gpu_suite.sh — the scenario suite on a GPU machine, as a GPU runner runs it, timed:
+#
+#   PHASES="build startup suite_all suite_1 golden matrix scaling" BUDGET=560 bash bench/gpu_suite.sh
+#
+# phases (each logs to its own file, is cut at the call's deadline, and never stops the next):
+#   build      configure + build nsa-harness, nsa-train (CUDA, sm_90a) in $BUILD (default build)
+#   startup    bench/gpu_startup.sh: where a short case's seconds go (when the script exists)
+#   suite_all  the main job, `./run_all.sh` (-j auto: a case per GPU), on every GPU; its wall time
+#   suite_1    the same on one GPU (CUDA_VISIBLE_DEVICES=0)
+#   golden     golden_regression + perf on this GPU model, -j auto (which baseline each compared with)
+#   matrix     the detection matrix, gpu profile, -j auto (MATRIX_FILTER: --filter for a part of it)
+#   scaling    bench/gpu_scaling.sh over 1, 2, 4 GPUs (m7c_125m, S 2048, batch 16 a rank)
+# Every run's RESULTS.md and summary.json are kept under the log folder; at the end: a summary
+# (wall time and verdict counts of each run) and $OUT/suite_logs.tgz. Run from the repository
+# root with .deps staged (tools/device-deps.sh) where jansson is missing. COMMIT names the
+# commit when the tree has no .git.
+set -u
+. "$(dirname "$0")/session_lib.sh"
+session_begin "build startup suite_all suite_1 golden matrix scaling" 560 suite_logs
+export NSA_BUILD_DIR=$B CMAKE_ARGS="-DCMAKE_CUDA_ARCHITECTURES=90a" NSA_CUDA=on
+{ nvidia-smi -L; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; nproc; date -u;
+  echo "commit ${COMMIT:-$(git rev-parse HEAD 2>/dev/null || sed -n 's/^node: //p' .git_archival.txt)}"; } > "$LOG/device.txt" 2>&1
+
+# keep RUN's report (the newest reports/ folder after it) as LOG/NAME.{md,json}
+keep_report() {
+  local d
+  d=$(ls -dt reports/2*/ 2>/dev/null | head -1)
+  [ -n "$d" ] || return 0
+  cp "$d/RESULTS.md" "$LOG/$1.md" 2>/dev/null
+  cp "$d/summary.json" "$LOG/$1.json" 2>/dev/null
+  python3 - "$d/summary.json" "$1" <<'EOF' >>"$LOG/runs.txt" 2>/dev/null
+import json, sys
+s = json.load(open(sys.argv[1]))
+c = {k: v for k, v in s["counts"].items() if v}
+print("%-22s wall %6.1f s  %s  %s" % (sys.argv[2], s.get("wall_s", 0), c, s.get("device", "")))
+EOF
+}
+
+if has build; then
+  step configure 150 cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a -DNSA_WERROR=ON
+  step build 420 cmake --build "$B" -j16 --target nsa-harness nsa-train
+fi
+if has startup && [ -f bench/gpu_startup.sh ]; then
+  step startup 200 bash bench/gpu_startup.sh "$B"
+fi
+if has suite_all; then   # the main job on every GPU: both of its runs, -j auto
+  t0=$SECONDS
+  step suite_all 560 ./run_all.sh
+  echo "suite_all: $((SECONDS - t0)) s wall (./run_all.sh, $(nvidia-smi -L | wc -l) GPUs)" >>"$LOG/runs.txt"
+  keep_report suite_all_trainer
+  d=$(ls -dt reports/2*/ | sed -n 2p); [ -n "$d" ] && cp "$d/RESULTS.md" "$LOG/suite_all_main.md" && cp "$d/summary.json" "$LOG/suite_all_main.json"
+fi
+if has suite_1; then
+  t0=$SECONDS
+  step suite_1 560 env CUDA_VISIBLE_DEVICES=0 ./run_all.sh
+  echo "suite_1: $((SECONDS - t0)) s wall (./run_all.sh, CUDA_VISIBLE_DEVICES=0)" >>"$LOG/runs.txt"
+  keep_report suite_1_trainer
+  d=$(ls -dt reports/2*/ | sed -n 2p); [ -n "$d" ] && cp "$d/RESULTS.md" "$LOG/suite_1_main.md" && cp "$d/summary.json" "$LOG/suite_1_main.json"
+fi
+if has golden; then
+  step golden 300 "$B/nsa-harness" run scenarios/golden_regression.json scenarios/perf.json -j auto
+  keep_report golden
+fi
+if has matrix; then
+  step matrix 560 "$B/nsa-harness" run scenarios/selftest/detection_matrix.json --profile gpu -j auto ${MATRIX_FILTER:-}
+  keep_report matrix
+fi
+if has scaling; then
+  step scaling 300 bash bench/gpu_scaling.sh "$B" "1 2 4" 16 10
+fi
+
+tar czf "$OUT/suite_logs.tgz" -C "$(dirname "$LOG")" "$(basename "$LOG")" 2>/dev/null
+echo "================ summary ================"
+cat "$LOG/device.txt" | head -8
+printf '%s\n' "${SUM[@]}"
+cat "$LOG/runs.txt" 2>/dev/null
+[ -f "$LOG/startup.log" ] && tail -30 "$LOG/startup.log"
+[ -f "$LOG/scaling.log" ] && cat "$LOG/scaling.log"

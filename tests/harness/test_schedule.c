@@ -1,0 +1,210 @@
+// tests/harness/test_schedule.c — the scheduler of cases side by side (harness/schedule.h):
+// which job starts next, given the jobs' needs and states and the pool. Every rule is checked
+// by a plan that breaks it if the rule is wrong: GPUs never over-held and a job's GPUs
+// distinct, most GPUs first then plan order, references before the cases that compare with
+// them, timing-sensitive (exclusive) jobs last and alone, cores never oversubscribed, -j 1 in
+// plan order, and a whole plan run to the end without a deadlock.
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "harness/schedule.h"
+
+static SchedPool pool_of(int gpus, int per_gpu, int cpus, int jobs) {
+    SchedPool p;
+    memset(&p, 0, sizeof p);
+    p.n_gpus = gpus;
+    p.per_gpu = per_gpu;
+    p.n_cpus = cpus;
+    p.max_running = jobs;
+    return p;
+}
+
+static SchedJob job(int gpus, int cpus, int exclusive) {
+    SchedJob j;
+    memset(&j, 0, sizeof j);
+    j.gpus = gpus;
+    j.cpus = cpus;
+    j.exclusive = exclusive;
+    return j;
+}
+
+// start every job that may start now; returns how many started
+static int start_all(SchedJob *jobs, int n, SchedPool *p) {
+    int k = 0, j;
+    while ((j = sched_pick(jobs, n, p)) >= 0) {
+        sched_start(jobs, j, p);
+        k++;
+    }
+    return k;
+}
+
+static void gpus_distinct_and_never_overheld(void **state) {
+    (void)state;
+    SchedJob jobs[6] = {job(1, 1, 0), job(2, 1, 0), job(1, 1, 0), job(1, 1, 0), job(2, 1, 0), job(1, 1, 0)};
+    SchedPool p = pool_of(4, 1, 64, 8);
+    sched_prepare(jobs, 6);
+    start_all(jobs, 6, &p);
+    int held[4] = {0}, running = 0;
+    for (int j = 0; j < 6; j++) {
+        if (jobs[j].state != SCHED_RUNNING) continue;
+        running++;
+        assert_int_equal(jobs[j].n_gpu_ids, jobs[j].gpus);
+        for (int a = 0; a < jobs[j].n_gpu_ids; a++) {
+            held[jobs[j].gpu_ids[a]]++;
+            for (int b = a + 1; b < jobs[j].n_gpu_ids; b++) assert_int_not_equal(jobs[j].gpu_ids[a], jobs[j].gpu_ids[b]);
+        }
+    }
+    for (int g = 0; g < 4; g++) assert_true(held[g] <= 1);
+    // most GPUs first: the two 2-GPU jobs fill the 4 GPUs before any 1-GPU job
+    assert_int_equal(jobs[1].state, SCHED_RUNNING);
+    assert_int_equal(jobs[4].state, SCHED_RUNNING);
+    assert_int_equal(running, 2);
+    assert_int_equal(p.running, 2);
+    // one ends: two 1-GPU jobs take its GPUs, the earliest first
+    sched_finish(jobs, 1, &p);
+    assert_int_equal(start_all(jobs, 6, &p), 2);
+    assert_int_equal(jobs[0].state, SCHED_RUNNING);
+    assert_int_equal(jobs[2].state, SCHED_RUNNING);
+    assert_int_equal(jobs[3].state, SCHED_WAITING);
+}
+
+static void shared_gpus_keep_a_jobs_gpus_distinct(void **state) {
+    (void)state;
+    // two jobs a GPU, 2 GPUs: three 1-GPU jobs and a 2-GPU job
+    SchedJob jobs[4] = {job(1, 1, 0), job(1, 1, 0), job(1, 1, 0), job(2, 1, 0)};
+    SchedPool p = pool_of(2, 2, 64, 8);
+    sched_prepare(jobs, 4);
+    start_all(jobs, 4, &p);
+    assert_int_equal(jobs[3].state, SCHED_RUNNING);   // most GPUs first
+    assert_int_not_equal(jobs[3].gpu_ids[0], jobs[3].gpu_ids[1]);
+    for (int g = 0; g < 2; g++) assert_true(p.gpu_busy[g] <= 2);
+    // 4 slots, the 2-GPU job holds one on each: two 1-GPU jobs fit, one on each GPU (least shared)
+    assert_int_equal(p.running, 3);
+    assert_int_equal(p.gpu_busy[0], 2);
+    assert_int_equal(p.gpu_busy[1], 2);
+}
+
+static void references_first(void **state) {
+    (void)state;
+    SchedJob jobs[3] = {job(1, 1, 0), job(1, 1, 0), job(1, 1, 0)};
+    const int dep0[] = {0};
+    jobs[1].deps = dep0;
+    jobs[1].n_deps = 1;
+    jobs[2].deps = dep0;
+    jobs[2].n_deps = 1;
+    SchedPool p = pool_of(4, 1, 64, 4);
+    sched_prepare(jobs, 3);
+    assert_int_equal(start_all(jobs, 3, &p), 1);   // only the reference, although GPUs are free
+    assert_int_equal(jobs[0].state, SCHED_RUNNING);
+    sched_finish(jobs, 0, &p);
+    assert_int_equal(start_all(jobs, 3, &p), 2);
+}
+
+static void exclusive_last_and_alone(void **state) {
+    (void)state;
+    // job 1 is timing-sensitive, job 3 compares with it: both wait for the rest, then run alone
+    SchedJob jobs[4] = {job(1, 1, 0), job(1, 1, 1), job(1, 1, 0), job(1, 1, 0)};
+    const int dep1[] = {1};
+    jobs[3].deps = dep1;
+    jobs[3].n_deps = 1;
+    SchedPool p = pool_of(4, 1, 64, 4);
+    sched_prepare(jobs, 4);
+    assert_true(jobs[1].deferred && jobs[3].deferred && !jobs[0].deferred && !jobs[2].deferred);
+    assert_int_equal(start_all(jobs, 4, &p), 2);   // 0 and 2
+    assert_int_equal(jobs[1].state, SCHED_WAITING);
+    sched_finish(jobs, 0, &p);
+    assert_int_equal(start_all(jobs, 4, &p), 0);   // 2 still runs: the exclusive one waits
+    sched_finish(jobs, 2, &p);
+    assert_int_equal(start_all(jobs, 4, &p), 1);
+    assert_int_equal(jobs[1].state, SCHED_RUNNING);   // alone
+    assert_int_equal(jobs[3].state, SCHED_WAITING);
+    sched_finish(jobs, 1, &p);
+    assert_int_equal(start_all(jobs, 4, &p), 1);
+    assert_int_equal(jobs[3].state, SCHED_RUNNING);
+}
+
+static void cores_never_oversubscribed(void **state) {
+    (void)state;
+    // CPU jobs: 8 cores, jobs of 4, 4, 2 rank-threads and one of 8; -j 8
+    SchedJob jobs[4] = {job(0, 4, 0), job(0, 4, 0), job(0, 2, 0), job(0, 8, 0)};
+    SchedPool p = pool_of(0, 1, 8, 8);
+    sched_prepare(jobs, 4);
+    assert_int_equal(start_all(jobs, 4, &p), 2);   // 4 + 4: the machine is full
+    assert_int_equal(p.cpus_used, 8);
+    sched_finish(jobs, 0, &p);
+    assert_int_equal(start_all(jobs, 4, &p), 1);   // the 2-core job fits, the 8-core one does not
+    assert_int_equal(jobs[2].state, SCHED_RUNNING);
+    sched_finish(jobs, 1, &p);
+    sched_finish(jobs, 2, &p);
+    assert_int_equal(start_all(jobs, 4, &p), 1);   // alone it always starts
+    assert_int_equal(p.cpus_used, 8);
+}
+
+static void one_at_a_time_in_plan_order(void **state) {
+    (void)state;
+    SchedJob jobs[4] = {job(1, 1, 1), job(2, 1, 0), job(1, 1, 0), job(0, 1, 0)};
+    SchedPool p = pool_of(4, 1, 8, 1);
+    sched_prepare(jobs, 4);
+    for (int want = 0; want < 4; want++) {
+        assert_int_equal(sched_pick(jobs, 4, &p), want);   // neither deferred nor reordered
+        sched_start(jobs, want, &p);
+        assert_int_equal(sched_pick(jobs, 4, &p), -1);
+        sched_finish(jobs, want, &p);
+    }
+    assert_true(sched_all_done(jobs, 4));
+}
+
+static void a_whole_plan_ends(void **state) {
+    (void)state;
+    // 40 jobs of mixed needs (more GPUs than the pool, exclusives, references), finished in a
+    // scrambled order: every one starts exactly once and the plan ends
+    enum { N = 40 };
+    SchedJob jobs[N];
+    static int deps[N];
+    for (int j = 0; j < N; j++) {
+        jobs[j] = job(j % 7 == 0 ? 8 : j % 3, 1 + j % 5, j % 11 == 5);
+        deps[j] = j - 1 - j % 4;
+        if (j % 4 == 2 && deps[j] >= 0) {
+            jobs[j].deps = &deps[j];
+            jobs[j].n_deps = 1;
+        }
+    }
+    SchedPool p = pool_of(4, 1, 6, 5);
+    sched_prepare(jobs, N);
+    int started = 0, rounds = 0;
+    while (!sched_all_done(jobs, N) && rounds++ < 10 * N) {
+        started += start_all(jobs, N, &p);
+        assert_true(p.running > 0);   // something always runs until the end: no deadlock
+        assert_true(p.running <= 5);
+        int exclusive_running = 0;
+        for (int j = 0; j < N; j++) exclusive_running |= jobs[j].state == SCHED_RUNNING && jobs[j].deferred;
+        if (exclusive_running) assert_int_equal(p.running, 1);
+        int victim = -1;   // finish the running job of the highest index, then the lowest
+        for (int j = 0; j < N; j++)
+            if (jobs[j].state == SCHED_RUNNING && (victim < 0 || (rounds % 2 ? j > victim : j < victim))) victim = j;
+        sched_finish(jobs, victim, &p);
+    }
+    assert_true(sched_all_done(jobs, N));
+    assert_int_equal(started, N);
+    assert_int_equal(p.running, 0);
+    assert_int_equal(p.cpus_used, 0);
+    for (int g = 0; g < 4; g++) assert_int_equal(p.gpu_busy[g], 0);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(gpus_distinct_and_never_overheld),
+        cmocka_unit_test(shared_gpus_keep_a_jobs_gpus_distinct),
+        cmocka_unit_test(references_first),
+        cmocka_unit_test(exclusive_last_and_alone),
+        cmocka_unit_test(cores_never_oversubscribed),
+        cmocka_unit_test(one_at_a_time_in_plan_order),
+        cmocka_unit_test(a_whole_plan_ends),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
