@@ -33,23 +33,99 @@ static const char *str_or(const json_t *o, const char *key, const char *def) {
     return v ? v : def;
 }
 
+// A GPU model's name as a device class: lower case, every run of other characters one '-'.
+static void model_slug(const char *name, char *out, size_t n) {
+    size_t k = 0;
+    int dash = 0;
+    for (const char *p = name; *p && k + 1 < n; p++) {
+        if (isalnum((unsigned char)*p)) {
+            if (dash && k) out[k++] = '-';
+            if (k + 1 < n) out[k++] = (char)tolower((unsigned char)*p);
+            dash = 0;
+        } else dash = 1;
+    }
+    out[k] = '\0';
+}
+
 void baseline_device_class(const json_t *env, const char *backend, char *out, size_t n) {
     if (!strcmp(backend, "cuda")) {
-        // the model name, lower case, every run of other characters one '-'
-        const char *name = str_or(gpu0(env), "name", "unknown-gpu");
-        size_t k = 0;
-        int dash = 0;
-        for (const char *p = name; *p && k + 1 < n; p++) {
-            if (isalnum((unsigned char)*p)) {
-                if (dash && k) out[k++] = '-';
-                if (k + 1 < n) out[k++] = (char)tolower((unsigned char)*p);
-                dash = 0;
-            } else dash = 1;
-        }
-        out[k] = '\0';
+        model_slug(str_or(gpu0(env), "name", "unknown-gpu"), out, n);
         return;
     }
     snprintf(out, n, "cpu-%s", str_or(json_object_get(env, "host"), "machine", "unknown"));
+}
+
+// ---- architectures: what "nearest" is measured by ----------------------------------------------
+
+// GPU models by a word of their name (the device-class slug split at '-'), for a device
+// whose --print-env has no compute capability (a Python trainer's nvidia-smi list) and for a
+// baseline recorded before its architecture was: the compute capability of each.
+static const struct {
+    const char *word, *arch;
+} MODEL_ARCH[] = {
+    {"h100", "sm_90"}, {"h200", "sm_90"}, {"gh200", "sm_90"}, {"h800", "sm_90"}, {"h20", "sm_90"},
+    {"a100", "sm_80"}, {"a800", "sm_80"}, {"a30", "sm_80"},
+    {"a10", "sm_86"},  {"a10g", "sm_86"}, {"a40", "sm_86"},  {"a16", "sm_86"},  {"a2", "sm_86"},
+    {"a4000", "sm_86"}, {"a4500", "sm_86"}, {"a5000", "sm_86"}, {"a6000", "sm_86"},
+    {"l40", "sm_89"},  {"l40s", "sm_89"}, {"l4", "sm_89"},   {"l20", "sm_89"},  {"ada", "sm_89"},
+    {"b200", "sm_100"}, {"b100", "sm_100"}, {"gb200", "sm_100"},
+    {"v100", "sm_70"}, {"t4", "sm_75"},
+};
+
+const char *baseline_arch_of_model(const char *model) {
+    char slug[256];
+    model_slug(model ? model : "", slug, sizeof slug);
+    const char *prev = "";
+    for (char *save = NULL, *w = strtok_r(slug, "-", &save); w; prev = w, w = strtok_r(NULL, "-", &save)) {
+        for (size_t i = 0; i < sizeof MODEL_ARCH / sizeof MODEL_ARCH[0]; i++)
+            if (!strcmp(w, MODEL_ARCH[i].word)) return MODEL_ARCH[i].arch;
+        // GeForce / workstation RTX by generation: rtx 20xx Turing, 30xx Ampere, 40xx Ada, 50xx Blackwell
+        if (!strcmp(prev, "rtx") && strlen(w) == 4 && isdigit((unsigned char)w[0])) {
+            switch (w[0]) {
+            case '2': return "sm_75";
+            case '3': return "sm_86";
+            case '4': return "sm_89";
+            case '5': return "sm_120";
+            default: break;
+            }
+        }
+    }
+    return NULL;
+}
+
+void baseline_device_arch(const json_t *env, const char *backend, char *out, size_t n) {
+    if (!strcmp(backend, "cuda")) {
+        const char *sm = str_or(gpu0(env), "sm", NULL), *name = str_or(gpu0(env), "name", NULL);
+        const char *table = name ? baseline_arch_of_model(name) : NULL;
+        snprintf(out, n, "%s", sm && !strncmp(sm, "sm_", 3) ? sm : table ? table : "unknown");
+        return;
+    }
+    snprintf(out, n, "%s", str_or(json_object_get(env, "host"), "machine", "unknown"));
+}
+
+void baseline_arch(const json_t *b, char *out, size_t n, const char **source) {
+    const json_t *p = json_object_get(b, "provenance");
+    const char *rec = json_string_value(json_object_get(b, "device_arch"));
+    const char *sm = json_string_value(json_object_get(json_object_get(p, "fingerprint"), "sm"));
+    const char *dev = str_or(b, "device_class", "");
+    const char *backend = str_or(p, "backend", "");
+    const char *src = "unknown", *arch = "unknown";
+    const char *table = baseline_arch_of_model(dev);
+    if (rec && strcmp(rec, "unknown")) {
+        src = "its device_arch";
+        arch = rec;
+    } else if (sm && !strncmp(sm, "sm_", 3)) {
+        src = "its build fingerprint";
+        arch = sm;
+    } else if (!strcmp(backend, "cuda") && table) {
+        src = "the model-name table";
+        arch = table;
+    } else if (strcmp(backend, "cuda") && !strncmp(dev, "cpu-", 4) && dev[4]) {
+        src = "its device class";
+        arch = dev + 4;
+    }
+    snprintf(out, n, "%s", arch);
+    if (source) *source = src;
 }
 
 json_t *baseline_fingerprint(const json_t *env, const char *backend, const char *precision) {
@@ -255,6 +331,11 @@ json_t *baseline_of_case(const char *const *case_dirs, int n_dirs, const json_t 
     json_object_set_new(b, "case", json_string(meta->case_name));
     json_object_set_new(b, "profile", json_string(meta->profile));
     json_object_set_new(b, "device_class", json_string(dev));
+    // the architecture (compute capability on cuda, the host's machine on the CPU): a device
+    // without a baseline of its own compares with the nearest (docs/regression.md)
+    char arch[64];
+    baseline_device_arch(env, meta->backend, arch, sizeof arch);
+    json_object_set_new(b, "device_arch", json_string(arch));
     json_object_set_new(b, "config_digest", json_string(meta->config_digest));
     json_object_set_new(b, "provenance", provenance_of(env, meta));
     json_object_set_new(b, "steps", steps_of(metrics[0]));

@@ -5,6 +5,8 @@
 // One JSON file per scenario, case, profile and device class:
 //   <baselines>/<profile>/<device class>/<scenario>/<case dir>.json
 // holding (format "nsa-harness-baseline-1"):
+//   device_arch the device's architecture (compute capability "sm_90"; the CPU's machine):
+//               a device without baselines of its own compares with the nearest
 //   steps       every step's loss, grad_norm, lr and data_digest (metrics.jsonl)
 //   dump        the step-1 dump summarised tensor by tensor in file order — inputs,
 //               logits, the forward's activations in dataflow order, every gradient
@@ -49,6 +51,21 @@ void baseline_path(char *out, size_t n, const char *dir, const char *profile, co
 // "cpu-x86_64" for the CPU backends; the GPU model for cuda ("nvidia-h100-80gb-hbm3"),
 // from the trainer's --print-env
 void baseline_device_class(const json_t *env, const char *backend, char *out, size_t n);
+// The device's architecture, what "nearest" is measured by (docs/regression.md): on cuda the
+// compute capability ("sm_90") of the trainer's --print-env (cuda.devices[0].sm), else the
+// model-name table's (baseline_arch_of_model); on the CPU backends the host's machine
+// ("x86_64"); "unknown" when neither says.
+void baseline_device_arch(const json_t *env, const char *backend, char *out, size_t n);
+// The compute capability of a GPU model by a word of its name ("NVIDIA H200" or its device
+// class "nvidia-h200": "sm_90"; a100/a800/a30 sm_80, l40/l40s/l4 and RTX 40xx sm_89, b200
+// sm_100, ...), or NULL for a model the table does not know.
+const char *baseline_arch_of_model(const char *model);
+// A baseline's architecture: its device_arch (written by `baseline record`), else its build
+// fingerprint's sm, else (cuda) the model-name table by its device class, else (a CPU
+// backend) its device class's machine; "unknown" when none says. *source (may be NULL)
+// names which it was ("its device_arch", "its build fingerprint", "the model-name table",
+// "its device class").
+void baseline_arch(const json_t *b, char *out, size_t n, const char **source);
 // The build fingerprint (an object: what decides whether two runs can be bitwise
 // equal) and its id (digest64 of its canonical JSON).
 json_t *baseline_fingerprint(const json_t *env, const char *backend, const char *precision);

@@ -40,9 +40,10 @@ void usage_baseline(FILE *f) {
             "  <baselines>/<profile>/<device class>/<scenario>/<case>.json\n"
             "(every step's loss, grad norm, lr and data digest; the step-1 dump summarised tensor by\n"
             "tensor; gate statistics; peak memory, FLOPs, step time and tok/s; provenance: commit, date,\n"
-            "device, build fingerprint, config digest, this command). A case that does not pass its\n"
-            "other checks is not recorded. Re-recording replaces a baseline: say in the commit which\n"
-            "numerics changed on purpose, and why.\n"
+            "device, build fingerprint, config digest, this command; device_arch, the device's\n"
+            "architecture, by which a device without baselines of its own finds the nearest). A case\n"
+            "that does not pass its other checks is not recorded. Re-recording replaces a baseline:\n"
+            "say in the commit which numerics changed on purpose, and why.\n"
             "  --profile ci|gpu      sizes to run (default: gpu when a CUDA device is usable, else ci)\n"
             "  --filter GLOB         only these cases (as `run --filter`); repeatable\n"
             "  --case SCENARIO/CASE  exactly this case (as `run --case`); repeatable\n"
@@ -401,10 +402,13 @@ static void show_one(const char *path, const json_t *b, int brief) {
                json_is_string(json_object_get(p, "commit")) ? json_string_value(json_object_get(p, "commit")) : "?");
         return;
     }
-    printf("%s\n  scenario %s, case %s, profile %s, device class %s\n  config digest %s\n", path,
+    char arch[64];
+    const char *arch_src = NULL;
+    baseline_arch(b, arch, sizeof arch, &arch_src);   // what a device without its own baseline is matched by
+    printf("%s\n  scenario %s, case %s, profile %s, device class %s (architecture %s, %s)\n  config digest %s\n", path,
            json_string_value(json_object_get(b, "scenario")), json_string_value(json_object_get(b, "case")),
-           json_string_value(json_object_get(b, "profile")), json_string_value(json_object_get(b, "device_class")),
-           json_string_value(json_object_get(b, "config_digest")));
+           json_string_value(json_object_get(b, "profile")), json_string_value(json_object_get(b, "device_class")), arch,
+           arch_src, json_string_value(json_object_get(b, "config_digest")));
     if (json_is_string(json_object_get(p, "trainer_map")))
         printf("  trainer map %s (the commit below is the trainer's; harness at %s)\n",
                json_string_value(json_object_get(p, "trainer_map")),

@@ -24,6 +24,11 @@ static int golden_compared(const CaseResult *r) {
     const char *c = fact_str(r, "golden_cause");
     return c != NULL && (r->verdict == V_PASS || r->verdict == V_FAIL);
 }
+// Was it compared with another device's baseline (the nearest: this device has none)?
+static int golden_borrowed(const CaseResult *r) {
+    const char *m = fact_str(r, "golden_baseline_match");
+    return golden_compared(r) && m && !strcmp(m, "nearest") && fact_str(r, "golden_baseline_device");
+}
 static int golden_differs(const CaseResult *r) {
     const char *c = fact_str(r, "golden_cause");
     return c && strcmp(c, "none");
@@ -145,6 +150,29 @@ void golden_diagnose(const ScenarioRun *sr, Str *md) {
         str_printf(md, "- **%s**: %d baseline%s were recorded for another config (ERROR \"re-record\"): the scenario or "
                        "its config changed since; re-record and say why in the commit.\n",
                    sr->s->name, stale, stale == 1 ? "" : "s");
+    // cases compared with another device's baseline (this device has none): a line per baseline device
+    for (int i = 0; i < sr->n; i++) {
+        const CaseResult *r = &sr->results[i];
+        const char *dev = fact_str(r, "golden_baseline_device");
+        if (!golden_borrowed(r)) continue;
+        int seen = 0, n = 0;
+        for (int k = 0; k < i && !seen; k++)
+            seen = golden_borrowed(&sr->results[k]) && !strcmp(fact_str(&sr->results[k], "golden_baseline_device"), dev);
+        if (seen) continue;
+        for (int k = i; k < sr->n; k++)
+            n += golden_borrowed(&sr->results[k]) && !strcmp(fact_str(&sr->results[k], "golden_baseline_device"), dev);
+        const char *arch = fact_str(r, "golden_baseline_arch"), *own = fact_str(r, "golden_device_arch");
+        const char *own_dev = fact_str(r, "golden_device");
+        const int same = arch && own && !strcmp(arch, own);
+        // (the command is a fact of the case: the run's context is gone when the report is written)
+        const char *cmd = fact_str(r, "golden_record_command");
+        str_printf(md, "- **%s**: %d case%s had no baseline for this device (%s, %s) and %s compared with the nearest, "
+                       "%s's (%s architecture, %s): %s. Record this device's own, on it: `%s`.\n",
+                   sr->s->name, n, n == 1 ? "" : "s", own_dev ? own_dev : "?", own ? own : "?", n == 1 ? "was" : "were", dev,
+                   same ? "the same" : "another", arch ? arch : "?",
+                   same ? "as on its own device" : "within the cross-device tolerances, never bitwise",
+                   cmd ? cmd : "nsa-harness baseline record");
+    }
     feature_inference(sr, md);
     for (int i = 0; i < sr->n; i++) {
         const CaseResult *r = &sr->results[i];
@@ -162,8 +190,15 @@ static void golden_row(Str *md, const char *scenario, const CaseResult *r) {
     str_add_md_cell(md, scenario);
     str_add(md, " | ");
     str_add_md_cell(md, r->c->name);
-    str_printf(md, " | %s | golden (%s) | ", VERDICT_NAMES[r->verdict],
+    str_printf(md, " | %s | golden (%s", VERDICT_NAMES[r->verdict],
                fact_str(r, "golden_mode") ? fact_str(r, "golden_mode") : "—");
+    // a baseline of another device standing in for this one's: which (docs/regression.md)
+    const char *match = fact_str(r, "golden_baseline_match"), *bdev = fact_str(r, "golden_baseline_device");
+    if (match && !strcmp(match, "nearest") && bdev) {
+        str_add(md, "; nearest baseline: ");
+        str_add_md_cell(md, bdev);
+    }
+    str_add(md, ") | ");
     if (json_is_integer(step)) str_printf(md, "%lld", (long long)json_integer_value(step));
     else str_add(md, "—");
     str_printf(md, " | %s | ", fact_str(r, "golden_cause") ? fact_str(r, "golden_cause") : "—");
@@ -234,8 +269,9 @@ void perf_diagnose(const ScenarioRun *sr, Str *md) {
         const CaseResult *r = &sr->results[i];
         const char *b = fact_str(r, "perf_floor_baseline");
         if (b && !strcmp(b, "missing"))
-            str_printf(md, "- **%s · %s**: no performance floor for this device: SKIP (the finding names the record "
-                           "command; measure the spread with `--repeat 5`).\n",
+            str_printf(md, "- **%s · %s**: no performance floor for this device model: SKIP (floors are per device "
+                           "model, never borrowed from another's; the finding names the record command; measure the "
+                           "spread with `--repeat 5`).\n",
                        sr->s->name, r->c->name);
         for (int k = 0; k < r->n_findings; k++)
             if (!strcmp(r->findings[k].check, "perf_floor") && !r->findings[k].ok)

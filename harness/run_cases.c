@@ -195,6 +195,7 @@ static void unlock(CaseRunState *R) { pthread_mutex_unlock(&R->lock); }
 // The reports show a scenario's cases up to the first one not finished (result.h: done).
 static void publish(CaseRunState *R, ScenarioRun *sr, CaseResult *r) {
     r->finished = 1;
+    r->ctx = NULL;   // (the case's context ends with its job; the report never reads it)
     R->rp->done++;
     while (sr->done < sr->n && sr->results[sr->done].finished) sr->done++;
 }
