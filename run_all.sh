@@ -5,8 +5,9 @@
 #                         where no GPU is usable: in build-cpu/, else build/), then the main
 #                         job: run every scenario in scenarios/ with the profile that fits the
 #                         machine (gpu when a CUDA device is usable, else ci), independent
-#                         cases side by side over the GPUs or cores (NSA_JOBS below), then
-#                         scenarios/trainer/ against the example foreign trainer; prints the
+#                         cases side by side over the GPUs or cores (NSA_JOBS below), and
+#                         scenarios/trainer/ against the example foreign trainer (after it; on
+#                         a GPU machine beside it, the GPUs shared case by case); prints the
 #                         RESULTS.md paths and, last, a line with the outcome of both runs.
 #   ./run_all.sh [run] OPTIONS...
 #                         the same build, then one `nsa-harness run OPTIONS...` (e.g.
@@ -410,13 +411,32 @@ case "$mode" in
     # nsa-train, then the scenarios for users' own trainers (scenarios/trainer/) against the
     # example foreign trainer through its map (examples/showcase/; docs/your-trainer.md).
     [ $# -gt 0 ] && exec "$BUILD/nsa-harness" run "$@"
-    rc=0
+    rc=0 rc2=0
     jobs=(-j "${NSA_JOBS:-auto}")   # cases side by side: one per GPU for the gpu profile, else one per core
-    "$BUILD/nsa-harness" run "${jobs[@]}" || rc=$?
-    if [ "$rc" = 130 ]; then echo "run_all.sh: interrupted (exit 130): the main run stopped; scenarios/trainer/ not run" >&2; exit 130; fi
-    echo "==== the scenarios for your own trainer, against the example foreign trainer (examples/showcase/showcase.map.json) ===="
-    rc2=0
-    "$BUILD/nsa-harness" run "${jobs[@]}" scenarios/trainer/*.json --trainer-map examples/showcase/showcase.map.json || rc2=$?
+    trainer_run=("$BUILD/nsa-harness" run "${jobs[@]}" scenarios/trainer/*.json --trainer-map examples/showcase/showcase.map.json)
+    title="==== the scenarios for your own trainer, against the example foreign trainer (examples/showcase/showcase.map.json) ===="
+    if [ "$use_cuda" = 1 ] && [ "${NSA_JOBS:-auto}" != 1 ]; then
+      # on a GPU machine both runs at once: their cases share the GPUs through the runner's lock
+      # files (a GPU to one case at a time, timing-sensitive cases alone on the machine), each
+      # given half the cores; the second run's lines are printed after the first's
+      half=$(( $(nproc) / 2 > 0 ? $(nproc) / 2 : 1 ))
+      tlog=$(mktemp)
+      NSA_HARNESS_CPUS=$half "${trainer_run[@]}" >"$tlog" 2>&1 &
+      tpid=$!
+      trap 'kill -INT "$tpid" 2>/dev/null; wait "$tpid" 2>/dev/null; rm -f "$tlog"' EXIT
+      NSA_HARNESS_CPUS=$half "$BUILD/nsa-harness" run "${jobs[@]}" || rc=$?
+      wait "$tpid" || rc2=$?
+      trap - EXIT
+      echo "$title (ran beside the first)"
+      cat "$tlog"
+      rm -f "$tlog"
+      if [ "$rc" = 130 ] || [ "$rc2" = 130 ]; then echo "run_all.sh: interrupted (exit 130)" >&2; exit 130; fi
+    else
+      "$BUILD/nsa-harness" run "${jobs[@]}" || rc=$?
+      if [ "$rc" = 130 ]; then echo "run_all.sh: interrupted (exit 130): the main run stopped; scenarios/trainer/ not run" >&2; exit 130; fi
+      echo "$title"
+      "${trainer_run[@]}" || rc2=$?
+    fi
     # the worse of the two: 130 (interrupted) over 2 (invalid) over 1 (a case failed) over 0
     outcome() { case "$1" in 0) echo "PASS" ;; 1) echo "FAIL (a case FAIL, HANG or CRASH)" ;;
                   2) echo "ERROR (an invalid scenario or option)" ;; 130) echo "interrupted" ;; *) echo "exit $1" ;; esac; }

@@ -38,7 +38,8 @@ EOF
 }
 
 if has build; then
-  step configure 150 cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a -DNSA_WERROR=ON
+  # (the build type run_all.sh uses, the one the committed GPU baselines were recorded with)
+  step configure 150 cmake -S . -B "$B" -DCMAKE_CUDA_ARCHITECTURES=90a -DNSA_WERROR=ON
   step build 420 cmake --build "$B" -j16 --target nsa-harness nsa-train
 fi
 if has startup && [ -f bench/gpu_startup.sh ]; then

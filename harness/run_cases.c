@@ -3,8 +3,11 @@
 #include "harness/run_cases.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <fnmatch.h>
 #include <pthread.h>
+#include <sys/file.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -145,7 +148,8 @@ void run_case_needs(const Scenario *s, const Case *c, const char *profile, int g
                     int *ranks) {
     const int W = c->run.world_size > 0 ? c->run.world_size : 1;
     *ranks = W;
-    *gpus = gpus_here > 0 && s->requires_gpus > 0 ? (s->requires_gpus > W ? s->requires_gpus : W) : 0;
+    *gpus = gpus_here > 0 && s->requires_gpus > 0 ? W : 0;   // one per rank (a scenario's requires.gpus
+                                                               // is what its largest case needs)
     *exclusive = 0;
     for (int i = 0; i < s->n_checks; i++) *exclusive |= timing_check(&s->checks[i]);
     const FamilyDef *fam = family_find(s->family);
@@ -168,6 +172,8 @@ typedef struct {
     const Case *base;     // that base
     RunCtx ctx;           // the run's, with this job's GPUs, threads and progress
     char gpus[512];       // CUDA_VISIBLE_DEVICES for it, "" when it holds no GPU
+    int lock_fd[SCHED_MAX_GPUS + 1];   // while it runs: its locks shared with other runs (below)
+    int n_lock_fd;
     int deps_at, n_deps;  // its references: run->deps[deps_at .. deps_at + n_deps)
     pthread_t thread;
     int has_thread;
@@ -326,11 +332,14 @@ static void job_execute(Job *jb) {
     free(bases);
 }
 
+static void release_locks(Job *jb);   // (other runs on this machine, below)
+
 static void *job_thread(void *arg) {
     Job *jb = arg;
     CaseRunState *R = jb->run;
     job_execute(jb);
     lock(R);
+    release_locks(jb);
     sched_finish(R->sj, jb->index, &R->pool);
     pthread_cond_broadcast(&R->changed);
     unlock(R);
@@ -390,6 +399,61 @@ static void plan_jobs(CaseRunState *R) {
     sched_prepare(R->sj, R->n_jobs);
 }
 
+// ---- other runs on this machine ---------------------------------------------------------------
+// Runs side by side on one machine (the main job's two runs, two CI jobs on one runner) share
+// its GPUs through lock files in $NSA_HARNESS_LOCK_DIR (else $TMPDIR, else /tmp): while a case
+// runs, it holds each of its GPUs' file exclusively (nsa-harness-gpu-<CUDA_VISIBLE_DEVICES entry
+// or index>.lock, flock) and the machine's (nsa-harness-machine.lock) shared — a
+// timing-sensitive case exclusively, so it has the machine to itself across runs too. A GPU
+// another run holds is busy here until it lets go; with --cases-per-gpu above 1 the GPUs' files
+// are held shared (runs that both share GPUs share them with each other too). Only cases side
+// by side (-j > 1) take them; a folder where no lock file can be made takes none.
+
+static int lock_file(const char *name, int op) {   // its fd, -1: held elsewhere, -2: no lock file
+    const char *dir = getenv("NSA_HARNESS_LOCK_DIR");
+    if (!dir || !dir[0]) dir = getenv("TMPDIR");
+    if (!dir || dir[0] != '/') dir = "/tmp";
+    char p[4400];
+    snprintf(p, sizeof p, "%s/nsa-harness-%s.lock", dir, name);
+    int fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    if (fd < 0) return -2;
+    if (flock(fd, op | LOCK_NB) == 0) return fd;
+    const int busy = errno == EWOULDBLOCK;
+    close(fd);
+    return busy ? -1 : -2;
+}
+
+static void release_locks(Job *jb) {
+    for (int i = 0; i < jb->n_lock_fd; i++) close(jb->lock_fd[i]);
+    jb->n_lock_fd = 0;
+}
+
+// The machine's lock and the job's GPUs' (as sched_start gave them). 0; -1: the machine is
+// another run's now; -2: a GPU is (marked blocked in the pool). Nothing held on failure.
+static int take_locks(CaseRunState *R, Job *jb) {
+    const SchedJob *sj = &R->sj[jb->index];
+    jb->n_lock_fd = 0;
+    int fd = lock_file("machine", sj->deferred ? LOCK_EX : LOCK_SH);
+    if (fd == -1) return -1;
+    if (fd >= 0) jb->lock_fd[jb->n_lock_fd++] = fd;
+    for (int i = 0; i < sj->n_gpu_ids; i++) {
+        const int g = sj->gpu_ids[i];
+        char name[96];
+        if (g < R->gpu_names.n) snprintf(name, sizeof name, "gpu-%.80s", R->gpu_names.v[g]);
+        else snprintf(name, sizeof name, "gpu-%d", g);
+        for (char *c = name; *c; c++)
+            if (*c == '/') *c = '_';
+        fd = lock_file(name, R->pool.per_gpu > 1 ? LOCK_SH : LOCK_EX);   // (--cases-per-gpu: shared)
+        if (fd == -1) {
+            R->pool.gpu_blocked[g] = 1;
+            release_locks(jb);
+            return -2;
+        }
+        if (fd >= 0) jb->lock_fd[jb->n_lock_fd++] = fd;
+    }
+    return 0;
+}
+
 // The GPUs a job was given, as its trainers' CUDA_VISIBLE_DEVICES.
 static void name_gpus(CaseRunState *R, Job *jb) {
     const SchedJob *sj = &R->sj[jb->index];
@@ -437,10 +501,20 @@ void run_cases_all(const RunCasesOpts *o) {
     if (R.parallel) proc_share_children(1);   // no case reaps another's processes
     lock(&R);
     for (;;) {
-        int j;
+        int j, elsewhere = 0;   // something waits for what another run on the machine holds
+        memset(R.pool.gpu_blocked, 0, sizeof R.pool.gpu_blocked);
         while (!*o->interrupted && (j = sched_pick(R.sj, R.n_jobs, &R.pool)) >= 0) {
             sched_start(R.sj, j, &R.pool);
             Job *jb = &R.jobs[j];
+            if (R.parallel) {
+                const int taken = take_locks(&R, jb);
+                if (taken) {   // another run holds the machine (stop picking) or a GPU (pick again)
+                    sched_unstart(R.sj, j, &R.pool);
+                    elsewhere = 1;
+                    if (taken == -1) break;
+                    continue;
+                }
+            }
             name_gpus(&R, jb);
             if (!R.parallel) {   // one at a time: in this thread, in the report's order
                 unlock(&R);
@@ -454,12 +528,20 @@ void run_cases_all(const RunCasesOpts *o) {
                 unlock(&R);
                 job_execute(jb);
                 lock(&R);
+                release_locks(jb);
                 sched_finish(R.sj, j, &R.pool);
             }
         }
         if (R.pool.running == 0) {
             if (R.parallel) proc_reap_orphans_now();
             if (*o->interrupted || sched_all_done(R.sj, R.n_jobs)) break;
+            if (elsewhere) {   // nothing of ours runs: wait for the other run to let go
+                unlock(&R);
+                struct timespec nap = {0, 200 * 1000 * 1000};
+                nanosleep(&nap, NULL);
+                lock(&R);
+                continue;
+            }
             // (nothing runs and nothing can start: the plan's dependencies cannot hold; never
             // expected, as references come first; run the rest in order rather than wait)
             if (sched_pick(R.sj, R.n_jobs, &R.pool) < 0)

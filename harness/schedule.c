@@ -41,7 +41,8 @@ static int per_gpu(const SchedPool *pool) { return pool->per_gpu < 1 ? 1 : pool-
 // GPUs that can take one more job
 static int gpus_free(const SchedPool *pool) {
     int n = 0;
-    for (int g = 0; g < pool->n_gpus && g < SCHED_MAX_GPUS; g++) n += pool->gpu_busy[g] < per_gpu(pool);
+    for (int g = 0; g < pool->n_gpus && g < SCHED_MAX_GPUS; g++)
+        n += pool->gpu_busy[g] < per_gpu(pool) && !pool->gpu_blocked[g];
     return n;
 }
 
@@ -83,7 +84,8 @@ void sched_start(SchedJob *jobs, int j, SchedPool *pool) {
     while (job->n_gpu_ids < g) {   // the least shared GPU not taken yet, the lowest index first
         int best = -1;
         for (int i = 0; i < pool->n_gpus && i < SCHED_MAX_GPUS; i++)
-            if (!taken[i] && pool->gpu_busy[i] < per_gpu(pool) && (best < 0 || pool->gpu_busy[i] < pool->gpu_busy[best]))
+            if (!taken[i] && !pool->gpu_blocked[i] && pool->gpu_busy[i] < per_gpu(pool) &&
+                (best < 0 || pool->gpu_busy[i] < pool->gpu_busy[best]))
                 best = i;
         if (best < 0) break;
         taken[best] = 1;
@@ -95,13 +97,25 @@ void sched_start(SchedJob *jobs, int j, SchedPool *pool) {
     job->state = SCHED_RUNNING;
 }
 
-void sched_finish(SchedJob *jobs, int j, SchedPool *pool) {
-    SchedJob *job = &jobs[j];
-    if (job->state != SCHED_RUNNING) return;
+static void give_back(SchedJob *job, SchedPool *pool) {
     for (int i = 0; i < job->n_gpu_ids; i++) pool->gpu_busy[job->gpu_ids[i]]--;
     pool->cpus_used -= cpus_wanted(job, pool);
     pool->running--;
+}
+
+void sched_finish(SchedJob *jobs, int j, SchedPool *pool) {
+    SchedJob *job = &jobs[j];
+    if (job->state != SCHED_RUNNING) return;
+    give_back(job, pool);
     job->state = SCHED_DONE;
+}
+
+void sched_unstart(SchedJob *jobs, int j, SchedPool *pool) {
+    SchedJob *job = &jobs[j];
+    if (job->state != SCHED_RUNNING) return;
+    give_back(job, pool);
+    job->n_gpu_ids = 0;
+    job->state = SCHED_WAITING;
 }
 
 int sched_all_done(const SchedJob *jobs, int n) {

@@ -42,6 +42,7 @@ typedef struct {
     int max_running;    // -j
     // the scheduler's
     int gpu_busy[SCHED_MAX_GPUS];   // jobs on each GPU
+    int gpu_blocked[SCHED_MAX_GPUS];   // the caller's: another run on the machine holds it (taken by no job)
     int cpus_used;
     int running;
 } SchedPool;
@@ -55,6 +56,8 @@ int sched_pick(const SchedJob *jobs, int n, const SchedPool *pool);
 void sched_start(SchedJob *jobs, int j, SchedPool *pool);
 // Job j has finished: gives back what it held.
 void sched_finish(SchedJob *jobs, int j, SchedPool *pool);
+// Job j could not start after all (what it was given is taken elsewhere): it waits again.
+void sched_unstart(SchedJob *jobs, int j, SchedPool *pool);
 // Every job has finished.
 int sched_all_done(const SchedJob *jobs, int n);
 

@@ -11,7 +11,8 @@
 #     (parity) started after the reference ended; a case with a timing check (growth of step
 #     time) ran with nothing beside it; cases did run side by side; each rank got
 #     OMP_NUM_THREADS = cores / jobs; with --cases-per-gpu 2, two cases shared a GPU and never
-#     three;
+#     three; two runs at once on the same GPUs (lock files) never shared a GPU, and the timing
+#     cases of one ran with nothing of the other beside them;
 #  3. Ctrl-C while two cases hang side by side: exit 130, both ERROR "interrupted", the others
 #     SKIP "not run: interrupted", no trainer left;
 #  4. bad values exit 2 naming the flag and the value: -j 0, -j x, --cases-per-gpu 0,
@@ -162,6 +163,24 @@ rm -f "$TMP/runs.log"
 NSA_HARNESS_CPUS=8 expect_exit "--cases-per-gpu 2 -j 8 over 4 fake GPUs" 0 "$H" run "$TMP/wide.json" "$TMP/refd.json" \
   --profile gpu -j 8 --cases-per-gpu 2 --trainer-cmd "$TMP/fakegpu" --out "$TMP/fake2"
 check "... two cases shared a GPU, never three; OMP_NUM_THREADS 8/8" python3 "$TMP/placement.py" "$TMP/runs.log" 2 1
+
+# two runs at once on the same 4 GPUs (the main job's two runs; two CI jobs on one runner): the
+# lock files keep every GPU to one case of either run, and a timing-sensitive case alone on the machine
+sed 's/"name": "wide"/"name": "wideb"/' "$TMP/wide.json" >"$TMP/wideb.json"
+rm -f "$TMP/runs.log"
+mkdir -p "$TMP/locks"
+NSA_HARNESS_LOCK_DIR="$TMP/locks" NSA_HARNESS_CPUS=8 "$H" run "$TMP/wide.json" "$TMP/refd.json" --profile gpu -j 4 \
+  --trainer-cmd "$TMP/fakegpu" --out "$TMP/two_a" --quiet >"$TMP/two_a.out" 2>&1 &
+pa=$!
+NSA_HARNESS_LOCK_DIR="$TMP/locks" NSA_HARNESS_CPUS=8 "$H" run "$TMP/wideb.json" "$TMP/timed.json" --profile gpu -j 4 \
+  --trainer-cmd "$TMP/fakegpu" --out "$TMP/two_b" --quiet >"$TMP/two_b.out" 2>&1
+rb=$?
+wait "$pa"
+ra=$?
+check "two runs at once over the same 4 fake GPUs: both pass (exit $ra, $rb)" test "$ra$rb" = 00
+check "... no GPU held by two cases of either run at once, the timing cases alone on the machine" \
+  python3 "$TMP/placement.py" "$TMP/runs.log" 1 2
+check "... the lock files were made in NSA_HARNESS_LOCK_DIR" test -f "$TMP/locks/nsa-harness-machine.lock" -a -f "$TMP/locks/nsa-harness-gpu-0.lock"
 
 # ---- 3. Ctrl-C with cases side by side -------------------------------------------------------------
 # every case hangs at step 1; -j 2: two run at once; SIGINT once both hang: exit 130, both running
