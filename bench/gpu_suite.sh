@@ -9,6 +9,8 @@
 #   suite_all  the main job, `./run_all.sh` (-j auto: a case per GPU), on every GPU; its wall time
 #   suite_1    the same on one GPU (CUDA_VISIBLE_DEVICES=0)
 #   golden     golden_regression + perf on this GPU model, -j auto (which baseline each compared with)
+#   noise      bench/showcase_noise.json: the example trainer's step-1 gradients, run to run and
+#              with checkpointing, on this GPU (the worst relative difference of each tensor)
 #   matrix     the detection matrix, gpu profile, -j auto (MATRIX_FILTER: --filter for a part of it)
 #   scaling    bench/gpu_scaling.sh over 1, 2, 4 GPUs (m7c_125m, S 2048, batch 16 a rank)
 # Every run's RESULTS.md and summary.json are kept under the log folder; at the end: a summary
@@ -62,6 +64,11 @@ fi
 if has golden; then
   step golden 300 "$B/nsa-harness" run scenarios/golden_regression.json scenarios/perf.json -j auto
   keep_report golden
+fi
+if has noise; then   # run-to-run noise of the example trainer's gradients (bench/showcase_noise.json)
+  step noise 300 "$B/nsa-harness" run bench/showcase_noise.json --profile gpu -j auto \
+    --trainer-map examples/showcase/showcase.map.json
+  keep_report noise
 fi
 if has matrix; then
   step matrix 560 "$B/nsa-harness" run scenarios/selftest/detection_matrix.json --profile gpu -j auto ${MATRIX_FILTER:-}

@@ -406,8 +406,9 @@ static void plan_jobs(CaseRunState *R) {
 // or index>.lock, flock) and the machine's (nsa-harness-machine.lock) shared — a
 // timing-sensitive case exclusively, so it has the machine to itself across runs too. A GPU
 // another run holds is busy here until it lets go; with --cases-per-gpu above 1 the GPUs' files
-// are held shared (runs that both share GPUs share them with each other too). Only cases side
-// by side (-j > 1) take them; a folder where no lock file can be made takes none.
+// are held shared (runs that both share GPUs share them with each other too). Every run on
+// GPUs takes them, one case at a time too (its case holds the GPUs its ranks use, from 0); a
+// run on the CPU takes none, nor does a folder where no lock file can be made.
 
 static int lock_file(const char *name, int op) {   // its fd, -1: held elsewhere, -2: no lock file
     const char *dir = getenv("NSA_HARNESS_LOCK_DIR");
@@ -454,11 +455,12 @@ static int take_locks(CaseRunState *R, Job *jb) {
     return 0;
 }
 
-// The GPUs a job was given, as its trainers' CUDA_VISIBLE_DEVICES.
+// The GPUs a job was given, as its trainers' CUDA_VISIBLE_DEVICES (one case at a time too: the
+// GPUs its locks hold are the ones it uses).
 static void name_gpus(CaseRunState *R, Job *jb) {
     const SchedJob *sj = &R->sj[jb->index];
     jb->gpus[0] = '\0';
-    if (!R->parallel || sj->n_gpu_ids == 0) return;
+    if (sj->n_gpu_ids == 0) return;
     size_t used = 0;
     for (int i = 0; i < sj->n_gpu_ids; i++) {
         const int g = sj->gpu_ids[i];
@@ -506,7 +508,7 @@ void run_cases_all(const RunCasesOpts *o) {
         while (!*o->interrupted && (j = sched_pick(R.sj, R.n_jobs, &R.pool)) >= 0) {
             sched_start(R.sj, j, &R.pool);
             Job *jb = &R.jobs[j];
-            if (R.parallel) {
+            if (R.pool.n_gpus > 0) {   // (a run on GPUs, one case at a time or several)
                 const int taken = take_locks(&R, jb);
                 if (taken) {   // another run holds the machine (stop picking) or a GPU (pick again)
                     sched_unstart(R.sj, j, &R.pool);
@@ -520,6 +522,7 @@ void run_cases_all(const RunCasesOpts *o) {
                 unlock(&R);
                 job_execute(jb);
                 lock(&R);
+                release_locks(jb);
                 sched_finish(R.sj, j, &R.pool);
                 continue;
             }
