@@ -257,6 +257,35 @@ struct Backend {
     void (*combine_bwd)(void *do_cmp, void *do_sel, void *do_win, void *dgate,
                         const void *dout, const void *gate, const void *o_cmp,
                         const void *o_sel, const void *o_win, int64_t N, int H, int G, int D);
+
+    // ---- recorded op sequences (optional: NULL where the backend has none, the CPU) ----
+    // A stretch of op calls recorded once and run again later as one unit (CUDA graphs):
+    // the run executes exactly the recorded kernels with the recorded arguments (pointers,
+    // sizes, scalars), so its results are bitwise those of calling the ops again, as long as
+    // nothing the recording baked in has changed since (see generation).
+    //  graph_begin: from here on the ops are recorded, not run. Returns 1, or 0 when the
+    //    backend does not record now (switched off, or a debugging mode that waits for or
+    //    times every op): then nothing changed and the caller runs the ops itself.
+    //  graph_end: ends the recording. Returns the executable recording, or NULL when it
+    //    cannot be used (something that cannot be recorded was asked for in between: a
+    //    memory allocation, a wait for the device, a first-time setup; *why names it).
+    //    Nothing recorded has run either way. *nodes (or NULL): the recorded operations.
+    //  graph_launch: runs a recording, asynchronously like any op; graph_free releases one
+    //    (waiting for a run in flight).
+    //  generation: advanced by every (re)allocation of backend memory and every change of a
+    //    setting or cached state the ops consult; a recording made at generation g may be
+    //    run while generation() is still g.
+    int (*graph_begin)(void);
+    void *(*graph_end)(size_t *nodes, const char **why);
+    void (*graph_launch)(void *graph);
+    void (*graph_free)(void *graph);
+    uint64_t (*generation)(void);
+
+    // ---- start-up accounting (optional; nsa-train's NSA_TRAIN_TIMING) ----------------
+    // Up to max named durations (seconds) the backend measured of its own start and first
+    // use (device context, libraries, first kernel launch, GEMM plans), in order; names are
+    // static or live as long as the process. Returns how many were filled.
+    int (*startup_times)(const char **names, double *secs, int max);
 };
 
 // Backends available in this build, by name and compute precision ("fp32",

@@ -27,6 +27,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#include <pthread.h>
+#endif
 
 #include "common/nsa_names.h"
 #include "common/util.h"
@@ -148,21 +152,29 @@ static void build_params(Model *m) {
                                       : add_param(m, -1, 1, 2, V, C, nrm, "lm_head.weight");
 }
 
-int model_init(Model *m, const NsaConfig *cfg, const Backend *be, char *err, size_t errlen) {
+// The dimensions and the parameter table of a config (no backend, nothing allocated).
+static void model_shape(Model *m, const NsaConfig *cfg) {
     memset(m, 0, sizeof *m);
     m->cfg = *cfg;
-    m->be = be;
     m->C = cfg->dim; m->L = cfg->n_layers; m->H = cfg->n_heads; m->G = cfg->n_kv_heads;
     m->D = cfg->head_dim; m->F = cfg->ffn_dim; m->V = cfg->vocab_size;
     m->gh = cfg->gate_hidden > 0 ? cfg->gate_hidden : (cfg->dim / 4 > 0 ? cfg->dim / 4 : 1);
     int fb = cfg->force_branch;
     for (int b = 0; b < 3; b++) m->used[b] = nsa_gated(fb) || fb == b;
     m->cmp_needed = m->used[NSA_BR_CMP] || m->used[NSA_BR_SEL];  // selection scores need p_cmp
+    build_params(m);
+}
+
+int model_init(Model *m, const NsaConfig *cfg, const Backend *be, char *err, size_t errlen) {
     // the fused K/V projection when every branch's keys and values are computed
     int kvf = 1;   // NSA_KV_FUSED=0: one K/V projection per branch (the comparison path)
-    if (nsa_env_int("NSA_KV_FUSED", 0, 1, &kvf, err, errlen) < 0) return -2;
+    if (nsa_env_int("NSA_KV_FUSED", 0, 1, &kvf, err, errlen) < 0) {
+        memset(m, 0, sizeof *m);
+        return -2;
+    }
+    model_shape(m, cfg);
+    m->be = be;
     m->kv_fused = m->used[0] && m->used[1] && m->used[2] && kvf;
-    build_params(m);
     m->param_bytes_total = (size_t)m->n_elems * be->param_bytes * 2;
     m->param_mem = be->alloc((size_t)m->n_elems * be->param_bytes);
     m->grad_mem = be->alloc((size_t)m->n_elems * be->param_bytes);
@@ -178,12 +190,23 @@ void model_params_changed(Model *m) {
     if (m->be->params_changed) m->be->params_changed(m->param_mem, m->n_elems);
 }
 
-void model_init_weights(Model *m, uint64_t seed) {
-    int64_t maxn = 0;
-    for (int i = 0; i < m->n_params; i++) if (m->params[i].numel > maxn) maxn = m->params[i].numel;
-    double *h = malloc(sizeof(double) * (size_t)maxn);
-    for (int i = 0; i < m->n_params; i++) {
-        const ParamInfo *p = &m->params[i];
+// ---- initial weights ------------------------------------------------------------------
+// Every element is a pure function of (seed, parameter index, element) (DESIGN 2), computed in
+// double and rounded once to the parameter type: the same value whatever computes it, in any
+// order, on any number of threads. The host writes the parameter type directly (float, or
+// double for cpu64) into a buffer uploaded in a few large copies — not a double per element
+// converted again one by one and one synchronous copy per tensor — and the values can be
+// computed ahead, on a thread of their own while the backend starts (model_init_ahead_start).
+
+// Elements [c0, c1) of the parameter buffer into dst (element c0 at dst[0]), as pbytes-wide
+// values (4: float, 8: double).
+static void init_values(const ParamInfo *params, int n_params, uint64_t seed, int64_t c0, int64_t c1, void *dst,
+                        int pbytes) {
+    for (int i = 0; i < n_params; i++) {
+        const ParamInfo *p = &params[i];
+        const int64_t e0 = c0 > p->offset ? c0 - p->offset : 0;
+        const int64_t e1 = c1 < p->offset + p->numel ? c1 - p->offset : p->numel;
+        if (e0 >= e1) continue;
         InitSpec s = {p->init_kind, p->init_a};
         // The stream is the parameter's index in the stable order, so a tensor's
         // values do not depend on the backend, the precision or the build.
@@ -191,21 +214,150 @@ void model_init_weights(Model *m, uint64_t seed) {
         double bound = s.kind == INIT_XAVIER
                            ? s.a * sqrt(6.0 / (double)(p->shape[0] + (p->ndim > 1 ? p->shape[1] : 1)))
                            : 0;
+        float *df = (float *)dst + (p->offset + e0 - c0);
+        double *dd = (double *)dst + (p->offset + e0 - c0);
         // every element is a pure function of (seed, stream, e): threads change
         // nothing but the time (157 M draws for m7c_125m took ~5 s on one core)
-#pragma omp parallel for schedule(static) if (p->numel > 65536)
-        for (int64_t e = 0; e < p->numel; e++) {
+#pragma omp parallel for schedule(static) if (e1 - e0 > 65536)
+        for (int64_t e = e0; e < e1; e++) {
+            double h;
             switch (s.kind) {
-            case INIT_ZERO: h[e] = 0; break;
-            case INIT_ONE: h[e] = 1; break;
-            case INIT_NORMAL: h[e] = s.a * rng_normal(seed, stream, (uint64_t)e); break;
-            default: h[e] = bound * (2.0 * rng_uniform(seed, stream, (uint64_t)e) - 1.0); break;
+            case INIT_ZERO: h = 0; break;
+            case INIT_ONE: h = 1; break;
+            case INIT_NORMAL: h = s.a * rng_normal(seed, stream, (uint64_t)e); break;
+            default: h = bound * (2.0 * rng_uniform(seed, stream, (uint64_t)e) - 1.0); break;
             }
+            if (pbytes == 4) df[e - e0] = (float)h;   // the rounding param_from_f64 does
+            else dd[e - e0] = h;
         }
-        m->be->param_from_f64(model_param_ptr(m, i), h, p->numel);
     }
-    free(h);
+}
+
+// chunks of the parameter buffer computed and uploaded at a time (host memory bounded)
+#define INIT_CHUNK_ELEMS ((int64_t)16 << 20)
+
+void model_init_weights(Model *m, uint64_t seed) {
+    const int pb = m->be->param_bytes;
+    if (pb == 4 || pb == 8) {
+        const int64_t chunk = m->n_elems < INIT_CHUNK_ELEMS ? m->n_elems : INIT_CHUNK_ELEMS;
+        void *h = xmalloc((size_t)(chunk > 0 ? chunk : 1) * (size_t)pb);
+        for (int64_t c0 = 0; c0 < m->n_elems; c0 += chunk) {
+            const int64_t c1 = c0 + chunk < m->n_elems ? c0 + chunk : m->n_elems;
+            init_values(m->params, m->n_params, seed, c0, c1, h, pb);
+            m->be->from_host((char *)m->param_mem + c0 * pb, h, (size_t)(c1 - c0) * (size_t)pb);
+        }
+        free(h);
+    } else {   // a parameter type of another width: through the backend's conversion, per tensor
+        int64_t maxn = 0;
+        for (int i = 0; i < m->n_params; i++) if (m->params[i].numel > maxn) maxn = m->params[i].numel;
+        double *h = xmalloc(sizeof(double) * (size_t)(maxn > 0 ? maxn : 1));
+        for (int i = 0; i < m->n_params; i++) {
+            const ParamInfo *p = &m->params[i];
+            init_values(m->params, m->n_params, seed, p->offset, p->offset + p->numel, h, 8);
+            m->be->param_from_f64(model_param_ptr(m, i), h, p->numel);
+        }
+        free(h);
+    }
     model_params_changed(m);
+}
+
+struct ModelInitAhead {
+    Model shape;          // the config's parameter table (no backend)
+    uint64_t seed;
+    int pbytes, threads;
+    void *host;           // [shape.n_elems] values, or NULL (could not allocate)
+#ifdef _OPENMP
+    pthread_t thread;
+#endif
+    int running;
+    int cancel;           // set by model_init_ahead_free: the thread stops at its next chunk
+    int done;             // the thread computed every value
+};
+
+#ifdef _OPENMP
+static void *init_ahead_main(void *arg) {
+    ModelInitAhead *a = arg;
+    omp_set_num_threads(a->threads);   // the caller's thread count (--threads), not the default
+    const Model *s = &a->shape;
+    a->host = malloc((size_t)(s->n_elems > 0 ? s->n_elems : 1) * (size_t)a->pbytes);
+    if (!a->host) return NULL;
+    // in chunks, so that a run that ends before using the values (the backend did not start)
+    // does not wait for all of them
+    for (int64_t c0 = 0; c0 < s->n_elems; c0 += INIT_CHUNK_ELEMS) {
+        if (__atomic_load_n(&a->cancel, __ATOMIC_RELAXED)) return NULL;
+        const int64_t c1 = c0 + INIT_CHUNK_ELEMS < s->n_elems ? c0 + INIT_CHUNK_ELEMS : s->n_elems;
+        init_values(s->params, s->n_params, a->seed, c0, c1, (char *)a->host + c0 * a->pbytes, a->pbytes);
+    }
+    a->done = 1;
+    return NULL;
+}
+#endif
+
+ModelInitAhead *model_init_ahead_start(const NsaConfig *cfg, int param_bytes, uint64_t seed) {
+#ifdef _OPENMP
+    if (param_bytes != 4 && param_bytes != 8) return NULL;
+    ModelInitAhead *a = calloc(1, sizeof *a);
+    if (!a) return NULL;
+    model_shape(&a->shape, cfg);
+    a->seed = seed;
+    a->pbytes = param_bytes;
+    a->threads = omp_get_max_threads();
+    if (pthread_create(&a->thread, NULL, init_ahead_main, a) != 0) {
+        free(a->shape.params);
+        free(a->shape.lid);
+        free(a);
+        return NULL;
+    }
+    a->running = 1;
+    return a;
+#else
+    (void)cfg; (void)param_bytes; (void)seed;
+    return NULL;   // without OpenMP the values are computed on one thread anyway: nothing to overlap
+#endif
+}
+
+void model_init_ahead_free(ModelInitAhead *a) {
+    if (!a) return;
+#ifdef _OPENMP
+    __atomic_store_n(&a->cancel, 1, __ATOMIC_RELAXED);
+    if (a->running) pthread_join(a->thread, NULL);
+#endif
+    free(a->host);
+    free(a->shape.params);
+    free(a->shape.lid);
+    free(a);
+}
+
+// the values computed ahead belong to this model: the same seed, width and parameter table
+static int init_ahead_fits(const ModelInitAhead *a, const Model *m, uint64_t seed) {
+    if (!a->host || !a->done || a->seed != seed || a->pbytes != m->be->param_bytes || a->shape.n_elems != m->n_elems ||
+        a->shape.n_params != m->n_params)
+        return 0;
+    for (int i = 0; i < m->n_params; i++) {
+        const ParamInfo *p = &a->shape.params[i], *q = &m->params[i];
+        if (p->offset != q->offset || p->numel != q->numel || p->init_kind != q->init_kind || p->init_a != q->init_a ||
+            p->shape[0] != q->shape[0] || p->shape[1] != q->shape[1] || p->ndim != q->ndim)
+            return 0;
+    }
+    return 1;
+}
+
+void model_init_weights_ahead(Model *m, uint64_t seed, ModelInitAhead *a) {
+    if (!a) {
+        model_init_weights(m, seed);
+        return;
+    }
+#ifdef _OPENMP
+    if (a->running) pthread_join(a->thread, NULL);
+#endif
+    a->running = 0;
+    if (init_ahead_fits(a, m, seed)) {
+        m->be->from_host(m->param_mem, a->host, (size_t)m->n_elems * (size_t)a->pbytes);
+        model_params_changed(m);
+    } else {
+        model_init_weights(m, seed);
+    }
+    model_init_ahead_free(a);
 }
 
 void model_expected_unused(const Model *m, uint8_t *out) {
@@ -241,7 +393,12 @@ static void *act_alloc(Model *m, int64_t elems, int bytes) {
 
 void *model_alloc_tracked(Model *m, size_t bytes) { return act_alloc(m, (int64_t)bytes, 1); }
 
+static void seq_graph_drop(Model *m);
+
 static void free_acts(Model *m) {
+    seq_graph_drop(m);   // a recording holds the buffers' addresses
+    m->seq_graph.have_last = 0;
+    m->acts_gen++;
     for (int i = 0; i < m->n_allocs; i++) m->be->free(m->allocs[i]);
     m->n_allocs = 0;
     free(m->res); m->res = NULL;
@@ -369,11 +526,14 @@ int model_alloc_acts(Model *m, int B, int T, char *err, size_t errlen) {
     // recomputation of a checkpointed layer, before its backward) or at the end of a
     // layer_backward.
     if (m->kv_fused) m->kv_scratch = F >= 6 * G * D ? m->dffa : act_alloc(m, N * 6 * G * D, AB);
+    m->acts_gen++;
     return 0;
 }
 
 void model_free(Model *m) {
     free_acts(m);
+    free(m->seq_graph.graphs);
+    m->seq_graph.graphs = NULL;
     free(m->allocs);
     m->be->free(m->param_mem);
     m->be->free(m->grad_mem);
@@ -604,6 +764,165 @@ static void head_rows(Model *m, int t0, int Tn, int with_loss, double dscale) {
     }
 }
 
+// ---- Sequential prefill as a graph ----------------------------------------------------------
+// Token by token, the sequential forward issues ~300 small ops a token (m7c_125m: 12 layers x
+// 2048 tokens, ~600k launches), bound by the host's launch overhead (3.2 s a forward on an H100
+// where the batched one takes milliseconds). A backend that records op sequences
+// (Backend.graph_begin: CUDA graphs) records the whole loop once and launches the recording on
+// later forwards: the same kernels with the same arguments, so losses, logits and every saved
+// activation are bitwise those of the eager loop.
+//  - When: the first sequential forward of a key runs eagerly: it sizes the backend's scratch,
+//    makes its GEMM plans, weight copies and statistic shadows, so that nothing is allocated
+//    or set up while recording. The next forward with the same key is recorded (nothing runs
+//    while recording) and the recording launched; later ones launch it again.
+//  - The key (seq_key): B and T, whether targets are given (the loss kernels), keep_logits,
+//    dscale (an argument of the loss kernel), the activation buffers (acts_gen, the logits),
+//    the parameter buffer, the fused K/V projection, and the backend's generation, which every
+//    device (re)allocation, setting change and change of the backend's cached state advances.
+//    Any difference: the recording is dropped, the forward runs eagerly, the next one records.
+//  - Never with faults bound (their hooks act on the host between ops), with check_finite (it
+//    takes the batched path anyway), or where the backend refuses to record (graph_begin 0).
+//  - A recording that fails (something that cannot be recorded was asked for: graph_end
+//    returns NULL and why) is dropped — nothing of it ran —, the forward runs eagerly, and this
+//    model stays eager from then on (one line on stderr).
+//  - One recording per MODEL_SEQ_GRAPH_TOKENS tokens (m7c_125m at S = 2048: 16 graphs of ~38k
+//    operations): each instantiation bounded, the same launches in the same order.
+//  - Events: none fire while recording (a handler may read device memory). A recorded forward
+//    fires MODEL_EV_LAYER_FWD (layer 0, t = 0) before its launch, then every layer's
+//    MODEL_EV_LAYER_FWD_DONE (gate statistics and --dump-acts read the activations through the
+//    backend's synchronous copies, i.e. after the graph), then MODEL_EV_HEAD (t = 0): the
+//    flight recorder shows layer_fwd of layer 0, then head, while the device runs the graph.
+#define SEQ_GRAPH_TOKENS MODEL_SEQ_GRAPH_TOKENS
+
+static void seq_graph_drop(Model *m) {
+    for (int i = 0; i < m->seq_graph.n; i++)
+        if (m->seq_graph.graphs[i]) m->be->graph_free(m->seq_graph.graphs[i]);
+    free(m->seq_graph.graphs);
+    m->seq_graph.graphs = NULL;
+    m->seq_graph.n = 0;
+    m->seq_graph.nodes = 0;
+}
+
+static void seq_key(const Model *m, int with_targets, double dscale, uint64_t key[12]) {
+    uint64_t ds;
+    memcpy(&ds, &dscale, sizeof ds);
+    key[0] = (uint64_t)m->B;
+    key[1] = (uint64_t)m->T;
+    key[2] = (uint64_t)with_targets;
+    key[3] = (uint64_t)m->keep_logits;
+    key[4] = ds;
+    key[5] = m->be->generation ? m->be->generation() : 0;
+    key[6] = m->acts_gen;
+    key[7] = (uint64_t)(uintptr_t)m->logits;
+    key[8] = (uint64_t)(uintptr_t)m->dlogits;
+    key[9] = (uint64_t)(uintptr_t)m->param_mem;
+    key[10] = (uint64_t)m->kv_fused;
+    key[11] = (uint64_t)(uintptr_t)m->acts;
+}
+
+// One token of the decode algorithm: token t through every block, then the head.
+static void seq_token(Model *m, int t, int with_targets, double dscale, int events) {
+    embed_rows(m, t, 1);
+    for (int L = 0; L < m->L; L++) {
+        if (events) EVENT(m, MODEL_EV_LAYER_FWD, L, t);
+        layer_forward(m, L, &m->acts[L], t, 1);
+        if (events && t == m->T - 1) EVENT(m, MODEL_EV_LAYER_FWD_DONE, L, t);
+    }
+    if (events) EVENT(m, MODEL_EV_HEAD, -1, t);
+    head_rows(m, t, 1, with_targets, dscale);
+}
+
+// Launch the held recordings: the whole forward, with its events around it.
+static void seq_graph_launch(Model *m) {
+    EVENT(m, MODEL_EV_LAYER_FWD, 0, 0);
+    for (int i = 0; i < m->seq_graph.n; i++) m->be->graph_launch(m->seq_graph.graphs[i]);
+    if (m->event)
+        for (int L = 0; L < m->L; L++) EVENT(m, MODEL_EV_LAYER_FWD_DONE, L, m->T - 1);
+    EVENT(m, MODEL_EV_HEAD, -1, 0);
+}
+
+// Record the forward (one recording per SEQ_GRAPH_TOKENS tokens). Returns 1 with the recordings
+// held under `key`, or 0 (nothing ran: the caller runs the forward eagerly).
+static int seq_graph_record(Model *m, int with_targets, double dscale, const uint64_t key[12]) {
+    const Backend *be = m->be;
+    const int nseg = (m->T + SEQ_GRAPH_TOKENS - 1) / SEQ_GRAPH_TOKENS;
+    const double t0 = mono_s();
+    void **gs = xcalloc((size_t)(nseg > 0 ? nseg : 1), sizeof(void *));
+    const char *why = NULL;
+    size_t nodes = 0;
+    int ok = 1, refused = 0;
+    for (int sg = 0; sg < nseg && ok; sg++) {
+        if (!be->graph_begin()) {
+            ok = 0;
+            refused = sg == 0;
+            why = "the backend refused to record";
+            break;
+        }
+        const int ta = sg * SEQ_GRAPH_TOKENS, tb = ta + SEQ_GRAPH_TOKENS < m->T ? ta + SEQ_GRAPH_TOKENS : m->T;
+        for (int t = ta; t < tb; t++) seq_token(m, t, with_targets, dscale, 0);
+        size_t nn = 0;
+        gs[sg] = be->graph_end(&nn, &why);
+        if (!gs[sg]) ok = 0;
+        nodes += nn;
+    }
+    uint64_t after[12];
+    seq_key(m, with_targets, dscale, after);
+    if (ok && memcmp(after, key, sizeof after)) {   // something changed while recording
+        ok = 0;
+        why = "the backend's state changed while recording";
+    }
+    if (!ok) {
+        for (int i = 0; i < nseg; i++)
+            if (gs[i]) be->graph_free(gs[i]);
+        free(gs);
+        if (refused) {   // switched off (NSA_CUDA_GRAPH=0, a debugging mode): quietly eager
+            m->seq_graph.off = 2;
+            return 0;
+        }
+        m->seq_graph.off = 1;
+        m->seq_graph.failures++;
+        fprintf(stderr, "nsa-train: note: sequential prefill runs eagerly from now on (recording it as a graph "
+                "failed: %s)\n", why ? why : "unknown");
+        return 0;
+    }
+    m->seq_graph.graphs = gs;
+    m->seq_graph.n = nseg;
+    m->seq_graph.nodes = nodes;
+    memcpy(m->seq_graph.key, key, sizeof m->seq_graph.key);
+    m->seq_graph.captures++;
+    m->seq_graph.capture_s += mono_s() - t0;
+    return 1;
+}
+
+// The sequential forward: recorded (held recording, or a new one) or eager.
+static void seq_forward(Model *m, int with_targets, double dscale) {
+    const Backend *be = m->be;
+    const int can = be->graph_begin && be->graph_end && be->graph_launch && be->graph_free && be->generation &&
+                    !m->seq_graph.off && !m->faults && !m->check_finite;
+    if (can) {
+        uint64_t key[12];
+        seq_key(m, with_targets, dscale, key);
+        if (m->seq_graph.graphs && !memcmp(key, m->seq_graph.key, sizeof key)) {
+            seq_graph_launch(m);
+            m->seq_graph.replays++;
+            return;
+        }
+        seq_graph_drop(m);
+        if (m->seq_graph.have_last && !memcmp(key, m->seq_graph.last, sizeof key) &&
+            seq_graph_record(m, with_targets, dscale, key)) {
+            seq_graph_launch(m);
+            return;
+        }
+    } else if (m->seq_graph.graphs) {
+        seq_graph_drop(m);
+    }
+    // the decode algorithm: token t flows through every block before t+1 starts
+    for (int t = 0; t < m->T; t++) seq_token(m, t, with_targets, dscale, 1);
+    m->seq_graph.eager++;
+    seq_key(m, with_targets, dscale, m->seq_graph.last);   // the state the eager forward left
+    m->seq_graph.have_last = 1;
+}
+
 double model_forward(Model *m, const int32_t *inputs, const int32_t *targets, double dscale) {
     const Backend *be = m->be;
     const int64_t N = (int64_t)m->B * m->T;
@@ -627,17 +946,7 @@ double model_forward(Model *m, const int32_t *inputs, const int32_t *targets, do
         if (check(m, (m->logits == m->dlogits && targets) ? NULL : m->logits, N, m->V, -1, "",
                   "matmul_fwd(lm_head)", "forward", "logits")) return NAN;
     } else {
-        // the decode algorithm: token t flows through every block before t+1 starts
-        for (int t = 0; t < m->T; t++) {
-            embed_rows(m, t, 1);
-            for (int L = 0; L < m->L; L++) {
-                EVENT(m, MODEL_EV_LAYER_FWD, L, t);
-                layer_forward(m, L, &m->acts[L], t, 1);
-                if (t == m->T - 1) EVENT(m, MODEL_EV_LAYER_FWD_DONE, L, t);
-            }
-            EVENT(m, MODEL_EV_HEAD, -1, t);
-            head_rows(m, t, 1, targets != NULL, dscale);
-        }
+        seq_forward(m, targets != NULL, dscale);
     }
     if (m->faults) faults_after_forward(m);   // clobber_activation
     if (!targets) return 0.0;

@@ -100,6 +100,10 @@ struct Model;
 typedef void (*ModelEventFn)(void *ctx, struct Model *m, int ev, int layer, int t);
 struct Faults;   // trainer/faults.h: opt-in fault injection, NULL when none
 
+// Tokens of sequential prefill per recorded graph (model.c, "Sequential prefill as a graph"):
+// m7c_125m at S = 2048, 12 layers: 16 graphs of ~38k operations each.
+#define MODEL_SEQ_GRAPH_TOKENS 128
+
 typedef struct Model {
     NsaConfig cfg;
     const Backend *be;
@@ -152,6 +156,27 @@ typedef struct Model {
     struct Faults *faults;                 // fault injection, NULL = off (a pointer test per hook)
 
     double last_loss;              // mean loss of the last forward
+
+    // Sequential prefill as recorded op sequences (model.c, "Sequential prefill as a graph";
+    // backends with Backend.graph_begin: CUDA graphs). The first forward of a given key
+    // (shape, buffers, targets or not, keep_logits, dscale, the backend's generation) runs
+    // eagerly; the next one with the same key is recorded (one graph per MODEL_SEQ_GRAPH_TOKENS
+    // tokens) and launched; later ones launch the recording again, until the key changes.
+    // (MODEL_SEQ_GRAPH_TOKENS, below)
+    // Never with faults bound, check_finite, or where the backend refuses to record
+    // (NSA_CUDA_GRAPH=0, NSA_CUDA_SYNC_CHECK=1, NSA_CUDA_PROFILE=1).
+    struct {
+        void **graphs;             // [n] the recordings, in token order; NULL: none held
+        int n;
+        int off;                   // a recording failed once: eager from then on (noted once)
+        int have_last;             // `last` holds the key of the last sequential forward
+        uint64_t key[12], last[12];  // the recordings' key; the last forward's key
+        // counters (NSA_TRAIN_TIMING reports them)
+        int captures, replays, eager, failures;
+        size_t nodes;              // operations in the recordings held
+        double capture_s;          // host time recording and instantiating, all captures
+    } seq_graph;
+    uint64_t acts_gen;             // advanced by every (re)allocation of the activations
 } Model;
 
 // Build the parameter table and allocate parameters + gradients (zeroed).
@@ -161,6 +186,16 @@ void model_free(Model *m);
 // Seeded deterministic init (DESIGN 2): values are a pure function of (seed,
 // parameter, element), identical on every backend up to its rounding.
 void model_init_weights(Model *m, uint64_t seed);
+// The same values computed ahead, on a thread of their own (e.g. while the backend starts:
+// nsa-train does so for the CUDA backend), for a config, a parameter width (param_bytes: 4
+// or 8) and a seed. NULL where it cannot (no OpenMP build, no thread). model_init_weights_ahead
+// waits for them and uploads them when they fit the model (its parameter table, width and
+// seed), else computes them as model_init_weights does, and frees `a` either way (a NULL `a`:
+// model_init_weights). model_init_ahead_free waits and frees on paths that never use them.
+typedef struct ModelInitAhead ModelInitAhead;
+ModelInitAhead *model_init_ahead_start(const NsaConfig *cfg, int param_bytes, uint64_t seed);
+void model_init_weights_ahead(Model *m, uint64_t seed, ModelInitAhead *a);
+void model_init_ahead_free(ModelInitAhead *a);
 // (Re)allocate activations for a [B, T] micro-batch. Returns 0 or -1 (err).
 int model_alloc_acts(Model *m, int B, int T, char *err, size_t errlen);
 // Forward of one micro-batch (host int32 inputs/targets [B*T]). Returns the mean

@@ -53,6 +53,7 @@
 #include "trainer/model.h"
 #include "trainer/optim.h"
 #include "common/safetensors.h"
+#include "trainer/timing.h"
 #include "trainer/trace.h"
 #include "trainer/train.h"
 #include "common/util.h"
@@ -296,6 +297,10 @@ int train_run(const TrainOpts *opts) {
         }
     }
     int rc = train_run_inner(opts);
+    // NSA_TRAIN_TIMING=1: the line on stderr, OUT/timing.json (not for --write-init, which has no
+    // run folder, nor where the folder was never made)
+    const char *tdir = opts->out_dir ? opts->out_dir : ".";
+    timing_report(opts->write_init || !is_dir(tdir) ? NULL : tdir, opts->rank);
     // an artifact that could not be written ends the run with exit 6, whatever else
     // happened: its [IO-ERROR] line is already on stderr (trainer/ioerr.h)
     if (io_error_seen()) rc = NSA_EXIT_IO;
@@ -416,6 +421,8 @@ typedef struct {
     double dscale;             // the mean over every token of the optimizer step on every rank
     double flops_step;         // one rank's model FLOPs per step
     int64_t step0, last;       // steps (step0, last] are trained
+    ModelInitAhead *ahead;     // the initial weights computed while the backend starts, or NULL
+    double t_fwd, t_bwd;       // this step's host time in forward and backward (NSA_TRAIN_TIMING)
     char err[1024];
 } Run;
 
@@ -453,8 +460,16 @@ static int run_prepare(Run *R) {
     }
 #endif
     const char *why = NULL;
+    timing_mark(TM_CONFIG);
+    // The CUDA backend's start (driver, context, cuBLASLt: a few tenths of a second) leaves the
+    // host idle: the seeded initial weights (fp32 master weights; a pure function of the seed,
+    // parameter and element, on every core) are computed meanwhile, on a thread of their own
+    // (model_init_ahead_start; run_build_model uploads them)
+    if (!strcmp(cfg->backend, "cuda")) R->ahead = model_init_ahead_start(cfg, 4, cfg->seed);
     R->be = backend_get(cfg->backend, cfg->precision, &why);
+    timing_mark(TM_BACKEND);
     if (!R->be) { fprintf(stderr, "nsa-train: backend '%s': %s\n", cfg->backend, why); return NSA_EXIT_USAGE; }
+    timing_backend(R->be);
     R->faults = R->opts->faults && R->opts->faults->n_active ? R->opts->faults : NULL;
     if (R->faults && faults_check_config(R->faults, cfg, R->err, sizeof R->err)) {
         fprintf(stderr, "nsa-train: %s\n", R->err);
@@ -467,14 +482,18 @@ static int run_prepare(Run *R) {
 // the exit code (with whatever was built freed).
 static int run_build_model(Run *R) {
     Model *m = &R->m;
+    ModelInitAhead *ahead = R->ahead;
+    R->ahead = NULL;   // this stage uses or frees it, whatever happens
     int mrc = model_init(m, R->cfg, R->be, R->err, sizeof R->err);
     if (mrc) {
+        model_init_ahead_free(ahead);
         fprintf(stderr, "nsa-train: %s\n", R->err);
         return mrc == -2 ? NSA_EXIT_USAGE : NSA_EXIT_RUNTIME;
     }
     m->keep_logits = R->opts->dump_step != NULL;
     if (model_alloc_acts(m, R->B, R->T, R->err, sizeof R->err)) {
         fprintf(stderr, "nsa-train: %s\n", R->err);
+        model_init_ahead_free(ahead);
         model_free(m);
         return NSA_EXIT_RUNTIME;
     }
@@ -482,6 +501,7 @@ static int run_build_model(Run *R) {
     if (faults) {
         if (faults_bind(faults, m, R->rank, R->err, sizeof R->err)) {
             fprintf(stderr, "nsa-train: %s\n", R->err);
+            model_init_ahead_free(ahead);
             model_free(m);
             return NSA_EXIT_USAGE;
         }
@@ -490,7 +510,8 @@ static int run_build_model(Run *R) {
             fprintf(stderr, "nsa-train: rank %d: [FAULT] divergent_unused: %s gets no gradient on this rank\n", R->rank,
                     faults->divergent_param);
     }
-    model_init_weights(m, R->cfg->seed);
+    timing_mark(TM_MODEL);
+    model_init_weights_ahead(m, R->cfg->seed, ahead);   // (ahead NULL: computed here)
     if (faults) faults_after_init_weights(faults, m);   // gate_zero_init
     // --init-weights: every parameter from the file instead, exactly (a fault on the seeded
     // init, gate_zero_init, has no effect, as under --resume); a file that does not fit this
@@ -501,7 +522,9 @@ static int run_build_model(Run *R) {
         model_free(m);
         return NSA_EXIT_USAGE;
     }
+    timing_mark(TM_WEIGHTS);
     optim_init(&R->opt, m);
+    timing_mark(TM_OPTIM);
     return GO_ON;
 }
 
@@ -641,6 +664,7 @@ static int run_open_metrics(Run *R) {
 // step, in order (the data order). Returns 0, or -1 when the data source failed.
 static int step_micro_batches(Run *R, int64_t step, double *loss, uint64_t *data_digest) {
     const size_t BT = (size_t)R->B * R->T;
+    R->t_fwd = R->t_bwd = 0;
     for (int k = 0; k < R->cfg->grad_accum; k++) {
         enter_phase(&R->diag, FR_PHASE_DATA, "data_next");
         if (data_next(R->ds, R->in, R->tg)) {
@@ -650,12 +674,17 @@ static int step_micro_batches(Run *R, int64_t step, double *loss, uint64_t *data
         *data_digest = digest64(R->in, sizeof(int32_t) * BT, *data_digest);
         *data_digest = digest64(R->tg, sizeof(int32_t) * BT, *data_digest);
         enter_phase(&R->diag, FR_PHASE_FORWARD, "forward");
+        double t0 = mono_s();
         *loss += model_forward(&R->m, R->in, R->tg, R->dscale * R->opt.loss_scale);
+        double t1 = mono_s();
+        R->t_fwd += t1 - t0;
         if (k == 0 && R->diag.gs) free(gatestats_finish_step(R->diag.gs, &R->m, step));
         enter_phase(&R->diag, FR_PHASE_BACKWARD, "backward");
         if (R->tracing) gradtrace_begin_micro(&R->trace, k);
         if (R->ddp) ddp_begin_backward(R->ddp, k == R->cfg->grad_accum - 1);   // only the last micro-batch reduces
+        t0 = mono_s();
         model_backward(&R->m);
+        R->t_bwd += mono_s() - t0;
     }
     return 0;
 }
@@ -829,12 +858,15 @@ static int train_step(Run *R, int64_t step) {
     flightrec_event(FR_PHASE_OPTIMIZER, FR_KIND_BEGIN, step, -1, "adamw");
     optim_step(&R->opt, &R->m, lr, gnorm);
     R->be->sync();
-    return step_record(R, step, loss, gnorm, lr, mono_s() - t0, data_digest);
+    const double dt = mono_s() - t0;
+    timing_step(dt, R->t_fwd, R->t_bwd);
+    return step_record(R, step, loss, gnorm, lr, dt, data_digest);
 }
 
 // Close and free everything the run opened; a metrics.jsonl that fails at close is an
 // I/O error (NFS reports write errors there). Returns rc.
 static int run_finish(Run *R, int rc) {
+    timing_model(&R->m);   // the graph counters, before the model goes
     if (R->metrics >= 0 && close(R->metrics) != 0) io_error(R->path, errno);
     if (R->ds) data_close(R->ds);
     free(R->in); free(R->tg);
@@ -846,6 +878,7 @@ static int run_finish(Run *R, int rc) {
     optim_free(&R->opt, &R->m);
     if (R->faults) faults_unbind(R->faults, &R->m);
     model_free(&R->m);
+    timing_mark(TM_FINISH);
     return rc;
 }
 
@@ -865,7 +898,10 @@ static int train_run_inner(const TrainOpts *opts) {
     g_rank = R.rank;
     flightrec_event(FR_PHASE_INIT, FR_KIND_BEGIN, 0, -1, "init");
     int rc;
-    if ((rc = run_prepare(&R)) != GO_ON) return rc;
+    if ((rc = run_prepare(&R)) != GO_ON) {
+        model_init_ahead_free(R.ahead);   // (waits for its thread)
+        return rc;
+    }
     if ((rc = run_build_model(&R)) != GO_ON) return rc;
     if (opts->write_init) return run_finish(&R, run_write_init(&R));
     if ((rc = run_open(&R)) != GO_ON) return run_finish(&R, rc);
@@ -874,8 +910,13 @@ static int train_run_inner(const TrainOpts *opts) {
     if ((rc = run_open_metrics(&R)) != GO_ON) return run_finish(&R, rc);
     R.dscale = 1.0 / ((double)R.B * R.T * R.cfg->grad_accum * R.world);
     R.flops_step = model_flops_per_step(&R.m, R.B, R.T, R.cfg->grad_accum);
+    timing_mark(TM_DATA);
     for (int64_t step = R.step0 + 1; step <= R.last; step++)
-        if ((rc = train_step(&R, step)) != GO_ON) return run_finish(&R, rc);
+        if ((rc = train_step(&R, step)) != GO_ON) {
+            timing_mark(TM_LOOP);
+            return run_finish(&R, rc);
+        }
+    timing_mark(TM_LOOP);
     rc = NSA_EXIT_OK;
     if (R.ddp && R.last > R.step0) rc = ddp_check_weights(R.ddp, R.last);
     return run_finish(&R, rc);

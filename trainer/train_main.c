@@ -30,6 +30,7 @@
 #include "trainer/flightrec.h"
 #include "trainer/protocol.h"
 #include "trainer/stackdump.h"
+#include "trainer/timing.h"
 #include "trainer/train.h"
 #include "common/exit_codes.h"
 #include "common/util.h"
@@ -547,7 +548,10 @@ int main(int argc, char **argv) {
     static MainArgs A;
     static Faults faults;
     static CommWorld world;
-    char err[8192];
+    char err[8192], terr[256];
+    // NSA_TRAIN_TIMING=1 (trainer/timing.h): main's time first; a value other than 0 or 1 is a
+    // usage error, said where a run would start (--help and the other commands still answer)
+    const int timing_bad = timing_init(terr, sizeof terr) < 0;
     A.transport = COMM_NONE;
     A.bootstrap = COMM_BOOT_AUTO;
     A.faults = &faults;
@@ -571,6 +575,11 @@ int main(int argc, char **argv) {
     if (A.threads > 0) omp_set_num_threads(A.threads);
 #endif
     if (faults.n_active) A.opts.faults = &faults;
+    if (timing_bad) {
+        fprintf(stderr, "nsa-train: %s\n", terr);
+        free_rank_paths(&A);
+        return finish(&world, NSA_EXIT_USAGE);
+    }
     if (A.out_defaulted && A.opts.rank == 0 && !A.opts.quiet)
         printf("nsa-train: writing metrics.jsonl to %s/ (no --out given)\n", A.opts.out_dir);
     rc = train_run(&A.opts);

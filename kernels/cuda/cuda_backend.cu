@@ -1,6 +1,7 @@
 // kernels/cuda/cuda_backend.cu — the CUDA backend: context (device, one stream),
 // memory hooks, the registries that back the low-precision weight copies and the
-// fp32 statistic shadows (cuda_common.cuh), and the three op tables
+// fp32 statistic shadows (cuda_common.cuh), recorded op sequences (CUDA graphs: the
+// generation counter, capture and replay), start-up accounting, and the three op tables
 // (activations bf16 = default, fp32, fp16; parameters/gradients/AdamW state fp32).
 #include <string.h>
 #include <algorithm>
@@ -24,10 +25,82 @@ void nsa_cuda_fail(const char *what, const char *detail, const char *file, int l
 
 void nsa_cuda_after_launch(const char *file, int line) {
     cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess) nsa_cuda_fail("kernel launch", cudaGetErrorString(e), file, line);
+    if (e != cudaSuccess && !nsa_cuda_capture_error(e, "a kernel launch")) nsa_cuda_fail("kernel launch", cudaGetErrorString(e), file, line);
     if (g_nsa_cuda.sync_check) {
         e = cudaStreamSynchronize(g_nsa_cuda.stream);
         if (e != cudaSuccess) nsa_cuda_fail("kernel execution (NSA_CUDA_SYNC_CHECK)", cudaGetErrorString(e), file, line);
+    }
+}
+
+// ---- recorded op sequences: capture state and generation ------------------------------------
+// g_gen advances with every (re)allocation and every change of a setting or of cached state the
+// ops consult (shadow validity, the attention switches): a graph captured at generation g bakes
+// in pointers and decisions that are only known to hold while the generation is still g.
+static uint64_t g_gen = 1;
+void nsa_cuda_generation_bump(void) { g_gen++; }
+static struct {
+    int on;              // NSA_CUDA_GRAPH (default 1)
+    int active;          // the stream is capturing for graph_begin .. graph_end
+    int recording;       // between graph_begin and graph_end (active may be a throw-away capture)
+    int broken;          // the current recording cannot be used: why
+    char why[192];
+} g_cap = {1, 0, 0, 0, ""};
+
+// The stream stops capturing (what was captured is dropped) so that `what` can run; the
+// recording is marked unusable. Returns 1 if a capture was paused (resume it after the call).
+int nsa_cuda_capture_pause(const char *what) {
+    if (!g_cap.active) return 0;
+    cudaGraph_t gr = NULL;
+    cudaError_t e = cudaStreamEndCapture(NSA_STREAM, &gr);
+    if (gr) cudaGraphDestroy(gr);
+    if (e != cudaSuccess) (void)cudaGetLastError();
+    g_cap.active = 0;
+    if (!g_cap.broken) {
+        g_cap.broken = 1;
+        snprintf(g_cap.why, sizeof g_cap.why, "%s while recording", what);
+    }
+    return 1;
+}
+int nsa_cuda_capture_error(cudaError_t e, const char *what) {
+    if (!g_cap.recording) return 0;
+    switch (e) {
+    case cudaErrorStreamCaptureUnsupported: case cudaErrorStreamCaptureInvalidated: case cudaErrorStreamCaptureMerge:
+    case cudaErrorStreamCaptureUnmatched: case cudaErrorStreamCaptureUnjoined: case cudaErrorStreamCaptureIsolation:
+    case cudaErrorStreamCaptureImplicit: case cudaErrorCapturedEvent: case cudaErrorStreamCaptureWrongThread:
+        break;
+    default:
+        return 0;
+    }
+    (void)cudaGetLastError();
+    if (!g_cap.broken) {
+        g_cap.broken = 1;
+        snprintf(g_cap.why, sizeof g_cap.why, "%s failed while recording: %s", what, cudaGetErrorString(e));
+    }
+    return 1;
+}
+
+// A throw-away capture again after a paused call: the rest of the abandoned stretch is recorded
+// (and dropped at graph_end), not run.
+void nsa_cuda_capture_resume(int paused) {
+    if (!paused) return;
+    if (cudaStreamBeginCapture(NSA_STREAM, cudaStreamCaptureModeThreadLocal) == cudaSuccess) g_cap.active = 1;
+    else {
+        (void)cudaGetLastError();
+        nsa_cuda_fail("cudaStreamBeginCapture", "cannot resume the abandoned recording (the ops after it would run "
+                      "out of order)", __FILE__, __LINE__);
+    }
+}
+
+// ---- start-up accounting ------------------------------------------------------------------------
+static struct {
+    const char *name[16];
+    double secs[16];
+    int n;
+} g_startup;
+void nsa_cuda_startup_add(const char *name, double secs) {
+    if (g_startup.n < 16) {
+        g_startup.name[g_startup.n] = name;
+        g_startup.secs[g_startup.n++] = secs;
     }
 }
 
@@ -41,6 +114,8 @@ extern "C" size_t nsa_cuda_bytes_in_use(void) { return g_in_use; }
 extern "C" size_t nsa_cuda_peak_bytes(void) { return g_peak; }
 
 static void *dev_malloc(size_t bytes) {
+    NsaCapturePause pause_("a device allocation");
+    g_gen++;
     void *p = NULL;
     if (bytes == 0) bytes = 256;
     cudaError_t e = cudaMalloc(&p, bytes);
@@ -56,6 +131,8 @@ static void *dev_malloc(size_t bytes) {
 }
 static void dev_free(void *p, size_t bytes) {
     if (!p) return;
+    NsaCapturePause pause_("a device free");
+    g_gen++;
     cudaCheck(cudaFree(p));
     account(-(int64_t)bytes);
 }
@@ -110,14 +187,16 @@ struct CudaKnobs {
     int wgmma;         // NSA_CUDA_WGMMA 0/1 (default 1: where the device runs sm_90a code)
     int stats;         // NSA_CUDA_STATS 0/1: peak device memory at exit
     int prof, prof_skip;   // NSA_CUDA_PROFILE 0/1, NSA_CUDA_PROFILE_SKIP >= 0
+    int graph;         // NSA_CUDA_GRAPH 0/1 (default 1): recorded op sequences (graph_begin)
 };
 static int read_knobs(CudaKnobs *k, char *err, size_t errlen) {
-    *k = CudaKnobs{0, 0, 0, 1, -1, 1, 0, 0, 0};
+    *k = CudaKnobs{0, 0, 0, 1, -1, 1, 0, 0, 0, 1};
     const struct { const char *name; long lo, hi; int *out; } ints[] = {
         {"NSA_CUDA_DEVICE", 0, 1023, &k->device},     {"NSA_CUDA_SYNC_CHECK", 0, 1, &k->sync_check},
         {"NSA_CUDA_SEL_PACK", 0, 1, &k->sel_pack},     {"NSA_CUDA_SEL_ROWS", -1, 1, &k->sel_rows},
         {"NSA_CUDA_WGMMA", 0, 1, &k->wgmma},           {"NSA_CUDA_STATS", 0, 1, &k->stats},
         {"NSA_CUDA_PROFILE", 0, 1, &k->prof},          {"NSA_CUDA_PROFILE_SKIP", 0, 1 << 30, &k->prof_skip},
+        {"NSA_CUDA_GRAPH", 0, 1, &k->graph},
     };
     for (const auto &v : ints)
         if (nsa_env_int(v.name, v.lo, v.hi, v.out, err, errlen) < 0) return -1;
@@ -132,11 +211,17 @@ static int read_knobs(CudaKnobs *k, char *err, size_t errlen) {
     return 0;
 }
 
+// Start-up accounting: each part of the start below is timed (NSA_TRAIN_TIMING reports them
+// through Backend.startup_times): the driver's first call (device count), the context
+// (cudaSetDevice + cudaFree(0): the primary context is created here, not at some later first
+// call), the stream and the attributes, the first kernel launch (the build-code probe: its
+// module loaded, launched, read back), and cuda_gemm.cu's cuBLASLt load, handle and workspace.
 extern "C" int nsa_cuda_init(const char **why) {
     if (g_init_state == 0) {
         CudaKnobs k;
         int count = 0;
         cudaError_t e = cudaSuccess;
+        double t = nsa_cuda_now();
         if (read_knobs(&k, g_init_why, sizeof g_init_why)) {
             g_init_state = -1;
         } else if ((e = cudaGetDeviceCount(&count)) != cudaSuccess || count == 0) {
@@ -148,23 +233,41 @@ extern "C" int nsa_cuda_init(const char **why) {
                      k.device, count, count == 1 ? "" : "s", count - 1);
             g_init_state = -1;
         } else {
+            double t1 = nsa_cuda_now();
+            nsa_cuda_startup_add("driver (device count)", t1 - t);
+            t = t1;
             g_nsa_cuda.device = k.device;
             e = cudaSetDevice(g_nsa_cuda.device);
+            if (e == cudaSuccess) e = cudaFree(0);   // the primary context, created now
+            t1 = nsa_cuda_now();
+            nsa_cuda_startup_add("CUDA context", t1 - t);
+            t = t1;
             if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&g_nsa_cuda.stream, cudaStreamNonBlocking);
             if (e != cudaSuccess) {
                 snprintf(g_init_why, sizeof g_init_why, "no usable CUDA device (%s)", cudaGetErrorString(e));
                 g_init_state = -1;
             } else {
-                cudaDeviceProp p;
-                cudaCheck(cudaGetDeviceProperties(&p, g_nsa_cuda.device));
-                g_nsa_cuda.sms = p.multiProcessorCount;
+                // one attribute, not cudaGetDeviceProperties (which queries every property);
+                // the name and compute capability only where the probe below fails
+                int sms = 0;
+                cudaCheck(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, g_nsa_cuda.device));
+                g_nsa_cuda.sms = sms;
                 g_nsa_cuda.sync_check = k.sync_check;
                 g_nsa_cuda.attn_impl = k.attn_simple;
                 g_nsa_cuda.sel_pack = k.sel_pack;
                 g_nsa_cuda.sel_rows = k.sel_rows;
+                g_cap.on = k.graph;
+                t1 = nsa_cuda_now();
+                nsa_cuda_startup_add("stream, attributes", t1 - t);
+                t = t1;
                 cudaError_t pe = cudaSuccess;
                 const int code = probe_build_code(&pe);
+                t1 = nsa_cuda_now();
+                nsa_cuda_startup_add("first kernel launch (probe)", t1 - t);
+                t = t1;
                 if (code < 0) {
+                    cudaDeviceProp p;
+                    cudaCheck(cudaGetDeviceProperties(&p, g_nsa_cuda.device));
                     snprintf(g_init_why, sizeof g_init_why,
                              "this build has no code that %.96s (sm_%d%d) runs (%.60s): configure with "
                              "-DCMAKE_CUDA_ARCHITECTURES=%d%d%s",
@@ -174,7 +277,7 @@ extern "C" int nsa_cuda_init(const char **why) {
                 } else {
                     g_wgmma_avail = code;
                     g_nsa_cuda.wgmma = k.wgmma && code;
-                    nsa_cuda_gemm_init();
+                    nsa_cuda_gemm_init();   // adds its own parts (cuBLASLt load, handle, workspace)
                     if (k.stats) atexit(print_stats);
                     prof_configure(k.prof, k.prof_skip);
                     g_init_state = 1;
@@ -186,15 +289,20 @@ extern "C" int nsa_cuda_init(const char **why) {
     return g_init_state > 0;
 }
 
-extern "C" void nsa_cuda_set_attn_impl(int impl) { g_nsa_cuda.attn_impl = impl; }
+// (each switch changes which kernels the ops launch: a recording made before is stale)
+extern "C" void nsa_cuda_set_attn_impl(int impl) { g_nsa_cuda.attn_impl = impl; g_gen++; }
 extern "C" int nsa_cuda_get_attn_impl(void) { return g_nsa_cuda.attn_impl; }
-extern "C" void nsa_cuda_set_sel_pack(int on) { g_nsa_cuda.sel_pack = on; }
-extern "C" void nsa_cuda_set_sel_rows(int mode) { g_nsa_cuda.sel_rows = mode < 0 ? -1 : mode > 0; }
+extern "C" void nsa_cuda_set_sel_pack(int on) { g_nsa_cuda.sel_pack = on; g_gen++; }
+extern "C" void nsa_cuda_set_sel_rows(int mode) { g_nsa_cuda.sel_rows = mode < 0 ? -1 : mode > 0; g_gen++; }
 extern "C" int nsa_cuda_set_wgmma(int on) {
     g_nsa_cuda.wgmma = on && g_wgmma_avail;
+    g_gen++;
     return g_nsa_cuda.wgmma;
 }
-extern "C" void nsa_cuda_sync(void) { cudaCheck(cudaStreamSynchronize(NSA_STREAM)); }
+extern "C" void nsa_cuda_sync(void) {
+    NsaCapturePause pause_("a wait for the device");
+    cudaCheck(cudaStreamSynchronize(NSA_STREAM));
+}
 
 // ---- scratch -------------------------------------------------------------------------------
 static void *g_scr[SCR_NSLOTS];
@@ -202,6 +310,7 @@ static size_t g_scr_bytes[SCR_NSLOTS];
 
 void *nsa_cuda_scratch(int slot, size_t bytes) {
     if (bytes <= g_scr_bytes[slot] && g_scr[slot]) return g_scr[slot];
+    NsaCapturePause pause_("a scratch buffer's growth");
     size_t nb = bytes + bytes / 4 + 256;
     dev_free(g_scr[slot], g_scr_bytes[slot]);
     g_scr[slot] = dev_malloc(nb);
@@ -227,9 +336,13 @@ static std::map<uintptr_t, AllocRec>::iterator find_alloc(const void *p) {
     return g_allocs.end();
 }
 
+// (a shadow's validity decides what its readers launch: a change is a new generation)
 static void invalidate(const void *p) {
     auto it = find_alloc(p);
-    if (it != g_allocs.end()) it->second.valid = false;
+    if (it != g_allocs.end() && it->second.valid) {
+        it->second.valid = false;
+        g_gen++;
+    }
 }
 
 const float *nsa_cuda_stat_read(int dt, const void *p, int64_t n, int slot) {
@@ -251,6 +364,7 @@ float *nsa_cuda_stat_write(int dt, const void *p) {
         r.shadow_bytes = (r.bytes / dt_bytes(dt) + 1) * 4;
         r.shadow = (float *)dev_malloc(r.shadow_bytes);
     }
+    if (!r.valid) g_gen++;
     r.valid = true;
     return r.shadow + ((uintptr_t)p - it->first) / dt_bytes(dt);
 }
@@ -292,6 +406,8 @@ const void *nsa_cuda_weight(int dt, const void *w, int64_t n, int slot) {
             auto key = std::make_pair((uintptr_t)w, dt);
             auto it = g_acopies.find(key);
             if (it == g_acopies.end() || it->second.n != n) {
+                // (paused as a whole: the copy must really be filled, not recorded and dropped)
+                NsaCapturePause pause_("a weight's first aligned copy");
                 if (it != g_acopies.end()) dev_free(it->second.ptr, (size_t)it->second.n * dt_bytes(dt));
                 ACopy a = {n, dev_malloc((size_t)n * dt_bytes(dt))};
                 cudaCheck(cudaMemcpyAsync(a.ptr, cp, (size_t)n * dt_bytes(dt), cudaMemcpyDeviceToDevice, NSA_STREAM));
@@ -326,6 +442,7 @@ static void refresh_copies(const void *p, size_t bytes) {
 
 static void params_changed_dt(int dt, void *param_mem, int64_t n) {
     if (dt == NSA_DT_F32 || !param_mem) return;
+    NsaCapturePause pause_("a refresh of the weight copies");
     WCopy *c = NULL;
     for (auto &x : g_wcopies)
         if (x.base == (uintptr_t)param_mem && x.dt == dt) c = &x;
@@ -350,6 +467,7 @@ static int g_syncs = 0;   // Backend.sync calls (once per training step)
 
 // ---- memory hooks ----------------------------------------------------------------------
 static void *cu_alloc(size_t bytes) {
+    NsaCapturePause pause_("a device allocation");
     size_t sz = (bytes + 255) & ~(size_t)255;
     void *p = dev_malloc(sz);
     cudaCheck(cudaMemsetAsync(p, 0, sz, NSA_STREAM));
@@ -360,6 +478,8 @@ static void *cu_alloc(size_t bytes) {
 
 static void cu_free(void *p) {
     if (!p) return;
+    NsaCapturePause pause_("a device free");
+    g_gen++;
     auto it = g_allocs.find((uintptr_t)p);
     size_t bytes = 0;
     if (it != g_allocs.end()) {
@@ -393,11 +513,13 @@ static void cu_zero(void *p, size_t bytes) {
 }
 static void cu_to_host(void *h, const void *d, size_t bytes) {
     if (!bytes) return;
+    NsaCapturePause pause_("a device-to-host copy");
     cudaCheck(cudaMemcpyAsync(h, d, bytes, cudaMemcpyDeviceToHost, NSA_STREAM));
     cudaCheck(cudaStreamSynchronize(NSA_STREAM));
 }
 static void cu_from_host(void *d, const void *h, size_t bytes) {
     if (!bytes) return;
+    NsaCapturePause pause_("a host-to-device copy");
     cudaCheck(cudaMemcpyAsync(d, h, bytes, cudaMemcpyHostToDevice, NSA_STREAM));
     cudaCheck(cudaStreamSynchronize(NSA_STREAM));
     invalidate(d);
@@ -410,6 +532,7 @@ static void cu_copy(void *dst, const void *src, size_t bytes) {
     refresh_copies(dst, bytes);
 }
 static void cu_sync(void) {
+    NsaCapturePause pause_("a wait for the device");
     cudaCheck(cudaStreamSynchronize(NSA_STREAM));
     g_syncs++;   // the trainer syncs once per step: NSA_CUDA_PROFILE_SKIP counts these
 }
@@ -511,6 +634,114 @@ static const char *mm_name(char *buf, size_t n, const char *op, int M, int N, in
     if (g_prof != 1) return op;
     snprintf(buf, n, "%s N%d K%d%s", op, N, K, M < 4096 ? " (small M)" : "");
     return buf;
+}
+
+// ---- recorded op sequences: the Backend hooks -------------------------------------------------
+// graph_begin starts a stream capture (thread-local mode: a call of this thread that cannot be
+// captured fails instead of running, and every such call of ours pauses first, above);
+// graph_end instantiates what was captured. A graph is only launched at the generation it was
+// captured at (the model compares before launching; graph_launch checks again and stops the
+// process rather than run a stale graph). Refused while NSA_CUDA_GRAPH=0, NSA_CUDA_SYNC_CHECK=1
+// (a wait after every launch) or NSA_CUDA_PROFILE=1 (events around every op).
+struct NsaGraph {
+    cudaGraphExec_t exec;
+    size_t nodes;
+    uint64_t gen;
+};
+static int cu_graph_begin(void) {
+    if (!g_cap.on || g_nsa_cuda.sync_check || g_prof || g_cap.recording) return 0;
+    cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(NSA_STREAM, &st) != cudaSuccess || st != cudaStreamCaptureStatusNone) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    if (cudaStreamBeginCapture(NSA_STREAM, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    g_cap.active = g_cap.recording = 1;
+    g_cap.broken = 0;
+    g_cap.why[0] = 0;
+    return 1;
+}
+static void *cu_graph_end(size_t *nodes, const char **why) {
+    if (nodes) *nodes = 0;
+    if (why) *why = NULL;
+    cudaGraph_t gr = NULL;
+    if (g_cap.active) {
+        cudaError_t e = cudaStreamEndCapture(NSA_STREAM, &gr);
+        if (e != cudaSuccess) {
+            (void)cudaGetLastError();
+            if (!g_cap.broken) snprintf(g_cap.why, sizeof g_cap.why, "cudaStreamEndCapture: %s", cudaGetErrorString(e));
+            g_cap.broken = 1;
+        }
+    } else if (!g_cap.recording) {
+        g_cap.broken = 1;
+        snprintf(g_cap.why, sizeof g_cap.why, "graph_end without graph_begin");
+    }
+    g_cap.active = g_cap.recording = 0;
+    if (!g_cap.broken && !gr) {
+        g_cap.broken = 1;
+        snprintf(g_cap.why, sizeof g_cap.why, "the capture returned no graph");
+    }
+    if (g_cap.broken) {
+        if (gr) cudaGraphDestroy(gr);
+        if (why) *why = g_cap.why;
+        return NULL;
+    }
+    size_t n = 0;
+    if (cudaGraphGetNodes(gr, NULL, &n) != cudaSuccess) (void)cudaGetLastError();
+    cudaGraphExec_t ex = NULL;
+    cudaError_t e = cudaGraphInstantiate(&ex, gr, 0);
+    cudaGraphDestroy(gr);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        snprintf(g_cap.why, sizeof g_cap.why, "cudaGraphInstantiate (%zu nodes): %s", n, cudaGetErrorString(e));
+        if (why) *why = g_cap.why;
+        return NULL;
+    }
+    NsaGraph *g = new NsaGraph{ex, n, g_gen};
+    if (nodes) *nodes = n;
+    return g;
+}
+static void cu_graph_launch(void *h) {
+    NsaGraph *g = (NsaGraph *)h;
+    if (!g) nsa_cuda_fail("graph_launch", "NULL graph", __FILE__, __LINE__);
+    if (g->gen != g_gen) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "a graph captured at generation %llu launched at generation %llu (stale: the caller "
+                 "must capture again)", (unsigned long long)g->gen, (unsigned long long)g_gen);
+        nsa_cuda_fail("graph_launch", msg, __FILE__, __LINE__);
+    }
+    cudaCheck(cudaGraphLaunch(g->exec, NSA_STREAM));
+    CUDA_LAUNCHED();
+}
+static void cu_graph_free(void *h) {
+    NsaGraph *g = (NsaGraph *)h;
+    if (!g) return;
+    if (!g_cap.active) cudaCheck(cudaStreamSynchronize(NSA_STREAM));   // a launch may be in flight
+    cudaCheck(cudaGraphExecDestroy(g->exec));
+    delete g;
+}
+static uint64_t cu_generation(void) { return g_gen; }
+
+// the start-up parts measured at init, then the GEMM plans made so far (count, host time)
+static int cu_startup_times(const char **names, double *secs, int max) {
+    int n = 0;
+    for (int i = 0; i < g_startup.n && n < max; i++, n++) {
+        names[n] = g_startup.name[i];
+        secs[n] = g_startup.secs[i];
+    }
+    static char plans_name[48];
+    int np = 0;
+    double ps = 0;
+    nsa_cuda_gemm_plan_stats(&np, &ps);
+    if (n < max) {
+        snprintf(plans_name, sizeof plans_name, "cuBLASLt plans (%d made)", np);
+        names[n] = plans_name;
+        secs[n++] = ps;
+    }
+    return n;
 }
 
 // ---- the op tables ---------------------------------------------------------------------
@@ -656,6 +887,12 @@ template <int DT> struct Ops {
         b->adamw = adamw;
         b->adamw_runs = adamw_runs;
         b->params_changed = DT == NSA_DT_F32 ? NULL : bound<params_changed_dt, nullptr, DT>;
+        b->graph_begin = cu_graph_begin;
+        b->graph_end = cu_graph_end;
+        b->graph_launch = cu_graph_launch;
+        b->graph_free = cu_graph_free;
+        b->generation = cu_generation;
+        b->startup_times = cu_startup_times;
 #define NSA_BIND(field, fn, name) b->field = bound<fn, prof_##field, DT>;
         NSA_CUDA_PROFILED_OPS(NSA_BIND)
 #undef NSA_BIND

@@ -20,15 +20,21 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 #include "kernels/cuda/cuda_launch.h"
 #include "kernels/ops.h"
 
 // ---- errors ---------------------------------------------------------------------------
 void nsa_cuda_fail(const char *what, const char *detail, const char *file, int line);
+// An error that says the stream capture of a recording went wrong (cudaErrorStreamCapture*):
+// while recording, the recording is marked unusable (graph_end returns NULL naming `what`) and
+// 1 is returned, so the caller goes on (nothing recorded runs); else 0 (a real failure).
+int nsa_cuda_capture_error(cudaError_t e, const char *what);
 #define cudaCheck(call)                                                                      \
     do {                                                                                     \
         cudaError_t e_ = (call);                                                             \
-        if (e_ != cudaSuccess) nsa_cuda_fail(#call, cudaGetErrorString(e_), __FILE__, __LINE__); \
+        if (e_ != cudaSuccess && !nsa_cuda_capture_error(e_, #call))                         \
+            nsa_cuda_fail(#call, cudaGetErrorString(e_), __FILE__, __LINE__);                \
     } while (0)
 // After every kernel launch: the launch error, and with NSA_CUDA_SYNC_CHECK=1 in the
 // environment a stream synchronisation, so an asynchronous fault names its kernel.
@@ -50,6 +56,36 @@ struct NsaCudaCtx {
 };
 extern NsaCudaCtx g_nsa_cuda;
 #define NSA_STREAM (g_nsa_cuda.stream)
+
+// ---- recorded op sequences (CUDA graphs, Backend.graph_begin .. graph_end; cuda_backend.cu) ----
+// While the backend records, a call that cannot be recorded (a device allocation or free, a copy
+// or a reduction that waits for the device, a first-time setup such as a new cuBLASLt plan)
+// brackets itself with an NsaCapturePause: the recording is abandoned (graph_end returns NULL
+// naming `what`; the model then runs the stretch eagerly), the stream stops capturing so the call
+// runs as usual, and a throw-away recording starts again after it, so that nothing of the
+// abandoned stretch runs either. Outside a recording the pause is one load and a branch.
+int nsa_cuda_capture_pause(const char *what);
+void nsa_cuda_capture_resume(int paused);
+struct NsaCapturePause {
+    int paused;
+    explicit NsaCapturePause(const char *what) : paused(nsa_cuda_capture_pause(what)) {}
+    ~NsaCapturePause() { nsa_cuda_capture_resume(paused); }
+    NsaCapturePause(const NsaCapturePause &) = delete;
+    NsaCapturePause &operator=(const NsaCapturePause &) = delete;
+};
+// Advance the backend's generation (Backend.generation): every (re)allocation, every change of a
+// setting or cached state the ops consult. A recording is only run at the generation it was made.
+void nsa_cuda_generation_bump(void);
+
+// Start-up accounting (Backend.startup_times): seconds spent in a named part of the backend's
+// start; cuda_gemm.cu adds its library load, and counts its plans (nsa_cuda_gemm_plan_stats).
+void nsa_cuda_startup_add(const char *name, double secs);
+void nsa_cuda_gemm_plan_stats(int *plans, double *secs);
+static inline double nsa_cuda_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 // Grow-only device scratch, one buffer per slot (ops use distinct slots for buffers
 // that must coexist). Growing frees the old buffer (cudaFree synchronises).

@@ -717,6 +717,7 @@ extern "C" void nsa_cuda_xent_fwd_bwd(int dt, void *losses, void *dlogits, const
 
 extern "C" double nsa_cuda_sumsq_f32(const void *x, int64_t n) {
     if (n <= 0) return 0.0;
+    NsaCapturePause pause_("a reduction read back to the host");
     int64_t np = (n + RED_CHUNK - 1) / RED_CHUNK;
     double *part = (double *)nsa_cuda_scratch(SCR_RED1, (size_t)(np + 1) * sizeof(double));
     k_sumsq_part<<<(unsigned)np, RED_THREADS, 0, NSA_STREAM>>>(part + 1, (const float *)x, n);
@@ -732,6 +733,7 @@ extern "C" double nsa_cuda_sumsq_f32(const void *x, int64_t n) {
 // chunks and sums as nsa_cuda_sumsq_f32, so the same bits), one copy back, one wait
 extern "C" void nsa_cuda_sumsq_many_f32(const void *base, const int64_t *off, const int64_t *len, int n, double *out) {
     if (n <= 0) return;
+    NsaCapturePause pause_("a reduction read back to the host");
     std::vector<int64_t> tab((size_t)3 * n + 1);
     int64_t np = 0;
     for (int i = 0; i < n; i++) {
@@ -766,6 +768,7 @@ extern "C" void nsa_cuda_scale_f32(void *x, double s, int64_t n) {
 }
 extern "C" int64_t nsa_cuda_first_nonfinite(int dt, const void *x, int64_t n) {
     if (n <= 0) return -1;
+    NsaCapturePause pause_("a check read back to the host");
     unsigned long long *first = (unsigned long long *)nsa_cuda_scratch(SCR_MISC, sizeof(unsigned long long));
     cudaCheck(cudaMemsetAsync(first, 0xff, sizeof *first, NSA_STREAM));
     DISPATCH_DT(dt, T, k_nonfinite<T><<<nsa_blocks(n, EW_THREADS), EW_THREADS, 0, NSA_STREAM>>>(first, (const T *)x, n));
@@ -789,6 +792,8 @@ static void adamw_split(const void *p, const void *g, const void *m, const void 
 }
 extern "C" void nsa_cuda_adamw_runs(void *p, const void *g, void *m, void *v, const NsaAdamwRun *runs, int nr, double lr,
                                     double b1, double b2, double bc1, double bc2, double eps, int copy_dt) {
+    // (its table is copied from host memory that is freed on return: never recorded)
+    NsaCapturePause pause_("an optimizer update");
     std::vector<AdamwRun> tab;
     int64_t blocks = 0;
     const int esz = copy_dt == NSA_DT_F32 ? 4 : 2;

@@ -26,8 +26,14 @@
 // <cublasLt.h> still gives the types and the exact prototypes (decltype). A missing
 // library or symbol, or a library whose major version is not the header's, is a clear
 // nsa_cuda_fail, never a crash. The calls, their order and arguments are as when linked.
+// The load, the handle and the workspace are made on a thread of their own, started at
+// backend init (the thread makes the backend's device current first): the first GEMM waits
+// for it (lt_wait), so the library's start overlaps the model's allocation and initial weights;
+// a failure is reported at that wait, as the same nsa_cuda_fail, from the main thread; at exit
+// the thread is waited for (never a process torn down under a dlopen).
 #include <cublasLt.h>
 #include <dlfcn.h>
+#include <pthread.h>
 #include <string.h>
 #include <map>
 #include <array>
@@ -54,9 +60,23 @@ static struct {
 
 #define NSA_STR2(x) #x
 #define NSA_STR(x) NSA_STR2(x)
-static void lt_load(void) {
+// a failure of the loading thread, reported by lt_wait as nsa_cuda_fail(what, why, file, line)
+static struct {
+    const char *what;
+    char why[768];
+    int line;
+} g_lt_err;
+#define LT_FAIL(what_, line_)                                                                    \
+    do {                                                                                         \
+        g_lt_err.what = (what_);                                                                 \
+        g_lt_err.line = (line_);                                                                 \
+        return -1;                                                                               \
+    } while (0)
+// Returns 0, or -1 with g_lt_err filled.
+static int lt_load(void) {
     static const char *const names[] = {"libcublasLt.so." NSA_STR(CUBLAS_VER_MAJOR), "libcublasLt.so"};
-    char why[768] = "";
+    char *why = g_lt_err.why;
+    why[0] = 0;
     size_t used = 0;
     void *h = NULL;
     // by name (the loader's search: LD_LIBRARY_PATH, this binary's RUNPATH, ld.so.cache),
@@ -76,20 +96,20 @@ static void lt_load(void) {
             h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
             if (h) break;
             const char *e = dlerror();
-            used += (size_t)snprintf(why + used, used < sizeof why ? sizeof why - used : 0, "%s%s", used ? "; " : "",
-                                     e ? e : path);
-            if (used >= sizeof why) used = sizeof why - 1;
+            used += (size_t)snprintf(why + used, used < sizeof g_lt_err.why ? sizeof g_lt_err.why - used : 0, "%s%s",
+                                     used ? "; " : "", e ? e : path);
+            if (used >= sizeof g_lt_err.why) used = sizeof g_lt_err.why - 1;
         }
     }
-    if (!h) nsa_cuda_fail("dlopen(libcublasLt.so." NSA_STR(CUBLAS_VER_MAJOR) " / libcublasLt.so)", why, __FILE__, __LINE__);
+    if (!h) LT_FAIL("dlopen(libcublasLt.so." NSA_STR(CUBLAS_VER_MAJOR) " / libcublasLt.so)", __LINE__);
 #define NSA_LT_SYM(f)                                                                            \
     do {                                                                                         \
         dlerror();                                                                               \
         void *p_ = dlsym(h, #f);                                                                 \
         if (!p_) {                                                                               \
             const char *e_ = dlerror();                                                          \
-            snprintf(why, sizeof why, "libcublasLt has no symbol %s (%s)", #f, e_ ? e_ : "NULL");    \
-            nsa_cuda_fail("dlsym(" #f ")", why, __FILE__, __LINE__);                             \
+            snprintf(why, sizeof g_lt_err.why, "libcublasLt has no symbol %s (%s)", #f, e_ ? e_ : "NULL"); \
+            LT_FAIL("dlsym(" #f ")", __LINE__);                                                  \
         }                                                                                        \
         lt.f = (decltype(lt.f))p_;                                                               \
     } while (0);
@@ -99,10 +119,11 @@ static void lt_load(void) {
     if (v / 10000 != (size_t)CUBLAS_VER_MAJOR) {
         Dl_info di;
         const char *path = dladdr((void *)lt.cublasLtGetVersion, &di) && di.dli_fname ? di.dli_fname : "libcublasLt";
-        snprintf(why, sizeof why, "%s is cuBLASLt %zu.%zu.%zu; this build was compiled against cuBLAS %d.%d (major %d)",
+        snprintf(why, sizeof g_lt_err.why, "%s is cuBLASLt %zu.%zu.%zu; this build was compiled against cuBLAS %d.%d (major %d)",
                  path, v / 10000, v / 100 % 100, v % 100, CUBLAS_VER_MAJOR, CUBLAS_VER_MINOR, CUBLAS_VER_MAJOR);
-        nsa_cuda_fail("cublasLtGetVersion", why, __FILE__, __LINE__);
+        LT_FAIL("cublasLtGetVersion", __LINE__);
     }
+    return 0;
 }
 
 #define LT_CHECK(call)                                                                          \
@@ -115,10 +136,74 @@ static cublasLtHandle_t g_lt;
 static void *g_ws;
 static const size_t g_ws_bytes = 64u << 20;
 
+// ---- the loading thread -----------------------------------------------------------------------
+static pthread_t g_lt_thread;
+static int g_lt_pending;         // the thread runs or has not been waited for
+static double g_lt_secs[3];      // load, handle, workspace (in the thread)
+
+// Returns 0, or -1 with g_lt_err filled. Any thread (the device made current first).
+static int lt_start(void) {
+    double t = nsa_cuda_now();
+    cudaError_t e = cudaSetDevice(g_nsa_cuda.device);
+    if (e != cudaSuccess) {
+        snprintf(g_lt_err.why, sizeof g_lt_err.why, "%s", cudaGetErrorString(e));
+        LT_FAIL("cudaSetDevice (cuBLASLt's thread)", __LINE__);
+    }
+    if (lt_load()) return -1;
+    double t1 = nsa_cuda_now();
+    g_lt_secs[0] = t1 - t;
+    t = t1;
+    cublasStatus_t st = lt.cublasLtCreate(&g_lt);
+    if (st != CUBLAS_STATUS_SUCCESS) {
+        snprintf(g_lt_err.why, sizeof g_lt_err.why, "%s", lt.cublasLtGetStatusString(st));
+        LT_FAIL("cublasLtCreate", __LINE__);
+    }
+    t1 = nsa_cuda_now();
+    g_lt_secs[1] = t1 - t;
+    t = t1;
+    e = cudaMalloc(&g_ws, g_ws_bytes);
+    if (e != cudaSuccess) {
+        snprintf(g_lt_err.why, sizeof g_lt_err.why, "%s", cudaGetErrorString(e));
+        LT_FAIL("cudaMalloc (cuBLASLt workspace)", __LINE__);
+    }
+    g_lt_secs[2] = nsa_cuda_now() - t;
+    return 0;
+}
+static void *lt_thread_main(void *) {
+    lt_start();
+    return NULL;
+}
+// The first GEMM (and exit) wait for the thread; its parts go to the start-up accounting, a
+// failure ends the process here, from the calling thread.
+static void lt_wait(void) {
+    if (!g_lt_pending) return;
+    const double t = nsa_cuda_now();
+    pthread_join(g_lt_thread, NULL);
+    g_lt_pending = 0;
+    if (g_lt_err.what) nsa_cuda_fail(g_lt_err.what, g_lt_err.why, __FILE__, g_lt_err.line);
+    nsa_cuda_startup_add("cuBLASLt load (dlopen; own thread)", g_lt_secs[0]);
+    nsa_cuda_startup_add("cuBLASLt handle (own thread)", g_lt_secs[1]);
+    nsa_cuda_startup_add("GEMM workspace (own thread)", g_lt_secs[2]);
+    nsa_cuda_startup_add("wait for cuBLASLt at the first GEMM", nsa_cuda_now() - t);
+}
+// at exit, before the libraries' destructors: never tear the process down under the dlopen
+static void lt_wait_at_exit(void) {
+    if (!g_lt_pending) return;
+    pthread_join(g_lt_thread, NULL);
+    g_lt_pending = 0;
+}
+
 void nsa_cuda_gemm_init(void) {
-    lt_load();
-    LT_CHECK(lt.cublasLtCreate(&g_lt));
-    cudaCheck(cudaMalloc(&g_ws, g_ws_bytes));
+    if (pthread_create(&g_lt_thread, NULL, lt_thread_main, NULL) == 0) {
+        g_lt_pending = 1;
+        atexit(lt_wait_at_exit);
+        return;
+    }
+    // no thread: here and now
+    if (lt_start()) nsa_cuda_fail(g_lt_err.what, g_lt_err.why, __FILE__, g_lt_err.line);
+    nsa_cuda_startup_add("cuBLASLt load (dlopen)", g_lt_secs[0]);
+    nsa_cuda_startup_add("cuBLASLt handle", g_lt_secs[1]);
+    nsa_cuda_startup_add("GEMM workspace", g_lt_secs[2]);
 }
 
 static int ptr_align(const void *p) {
@@ -135,6 +220,11 @@ struct Plan {
     cublasLtMatmulAlgo_t algo;
 };
 static std::map<PlanKey, Plan> g_plans;
+static double g_plan_secs;   // host time spent making plans (descriptors + heuristic query)
+void nsa_cuda_gemm_plan_stats(int *plans, double *secs) {
+    *plans = (int)g_plans.size();
+    *secs = g_plan_secs;
+}
 
 static cudaDataType_t cuda_type(int dt) {
     return dt == NSA_DT_F32 ? CUDA_R_32F : dt == NSA_DT_BF16 ? CUDA_R_16BF : CUDA_R_16F;
@@ -145,6 +235,7 @@ static cudaDataType_t cuda_type(int dt) {
 static void lt_matmul(int ab_dt, int c_dt, int ta, int tb, int m, int n, int k, const void *A, int64_t lda,
                       const void *B, int64_t ldb, float beta, void *C, int64_t ldc, const void *bias) {
     if (m <= 0 || n <= 0) return;
+    lt_wait();
     if (k <= 0) {   // empty inner dimension: D = beta C (+ bias, never used with k = 0)
         if (beta == 0.0f) {
             if (ldc == m) cudaCheck(cudaMemsetAsync(C, 0, (size_t)m * n * dt_bytes(c_dt), NSA_STREAM));
@@ -159,6 +250,10 @@ static void lt_matmul(int ab_dt, int c_dt, int ta, int tb, int m, int n, int k, 
                     bias ? ptr_align(bias) : 0}};
     auto it = g_plans.find(key);
     if (it == g_plans.end()) {
+        // a shape first seen: never while recording a graph (the eager run before a recording
+        // makes every plan it needs; one made here means the recording differs from it)
+        NsaCapturePause pause_("a new cuBLASLt plan");
+        const double t0 = nsa_cuda_now();
         Plan p;
         cudaDataType_t tab = cuda_type(ab_dt), tc = cuda_type(c_dt);
         LT_CHECK(lt.cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
@@ -195,12 +290,20 @@ static void lt_matmul(int ab_dt, int c_dt, int ta, int tb, int m, int n, int k, 
         }
         p.algo = res.algo;
         it = g_plans.insert(std::make_pair(key, p)).first;
+        g_plan_secs += nsa_cuda_now() - t0;
     }
     Plan &p = it->second;
     if (bias) LT_CHECK(lt.cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
     const float alpha = 1.0f;
-    LT_CHECK(lt.cublasLtMatmul(g_lt, p.desc, &alpha, A, p.la, B, p.lb, &beta, C, p.lc, C, p.lc, &p.algo, g_ws, g_ws_bytes,
-                               NSA_STREAM));
+    const cublasStatus_t st = lt.cublasLtMatmul(g_lt, p.desc, &alpha, A, p.la, B, p.lb, &beta, C, p.lc, C, p.lc, &p.algo,
+                                                g_ws, g_ws_bytes, NSA_STREAM);
+    if (st != CUBLAS_STATUS_SUCCESS) {
+        // while recording, a capture that went wrong underneath (its launch error pending) spoils
+        // the recording instead of ending the process
+        const cudaError_t ce = cudaPeekAtLastError();
+        if (!(ce != cudaSuccess && nsa_cuda_capture_error(ce, "cublasLtMatmul")))
+            nsa_cuda_fail("cublasLtMatmul", lt.cublasLtGetStatusString(st), __FILE__, __LINE__);
+    }
     CUDA_LAUNCHED();
 }
 
