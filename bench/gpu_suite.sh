@@ -5,6 +5,7 @@
 #
 # phases (each logs to its own file, is cut at the call's deadline, and never stops the next):
 #   build      configure + build nsa-harness, nsa-train (CUDA, sm_90a) in $BUILD (default build)
+#   graph      test_seq_graph and tests/gpu/prefill_graph.sh (CUDA-graph prefill bitwise vs eager)
 #   startup    bench/gpu_startup.sh: where a short case's seconds go (when the script exists)
 #   suite_all  the main job, `./run_all.sh` (-j auto: a case per GPU), on every GPU; its wall time
 #   suite_1    the same on one GPU (CUDA_VISIBLE_DEVICES=0)
@@ -13,7 +14,8 @@
 #              with checkpointing, on this GPU (the worst relative difference of each tensor)
 #   matrix     the detection matrix, gpu profile, -j auto (MATRIX_FILTER: --filter for a part of it)
 #   scaling    bench/gpu_scaling.sh over 1, 2, 4 GPUs (m7c_125m, S 2048, batch 16 a rank)
-# Every run's RESULTS.md and summary.json are kept under the log folder; at the end: a summary
+# Every run's RESULTS.md and summary.json are kept under the log folder, and every case's
+# start-up phases (NSA_TRAIN_TIMING=1: timing.json) as NAME_timings.tgz; at the end: a summary
 # (wall time and verdict counts of each run) and $OUT/suite_logs.tgz. Run from the repository
 # root with .deps staged (tools/device-deps.sh) where jansson is missing. COMMIT names the
 # commit when the tree has no .git.
@@ -44,15 +46,26 @@ if has build; then
   step configure 150 cmake -S . -B "$B" -DCMAKE_CUDA_ARCHITECTURES=90a -DNSA_WERROR=ON
   step build 420 cmake --build "$B" -j16 --target nsa-harness nsa-train
 fi
+if has graph; then   # sequential prefill as CUDA graphs: bitwise against eager, and its speed
+  step graph_build 300 cmake --build "$B" -j16 --target test_seq_graph
+  step graph_unit 120 "$B/tests/test_seq_graph"
+  step graph_prefill 200 bash tests/gpu/prefill_graph.sh "$B"
+fi
 if has startup && [ -f bench/gpu_startup.sh ]; then
   step startup 200 bash bench/gpu_startup.sh "$B"
 fi
+# every case's start-up phases (nsa-train's timing.json), kept after each suite run
+export NSA_TRAIN_TIMING=1
+keep_timings() {
+  (cd reports && find . -name timing.json -newer "$LOG/device.txt" | tar czf "$LOG/$1_timings.tgz" -T -) 2>/dev/null
+}
 if has suite_all; then   # the main job on every GPU: both of its runs, -j auto
   t0=$SECONDS
   step suite_all 560 ./run_all.sh
   echo "suite_all: $((SECONDS - t0)) s wall (./run_all.sh, $(nvidia-smi -L | wc -l) GPUs)" >>"$LOG/runs.txt"
   keep_report suite_all_trainer
   d=$(ls -dt reports/2*/ | sed -n 2p); [ -n "$d" ] && cp "$d/RESULTS.md" "$LOG/suite_all_main.md" && cp "$d/summary.json" "$LOG/suite_all_main.json"
+  keep_timings suite_all
 fi
 if has suite_1; then
   t0=$SECONDS
@@ -60,6 +73,7 @@ if has suite_1; then
   echo "suite_1: $((SECONDS - t0)) s wall (./run_all.sh, CUDA_VISIBLE_DEVICES=0)" >>"$LOG/runs.txt"
   keep_report suite_1_trainer
   d=$(ls -dt reports/2*/ | sed -n 2p); [ -n "$d" ] && cp "$d/RESULTS.md" "$LOG/suite_1_main.md" && cp "$d/summary.json" "$LOG/suite_1_main.json"
+  keep_timings suite_1
 fi
 if has golden; then
   step golden 300 "$B/nsa-harness" run scenarios/golden_regression.json scenarios/perf.json -j auto
