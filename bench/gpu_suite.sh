@@ -9,6 +9,7 @@
 #   startup    bench/gpu_startup.sh: where a short case's seconds go (when the script exists)
 #   suite_all  the main job, `./run_all.sh` (-j auto: a case per GPU), on every GPU; its wall time
 #   suite_1    the same on one GPU (CUDA_VISIBLE_DEVICES=0)
+#   main       the main job's first run alone: nsa-harness run -j auto (scenarios/ against nsa-train)
 #   golden     golden_regression + perf on this GPU model, -j auto (which baseline each compared with)
 #   noise      bench/showcase_noise.json: the example trainer's step-1 gradients, run to run and
 #              with checkpointing, on this GPU (the worst relative difference of each tensor)
@@ -21,7 +22,7 @@
 # commit when the tree has no .git.
 set -u
 . "$(dirname "$0")/session_lib.sh"
-session_begin "build startup suite_all suite_1 golden matrix scaling" 560 suite_logs
+session_begin "build graph startup suite_all suite_1 golden matrix scaling" 560 suite_logs
 export NSA_BUILD_DIR=$B CMAKE_ARGS="-DCMAKE_CUDA_ARCHITECTURES=90a" NSA_CUDA=on
 { nvidia-smi -L; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; nproc; date -u;
   echo "commit ${COMMIT:-$(git rev-parse HEAD 2>/dev/null || sed -n 's/^node: //p' .git_archival.txt)}"; } > "$LOG/device.txt" 2>&1
@@ -83,6 +84,13 @@ if has noise; then   # run-to-run noise of the example trainer's gradients (benc
   step noise 300 "$B/nsa-harness" run bench/showcase_noise.json --profile gpu -j auto \
     --trainer-map examples/showcase/showcase.map.json
   keep_report noise
+fi
+if has main; then   # the main run alone (nsa-harness run -j auto, scenarios/ against nsa-train)
+  t0=$SECONDS
+  step main 560 "$B/nsa-harness" run -j auto
+  echo "main: $((SECONDS - t0)) s wall (nsa-harness run -j auto, $(nvidia-smi -L | wc -l) GPUs)" >>"$LOG/runs.txt"
+  keep_report main
+  keep_timings main
 fi
 if has matrix; then
   step matrix 560 "$B/nsa-harness" run scenarios/selftest/detection_matrix.json --profile gpu -j auto ${MATRIX_FILTER:-}
