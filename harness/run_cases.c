@@ -6,7 +6,9 @@
 #include <fcntl.h>
 #include <fnmatch.h>
 #include <pthread.h>
+#include <signal.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
@@ -410,12 +412,50 @@ static void plan_jobs(CaseRunState *R) {
 // GPUs takes them, one case at a time too (its case holds the GPUs its ranks use, from 0); a
 // run on the CPU takes none, nor does a folder where no lock file can be made.
 
-static int lock_file(const char *name, int op) {   // its fd, -1: held elsewhere, -2: no lock file
+static void lock_path(char *p, size_t n, const char *name, const char *ext) {
     const char *dir = getenv("NSA_HARNESS_LOCK_DIR");
     if (!dir || !dir[0]) dir = getenv("TMPDIR");
     if (!dir || dir[0] != '/') dir = "/tmp";
+    snprintf(p, n, "%s/nsa-harness-%s.%s", dir, name, ext);
+}
+
+// Fairness: a run that finds a lock held marks that it waits (nsa-harness-NAME.want: its pid,
+// rewritten at every try); a run about to take that lock leaves it to the waiter while the
+// mark is fresh (2 s) and names another live process. So runs alternate on a GPU instead of
+// one taking it again the moment it lets go, and a timing-sensitive case waiting for the
+// machine is not starved by the other run's cases.
+static int other_waits(const char *name) {
     char p[4400];
-    snprintf(p, sizeof p, "%s/nsa-harness-%s.lock", dir, name);
+    lock_path(p, sizeof p, name, "want");
+    struct stat st;
+    if (stat(p, &st) != 0) return 0;
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    if ((double)(now.tv_sec - st.st_mtim.tv_sec) + 1e-9 * (double)(now.tv_nsec - st.st_mtim.tv_nsec) > 2.0) return 0;
+    char *text = read_file(p, NULL);
+    const long pid = text ? strtol(text, NULL, 10) : 0;
+    free(text);
+    return pid > 0 && pid != (long)getpid() && kill((pid_t)pid, 0) == 0;
+}
+
+static void mark_wait(const char *name) {
+    char p[4400], line[32];
+    lock_path(p, sizeof p, name, "want");
+    snprintf(line, sizeof line, "%ld\n", (long)getpid());
+    write_file_atomic(p, line, strlen(line));   // (best effort)
+}
+
+static void clear_wait(const char *name) {
+    char p[4400];
+    lock_path(p, sizeof p, name, "want");
+    char *text = read_file(p, NULL);
+    if (text && strtol(text, NULL, 10) == (long)getpid()) unlink(p);
+    free(text);
+}
+
+static int lock_file(const char *name, int op) {   // its fd, -1: held elsewhere, -2: no lock file
+    char p[4400];
+    lock_path(p, sizeof p, name, "lock");
     int fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
     if (fd < 0) return -2;
     if (flock(fd, op | LOCK_NB) == 0) return fd;
@@ -434,8 +474,13 @@ static void release_locks(Job *jb) {
 static int take_locks(CaseRunState *R, Job *jb) {
     const SchedJob *sj = &R->sj[jb->index];
     jb->n_lock_fd = 0;
+    if (other_waits("machine")) return -1;
     int fd = lock_file("machine", sj->deferred ? LOCK_EX : LOCK_SH);
-    if (fd == -1) return -1;
+    if (fd == -1) {
+        mark_wait("machine");
+        return -1;
+    }
+    clear_wait("machine");
     if (fd >= 0) jb->lock_fd[jb->n_lock_fd++] = fd;
     for (int i = 0; i < sj->n_gpu_ids; i++) {
         const int g = sj->gpu_ids[i];
@@ -444,12 +489,14 @@ static int take_locks(CaseRunState *R, Job *jb) {
         else snprintf(name, sizeof name, "gpu-%d", g);
         for (char *c = name; *c; c++)
             if (*c == '/') *c = '_';
-        fd = lock_file(name, R->pool.per_gpu > 1 ? LOCK_SH : LOCK_EX);   // (--cases-per-gpu: shared)
+        fd = other_waits(name) ? -1 : lock_file(name, R->pool.per_gpu > 1 ? LOCK_SH : LOCK_EX);   // (--cases-per-gpu: shared)
         if (fd == -1) {
+            if (!other_waits(name)) mark_wait(name);
             R->pool.gpu_blocked[g] = 1;
             release_locks(jb);
             return -2;
         }
+        clear_wait(name);
         if (fd >= 0) jb->lock_fd[jb->n_lock_fd++] = fd;
     }
     return 0;

@@ -172,6 +172,10 @@ mkdir -p "$TMP/locks"
 NSA_HARNESS_LOCK_DIR="$TMP/locks" NSA_HARNESS_CPUS=8 "$H" run "$TMP/wide.json" "$TMP/refd.json" --profile gpu -j 4 \
   --trainer-cmd "$TMP/fakegpu" --out "$TMP/two_a" --quiet >"$TMP/two_a.out" 2>&1 &
 pa=$!
+for i in $(seq 1 300); do   # the second starts once the first holds every GPU (its first 4 cases)
+  [ "$(ls -d "$TMP"/two_a/wide/*/ 2>/dev/null | wc -l)" -ge 4 ] && break
+  sleep 0.1
+done
 NSA_HARNESS_LOCK_DIR="$TMP/locks" NSA_HARNESS_CPUS=8 "$H" run "$TMP/wideb.json" "$TMP/timed.json" --profile gpu -j 4 \
   --trainer-cmd "$TMP/fakegpu" --out "$TMP/two_b" --quiet >"$TMP/two_b.out" 2>&1
 rb=$?
@@ -180,6 +184,16 @@ ra=$?
 check "two runs at once over the same 4 fake GPUs: both pass (exit $ra, $rb)" test "$ra$rb" = 00
 check "... no GPU held by two cases of either run at once, the timing cases alone on the machine" \
   python3 "$TMP/placement.py" "$TMP/runs.log" 1 2
+check "... the runs took turns: the second, started while the first held every GPU, got one before the first's last case started" python3 - "$TMP/runs.log" <<'EOF'
+import sys
+st = {}
+for l in open(sys.argv[1]):
+    n, s = l.split()[:2]
+    st[n] = min(float(s), st.get(n, 1e30))
+a = [v for k, v in st.items() if k.startswith(("wide/", "refd/"))]
+b = [v for k, v in st.items() if k.startswith(("wideb/", "timed/"))]
+sys.exit(not (a and b and min(b) < max(a)))
+EOF
 check "... the lock files were made in NSA_HARNESS_LOCK_DIR" test -f "$TMP/locks/nsa-harness-machine.lock" -a -f "$TMP/locks/nsa-harness-gpu-0.lock"
 
 # ---- 3. Ctrl-C with cases side by side -------------------------------------------------------------
