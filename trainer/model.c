@@ -27,10 +27,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#ifdef _OPENMP
-#include <omp.h>
-#include <pthread.h>
-#endif
 
 #include "common/nsa_names.h"
 #include "common/util.h"
@@ -195,8 +191,7 @@ void model_params_changed(Model *m) {
 // double and rounded once to the parameter type: the same value whatever computes it, in any
 // order, on any number of threads. The host writes the parameter type directly (float, or
 // double for cpu64) into a buffer uploaded in a few large copies — not a double per element
-// converted again one by one and one synchronous copy per tensor — and the values can be
-// computed ahead, on a thread of their own while the backend starts (model_init_ahead_start).
+// converted again one by one and one synchronous copy per tensor.
 
 // Elements [c0, c1) of the parameter buffer into dst (element c0 at dst[0]), as pbytes-wide
 // values (4: float, 8: double).
@@ -259,105 +254,6 @@ void model_init_weights(Model *m, uint64_t seed) {
         free(h);
     }
     model_params_changed(m);
-}
-
-struct ModelInitAhead {
-    Model shape;          // the config's parameter table (no backend)
-    uint64_t seed;
-    int pbytes, threads;
-    void *host;           // [shape.n_elems] values, or NULL (could not allocate)
-#ifdef _OPENMP
-    pthread_t thread;
-#endif
-    int running;
-    int cancel;           // set by model_init_ahead_free: the thread stops at its next chunk
-    int done;             // the thread computed every value
-};
-
-#ifdef _OPENMP
-static void *init_ahead_main(void *arg) {
-    ModelInitAhead *a = arg;
-    omp_set_num_threads(a->threads);   // the caller's thread count (--threads), not the default
-    const Model *s = &a->shape;
-    a->host = malloc((size_t)(s->n_elems > 0 ? s->n_elems : 1) * (size_t)a->pbytes);
-    if (!a->host) return NULL;
-    // in chunks, so that a run that ends before using the values (the backend did not start)
-    // does not wait for all of them
-    for (int64_t c0 = 0; c0 < s->n_elems; c0 += INIT_CHUNK_ELEMS) {
-        if (__atomic_load_n(&a->cancel, __ATOMIC_RELAXED)) return NULL;
-        const int64_t c1 = c0 + INIT_CHUNK_ELEMS < s->n_elems ? c0 + INIT_CHUNK_ELEMS : s->n_elems;
-        init_values(s->params, s->n_params, a->seed, c0, c1, (char *)a->host + c0 * a->pbytes, a->pbytes);
-    }
-    a->done = 1;
-    return NULL;
-}
-#endif
-
-ModelInitAhead *model_init_ahead_start(const NsaConfig *cfg, int param_bytes, uint64_t seed) {
-#ifdef _OPENMP
-    if (param_bytes != 4 && param_bytes != 8) return NULL;
-    ModelInitAhead *a = calloc(1, sizeof *a);
-    if (!a) return NULL;
-    model_shape(&a->shape, cfg);
-    a->seed = seed;
-    a->pbytes = param_bytes;
-    a->threads = omp_get_max_threads();
-    if (pthread_create(&a->thread, NULL, init_ahead_main, a) != 0) {
-        free(a->shape.params);
-        free(a->shape.lid);
-        free(a);
-        return NULL;
-    }
-    a->running = 1;
-    return a;
-#else
-    (void)cfg; (void)param_bytes; (void)seed;
-    return NULL;   // without OpenMP the values are computed on one thread anyway: nothing to overlap
-#endif
-}
-
-void model_init_ahead_free(ModelInitAhead *a) {
-    if (!a) return;
-#ifdef _OPENMP
-    __atomic_store_n(&a->cancel, 1, __ATOMIC_RELAXED);
-    if (a->running) pthread_join(a->thread, NULL);
-#endif
-    free(a->host);
-    free(a->shape.params);
-    free(a->shape.lid);
-    free(a);
-}
-
-// the values computed ahead belong to this model: the same seed, width and parameter table
-static int init_ahead_fits(const ModelInitAhead *a, const Model *m, uint64_t seed) {
-    if (!a->host || !a->done || a->seed != seed || a->pbytes != m->be->param_bytes || a->shape.n_elems != m->n_elems ||
-        a->shape.n_params != m->n_params)
-        return 0;
-    for (int i = 0; i < m->n_params; i++) {
-        const ParamInfo *p = &a->shape.params[i], *q = &m->params[i];
-        if (p->offset != q->offset || p->numel != q->numel || p->init_kind != q->init_kind || p->init_a != q->init_a ||
-            p->shape[0] != q->shape[0] || p->shape[1] != q->shape[1] || p->ndim != q->ndim)
-            return 0;
-    }
-    return 1;
-}
-
-void model_init_weights_ahead(Model *m, uint64_t seed, ModelInitAhead *a) {
-    if (!a) {
-        model_init_weights(m, seed);
-        return;
-    }
-#ifdef _OPENMP
-    if (a->running) pthread_join(a->thread, NULL);
-#endif
-    a->running = 0;
-    if (init_ahead_fits(a, m, seed)) {
-        m->be->from_host(m->param_mem, a->host, (size_t)m->n_elems * (size_t)a->pbytes);
-        model_params_changed(m);
-    } else {
-        model_init_weights(m, seed);
-    }
-    model_init_ahead_free(a);
 }
 
 void model_expected_unused(const Model *m, uint8_t *out) {

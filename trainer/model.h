@@ -186,16 +186,6 @@ void model_free(Model *m);
 // Seeded deterministic init (DESIGN 2): values are a pure function of (seed,
 // parameter, element), identical on every backend up to its rounding.
 void model_init_weights(Model *m, uint64_t seed);
-// The same values computed ahead, on a thread of their own (e.g. while the backend starts:
-// nsa-train does so for the CUDA backend), for a config, a parameter width (param_bytes: 4
-// or 8) and a seed. NULL where it cannot (no OpenMP build, no thread). model_init_weights_ahead
-// waits for them and uploads them when they fit the model (its parameter table, width and
-// seed), else computes them as model_init_weights does, and frees `a` either way (a NULL `a`:
-// model_init_weights). model_init_ahead_free waits and frees on paths that never use them.
-typedef struct ModelInitAhead ModelInitAhead;
-ModelInitAhead *model_init_ahead_start(const NsaConfig *cfg, int param_bytes, uint64_t seed);
-void model_init_weights_ahead(Model *m, uint64_t seed, ModelInitAhead *a);
-void model_init_ahead_free(ModelInitAhead *a);
 // (Re)allocate activations for a [B, T] micro-batch. Returns 0 or -1 (err).
 int model_alloc_acts(Model *m, int B, int T, char *err, size_t errlen);
 // Forward of one micro-batch (host int32 inputs/targets [B*T]). Returns the mean

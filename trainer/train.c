@@ -421,7 +421,6 @@ typedef struct {
     double dscale;             // the mean over every token of the optimizer step on every rank
     double flops_step;         // one rank's model FLOPs per step
     int64_t step0, last;       // steps (step0, last] are trained
-    ModelInitAhead *ahead;     // the initial weights computed while the backend starts, or NULL
     double t_fwd, t_bwd;       // this step's host time in forward and backward (NSA_TRAIN_TIMING)
     char err[1024];
 } Run;
@@ -461,11 +460,6 @@ static int run_prepare(Run *R) {
 #endif
     const char *why = NULL;
     timing_mark(TM_CONFIG);
-    // The CUDA backend's start (driver, context, cuBLASLt: a few tenths of a second) leaves the
-    // host idle: the seeded initial weights (fp32 master weights; a pure function of the seed,
-    // parameter and element, on every core) are computed meanwhile, on a thread of their own
-    // (model_init_ahead_start; run_build_model uploads them)
-    if (!strcmp(cfg->backend, "cuda")) R->ahead = model_init_ahead_start(cfg, 4, cfg->seed);
     R->be = backend_get(cfg->backend, cfg->precision, &why);
     timing_mark(TM_BACKEND);
     if (!R->be) { fprintf(stderr, "nsa-train: backend '%s': %s\n", cfg->backend, why); return NSA_EXIT_USAGE; }
@@ -482,18 +476,14 @@ static int run_prepare(Run *R) {
 // the exit code (with whatever was built freed).
 static int run_build_model(Run *R) {
     Model *m = &R->m;
-    ModelInitAhead *ahead = R->ahead;
-    R->ahead = NULL;   // this stage uses or frees it, whatever happens
     int mrc = model_init(m, R->cfg, R->be, R->err, sizeof R->err);
     if (mrc) {
-        model_init_ahead_free(ahead);
         fprintf(stderr, "nsa-train: %s\n", R->err);
         return mrc == -2 ? NSA_EXIT_USAGE : NSA_EXIT_RUNTIME;
     }
     m->keep_logits = R->opts->dump_step != NULL;
     if (model_alloc_acts(m, R->B, R->T, R->err, sizeof R->err)) {
         fprintf(stderr, "nsa-train: %s\n", R->err);
-        model_init_ahead_free(ahead);
         model_free(m);
         return NSA_EXIT_RUNTIME;
     }
@@ -501,7 +491,6 @@ static int run_build_model(Run *R) {
     if (faults) {
         if (faults_bind(faults, m, R->rank, R->err, sizeof R->err)) {
             fprintf(stderr, "nsa-train: %s\n", R->err);
-            model_init_ahead_free(ahead);
             model_free(m);
             return NSA_EXIT_USAGE;
         }
@@ -511,7 +500,7 @@ static int run_build_model(Run *R) {
                     faults->divergent_param);
     }
     timing_mark(TM_MODEL);
-    model_init_weights_ahead(m, R->cfg->seed, ahead);   // (ahead NULL: computed here)
+    model_init_weights(m, R->cfg->seed);
     if (faults) faults_after_init_weights(faults, m);   // gate_zero_init
     // --init-weights: every parameter from the file instead, exactly (a fault on the seeded
     // init, gate_zero_init, has no effect, as under --resume); a file that does not fit this
@@ -898,10 +887,7 @@ static int train_run_inner(const TrainOpts *opts) {
     g_rank = R.rank;
     flightrec_event(FR_PHASE_INIT, FR_KIND_BEGIN, 0, -1, "init");
     int rc;
-    if ((rc = run_prepare(&R)) != GO_ON) {
-        model_init_ahead_free(R.ahead);   // (waits for its thread)
-        return rc;
-    }
+    if ((rc = run_prepare(&R)) != GO_ON) return rc;
     if ((rc = run_build_model(&R)) != GO_ON) return rc;
     if (opts->write_init) return run_finish(&R, run_write_init(&R));
     if ((rc = run_open(&R)) != GO_ON) return run_finish(&R, rc);

@@ -26,14 +26,10 @@
 // <cublasLt.h> still gives the types and the exact prototypes (decltype). A missing
 // library or symbol, or a library whose major version is not the header's, is a clear
 // nsa_cuda_fail, never a crash. The calls, their order and arguments are as when linked.
-// The load, the handle and the workspace are made on a thread of their own, started at
-// backend init (the thread makes the backend's device current first): the first GEMM waits
-// for it (lt_wait), so the library's start overlaps the model's allocation and initial weights;
-// a failure is reported at that wait, as the same nsa_cuda_fail, from the main thread; at exit
-// the thread is waited for (never a process torn down under a dlopen).
+// The load, the handle and the workspace are made there, in the calling thread; each part's
+// time goes to the start-up accounting (NSA_TRAIN_TIMING).
 #include <cublasLt.h>
 #include <dlfcn.h>
-#include <pthread.h>
 #include <string.h>
 #include <map>
 #include <array>
@@ -60,7 +56,7 @@ static struct {
 
 #define NSA_STR2(x) #x
 #define NSA_STR(x) NSA_STR2(x)
-// a failure of the loading thread, reported by lt_wait as nsa_cuda_fail(what, why, file, line)
+// a failure of the load, reported by nsa_cuda_gemm_init as nsa_cuda_fail(what, why, file, line)
 static struct {
     const char *what;
     char why[768];
@@ -136,19 +132,11 @@ static cublasLtHandle_t g_lt;
 static void *g_ws;
 static const size_t g_ws_bytes = 64u << 20;
 
-// ---- the loading thread -----------------------------------------------------------------------
-static pthread_t g_lt_thread;
-static int g_lt_pending;         // the thread runs or has not been waited for
-static double g_lt_secs[3];      // load, handle, workspace (in the thread)
+static double g_lt_secs[3];      // load, handle, workspace
 
-// Returns 0, or -1 with g_lt_err filled. Any thread (the device made current first).
+// Returns 0, or -1 with g_lt_err filled.
 static int lt_start(void) {
     double t = nsa_cuda_now();
-    cudaError_t e = cudaSetDevice(g_nsa_cuda.device);
-    if (e != cudaSuccess) {
-        snprintf(g_lt_err.why, sizeof g_lt_err.why, "%s", cudaGetErrorString(e));
-        LT_FAIL("cudaSetDevice (cuBLASLt's thread)", __LINE__);
-    }
     if (lt_load()) return -1;
     double t1 = nsa_cuda_now();
     g_lt_secs[0] = t1 - t;
@@ -161,7 +149,7 @@ static int lt_start(void) {
     t1 = nsa_cuda_now();
     g_lt_secs[1] = t1 - t;
     t = t1;
-    e = cudaMalloc(&g_ws, g_ws_bytes);
+    cudaError_t e = cudaMalloc(&g_ws, g_ws_bytes);
     if (e != cudaSuccess) {
         snprintf(g_lt_err.why, sizeof g_lt_err.why, "%s", cudaGetErrorString(e));
         LT_FAIL("cudaMalloc (cuBLASLt workspace)", __LINE__);
@@ -169,37 +157,10 @@ static int lt_start(void) {
     g_lt_secs[2] = nsa_cuda_now() - t;
     return 0;
 }
-static void *lt_thread_main(void *) {
-    lt_start();
-    return NULL;
-}
-// The first GEMM (and exit) wait for the thread; its parts go to the start-up accounting, a
-// failure ends the process here, from the calling thread.
-static void lt_wait(void) {
-    if (!g_lt_pending) return;
-    const double t = nsa_cuda_now();
-    pthread_join(g_lt_thread, NULL);
-    g_lt_pending = 0;
-    if (g_lt_err.what) nsa_cuda_fail(g_lt_err.what, g_lt_err.why, __FILE__, g_lt_err.line);
-    nsa_cuda_startup_add("cuBLASLt load (dlopen; own thread)", g_lt_secs[0]);
-    nsa_cuda_startup_add("cuBLASLt handle (own thread)", g_lt_secs[1]);
-    nsa_cuda_startup_add("GEMM workspace (own thread)", g_lt_secs[2]);
-    nsa_cuda_startup_add("wait for cuBLASLt at the first GEMM", nsa_cuda_now() - t);
-}
-// at exit, before the libraries' destructors: never tear the process down under the dlopen
-static void lt_wait_at_exit(void) {
-    if (!g_lt_pending) return;
-    pthread_join(g_lt_thread, NULL);
-    g_lt_pending = 0;
-}
 
+// CUDA backend init (once, the backend's device current): load, handle, workspace, each part
+// added to the start-up accounting; a failure ends the process with nsa_cuda_fail.
 void nsa_cuda_gemm_init(void) {
-    if (pthread_create(&g_lt_thread, NULL, lt_thread_main, NULL) == 0) {
-        g_lt_pending = 1;
-        atexit(lt_wait_at_exit);
-        return;
-    }
-    // no thread: here and now
     if (lt_start()) nsa_cuda_fail(g_lt_err.what, g_lt_err.why, __FILE__, g_lt_err.line);
     nsa_cuda_startup_add("cuBLASLt load (dlopen)", g_lt_secs[0]);
     nsa_cuda_startup_add("cuBLASLt handle", g_lt_secs[1]);
@@ -235,7 +196,6 @@ static cudaDataType_t cuda_type(int dt) {
 static void lt_matmul(int ab_dt, int c_dt, int ta, int tb, int m, int n, int k, const void *A, int64_t lda,
                       const void *B, int64_t ldb, float beta, void *C, int64_t ldc, const void *bias) {
     if (m <= 0 || n <= 0) return;
-    lt_wait();
     if (k <= 0) {   // empty inner dimension: D = beta C (+ bias, never used with k = 0)
         if (beta == 0.0f) {
             if (ldc == m) cudaCheck(cudaMemsetAsync(C, 0, (size_t)m * n * dt_bytes(c_dt), NSA_STREAM));

@@ -13,8 +13,8 @@
 //   - a recording that fails: the forward is still right (eager), the model stays eager
 //   - the backend refusing to record: eager, quietly; check_finite: never recorded
 //   - the events a replayed forward fires (layer_fwd of layer 0, every layer's fwd_done, head)
-//   - the initial weights (one pass, the parameter type written directly; computed ahead on a
-//     thread) bitwise those of the per-element double -> parameter-type path, fp32 and fp64
+//   - the initial weights (one pass, the parameter type written directly) bitwise those of the
+//     per-element double -> parameter-type path, fp32 and fp64
 // Part 2, where a CUDA device is usable (else a SKIP line): the CUDA backend's graphs on the
 //   tiny model in bf16, sequential prefill at T = 300 (several recordings), B = 2: forwards and
 //   backwards eager, recorded, replayed, replayed with other tokens, after a generation change
@@ -469,24 +469,15 @@ static void part1(void) {
     Snap *all[] = {&r1, &r2, &r3, &r4, &a, &b, &cc, &d, &e1, &e2, &f1, &f2, &f3, &g1, &h, &k1, &k2, &k3, &k4};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) snap_free(all[i]);
 
-    // initial weights computed ahead (a thread), fp32 and fp64
+    // initial weights, fp32 and fp64
     for (int w = 0; w < 2; w++) {
         const Backend *be = backend_get(w ? "cpu64" : "cpu", NULL, NULL);
-        Model a1, a2;
-        if (model_init(&a1, &c, be, err, sizeof err) || model_init(&a2, &c, be, err, sizeof err)) { g_fail++; return; }
+        Model a1;
+        if (model_init(&a1, &c, be, err, sizeof err)) { g_fail++; return; }
         model_init_weights(&a1, c.seed);
-        model_init_weights_ahead(&a2, c.seed, model_init_ahead_start(&c, be->param_bytes, c.seed));
-        const size_t bytes = (size_t)a1.n_elems * be->param_bytes;
-        CHECK(!memcmp(a1.param_mem, a2.param_mem, bytes) && init_matches_old(&a1, c.seed),
-              "initial weights (%s): one pass, computed ahead and the per-element path bitwise equal", w ? "fp64" : "fp32");
-        // ahead values of another seed are not used
-        Model a3;
-        model_init(&a3, &c, be, err, sizeof err);
-        model_init_weights_ahead(&a3, c.seed, model_init_ahead_start(&c, be->param_bytes, c.seed + 1));
-        CHECK(!memcmp(a1.param_mem, a3.param_mem, bytes), "initial weights computed ahead for another seed: recomputed");
+        CHECK(init_matches_old(&a1, c.seed), "initial weights (%s): one pass and the per-element path bitwise equal",
+              w ? "fp64" : "fp32");
         model_free(&a1);
-        model_free(&a2);
-        model_free(&a3);
     }
     model_free(&ref);
     free(in); free(tg); free(in2); free(tg2);
