@@ -216,9 +216,9 @@ static void trainer_line(Str *md, const Report *rp) {
 }
 
 // A case's trainer by the name the scenarios use ("nsa-train": the run's default): the one
-// that ran it, else the one it names (a case not run yet).
-static const char *case_trainer(const CaseResult *r) {
-    if (r->trainer[0]) return r->trainer;
+// that ran it, else the one it names (a case not run yet, or not shown yet: shown = 0).
+static const char *case_trainer(const CaseResult *r, int shown) {
+    if (shown && r->trainer[0]) return r->trainer;
     return r->c && r->c->run.trainer[0] ? r->c->run.trainer : "nsa-train";
 }
 
@@ -230,7 +230,7 @@ static void trainers_section(Str *md, const Report *rp) {
     int several = 0;
     for (int i = 0; i < rp->n_runs && !several; i++)
         for (int k = 0; k < rp->runs[i].n && !several; k++) {
-            const char *t = case_trainer(&rp->runs[i].results[k]);
+            const char *t = case_trainer(&rp->runs[i].results[k], k < rp->runs[i].done);
             if (!first) first = t;
             else several = strcmp(first, t) != 0;
         }
@@ -245,7 +245,7 @@ static void trainers_section(Str *md, const Report *rp) {
             str_add_md_cell(md, rp->runs[i].s->name);
             str_add(md, " | ");
             str_add_md_cell(md, r->c->name);
-            str_printf(md, " | `%s` |\n", case_trainer(r));
+            str_printf(md, " | `%s` |\n", case_trainer(r, k < rp->runs[i].done));
         }
 }
 
@@ -345,7 +345,10 @@ static json_t *summary_json(const Report *rp) {
             json_object_set_new(o, "family", json_string(sr->s->family));
             json_object_set_new(o, "case", json_string(r->c->name));
             json_object_set_new(o, "verdict", json_string(VERDICT_NAMES[v]));
-            if (r->trainer[0]) json_object_set_new(o, "trainer", json_string(r->trainer));
+            // a case not shown yet (still running beside others, harness/run_cases.h) is its plan
+            // only: what it is filling in now is read once it has finished
+            const int shown = k < sr->done;
+            if (shown && r->trainer[0]) json_object_set_new(o, "trainer", json_string(r->trainer));
             json_object_set_new(o, "ran", json_boolean(ran));
             json_object_set_new(o, "time_s", json_real(ran ? r->wall_s : 0));
             json_object_set_new(o, "summary", json_string(summary));
@@ -357,14 +360,14 @@ static json_t *summary_json(const Report *rp) {
             json_t *checks = json_array();
             for (int ci = 0; ci < sr->s->n_checks; ci++) json_array_append_new(checks, json_string(sr->s->checks[ci].kind));
             json_object_set_new(o, "checks", checks);
-            json_object_set_new(o, "reproduce", json_string(r->repro));
+            json_object_set_new(o, "reproduce", json_string(shown ? r->repro : ""));
             json_t *fs = json_array();
-            for (int f = 0; f < r->n_findings; f++)
+            for (int f = 0; shown && f < r->n_findings; f++)
                 json_array_append_new(fs, json_pack("{s:s,s:b,s:s}", "check", r->findings[f].check, "ok",
                                                     r->findings[f].ok, "summary", r->findings[f].summary));
             json_object_set_new(o, "findings", fs);
             json_t *rks = json_array();
-            for (int q = 0; q < r->n_ranks; q++) {
+            for (int q = 0; shown && q < r->n_ranks; q++) {
                 const RankResult *rk = &r->ranks[q];
                 json_t *x = json_pack("{s:i,s:i,s:b,s:i,s:i,s:b,s:b}", "rank", rk->rank, "pid", rk->pid, "exited",
                                       rk->exited, "exit_code", rk->exit_code, "signal", rk->term_signal, "stalled",
@@ -382,7 +385,7 @@ static json_t *summary_json(const Report *rp) {
                 if (x) json_array_append_new(rks, x);
             }
             json_object_set_new(o, "ranks", rks);
-            json_object_set(o, "facts", r->facts ? r->facts : json_object());
+            json_object_set(o, "facts", shown && r->facts ? r->facts : json_object());
             json_array_append_new(cases, o);
         }
     }

@@ -753,7 +753,8 @@ static void case_names(const RunCtx *ctx, CaseResult *r) {
     const Scenario *s = r->s;
     const Case *c = r->c;
     snprintf(r->dir, sizeof r->dir, "%s/%s/%s", ctx->report_dir, s->name, c->dir);
-    snprintf(r->rel_dir, sizeof r->rel_dir, "%s/%s", s->name, c->dir);
+    if (!r->rel_dir[0])   // (set when planned: the report reads it while the case runs)
+        snprintf(r->rel_dir, sizeof r->rel_dir, "%s/%s", s->name, c->dir);
     snprintf(r->trainer, sizeof r->trainer, "%s", runner_case_trainer(ctx, s, c)->name);
     if (checks_needs(s) & (NEED_DUMP | NEED_DUMP_ACTS)) snprintf(r->dump_path, sizeof r->dump_path, "%s/step1.safetensors", r->dir);
     Str rep = {0};

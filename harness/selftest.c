@@ -283,7 +283,8 @@ void selftest_run_case(const RunCtx *ctx, CaseResult *r) {
     const Case *c = r->c;
     const json_t *d = c->spec, *expect = json_object_get(d, "expect");
     snprintf(r->dir, sizeof r->dir, "%s/%s/%s", ctx->report_dir, r->s->name, c->dir);
-    snprintf(r->rel_dir, sizeof r->rel_dir, "%s/%s", r->s->name, c->dir);
+    if (!r->rel_dir[0])   // (set when planned: the report reads it while the case runs)
+        snprintf(r->rel_dir, sizeof r->rel_dir, "%s/%s", r->s->name, c->dir);
     snprintf(r->repro, sizeof r->repro, "%s run %s --profile %s --filter '%s'", ctx->harness, r->s->path, ctx->profile,
              c->name);
     if (mkdir_p(r->dir)) {

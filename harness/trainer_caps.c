@@ -265,7 +265,9 @@ int trainer_caps_check_map(const TrainerSpec *t, Str *probe_lines, char *why, si
 json_t *trainer_caps_json(const TrainerCaps *tc) {
     json_t *o = json_object();
     json_object_set_new(o, "protocol", json_integer(tc->protocol));
+    pthread_mutex_lock(&g_caps_lock);   // (cases side by side share the answer: one reference at a time)
     json_object_set_new(o, "info", tc->info ? json_incref(tc->info) : json_null());
+    pthread_mutex_unlock(&g_caps_lock);
     if (tc->note[0]) json_object_set_new(o, "note", json_string(tc->note));
     return o;
 }
