@@ -5,7 +5,7 @@
 #   BUILD_DIR  a CUDA build of this repository (BUILD_DIR/bench/bench_cuda_attn). When the
 #              binary is missing it is configured and built here first (the project's default
 #              CUDA architectures, or CMAKE_ARGS; .deps on the pkg-config path as
-#              bench/gpu_session.sh does), unless BUILD=0. "-" skips ours.
+#              bench/gpu_kernels.sh does), unless BUILD=0. "-" skips ours.
 #   DEST       the folder bench/peers/stage.sh made (carried to the GPU machine)
 #   OUT        where the logs and table.md go (default: $OUT if set, else ./peers-out)
 #
