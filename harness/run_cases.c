@@ -359,8 +359,15 @@ static void plan_jobs(CaseRunState *R) {
     for (int i = 0; i < rp->n_runs; i++) cap += rp->runs[i].n + 1;
     R->jobs = xcalloc((size_t)cap + 1, sizeof(Job));
     R->sj = xcalloc((size_t)cap + 1, sizeof(SchedJob));
-    R->deps = xcalloc((size_t)cap * 4 + 16, sizeof(int));
-    int nd = 0, dcap = cap * 4 + 16, step = 1;
+    // every non-reference case depends on each reference case of its scenario: that many entries
+    size_t dcap = 1;
+    for (int i = 0; i < rp->n_runs; i++) {
+        size_t refs = 0;
+        for (int k = 0; k < rp->runs[i].n; k++) refs += rp->runs[i].results[k].is_reference != 0;
+        dcap += refs * (size_t)rp->runs[i].n;
+    }
+    R->deps = xcalloc(dcap, sizeof(int));
+    int nd = 0, step = 1;
     for (int i = 0; i < rp->n_runs; i++) {
         ScenarioRun *sr = &rp->runs[i];
         const FamilyDef *fam = family_find(sr->s->family);
@@ -389,7 +396,7 @@ static void plan_jobs(CaseRunState *R) {
             // its references: the reference cases of its scenario (they run first)
             jb->deps_at = nd;
             if (k >= 0 && !sr->results[k].is_reference)
-                for (int q = first; q < jb->index && nd < dcap; q++)
+                for (int q = first; q < jb->index; q++)
                     if (R->jobs[q].k >= 0 && sr->results[R->jobs[q].k].is_reference) R->deps[nd++] = q;
             jb->n_deps = nd - jb->deps_at;
         }
