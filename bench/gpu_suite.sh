@@ -15,6 +15,8 @@
 #              with checkpointing, on this GPU (the worst relative difference of each tensor)
 #   matrix     the detection matrix, gpu profile, -j auto (MATRIX_FILTER: --filter for a part of it)
 #   scaling    bench/gpu_scaling.sh over 1, 2, 4 GPUs (m7c_125m, S 2048, batch 16 a rank)
+#   profile    where sequential prefill's time goes (nsys, kernels by time and count, eager and as
+#              graphs) and what the step-1 dump costs (NSA_TRAIN_TIMING, with and without the dump)
 # Every run's RESULTS.md and summary.json are kept under the log folder, and every case's
 # start-up phases (NSA_TRAIN_TIMING=1: timing.json) as NAME_timings.tgz; at the end: a summary
 # (wall time and verdict counts of each run) and $OUT/suite_logs.tgz. Run from the repository
@@ -60,6 +62,23 @@ export NSA_TRAIN_TIMING=1
 keep_timings() {
   (cd reports && find . -name timing.json -newer "$LOG/device.txt" | tar czf "$LOG/$1_timings.tgz" -T -) 2>/dev/null
 }
+if has profile; then   # sequential prefill kernel by kernel; the step-1 dump's cost
+  tr="$B/nsa-train --config configs/m7c_125m.json --backend cuda --set train.batch_size=1 --quiet"
+  if command -v nsys >/dev/null; then
+    for g in 0 1; do
+      step "profile_nsys_graph$g" 150 env NSA_CUDA_GRAPH=$g nsys profile -t cuda --cuda-graph-trace=node \
+        -o "$LOG/prefill_g$g" --force-overwrite true $tr --set train.prefill=sequential --steps 3 --out "$LOG/pf_seq$g"
+      nsys stats -q -r cuda_gpu_kern_sum -f csv "$LOG/prefill_g$g.nsys-rep" >"$LOG/prefill_g$g.kern.csv" 2>&1
+      rm -f "$LOG/prefill_g$g.nsys-rep" "$LOG"/prefill_g$g.sqlite
+    done
+  else
+    echo "nsys: not found" >"$LOG/profile_nsys.log"
+  fi
+  step profile_dump_none 120 env NSA_TRAIN_TIMING=1 $tr --steps 3 --out "$LOG/pf_nodump"
+  step profile_dump_step 120 env NSA_TRAIN_TIMING=1 $tr --steps 3 --out "$LOG/pf_dump" --dump-step "$LOG/pf_dump.safetensors"
+  step profile_dump_acts 120 env NSA_TRAIN_TIMING=1 $tr --steps 3 --out "$LOG/pf_acts" --dump-step "$LOG/pf_acts.safetensors" --dump-acts
+  ls -la "$LOG"/pf_*.safetensors >"$LOG/profile_dump_sizes.txt" 2>&1; rm -f "$LOG"/pf_*.safetensors
+fi
 if has suite_all; then   # the main job on every GPU: both of its runs, -j auto
   t0=$SECONDS
   step suite_all 560 ./run_all.sh
