@@ -110,13 +110,14 @@ static void usage_run(FILE *f) {
             "                        and perf_floor; default: %s/golden/baselines)\n"
             "  --recording           what `baseline record` runs: golden and perf_floor compare nothing\n"
             "  --bisect              for git bisect run: exit 125 (skip) where it would exit 2\n"
-            "  -j, --jobs N|auto     run up to N independent cases at a time (default 1); auto: one per GPU\n"
-            "                        for the gpu profile on a GPU machine (times --cases-per-gpu), else one\n"
+            "  -j, --jobs N|auto     run up to N independent cases at a time (default 1); auto: --cases-per-gpu\n"
+            "                        a GPU for the gpu profile on a GPU machine, else one\n"
             "                        per core. A case holds as many GPUs as it has ranks (CUDA_VISIBLE_DEVICES),\n"
             "                        its ranks share the cores (OMP_NUM_THREADS), a case waits for the cases\n"
             "                        it compares with, and timing-sensitive cases (perf floors, step-time\n"
             "                        growth, hang latency) run last, one at a time. Reports keep the plan's order\n"
-            "  --cases-per-gpu N     with -j: cases that may share one GPU (default 1: none share)\n"
+            "  --cases-per-gpu N|auto  cases that may share one GPU; auto (the default): one per 24 GiB of\n"
+            "                        the smallest GPU's memory, 1 to 4 (80 GB H100: 3; H200: 4; 40 GB: 1)\n"
             "  --quiet               no progress lines\n"
             "\n"
             "Every case writes <out>/<scenario>/<case>/: output.log env.json metrics.jsonl\n"
@@ -291,9 +292,9 @@ static int run_parse_options(int argc, char **argv, RunOpts *O) {
             NEED;
             char *end = NULL;
             errno = 0;
-            long n = strtol(v, &end, 10);
-            if (errno || !end || *end || end == v || n < 1 || n > 64) {
-                fprintf(stderr, "nsa-harness run: --cases-per-gpu %s: expected a whole number from 1 to 64\n", v);
+            long n = strcmp(v, "auto") ? strtol(v, &end, 10) : 0;
+            if (strcmp(v, "auto") && (errno || !end || *end || end == v || n < 1 || n > 64)) {
+                fprintf(stderr, "nsa-harness run: --cases-per-gpu %s: expected auto or a whole number from 1 to 64\n", v);
                 return HARNESS_EXIT_USAGE;
             }
             O->cases_per_gpu = (int)n;
@@ -907,6 +908,26 @@ static int run_open_report(const RunOpts *O, Report *rp, int argc, char **argv, 
     return GO_ON;
 }
 
+// --cases-per-gpu auto: one case per 24 GiB of the smallest GPU's memory, 1 to 4 (a GPU whose
+// memory is not known: 1). A short case's GPU time is a small part of its wall time (process
+// start, CUDA context, weights, the step-1 dump): cases side by side on one GPU keep it busy.
+// The largest cases of the gpu profile (m7c_125m at S = 2048, batch 2, with the step dump)
+// hold a few GiB; perf's batch-16 cases run alone.
+#define GIB_PER_CASE 24.0
+static int auto_cases_per_gpu(const json_t *env) {
+    const json_t *devs = json_object_get(json_object_get(env, "cuda"), "devices"), *d;
+    size_t i;
+    double least = -1;
+    json_array_foreach(devs, i, d) {
+        const json_t *mb = json_object_get(d, "memory_bytes");
+        if (!json_is_number(mb)) return 1;
+        const double gib = json_number_value(mb) / (1024.0 * 1024.0 * 1024.0);
+        if (least < 0 || gib < least) least = gib;
+    }
+    const int n = least > 0 ? (int)(least / GIB_PER_CASE) : 1;
+    return n < 1 ? 1 : n > 4 ? 4 : n;
+}
+
 // Run every planned case (and the cases families create), until done or interrupted.
 static void run_cases(RunOpts *O, Report *rp, FILE *con, int tty) {
     proc_on_interrupt(on_signal);
@@ -927,6 +948,7 @@ static void run_cases(RunOpts *O, Report *rp, FILE *con, int tty) {
     }
     // -j auto: every GPU (times --cases-per-gpu) for the gpu profile on a GPU machine, else every core
     const int on_gpus = ctx.gpus > 0 && !strcmp(rp->profile, "gpu");
+    if (O->cases_per_gpu == 0) O->cases_per_gpu = auto_cases_per_gpu(O->env);
     if (O->jobs == 0) O->jobs = on_gpus ? ctx.gpus * O->cases_per_gpu : sched_online_cpus();
     RunCasesOpts ro = {rp, &ctx, con, tty, &O->filters, &O->exact, O->jobs, O->cases_per_gpu, &g_interrupted};
     if (con && O->jobs > 1) {
@@ -996,7 +1018,7 @@ static int run_report(const RunOpts *O, Report *rp, FILE *con, int lock_fd) {
 // the report, run the cases, report. (The process exits after: the OS frees the rest.)
 int cmd_run(int argc, char **argv) {
     RunOpts O = {.profile = -1, .baselines = NSA_SOURCE_DIR "/golden/baselines", .scale = 1.0, .jobs = 1,
-                 .cases_per_gpu = 1};
+                 .cases_per_gpu = 0};
     int rc;
     if ((rc = run_parse_options(argc, argv, &O)) != GO_ON) return rc;
     if ((rc = run_check_trainer(&O)) != GO_ON) return rc;

@@ -174,7 +174,7 @@ typedef struct {
     const Case *base;     // that base
     RunCtx ctx;           // the run's, with this job's GPUs, threads and progress
     char gpus[512];       // CUDA_VISIBLE_DEVICES for it, "" when it holds no GPU
-    int lock_fd[SCHED_MAX_GPUS + 1];   // while it runs: its locks shared with other runs (below)
+    int lock_fd[2 * SCHED_MAX_GPUS + 1];   // while it runs: its locks shared with other runs (below)
     int n_lock_fd;
     int deps_at, n_deps;  // its references: run->deps[deps_at .. deps_at + n_deps)
     pthread_t thread;
@@ -414,8 +414,10 @@ static void plan_jobs(CaseRunState *R) {
 // runs, it holds each of its GPUs' file exclusively (nsa-harness-gpu-<CUDA_VISIBLE_DEVICES entry
 // or index>.lock, flock) and the machine's (nsa-harness-machine.lock) shared — a
 // timing-sensitive case exclusively, so it has the machine to itself across runs too. A GPU
-// another run holds is busy here until it lets go; with --cases-per-gpu above 1 the GPUs' files
-// are held shared (runs that both share GPUs share them with each other too). Every run on
+// another run holds is busy here until it lets go; with --cases-per-gpu N above 1 the GPUs' files
+// are held shared, and each case also holds one of the GPU's N slot files exclusively
+// (nsa-harness-gpu-<id>-slot<k>.lock, k < N): runs that share GPUs share them with each other
+// too, never more than N cases on a GPU in all (N of the run allowing the most). Every run on
 // GPUs takes them, one case at a time too (its case holds the GPUs its ranks use, from 0); a
 // run on the CPU takes none, nor does a folder where no lock file can be made.
 
@@ -497,6 +499,19 @@ static int take_locks(CaseRunState *R, Job *jb) {
         for (char *c = name; *c; c++)
             if (*c == '/') *c = '_';
         fd = other_waits(name) ? -1 : lock_file(name, R->pool.per_gpu > 1 ? LOCK_SH : LOCK_EX);   // (--cases-per-gpu: shared)
+        if (fd >= 0 && R->pool.per_gpu > 1) {   // and one of its per_gpu slots: the cases on a GPU bounded across runs
+            int slot_fd = -1;
+            for (int k = 0; k < R->pool.per_gpu && slot_fd == -1; k++) {
+                char slot[128];
+                snprintf(slot, sizeof slot, "%s-slot%d", name, k);
+                slot_fd = lock_file(slot, LOCK_EX);
+            }
+            if (slot_fd >= 0) jb->lock_fd[jb->n_lock_fd++] = slot_fd;
+            else if (slot_fd == -1) {   // every slot is another case's (of another run: the pool counts its own)
+                close(fd);
+                fd = -1;
+            }
+        }
         if (fd == -1) {
             if (!other_waits(name)) mark_wait(name);
             R->pool.gpu_blocked[g] = 1;

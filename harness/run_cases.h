@@ -4,7 +4,9 @@
 // With jobs > 1 (`nsa-harness run -j N`, `-j auto`) independent cases run side by side,
 // each in a thread of this process that starts and supervises its trainer processes as
 // one case alone would (harness/runner.h), under the scheduler of harness/schedule.h:
-//   - a case on the GPU holds as many GPUs as it has ranks; its ranks see only those, and cases_per_gpu cases may share one GPU (default 1: none do);
+//   - a case on the GPU holds as many GPUs as it has ranks; its ranks see only those, and up to
+//     cases_per_gpu cases share one GPU (--cases-per-gpu, auto: one per 24 GiB of memory);
+//     a case needing more GPUs than are free holds back cases needing fewer;
 //   - cores are divided: each case's ranks get OMP_NUM_THREADS of max(1, cores / jobs)
 //     (a W-rank case W times that, within the machine), so cases never oversubscribe them;
 //   - a case that compares with another (parity, dump_match: its reference) starts after it;
@@ -14,8 +16,9 @@
 //   - a scenario whose family creates its cases as it runs (gc_bisection) is one job: its
 //     cases run one after the other;
 //   - other runs on the machine: a running case of a run on GPUs (with -j 1 too) holds its
-//     GPUs' lock files and the machine's (shared; exclusively for a timing-sensitive case), so
-//     runs side by side never share a GPU ($NSA_HARNESS_LOCK_DIR, else $TMPDIR, else /tmp).
+//     GPUs' lock files (and one of each GPU's cases_per_gpu slot files) and the machine's
+//     (shared; exclusively for a timing-sensitive case), so runs side by side never put more
+//     cases on a GPU than it takes ($NSA_HARNESS_LOCK_DIR, else $TMPDIR, else /tmp).
 // The reports keep the plan's order whatever finishes first: a case shows in RESULTS.md,
 // summary.json and junit.xml once every case before it in its scenario has finished (until
 // then it is PENDING), and the console line of each case carries its place in the plan.

@@ -63,12 +63,21 @@ int sched_pick(const SchedJob *jobs, int n, const SchedPool *pool) {
     }
     if (pool->running >= (pool->max_running < 1 ? 1 : pool->max_running)) return -1;
     const int free_g = gpus_free(pool);
+    // A job that needs more GPUs than are free now holds back every GPU job that needs fewer
+    // (only CPU jobs may start): else 1-GPU jobs take each GPU the moment it frees and a
+    // 2-GPU job never finds two free at once.
+    int want_most = 0;
+    for (int j = 0; j < n; j++)
+        if (jobs[j].state == SCHED_WAITING && !jobs[j].deferred && deps_done(jobs, n, j) &&
+            gpus_wanted(&jobs[j], pool) > want_most)
+            want_most = gpus_wanted(&jobs[j], pool);
+    const int reserved = want_most > free_g;
     int best = -1, best_g = -1;
     for (int j = 0; j < n; j++) {
         const SchedJob *job = &jobs[j];
         if (job->state != SCHED_WAITING || job->deferred || !deps_done(jobs, n, j)) continue;
         const int g = gpus_wanted(job, pool);
-        if (g > free_g) continue;
+        if (g > free_g || (reserved && g > 0)) continue;
         // cores: a job never waits for cores when nothing else runs
         if (pool->running > 0 && pool->cpus_used + cpus_wanted(job, pool) > pool->n_cpus) continue;
         if (g > best_g) best = j, best_g = g;   // most GPUs first, then the earliest

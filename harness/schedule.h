@@ -10,8 +10,9 @@
 // The rule (sched_pick): the exclusive jobs, and every job that compares with one, wait until
 // everything else has finished and then run one at a time, in order. The others start as soon
 // as their references have finished and what they need is free: of the jobs that fit, the
-// one needing the most GPUs first (a 2-GPU case is not starved by 1-GPU cases filling the
-// gaps), then the earliest in the report's order. A job needing more than the pool has is
+// one needing the most GPUs first, then the earliest in the report's order; while a job that
+// may start needs more GPUs than are free, no job needing fewer GPUs starts (CPU jobs may):
+// the GPUs it waits for are not taken by 1-GPU jobs the moment they free, one by one. A job needing more than the pool has is
 // given the whole pool (it runs alone on it, as it would one at a time). With one job at a
 // time (-j 1) the jobs simply run in order, nothing deferred. The choice depends
 // only on the jobs' states, never on time, so a test can replay it.

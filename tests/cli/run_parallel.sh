@@ -11,8 +11,10 @@
 #     (parity) started after the reference ended; a case with a timing check (growth of step
 #     time) ran with nothing beside it; cases did run side by side; each rank got
 #     OMP_NUM_THREADS = cores / jobs; with --cases-per-gpu 2, two cases shared a GPU and never
-#     three; two runs at once on the same GPUs (lock files) never shared a GPU, and the timing
-#     cases of one ran with nothing of the other beside them;
+#     three; -j auto over 4 fake GPUs of 80 GiB: 3 cases a GPU (--cases-per-gpu auto), never 4;
+#     two runs at once on the same GPUs (lock files) never shared a GPU, and the timing
+#     cases of one ran with nothing of the other beside them; two runs at once with
+#     --cases-per-gpu 2 each never put more than two cases on a GPU in all;
 #  3. Ctrl-C while two cases hang side by side: exit 130, both ERROR "interrupted", the others
 #     SKIP "not run: interrupted", no trainer left;
 #  4. bad values exit 2 naming the flag and the value: -j 0, -j x, --cases-per-gpu 0,
@@ -78,7 +80,8 @@ cat >"$TMP/fakegpu" <<EOF
 for a in "\$@"; do
   if [ "\$a" = --print-env ]; then
     "$T" "\$@" | python3 -c 'import json, sys; e = json.load(sys.stdin)
-e["cuda"] = {"runtime": "fake", "driver": "fake", "devices": [{"index": i, "name": "Fake GPU"} for i in range(4)]}
+import os; mem = os.environ.get("FAKE_GPU_MEM")
+e["cuda"] = {"runtime": "fake", "driver": "fake", "devices": [dict({"index": i, "name": "Fake GPU"}, **({"memory_bytes": int(mem)} if mem else {})) for i in range(4)]}
 print(json.dumps(e))'
     exit
   fi
@@ -163,6 +166,12 @@ rm -f "$TMP/runs.log"
 NSA_HARNESS_CPUS=8 expect_exit "--cases-per-gpu 2 -j 8 over 4 fake GPUs" 0 "$H" run "$TMP/wide.json" "$TMP/refd.json" \
   --profile gpu -j 8 --cases-per-gpu 2 --trainer-cmd "$TMP/fakegpu" --out "$TMP/fake2"
 check "... two cases shared a GPU, never three; OMP_NUM_THREADS 8/8" python3 "$TMP/placement.py" "$TMP/runs.log" 2 1
+rm -f "$TMP/runs.log"
+FAKE_GPU_MEM=85899345920 NSA_HARNESS_CPUS=8 expect_exit "-j auto over 4 fake 80 GiB GPUs" 0 "$H" run "$TMP/wide.json" \
+  "$TMP/refd.json" --profile gpu -j auto --trainer-cmd "$TMP/fakegpu" --out "$TMP/fake3"
+check "... --cases-per-gpu auto: 3 a GPU (one per 24 GiB), 12 at a time" has "$TMP/out" \
+  "nsa-harness: up to 12 cases at a time over 4 GPUs (3 a GPU), 8 cores"
+check "... GPUs shared, never by four; OMP_NUM_THREADS 8/12 -> 1" python3 "$TMP/placement.py" "$TMP/runs.log" 3 1
 
 # two runs at once on the same 4 GPUs (the main job's two runs; two CI jobs on one runner): the
 # lock files keep every GPU to one case of either run, and a timing-sensitive case alone on the machine
@@ -195,6 +204,19 @@ b = [v for k, v in st.items() if k.startswith(("wideb/", "timed/"))]
 sys.exit(not (a and b and min(b) < max(a)))
 EOF
 check "... the lock files were made in NSA_HARNESS_LOCK_DIR" test -f "$TMP/locks/nsa-harness-machine.lock" -a -f "$TMP/locks/nsa-harness-gpu-0.lock"
+# two runs at once that both share GPUs (--cases-per-gpu 2 each): two cases a GPU in all, not two of each run
+sed 's/"name": "wide"/"name": "widec"/' "$TMP/wide.json" >"$TMP/widec.json"
+rm -f "$TMP/runs.log"
+NSA_HARNESS_LOCK_DIR="$TMP/locks" NSA_HARNESS_CPUS=8 "$H" run "$TMP/wide.json" "$TMP/wideb.json" --profile gpu -j 8 \
+  --cases-per-gpu 2 --trainer-cmd "$TMP/fakegpu" --out "$TMP/two_c" --quiet >"$TMP/two_c.out" 2>&1 &
+pa=$!
+NSA_HARNESS_LOCK_DIR="$TMP/locks" NSA_HARNESS_CPUS=8 "$H" run "$TMP/widec.json" --profile gpu -j 8 --cases-per-gpu 2 \
+  --trainer-cmd "$TMP/fakegpu" --out "$TMP/two_d" --quiet >"$TMP/two_d.out" 2>&1
+rb=$?
+wait "$pa"
+ra=$?
+check "two runs at once, --cases-per-gpu 2 each: both pass (exit $ra, $rb)" test "$ra$rb" = 00
+check "... never more than two cases on a GPU in all (the GPUs' slot files)" python3 "$TMP/placement.py" "$TMP/runs.log" 2 1
 
 # ---- 3. Ctrl-C with cases side by side -------------------------------------------------------------
 # every case hangs at step 1; -j 2: two run at once; SIGINT once both hang: exit 130, both running
@@ -229,7 +251,7 @@ check "... naming the flag and the value" has "$TMP/out" "nsa-harness run: -j 0:
 expect_exit "-j x is a usage error" 2 "$H" run scenarios/gate_init.json --jobs x
 check "... naming it" has "$TMP/out" "nsa-harness run: --jobs x: expected auto or a whole number from 1 to 1024"
 expect_exit "--cases-per-gpu 0 is a usage error" 2 "$H" run scenarios/gate_init.json --cases-per-gpu 0
-check "... naming it" has "$TMP/out" "nsa-harness run: --cases-per-gpu 0: expected a whole number from 1 to 64"
+check "... naming it" has "$TMP/out" "nsa-harness run: --cases-per-gpu 0: expected auto or a whole number from 1 to 64"
 NSA_HARNESS_CPUS=abc expect_exit "NSA_HARNESS_CPUS=abc is a usage error" 2 "$H" run scenarios/gate_init.json -j 2
 check "... naming the variable and the value" has "$TMP/out" "nsa-harness run: NSA_HARNESS_CPUS=abc: expected a whole number from 1 to 4096"
 finish

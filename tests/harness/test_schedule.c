@@ -1,7 +1,8 @@
 // tests/harness/test_schedule.c — the scheduler of cases side by side (harness/schedule.h):
 // which job starts next, given the jobs' needs and states and the pool. Every rule is checked
 // by a plan that breaks it if the rule is wrong: GPUs never over-held and a job's GPUs
-// distinct, most GPUs first then plan order, references before the cases that compare with
+// distinct, most GPUs first then plan order, a multi-GPU job not starved by 1-GPU jobs taking
+// each GPU as it frees, references before the cases that compare with
 // them, timing-sensitive (exclusive) jobs last and alone, cores never oversubscribed, -j 1 in
 // plan order, and a whole plan run to the end without a deadlock.
 #include <setjmp.h>
@@ -87,6 +88,36 @@ static void shared_gpus_keep_a_jobs_gpus_distinct(void **state) {
     assert_int_equal(p.running, 3);
     assert_int_equal(p.gpu_busy[0], 2);
     assert_int_equal(p.gpu_busy[1], 2);
+}
+
+// A 2-GPU job whose reference finishes while 1-GPU jobs hold the GPUs: the GPUs that free are
+// kept for it (no 1-GPU job takes them, a CPU job may run meanwhile), and it starts as soon as
+// two are free. Without the hold each freed GPU goes to the next 1-GPU job and it never starts.
+static void multi_gpu_job_not_starved(void **state) {
+    (void)state;
+    // 0-3: 1-GPU jobs, 4: 2-GPU job comparing with 0, 5-9: more 1-GPU jobs, 10: a CPU job
+    SchedJob jobs[11];
+    for (int j = 0; j < 11; j++) jobs[j] = job(1, 1, 0);
+    jobs[4] = job(2, 1, 0);
+    jobs[10] = job(0, 1, 0);
+    const int dep0[] = {0};
+    jobs[4].deps = dep0;
+    jobs[4].n_deps = 1;
+    SchedPool p = pool_of(4, 1, 64, 16);
+    sched_prepare(jobs, 11);
+    assert_int_equal(start_all(jobs, 11, &p), 5);   // 0-3 on the GPUs, the CPU job beside them
+    assert_int_equal(jobs[10].state, SCHED_RUNNING);
+    sched_finish(jobs, 10, &p);
+    sched_finish(jobs, 0, &p);                     // job 4 may start now, one GPU is free
+    assert_int_equal(start_all(jobs, 11, &p), 0);  // ... and kept for it
+    assert_int_equal(jobs[5].state, SCHED_WAITING);
+    sched_finish(jobs, 2, &p);                     // a second GPU: job 4 takes both
+    assert_int_equal(start_all(jobs, 11, &p), 1);
+    assert_int_equal(jobs[4].state, SCHED_RUNNING);
+    assert_int_equal(jobs[4].n_gpu_ids, 2);
+    sched_finish(jobs, 1, &p);                     // nothing needs two any more: 1-GPU jobs again
+    assert_int_equal(start_all(jobs, 11, &p), 1);
+    assert_int_equal(jobs[5].state, SCHED_RUNNING);
 }
 
 static void references_first(void **state) {
@@ -200,6 +231,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(gpus_distinct_and_never_overheld),
         cmocka_unit_test(shared_gpus_keep_a_jobs_gpus_distinct),
+        cmocka_unit_test(multi_gpu_job_not_starved),
         cmocka_unit_test(references_first),
         cmocka_unit_test(exclusive_last_and_alone),
         cmocka_unit_test(cores_never_oversubscribed),
