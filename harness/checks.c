@@ -420,6 +420,16 @@ static void gate_validate(const Scenario *s, const json_t *params, const char *j
 // Xavier-uniform's std of a layer: U(-b, b), b = gain*sqrt(6/(fan_in+fan_out)), std = b/sqrt(3)
 static double xavier_std(double gain, double fan_in, double fan_out) { return gain * sqrt(2.0 / (fan_in + fan_out)); }
 
+// How far a uniform gate's recorded output may sit from the uniform value: the gate's outputs
+// are the activation type's, so a zero-initialised gate in bf16 reads 1/3 rounded to bf16
+// (0.333984375: 2^-9 relative) in every position; within the type's unit roundoff (bf16
+// 2^-8, fp16 2^-11, relative), else 1e-6 (the statistics' printed digits).
+static double uniform_gate_tolerance(const char *precision, double uniform_value) {
+    const double u = !strcmp(precision, "bf16") ? 0x1p-8 : !strcmp(precision, "fp16") ? 0x1p-11 : 0;
+    const double t = u * uniform_value;
+    return t > 1e-6 ? t : 1e-6;
+}
+
 static void gate_evaluate(const json_t *params, CaseResult *r, const ScenarioRun *sr) {
     (void)sr;
     // "fc2_gain": null: the trainer's init is its own, fc2's std is not compared (the uniform
@@ -449,6 +459,7 @@ static void gate_evaluate(const json_t *params, CaseResult *r, const ScenarioRun
     const double want = xavier_std(gain, fan_in, fan_out);
     const int softmax = !strcmp(json_string_value(json_object_get(rec, "gate_act")) ? json_string_value(json_object_get(rec, "gate_act")) : "", "softmax");
     const double uniform_value = softmax ? 1.0 / 3.0 : 0.5;
+    const double uniform_tol = uniform_gate_tolerance(cfg->precision, uniform_value);
     const json_t *layers = json_object_get(rec, "layers");
     json_t *bad_fc2 = json_array(), *uniform = json_array(), *collapsed = json_array(), *table = json_array();
     int own_fans = 0;
@@ -482,7 +493,7 @@ static void gate_evaluate(const json_t *params, CaseResult *r, const ScenarioRun
             mu[b] = json_number_value(json_array_get(om, (size_t)b));
             if (!(sd[b] >= min_std)) any_low = 1;
             else all_low = 0;
-            if (fabs(mu[b] - uniform_value) > 1e-6) all_uniform_value = 0;
+            if (!(fabs(mu[b] - uniform_value) <= uniform_tol)) all_uniform_value = 0;
         }
         if (compare_fc2 && !(fabs(wstd - want_l) <= tol * want_l)) {
             if (!json_array_size(bad_fc2)) bad_want = want_l;
