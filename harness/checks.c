@@ -1156,3 +1156,10 @@ unsigned checks_needs(const Scenario *s) {
     }
     return n;
 }
+
+int check_judges_time(const char *kind, const json_t *params) {
+    if (!kind) return 0;
+    if (!strcmp(kind, "perf_floor")) return 1;
+    const char *m = json_string_value(json_object_get(params, "metric"));
+    return !strcmp(kind, "growth") && m && (!strcmp(m, "ms") || !strcmp(m, "step_ms") || !strcmp(m, "tok_per_s"));
+}

@@ -41,6 +41,9 @@ const CheckDef *check_at(int i);   // NULL past the end
 const char *check_names(void);     // "finite, grad_arrival, ..."
 // The union of the needs of a scenario's checks.
 unsigned checks_needs(const Scenario *s);
+// A check that judges wall-clock time (perf_floor; growth of ms, step_ms or tok_per_s): kind
+// is the check's name, params its JSON object. Its case runs with the machine to itself.
+int check_judges_time(const char *kind, const json_t *params);
 // The "reference" case glob of a cross-case check, or NULL.
 const char *check_reference(const CheckSpec *cs);
 // Does case name `name` serve as the reference of any of the scenario's checks?

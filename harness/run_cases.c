@@ -138,14 +138,6 @@ static void progress_tally(const Report *rp, int side_by_side, Str *out) {
 
 // ---- what a case needs -------------------------------------------------------------------------
 
-// A check that judges wall-clock time: its case runs with the machine to itself.
-static int timing_check(const CheckSpec *cs) {
-    if (!strcmp(cs->kind, "perf_floor")) return 1;
-    if (strcmp(cs->kind, "growth")) return 0;
-    const char *m = json_string_value(json_object_get(cs->params, "metric"));
-    return m && (!strcmp(m, "ms") || !strcmp(m, "step_ms") || !strcmp(m, "tok_per_s"));
-}
-
 void run_case_needs(const Scenario *s, const Case *c, const char *profile, int gpus_here, int *gpus, int *exclusive,
                     int *ranks) {
     const int W = c->run.world_size > 0 ? c->run.world_size : 1;
@@ -153,7 +145,7 @@ void run_case_needs(const Scenario *s, const Case *c, const char *profile, int g
     *gpus = gpus_here > 0 && s->requires_gpus > 0 ? W : 0;   // one per rank (a scenario's requires.gpus
                                                                // is what its largest case needs)
     *exclusive = 0;
-    for (int i = 0; i < s->n_checks; i++) *exclusive |= timing_check(&s->checks[i]);
+    for (int i = 0; i < s->n_checks; i++) *exclusive |= check_judges_time(s->checks[i].kind, s->checks[i].params);
     const FamilyDef *fam = family_find(s->family);
     if (fam && fam->needs) fam->needs(s, c, profile, gpus_here, gpus, exclusive, ranks);
 }

@@ -24,6 +24,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "harness/checks.h"
 #include "harness/family_impl.h"
 #include "harness/proc.h"
 #include "harness/trainer_cmd.h"
@@ -217,15 +218,6 @@ static int run_nested(const RunCtx *ctx, const Case *c, const char *const *argv,
     return hung;
 }
 
-// A check of the nested scenario that judges wall-clock time (as harness/run_cases.c)
-static int timing_check_json(const json_t *ck) {
-    const char *kind = json_string_value(json_object_get(ck, "check"));
-    if (!kind) return 0;
-    if (!strcmp(kind, "perf_floor")) return 1;
-    const char *m = json_string_value(json_object_get(ck, "metric"));
-    return !strcmp(kind, "growth") && m && (!strcmp(m, "ms") || !strcmp(m, "step_ms") || !strcmp(m, "tok_per_s"));
-}
-
 static void fault_text(const json_t *d, Str *fs);
 
 // FamilyDef.needs: a detection holds what its nested run's scenario needs — the GPUs of its
@@ -249,7 +241,7 @@ void selftest_needs(const Scenario *s, const Case *c, const char *profile, int g
     int timing = 0;
     size_t i;
     json_t *ck;
-    json_array_foreach(json_object_get(root, "checks"), i, ck) timing |= timing_check_json(ck);
+    json_array_foreach(json_object_get(root, "checks"), i, ck) timing |= check_judges_time(json_string_value(json_object_get(ck, "check")), ck);
     json_decref(root);
     Str fs = {0};
     fault_text(d, &fs);
