@@ -5,6 +5,7 @@
 #include <math.h>
 
 #include <errno.h>
+#include <fnmatch.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -362,6 +363,24 @@ void safe_name(char *out, size_t n, const char *name) {
     if (!strcmp(out, ".") || !strcmp(out, "..") || !out[0]) snprintf(out, n, "_");
 }
 int has_glob_meta(const char *p) { return strpbrk(p, "*?[") != NULL; }
+
+int glob_list_match(const char *list, const char *name) {
+    if (!list) return 1;
+    for (const char *p = list; *p;) {
+        const char *e = strchr(p, ',');
+        const size_t n = e ? (size_t)(e - p) : strlen(p);
+        if (n > 0) {
+            char small[256], *glob = n < sizeof small ? small : xmalloc(n + 1);
+            memcpy(glob, p, n);
+            glob[n] = 0;
+            const int hit = fnmatch(glob, name, 0) == 0;
+            if (glob != small) free(glob);
+            if (hit) return 1;
+        }
+        p += n + (e != NULL);
+    }
+    return 0;
+}
 
 // ---- problems -----------------------------------------------------------------------------------
 void problems_add(Problems *ps, int line, int col, const char *fmt, ...) {

@@ -115,6 +115,8 @@ void shell_join(Str *s, char *const *argv);
 // a file-system-safe copy of a case name: '/' and control bytes become '_'
 void safe_name(char *out, size_t n, const char *name);
 int has_glob_meta(const char *pattern);
+// name matches one of the comma-separated fnmatch globs of list (NULL list: every name does)
+int glob_list_match(const char *list, const char *name);
 
 // ---- problems (sorted by line, then column, then order of discovery) --------------------
 typedef struct {

@@ -1163,3 +1163,54 @@ int check_judges_time(const char *kind, const json_t *params) {
     const char *m = json_string_value(json_object_get(params, "metric"));
     return !strcmp(kind, "growth") && m && (!strcmp(m, "ms") || !strcmp(m, "step_ms") || !strcmp(m, "tok_per_s"));
 }
+
+// The step dump's readers besides the checks: a family's report that reads tensors of it
+// (family_ddp.c: every gradient, counting those a data-parallel difference leaves alone).
+static const struct {
+    const char *family, *glob;
+} FAMILY_DUMP_READS[] = {
+    {"ddp_onestep", "grads.*"},
+};
+
+// glob appended to the comma-separated list out unless it is there already
+static void glob_list_add(Str *out, const char *glob) {
+    const size_t n = strlen(glob);
+    for (const char *p = out->len ? str_c(out) : ""; *p;) {
+        const char *e = strchr(p, ',');
+        const size_t k = e ? (size_t)(e - p) : strlen(p);
+        if (k == n && !strncmp(p, glob, n)) return;
+        p += k + (e != NULL);
+    }
+    str_printf(out, "%s%s", out->len ? "," : "", glob);
+}
+
+int checks_dump_select(const Scenario *s, Str *out) {
+    str_free(out);
+    if (!(checks_needs(s) & (NEED_DUMP | NEED_DUMP_ACTS))) return 0;
+    for (int i = 0; i < s->n_checks; i++) {
+        const CheckSpec *cs = &s->checks[i];
+        const CheckDef *d = check_find(cs->kind);
+        if (!d || !(d->needs & (NEED_DUMP | NEED_DUMP_ACTS))) continue;
+        if (strcmp(cs->kind, "dump_match")) goto whole;   // golden: every tensor
+        const json_t *t = json_object_get(cs->params, "tensors");
+        if (!json_is_array(t) || !json_array_size(t)) goto whole;   // dump_match without tensors: every tensor
+        int positive = 0;
+        size_t k;
+        json_t *g;
+        json_array_foreach(t, k, g) {
+            const char *glob = json_string_value(g);
+            if (!glob) goto whole;
+            if (!glob[0] || glob[0] == '!') continue;   // matches nothing; a "not this" only narrows
+            if (strchr(glob, ',')) goto whole;          // not to be said in --dump-tensors' list
+            glob_list_add(out, glob);
+            positive = 1;
+        }
+        if (!positive) goto whole;   // only "not this" globs: every other tensor
+    }
+    for (size_t f = 0; f < sizeof FAMILY_DUMP_READS / sizeof FAMILY_DUMP_READS[0]; f++)
+        if (!strcmp(s->family, FAMILY_DUMP_READS[f].family)) glob_list_add(out, FAMILY_DUMP_READS[f].glob);
+    return out->len > 0 ? 1 : (str_free(out), 0);
+whole:
+    str_free(out);
+    return 0;
+}

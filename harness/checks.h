@@ -41,6 +41,13 @@ const CheckDef *check_at(int i);   // NULL past the end
 const char *check_names(void);     // "finite, grad_arrival, ..."
 // The union of the needs of a scenario's checks.
 unsigned checks_needs(const Scenario *s);
+// The step dump's tensors the scenario reads, as the comma-separated globs of the trainer's
+// --dump-tensors, into out: the union of every dump_match's `tensors` (its "!" globs only
+// narrow) and of what the scenario's family report reads of the dump (ddp_onestep: grads.*).
+// Returns 1, or 0 with out empty where no filter applies: no check reads the dump, or one
+// reads all of it (golden; a dump_match without `tensors` or with "!" globs only), or a glob
+// holds a comma.
+int checks_dump_select(const Scenario *s, Str *out);
 // A check that judges wall-clock time (perf_floor; growth of ms, step_ms or tok_per_s): kind
 // is the check's name, params its JSON object. Its case runs with the machine to itself.
 int check_judges_time(const char *kind, const json_t *params);

@@ -302,6 +302,12 @@ static void trainer_argv(const RunCtx *ctx, const CaseResult *r, LaunchKind kind
         strlist_add(a, buf);
     }
     if (needs & NEED_DUMP_ACTS) strlist_add(a, "--dump-acts");
+    Str select = {0};   // only the tensors the scenario reads, where the trainer can leave the rest out
+    if ((needs & (NEED_DUMP | NEED_DUMP_ACTS)) && trainer_caps_dump_tensors(tc) && checks_dump_select(s, &select)) {
+        strlist_add(a, "--dump-tensors");
+        strlist_add(a, str_c(&select));
+    }
+    str_free(&select);
     for (int i = 0; i < ctx->n_faults; i++) {
         strlist_add(a, "--fault");
         strlist_add(a, ctx->faults[i]);

@@ -15,6 +15,7 @@
 #include "harness/proc.h"
 
 // What each NEED_* bit of the checks asks of the trainer, by the protocol's diagnostic name.
+// (dump_tensors is no need: a trainer without it writes the whole dump, trainer_caps_dump_tensors.)
 static const struct {
     unsigned need;
     const char *diagnostic;
@@ -126,6 +127,9 @@ Liveness trainer_caps_liveness(const TrainerCaps *tc) {
 }
 
 int trainer_caps_stack_dump(const TrainerCaps *tc) { return trainer_caps_has(tc, "diagnostics", "stack_dump"); }
+int trainer_caps_dump_tensors(const TrainerCaps *tc) {
+    return tc->protocol >= 1 && trainer_caps_has(tc, "diagnostics", "dump_tensors");
+}
 
 int trainer_caps_has(const TrainerCaps *tc, const char *feature, const char *name) {
     if (tc->protocol < 1) return 1;

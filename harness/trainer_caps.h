@@ -48,6 +48,9 @@ typedef enum { LIVE_NONE, LIVE_FLIGHT_RECORDER, LIVE_HEARTBEAT } Liveness;
 Liveness trainer_caps_liveness(const TrainerCaps *tc);
 // 1 if the trainer takes --stack-file (protocol 0, or `stack_dump` listed).
 int trainer_caps_stack_dump(const TrainerCaps *tc);
+// 1 if the trainer takes --dump-tensors GLOBS (`dump_tensors` listed; never assumed of
+// protocol 0): the runner then asks for only the tensors the scenario reads (checks_dump_select).
+int trainer_caps_dump_tensors(const TrainerCaps *tc);
 
 // 1 if the trainer supports `name` of feature list `feature` ("backends", "faults", ...):
 // protocol 0 supports everything; a protocol >= 1 answer without that list supports nothing of it.

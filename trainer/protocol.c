@@ -32,6 +32,7 @@ static const char *const DIAGNOSTICS[] = {
     "gate_stats",        // --gate-stats: OUT/gate_stats.jsonl
     "dump_step",         // --dump-step FILE: step 1's batch, logits, loss, gradients (safetensors)
     "dump_acts",         // --dump-acts: the activations in the step dump too
+    "dump_tensors",      // --dump-tensors GLOBS: only those tensors in the step dump
     "flight_recorder",   // --flight-recorder FILE: the memory-mapped liveness record
     "stack_dump",        // --stack-file FILE: SIGUSR1 -> stack dump, exit 138; crash dumps
     "log_file",          // --log-file FILE: stdout and stderr appended to FILE

@@ -199,10 +199,9 @@ static void localise_anomaly(Model *m, DataSource *ds, DataPos pos, int32_t *in,
     write_anomaly(out_dir, step, -1, &a);
 }
 
-// The step-1 dump. logits_host holds the logits as the model's own view: F64 on
-// the fp64 backend, else F32 (16-bit activations converted exactly, through
-// act_to_f64: every bf16/fp16 value is an fp32 value). acts: the forward's
-// activations (--dump-acts) or NULL.
+// The step-1 dump. logits_host holds the logits as the model's own view (F64 on the fp64
+// backend, else F32: 16-bit activations widened exactly, actdump_to_host), or NULL when
+// --dump-tensors leaves them out. acts: the forward's activations (--dump-acts) or NULL.
 // The logits of the last forward as the dump stores them (see dump_step); free().
 static void *logits_to_host(const Model *m, int64_t n) {
     if (m->be->act_bytes == 4 || m->be->act_bytes == 8) {
@@ -211,17 +210,14 @@ static void *logits_to_host(const Model *m, int64_t n) {
         m->be->to_host(h, m->logits, (size_t)n * (size_t)m->be->act_bytes);
         return h;
     }
-    double *d = malloc(sizeof(double) * (size_t)n);
-    float *f = malloc(sizeof(float) * (size_t)n);
-    if (!d || !f) abort();
-    m->be->act_to_f64(d, m->logits, n);
-    for (int64_t i = 0; i < n; i++) f[i] = (float)d[i];
-    free(d);
-    return f;
+    return actdump_to_host(m, m->logits, n);
 }
 
+// select: --dump-tensors (comma-separated globs; NULL: every tensor). inputs, targets and loss
+// are always written, the metadata too; a gradient not selected is not written, and none is
+// copied from the device when no gradient is selected (the weights are, for their digests).
 static int dump_step(const char *path, Model *m, const int32_t *in, const int32_t *tg, double loss,
-                     const double *loss_store, const void *logits_host, const ActDump *acts) {
+                     const double *loss_store, const void *logits_host, const ActDump *acts, const char *select) {
     StFile f;
     st_init(&f);
     int64_t bt[2] = {m->B, m->T}, btv[3] = {m->B, m->T, m->V};
@@ -229,17 +225,24 @@ static int dump_step(const char *path, Model *m, const int32_t *in, const int32_
     StDtype pdt = m->be->param_bytes == 8 ? ST_F64 : ST_F32;
     st_add(&f, "inputs", ST_I32, 2, bt, in);
     st_add(&f, "targets", ST_I32, 2, bt, tg);
-    st_add(&f, "logits", adt, 3, btv, logits_host);
+    if (logits_host) st_add(&f, "logits", adt, 3, btv, logits_host);
     st_add(&f, "loss", ST_F64, 0, NULL, loss_store);
     if (acts) actdump_add(acts, &f);
     size_t bytes = (size_t)m->n_elems * m->be->param_bytes;
-    char *hg = malloc(bytes);
-    m->be->to_host(hg, m->grad_mem, bytes);
     char (*names)[96] = malloc(sizeof(*names) * (size_t)m->n_params);
+    int any_grad = 0;
     for (int i = 0; i < m->n_params; i++) {
         snprintf(names[i], sizeof names[i], "grads.%s", m->params[i].name);
-        st_add(&f, names[i], pdt, m->params[i].ndim, m->params[i].shape, hg + m->params[i].offset * m->be->param_bytes);
+        any_grad |= glob_list_match(select, names[i]);
     }
+    char *hg = NULL;
+    if (any_grad) {
+        hg = malloc(bytes);
+        m->be->to_host(hg, m->grad_mem, bytes);
+    }
+    for (int i = 0; i < m->n_params && hg; i++)
+        if (glob_list_match(select, names[i]))
+            st_add(&f, names[i], pdt, m->params[i].ndim, m->params[i].shape, hg + m->params[i].offset * m->be->param_bytes);
     // the weights the step was computed from, per parameter (digest64 of the raw
     // bytes): a regression report tells a changed initialisation from a changed forward
     char *hp = malloc(bytes);
@@ -722,15 +725,15 @@ static int step_dump(Run *R, DataPos pos) {
     void *saved = malloc((size_t)m->n_elems * be->param_bytes);
     be->to_host(saved, m->grad_mem, (size_t)m->n_elems * be->param_bytes);
     if (replay_grads) model_zero_grad(m);
-    if (R->opts->dump_acts) R->diag.acts = actdump_new();
+    if (R->opts->dump_acts) R->diag.acts = actdump_new(R->opts->dump_tensors);
     double l1 = model_forward(m, in1, tg1, 1.0 / ((double)B * T * R->world));
     const int64_t nlog = (int64_t)B * T * m->V;
-    void *lh = logits_to_host(m, nlog);
+    void *lh = R->rank == 0 && glob_list_match(R->opts->dump_tensors, "logits") ? logits_to_host(m, nlog) : NULL;
     if (replay_grads) model_backward(m);
     int drc = NSA_EXIT_OK;
     if (R->ddp) drc = ddp_mean(R->ddp, &l1, "allreduce dump loss");
     if (!drc && R->rank == 0)
-        drc = dump_step(R->opts->dump_step, m, in1, tg1, l1, &l1, lh, R->diag.acts) ? NSA_EXIT_RUNTIME : NSA_EXIT_OK;
+        drc = dump_step(R->opts->dump_step, m, in1, tg1, l1, &l1, lh, R->diag.acts, R->opts->dump_tensors) ? NSA_EXIT_RUNTIME : NSA_EXIT_OK;
     be->from_host(m->grad_mem, saved, (size_t)m->n_elems * be->param_bytes);
     actdump_free(R->diag.acts);
     R->diag.acts = NULL;

@@ -19,6 +19,7 @@ typedef struct {
     int stop_after;           // stop after this step (0: run to cfg.steps); the LR schedule still uses cfg.steps
     const char *dump_step;    // safetensors dump of step 1 (batch, logits, loss, grads), or NULL
     int dump_acts;            // --dump-acts: the dump also holds the forward's activations (trainer/actdump.h)
+    const char *dump_tensors; // --dump-tensors: comma-separated globs of the tensors the dump holds, or NULL: all
     int quiet;                // no per-step lines on stdout
     // diagnostics (docs/diagnostics.md); all off by default, and free when off
     int rank;                 // --rank: recorded in traces and the flight recorder; rank-targeted faults

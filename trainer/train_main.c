@@ -73,6 +73,9 @@ static void usage(FILE *f) {
         "  --dump-step FILE     write step 1's batch, logits, loss and every gradient (safetensors;\n"
         "                       logits F32, F64 on the fp64 backend)\n"
         "  --dump-acts          with --dump-step: also every layer's forward activations (acts.blocks.L.*)\n"
+        "  --dump-tensors GLOBS  with --dump-step: only the tensors matching one of these comma-separated\n"
+        "                       fnmatch globs (e.g. 'grads.*', 'logits,acts.blocks.0.*'), the others not even\n"
+        "                       copied from the device; inputs, targets, loss and the metadata always\n"
         "  --threads N          CPU threads, 1 to 1024 (default: all cores)\n"
         "  --check-config       validate the config, print it as canonical JSON, exit\n"
         "  --devices            print the CUDA devices this build can use, exit\n"
@@ -249,6 +252,7 @@ static int parse_args(int argc, char **argv, MainArgs *A) {
         else if (!strcmp(a, "--stop-after")) { NEED_VALUE; if (parse_int(a, v, &o->stop_after)) return NSA_EXIT_USAGE; }
         else if (!strcmp(a, "--dump-step")) { NEED_VALUE; o->dump_step = v; }
         else if (!strcmp(a, "--dump-acts")) o->dump_acts = 1;
+        else if (!strcmp(a, "--dump-tensors")) { NEED_VALUE; o->dump_tensors = v; }
         else if (!strcmp(a, "--threads")) {   // one message, saying what it got and the range
             NEED_VALUE;
             char *end = NULL;
@@ -354,6 +358,17 @@ static int env_seconds(const char *name, double *t, int capped) {
 // What the flags did not say: the timeouts and the bootstrap from the environment,
 // and the combinations checked before any world exists. Returns GO_ON or the exit code.
 static int resolve_defaults(MainArgs *A) {
+    if (A->opts.dump_tensors && !A->opts.dump_step) {
+        fprintf(stderr, "nsa-train: --dump-tensors %s selects the step dump's tensors: it needs --dump-step FILE\n",
+                A->opts.dump_tensors);
+        return NSA_EXIT_USAGE;
+    }
+    const char *dt = A->opts.dump_tensors;
+    if (dt && (!dt[0] || dt[0] == ',' || dt[strlen(dt) - 1] == ',' || strstr(dt, ",,"))) {
+        fprintf(stderr, "nsa-train: --dump-tensors '%s': expected comma-separated globs of tensor names, none empty "
+                        "(e.g. 'grads.*' or 'logits,grads.*')\n", dt);
+        return NSA_EXIT_USAGE;
+    }
     if (A->opts.dump_acts && !A->opts.dump_step) {
         fprintf(stderr, "nsa-train: --dump-acts adds the activations to the step dump: it needs --dump-step FILE\n");
         return NSA_EXIT_USAGE;
