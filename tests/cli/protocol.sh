@@ -70,7 +70,7 @@ transports = open(d + "/transports.txt").read().split()
 want(f.get("transports") == transports, "transports %r vs what the build accepts %r" % (f.get("transports"), transports))
 want(set(f.get("bootstraps", [])) <= {"mpi", "env", "slurm"} and "env" in f.get("bootstraps", []), "bootstraps %r" % f.get("bootstraps"))
 want(("mpi" in f.get("bootstraps", [])) == ("mpi" in transports), "bootstrap mpi iff transport mpi")
-for dg in ["trace_grads", "gate_stats", "dump_step", "dump_acts", "flight_recorder", "stack_dump", "init_weights"]:
+for dg in ["trace_grads", "gate_stats", "dump_step", "dump_acts", "dump_tensors", "flight_recorder", "stack_dump", "init_weights"]:
     want(dg in f.get("diagnostics", []), "diagnostics lacks %s" % dg)
 for e in errs: print("  " + e)
 sys.exit(1 if errs else 0)

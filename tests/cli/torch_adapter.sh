@@ -7,7 +7,7 @@
 #   the data bitwise equal to nsa-train's (step-1 dump inputs/targets, learnable and text);
 #   from nsa-train's --write-init weights, loss and every gradient within 1e-4 relative of
 #   nsa-train (fp32; the worst is printed) and within 1e-12 in fp64 (cpu64, phi mlp); batched == sequential prefill and checkpointing ==
-#   none, bitwise; the faults' documented effects (gate_zero_init, drop_grad, nan_at_seqlen,
+#   none, bitwise; --dump-tensors 'grads.*': the gradients of the full dump, bitwise, no logits; the faults' documented effects (gate_zero_init, drop_grad, nan_at_seqlen,
 #   hang + SIGUSR1, crash, heartbeat); 2 gloo ranks: a clean run with the same loss on both ranks
 #   and identical weights, and divergent_unused in default mode ending with exit 4 on both.
 # Needs a python with torch ($NSA_TORCH_PYTHON, python3, /usr/bin/python3): otherwise SKIP
@@ -49,7 +49,7 @@ d = json.load(open(sys.argv[1])); f = d["features"]
 nt = [l.split()[0] for l in open(sys.argv[2]) if l[:1].isalpha()]
 assert d["protocol"] == 2 and d["trainer"] == "nsa-torch-train", d
 assert "gloo" in f["transports"] and "env" in f["bootstraps"] and "sequential" in f["prefill"]
-assert {"heartbeat", "stack_dump", "init_weights", "trace_grads", "gate_stats", "dump_step", "anomaly"} <= set(f["diagnostics"])
+assert {"heartbeat", "stack_dump", "init_weights", "trace_grads", "gate_stats", "dump_step", "dump_tensors", "anomaly"} <= set(f["diagnostics"])
 assert "flight_recorder" not in f["diagnostics"]
 assert f["faults"] == nt, (f["faults"], nt)' "$TMP/info.json" <($NT --list-faults)
 expect_exit "an unknown flag is exit 2" 2 $T --config $CFG --bogus
@@ -90,6 +90,18 @@ check "fp64: loss and every gradient within 1e-12 relative of nsa-train's cpu64 
 $T --config $CFG --steps 1 --out "$TMP/t0" --quiet --dump-step "$TMP/t0.st"
 check "own seeded init equals nsa-train's (same loss and gradients, bitwise)" \
   cmpdump "$TMP/t0.st" "$TMP/t.st" --tol 0 --exact inputs targets logits loss
+$T --config $CFG --steps 1 --out "$TMP/tg" --quiet --dump-step "$TMP/tg.st" --dump-tensors 'grads.*'
+check "--dump-tensors 'grads.*': every gradient of the full dump, bitwise, and no logits" jq_py '
+import struct
+def load(p):
+    b = open(p, "rb").read(); n = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:8 + n])
+    return {k: b[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]] for k, v in h.items() if k != "__metadata__"}
+full, part = load(sys.argv[1]), load(sys.argv[2])
+want = sorted(k for k in full if k.startswith("grads.") or k in ("inputs", "targets", "loss"))
+assert sorted(part) == want and len(want) > 30, sorted(part)
+assert all(part[k] == full[k] for k in part)' "$TMP/t0.st" "$TMP/tg.st"
+expect_exit "--dump-tensors without --dump-step is exit 2" 2 $T --config $CFG --dump-tensors logits
+has "$TMP/out" "--dump-tensors logits selects the step dump's tensors: it needs --dump-step FILE" && ok "... naming the flag" || bad "... naming the flag"
 head -c 300000 README.md docs/*.md > "$TMP/corpus.txt"
 $NT --config $CFG --set data.kind=text --set data.path="$TMP/corpus.txt" --steps 1 --dump-step "$TMP/ct.st" --out "$TMP/ct" --quiet
 $T --config $CFG --set data.kind=text --set data.path="$TMP/corpus.txt" --steps 1 --dump-step "$TMP/tt.st" --out "$TMP/tt" --quiet

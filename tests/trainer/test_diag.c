@@ -12,7 +12,10 @@
 //     not a multiple of K), gc_recompute_mismatch and clobber_activation (each
 //     changes gradients only in its documented checkpointing case),
 //     prefill_state_leak (sequential losses differ from batched from step 2, not
-//     step 1, memory grows per step; no effect in batched prefill); the parser.
+//     step 1, memory grows per step; no effect in batched prefill); the parser;
+//   - the step dump's 16-bit widening (actdump_widen16): every bf16 and fp16 bit pattern
+//     gives the fp32 bits of the exact value (common/safetensors.c's decoder narrowed to
+//     float, as the route through act_to_f64 does), and a NaN sends it back to that route.
 #define _POSIX_C_SOURCE 200809L   // mkdtemp, fmemopen
 #include <stdarg.h>
 #include <stddef.h>
@@ -31,6 +34,8 @@
 #include <unistd.h>
 
 #include "common/config.h"
+#include "common/safetensors.h"
+#include "trainer/actdump.h"
 #include "trainer/faults.h"
 #include "trainer/flightrec.h"
 #include "trainer/gatestats.h"
@@ -664,6 +669,45 @@ static void test_prefill_state_leak(void **state) {
     for (int i = 0; i < 3; i++) assert_true(lx[i] == lb[i] && mx[i] == mb[i]);
 }
 
+// ---- the step dump's 16-bit widening -----------------------------------------------------------
+
+static void test_dump_widen16(void **state) {
+    (void)state;
+    uint16_t *bits = malloc(sizeof(uint16_t) * 65536);
+    float *out = malloc(sizeof(float) * 65536);
+    for (int i = 0; i < 65536; i++) bits[i] = (uint16_t)i;
+    for (int bf16 = 0; bf16 <= 1; bf16++) {
+        StTensor t = {.dtype = bf16 ? ST_BF16 : ST_F16, .ndim = 1, .data = bits, .nbytes = 2 * 65536};
+        int nan = 0, subnormal = 0;
+        for (int i = 0; i < 65536; i++) {
+            const double ref = st_elem_f64(&t, (size_t)i);
+            float got;
+            const int rc = actdump_widen16(&got, &bits[i], 1, bf16);
+            if (isnan(ref)) {
+                assert_int_equal(rc, -1);
+                nan++;
+                continue;
+            }
+            assert_int_equal(rc, 0);
+            const float want = (float)ref;
+            assert_memory_equal(&got, &want, sizeof got);   // -0, infinities and subnormals included
+            subnormal += !bf16 && ref != 0 && fabs(ref) < 0x1p-14;
+        }
+        assert_int_equal(nan, bf16 ? 2 * 127 : 2 * 1023);
+        if (!bf16) assert_int_equal(subnormal, 2 * 1023);
+    }
+    // a whole tensor: 0 without a NaN, -1 with one anywhere
+    for (int i = 0; i < 1024; i++) bits[i] = (uint16_t)(0x3c00 + i);   // fp16 1.0 and up
+    assert_int_equal(actdump_widen16(out, bits, 1024, 0), 0);
+    assert_true(out[0] == 1.0f && out[1] == 1.0f + 1.0f / 1024);
+    bits[700] = 0x7e00;   // an fp16 NaN
+    assert_int_equal(actdump_widen16(out, bits, 1024, 0), -1);
+    bits[700] = 0x7fc0;   // a bf16 NaN
+    assert_int_equal(actdump_widen16(out, bits, 1024, 1), -1);
+    free(bits);
+    free(out);
+}
+
 static int setup(void **state) {
     (void)state;
     snprintf(g_tmp, sizeof g_tmp, "/tmp/nsa_test_diag_XXXXXX");
@@ -691,6 +735,7 @@ int main(void) {
         cmocka_unit_test(test_gc_recompute_mismatch),
         cmocka_unit_test(test_clobber_activation),
         cmocka_unit_test(test_prefill_state_leak),
+        cmocka_unit_test(test_dump_widen16),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -32,6 +32,8 @@ docs/design.md, trained with autograd and AdamW; speaks the trainer protocol ver
   --trace-grads         OUT/grad_trace.jsonl        --gate-stats   OUT/gate_stats.jsonl
   --dump-step FILE      step 1's batch, logits, loss and gradients (safetensors)
   --dump-acts           with --dump-step: the activations
+  --dump-tensors GLOBS  with --dump-step: only the tensors matching one of these comma-separated
+                        globs (e.g. 'grads.*', 'logits'); inputs, targets and loss always
   --fault NAME[=ARG]    inject a fault (repeatable); --list-faults describes them
   --list-faults         list the faults, exit      --protocol-info   the handshake JSON, exit
   --print-env           environment facts as JSON, exit
@@ -40,7 +42,7 @@ every path flag replaces %r by the rank."""
 
 VALUE_FLAGS = {"--config", "--set", "--steps", "--backend", "--out", "--rank", "--transport", "--bootstrap",
                "--comm-timeout", "--rdzv-timeout", "--init-weights", "--heartbeat", "--stack-file", "--log-file",
-               "--dump-step", "--fault", "--threads"}
+               "--dump-step", "--dump-tensors", "--fault", "--threads"}
 BOOL_FLAGS = {"--trace-grads", "--gate-stats", "--dump-acts", "--print-env", "--quiet"}
 
 
@@ -55,6 +57,7 @@ class Args:
         self.comm_timeout = None
         self.rdzv_timeout = None
         self.init_weights = self.heartbeat = self.stack_file = self.log_file = self.dump_step = None
+        self.dump_tensors = None
         self.trace_grads = self.gate_stats = self.dump_acts = self.print_env = self.quiet = False
         self.threads = 0
 
@@ -160,6 +163,11 @@ def main(argv):
             return err("NSA_COMM_TIMEOUT=%s: expected a number of seconds > 0" % e)
     if A.dump_acts and not A.dump_step:
         return err("--dump-acts adds the activations to the step dump: it needs --dump-step FILE")
+    if A.dump_tensors is not None and not A.dump_step:
+        return err("--dump-tensors %s selects the step dump's tensors: it needs --dump-step FILE" % A.dump_tensors)
+    if A.dump_tensors is not None and "" in A.dump_tensors.split(","):
+        return err("--dump-tensors '%s': expected comma-separated globs of tensor names, none empty "
+                   "(e.g. 'grads.*' or 'logits,grads.*')" % A.dump_tensors)
     from nsa_torch import config as cfgmod
     from nsa_torch.ddp import World, WorldError
     try:

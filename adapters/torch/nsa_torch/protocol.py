@@ -9,7 +9,7 @@ PROTOCOL = 2
 TRAINER = "nsa-torch-train"
 VERSION = "0.1"
 
-DIAGNOSTICS = ["trace_grads", "gate_stats", "dump_step", "dump_acts", "heartbeat", "stack_dump",
+DIAGNOSTICS = ["trace_grads", "gate_stats", "dump_step", "dump_acts", "dump_tensors", "heartbeat", "stack_dump",
                "log_file", "anomaly", "init_weights"]
 
 

@@ -4,6 +4,7 @@ forward -> backward), the step's loss (mean over micro-batches, and over ranks),
 global gradient norm, the anomaly replay when either is non-finite (exit 3), the step-1
 dump, clipping, AdamW written out per element in float64 as trainer/optim.c does, the
 metrics.jsonl record."""
+import fnmatch
 import math
 import os
 import resource
@@ -498,12 +499,20 @@ class Trainer:
             grads = {n: (p.grad if p.grad is not None else torch.zeros_like(p)) for n, p in self.model.named_parameters()}
         if self.rank == 0:
             fdt = torch.float64 if self.pdtype == torch.float64 else torch.float32
-            out = {"inputs": torch.from_numpy(inp_np).to(torch.int32), "targets": torch.from_numpy(tgt_np).to(torch.int32),
-                   "logits": logits.detach().to(fdt).cpu(), "loss": torch.tensor(loss, dtype=torch.float64)}
+            globs = self.a.dump_tensors.split(",") if self.a.dump_tensors is not None else None
+
+            def wanted(name):   # --dump-tensors: a tensor left out is not copied from the device
+                return globs is None or any(fnmatch.fnmatchcase(name, g) for g in globs)
+            out = {"inputs": torch.from_numpy(inp_np).to(torch.int32), "targets": torch.from_numpy(tgt_np).to(torch.int32)}
+            if wanted("logits"):
+                out["logits"] = logits.detach().to(fdt).cpu()
+            out["loss"] = torch.tensor(loss, dtype=torch.float64)
             for n, g in grads.items():
-                out["grads." + n] = g.detach().to(fdt).cpu()
+                if wanted("grads." + n):
+                    out["grads." + n] = g.detach().to(fdt).cpu()
             for n, v in (acts or {}).items():
-                out[n] = v.detach().cpu() if v.dtype == torch.int32 else v.detach().to(fdt).cpu()
+                if wanted(n):
+                    out[n] = v.detach().cpu() if v.dtype == torch.int32 else v.detach().to(fdt).cpu()
             import json
             stio.write(self.a.dump_step, out, {"config": json.dumps(self.cfg, sort_keys=True, indent=2),
                                                "backend": self.cfg["train"]["backend"],
