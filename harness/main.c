@@ -130,8 +130,9 @@ static void usage_list(FILE *f) {
     fprintf(f, "usage: nsa-harness list [SCENARIO...] [--profile ci|gpu] [--checks] [--tensors]\n"
                "  lists each scenario's family, description, profiles and the cases of the profile\n"
                "  (both profiles when none is given); --checks lists the checks and families instead;\n"
-               "  --tensors adds, under each case, the tensors its step-1 dump holds (the names the\n"
-               "  dump_match and golden checks compare)\n");
+               "  --tensors adds, under each case, the tensors its full step-1 dump holds (the names the\n"
+               "  dump_match and golden checks compare; a run asks a trainer that lists dump_tensors for\n"
+               "  only those its checks read)\n");
 }
 static void usage_validate(FILE *f) {
     fprintf(f, "usage: nsa-harness validate [SCENARIO...]\n"
