@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/gpu_multi.sh — what has never run on several GPUs (issue 16), in as few device calls as
+# bench/gpu_multi.sh — what has never run on several GPUs, in as few GPU runs as
 # the time allows, on the machine it is started on (nvidia-h200-x2, -x4, -x8):
 #
 #   PHASES="build ddp suite matrix scaling hang" COMMIT=<sha> BUDGET=560 bash bench/gpu_multi.sh

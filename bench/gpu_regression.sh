@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench/gpu_regression.sh — the regression layer on a GPU machine, in one command per
-# device call (device time is scarce; docs/regression.md):
+# GPU run (GPU time is scarce; docs/regression.md):
 #
 #   PHASES="build train memcheck golden_record" COMMIT=<sha> BUDGET=560 bash bench/gpu_regression.sh
 #   PHASES="golden_check perf_record perf_check" COMMIT=<sha> bash bench/gpu_regression.sh
@@ -16,7 +16,7 @@
 #   perf_check     run perf.json (gpu) against BL: both cases must hold their floors
 #   train          tests/gpu/cuda_train.sh (determinism, resume, parity, dumps of every precision)
 #   memcheck       compute-sanitizer memcheck over whole nsa-train runs: every precision with
-#                  --dump-step --dump-acts --save, then --resume (issue 11 item 0)
+#                  --dump-step --dump-acts --save, then --resume
 # BL (default golden/baselines) is where baselines are read and written; at the end it is
 # packed into $OUT/baselines.tgz with the logs in $OUT/logs.tgz. COMMIT: the tree's
 # commit (a copied tree has no .git), stamped into the baselines' provenance.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench/gpu_rendezvous.sh — the nccl transport started WITHOUT MPI (the env bootstrap: torchrun-
 # style variables and nsa-train's own TCP rendezvous, docs/ddp.md "Bootstraps") on a GPU
-# machine, held bitwise to the same runs started by mpirun (issue 12 item 2). One device call:
+# machine, held bitwise to the same runs started by mpirun. One GPU run:
 #
 #   PHASES="build check w1 harness w2" BUDGET=540 bash bench/gpu_rendezvous.sh
 #

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench/gpu_scaling.sh BUILD_DIR [COUNTS="1 2 4 8"] [B=16] [STEPS=10] — data-parallel scaling of
-# m7c_125m at S = 2048 over NCCL (issue 16 item 2). For each rank count n in COUNTS that the
+# m7c_125m at S = 2048 over NCCL. For each rank count n in COUNTS that the
 # machine has GPUs for: n ranks through mpirun, --transport nccl, batch B per rank (global batch
 # n B), STEPS steps. One line per n: the median step time of rank 0 over steps 3..STEPS (1-2 are
 # warm-up), global tok/s, tok/s per GPU, the speedup over the smallest n, the efficiency of the

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench/gpu_torch.sh — the PyTorch trainer (adapters/torch) on a GPU machine, in one command
-# (issue 15: "on the GPU machine the same with CUDA and nccl"): cross-trainer parity on CUDA
+# (the same as on the CPU, with CUDA and nccl): cross-trainer parity on CUDA
 # (nsa-train's CUDA backend against PyTorch autograd on CUDA, fp32 and bf16, from the same
 # weights and batch: scenarios/cross_trainer_parity.json --profile gpu), then the families
 # against the PyTorch trainer on CUDA (the ci profile's tiny model with train.backend=cuda:

@@ -26,7 +26,7 @@
 // Event i (0-based, i < state.n_events) lives in ring slot i % ring_len; the
 // newest is i = n_events - 1.
 //
-// Full disks (issue 11): the file's blocks are allocated BEFORE it is mapped and
+// Full disks: the file's blocks are allocated BEFORE it is mapped and
 // BEFORE the header and magic are written, and the file only reaches its full
 // size once they all are (posix_fallocate extends the size after allocating; the
 // zero-writing fallback grows it write by write). So a reader that maps the file

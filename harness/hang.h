@@ -1,4 +1,4 @@
-// harness/hang.h — the evidence of a hang laid side by side (issue 12): every rank of
+// harness/hang.h — the evidence of a hang laid side by side: every rank of
 // the case answered SIGUSR1 with its stack and flight recorder; this reads them
 // together. Which collective sequence number each rank reached; the oldest
 // collective the waiting ranks are in (its name, step and, for a gradient bucket,

@@ -7,7 +7,7 @@
 // Randomness is counter-based (trainer/rng.h): the seed and the data position
 // are the whole RNG state, so resume continues bit for bit.
 //
-// Integrity (issue 11): the metadata entry "tensor_digests" holds a JSON object
+// Integrity: the metadata entry "tensor_digests" holds a JSON object
 // (as a string, like every safetensors metadata value) mapping every tensor's name
 // to the digest64 (common/digest.h, seed 0) of its raw bytes as stored in the
 // file, 16 lowercase hex digits. checkpoint_load verifies every tensor against it
@@ -16,7 +16,7 @@
 // they load unverified (CkptInfo.checksums = 0; nsa-train prints a note).
 // The file stays a valid safetensors file: the digests are metadata.
 //
-// Metadata integrity (issue 26): "metadata_digests", written last, holds a JSON object
+// Metadata integrity: "metadata_digests", written last, holds a JSON object
 // mapping every other metadata entry's name ("step", "optim_t", ..., "tensor_digests")
 // to the digest64 (seed 0) of its value's bytes (the string, without a terminator).
 // checkpoint_load checks it first, before any value is used, and names the entry that

@@ -22,7 +22,7 @@
 // buckets.jsonl, rank_times.jsonl). The weights stay bitwise identical on every
 // rank, which the run checks at its end.
 //
-// Artifacts (issue 11): a file that cannot be written is io_error (trainer/ioerr.h:
+// Artifacts: a file that cannot be written is io_error (trainer/ioerr.h:
 // one [IO-ERROR] line) and the run ends with exit 6 at the end of that step;
 // --save/--dump-step paths that can never be written and a --resume checkpoint of
 // another config are exit 2 before any step (check_output_file, check_resume_config;

@@ -177,7 +177,7 @@ static int redirect_log(const char *path) {
 // all): no CPU has as many cores (a thread per core is the default; more only make the
 // kernels wait for each other), and it is far below where libgomp fails: its team start
 // takes stack in proportion to the thread count, and --threads 100000 overflowed the main
-// thread's 8 MiB stack (SIGSEGV in GOMP_parallel, issue 26).
+// thread's 8 MiB stack (SIGSEGV in GOMP_parallel).
 #define NSA_MAX_THREADS 1024
 
 static int parse_int(const char *flag, const char *s, int *out) {

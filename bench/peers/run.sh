@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench/peers/run.sh BUILD_DIR DEST [OUT] — ours and the public NSA kernels side by side on
-# this machine's GPU, in one command, then the Markdown table of issue 14.
+# this machine's GPU, in one command, then the Markdown table of the results.
 #
 #   BUILD_DIR  a CUDA build of this repository (BUILD_DIR/bench/bench_cuda_attn). When the
 #              binary is missing it is configured and built here first (the project's default

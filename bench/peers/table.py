@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""bench/peers/table.py — the Markdown table of issue 14 from one run's logs.
+"""bench/peers/table.py — the Markdown table of the side-by-side results from one run's logs.
 
     table.py --ours OURS.log --peers-log PEERS.log [--peers DEST] [--env ENV.txt]
 

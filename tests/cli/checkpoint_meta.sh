@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tests/cli/checkpoint_meta.sh BUILD_DIR — a checkpoint's metadata is checksummed and
-# validated on --resume (issue 26, item 2; trainer/checkpoint.h, docs/diagnostics.md
+# validated on --resume (trainer/checkpoint.h, docs/diagnostics.md
 # "Checkpoints"). Before the fix the per-tensor checksums did not cover the metadata:
 # step="-5" resumed and trained steps -4..4 with a negative learning rate (exit 0),
 # optim_t="-1" ended in an ANOMALY blamed on tok_emb.out, data_offset -1, seed "x" and

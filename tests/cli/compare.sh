@@ -206,7 +206,7 @@ s = json.load(open(p))
 s["cases"] = [c for c in s["cases"] if c["case"] != "ckpt=high"]
 json.dump(s, open(p, "w"), indent=1)
 '
-# a full report against a filtered one (issue 26): the case B does not list is absent, listed
+# a full report against a filtered one: the case B does not list is absent, listed
 # apart, not compared and not a regression by itself; a regression among the others still is
 expect 0 "a case of A missing from B (a filtered B)" "$H" compare "$A" "$tmp/missing" --time-tol inf
 py "missing case: listed under Absent from B, not in Changes, exit 0" '
@@ -300,7 +300,7 @@ json.dump(s, open(p, "w"), indent=1)
 expect 2 "an invalid verdict" "$H" compare "$tmp/badverdict" "$A"
 grep -q "$tmp/badverdict/summary.json:[0-9]*:[0-9]*: cases\[1\].verdict: expected PASS" "$tmp/err" \
     && ok "invalid verdict: file:line:col and the path" || bad "invalid verdict" "$(cat "$tmp/err")"
-# summaries that are not a report's (issue 26): compare and show refuse them alike, exit 2
+# summaries that are not a report's: compare and show refuse them alike, exit 2
 # naming the file, the place and what is wrong (one loader, harness/report_in.c)
 mkdir -p "$tmp/empty_obj" "$tmp/other_fmt" "$tmp/badtype" "$tmp/fifo"
 echo '{}' >"$tmp/empty_obj/summary.json"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# tests/cli/cross_trainer_parity.sh BUILD_DIR — scenarios/cross_trainer_parity.json on the CPU
-# (issue 15 item 3): nsa-train and the PyTorch trainer (adapters/torch) from the same
+# tests/cli/cross_trainer_parity.sh BUILD_DIR — scenarios/cross_trainer_parity.json on the CPU:
+# nsa-train and the PyTorch trainer (adapters/torch) from the same
 # weights (run.init_weights shared) and batch.
 #  1. clean: every case PASSes; each torch case's loss, grad norm, logits, every layer's
 #     activations (dump_match's "acts.*" asks both trainers for --dump-acts) and every

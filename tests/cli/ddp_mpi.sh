@@ -170,7 +170,7 @@ PY
 }
 check "2 ranks x batch 2 == 1 rank x batch 4: losses, grad norms (rel 1e-5) and step-1 gradients (1e-5 of max|g|)" \
   same_training "$TMP/one" "$TMP/clean_default"
-# 4 ranks (issue 16: nothing had run on more than 2): 4 x batch 1, oversubscribed on 2 cores
+# 4 ranks (nothing had run on more than 2): 4 x batch 1, oversubscribed on 2 cores
 timeout -k 5 120 "${MPIRUN[@]}" -np 4 "$BIN" --config configs/tiny.json --threads 1 --set train.batch_size=1 \
   --set train.bucket_mb=0.05 --steps 3 --transport mpi --out "$TMP/four" --dump-step "$TMP/four/step1.safetensors" \
   --quiet >"$TMP/four.out" 2>&1; rc=$?

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# tests/cli/ddp_numbers.sh BUILD_DIR — the main job checks data-parallel numbers (issue 26,
-# item 1; docs/ddp.md "Numbers: n ranks against one"): scenarios/ddp_onestep.json compares
+# tests/cli/ddp_numbers.sh BUILD_DIR — the main job checks data-parallel numbers (docs/ddp.md
+# "Numbers: n ranks against one"): scenarios/ddp_onestep.json compares
 # every 2-rank case (over mpi, the ci profile) with one rank that trains the batch of both
 # (`ranks=1`): the loss and the gradient norm at every step (parity) and the step-1
 # gradients the optimizer consumed (dump_match), within the measured tolerances.

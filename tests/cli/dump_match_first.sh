@@ -3,7 +3,7 @@
 # tensor in the order a step computes them (the forward's tensors in forward order — tok_emb,
 # blocks.0 ..., norm_f, lm_head, logits — then the gradients in backward order: lm_head,
 # norm_f, blocks.L-1 ... blocks.0 with the MLP before the attention, tok_emb) with its layer
-# and branch, the worst tensor, and the stated tolerance (issue 15 item 3: the cross-trainer
+# and branch, the worst tensor, and the stated tolerance (the cross-trainer
 # comparison's localisation; harness/locus.h says why gradients go in backward order).
 #
 # A wrapper trainer runs nsa-train and then edits the step-1 dump of cases b, c and e, so the

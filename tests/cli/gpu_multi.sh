@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tests/cli/gpu_multi.sh BUILD_DIR — bench/gpu_multi.sh's own plumbing on the CPU (PROFILE=ci):
-# the device call of issue 16 must print every report's counts and its non-PASS verdict lines
-# on stdout (a device call brings back only a few files), pack the reports into logs.tgz,
+# a GPU run of it must print every report's counts and its non-PASS verdict lines
+# on stdout (a remote GPU run brings back only a few files), pack the reports into logs.tgz,
 # and exit 1 when a step failed; a clean run exits 0 with no verdict line; a bad PROFILE is
 # exit 2. The GPU phases themselves (ddp, the gpu profile, scaling over NCCL) run only on a
 # machine of several GPUs.

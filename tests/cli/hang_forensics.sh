@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/cli/hang_forensics.sh BUILD_DIR — a data-parallel hang explained (issue 12 item 1):
+# tests/cli/hang_forensics.sh BUILD_DIR — a data-parallel hang explained:
 # 2 ranks over MPI on the CPU, `--fault hang=1:2:backward` (rank 1 stops in the backward of
 # step 2, before it enqueues its first gradient bucket; rank 0 finishes its backward and
 # waits in that bucket's allreduce). Asserts: every rank answered SIGUSR1 with a stack and its
@@ -10,7 +10,7 @@
 # heartbeat, and at most 5 s after the watchdog saw the stall (measured, printed). Then the
 # same with 4 ranks (rank 2 hangs): every stack whole, rank 2 named, 0, 1, 3 waiting.
 # SKIPs (77) without mpirun or an MPI build.
-# On a GPU machine (issue 16; bench/gpu_multi.sh runs it): HF_PROFILE=gpu HF_TRANSPORT=nccl
+# On a GPU machine (bench/gpu_multi.sh runs it): HF_PROFILE=gpu HF_TRANSPORT=nccl
 # runs the same checks on ddp_onestep's gpu profile (m7c_125m, the CUDA backend, one GPU a
 # rank); the 4-rank part then needs 4 GPUs and SKIPs visibly with fewer.
 set -u
@@ -70,7 +70,7 @@ check "... and says who waits in what, with the bucket's parameters" \
   grep -qE "\*\*who never joined\*\*: rank 0 waits in collective seq [0-9]+, \`allreduce b[0-9]+\` of step 2 \(gradient bucket [0-9]+: \`" "$TMP/r/RESULTS.md"
 check "no process left" bash -c "! pgrep -f '[n]sa-train .*$TMP/r' >/dev/null"
 
-# 4 ranks (issue 16): ddp_onestep with world_size 4, rank 2 hangs in the backward of step 2,
+# 4 ranks: ddp_onestep with world_size 4, rank 2 hangs in the backward of step 2,
 # ranks 0, 1, 3 wait in its bucket's allreduce. Every rank's stack must be whole: with 4
 # processes on 2 cores the first rank to exit after its dump made mpirun kill the others
 # mid-dump (two of four files were their header alone) until a stall dump waited for the

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# tests/cli/harness_reliability.sh BUILD_DIR — the runner's side of issue 11 (reliability):
+# tests/cli/harness_reliability.sh BUILD_DIR — the runner's side of reliability:
 # every item here is a defect a user hit, and each check fails on the code before its fix.
 #  1. full disk: a trainer that reports an artifact it could not write ([IO-ERROR], exit 6)
 #     is an ERROR "disk full writing <file>" (was FAIL "no metrics were written"); on a small
 #     tmpfs neither binary dies by a signal and the run says what it could not write (the
 #     runner read the trainer's half-allocated flight recorder and died by SIGBUS); with 0, 4,
-#     64, 200 and 1024 KiB free (issue 26) the final report lists every case and names the
+#     64, 200 and 1024 KiB free the final report lists every case and names the
 #     disk, or the run is refused up front when no report fits;
 #  2. one --out at a time: a second run into a folder another run holds exits 2 naming the
 #     holder's pid; a reused report folder starts clean of the last report's cases; a
@@ -22,13 +22,13 @@
 #     a missing folder, --set train.lr=1e999, --out ""), a 1 MB name cut in the report;
 #  7. `list --tensors` names exactly what the trainer's dumps hold (every committed ci
 #     baseline's dump, and a tied-embedding dump);
-#  8. (issue 26) hostile inputs: validate /dev/zero, /dev/urandom, a FIFO, a 65 MiB file, a
+#  8. hostile inputs: validate /dev/zero, /dev/urandom, a FIFO, a 65 MiB file, a
 #     config that is /dev/zero, an --out whose summary.json is a FIFO: exit 2 at once, naming
 #     the file (under a generous `timeout 60`: each answers in milliseconds); a config pipe
 #     `<(...)` still works;
-#  9. (issue 26) RESULTS.md puts each scenario's description above its table; the Trainers
+#  9. RESULTS.md puts each scenario's description above its table; the Trainers
 #     table only when the cases ran more than one trainer;
-# 10. (issue 26) help run states --timeout-scale's range; validate takes folders as run does
+# 10. help run states --timeout-scale's range; validate takes folders as run does
 #     (DIR/ gives DIR/x.json; a folder without *.json is exit 2 naming it).
 set -u
 BUILD=${1:?usage: harness_reliability.sh BUILD_DIR}
@@ -81,8 +81,8 @@ if tiny_fs 160; then
   "$T" --config configs/tiny.json --steps 2 --flight-recorder "$MNT/fr" --out "$MNT/tr" --quiet >"$TMP/out" 2>&1
   rc=$?
   check "20 KiB free: nsa-train --flight-recorder ends by exit, not by a signal (exit $rc)" test "$rc" -lt 128
-  # "a full disk still leaves a report that says why" at every amount of free space (issue 26:
-  # with 200 KiB free the reports stayed at "1 PASS · 9 PENDING", never naming the disk): ten
+  # "a full disk still leaves a report that says why" at every amount of free space (with
+  # 200 KiB free the reports stayed at "1 PASS · 9 PENDING", never naming the disk): ten
   # cases; too little room for any report is refused up front, exit 2 naming the disk and
   # leaving no report; otherwise the final RESULTS.md, summary.json and junit.xml list every
   # case with its verdict (none PENDING), agree with each other and with the exit code, and a
@@ -263,7 +263,7 @@ raw = open('$TMP/tied.st', 'rb').read(); n = struct.unpack('<Q', raw[:8])[0]
 print('\n'.join(sorted(k for k in json.loads(raw[8:8 + n]) if k != '__metadata__')))" >"$TMP/tied_real.txt"
 check "list --tensors equals a tied-embedding dump (no lm_head)" cmp -s "$TMP/tied_listed.txt" "$TMP/tied_real.txt"
 
-# ---- 8. hostile inputs: every file is read with a limit, only a regular file (issue 26) ----------------
+# ---- 8. hostile inputs: every file is read with a limit, only a regular file ----------------
 # `validate /dev/zero` grew to 1.6 GB and never returned; a FIFO without a writer blocked in
 # open(). Each must be exit 2 at once: the `timeout 60` is generous on purpose (they answer in
 # milliseconds), it only keeps a regression from hanging the suite.
@@ -288,7 +288,7 @@ mkfifo "$TMP/fifo_out/summary.json"
 expect_exit "--out whose summary.json is a FIFO: exit 2 at once" 2 timeout 60 "$H" run $GATE --out "$TMP/fifo_out" --quiet
 check "... saying what it is" has "$TMP/out" "its summary.json is not a report's ($TMP/fifo_out/summary.json: not a regular file"
 
-# ---- 9. what RESULTS.md says (issue 26) ----------------------------------------------------------------
+# ---- 9. what RESULTS.md says ----------------------------------------------------------------
 python3 - "$TMP/done/RESULTS.md" <<'PY' && ok "each scenario's description stands above its table" || bad "scenario description above its table"
 import json, sys
 md = open(sys.argv[1]).read()
@@ -311,7 +311,7 @@ check "a scenario's own trainer for every case: the cases ran it" python3 -c "
 import json, sys; s = json.load(open('$TMP/own/summary.json')); sys.exit(not {c.get('trainer') for c in s['cases']} == {'nt'})"
 check "... one trainer: no Trainers table" bash -c "! grep -q '^## Trainers' '$TMP/own/RESULTS.md'"
 
-# ---- 10. messages that say what they mean (issue 26) -----------------------------------------------------
+# ---- 10. messages that say what they mean -----------------------------------------------------
 "$H" help run >"$TMP/help_run.txt"
 check "help run: --timeout-scale states the range the parser accepts (0 < X <= 1000)" \
   grep -q "timeout_s and stall_s by X, a number with" "$TMP/help_run.txt"

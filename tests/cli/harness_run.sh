@@ -54,7 +54,7 @@ import json, os, sys
 rep = sys.argv[1]
 s = json.load(open(rep + "/summary.json"))
 assert s["finished"] and s["exit_code"] == 0, s
-# a CPU run has no SKIP a user cannot act on (issue 26 item 11): scenarios/launchers.json has no
+# a CPU run has no SKIP a user cannot act on: scenarios/launchers.json has no
 # ci profile (it needs a GPU), the gloo cases of ddp_onestep are only for a trainer that lists gloo
 # (their axis marks gloo "if_supported": the PyTorch trainer), so neither is part of this run; a
 # SKIP left (the PyTorch trainer without torch) says what would make it run
@@ -161,7 +161,7 @@ assert "fault_crash at" in md and "the stack stops in `fault_crash (trainer/faul
 no_process_left "$tmp/crash" "crash"
 
 # 4b. a crash inside the C library: the frame of our code ---------------------------------------
-# nsa-train's dump of a heap that a kernel overflowed (saved from a real run, issue 26 item 7:
+# nsa-train's dump of a heap that a kernel overflowed (saved from a real run:
 # a window of w+1 keys, fp64): SIGABRT from free()'s check, frames #0-#10 in libc and libgomp.
 # The diagnosis must name the first frame of the trainer's own code, gemm_f64, not
 # __libc_message (what it named before). A trainer command replays it: it writes the dump
@@ -314,7 +314,7 @@ s = json.load(open(rep + "/summary.json"))
 assert s["interrupted"] and not s["finished"] and s["exit_code"] == 130, s
 v = [c["verdict"] for c in s["cases"]]
 # the cases never reached are SKIP ("not run: interrupted", "ran": false), as the header
-# and junit.xml count them (issue 11 item 4: they were null and counted nowhere)
+# and junit.xml count them (they were null and counted nowhere)
 assert v[0] == "ERROR" and all(x == "SKIP" for x in v[1:]) and len(v) == 4, v
 assert [c["ran"] for c in s["cases"]] == [True, False, False, False], s["cases"]
 assert s["counts"]["SKIP"] == 3 and s["counts"]["ERROR"] == 1, s["counts"]

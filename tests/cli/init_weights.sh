@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/cli/init_weights.sh BUILD_DIR — start weights (issue 15, contract section 6;
+# tests/cli/init_weights.sh BUILD_DIR — start weights (contract section 6;
 # docs/diagnostics.md "Start weights"):
 #  1. `nsa-train --write-init FILE` writes the step-0 parameters (F32; F64 on cpu64) under
 #     the config's parameter names (= `nsa-harness list --tensors`' grads.* less the prefix,

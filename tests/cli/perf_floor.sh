@@ -48,7 +48,7 @@ edit "$f" 'b["perf"]["peak_mem_bytes"] += 8192; b["perf"]["flops_per_step"] *= 1
 hrun "a floor with other FLOPs per step" 1 scenarios/perf.json --baselines "$TMP/bl" --out "$TMP/flops"
 check "flops differ: FAIL names flops" grep -q "below the floor: flops" "$TMP/flops/RESULTS.md"
 check "memory below the floor: said, re-record to tighten" grep -q "re-record to tighten it" "$TMP/flops/RESULTS.md"
-# a change of 0.047 % is printed with the digits that show it (issue 26: "(-0.0%)" said nothing),
+# a change of 0.047 % is printed with the digits that show it ("(-0.0%)" said nothing),
 # the exact counters in full
 edit "$f" 'b["perf"]["flops_per_step"] = b["perf"]["flops_per_step"] / 1.5 * 1.00047'
 hrun "a FLOPs floor 0.047 % above today's" 1 scenarios/perf.json --baselines "$TMP/bl" --out "$TMP/flops_small"

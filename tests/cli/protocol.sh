@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tests/cli/protocol.sh BUILD_DIR — the trainer protocol's capability handshake
-# (docs/trainer-protocol.md, issue 15 item 1):
+# (docs/trainer-protocol.md):
 #  1. `nsa-train --protocol-info` prints one JSON object and exits 0 without a config (a
 #     missing --config file is not read): protocol 2, trainer, the build's git sha as
 #     --print-env has it, and every feature list; its faults are exactly --list-faults'; its

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tests/cli/readme_examples.sh BUILD_DIR — the README's examples run as written on the machine
-# the main job just built (issue 26 item 13):
+# the main job just built:
 #  1. every example line that runs nsa-harness or nsa-train names the build folder as $B, and
 #     each such block sets B first to build-cpu, the folder ./run_all.sh builds without a GPU
 #     (run_all.sh says so); no example names build/ directly;

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tests/cli/release_debuginfo.sh BUILD_DIR — every build type keeps the diagnostics
-# (issue 11 item 8). A CPU-only -DCMAKE_BUILD_TYPE=Release build of nsa-train and
+#. A CPU-only -DCMAKE_BUILD_TYPE=Release build of nsa-train and
 # nsa-harness, from this source tree, in a temporary folder (about 10 s on 2 cores):
 #  1. its C compile commands carry -g (CMakeLists.txt adds it to every build type);
 #  2. nsa-train --fault crash=0:1: SIGSEGV, the crash stack names

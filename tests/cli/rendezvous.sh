@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# tests/cli/rendezvous.sh BUILD_DIR — nsa-train's bootstraps without MPI (issue 12 item 2,
-# docs/ddp.md "Bootstraps"): several `nsa-train --check-world` processes on 127.0.0.1 that
+# tests/cli/rendezvous.sh BUILD_DIR — nsa-train's bootstraps without MPI
+# (docs/ddp.md "Bootstraps"): several `nsa-train --check-world` processes on 127.0.0.1 that
 # find each other through the TCP rendezvous, with torchrun-style or Slurm variables. No
 # GPU, no MPI. Asserts:
 #   1. 3 ranks (RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT; rank 2 started before rank 0, so

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tests/cli/run_counts.sh BUILD_DIR — what a run says about its size and progress agrees
-# everywhere, and a CPU run has no SKIP a user cannot act on (issue 26 items 10, 11):
+# everywhere, and a CPU run has no SKIP a user cannot act on:
 #  1. `list`: an adaptive family's case says it runs as its bisection, a case only for a trainer
 #     with an "if_supported" value is marked, and the totals line per profile counts the cases
 #     listed above it, in the words of `run`'s first line;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/cli/scaling.sh BUILD_DIR — bench/gpu_scaling.sh (issue 16's data-parallel scaling table)
+# tests/cli/scaling.sh BUILD_DIR — bench/gpu_scaling.sh (the data-parallel scaling table)
 # run on the CPU over MPI with the tiny config, so its plumbing is checked where no GPU is:
 # 1, 2 and 4 ranks each give a row (ranks, step ms, tok/s, tok/s per rank, speedup, the
 # doubling's efficiency: '-' at 1, tok/s(n) / (2 tok/s(n/2)) at 2 and 4, comm wait); the CSV

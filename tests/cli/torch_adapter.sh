@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tests/cli/torch_adapter.sh BUILD_DIR — the PyTorch trainer adapters/torch/nsa-torch-train
-# (issue 15 item 2, docs/trainer-protocol.md version 2) against its contract and against
+# (docs/trainer-protocol.md version 2) against its contract and against
 # nsa-train's CPU backend:
 #   the handshake (--protocol-info: protocol 2, its lists; answered in < 1 s, before torch
 #   loads), a bad flag / unknown fault exit 2, a tiny run's metrics.jsonl with a falling loss;

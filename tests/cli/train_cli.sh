@@ -27,7 +27,7 @@ expect_rc "--threads -5" 2 "$BIN" --config configs/tiny.json --threads -5
 check "--threads -5: one message, naming the value (it printed two)" test "$(grep -c . "$TMP/err")" = 1
 expect_rc "--threads 0" 2 "$BIN" --config configs/tiny.json --threads 0
 check "--threads 0: says what it wants" grep -q -- "--threads 0: expected a whole number from 1 to 1024" "$TMP/err"
-# above the stated maximum (100000 was SIGSEGV inside libgomp, issue 26), and not a number
+# above the stated maximum (100000 was SIGSEGV inside libgomp), and not a number
 for t in 100000 1025 2147483648 abc 4x ""; do
   expect_rc "--threads '$t'" 2 "$BIN" --config configs/tiny.json --threads "$t" --steps 1 --out "$TMP/thr"
   check "--threads '$t': one line naming the flag, the value and the range" \

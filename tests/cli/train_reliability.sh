@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tests/cli/train_reliability.sh BUILD_DIR — nsa-train under full disks and bad checkpoints
-# (issue 11, items 1 and 3, the trainer's side). Each block proves one defect fixed; run
+# (the trainer's side). Each block proves one defect fixed; run
 # against the trainer before the fix (commit 9c71bce) 52 of its checks FAILed: SIGBUS
 # (exit 135) on the full tmpfs, in the trainer and in --show-flight-recorder; exit 0, 1 or 3
 # and no [IO-ERROR] line for /dev/full; exit 0 and a note for another config; exit 0 for

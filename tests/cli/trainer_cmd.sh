@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tests/cli/trainer_cmd.sh BUILD_DIR — another trainer under the same scenarios
-# (docs/trainer-protocol.md version 2, issue 15), with the minimal example trainer
+# (docs/trainer-protocol.md version 2), with the minimal example trainer
 # docs/examples/minimal_trainer.py (plain python3, no torch):
 #  1. `run --trainer-cmd "python3 docs/examples/minimal_trainer.py"` passes; the case got
 #     CASE/config.json (the resolved config: what nsa-train --check-config prints) and no --set;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/cli/two_nodes.sh BUILD_DIR — a simulated second node (issue 12 item 4): two network
+# tests/cli/two_nodes.sh BUILD_DIR — a simulated second node: two network
 # namespaces joined by a veth pair, each a "node" with its own address (10.99.0.1 and
 # 10.99.0.2) and, for the second, its own host name (a UTS namespace: nsa-node2). The runner
 # runs on node 1; mpirun reaches node 2 through an rsh agent that enters its namespaces (as

@@ -62,7 +62,7 @@ worst=$(paste <(losses "$tmp/m_cpu") <(losses "$tmp/m_cuda") |
 if awk -v w="$worst" 'BEGIN {exit !(w <= 1e-2)}'; then ok "m7c_125m S=2048 first 3 losses cuda bf16 vs cpu: worst rel diff $worst <= 1e-2"
 else bad "m7c_125m S=2048 first 3 losses: worst rel diff $worst > 1e-2"; fi
 
-# 5. --dump-step in every precision (issue 11, item 0): logits are written as F32 (the
+# 5. --dump-step in every precision: logits are written as F32 (the
 #    16-bit values converted exactly), the file is well-formed (tools/st_dump.py checks
 #    the structure), and they agree with the CPU's fp32 logits within each precision's
 #    tolerance, normwise (before the fix, bf16/fp16 dumps declared F32 over a 2-byte

@@ -663,7 +663,7 @@ static void test_window_dense(void **state) {
             }
 }
 
-// ---- (f2) key lists never leave the key rows (issue 26, item 7) ----------------------------
+// ---- (f2) key lists never leave the key rows ----------------------------
 //
 // A selected block index outside [0, NS) (the padding is -1) selects no key: forward and
 // backward give bitwise the results of -1 in its place, and nothing outside q/k/v/dk/dv

@@ -1,5 +1,5 @@
 // tests/trainer/test_checkpoint.c — checkpoint integrity and artifact write failures
-// (issue 11, items 1 and 3), on the CPU backend, tiny config:
+//, on the CPU backend, tiny config:
 //   - checkpoint_config_diff: the keys that differ between two canonical configs, in
 //     sorted order with both values (nsa.w, data.kind, a key present on one side only,
 //     reals in their short form), train.steps and name marked allowed, bad JSON -> -1;
@@ -285,7 +285,7 @@ static void test_roundtrip_and_corruption(void **state) {
     model_free(&m);
 }
 
-// ---- metadata: checksummed and validated (issue 26, item 2) ----------------------------------
+// ---- metadata: checksummed and validated ----------------------------------
 
 static const char *g_key, *g_val;
 static int g_redigest;   // 1: recompute metadata_digests (a writer's bug, not an edit); 0: leave it

@@ -1,5 +1,5 @@
 // tests/trainer/test_reference_train.c — our whole training loop against an independent
-// float64 PyTorch reference trainer (tools/reference/train_reference.py, issue 10 item 7).
+// float64 PyTorch reference trainer (tools/reference/train_reference.py).
 //
 // Why: the step-1 golden tensors (test_golden.c) check the model's forward and backward,
 // but nothing checked the optimizer, the clipping, the LR schedule or the data order

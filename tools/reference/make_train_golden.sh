@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tools/reference/make_train_golden.sh — regenerate golden/reference_train/<variant>.json:
-# the float64 PyTorch reference's loss curve over 24 optimizer steps (issue 10, item 7).
+# the float64 PyTorch reference's loss curve over 24 optimizer steps.
 #
 #   bash tools/reference/make_train_golden.sh BUILD_DIR [OUT_DIR=golden/reference_train] [DEVICE=cpu|cuda] [PYTHON=python3]
 #
