@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "harness/home.h"
 #include "harness/baseline.h"
 #include "harness/commands.h"
 #include "harness/files.h"
@@ -26,9 +27,6 @@
 #include "common/jsonutil.h"
 #include "common/util.h"
 
-#ifndef NSA_SOURCE_DIR
-#define NSA_SOURCE_DIR "."
-#endif
 
 void usage_baseline(FILE *f) {
     fprintf(f,
@@ -67,7 +65,7 @@ void usage_baseline(FILE *f) {
             "invalid scenario; 130 interrupted\n"
             "\n"
             "show: a baseline's provenance, steps, dump and perf; for a folder, one line per baseline.\n",
-            NSA_SOURCE_DIR, NSA_SOURCE_DIR, NSA_SOURCE_DIR, NSA_SOURCE_DIR);
+            harness_home(), harness_home(), harness_home(), harness_home());
 }
 
 
@@ -94,7 +92,7 @@ static int parse_record(int argc, char **argv, RecordOpts *o) {
     memset(o, 0, sizeof *o);
     o->repeat = 1;
     o->warmup = 2;
-    o->baselines = NSA_SOURCE_DIR "/golden/baselines";
+    o->baselines = harness_path("golden/baselines");
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int takes = !strcmp(a, "--profile") || !strcmp(a, "--filter") || !strcmp(a, "--case") || !strcmp(a, "--set") || !strcmp(a, "--repeat") ||
@@ -149,7 +147,7 @@ static int parse_record(int argc, char **argv, RecordOpts *o) {
 // The shipped scenarios that hold a golden or perf_floor check: scenarios/ for nsa-train,
 // scenarios/trainer/ (the scenarios written for any map) for a map trainer.
 static int default_scenarios(StrList *files, int map) {
-    const char *dir = map ? NSA_SOURCE_DIR "/scenarios/trainer" : NSA_SOURCE_DIR "/scenarios";
+    const char *dir = map ? harness_path("scenarios/trainer") : harness_path("scenarios");
     StrList all = {0};
     if (collect_json_files(&all, NULL, 0, dir)) return -1;
     for (int i = 0; i < all.n; i++) {
@@ -312,7 +310,7 @@ out:
 // The source tree's commit (full sha) or NULL.
 static char *source_commit(void) {
     char *out = NULL;
-    char *const argv[] = {"git", "-C", NSA_SOURCE_DIR, "rev-parse", "HEAD", NULL};
+    char *const argv[] = {"git", "-C", (char *)harness_home(), "rev-parse", "HEAD", NULL};
     if (proc_capture(argv, 10, &out) != 0 || !out || !out[0]) {
         free(out);
         return NULL;
@@ -329,7 +327,7 @@ static int baseline_record(int argc, char **argv) {
     char stamp[32], out[2048];
     utc_stamp(stamp, sizeof stamp);
     if (o.out) snprintf(out, sizeof out, "%s", o.out);
-    else snprintf(out, sizeof out, "%s/reports/record_%s", NSA_SOURCE_DIR, stamp);
+    else snprintf(out, sizeof out, "%s/record_%s", harness_reports_dir(), stamp);
     Str command = {0};
     str_add(&command, "nsa-harness baseline record ");
     shell_join(&command, argv);

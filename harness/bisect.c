@@ -39,6 +39,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "harness/home.h"
 #include "harness/commands.h"
 #include "harness/families.h"
 #include "harness/files.h"
@@ -47,9 +48,6 @@
 #include "common/exit_codes.h"
 #include "common/util.h"
 
-#ifndef NSA_SOURCE_DIR
-#define NSA_SOURCE_DIR "."
-#endif
 
 #define ME "nsa-harness bisect"
 
@@ -126,7 +124,7 @@ void usage_bisect(FILE *f) {
             "ancestor of BAD, not a git repository, invalid scenarios or run options, inputs that differ\n"
             "from their commit (without --allow-dirty), GOOD testing bad or BAD good; 130 interrupted\n"
             "(the temporary worktrees are removed in every case).\n",
-            NSA_SOURCE_DIR, NSA_SOURCE_DIR);
+            harness_home(), harness_home());
 }
 
 // ---- 1. options ---------------------------------------------------------------------------
@@ -299,7 +297,7 @@ static int load_revisions(const Opts *o, Repo *R) {
         fprintf(stderr, ME ": git is not on the PATH (apt-get install git)\n");
         return -1;
     }
-    const char *dir = o->repo ? o->repo : NSA_SOURCE_DIR;
+    const char *dir = o->repo ? o->repo : harness_home();
     char *out = NULL;
     const char *top_args[] = {"rev-parse", "--show-toplevel", NULL};
     if (!is_dir(dir) || git_capture(R, dir, top_args, &out) || !out[0]) {
@@ -405,7 +403,7 @@ static void decide_profile(const Opts *o, Plan *P) {
 
 // Scenario arguments as `run` reads them: files as given, directories' *.json (sorted).
 static void scenario_files(const Opts *o, StrList *files) {
-    collect_json_files(files, o->scen.v, o->scen.n, NSA_SOURCE_DIR "/scenarios");
+    collect_json_files(files, o->scen.v, o->scen.n, harness_path("scenarios"));
 }
 
 // Load the selected scenarios for the profile (the runner is the same at every step, so
@@ -438,7 +436,7 @@ static int check_scenarios(const Opts *o, Plan *P) {
         for (int k = 0; k < s.n_checks; k++)
             baselines |= !strcmp(s.checks[k].kind, "golden") || !strcmp(s.checks[k].kind, "perf_floor");
         if (baselines) {
-            char *bdir = realpath(o->baselines ? o->baselines : NSA_SOURCE_DIR "/golden/baselines", NULL);
+            char *bdir = realpath(o->baselines ? o->baselines : harness_path("golden/baselines"), NULL);
             if (bdir) {
                 Str b = {0};
                 str_printf(&b, "%s\t%s/*/%s", bdir, PROFILE_NAMES[P->profile], s.name);
@@ -666,9 +664,9 @@ static int check_inputs(const Opts *o, Plan *P) {
         str_printf(&P->inputs_line, "bisect: %s is in no git repository: its state cannot be checked\n", outside.v[i]);
         str_printf(&P->inputs_md, "- `%s` is in no git repository: its state cannot be checked\n", outside.v[i]);
     }
-    // the runner: this executable, built from NSA_SOURCE_DIR (stated, never refused: it is the tool chosen)
+    // the runner: this executable, from its home folder (harness/home.h; stated, never refused: it is the tool chosen)
     char top[4096];
-    if (!git_top_of(git, NSA_SOURCE_DIR, top, sizeof top)) {
+    if (!git_top_of(git, harness_home(), top, sizeof top)) {
         char *sha = NULL, *st = NULL;
         const char *head[] = {"rev-parse", "--short=7", "HEAD", NULL};
         const char *stat[] = {"status", "--porcelain", "--untracked-files=no", "--", "harness", "common", NULL};
@@ -1170,7 +1168,7 @@ static void write_report(const Bisect *B, const char *result) {
                B->o->verify ? "GOOD and BAD tested first" : "--no-verify: GOOD assumed good and BAD bad");
     str_add(&s, str_c(&B->P->inputs_md));
     str_printf(&s, "- profile `%s` (%s); runner, scenarios, configs and baselines of `%s`\n", PROFILE_NAMES[B->P->profile],
-               B->P->profile_why, NSA_SOURCE_DIR);
+               B->P->profile_why, harness_home());
     str_add(&s, "- each step: `git worktree add --detach`, `cmake");
     for (int i = 0; i < B->P->cmake_args.n; i++) str_printf(&s, " %s", B->P->cmake_args.v[i]);
     str_printf(&s, "`, `cmake --build --target nsa-train -j%d`, then `%s run", B->o->jobs, B->P->self);
@@ -1263,7 +1261,7 @@ static int make_folders(Bisect *B) {
     char stamp[32];
     utc_stamp(stamp, sizeof stamp);
     if (B->o->out) snprintf(B->out, sizeof B->out, "%s", B->o->out);
-    else snprintf(B->out, sizeof B->out, "%s/reports/bisect_%s", NSA_SOURCE_DIR, stamp);
+    else snprintf(B->out, sizeof B->out, "%s/bisect_%s", harness_reports_dir(), stamp);
     if (mkdir_p(B->out)) {
         fprintf(stderr, ME ": cannot create %s: %s\n", B->out, strerror(errno));
         return -1;

@@ -2,6 +2,7 @@
 // decision tree that turns the cases' findings into a diagnosis, and the report
 // section with its tables and plots.
 #define _POSIX_C_SOURCE 200809L
+#include "harness/home.h"
 #include "harness/families.h"
 
 #include <math.h>
@@ -42,9 +43,6 @@ void family_names_list(Str *s, const json_t *arr, int max) {
     }
 }
 
-#ifndef NSA_SOURCE_DIR
-#define NSA_SOURCE_DIR ""
-#endif
 
 // Frames that say how the stack was taken, how the thread waits or how the C library
 // ends a process (abort on a corrupted heap: raise, abort, __libc_message,
@@ -89,7 +87,7 @@ static int library_frame(const char *ln) {
 static int top_frame(const char *stack_path, char *out, size_t n) {
     char *text = read_file(stack_path, NULL);
     if (!text) return -1;
-    if (pystack_top(text, NSA_SOURCE_DIR, out, n) == 0) {   // a Python trainer's faulthandler dump
+    if (pystack_top(text, harness_home(), out, n) == 0) {   // a Python trainer's faulthandler dump
         free(text);
         return 0;
     }
@@ -118,8 +116,8 @@ static int top_frame(const char *stack_path, char *out, size_t n) {
             if (!cut) cut = strstr(loc, "  [");
             if (cut) *cut = '\0';
             const char *rel = loc;
-            size_t sl = strlen(NSA_SOURCE_DIR);
-            if (sl && !strncmp(loc, NSA_SOURCE_DIR, sl) && loc[sl] == '/') rel = loc + sl + 1;
+            size_t sl = strlen(harness_home());
+            if (sl && !strncmp(loc, harness_home(), sl) && loc[sl] == '/') rel = loc + sl + 1;
             snprintf(name, sizeof name, "%s (%s)", fn, rel);
         } else {
             snprintf(name, sizeof name, "%s", p);

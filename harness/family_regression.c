@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "harness/family_impl.h"
-#include "kernels/ops.h"   // NSA_BR_*, NSA_GATE_*: the config's enum values
+#include "common/nsa_names.h"   // NSA_BR_*, NSA_GATE_*: the config's enum values
 
 static const char *fact_str(const CaseResult *r, const char *k) { return json_string_value(json_object_get(r->facts, k)); }
 

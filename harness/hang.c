@@ -1,5 +1,6 @@
 // harness/hang.c — see hang.h.
 #define _POSIX_C_SOURCE 200809L
+#include "harness/home.h"
 #include "harness/hang.h"
 
 #include <stdio.h>
@@ -9,9 +10,6 @@
 #include "common/flightrec_layout.h"
 #include "harness/pystack.h"
 
-#ifndef NSA_SOURCE_DIR
-#define NSA_SOURCE_DIR ""
-#endif
 
 void hang_read_wait(const volatile void *fr_header, RankResult *rk) {
     const volatile FrHeader *h = fr_header;
@@ -69,7 +67,7 @@ static void short_frame(const char *line, char *out, size_t n) {
 void hang_read_stack_top(RankResult *rk) {
     rk->stack_top[0] = '\0';
     char *text = read_file(rk->stack_path, NULL);   // a Python trainer's faulthandler dump?
-    const int py = text && pystack_top(text, NSA_SOURCE_DIR, rk->stack_top, sizeof rk->stack_top) == 0;
+    const int py = text && pystack_top(text, harness_home(), rk->stack_top, sizeof rk->stack_top) == 0;
     const int readable = text != NULL;   // a regular file within read_file's limit
     free(text);
     if (py || !readable) return;

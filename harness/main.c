@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "harness/home.h"
 #include "harness/checks.h"
 #include "harness/commands.h"
 #include "harness/counts.h"
@@ -36,9 +37,6 @@
 #include "common/jsonutil.h"
 #include "common/util.h"
 
-#ifndef NSA_SOURCE_DIR
-#define NSA_SOURCE_DIR "."
-#endif
 
 static volatile sig_atomic_t g_interrupted = 0;
 static void on_signal(int sig) {
@@ -74,7 +72,7 @@ static void usage(FILE *f) {
             "exit codes: 0 all passed (or skipped); 1 a case FAIL/HANG/CRASH; 2 usage error,\n"
             "invalid scenario or a case ERROR (e.g. a full disk); 125 instead of 2 with --bisect;\n"
             "130 interrupted\n",
-            NSA_SOURCE_DIR);
+            harness_home());
 }
 
 static void usage_run(FILE *f) {
@@ -123,7 +121,7 @@ static void usage_run(FILE *f) {
             "Every case writes <out>/<scenario>/<case>/: output.log env.json metrics.jsonl\n"
             "grad_trace.jsonl gate_stats.jsonl ranks/rank_R.log ranks/rank_R.fr (or ranks/rank_R.hb, a\n"
             "trainer's heartbeat file) stacks/rank_R.txt; config.json for a trainer given as a command.\n",
-            NSA_SOURCE_DIR, NSA_SOURCE_DIR, NSA_SOURCE_DIR);
+            harness_home(), harness_home(), harness_home());
 }
 
 static void usage_list(FILE *f) {
@@ -142,7 +140,7 @@ static void usage_validate(FILE *f) {
                "  run and list take them (default: %s/scenarios). Problems are printed as\n"
                "  file:line:col: message; exit 2 if any, or if a file is not a regular file or a\n"
                "  directory holds no *.json.\n",
-               NSA_SOURCE_DIR);
+               harness_home());
 }
 static void usage_show(FILE *f) {
     fprintf(f, "usage: nsa-harness show REPORT\n"
@@ -156,7 +154,7 @@ static void usage_show(FILE *f) {
 
 // Files as given; directories expand to their *.json files, sorted (not recursive).
 static int collect(StrList *out, char **args, int n) {
-    return collect_json_files(out, args, n, NSA_SOURCE_DIR "/scenarios");
+    return collect_json_files(out, args, n, harness_path("scenarios"));
 }
 
 static char *problems_text(Problems *ps) {
@@ -190,7 +188,7 @@ static void chomp(char *s) {
 // git sha (short) and dirty flag of the source tree at run time; 0 or -1.
 static int git_state(char *sha, size_t n, int *dirty) {
     char *out = NULL;
-    char *const a1[] = {"git", "-C", NSA_SOURCE_DIR, "rev-parse", "--short=7", "HEAD", NULL};
+    char *const a1[] = {"git", "-C", (char *)harness_home(), "rev-parse", "--short=7", "HEAD", NULL};
     int rc = proc_capture(a1, 10, &out);
     if (rc != 0 || !out[0]) {
         free(out);
@@ -199,7 +197,7 @@ static int git_state(char *sha, size_t n, int *dirty) {
     chomp(out);
     snprintf(sha, n, "%s", out);
     free(out);
-    char *const a2[] = {"git", "-C", NSA_SOURCE_DIR, "status", "--porcelain", "--untracked-files=no", NULL};
+    char *const a2[] = {"git", "-C", (char *)harness_home(), "status", "--porcelain", "--untracked-files=no", NULL};
     rc = proc_capture(a2, 10, &out);
     *dirty = rc == 0 && out[0] != '\0';
     free(out);
@@ -882,7 +880,7 @@ static int run_open_report(const RunOpts *O, Report *rp, int argc, char **argv, 
     char stamp[32];
     utc_stamp(stamp, sizeof stamp);
     if (O->out_dir) snprintf(rp->dir, sizeof rp->dir, "%s", O->out_dir);
-    else snprintf(rp->dir, sizeof rp->dir, "%s/reports/%s_%s", NSA_SOURCE_DIR, stamp, sha);
+    else snprintf(rp->dir, sizeof rp->dir, "%s/%s_%s", harness_reports_dir(), stamp, sha);
     char err[4600];
     if (outdir_claim(rp->dir, lock_fd, err, sizeof err)) {
         fprintf(stderr, "nsa-harness run: %s\n", err);
@@ -1018,7 +1016,7 @@ static int run_report(const RunOpts *O, Report *rp, FILE *con, int lock_fd) {
 // nsa-harness run: parse options, check the trainer, load and plan the scenarios, open
 // the report, run the cases, report. (The process exits after: the OS frees the rest.)
 int cmd_run(int argc, char **argv) {
-    RunOpts O = {.profile = -1, .baselines = NSA_SOURCE_DIR "/golden/baselines", .scale = 1.0, .jobs = 1,
+    RunOpts O = {.profile = -1, .baselines = harness_path("golden/baselines"), .scale = 1.0, .jobs = 1,
                  .cases_per_gpu = 0};
     int rc;
     if ((rc = run_parse_options(argc, argv, &O)) != GO_ON) return rc;
@@ -1066,7 +1064,7 @@ static int cmd_list(int argc, char **argv) {
     StrList files = {0};
     if (collect(&files, in.v, in.n)) return HARNESS_EXIT_USAGE;
     if (files.n == 0) {
-        fprintf(stderr, "nsa-harness list: no scenario files in %s\n", in.n ? in.v[0] : NSA_SOURCE_DIR "/scenarios");
+        fprintf(stderr, "nsa-harness list: no scenario files in %s\n", in.n ? in.v[0] : harness_path("scenarios"));
         return HARNESS_EXIT_USAGE;
     }
     int rc = HARNESS_EXIT_OK;
@@ -1186,7 +1184,7 @@ static int cmd_validate(int argc, char **argv) {
     StrList files = {0};
     if (collect(&files, in.v, in.n)) return HARNESS_EXIT_USAGE;
     if (files.n == 0) {
-        fprintf(stderr, "nsa-harness validate: no scenario files in %s\n", in.n ? in.v[0] : NSA_SOURCE_DIR "/scenarios");
+        fprintf(stderr, "nsa-harness validate: no scenario files in %s\n", in.n ? in.v[0] : harness_path("scenarios"));
         return HARNESS_EXIT_USAGE;
     }
     int bad = 0;
@@ -1297,6 +1295,11 @@ int main(int argc, char **argv) {
         return HARNESS_EXIT_USAGE;
     }
     const char *cmd = argv[1];
+    char home_err[600];
+    if (harness_home_check(home_err, sizeof home_err)) {
+        fprintf(stderr, "nsa-harness: %s\n", home_err);
+        return HARNESS_EXIT_USAGE;
+    }
     if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
         usage(stdout);
         return HARNESS_EXIT_OK;

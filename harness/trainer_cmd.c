@@ -1,5 +1,6 @@
 // harness/trainer_cmd.c — see trainer_cmd.h.
 #define _XOPEN_SOURCE 700   // realpath
+#include "harness/home.h"
 #include "harness/trainer_cmd.h"
 
 #include <limits.h>
@@ -8,9 +9,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#ifndef NSA_SOURCE_DIR
-#define NSA_SOURCE_DIR "."
-#endif
 
 int trainer_split_words(const char *text, StrList *out, char *err, size_t errlen) {
     const char *p = text;
@@ -103,7 +101,7 @@ int trainer_map_path(const char *base_dir, const char *path, char *out, size_t n
 
 const char *trainer_probe_path(void) {
     const char *env = getenv("NSA_PROBE");
-    return env && env[0] ? env : NSA_SOURCE_DIR "/probe/nsa-probe";
+    return env && env[0] ? env : harness_path("probe/nsa-probe");
 }
 
 void trainer_spec_init_map(TrainerSpec *t, const char *name, const char *abs_map) {
