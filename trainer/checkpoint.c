@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/util.h"
 #include "trainer/checkpoint.h"
 #include "common/config.h"
 #include "common/digest.h"
@@ -190,7 +191,7 @@ static int cmp_str(const void *a, const void *b) { return strcmp(*(const char *c
 static void diff_objects(const json_t *a, const json_t *b, const char *prefix, CkptConfigDiff *out, int max,
                          int *count) {
     size_t na = json_object_size(a), nb = json_object_size(b), nk = 0;
-    const char **keys = malloc(sizeof(char *) * (na + nb + 1));
+    const char **keys = xmalloc(sizeof(char *) * (na + nb + 1));
     const char *k;
     json_t *v;
     json_object_foreach((json_t *)a, k, v) keys[nk++] = k;

@@ -482,7 +482,7 @@ int comm_world_check(CommWorld *w, double timeout_s, char *line, size_t linelen,
     if (gethostname(host, sizeof host - 1)) snprintf(host, sizeof host, "?");
     host[sizeof host - 1] = 0;
     snprintf((char *)mine + 16, 64, "%s", host);
-    unsigned char *all = calloc((size_t)W, CHECK_REC);
+    unsigned char *all = xcalloc((size_t)W, CHECK_REC);
     r = world_ctrl(w, COMM_CTRL_ALLGATHER_U8, mine, all, CHECK_REC, timeout_s, "allgather (the world check)", e2,
                    sizeof e2);
     if (r) {
@@ -656,7 +656,7 @@ Comm *comm_open(const CommWorld *w, const Backend *be, int n_slots, size_t max_s
         snprintf(err, errlen, "comm_open: no transport");
         return NULL;
     }
-    Comm *c = calloc(1, sizeof *c);
+    Comm *c = xcalloc(1, sizeof *c);
     c->transport = w->transport;
     c->rank = w->rank;
     c->world = w->world;
@@ -698,8 +698,8 @@ Comm *comm_open(const CommWorld *w, const Backend *be, int n_slots, size_t max_s
         }
         if (rc) { free(c); return NULL; }
         MPI_Comm_set_errhandler(c->data, MPI_ERRORS_RETURN);
-        c->slots = calloc((size_t)n_slots, sizeof *c->slots);
-        c->stage = calloc((size_t)n_slots, sizeof *c->stage);
+        c->slots = xcalloc((size_t)n_slots, sizeof *c->slots);
+        c->stage = xcalloc((size_t)n_slots, sizeof *c->stage);
         return c;
     }
 #ifdef NSA_HAVE_NCCL

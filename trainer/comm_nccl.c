@@ -86,7 +86,7 @@ int ncclc_get_id(unsigned char id[NCCLC_ID_BYTES], char *err, size_t errlen) {
 NcclComm *ncclc_open(const unsigned char id[NCCLC_ID_BYTES], int rank, int world, int n_slots, double timeout_s,
                      int *timed_out, char *err, size_t errlen) {
     *timed_out = 0;
-    NcclComm *c = calloc(1, sizeof *c);
+    NcclComm *c = xcalloc(1, sizeof *c);
     c->compute = (cudaStream_t)nsa_cuda_ddp_stream();
     ncclUniqueId u;
     memcpy(u.internal, id, NCCLC_ID_BYTES);
@@ -116,7 +116,7 @@ NcclComm *ncclc_open(const unsigned char id[NCCLC_ID_BYTES], int rank, int world
         return NULL;
     }
     c->n_slots = n_slots;
-    c->slots = calloc((size_t)n_slots, sizeof *c->slots);
+    c->slots = xcalloc((size_t)n_slots, sizeof *c->slots);
     for (int i = 0; i < n_slots && e == cudaSuccess; i++) {
         e = cudaEventCreateWithFlags(&c->slots[i].ready, cudaEventDisableTiming);
         if (e == cudaSuccess) e = cudaEventCreateWithFlags(&c->slots[i].start, cudaEventDisableTiming);

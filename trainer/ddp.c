@@ -279,7 +279,7 @@ Ddp *ddp_open(Model *m, const CommWorld *w, const DdpOpts *o, int *rc, char *err
         *rc = NSA_EXIT_USAGE;
         return NULL;
     }
-    Ddp *d = calloc(1, sizeof *d);
+    Ddp *d = xcalloc(1, sizeof *d);
     d->m = m;
     d->rank = w->rank;
     d->world = w->world;
@@ -292,12 +292,12 @@ Ddp *ddp_open(Model *m, const CommWorld *w, const DdpOpts *o, int *rc, char *err
     d->dtype = d->eb == 8 ? "f64" : "f32";
     d->fd_buckets = d->fd_times = -1;
     const int P = m->n_params;
-    d->param_bucket = calloc((size_t)P, sizeof(int));
-    d->arrived = calloc((size_t)P, 1);
-    d->used = calloc((size_t)P, 1);
+    d->param_bucket = xcalloc((size_t)P, sizeof(int));
+    d->arrived = xcalloc((size_t)P, 1);
+    d->used = xcalloc((size_t)P, 1);
     // layout: reverse parameter order, each bucket up to the cap (a larger parameter alone)
     const double cap = o->bucket_mb * 1048576.0;
-    d->b = calloc((size_t)P, sizeof(Bucket));
+    d->b = xcalloc((size_t)P, sizeof(Bucket));
     size_t max_bytes = 0;
     for (int id = P - 1; id >= 0;) {
         Bucket *b = &d->b[d->nb];
@@ -325,7 +325,7 @@ Ddp *ddp_open(Model *m, const CommWorld *w, const DdpOpts *o, int *rc, char *err
     }
     // every rank must have the same model, config and bucket layout: compare
     // (config digest, layout hash) across ranks before the first collective
-    struct { char digest[16]; uint64_t layout; } mine, *all = calloc((size_t)d->world, sizeof mine);
+    struct { char digest[16]; uint64_t layout; } mine, *all = xcalloc((size_t)d->world, sizeof mine);
     memset(&mine, 0, sizeof mine);
     memcpy(mine.digest, m->cfg.digest, 16);
     uint64_t h = fnv1a(&P, sizeof P, 0xcbf29ce484222325ull);
@@ -527,7 +527,7 @@ int ddp_finish_backward(Ddp *d) {
     if (d->mode == NSA_DDP_STATIC_GRAPH) {
         uint8_t *all = NULL;
         if (!d->recorded) {
-            all = malloc((size_t)P * d->world);
+            all = xmalloc((size_t)P * d->world);
             if ((rc = ddp_ctrl_wait(d, COMM_CTRL_ALLGATHER_U8, d->arrived, all, P, "allgather used"))) { free(all); return rc; }
             if (static_report(d, all)) {
                 fprintf(stderr, "[DDP] rank %d: static_graph: the ranks disagree on the used parameters at step %" PRId64
@@ -546,7 +546,7 @@ int ddp_finish_backward(Ddp *d) {
             int64_t mine = d->static_diff, any = 0;
             if ((rc = ddp_ctrl_wait(d, COMM_CTRL_MAX_I64, &mine, &any, 1, "allreduce static check"))) return rc;
             if (any) {
-                all = malloc((size_t)P * d->world);
+                all = xmalloc((size_t)P * d->world);
                 if ((rc = ddp_ctrl_wait(d, COMM_CTRL_ALLGATHER_U8, d->arrived, all, P, "allgather used"))) { free(all); return rc; }
                 static_report(d, all);
                 fprintf(stderr, "[DDP] rank %d: static_graph: the used parameter set changed at step %" PRId64
@@ -571,11 +571,11 @@ int ddp_mean(Ddp *d, double *v, const char *what) {
 int ddp_check_weights(Ddp *d, int64_t step) {
     const Model *m = d->m;
     size_t bytes = (size_t)m->n_elems * m->be->param_bytes;
-    char *host = malloc(bytes);
+    char *host = xmalloc(bytes);
     m->be->to_host(host, m->param_mem, bytes);
     uint64_t h = fnv1a(host, bytes, 0xcbf29ce484222325ull);
     free(host);
-    uint64_t *all = calloc((size_t)d->world, sizeof *all);
+    uint64_t *all = xcalloc((size_t)d->world, sizeof *all);
     int rc = ddp_ctrl_wait(d, COMM_CTRL_ALLGATHER_U8, &h, all, (int)sizeof h, "allgather weights");
     if (rc) { free(all); return rc; }
     int same = 1;

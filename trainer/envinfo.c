@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "nsa_build_info.h"   // generated: NSA_BUILD_GIT_SHA, NSA_BUILD_GIT_DIRTY
+#include "common/util.h"
 #include "trainer/comm.h"
 #include "trainer/envinfo.h"
 #include "kernels/ops.h"
@@ -85,7 +86,7 @@ static json_t *build_section(void) {
 static json_t *cuda_section(char *why, size_t whylen) {
     why[0] = 0;
 #ifdef NSA_HAVE_CUDA
-    char *buf = malloc(1 << 16);
+    char *buf = xmalloc(1 << 16);
     int n = nsa_cuda_env_json(buf, 1 << 16);
     json_t *c = NULL;
     if (n > 0) {

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "common/nsa_names.h"
+#include "common/util.h"
 #include "trainer/faults.h"
 #include "trainer/flightrec.h"
 
@@ -304,7 +305,7 @@ int faults_bind(Faults *f, Model *m, int rank, char *err, size_t errlen) {
         f->divergent_id = id;
     }
     if (f->n_drop || (f->divergent && rank == f->divergent_rank)) {
-        f->drop = calloc((size_t)m->n_params, 1);
+        f->drop = xcalloc((size_t)m->n_params, 1);
         if (f->divergent && rank == f->divergent_rank) f->drop[f->divergent_id] = 1;
         for (int i = 0; i < f->n_drop; i++) {
             int id = model_find_param(m, f->drop_names[i]);
@@ -408,7 +409,7 @@ void faults_after_branch_fwd(Model *m, int L, int b, void *o, int t0, int Tn) {
     int t = m->T - 1;   // last position of sequence 0 = row T-1
     if (b != target || t < t0 || t >= t0 + Tn) return;
     const int HD = m->H * m->D;
-    double *nan_row = malloc(sizeof(double) * (size_t)HD);
+    double *nan_row = xmalloc(sizeof(double) * (size_t)HD);
     for (int i = 0; i < HD; i++) nan_row[i] = NAN;
     m->be->act_from_f64((char *)o + (size_t)t * HD * m->be->act_bytes, nan_row, HD);
     free(nan_row);
@@ -430,7 +431,7 @@ void faults_before_recompute(Model *m, int L) {
     const size_t bytes = (size_t)n * be->act_bytes;
     if (!f->gc_saved) f->gc_saved = be->alloc(bytes);
     be->copy(f->gc_saved, m->res[L], bytes);
-    double *h = malloc(sizeof(double) * (size_t)n);
+    double *h = xmalloc(sizeof(double) * (size_t)n);
     be->act_to_f64(h, m->res[L], n);
     // the relative change must survive rounding to the activation type: bf16 and
     // fp16 (2 bytes) keep 8 and 11 bits, so 1e-3 would round back to the same

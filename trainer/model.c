@@ -95,8 +95,8 @@ static int add_param(Model *m, int layer, int decay, int ndim, int64_t s0, int64
 static void build_params(Model *m) {
     const NsaConfig *c = &m->cfg;
     int maxp = 3 + c->n_layers * LP_COUNT;
-    m->params = calloc((size_t)maxp, sizeof(ParamInfo));
-    m->lid = malloc(sizeof(*m->lid) * (size_t)c->n_layers);
+    m->params = xcalloc((size_t)maxp, sizeof(ParamInfo));
+    m->lid = xmalloc(sizeof(*m->lid) * (size_t)c->n_layers);
     const int C = m->C, H = m->H, G = m->G, D = m->D, F = m->F, V = m->V, gh = m->gh;
     const InitSpec nrm = {INIT_NORMAL, 0.02}, one = {INIT_ONE, 0}, zero = {INIT_ZERO, 0};
     const InitSpec proj_out = {INIT_NORMAL, 0.02 / sqrt(2.0 * c->n_layers)};  // GPT-2 residual scaling
@@ -366,9 +366,9 @@ int model_alloc_acts(Model *m, int B, int T, char *err, size_t errlen) {
     const int AB = m->be->act_bytes;
     m->d_inputs = act_alloc(m, N, (int)sizeof(int32_t));
     m->d_targets = act_alloc(m, N, (int)sizeof(int32_t));
-    m->res = calloc((size_t)m->L + 1, sizeof(void *));
+    m->res = xcalloc((size_t)m->L + 1, sizeof(void *));
     for (int L = 0; L <= m->L; L++) m->res[L] = act_alloc(m, N * C, AB);
-    m->acts = calloc((size_t)m->L, sizeof(LayerActs));
+    m->acts = xcalloc((size_t)m->L, sizeof(LayerActs));
     // Sequential prefill runs every layer's decode caches side by side, so there
     // checkpointed layers keep their activations during the forward (backward
     // still recomputes them, as with batched prefill).
@@ -847,7 +847,7 @@ double model_forward(Model *m, const int32_t *inputs, const int32_t *targets, do
     if (m->faults) faults_after_forward(m);   // clobber_activation
     if (!targets) return 0.0;
     // mean loss, summed on the host in a fixed order
-    double *h = malloc(sizeof(double) * (size_t)N), s = 0;
+    double *h = xmalloc(sizeof(double) * (size_t)N), s = 0;
     be->act_to_f64(h, m->losses, N);
     for (int64_t i = 0; i < N; i++) s += h[i];
     free(h);

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "common/util.h"
 #include "trainer/optim.h"
 
 void optim_init(Optim *o, const Model *m) {
@@ -80,8 +81,8 @@ void optim_step(Optim *o, Model *m, double lr, double grad_norm) {
     // with the same weight decay is one update, with the bits of one update per tensor
     // (m7c_125m: 207 tensors, 98 runs), and the backend gets all the runs in one call
     const size_t np = m->n_params > 0 ? (size_t)m->n_params : 1;
-    int64_t *off = malloc(sizeof(int64_t) * 2 * np), *len = off + np;
-    double *wd = malloc(sizeof(double) * np);
+    int64_t *off = xmalloc(sizeof(int64_t) * 2 * np), *len = off + np;
+    double *wd = xmalloc(sizeof(double) * np);
     int nr = 0;
     for (int i = 0; i < m->n_params;) {
         const ParamInfo *p = &m->params[i];

@@ -229,7 +229,7 @@ static int dump_step(const char *path, Model *m, const int32_t *in, const int32_
     st_add(&f, "loss", ST_F64, 0, NULL, loss_store);
     if (acts) actdump_add(acts, &f);
     size_t bytes = (size_t)m->n_elems * m->be->param_bytes;
-    char (*names)[96] = malloc(sizeof(*names) * (size_t)m->n_params);
+    char (*names)[96] = xmalloc(sizeof(*names) * (size_t)m->n_params);
     int any_grad = 0;
     for (int i = 0; i < m->n_params; i++) {
         snprintf(names[i], sizeof names[i], "grads.%s", m->params[i].name);
@@ -237,7 +237,7 @@ static int dump_step(const char *path, Model *m, const int32_t *in, const int32_
     }
     char *hg = NULL;
     if (any_grad) {
-        hg = malloc(bytes);
+        hg = xmalloc(bytes);
         m->be->to_host(hg, m->grad_mem, bytes);
     }
     for (int i = 0; i < m->n_params && hg; i++)
@@ -245,10 +245,10 @@ static int dump_step(const char *path, Model *m, const int32_t *in, const int32_
             st_add(&f, names[i], pdt, m->params[i].ndim, m->params[i].shape, hg + m->params[i].offset * m->be->param_bytes);
     // the weights the step was computed from, per parameter (digest64 of the raw
     // bytes): a regression report tells a changed initialisation from a changed forward
-    char *hp = malloc(bytes);
+    char *hp = xmalloc(bytes);
     m->be->to_host(hp, m->param_mem, bytes);
     size_t plen = 16 + (size_t)m->n_params * (96 + 24);
-    char *pdig = malloc(plen), *pp = pdig;
+    char *pdig = xmalloc(plen), *pp = pdig;
     pp += snprintf(pp, plen, "{");
     for (int i = 0; i < m->n_params; i++) {
         char hex[17];
@@ -550,8 +550,8 @@ static int run_open(Run *R) {
     // rank r reads sequences [r*B, (r+1)*B) of each global micro-batch of world*B
     R->ds = data_open(cfg->data_kind, cfg->data_path, cfg->vocab_size, R->B, R->T, cfg->seed, R->data_rank, R->world,
                       R->err, sizeof R->err);
-    R->in = malloc(sizeof(int32_t) * (size_t)R->B * R->T);
-    R->tg = malloc(sizeof(int32_t) * (size_t)R->B * R->T);
+    R->in = xmalloc(sizeof(int32_t) * (size_t)R->B * R->T);
+    R->tg = xmalloc(sizeof(int32_t) * (size_t)R->B * R->T);
     snprintf(R->path, sizeof R->path, "%s/metrics.jsonl", R->out_dir);
     if (!R->ds) { fprintf(stderr, "nsa-train: data: %s\n", R->err); return NSA_EXIT_USAGE; }
     if (R->cw) {
@@ -718,11 +718,11 @@ static int step_dump(Run *R, DataPos pos) {
     const int replay_grads = R->ddp == NULL;
     DataSource *ds1 = data_open(cfg->data_kind, cfg->data_path, cfg->vocab_size, B, T, cfg->seed, R->data_rank, R->world,
                                 R->err, sizeof R->err);
-    int32_t *in1 = malloc(sizeof(int32_t) * (size_t)B * T), *tg1 = malloc(sizeof(int32_t) * (size_t)B * T);
+    int32_t *in1 = xmalloc(sizeof(int32_t) * (size_t)B * T), *tg1 = xmalloc(sizeof(int32_t) * (size_t)B * T);
     data_set_pos(ds1, pos);
     data_next(ds1, in1, tg1);
     data_close(ds1);
-    void *saved = malloc((size_t)m->n_elems * be->param_bytes);
+    void *saved = xmalloc((size_t)m->n_elems * be->param_bytes);
     be->to_host(saved, m->grad_mem, (size_t)m->n_elems * be->param_bytes);
     if (replay_grads) model_zero_grad(m);
     if (R->opts->dump_acts) R->diag.acts = actdump_new(R->opts->dump_tensors);

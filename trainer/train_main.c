@@ -138,7 +138,7 @@ static char *subst_rank(const char *path, int rank) {
     if (!path) return NULL;
     size_t n = strlen(path), cap = n + 1;
     for (const char *p = strstr(path, "%r"); p; p = strstr(p + 2, "%r")) cap += 12;
-    char *out = malloc(cap), *o = out;
+    char *out = xmalloc(cap), *o = out;
     for (const char *p = path; *p;) {
         if (p[0] == '%' && p[1] == 'r') {
             o += snprintf(o, cap - (size_t)(o - out), "%d", rank);
@@ -237,7 +237,7 @@ static int parse_args(int argc, char **argv, MainArgs *A) {
         else if (!strcmp(a, "--steps") || !strcmp(a, "--backend")) {
             NEED_VALUE;
             size_t n = strlen(v) + 32;
-            char *s = malloc(n);
+            char *s = xmalloc(n);
             snprintf(s, n, "train.%s=%s", a + 2, v);
             A->owned[A->n_owned++] = s;
             A->sets[A->n_sets++] = s;
@@ -571,8 +571,8 @@ int main(int argc, char **argv) {
     A.bootstrap = COMM_BOOT_AUTO;
     A.faults = &faults;
     faults_init(&faults);
-    A.sets = calloc((size_t)argc + 2, sizeof(char *));
-    A.owned = calloc((size_t)argc + 2, sizeof(char *));
+    A.sets = xcalloc((size_t)argc + 2, sizeof(char *));
+    A.owned = xcalloc((size_t)argc + 2, sizeof(char *));
     int rc;
     if ((rc = parse_args(argc, argv, &A)) != GO_ON) return rc;
     if ((rc = resolve_defaults(&A)) != GO_ON) return rc;
