@@ -1164,14 +1164,6 @@ int check_judges_time(const char *kind, const json_t *params) {
     return !strcmp(kind, "growth") && m && (!strcmp(m, "ms") || !strcmp(m, "step_ms") || !strcmp(m, "tok_per_s"));
 }
 
-// The step dump's readers besides the checks: a family's report that reads tensors of it
-// (family_ddp.c: every gradient, counting those a data-parallel difference leaves alone).
-static const struct {
-    const char *family, *glob;
-} FAMILY_DUMP_READS[] = {
-    {"ddp_onestep", "grads.*"},
-};
-
 // glob appended to the comma-separated list out unless it is there already
 static void glob_list_add(Str *out, const char *glob) {
     const size_t n = strlen(glob);
@@ -1207,8 +1199,8 @@ int checks_dump_select(const Scenario *s, Str *out) {
         }
         if (!positive) goto whole;   // only "not this" globs: every other tensor
     }
-    for (size_t f = 0; f < sizeof FAMILY_DUMP_READS / sizeof FAMILY_DUMP_READS[0]; f++)
-        if (!strcmp(s->family, FAMILY_DUMP_READS[f].family)) glob_list_add(out, FAMILY_DUMP_READS[f].glob);
+    const FamilyDef *fam = family_find(s->family);
+    if (fam && fam->dump_reads) glob_list_add(out, fam->dump_reads);
     return out->len > 0 ? 1 : (str_free(out), 0);
 whole:
     str_free(out);

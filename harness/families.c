@@ -411,27 +411,27 @@ static void gate_section(const ScenarioRun *sr, const char *report_dir, Str *md)
 
 static const FamilyDef FAMILIES[] = {
     {"branch_isolation", "each NSA branch alone and all together: finite, and exactly the expected gradients missing",
-     branch_diagnose, branch_section, NULL, NULL, NULL, NULL, NULL},
+     branch_diagnose, branch_section, NULL, NULL, NULL, NULL, NULL, NULL},
     {"gate_init", "the gate's initial weights and outputs per layer and branch: not zero, not uniform",
-     gate_diagnose, gate_section, NULL, NULL, NULL, NULL, NULL},
+     gate_diagnose, gate_section, NULL, NULL, NULL, NULL, NULL, NULL},
     {"gc_bisection", "gradient checkpointing vs none, then a binary search over layer ranges down to the culprit layer",
-     gcb_diagnose, gcb_section, gcb_execute, NULL, gcb_generated_names, NULL, NULL},
+     gcb_diagnose, gcb_section, gcb_execute, NULL, gcb_generated_names, NULL, NULL, NULL},
     {"prefill_step5", "sequential vs batched prefill over many steps: per-step parity, decode parity, no growth",
-     prefill_diagnose, prefill_section, NULL, NULL, NULL, NULL, NULL},
+     prefill_diagnose, prefill_section, NULL, NULL, NULL, NULL, NULL, NULL},
     {"seqlen_nan_sweep", "sequence lengths x precisions: forward, loss and gradients finite; the first non-finite tensor",
-     sweep_diagnose, sweep_section, NULL, NULL, NULL, NULL, NULL},
+     sweep_diagnose, sweep_section, NULL, NULL, NULL, NULL, NULL, NULL},
     {"ddp_onestep", "data parallel over mpi/nccl x default/find_unused/static_graph: per-rank arrival, buckets, collectives",
-     ddp_diagnose, ddp_section, NULL, NULL, NULL, NULL, NULL},
+     ddp_diagnose, ddp_section, NULL, NULL, NULL, NULL, NULL, "grads.*"},
     {"cross_trainer_parity", "the same case under two trainers from the same weights and batch: loss, grad norm and "
                              "every step-1 tensor against the reference trainer's; the first tensor where they part",
-     parity_diagnose, parity_section, NULL, NULL, NULL, NULL, NULL},
+     parity_diagnose, parity_section, NULL, NULL, NULL, NULL, NULL, NULL},
     {"golden_regression", "every numerics-bearing variant of the model against its golden baseline: the first "
                           "diverging step, the first differing tensor, the feature the differing variants share",
-     golden_diagnose, golden_section, NULL, NULL, NULL, NULL, NULL},
+     golden_diagnose, golden_section, NULL, NULL, NULL, NULL, NULL, NULL},
     {"perf_floor", "tok/s, step time, peak memory and FLOPs per step against the floors recorded for this device",
-     perf_diagnose, perf_section, NULL, NULL, NULL, NULL, NULL},
+     perf_diagnose, perf_section, NULL, NULL, NULL, NULL, NULL, NULL},
     {"selftest", "each family against the faults it must catch and against none: verdicts and localisation",
-     selftest_diagnose, selftest_section, NULL, selftest_run_case, NULL, selftest_load, selftest_needs},
+     selftest_diagnose, selftest_section, NULL, selftest_run_case, NULL, selftest_load, selftest_needs, NULL},
 };
 #define N_FAMILIES ((int)(sizeof FAMILIES / sizeof FAMILIES[0]))
 

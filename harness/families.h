@@ -53,6 +53,9 @@ typedef struct {
     // gpus_here: the run's usable GPUs. Called before any case starts, in the runner's thread.
     void (*needs)(const Scenario *s, const Case *c, const char *profile, int gpus_here, int *gpus, int *exclusive,
                   int *ranks);
+    // Optional: a glob of the step-1 dump's tensors the family's own report reads beyond its
+    // checks' (ddp_onestep's diagnosis reads every gradient): kept in a --dump-tensors selection.
+    const char *dump_reads;
 } FamilyDef;
 
 const FamilyDef *family_find(const char *name);
