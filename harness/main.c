@@ -16,23 +16,23 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "harness/home.h"
-#include "harness/checks.h"
-#include "harness/commands.h"
-#include "harness/counts.h"
-#include "harness/families.h"
-#include "harness/files.h"
-#include "harness/outdir.h"
-#include "harness/tensornames.h"
-#include "harness/proc.h"
-#include "harness/report.h"
-#include "harness/report_in.h"
-#include "harness/run_cases.h"
-#include "harness/schedule.h"
-#include "harness/runner.h"
-#include "harness/scenario.h"
-#include "harness/trainer_caps.h"
-#include "harness/trainer_cmd.h"
+#include "harness/core/home.h"
+#include "harness/core/check.h"
+#include "harness/cmd/commands.h"
+#include "harness/report/counts.h"
+#include "harness/core/family.h"
+#include "harness/core/files.h"
+#include "harness/report/outdir.h"
+#include "harness/artifacts/tensornames.h"
+#include "harness/exec/proc.h"
+#include "harness/report/report.h"
+#include "harness/report/report_in.h"
+#include "harness/exec/run_cases.h"
+#include "harness/exec/schedule.h"
+#include "harness/exec/runner.h"
+#include "harness/core/scenario.h"
+#include "harness/exec/trainer_caps.h"
+#include "harness/core/trainer_cmd.h"
 #include "common/exit_codes.h"
 #include "common/jsonutil.h"
 #include "common/util.h"
@@ -432,7 +432,7 @@ static int run_parse_options(int argc, char **argv, RunOpts *O) {
 }
 
 // A nested run's trainer environment, asked once per outer run. The selftest family runs
-// every detection as a nested `nsa-harness run` with the same trainer (harness/selftest.c),
+// every detection as a nested `nsa-harness run` with the same trainer (harness/families/selftest.c),
 // and each asked the trainer's --print-env again: a torch import (~1.3 s) per detection for
 // the PyTorch trainer, a CUDA build's start for nsa-train. The outer run names a folder of
 // its own in NSA_HARNESS_ENV_CACHE: the first nested run keeps its trainer's answer there,
@@ -935,7 +935,7 @@ static void run_cases(RunOpts *O, Report *rp, FILE *con, int tty) {
                   O->gpus, &g_interrupted, con, tty, 0, rp->total, 0, O->baselines, O->recording, rp->device,
                   str_c(&O->shaping), str_c(&O->replay), &O->tdefault,
                   O->trainer_cmd_arg ? str_c(&O->cmd_line) : NULL, O->own, O->map[0] ? O->map : NULL, NULL, NULL, 0};
-    if (con) {   // the plan, as `list` counts it (harness/counts.h), and what is not part of it
+    if (con) {   // the plan, as `list` counts it (harness/report/counts.h), and what is not part of it
         Str plan = {0};
         counts_planned(rp, NULL, &plan);
         fprintf(con, "nsa-harness: %s, profile %s, report %s\n", str_c(&plan), rp->profile, rp->dir);
@@ -990,7 +990,7 @@ static int run_report(const RunOpts *O, Report *rp, FILE *con, int lock_fd) {
         Str line = {0};
         for (int v = 0; v < V_COUNT; v++)
             if (counts[v]) str_printf(&line, "%s%d %s", line.len ? ", " : "", counts[v], VERDICT_NAMES[v]);
-        Str steps = {0};   // more verdicts than planned cases: say where they came from (harness/counts.h)
+        Str steps = {0};   // more verdicts than planned cases: say where they came from (harness/report/counts.h)
         if (counts_steps(rp, &steps)) {
             Str plan = {0};
             str_printf(&plan, "%d cases", counts_planned(rp, NULL, NULL) + rp->n_invalid);
@@ -1069,7 +1069,7 @@ static int cmd_list(int argc, char **argv) {
     }
     int rc = HARNESS_EXIT_OK;
     // per profile: the cases, the scenarios with any, the cases only for a trainer that
-    // supports an "if_supported" value, and the adaptive families (harness/counts.h)
+    // supports an "if_supported" value, and the adaptive families (harness/report/counts.h)
     int tot_cases[PROFILE_COUNT] = {0}, tot_scen[PROFILE_COUNT] = {0}, tot_if[PROFILE_COUNT] = {0};
     Str tot_adaptive[PROFILE_COUNT] = {{0}};
     for (int i = 0; i < files.n; i++) {
@@ -1117,7 +1117,7 @@ static int cmd_list(int argc, char **argv) {
     }
     for (int p = 0; p < PROFILE_COUNT; p++) {
         if ((profile >= 0 && p != profile) || !tot_scen[p]) continue;
-        // the words of `run`'s first line (harness/counts.h)
+        // the words of `run`'s first line (harness/report/counts.h)
         printf("profile %s: %d case%s", PROFILE_NAMES[p], tot_cases[p], tot_cases[p] == 1 ? "" : "s");
         if (tot_adaptive[p].len) printf(" (+ %s bisection steps)", str_c(&tot_adaptive[p]));
         printf(" in %d scenario%s", tot_scen[p], tot_scen[p] == 1 ? "" : "s");
@@ -1236,7 +1236,7 @@ static int cmd_show(int argc, char **argv) {
         return HARNESS_EXIT_USAGE;
     }
     // the loader compare uses: a summary.json that is not a report's is exit 2 naming the
-    // file, the place and what is wrong (harness/report_in.h)
+    // file, the place and what is wrong (harness/report/report_in.h)
     ReportIn rin;
     char err[1200];
     if (report_in_load(&rin, argv[0], err, sizeof err)) {

@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # tests/cli/layers.sh BUILD_DIR — no layer includes a layer above it (docs/architecture.md,
-# "Layers"): every #include "..." of the product's C, C++ and CUDA sources, resolved as the
-# compiler does (the including file's folder, then the source root), must land in a folder its
-# layer may use:
+# "Layers"; harness/README.md): every #include "..." of the product's C, C++ and CUDA sources,
+# resolved as the compiler does (the including file's folder, then the source root), must land
+# in a folder its layer may use:
 #   common/   common/ only (it is the bottom: both programs link it);
 #   kernels/  kernels/, common/;
 #   trainer/  trainer/, kernels/ (the op table), common/, and the generated nsa_build_info.h;
 #   harness/  harness/, common/ (the runner runs the trainer as processes, never links it).
-# A planted include of trainer/ in harness/ must be caught (the check checks itself first).
+# Inside harness/ the runner's own layers, lowest first: artifacts/, core/, report/, exec/,
+# checks/, families/, cmd/, then harness/main.c (the table of subcommands). A file of one of
+# them includes its own folder, a lower one and common/ only.
+# Planted includes must be caught (the check checks itself first): trainer/ from harness/, and
+# a harness layer reaching up (core/ including exec/, exec/ including checks/).
 set -u
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
@@ -17,34 +21,58 @@ import os, re, sys
 root = sys.argv[1]
 allowed = {"common": {"common"}, "kernels": {"kernels", "common"},
            "trainer": {"trainer", "kernels", "common"}, "harness": {"harness", "common"}}
+# the runner's layers, lowest first; a file directly in harness/ (main.c) is above them all
+harness_layers = ["artifacts", "core", "report", "exec", "checks", "families", "cmd"]
 generated = {"nsa_build_info.h"}
 inc = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+def harness_rank(rel):   # rel: a path under the source root, in harness/
+    parts = rel.split(os.sep)
+    if len(parts) == 2: return len(harness_layers)           # harness/main.c
+    return harness_layers.index(parts[1]) if parts[1] in harness_layers else None
 bad = []
 for layer in allowed:
     for d, _, files in os.walk(os.path.join(root, layer)):
         for f in files:
             if not f.endswith((".c", ".h", ".cu", ".cuh")): continue
             path = os.path.join(d, f)
+            rel = os.path.relpath(path, root)
+            if layer == "harness" and harness_rank(rel) is None:
+                bad.append("%s: harness/%s is no layer of the runner (%s)" % (rel, rel.split(os.sep)[1],
+                           ", ".join(harness_layers))); continue
             for name in inc.findall(open(path, errors="replace").read()):
                 if name in generated and layer == "trainer": continue
                 cand = [os.path.normpath(os.path.join(d, name)), os.path.normpath(os.path.join(root, name))]
                 hit = next((c for c in cand if os.path.exists(c)), None)
                 if not hit:
-                    bad.append("%s: #include \"%s\" resolves to no file" % (os.path.relpath(path, root), name)); continue
-                top = os.path.relpath(hit, root).split(os.sep)[0]
+                    bad.append("%s: #include \"%s\" resolves to no file" % (rel, name)); continue
+                hrel = os.path.relpath(hit, root)
+                top = hrel.split(os.sep)[0]
                 if top not in allowed[layer]:
-                    bad.append("%s includes %s: %s/ may use %s only" % (os.path.relpath(path, root), os.path.relpath(hit, root),
-                               layer, ", ".join(sorted(allowed[layer]))))
+                    bad.append("%s includes %s: %s/ may use %s only" % (rel, hrel, layer, ", ".join(sorted(allowed[layer]))))
+                elif layer == "harness" and top == "harness":
+                    me, it = harness_rank(rel), harness_rank(hrel)
+                    if it is None or it > me:
+                        reach = harness_layers[:me + 1] if me < len(harness_layers) else harness_layers
+                        bad.append("%s includes %s: a layer above it (%s may use %s and common/ only)" % (
+                                   rel, hrel, os.path.dirname(rel) + "/", ", ".join("harness/%s/" % l for l in reach)))
 print("\n".join(bad) if bad else "every include within its layer's reach")
 sys.exit(1 if bad else 0)
 PY
-# the check itself: a copy of harness/ and common/ with one planted upward include
-mkdir -p "$TMP/tree"
-cp -r harness common "$TMP/tree/"
-mkdir -p "$TMP/tree/trainer" && cp trainer/model.h "$TMP/tree/trainer/"
-echo '#include "trainer/model.h"' >>"$TMP/tree/harness/scenario.c"
-python3 "$TMP/layers.py" "$TMP/tree" >"$TMP/planted" 2>&1
+# plant INCLUDE FILE: a copy of harness/, common/ and trainer/model.h with INCLUDE appended to
+# FILE (under harness/); the check must fail and name FILE and the included header
+plant() {
+  rm -rf "$TMP/tree" && mkdir -p "$TMP/tree/trainer"
+  cp -r harness common "$TMP/tree/" && cp trainer/model.h "$TMP/tree/trainer/"
+  echo "#include \"$1\"" >>"$TMP/tree/$2"
+  ! python3 "$TMP/layers.py" "$TMP/tree" >"$TMP/planted" 2>&1 && grep -q "^$2 includes $1" "$TMP/planted"
+}
 check "a planted #include of trainer/ in harness/ is caught, naming the file" \
-  sh -c "! python3 '$TMP/layers.py' '$TMP/tree' >/dev/null 2>&1 && grep -q 'harness/scenario.c includes trainer/model.h' '$TMP/planted'"
+  plant trainer/model.h harness/core/scenario.c
+check "a planted #include of harness/exec/ in harness/core/ is caught (a layer above it)" \
+  plant harness/exec/runner.h harness/core/scenario.c
+check "a planted #include of harness/checks/ in harness/exec/ is caught" \
+  plant harness/checks/baseline_lookup.h harness/exec/runner.c
+check "a planted #include of harness/cmd/ in harness/report/ is caught" \
+  plant harness/cmd/commands.h harness/report/report.h
 check "the source tree: no layer includes a layer above it" python3 "$TMP/layers.py" "$(pwd)"
 finish

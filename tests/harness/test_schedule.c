@@ -1,4 +1,4 @@
-// tests/harness/test_schedule.c — the scheduler of cases side by side (harness/schedule.h):
+// tests/harness/test_schedule.c — the scheduler of cases side by side (harness/exec/schedule.h):
 // which job starts next, given the jobs' needs and states and the pool. Every rule is checked
 // by a plan that breaks it if the rule is wrong: GPUs never over-held and a job's GPUs
 // distinct, most GPUs first then plan order, a multi-GPU job not starved by 1-GPU jobs taking
@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "harness/schedule.h"
+#include "harness/exec/schedule.h"
 
 static SchedPool pool_of(int gpus, int per_gpu, int cpus, int jobs) {
     SchedPool p;

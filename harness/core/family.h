@@ -1,0 +1,74 @@
+// harness/core/family.h — scenario families: what a family adds on top of its
+// checks. Each family reads the results of all its cases together and writes
+// (1) diagnosis items that walk the decision tree of the evidence and (2) a
+// report section with its tables and plots.
+#ifndef NSA_HARNESS_FAMILIES_H
+#define NSA_HARNESS_FAMILIES_H
+#include "harness/core/result.h"
+#include "harness/core/scenario.h"
+#include "common/util.h"
+
+struct RunCtx;   // how the run was asked for (harness/exec/runner.h)
+
+// What a family's execute hook gets: the run it appends to and a way to run one
+// more case derived from a base case.
+typedef struct FamilyExec FamilyExec;
+struct FamilyExec {
+    ScenarioRun *sr;
+    const Case *const *bases;   // the scenario's cases that --filter selected
+    int n_bases;
+    // Run `base` plus `extra` overrides as a new case named `name` (its report
+    // folder too); appended to sr, reported, and its index in sr->results returned.
+    int (*run_variant)(FamilyExec *fx, const Case *base, const char *name, const Override *extra, int n_extra);
+    int (*interrupted)(FamilyExec *fx);   // the user pressed Ctrl-C: stop planning
+    void *priv;                 // the caller's state
+};
+
+typedef struct {
+    const char *name;
+    const char *summary;
+    // Markdown list items ("- ...\n") for the Diagnosis section; nothing when
+    // everything passed and there is nothing worth saying.
+    void (*diagnose)(const ScenarioRun *sr, Str *md);
+    // A "## <scenario> — ..." section with tables and plots (image files written
+    // under report_dir/<scenario>/); may write nothing.
+    void (*section)(const ScenarioRun *sr, const char *report_dir, Str *md);
+    // Optional: run the scenario itself — adaptively, creating cases as it goes
+    // (GC bisection). Without it every selected case runs once, in order.
+    void (*execute)(FamilyExec *fx);
+    // Optional: run one case another way than as a trainer (the self-test runs a
+    // nested nsa-harness).
+    void (*run_case)(const struct RunCtx *ctx, CaseResult *r);
+    // Optional: NULL-terminated names of the cases the family creates, so checks
+    // may name them as their "reference" (e.g. "ckpt=off").
+    const char *const *(*generated_names)(void);
+    // Optional: the family's files have a schema of their own (the self-test's
+    // detections). Reads ld->s->root (whose "family" names this family) into the
+    // scenario's name, description, profiles and cases for ld->profile, reporting
+    // every problem at its position (scenario_problem); 0, or -1 with problems.
+    // Without it, the scenario schema of docs/scenarios.md applies.
+    int (*load)(ScenarioLoader *ld);
+    // Optional: what a case needs when cases run side by side (harness/exec/run_cases.h), beyond
+    // what its scenario says (GPUs for its ranks, exclusive for a timing check): e.g. the
+    // self-test's nested run holds the GPUs its scenario needs. profile: the run's;
+    // gpus_here: the run's usable GPUs. Called before any case starts, in the runner's thread.
+    void (*needs)(const Scenario *s, const Case *c, const char *profile, int gpus_here, int *gpus, int *exclusive,
+                  int *ranks);
+    // Optional: a glob of the step-1 dump's tensors the family's own report reads beyond its
+    // checks' (ddp_onestep's diagnosis reads every gradient): kept in a --dump-tensors selection.
+    const char *dump_reads;
+} FamilyDef;
+
+const FamilyDef *family_find(const char *name);
+const FamilyDef *family_at(int i);
+const char *family_names(void);
+
+// The regression table of a run (family_regression.c): every case a golden or
+// perf_floor check compared — first diverging step, cause, where; metric vs floor.
+// Nothing when no case was compared.
+void regression_table(const ScenarioRun *runs, int n_runs, Str *md);
+
+// Shared by every family: diagnosis of HANG / CRASH / ERROR cases and a loss plot.
+void diagnose_generic(const ScenarioRun *sr, Str *md);
+void section_loss_plot(const ScenarioRun *sr, const char *report_dir, Str *md);
+#endif
