@@ -281,6 +281,24 @@ struct Backend {
     void (*graph_free)(void *graph);
     uint64_t (*generation)(void);
 
+    // ---- lanes (optional: NULL where the backend has none, the CPU) --------------------
+    // Independent streams of ops: ops given to different lanes may run side by side (inside
+    // a recording: branches of the graph), each lane with its own scratch and GEMM workspace,
+    // so an op computes the same bits on any lane. Ops on one lane run in the order given.
+    //  lanes_track: from here on, note the scratch lane 0's ops ask for (the run that is to
+    //    be recorded with lanes next).
+    //  lanes_open(n): makes up to n lanes (lane 0: the backend's own stream), each given the
+    //    scratch noted since lanes_track; returns how many there are (1: no lanes). Never
+    //    while recording; allocates (and so advances generation) only when something grew.
+    //  lanes_fork: every lane waits for the ops lane 0 was given so far.
+    //  lane_use(i): the following ops go to lane i (only between lanes_fork and lanes_join).
+    //  lanes_join: lane 0 waits for every lane; the following ops go to lane 0.
+    void (*lanes_track)(void);
+    int (*lanes_open)(int n);
+    void (*lanes_fork)(void);
+    void (*lane_use)(int lane);
+    void (*lanes_join)(void);
+
     // ---- start-up accounting (optional; nsa-train's NSA_TRAIN_TIMING) ----------------
     // Up to max named durations (seconds) the backend measured of its own start and first
     // use (device context, libraries, first kernel launch, GEMM plans), in order; names are

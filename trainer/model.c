@@ -527,33 +527,32 @@ static int kv_fused_here(const Model *m, const LayerActs *a) {
     return m->kv_fused && m->kv_scratch && a->k[0] && a->k[1] && a->k[2];
 }
 
-// Forward of block L over rows [t0, t0+Tn) of every sequence: reads res[L], writes
-// res[L+1]. Returns 1 if an anomaly was recorded.
-static int layer_forward(Model *m, int L, LayerActs *a, int t0, int Tn) {
-    const Backend *be = m->be;
-    const NsaGeom *g = &m->geom;
-    const int C = m->C, H = m->H, G = m->G, D = m->D, F = m->F, HD = H * D, GD = G * D;
-    const int64_t N = (int64_t)m->B * m->T;
-    void *x = m->res[L], *y = m->res[L + 1];
-#define CK(ptr, width, br, op, ...)                                                         \
-    do {                                                                                    \
-        if (check(m, ptr, N, width, L, br, op, "forward", __VA_ARGS__)) return 1;           \
+// Forward of block L over rows [t0, t0+Tn) of every sequence: reads res[L], writes res[L+1],
+// in four stages (the layer-major sequential forward runs each stage for every token before the
+// next; the op sequence of one call is the same either way). Each returns 1 if an anomaly was
+// recorded (check_finite).
+#define CK(ptr, width, br, op, ...)                                                                 \
+    do {                                                                                            \
+        if (check(m, ptr, (int64_t)m->B * m->T, width, L, br, op, "forward", __VA_ARGS__)) return 1; \
     } while (0)
 
-    // attention input norm and projections. The K/V projections: fused (one GEMM with
-    // N = 6*G*D over the six consecutive weights into kv_scratch, which holds one row
-    // block, then one op that splits it into k_b, v_b and ropes the keys), or the
-    // per-branch fallback (force_branch computes only some branches).
+// Stage 1: attention input norm and projections. The K/V projections: fused (one GEMM with
+// N = 6*G*D over the six consecutive weights into `kv` — kv_scratch, or a lane's own stretch
+// of it —, which holds one row block, then one op that splits it into k_b, v_b and ropes the
+// keys), or the per-branch fallback (force_branch computes only some branches).
+static int layer_fwd_proj(Model *m, int L, LayerActs *a, int t0, int Tn, void *kv) {
+    const Backend *be = m->be;
+    const int C = m->C, H = m->H, G = m->G, D = m->D, HD = H * D, GD = G * D;
+    void *x = m->res[L];
     const int kv_fused = kv_fused_here(m, a);
     FOR_ROW_BLOCKS(m, t0, Tn, r0, nr) {
         be->rmsnorm_fwd(AOFF(m, a->xn1, r0 * C), AOFF(m, a->rstd1, r0), AOFF(m, x, r0 * C),
                         W(m, L, LP_ATTN_NORM), (int)nr, C, m->cfg.norm_eps);
         be->matmul_fwd(AOFF(m, a->q, r0 * HD), HD, AOFF(m, a->xn1, r0 * C), C, W(m, L, LP_WQ), NULL, (int)nr, HD, C);
         if (kv_fused) {
-            void *const kv[6] = {a->k[0], a->v[0], a->k[1], a->v[1], a->k[2], a->v[2]};
-            be->matmul_fwd(m->kv_scratch, 6 * GD, AOFF(m, a->xn1, r0 * C), C, W(m, L, LP_WK_CMP), NULL, (int)nr,
-                           6 * GD, C);
-            be->kv_split_rope_fwd(kv, m->kv_scratch, m->rope_cs, r0, nr, m->T, G, D);
+            void *const kvb[6] = {a->k[0], a->v[0], a->k[1], a->v[1], a->k[2], a->v[2]};
+            be->matmul_fwd(kv, 6 * GD, AOFF(m, a->xn1, r0 * C), C, W(m, L, LP_WK_CMP), NULL, (int)nr, 6 * GD, C);
+            be->kv_split_rope_fwd(kvb, kv, m->rope_cs, r0, nr, m->T, G, D);
             continue;
         }
         for (int b = 0; b < 3; b++) {
@@ -576,18 +575,33 @@ static int layer_forward(Model *m, int L, LayerActs *a, int t0, int Tn) {
         CK(a->v[b], GD, nsa_branch_name(b), kv_fused ? "matmul_fwd+kv_split_rope" : "matmul_fwd",
            "blocks.%d.attn.%s.v", L, nsa_branch_name(b));
     }
+    return 0;
+}
 
-    // compressed branch: blocks completed by the rows of this call, then attention
+// Stage 2: the compressed blocks completed by these rows (reads the keys and values of every
+// row up to the last one).
+static int layer_fwd_compress(Model *m, int L, LayerActs *a, int t0, int Tn) {
+    const NsaGeom *g = &m->geom;
+    if (!m->cmp_needed) return 0;
+    int i0 = t0 - g->l + 1 <= 0 ? 0 : (t0 - g->l + 1 + g->d - 1) / g->d;
+    int i1 = nsa_cmp_visible(g, t0 + Tn - 1);   // blocks [0, i1) complete after the last row
+    if (i0 < i1 && !(m->faults && faults_keep_stale_cmp(m, L, t0, Tn))) {
+        compress_fwd(m, L, a, 0, i0, i1 - i0);
+        compress_fwd(m, L, a, 1, i0, i1 - i0);
+    }
+    const int64_t ncg = (int64_t)m->B * g->NC * m->G;
+    if (check(m, a->Kc, ncg, m->D, L, "cmp", "compress_fwd", "forward", "blocks.%d.attn.cmp.Kc", L)) return 1;
+    if (check(m, a->Vc, ncg, m->D, L, "cmp", "compress_fwd", "forward", "blocks.%d.attn.cmp.Vc", L)) return 1;
+    return 0;
+}
+
+// Stage 3: the three branches' attention for these rows (over the keys, values and compressed
+// blocks of every row up to each one).
+static int layer_fwd_attn(Model *m, int L, LayerActs *a, int t0, int Tn) {
+    const Backend *be = m->be;
+    const NsaGeom *g = &m->geom;
+    const int HD = m->H * m->D;
     if (m->cmp_needed) {
-        int i0 = t0 - g->l + 1 <= 0 ? 0 : (t0 - g->l + 1 + g->d - 1) / g->d;
-        int i1 = nsa_cmp_visible(g, t0 + Tn - 1);   // blocks [0, i1) complete after the last row
-        if (i0 < i1 && !(m->faults && faults_keep_stale_cmp(m, L, t0, Tn))) {
-            compress_fwd(m, L, a, 0, i0, i1 - i0);
-            compress_fwd(m, L, a, 1, i0, i1 - i0);
-        }
-        const int64_t ncg = (int64_t)m->B * g->NC * G;
-        if (check(m, a->Kc, ncg, D, L, "cmp", "compress_fwd", "forward", "blocks.%d.attn.cmp.Kc", L)) return 1;
-        if (check(m, a->Vc, ncg, D, L, "cmp", "compress_fwd", "forward", "blocks.%d.attn.cmp.Vc", L)) return 1;
         be->cmp_attn_fwd(a->o[0], a->lse[0], a->q, a->Kc, a->Vc, g, t0, Tn);
         if (m->faults) faults_after_branch_fwd(m, L, NSA_BR_CMP, a->o[0], t0, Tn);
         CK(a->o[0], HD, "cmp", "cmp_attn_fwd", "blocks.%d.attn.cmp.o", L);
@@ -603,8 +617,14 @@ static int layer_forward(Model *m, int L, LayerActs *a, int t0, int Tn) {
         if (m->faults) faults_after_branch_fwd(m, L, NSA_BR_WIN, a->o[2], t0, Tn);
         CK(a->o[2], HD, "win", "win_attn_fwd", "blocks.%d.attn.win.o", L);
     }
+    return 0;
+}
 
-    // gate, combine, output projection, residual
+// Stage 4: gate, combine, output projection, residual, feed-forward (row by row).
+static int layer_fwd_out(Model *m, int L, LayerActs *a, int t0, int Tn) {
+    const Backend *be = m->be;
+    const int C = m->C, H = m->H, G = m->G, D = m->D, F = m->F, HD = H * D;
+    void *x = m->res[L], *y = m->res[L + 1];
     const int gated = nsa_gated(m->cfg.force_branch);
     FOR_ROW_BLOCKS(m, t0, Tn, r0, nr) {
         if (gated) {
@@ -636,8 +656,13 @@ static int layer_forward(Model *m, int L, LayerActs *a, int t0, int Tn) {
     CK(a->x_mid, C, "", "matmul_fwd(o_proj)+residual", "blocks.%d.attn.residual", L);
     CK(a->ffh, F, "", "swiglu_fwd", "blocks.%d.mlp.hidden", L);
     CK(y, C, "", "matmul_fwd(down_proj)+residual", "blocks.%d.out", L);
-#undef CK
     return 0;
+}
+#undef CK
+
+static int layer_forward(Model *m, int L, LayerActs *a, int t0, int Tn) {
+    return layer_fwd_proj(m, L, a, t0, Tn, m->kv_scratch) || layer_fwd_compress(m, L, a, t0, Tn) ||
+           layer_fwd_attn(m, L, a, t0, Tn) || layer_fwd_out(m, L, a, t0, Tn);
 }
 
 // Embedding rows, final norm, LM head and loss over rows [t0, t0+Tn).
@@ -681,8 +706,20 @@ static void head_rows(Model *m, int t0, int Tn, int with_loss, double dscale) {
 //  - A recording that fails (something that cannot be recorded was asked for: graph_end
 //    returns NULL and why) is dropped — nothing of it ran —, the forward runs eagerly, and this
 //    model stays eager from then on (one line on stderr).
-//  - One recording per MODEL_SEQ_GRAPH_TOKENS tokens (m7c_125m at S = 2048: 16 graphs of ~38k
-//    operations): each instantiation bounded, the same launches in the same order.
+//  - Lanes (Backend.lanes_open: CUDA streams with their own scratch and GEMM workspace): the
+//    forward is recorded layer-major, and the ops of different tokens go to different lanes, so
+//    the graph's branches run side by side instead of ~600k kernels one after another. In a
+//    layer every op is row-independent except that a token's attention reads the keys, values
+//    and compressed blocks of the tokens before it; so per layer: every token's norm and
+//    projections on the lanes (token t on lane t mod n), joined; the compressed blocks on lane
+//    0, in token order; then every token's attention, output projection and feed-forward (and
+//    after the last layer its head) on the lanes, joined. Each token's ops are the eager loop's
+//    calls with the same arguments (its kv projection into its lane's own row of kv_scratch),
+//    so every value is bitwise the token-major loop's. One recording per layer.
+//    Without lanes (NSA_CUDA_LANES=1): token-major, one recording per MODEL_SEQ_GRAPH_TOKENS
+//    tokens (m7c_125m at S = 2048: 16 graphs of ~38k operations).
+//  - seq_layer_major (tests): the eager forward in the layer-major order, on lane 0 — the CPU
+//    backend checks that the order gives the token-major loop's bits.
 //  - Events: none fire while recording (a handler may read device memory). A recorded forward
 //    fires MODEL_EV_LAYER_FWD (layer 0, t = 0) before its launch, then every layer's
 //    MODEL_EV_LAYER_FWD_DONE (gate statistics and --dump-acts read the activations through the
@@ -728,6 +765,56 @@ static void seq_token(Model *m, int t, int with_targets, double dscale, int even
     head_rows(m, t, 1, with_targets, dscale);
 }
 
+// ---- the layer-major order (recordings on lanes; seq_layer_major) ----
+// A lane's row of the fused K/V projection's scratch: lane l at l * stride bytes, the stride a
+// multiple of 256 bytes so that every lane's GEMM output has the alignment of lane 0's (the same
+// GEMM plan, hence the same algorithm and bits). kv_scratch holds B*T rows, so it bounds the lanes.
+static size_t seq_lane_stride(const Model *m) {
+    const size_t row = (size_t)6 * m->G * m->D * (size_t)m->be->act_bytes;
+    return (row + 255) & ~(size_t)255;
+}
+static int seq_lanes_cap(const Model *m) {
+    if (!m->kv_fused || !m->kv_scratch) return MODEL_SEQ_LANES;
+    const size_t cap = (size_t)m->B * m->T * 6 * m->G * m->D * (size_t)m->be->act_bytes / seq_lane_stride(m);
+    return cap < 1 ? 1 : cap > MODEL_SEQ_LANES ? MODEL_SEQ_LANES : (int)cap;
+}
+static void *seq_lane_kv(const Model *m, int lane) {
+    return m->kv_scratch ? (char *)m->kv_scratch + (size_t)lane * seq_lane_stride(m) : NULL;
+}
+static void seq_fork(const Model *m, int nl) {
+    if (nl > 1) m->be->lanes_fork();
+}
+static void seq_join(const Model *m, int nl) {
+    if (nl > 1) m->be->lanes_join();
+}
+
+// Layers [La, Lb) layer-major over all tokens, token t on lane t % nl (nl 1: lane 0, no lane
+// calls); layer 0 embeds each token first, the last layer ends each token with the head.
+static void seq_layers(Model *m, int La, int Lb, int nl, int with_targets, double dscale, int events) {
+    for (int L = La; L < Lb; L++) {
+        LayerActs *a = &m->acts[L];
+        if (events) EVENT(m, MODEL_EV_LAYER_FWD, L, 0);
+        seq_fork(m, nl);
+        for (int t = 0; t < m->T; t++) {
+            if (nl > 1) m->be->lane_use(t % nl);
+            if (L == 0) embed_rows(m, t, 1);
+            layer_fwd_proj(m, L, a, t, 1, seq_lane_kv(m, nl > 1 ? t % nl : 0));
+        }
+        seq_join(m, nl);
+        for (int t = 0; t < m->T; t++) layer_fwd_compress(m, L, a, t, 1);
+        if (events && L == m->L - 1) EVENT(m, MODEL_EV_HEAD, -1, 0);
+        seq_fork(m, nl);
+        for (int t = 0; t < m->T; t++) {
+            if (nl > 1) m->be->lane_use(t % nl);
+            layer_fwd_attn(m, L, a, t, 1);
+            layer_fwd_out(m, L, a, t, 1);
+            if (L == m->L - 1) head_rows(m, t, 1, with_targets, dscale);
+        }
+        seq_join(m, nl);
+        if (events) EVENT(m, MODEL_EV_LAYER_FWD_DONE, L, m->T - 1);
+    }
+}
+
 // Launch the held recordings: the whole forward, with its events around it.
 static void seq_graph_launch(Model *m) {
     EVENT(m, MODEL_EV_LAYER_FWD, 0, 0);
@@ -737,11 +824,13 @@ static void seq_graph_launch(Model *m) {
     EVENT(m, MODEL_EV_HEAD, -1, 0);
 }
 
-// Record the forward (one recording per SEQ_GRAPH_TOKENS tokens). Returns 1 with the recordings
-// held under `key`, or 0 (nothing ran: the caller runs the forward eagerly).
+// Record the forward (on lanes: one recording per layer; else one per SEQ_GRAPH_TOKENS tokens).
+// Returns 1 with the recordings held under `key`, or 0 (nothing ran: the caller runs the forward
+// eagerly).
 static int seq_graph_record(Model *m, int with_targets, double dscale, const uint64_t key[12]) {
     const Backend *be = m->be;
-    const int nseg = (m->T + SEQ_GRAPH_TOKENS - 1) / SEQ_GRAPH_TOKENS;
+    const int nl = m->seq_graph.lanes;
+    const int nseg = nl > 1 ? m->L : (m->T + SEQ_GRAPH_TOKENS - 1) / SEQ_GRAPH_TOKENS;
     const double t0 = mono_s();
     void **gs = xcalloc((size_t)(nseg > 0 ? nseg : 1), sizeof(void *));
     const char *why = NULL;
@@ -754,8 +843,12 @@ static int seq_graph_record(Model *m, int with_targets, double dscale, const uin
             why = "the backend refused to record";
             break;
         }
-        const int ta = sg * SEQ_GRAPH_TOKENS, tb = ta + SEQ_GRAPH_TOKENS < m->T ? ta + SEQ_GRAPH_TOKENS : m->T;
-        for (int t = ta; t < tb; t++) seq_token(m, t, with_targets, dscale, 0);
+        if (nl > 1) {
+            seq_layers(m, sg, sg + 1, nl, with_targets, dscale, 0);
+        } else {
+            const int ta = sg * SEQ_GRAPH_TOKENS, tb = ta + SEQ_GRAPH_TOKENS < m->T ? ta + SEQ_GRAPH_TOKENS : m->T;
+            for (int t = ta; t < tb; t++) seq_token(m, t, with_targets, dscale, 0);
+        }
         size_t nn = 0;
         gs[sg] = be->graph_end(&nn, &why);
         if (!gs[sg]) ok = 0;
@@ -812,8 +905,16 @@ static void seq_forward(Model *m, int with_targets, double dscale) {
     } else if (m->seq_graph.graphs) {
         seq_graph_drop(m);
     }
-    // the decode algorithm: token t flows through every block before t+1 starts
-    for (int t = 0; t < m->T; t++) seq_token(m, t, with_targets, dscale, 1);
+    // lanes: sized by what this eager forward asks of the backend's scratch, before its key
+    const int lanes = can && be->lanes_track && be->lanes_open && be->lanes_fork && be->lane_use &&
+                      be->lanes_join && m->L > 0;
+    if (lanes) be->lanes_track();
+    if (m->seq_layer_major) {
+        seq_layers(m, 0, m->L, 1, with_targets, dscale, 1);
+    } else {   // the decode algorithm: token t flows through every block before t+1 starts
+        for (int t = 0; t < m->T; t++) seq_token(m, t, with_targets, dscale, 1);
+    }
+    m->seq_graph.lanes = lanes ? be->lanes_open(seq_lanes_cap(m)) : 1;
     m->seq_graph.eager++;
     seq_key(m, with_targets, dscale, m->seq_graph.last);   // the state the eager forward left
     m->seq_graph.have_last = 1;

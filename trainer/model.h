@@ -103,6 +103,8 @@ struct Faults;   // trainer/faults.h: opt-in fault injection, NULL when none
 // Tokens of sequential prefill per recorded graph (model.c, "Sequential prefill as a graph"):
 // m7c_125m at S = 2048, 12 layers: 16 graphs of ~38k operations each.
 #define MODEL_SEQ_GRAPH_TOKENS 128
+// The most lanes (Backend.lanes_open) a sequential forward's recording spreads its tokens over.
+#define MODEL_SEQ_LANES 16
 
 typedef struct Model {
     NsaConfig cfg;
@@ -150,6 +152,8 @@ typedef struct Model {
     // switches
     int keep_logits;               // keep logits intact (dump-step): dlogits separate
     int check_finite;              // check every op output (anomaly localisation)
+    int seq_layer_major;           // eager sequential forwards in the layer-major order of a recording
+                                   // on lanes (model.c; tests: the token-major loop's bits)
     Anomaly anomaly;
     GradReadyFn grad_ready; void *grad_ready_ctx;
     ModelEventFn event; void *event_ctx;   // diagnostics hook, NULL = off
@@ -168,6 +172,7 @@ typedef struct Model {
     struct {
         void **graphs;             // [n] the recordings, in token order; NULL: none held
         int n;
+        int lanes;                 // lanes the next recording uses (> 1: layer-major, one per layer)
         int off;                   // a recording failed once: eager from then on (noted once)
         int have_last;             // `last` holds the key of the last sequential forward
         uint64_t key[12], last[12];  // the recordings' key; the last forward's key

@@ -46,12 +46,47 @@ static struct {
     char why[192];
 } g_cap = {1, 0, 0, 0, ""};
 
+// ---- lanes: independent streams (Backend.lanes_open .. lanes_join) ----------------------------
+// Lane 0 is the backend's own stream; lanes 1..n-1 are streams of their own, each with its own
+// scratch (nsa_cuda_scratch) and GEMM workspace (cuda_gemm.cu). lanes_fork makes every lane wait
+// for what lane 0 has been given so far, lanes_join makes lane 0 wait for every lane: inside a
+// recording these are the edges of a graph whose branches run side by side. A recording always
+// begins and ends on lane 0 (the capture's origin).
+static struct {
+    int n;                                // lanes made (1: only the backend's own stream)
+    int max;                              // NSA_CUDA_LANES
+    int forked;                           // between lanes_fork and lanes_join
+    cudaStream_t s[NSA_CUDA_MAX_LANES];   // s[0]: the backend's own stream
+    cudaEvent_t ev[NSA_CUDA_MAX_LANES];   // ev[0]: the fork point; ev[l]: lane l's end at the join
+    size_t asked[SCR_NSLOTS];             // lane 0's largest scratch request per slot since lanes_track
+} g_lanes = {1, 8, 0, {}, {}, {}};
+
+static void lanes_select(int l) {
+    g_nsa_cuda.lane = l;
+    g_nsa_cuda.stream = g_lanes.s[l];
+}
+// (inside a capture these only add edges; outside one they order the streams as usual. Errors
+// are left to the next launch or to the capture's end, which report them.)
+static void lanes_fork_edges(void) {
+    (void)cudaEventRecord(g_lanes.ev[0], g_lanes.s[0]);
+    for (int l = 1; l < g_lanes.n; l++) (void)cudaStreamWaitEvent(g_lanes.s[l], g_lanes.ev[0], 0);
+}
+static void lanes_join_edges(void) {
+    for (int l = 1; l < g_lanes.n; l++) {
+        (void)cudaEventRecord(g_lanes.ev[l], g_lanes.s[l]);
+        (void)cudaStreamWaitEvent(g_lanes.s[0], g_lanes.ev[l], 0);
+    }
+}
+
 // The stream stops capturing (what was captured is dropped) so that `what` can run; the
 // recording is marked unusable. Returns 1 if a capture was paused (resume it after the call).
+// With the lanes forked, they are joined first (edges only), so that the capture ends on its
+// origin with nothing left unjoined.
 int nsa_cuda_capture_pause(const char *what) {
     if (!g_cap.active) return 0;
+    if (g_lanes.forked) lanes_join_edges();
     cudaGraph_t gr = NULL;
-    cudaError_t e = cudaStreamEndCapture(NSA_STREAM, &gr);
+    cudaError_t e = cudaStreamEndCapture(g_lanes.s[0], &gr);
     if (gr) cudaGraphDestroy(gr);
     if (e != cudaSuccess) (void)cudaGetLastError();
     g_cap.active = 0;
@@ -80,11 +115,13 @@ int nsa_cuda_capture_error(cudaError_t e, const char *what) {
 }
 
 // A throw-away capture again after a paused call: the rest of the abandoned stretch is recorded
-// (and dropped at graph_end), not run.
+// (and dropped at graph_end), not run; forked lanes join it again.
 void nsa_cuda_capture_resume(int paused) {
     if (!paused) return;
-    if (cudaStreamBeginCapture(NSA_STREAM, cudaStreamCaptureModeThreadLocal) == cudaSuccess) g_cap.active = 1;
-    else {
+    if (cudaStreamBeginCapture(g_lanes.s[0], cudaStreamCaptureModeThreadLocal) == cudaSuccess) {
+        g_cap.active = 1;
+        if (g_lanes.forked) lanes_fork_edges();
+    } else {
         (void)cudaGetLastError();
         nsa_cuda_fail("cudaStreamBeginCapture", "cannot resume the abandoned recording (the ops after it would run "
                       "out of order)", __FILE__, __LINE__);
@@ -188,15 +225,16 @@ struct CudaKnobs {
     int stats;         // NSA_CUDA_STATS 0/1: peak device memory at exit
     int prof, prof_skip;   // NSA_CUDA_PROFILE 0/1, NSA_CUDA_PROFILE_SKIP >= 0
     int graph;         // NSA_CUDA_GRAPH 0/1 (default 1): recorded op sequences (graph_begin)
+    int lanes;         // NSA_CUDA_LANES 1..16 (default 8): the most lanes lanes_open makes (1: none)
 };
 static int read_knobs(CudaKnobs *k, char *err, size_t errlen) {
-    *k = CudaKnobs{0, 0, 0, 1, -1, 1, 0, 0, 0, 1};
+    *k = CudaKnobs{0, 0, 0, 1, -1, 1, 0, 0, 0, 1, 8};
     const struct { const char *name; long lo, hi; int *out; } ints[] = {
         {"NSA_CUDA_DEVICE", 0, 1023, &k->device},     {"NSA_CUDA_SYNC_CHECK", 0, 1, &k->sync_check},
         {"NSA_CUDA_SEL_PACK", 0, 1, &k->sel_pack},     {"NSA_CUDA_SEL_ROWS", -1, 1, &k->sel_rows},
         {"NSA_CUDA_WGMMA", 0, 1, &k->wgmma},           {"NSA_CUDA_STATS", 0, 1, &k->stats},
         {"NSA_CUDA_PROFILE", 0, 1, &k->prof},          {"NSA_CUDA_PROFILE_SKIP", 0, 1 << 30, &k->prof_skip},
-        {"NSA_CUDA_GRAPH", 0, 1, &k->graph},
+        {"NSA_CUDA_GRAPH", 0, 1, &k->graph},          {"NSA_CUDA_LANES", 1, NSA_CUDA_MAX_LANES, &k->lanes},
     };
     for (const auto &v : ints)
         if (nsa_env_int(v.name, v.lo, v.hi, v.out, err, errlen) < 0) return -1;
@@ -257,6 +295,8 @@ extern "C" int nsa_cuda_init(const char **why) {
                 g_nsa_cuda.sel_pack = k.sel_pack;
                 g_nsa_cuda.sel_rows = k.sel_rows;
                 g_cap.on = k.graph;
+                g_lanes.s[0] = g_nsa_cuda.stream;
+                g_lanes.max = k.lanes;
                 t1 = nsa_cuda_now();
                 nsa_cuda_startup_add("stream, attributes", t1 - t);
                 t = t1;
@@ -305,17 +345,22 @@ extern "C" void nsa_cuda_sync(void) {
 }
 
 // ---- scratch -------------------------------------------------------------------------------
-static void *g_scr[SCR_NSLOTS];
-static size_t g_scr_bytes[SCR_NSLOTS];
+// (one set of slots per lane: ops on different lanes never share a scratch buffer)
+static void *g_scr[NSA_CUDA_MAX_LANES][SCR_NSLOTS];
+static size_t g_scr_bytes[NSA_CUDA_MAX_LANES][SCR_NSLOTS];
 
-void *nsa_cuda_scratch(int slot, size_t bytes) {
-    if (bytes <= g_scr_bytes[slot] && g_scr[slot]) return g_scr[slot];
+static void scratch_grow(int lane, int slot, size_t bytes) {
     NsaCapturePause pause_("a scratch buffer's growth");
     size_t nb = bytes + bytes / 4 + 256;
-    dev_free(g_scr[slot], g_scr_bytes[slot]);
-    g_scr[slot] = dev_malloc(nb);
-    g_scr_bytes[slot] = nb;
-    return g_scr[slot];
+    dev_free(g_scr[lane][slot], g_scr_bytes[lane][slot]);
+    g_scr[lane][slot] = dev_malloc(nb);
+    g_scr_bytes[lane][slot] = nb;
+}
+void *nsa_cuda_scratch(int slot, size_t bytes) {
+    const int l = g_nsa_cuda.lane;
+    if (l == 0 && bytes > g_lanes.asked[slot]) g_lanes.asked[slot] = bytes;
+    if (!(bytes <= g_scr_bytes[l][slot] && g_scr[l][slot])) scratch_grow(l, slot, bytes);
+    return g_scr[l][slot];
 }
 
 // ---- allocation registry and fp32 shadows -------------------------------------------------
@@ -649,7 +694,7 @@ struct NsaGraph {
     uint64_t gen;
 };
 static int cu_graph_begin(void) {
-    if (!g_cap.on || g_nsa_cuda.sync_check || g_prof || g_cap.recording) return 0;
+    if (!g_cap.on || g_nsa_cuda.sync_check || g_prof || g_cap.recording || g_lanes.forked) return 0;
     cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
     if (cudaStreamIsCapturing(NSA_STREAM, &st) != cudaSuccess || st != cudaStreamCaptureStatusNone) {
         (void)cudaGetLastError();
@@ -668,8 +713,17 @@ static void *cu_graph_end(size_t *nodes, const char **why) {
     if (nodes) *nodes = 0;
     if (why) *why = NULL;
     cudaGraph_t gr = NULL;
+    if (g_lanes.forked) {   // a recording ends on its origin, every lane joined
+        lanes_select(0);
+        lanes_join_edges();
+        g_lanes.forked = 0;
+        if (!g_cap.broken) {
+            g_cap.broken = 1;
+            snprintf(g_cap.why, sizeof g_cap.why, "graph_end with the lanes forked (lanes_join missing)");
+        }
+    }
     if (g_cap.active) {
-        cudaError_t e = cudaStreamEndCapture(NSA_STREAM, &gr);
+        cudaError_t e = cudaStreamEndCapture(g_lanes.s[0], &gr);
         if (e != cudaSuccess) {
             (void)cudaGetLastError();
             if (!g_cap.broken) snprintf(g_cap.why, sizeof g_cap.why, "cudaStreamEndCapture: %s", cudaGetErrorString(e));
@@ -724,6 +778,50 @@ static void cu_graph_free(void *h) {
     delete g;
 }
 static uint64_t cu_generation(void) { return g_gen; }
+
+// ---- lanes: the Backend hooks -------------------------------------------------------------------
+static void cu_lanes_track(void) { memset(g_lanes.asked, 0, sizeof g_lanes.asked); }
+static int cu_lanes_open(int n) {
+    if (n > g_lanes.max) n = g_lanes.max;
+    if (n < 1 || g_cap.recording || g_lanes.forked || g_nsa_cuda.sync_check || g_prof) return g_lanes.n;
+    for (int l = g_lanes.n; l < n; l++) {
+        NsaCapturePause pause_("a stream's creation");
+        cudaCheck(cudaStreamCreateWithFlags(&g_lanes.s[l], cudaStreamNonBlocking));
+        cudaCheck(cudaEventCreateWithFlags(&g_lanes.ev[l], cudaEventDisableTiming));
+    }
+    if (!g_lanes.ev[0]) cudaCheck(cudaEventCreateWithFlags(&g_lanes.ev[0], cudaEventDisableTiming));
+    if (n > g_lanes.n) {
+        g_lanes.n = n;
+        g_gen++;
+    }
+    if (nsa_cuda_gemm_lanes(g_lanes.n)) g_gen++;
+    for (int l = 1; l < g_lanes.n; l++)
+        for (int slot = 0; slot < SCR_NSLOTS; slot++)
+            if (g_lanes.asked[slot] && g_scr_bytes[l][slot] < g_lanes.asked[slot]) scratch_grow(l, slot, g_lanes.asked[slot]);
+    cu_lanes_track();
+    return g_lanes.n;
+}
+static void cu_lanes_fork(void) {
+    if (g_lanes.n <= 1) return;
+    if (g_lanes.forked) nsa_cuda_fail("lanes_fork", "the lanes are forked already (lanes_join missing)", __FILE__, __LINE__);
+    lanes_fork_edges();
+    g_lanes.forked = 1;
+}
+static void cu_lane_use(int l) {
+    if (l == g_nsa_cuda.lane) return;
+    if (!g_lanes.forked || l < 0 || l >= g_lanes.n) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "lane %d of %d%s", l, g_lanes.n, g_lanes.forked ? "" : " outside lanes_fork .. lanes_join");
+        nsa_cuda_fail("lane_use", msg, __FILE__, __LINE__);
+    }
+    lanes_select(l);
+}
+static void cu_lanes_join(void) {
+    if (!g_lanes.forked) return;
+    lanes_select(0);
+    lanes_join_edges();
+    g_lanes.forked = 0;
+}
 
 // the start-up parts measured at init, then the GEMM plans made so far (count, host time)
 static int cu_startup_times(const char **names, double *secs, int max) {
@@ -892,6 +990,11 @@ template <int DT> struct Ops {
         b->graph_launch = cu_graph_launch;
         b->graph_free = cu_graph_free;
         b->generation = cu_generation;
+        b->lanes_track = cu_lanes_track;
+        b->lanes_open = cu_lanes_open;
+        b->lanes_fork = cu_lanes_fork;
+        b->lane_use = cu_lane_use;
+        b->lanes_join = cu_lanes_join;
         b->startup_times = cu_startup_times;
 #define NSA_BIND(field, fn, name) b->field = bound<fn, prof_##field, DT>;
         NSA_CUDA_PROFILED_OPS(NSA_BIND)

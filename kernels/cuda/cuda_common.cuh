@@ -53,7 +53,14 @@ struct NsaCudaCtx {
                          // (NSA_CUDA_SEL_ROWS)
     int wgmma;           // Hopper warpgroup-MMA kernels: this build has sm_90a code the device runs
                          // (probed at init) and NSA_CUDA_WGMMA is not 0
+    int lane;            // the lane the ops go to (Backend.lane_use; 0: the backend's own stream, whose
+                         // handle `stream` then is): its stream, scratch and GEMM workspace
 };
+// Lanes (Backend.lanes_open .. lanes_join; cuda_backend.cu): independent streams with their own
+// scratch and GEMM workspace, so that ops issued to different lanes may run side by side.
+#define NSA_CUDA_MAX_LANES 16
+// GEMM workspaces for lanes 1..n-1 (cuda_gemm.cu; lane 0 has the backend's own); 1 if it allocated.
+int nsa_cuda_gemm_lanes(int n);
 extern NsaCudaCtx g_nsa_cuda;
 #define NSA_STREAM (g_nsa_cuda.stream)
 

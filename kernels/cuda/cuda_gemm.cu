@@ -131,6 +131,26 @@ static int lt_load(void) {
 static cublasLtHandle_t g_lt;
 static void *g_ws;
 static const size_t g_ws_bytes = 64u << 20;
+// one workspace per lane (lane 0: g_ws), all of g_ws_bytes: a plan is made for that size, so a
+// GEMM finds the same algorithm, hence the same bits, on every lane
+static void *g_ws_lane[NSA_CUDA_MAX_LANES];
+
+int nsa_cuda_gemm_lanes(int n) {
+    int grew = 0;
+    for (int l = 1; l < n && l < NSA_CUDA_MAX_LANES; l++) {
+        if (g_ws_lane[l]) continue;
+        NsaCapturePause pause_("a GEMM workspace allocation");
+        cudaCheck(cudaMalloc(&g_ws_lane[l], g_ws_bytes));
+        grew = 1;
+    }
+    return grew;
+}
+static void *lane_ws(void) {
+    const int l = g_nsa_cuda.lane;
+    if (l <= 0) return g_ws;
+    if (!g_ws_lane[l]) nsa_cuda_fail("cublasLtMatmul", "a lane without its GEMM workspace (lanes_open first)", __FILE__, __LINE__);
+    return g_ws_lane[l];
+}
 
 static double g_lt_secs[3];      // load, handle, workspace
 
@@ -256,7 +276,7 @@ static void lt_matmul(int ab_dt, int c_dt, int ta, int tb, int m, int n, int k, 
     if (bias) LT_CHECK(lt.cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
     const float alpha = 1.0f;
     const cublasStatus_t st = lt.cublasLtMatmul(g_lt, p.desc, &alpha, A, p.la, B, p.lb, &beta, C, p.lc, C, p.lc, &p.algo,
-                                                g_ws, g_ws_bytes, NSA_STREAM);
+                                                lane_ws(), g_ws_bytes, NSA_STREAM);
     if (st != CUBLAS_STATUS_SUCCESS) {
         // while recording, a capture that went wrong underneath (its launch error pending) spoils
         // the recording instead of ending the process

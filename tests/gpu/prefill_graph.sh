@@ -2,13 +2,15 @@
 # tests/gpu/prefill_graph.sh BUILD_DIR — sequential prefill recorded as CUDA graphs, end to end
 # (label gpu; trainer/model.c "Sequential prefill as a graph", docs/cuda.md).
 #
-# m7c_125m at S = 2048, batch 1, train.prefill=sequential, STEPS steps (default 7) twice: with the
-# graphs (the default) and with NSA_CUDA_GRAPH=0 (every forward eager), both with --dump-step and
-# NSA_TRAIN_TIMING=1. Asserts:
-#   1. both runs exit 0
-#   2. every step's loss and grad_norm in metrics.jsonl bitwise equal (the printed %.17g)
-#   3. the step-1 dumps (logits, loss, every gradient, the weights' digests) byte-identical
-#      (else the first differing tensor is named)
+# m7c_125m at S = 2048, batch 1, train.prefill=sequential, STEPS steps (default 7) three times:
+# with the graphs recorded on lanes (the default: layer-major, the tokens' ops side by side), with
+# the graphs token-major (NSA_CUDA_LANES=1) and with NSA_CUDA_GRAPH=0 (every forward eager), all with
+# --dump-step and NSA_TRAIN_TIMING=1. Asserts:
+#   1. every run exits 0
+#   2. every step's loss and grad_norm in metrics.jsonl bitwise equal to the eager run's (the
+#      printed %.17g), for both graph runs
+#   3. the step-1 dumps (logits, loss, every gradient, the weights' digests) byte-identical to the
+#      eager run's (else the first differing tensor is named)
 #   4. the graph run recorded and replayed (timing.json: sequential_graph captures >= 1,
 #      replays >= 1, no failure); the NSA_CUDA_GRAPH=0 run recorded nothing
 #   5. the graph run is at least MIN_SPEEDUP (default 1.1) times faster a step: the median step
@@ -55,22 +57,26 @@ run() {
 }
 run eager NSA_CUDA_GRAPH=0
 run graph
+run token NSA_CUDA_LANES=1
 [ $fail -eq 0 ] || { echo "prefill_graph: FAILED"; exit 1; }
 
 # 2. per-step losses and gradient norms, bitwise
-echo "step losses (eager | graph):"
-paste <(field "$tmp/eager" loss) <(field "$tmp/graph" loss)
-if [ "$(field "$tmp/eager" loss | wc -l)" -eq "$steps" ] && cmp -s <(field "$tmp/eager" loss) <(field "$tmp/graph" loss); then
-  ok "$steps steps: losses bitwise equal with and without the graphs"
-else bad "losses differ between the eager and the graph run"; fi
-if cmp -s <(field "$tmp/eager" grad_norm) <(field "$tmp/graph" grad_norm); then ok "$steps steps: gradient norms bitwise equal"
-else bad "gradient norms differ"; paste <(field "$tmp/eager" grad_norm) <(field "$tmp/graph" grad_norm); fi
+echo "step losses (eager | graph on lanes | graph token-major):"
+paste <(field "$tmp/eager" loss) <(field "$tmp/graph" loss) <(field "$tmp/token" loss)
+for r in graph token; do
+  if [ "$(field "$tmp/eager" loss | wc -l)" -eq "$steps" ] && cmp -s <(field "$tmp/eager" loss) <(field "$tmp/$r" loss); then
+    ok "$r: $steps steps: losses bitwise equal to the eager run's"
+  else bad "$r: losses differ from the eager run's"; fi
+  if cmp -s <(field "$tmp/eager" grad_norm) <(field "$tmp/$r" grad_norm); then ok "$r: $steps steps: gradient norms bitwise equal"
+  else bad "$r: gradient norms differ"; paste <(field "$tmp/eager" grad_norm) <(field "$tmp/$r" grad_norm); fi
+done
 
 # 3. the step-1 dumps
-if cmp -s "$tmp/eager.safetensors" "$tmp/graph.safetensors"; then
-  ok "step-1 dumps byte-identical ($(stat -c %s "$tmp/graph.safetensors") bytes)"
+for r in graph token; do
+if cmp -s "$tmp/eager.safetensors" "$tmp/$r.safetensors"; then
+  ok "$r: step-1 dump byte-identical to the eager run's ($(stat -c %s "$tmp/$r.safetensors") bytes)"
 else
-  bad "step-1 dumps differ: $(python3 - "$tmp/eager.safetensors" "$tmp/graph.safetensors" <<'PY' 2>&1
+  bad "$r: step-1 dumps differ: $(python3 - "$tmp/eager.safetensors" "$tmp/$r.safetensors" <<'PY' 2>&1
 import json, struct, sys
 def load(p):
     f = open(p, "rb"); n = struct.unpack("<Q", f.read(8))[0]; h = json.loads(f.read(n)); return f, 8 + n, h
@@ -86,6 +92,7 @@ print("same tensors; metadata differs: %s" % ", ".join(d) if d else "same tensor
 PY
 )"
 fi
+done
 
 # 4. the graphs were used (and not in the NSA_CUDA_GRAPH=0 run)
 graph_info=$(python3 - "$tmp/eager/timing.json" "$tmp/graph/timing.json" <<'PY'
@@ -104,10 +111,10 @@ else bad "graph use: eager run recorded $e_caps, graph run recorded $g_caps, rep
 
 # 5. speed: median step time of steps 3.. (ms from metrics.jsonl)
 med() { field "$1" ms | tail -n +3 | sort -n | awk '{a[NR]=$1} END {if (NR) printf "%.1f", (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2); else print 0}'; }
-me=$(med "$tmp/eager") mg=$(med "$tmp/graph")
-echo "sequential prefill m7c_125m S=2048 B=1, median step of steps 3..$steps: eager $me ms, graph $mg ms"
-echo "step ms (eager | graph):"
-paste <(field "$tmp/eager" ms) <(field "$tmp/graph" ms)
+me=$(med "$tmp/eager") mg=$(med "$tmp/graph") mt=$(med "$tmp/token")
+echo "sequential prefill m7c_125m S=2048 B=1, median step of steps 3..$steps: eager $me ms, graph on lanes $mg ms, graph token-major $mt ms"
+echo "step ms (eager | graph on lanes | graph token-major):"
+paste <(field "$tmp/eager" ms) <(field "$tmp/graph" ms) <(field "$tmp/token" ms)
 if awk -v e="$me" -v g="$mg" -v m="$min" 'BEGIN {exit !(g > 0 && e / g >= m)}'; then
   ok "graph step $(awk -v e="$me" -v g="$mg" 'BEGIN {printf "%.2f", e / g}')x faster than eager (>= $min)"
 else bad "graph step only $(awk -v e="$me" -v g="$mg" 'BEGIN {if (g > 0) printf "%.2f", e / g; else print "?"}')x faster than eager (< $min)"; fi

@@ -13,13 +13,18 @@
 //   - a recording that fails: the forward is still right (eager), the model stays eager
 //   - the backend refusing to record: eager, quietly; check_finite: never recorded
 //   - the events a replayed forward fires (layer_fwd of layer 0, every layer's fwd_done, head)
+//   - lanes (the backend offering 3): the recording is layer-major, one per layer, every
+//     lane_use between lanes_fork and lanes_join and below the lanes opened, lanes opened
+//     never while recording, every fork joined before graph_end; offering none (1): token-major,
+//     one recording per MODEL_SEQ_GRAPH_TOKENS tokens; both bitwise the CPU's forward
 //   - the initial weights (one pass, the parameter type written directly) bitwise those of the
 //     per-element double -> parameter-type path, fp32 and fp64
 // Part 2, where a CUDA device is usable (else a SKIP line): the CUDA backend's graphs on the
 //   tiny model in bf16, sequential prefill at T = 300 (several recordings), B = 2: forwards and
-//   backwards eager, recorded, replayed, replayed with other tokens, after a generation change
-//   — logits, losses, activations and gradients bitwise equal to the eager ones; a device
-//   allocation while recording makes graph_end return NULL and leaves the stream usable.
+//   backwards eager, recorded (on lanes: NSA_CUDA_LANES, default 8), replayed, replayed with
+//   other tokens, after a generation change — logits, losses, activations and gradients bitwise
+//   equal to the eager ones; a device allocation while recording makes graph_end return NULL and
+//   leaves the stream usable, also with the lanes forked (the pause joins them).
 // Exit 0 pass (part 2 may SKIP), 1 failure.
 #include <math.h>
 #include <stdint.h>
@@ -149,7 +154,10 @@ static struct {
     int rec, broken, refuse, fail_next, launches, stale;
     uint64_t gen;
     Tape *cur;
+    int lanes;   // lanes offered (lanes_open returns at most this many; 1: none)
 } S;
+// the model's use of the lanes: misuse counted in `bad`
+static struct { int n, forked, uses, forks, opens, bad; } LN;
 
 static void push(Call c) {
     Tape *t = S.cur;
@@ -282,6 +290,7 @@ static int g_begin(void) {
 }
 static void *g_end(size_t *nodes, const char **why) {
     Tape *t = S.cur;
+    if (LN.forked) LN.bad++;
     S.rec = 0;
     S.cur = NULL;
     if (nodes) *nodes = 0;
@@ -309,6 +318,27 @@ static void g_free(void *h) {
     free(t);
 }
 static uint64_t g_generation(void) { return S.gen; }
+static void l_track(void) {}
+static int l_open(int n) {
+    if (S.rec || LN.forked) LN.bad++;
+    LN.opens++;
+    LN.n = n < S.lanes ? n : S.lanes;
+    if (LN.n < 1) LN.n = 1;
+    return LN.n;
+}
+static void l_fork(void) {
+    if (LN.forked || LN.n < 2) LN.bad++;
+    LN.forked = 1;
+    LN.forks++;
+}
+static void l_use(int l) {
+    if (!LN.forked || l < 0 || l >= LN.n) LN.bad++;
+    LN.uses++;
+}
+static void l_join(void) {
+    if (!LN.forked) LN.bad++;
+    LN.forked = 0;
+}
 
 static void make_mock(const Backend *cpu) {
     R = cpu;
@@ -323,7 +353,9 @@ static void make_mock(const Backend *cpu) {
     M.copy = m_copy; M.sync = m_sync;
     M.graph_begin = g_begin; M.graph_end = g_end; M.graph_launch = g_launch; M.graph_free = g_free;
     M.generation = g_generation;
+    M.lanes_track = l_track; M.lanes_open = l_open; M.lanes_fork = l_fork; M.lane_use = l_use; M.lanes_join = l_join;
     S.gen = 1;
+    S.lanes = 3;
 }
 
 static int new_model(Model *m, const NsaConfig *c, const Backend *be) {
@@ -400,10 +432,17 @@ static void part1(void) {
     CHECK(snap_eq(&a, &r1) && m.seq_graph.eager == 1 && m.seq_graph.captures == 0 && g_ev[MODEL_EV_LAYER_FWD] == m.L * m.T,
           "forward 1: eager (%d layer_fwd events), bitwise the CPU's", g_ev[MODEL_EV_LAYER_FWD]);
     ev_reset();
+    CHECK(m.seq_graph.lanes == 3 && LN.opens == 1 && LN.forks == 0, "forward 1 opened the lanes (%d), used none",
+          m.seq_graph.lanes);
     Snap b = fwd(&m, in, tg, ds);
     const int nseg = (c.seq_len + MODEL_SEQ_GRAPH_TOKENS - 1) / MODEL_SEQ_GRAPH_TOKENS;
-    CHECK(snap_eq(&b, &r1) && m.seq_graph.captures == 1 && m.seq_graph.n == nseg && nseg > 1 && S.launches == nseg,
-          "forward 2: recorded (%d recordings, %zu calls) and launched, bitwise the CPU's", m.seq_graph.n, m.seq_graph.nodes);
+    CHECK(snap_eq(&b, &r1) && m.seq_graph.captures == 1 && m.seq_graph.n == m.L && m.L > 1 && S.launches == m.L,
+          "forward 2: recorded on lanes, one recording per layer (%d recordings, %zu calls) and launched, bitwise the "
+          "CPU's", m.seq_graph.n, m.seq_graph.nodes);
+    // per layer: the projections forked and joined, the attention and the rest forked and joined; a
+    // lane per token and stage (the embedding in layer 0's first stage, the head in the last's second)
+    CHECK(LN.bad == 0 && LN.forks == 2 * m.L && LN.uses == 2 * m.L * m.T && !LN.forked,
+          "lanes used as the backend requires (forks %d, lane_use %d, misuse %d)", LN.forks, LN.uses, LN.bad);
     CHECK(g_ev[MODEL_EV_LAYER_FWD] == 1 && g_ev_fwd_layer0_t0 == 1 && g_ev[MODEL_EV_LAYER_FWD_DONE] == m.L &&
           g_ev[MODEL_EV_HEAD] == 1, "recorded forward's events: layer_fwd %d (layer 0, t 0: %d), fwd_done %d, head %d",
           g_ev[MODEL_EV_LAYER_FWD], g_ev_fwd_layer0_t0, g_ev[MODEL_EV_LAYER_FWD_DONE], g_ev[MODEL_EV_HEAD]);
@@ -466,6 +505,20 @@ static void part1(void) {
     S.refuse = 0;
     CHECK(q.seq_graph.off == 2 && q.seq_graph.failures == 0 && q.seq_graph.eager == 3, "backend refuses to record: eager, no failure");
     model_free(&q);
+    // no lanes offered: token-major, one recording per MODEL_SEQ_GRAPH_TOKENS tokens
+    S.lanes = 1;
+    Model t;
+    if (new_model(&t, &c, &M)) { g_fail++; return; }
+    const int launches = S.launches, forks = LN.forks;
+    Snap t1 = fwd(&t, in, tg, ds), t2 = fwd(&t, in, tg, ds);
+    CHECK(snap_eq(&t1, &r1) && snap_eq(&t2, &r1) && t.seq_graph.lanes == 1 && t.seq_graph.captures == 1 &&
+          t.seq_graph.n == nseg && nseg > 1 && S.launches - launches == nseg && LN.forks == forks,
+          "no lanes: recorded token-major (%d recordings of %d tokens), bitwise the CPU's", t.seq_graph.n,
+          MODEL_SEQ_GRAPH_TOKENS);
+    snap_free(&t1);
+    snap_free(&t2);
+    model_free(&t);
+    S.lanes = 3;
     Snap *all[] = {&r1, &r2, &r3, &r4, &a, &b, &cc, &d, &e1, &e2, &f1, &f2, &f3, &g1, &h, &k1, &k2, &k3, &k4};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) snap_free(all[i]);
 
@@ -519,9 +572,13 @@ static void part2(void) {
     }
     printf("  counters: eager %d, recorded %d (%d graphs, %zu nodes, %.3f s), replayed %d\n", m.seq_graph.eager,
            m.seq_graph.captures, m.seq_graph.n, m.seq_graph.nodes, m.seq_graph.capture_s, m.seq_graph.replays);
-    const int nseg = (c.seq_len + MODEL_SEQ_GRAPH_TOKENS - 1) / MODEL_SEQ_GRAPH_TOKENS;
+    const int nl = m.seq_graph.lanes;
+    const int nseg = nl > 1 ? m.L : (c.seq_len + MODEL_SEQ_GRAPH_TOKENS - 1) / MODEL_SEQ_GRAPH_TOKENS;
     CHECK(m.seq_graph.captures == 1 && m.seq_graph.replays == 1 && m.seq_graph.n == nseg && m.seq_graph.failures == 0,
-          "forwards 3 and 4 ran as graphs (%d recordings of T = %d)", nseg, c.seq_len);
+          "forwards 3 and 4 ran as graphs (%d recordings of T = %d, %d lanes: %s)", nseg, c.seq_len, nl,
+          nl > 1 ? "layer-major" : "token-major");
+    const char *lanes_env = getenv("NSA_CUDA_LANES");
+    CHECK(lanes_env ? nl == atoi(lanes_env) : nl == 8, "lanes opened: %d (NSA_CUDA_LANES %s)", nl, lanes_env ? lanes_env : "unset: 8");
     for (int k = 1; k < 4; k++)
         CHECK(snap_eq(&s[k], &s[0]) && !memcmp(g[k], g[0], gbytes),
               "forward+backward %d (%s): loss, logits, activations, gradients bitwise the eager forward 1's", k + 1,
@@ -548,6 +605,29 @@ static void part2(void) {
         be->free(p);
     } else {
         CHECK(0, "graph_begin refused (NSA_CUDA_GRAPH=0 in the environment?)");
+    }
+    // the same with the lanes forked: the pause joins them, graph_end NULL, the stream usable
+    if (nl > 1 && be->graph_begin()) {
+        be->lanes_fork();
+        be->lane_use(nl - 1);
+        void *p = be->alloc(1 << 20);
+        be->lanes_join();
+        const char *w = NULL;
+        void *gr = be->graph_end(NULL, &w);
+        CHECK(gr == NULL && w && strstr(w, "allocation"), "an allocation on lane %d while recording: graph_end NULL (%s)",
+              nl - 1, w ? w : "-");
+        if (gr) be->graph_free(gr);
+        int32_t probe[4] = {5, 6, 7, 8}, back[4] = {0};
+        be->from_host(p, probe, sizeof probe);
+        be->to_host(back, p, sizeof back);
+        CHECK(!memcmp(probe, back, sizeof probe), "the stream works after the abandoned recording on lanes");
+        be->free(p);
+        // and the recorded forward still replays bitwise afterwards (a new generation: eager, record, replay)
+        Snap z[3];
+        for (int k = 0; k < 3; k++) z[k] = fwd(&m, in2, tg2, ds);
+        CHECK(snap_eq(&z[0], &o2) && snap_eq(&z[1], &o2) && snap_eq(&z[2], &o2) && m.seq_graph.failures == 0,
+              "after it: eager, recorded, replayed forwards bitwise equal");
+        for (int k = 0; k < 3; k++) snap_free(&z[k]);
     }
     for (int k = 0; k < 4; k++) { snap_free(&s[k]); free(g[k]); }
     snap_free(&o1);

@@ -1,6 +1,8 @@
 // tests/trainer/test_model.c — whole-model properties on the CPU backend (fp32):
 //   - batched vs sequential prefill: bitwise-equal logits, loss and gradients,
-//     and bitwise-equal losses over 20 training steps;
+//     and bitwise-equal losses over 20 training steps; the sequential forward in the
+//     layer-major order of a recording on lanes (seq_layer_major, model.c) bitwise equal to
+//     both, its order proven by the layer events it fires (one per layer, not per token);
 //   - gradient checkpointing: gradients bitwise equal to no checkpointing for
 //     every layer range [a, b) of a 4-layer model, and less activation memory;
 //   - the fused K/V projection (one GEMM for the six K/V projections, model.c) against
@@ -52,6 +54,12 @@ static double fwd_bwd(Model *m, const int32_t *in, const int32_t *tg, void *out_
 
 // ---- prefill parity -------------------------------------------------------------------
 
+// counts MODEL_EV_LAYER_FWD events (token-major: one per layer and token; layer-major: one per layer)
+static void count_layer_fwd(void *ctx, struct Model *m, int ev, int layer, int t) {
+    (void)m; (void)layer; (void)t;
+    if (ev == MODEL_EV_LAYER_FWD) ++*(int *)ctx;
+}
+
 static void prefill_parity(const char *phi) {
     char s_phi[64];
     snprintf(s_phi, sizeof s_phi, "nsa.phi=\"%s\"", phi);
@@ -60,44 +68,67 @@ static void prefill_parity(const char *phi) {
     NsaConfig cb, cs;
     load_cfg(&cb, sb, 3);
     load_cfg(&cs, ss, 4);
-    Model mb, ms;
+    Model mb, ms, ml;
     make_model(&mb, &cb);
     mb.keep_logits = 1;
     make_model(&ms, &cs);
     ms.keep_logits = 1;
+    make_model(&ml, &cs);
+    ml.keep_logits = 1;
+    ml.seq_layer_major = 1;
+    int ev_s = 0, ev_l = 0;
+    ms.event = count_layer_fwd;
+    ms.event_ctx = &ev_s;
+    ml.event = count_layer_fwd;
+    ml.event_ctx = &ev_l;
     char err[256];
     // keep_logits takes effect at (re)allocation
     assert_int_equal(model_alloc_acts(&mb, 2, 100, err, sizeof err), 0);
     assert_int_equal(model_alloc_acts(&ms, 2, 100, err, sizeof err), 0);
+    assert_int_equal(model_alloc_acts(&ml, 2, 100, err, sizeof err), 0);
     int N = 200;
     int32_t in[200], tg[200];
     random_batch(in, tg, N, cb.vocab_size, 5);
     size_t lb = (size_t)N * mb.V * sizeof(float);
     void *lgb = malloc(lb), *lgs = malloc(lb), *gb = malloc(grad_bytes(&mb)), *gs = malloc(grad_bytes(&ms));
+    void *lgl = malloc(lb), *gl = malloc(grad_bytes(&ml));
     double lossb = fwd_bwd(&mb, in, tg, lgb, gb);
     double losss = fwd_bwd(&ms, in, tg, lgs, gs);
-    printf("prefill parity phi=%s: batched loss %.9g sequential loss %.9g\n", phi, lossb, losss);
+    double lossl = fwd_bwd(&ml, in, tg, lgl, gl);
+    printf("prefill parity phi=%s: batched loss %.9g sequential loss %.9g layer-major %.9g\n", phi, lossb, losss,
+           lossl);
     assert_memory_equal(lgb, lgs, lb);
     assert_true(lossb == losss);
     assert_memory_equal(gb, gs, grad_bytes(&mb));
+    assert_memory_equal(lgs, lgl, lb);
+    assert_true(losss == lossl);
+    assert_memory_equal(gs, gl, grad_bytes(&ms));
+    assert_int_equal(ev_s, ms.L * 100);   // token-major: every (layer, token)
+    assert_int_equal(ev_l, ml.L);         // layer-major: every layer once
     // selections equal too
-    for (int L = 0; L < mb.L; L++)
+    for (int L = 0; L < mb.L; L++) {
         assert_memory_equal(mb.acts[L].sel_idx, ms.acts[L].sel_idx, sizeof(int32_t) * (size_t)N * mb.G * cb.n);
+        assert_memory_equal(ms.acts[L].sel_idx, ml.acts[L].sel_idx, sizeof(int32_t) * (size_t)N * mb.G * cb.n);
+    }
 
     // 20 training steps each: equal losses, step by step
-    Optim ob, os;
+    Optim ob, os, ol;
     optim_init(&ob, &mb);
     optim_init(&os, &ms);
+    optim_init(&ol, &ml);
     for (int step = 1; step <= 20; step++) {
         random_batch(in, tg, N, cb.vocab_size, 100 + (uint64_t)step);
         double l1 = fwd_bwd(&mb, in, tg, NULL, NULL), l2 = fwd_bwd(&ms, in, tg, NULL, NULL);
+        double l3 = fwd_bwd(&ml, in, tg, NULL, NULL);
         assert_true(l1 == l2);
+        assert_true(l2 == l3);
         optim_step(&ob, &mb, 1e-3, optim_grad_norm(&mb));
         optim_step(&os, &ms, 1e-3, optim_grad_norm(&ms));
+        optim_step(&ol, &ml, 1e-3, optim_grad_norm(&ml));
     }
-    optim_free(&ob, &mb); optim_free(&os, &ms);
-    free(lgb); free(lgs); free(gb); free(gs);
-    model_free(&mb); model_free(&ms);
+    optim_free(&ob, &mb); optim_free(&os, &ms); optim_free(&ol, &ml);
+    free(lgb); free(lgs); free(gb); free(gs); free(lgl); free(gl);
+    model_free(&mb); model_free(&ms); model_free(&ml);
 }
 static void test_prefill_parity_avg(void **s) { (void)s; prefill_parity("avg"); }
 static void test_prefill_parity_mlp(void **s) { (void)s; prefill_parity("mlp"); }
