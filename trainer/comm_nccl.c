@@ -29,6 +29,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/log.h"
 #include "common/util.h"
 #include "trainer/comm_nccl.h"
 
@@ -207,10 +208,10 @@ void ncclc_close(NcclComm *c) {
     char err[256];
     ncclResult_t r = ncclCommFinalize(c->comm);
     if (r != ncclSuccess && r != ncclInProgress) {
-        fprintf(stderr, "nsa-train: ncclCommFinalize: %s\n", ncclGetErrorString(r));
+        nsa_log(LOG_ERROR, "ncclCommFinalize: %s", ncclGetErrorString(r));
         ncclCommAbort(c->comm);
     } else if (wait_not_in_progress(c->comm, 30.0, "ncclCommFinalize", err, sizeof err)) {
-        fprintf(stderr, "nsa-train: %s\n", err);
+        nsa_log(LOG_ERROR, "%s", err);
         ncclCommAbort(c->comm);
     } else {
         ncclCommDestroy(c->comm);

@@ -63,6 +63,7 @@
 #include "trainer/data.h"
 
 #include "common/config.h"
+#include "common/log.h"
 #include "common/util.h"   // set_err
 #include "trainer/rng.h"
 
@@ -405,7 +406,7 @@ static int next_stream(DataSource *ds, int32_t *inputs, int32_t *targets) {
     char err[1024];
     DataPos *p = &ds->pos;
     if (data_check_pos(ds, *p, err, sizeof err) != DATA_POS_OK) {
-        fprintf(stderr, "data: position (shard %lld, offset %lld) is outside the data: %s\n",
+        nsa_log(LOG_ERROR, "data: position (shard %lld, offset %lld) is outside the data: %s",
                 (long long)p->shard, (long long)p->offset, err);
         return -1;
     }
@@ -414,7 +415,7 @@ static int next_stream(DataSource *ds, int32_t *inputs, int32_t *targets) {
         p->offset = 0;
     }
     if (ds->loaded != p->shard && load_shard(ds, p->shard, err, sizeof err) != 0) {
-        fprintf(stderr, "%s\n", err);
+        nsa_log(LOG_ERROR, "%s", err);
         return -1;
     }
     int64_t base = p->offset + (int64_t)ds->rank * ds->B * ds->T;

@@ -26,6 +26,7 @@
 
 #include "trainer/rendezvous.h"
 #include "common/exit_codes.h"
+#include "common/log.h"
 #include "common/util.h"
 
 // ---- small helpers -------------------------------------------------------------------------
@@ -503,7 +504,7 @@ static void gather_hello(Gather *G, int i, const Hello *h) {
         snprintf(m, sizeof m, "rank %d (from %s, host %s) has job token '%s', rank 0 has '%s': a process of "
                  "another job (or a different NSA_RDZV_TOKEN) reached this rendezvous; rejected", h->rank,
                  c->addr, h->host, h->token, cf->token);
-        fprintf(stderr, "nsa-train: rank 0: rendezvous at %s: %s\n", G->z->where, m);
+        nsa_log(LOG_ERROR, "rank 0: rendezvous at %s: %s", G->z->where, m);
         gather_note(G, "rejected rank %d from %s (job token '%s', this job's '%s')", h->rank, c->addr, h->token, cf->token);
         queue_abort(c, RDZV_REJECT, NSA_EXIT_USAGE, 0, m);
         Conn *one = c;
@@ -565,8 +566,8 @@ static void gather_read(Gather *G, int i) {
         char first[16] = "";
         const unsigned char *in = (const unsigned char *)c->in.p;
         for (size_t k = 0; k < c->in.len && k < 4; k++) first[k] = in[k] >= 32 && in[k] < 127 ? (char)in[k] : '.';
-        fprintf(stderr, "nsa-train: rank 0: rendezvous at %s: ignored a connection from %s that is not an "
-                "nsa-train rendezvous (first bytes '%s')\n", where, c->addr, first);
+        nsa_log(LOG_STATUS, "rank 0: rendezvous at %s: ignored a connection from %s that is not an "
+                "nsa-train rendezvous (first bytes '%s')", where, c->addr, first);
         conn_close(c);
         return;
     }
@@ -579,8 +580,8 @@ static void gather_read(Gather *G, int i) {
     if (fr == 1) {
         Hello h;
         if (type != RDZV_HELLO || parse_hello(pl, len, &h)) {
-            fprintf(stderr, "nsa-train: rank 0: rendezvous at %s: ignored a connection from %s: its first frame "
-                    "is not a well-formed HELLO (type %d, %u bytes)\n", where, c->addr, type, (unsigned)len);
+            nsa_log(LOG_STATUS, "rank 0: rendezvous at %s: ignored a connection from %s: its first frame "
+                    "is not a well-formed HELLO (type %d, %u bytes)", where, c->addr, type, (unsigned)len);
             conn_close(c);
             return;
         }
@@ -591,8 +592,8 @@ static void gather_read(Gather *G, int i) {
     if (rr != 0 && fr == 0) {   // closed (or failed) before or after its HELLO
         if (c->rank >= 0) {
             gather_note(G, "rank %d (from %s) connected and went away", c->rank, c->addr);
-            fprintf(stderr, "nsa-train: rank 0: rendezvous at %s: rank %d (from %s) closed its connection before "
-                    "the world was complete; waiting for it to come back\n", where, c->rank, c->addr);
+            nsa_log(LOG_STATUS, "rank 0: rendezvous at %s: rank %d (from %s) closed its connection before "
+                    "the world was complete; waiting for it to come back", where, c->rank, c->addr);
             G->by_rank[c->rank] = -1;
             G->registered--;
         }

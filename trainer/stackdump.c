@@ -37,6 +37,7 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#include "common/log.h"
 #include "common/util.h"   // mono_ns (one clock_gettime call), path_basename: async-signal-safe
 #include "trainer/flightrec.h"
 #include "trainer/stackdump.h"
@@ -600,7 +601,7 @@ int stackdump_install(const char *stack_file, int rank) {
         memset(&ss, 0, sizeof ss);
         ss.ss_sp = altstack;
         ss.ss_size = alt_bytes;
-        if (sigaltstack(&ss, NULL)) fprintf(stderr, "nsa-train: sigaltstack failed (stack dumps still work)\n");
+        if (sigaltstack(&ss, NULL)) nsa_log(LOG_STATUS, "sigaltstack failed (stack dumps still work)");
     }
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -610,7 +611,7 @@ int stackdump_install(const char *stack_file, int rank) {
     for (int i = 0; i < N_SIGNALS; i++) sigaddset(&sa.sa_mask, SIGNALS[i]);   // no nesting
     for (int i = 0; i < N_SIGNALS; i++)
         if (sigaction(SIGNALS[i], &sa, NULL)) {
-            fprintf(stderr, "nsa-train: cannot install the %s handler: %s\n", sig_name(SIGNALS[i]), strerror(errno));
+            nsa_log(LOG_ERROR, "cannot install the %s handler: %s", sig_name(SIGNALS[i]), strerror(errno));
             return -1;
         }
     return 0;
