@@ -513,10 +513,7 @@ int checkpoint_load(const char *path, Model *m, Optim *o, const DataSource *ds, 
     o->good_steps = cm.good_steps;
     const char *dg = st_meta(&f, "config_digest");
     snprintf(info->digest, sizeof info->digest, "%s", dg ? dg : "");
-    if (ck_cfg) {
-        info->config = malloc(strlen(ck_cfg) + 1);
-        if (info->config) strcpy(info->config, ck_cfg);
-    }
+    if (ck_cfg) info->config = xstrdup(ck_cfg);
     rc = 0;
 done:
     st_free(&f);

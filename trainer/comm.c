@@ -743,7 +743,7 @@ int comm_allreduce_start(Comm *c, int slot, void *buf, int64_t n, int elem_bytes
     MpiSlot *s = &c->slots[slot];
     void *host = buf;
     if (!c->host_buffers) {
-        if (!c->stage[slot]) c->stage[slot] = malloc(c->max_slot_bytes > bytes ? c->max_slot_bytes : bytes);
+        if (!c->stage[slot]) c->stage[slot] = xmalloc(c->max_slot_bytes > bytes ? c->max_slot_bytes : bytes);
         host = c->stage[slot];
         c->be->to_host(host, buf, bytes);   // synchronises the backend's stream: the gradients are final
     }

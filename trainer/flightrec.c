@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/log.h"
 #include "common/util.h"
 #include "trainer/flightrec.h"
 
@@ -218,10 +219,10 @@ static json_t *event_json(const FrEvent *e, int64_t t0) {
 
 int flightrec_show(const char *path) {
     int fd = open(path, O_RDONLY);
-    if (fd < 0) { fprintf(stderr, "nsa-train: --show-flight-recorder %s: %s\n", path, strerror(errno)); return -1; }
+    if (fd < 0) { nsa_log(LOG_ERROR, "--show-flight-recorder %s: %s", path, strerror(errno)); return -1; }
     struct stat sb;
     if (fstat(fd, &sb) || sb.st_size < FR_HEADER_BYTES) {
-        fprintf(stderr, "nsa-train: --show-flight-recorder %s: not a flight recorder (too short)\n", path);
+        nsa_log(LOG_ERROR, "--show-flight-recorder %s: not a flight recorder (too short)", path);
         close(fd);
         return -1;
     }
@@ -240,19 +241,19 @@ int flightrec_show(const char *path) {
     }
     close(fd);
     if (!p || got < bytes) {
-        fprintf(stderr, "nsa-train: --show-flight-recorder %s: cannot read it: %s\n", path,
+        nsa_log(LOG_ERROR, "--show-flight-recorder %s: cannot read it: %s", path,
                 p ? "short read" : "out of memory");
         free(p);
         return -1;
     }
     const volatile FrHeader *h = p;
     if (fr_check_header(h, bytes)) {
-        fprintf(stderr, "nsa-train: --show-flight-recorder %s: not a flight recorder of version %u (bad magic, version or sizes)\n",
+        nsa_log(LOG_ERROR, "--show-flight-recorder %s: not a flight recorder of version %u (bad magic, version or sizes)",
                 path, FR_VERSION);
         free(p);
         return -1;
     }
-    FrEvent *ev = malloc(sizeof(FrEvent) * h->ring_len);
+    FrEvent *ev = xmalloc(sizeof(FrEvent) * h->ring_len);
     FrState st;
     int n = 0;
     int torn = fr_read_events(h, ev, (int)h->ring_len, &n, &st);

@@ -52,12 +52,8 @@ double optim_lr(const NsaConfig *c, int64_t step) {
 // the same bits as summing per-tensor sumsq_param calls.
 double optim_grad_norm(const Model *m) {
     const int n = m->n_params;
-    int64_t *off = malloc(sizeof(int64_t) * 2 * (size_t)(n > 0 ? n : 1));
-    double *ss = malloc(sizeof(double) * (size_t)(n > 0 ? n : 1));
-    if (!off || !ss) {
-        fprintf(stderr, "%s:%d: out of memory\n", __FILE__, __LINE__);
-        exit(1);
-    }
+    int64_t *off = xmalloc(sizeof(int64_t) * 2 * (size_t)(n > 0 ? n : 1));
+    double *ss = xmalloc(sizeof(double) * (size_t)(n > 0 ? n : 1));
     int64_t *len = off + n;
     for (int i = 0; i < n; i++) {
         off[i] = m->params[i].offset;

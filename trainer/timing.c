@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "common/envparse.h"
+#include "common/log.h"
 #include "common/util.h"
 #include "trainer/ioerr.h"
 #include "trainer/timing.h"
@@ -140,7 +141,7 @@ void timing_report(const char *dir, int rank) {
     json_t *j = json_object();
     Str s = {0};
     int first = 1;
-    str_printf(&s, "nsa-train: timing: ");
+    str_printf(&s, "timing: ");
     put(&s, "exec→main", T.exec_to_main, &first);
     jset(j, "exec_to_main_s", T.exec_to_main);
     put(&s, "args+config", span(TM_MAIN, TM_CONFIG), &first);
@@ -204,7 +205,7 @@ void timing_report(const char *dir, int rank) {
     jset(j, "finish_s", span(TM_LOOP, TM_FINISH));
     put(&s, "total", now - start, &first);
     jset(j, "total_s", now - start);
-    fprintf(stderr, "%s\n", str_c(&s));
+    nsa_log(LOG_STATUS, "%s", str_c(&s));
     fflush(stderr);
     if (dir) {
         char path[1200];
@@ -213,14 +214,12 @@ void timing_report(const char *dir, int rank) {
         char *txt = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6));
         if (txt) {
             size_t n = strlen(txt);
-            char *t2 = malloc(n + 2);
-            if (t2) {
-                memcpy(t2, txt, n);
-                t2[n] = '\n';
-                t2[n + 1] = 0;
-                if (write_file_atomic(path, t2, n + 1)) io_error(path, errno);
-                free(t2);
-            }
+            char *t2 = xmalloc(n + 2);
+            memcpy(t2, txt, n);
+            t2[n] = '\n';
+            t2[n + 1] = 0;
+            if (write_file_atomic(path, t2, n + 1)) io_error(path, errno);
+            free(t2);
             free(txt);
         }
     }

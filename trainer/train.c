@@ -52,6 +52,7 @@
 #include "trainer/ioerr.h"
 #include "trainer/model.h"
 #include "trainer/optim.h"
+#include "common/log.h"
 #include "common/safetensors.h"
 #include "trainer/timing.h"
 #include "trainer/trace.h"
@@ -205,8 +206,7 @@ static void localise_anomaly(Model *m, DataSource *ds, DataPos pos, int32_t *in,
 // The logits of the last forward as the dump stores them (see dump_step); free().
 static void *logits_to_host(const Model *m, int64_t n) {
     if (m->be->act_bytes == 4 || m->be->act_bytes == 8) {
-        void *h = malloc((size_t)n * (size_t)m->be->act_bytes);
-        if (!h) abort();
+        void *h = xmalloc((size_t)n * (size_t)m->be->act_bytes);
         m->be->to_host(h, m->logits, (size_t)n * (size_t)m->be->act_bytes);
         return h;
     }
@@ -268,7 +268,7 @@ static int dump_step(const char *path, Model *m, const int32_t *in, const int32_
     int rc = st_write(&f, path, err, sizeof err);
     if (rc) {   // errno != 0: the file could not be written: [IO-ERROR], exit 6
         int e = errno;
-        fprintf(stderr, "nsa-train: --dump-step: %s\n", err);
+        nsa_log(LOG_ERROR, "--dump-step: %s", err);
         if (e) io_error(path, e);
     }
     st_free(&f);
@@ -287,14 +287,14 @@ int train_run(const TrainOpts *opts) {
         char err[1200];
         if (mkdir_p_parent(opts->flight_recorder)) {
             int e = errno;
-            fprintf(stderr, "nsa-train: --flight-recorder %s: cannot create its directory: %s\n", opts->flight_recorder,
+            nsa_log(LOG_ERROR, "--flight-recorder %s: cannot create its directory: %s", opts->flight_recorder,
                     strerror(e));
             io_error(opts->flight_recorder, e);
             return NSA_EXIT_IO;
         }
         if (flightrec_open(opts->flight_recorder, opts->rank, err, sizeof err)) {
             int e = errno;
-            fprintf(stderr, "nsa-train: --flight-recorder %s\n", err);
+            nsa_log(LOG_ERROR, "--flight-recorder %s", err);
             io_error(opts->flight_recorder, e);
             return NSA_EXIT_IO;
         }
@@ -318,11 +318,11 @@ int train_run(const TrainOpts *opts) {
 static int check_output_file(const char *flag, const char *path) {
     struct stat sb;
     if (!path[0]) {
-        fprintf(stderr, "nsa-train: %s: the path is empty\n", flag);
+        nsa_log(LOG_ERROR, "%s: the path is empty", flag);
         return -1;
     }
     if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
-        fprintf(stderr, "nsa-train: %s %s: is a directory (give a file name)\n", flag, path);
+        nsa_log(LOG_ERROR, "%s %s: is a directory (give a file name)", flag, path);
         return -1;
     }
     char dir[1024];
@@ -332,16 +332,16 @@ static int check_output_file(const char *flag, const char *path) {
     else if (slash == dir) dir[1] = 0;
     else *slash = 0;
     if (stat(dir, &sb) != 0) {
-        fprintf(stderr, "nsa-train: %s %s: directory %s %s\n", flag, path, dir,
+        nsa_log(LOG_ERROR, "%s %s: directory %s %s", flag, path, dir,
                 errno == ENOENT ? "does not exist (create it first)" : strerror(errno));
         return -1;
     }
     if (!S_ISDIR(sb.st_mode)) {
-        fprintf(stderr, "nsa-train: %s %s: %s is not a directory\n", flag, path, dir);
+        nsa_log(LOG_ERROR, "%s %s: %s is not a directory", flag, path, dir);
         return -1;
     }
     if (access(dir, W_OK | X_OK) != 0) {
-        fprintf(stderr, "nsa-train: %s %s: directory %s is not writable: %s\n", flag, path, dir, strerror(errno));
+        nsa_log(LOG_ERROR, "%s %s: directory %s is not writable: %s", flag, path, dir, strerror(errno));
         return -1;
     }
     return 0;
@@ -361,14 +361,14 @@ static int check_resume_config(const TrainOpts *opts, const CkptInfo *ck) {
     free(run);
     if (nd < 0) {   // nothing to compare key by key: the digests are all there is
         if (!ck->digest[0]) {
-            fprintf(stderr, "nsa-train: note: --resume %s: the checkpoint records no config; not compared\n", path);
+            nsa_log(LOG_NOTE, "--resume %s: the checkpoint records no config; not compared", path);
             return 0;
         }
-        fprintf(stderr, "nsa-train: %s--resume %s: the checkpoint was written with config digest %s, this run's is %s "
-                "(it holds no config to compare key by key)\n", opts->allow_config_change ? "warning: " : "", path,
-                ck->digest, cfg->digest);
+        nsa_log(opts->allow_config_change ? LOG_WARN : LOG_ERROR, "--resume %s: the checkpoint was written with "
+                "config digest %s, this run's is %s (it holds no config to compare key by key)", path, ck->digest,
+                cfg->digest);
         if (opts->allow_config_change) return 0;
-        fprintf(stderr, "nsa-train: resume it with the config it was written with, or pass --allow-config-change\n");
+        nsa_log(LOG_ERROR, "resume it with the config it was written with, or pass --allow-config-change");
         return -1;
     }
     int shown = nd < MAXD ? nd : MAXD, strict = 0;
@@ -377,23 +377,23 @@ static int check_resume_config(const TrainOpts *opts, const CkptInfo *ck) {
     for (int i = 0; i < shown; i++) {
         if (!d[i].allowed) continue;
         if (!strcmp(d[i].key, "train.steps"))
-            fprintf(stderr, "nsa-train: note: --resume %s: train.steps: checkpoint %s, this run %s (allowed: the LR "
-                    "schedule now spans %s steps)\n", path, d[i].ckpt, d[i].run, d[i].run);
+            nsa_log(LOG_NOTE, "--resume %s: train.steps: checkpoint %s, this run %s (allowed: the LR "
+                    "schedule now spans %s steps)", path, d[i].ckpt, d[i].run, d[i].run);
         else
-            fprintf(stderr, "nsa-train: note: --resume %s: %s: checkpoint %s, this run %s (allowed: it changes nothing "
-                    "that is computed)\n", path, d[i].key, d[i].ckpt, d[i].run);
+            nsa_log(LOG_NOTE, "--resume %s: %s: checkpoint %s, this run %s (allowed: it changes nothing "
+                    "that is computed)", path, d[i].key, d[i].ckpt, d[i].run);
     }
     if (!strict) return 0;
-    fprintf(stderr, "nsa-train: %s--resume %s: the checkpoint was written with another config (digest %s, this "
-            "run's %s)%s; %d key%s differ%s:\n", opts->allow_config_change ? "warning: " : "", path, ck->digest,
+    nsa_log(opts->allow_config_change ? LOG_WARN : LOG_ERROR, "--resume %s: the checkpoint was written with another "
+            "config (digest %s, this run's %s)%s; %d key%s differ%s:", path, ck->digest,
             cfg->digest, opts->allow_config_change ? ", resumed anyway (--allow-config-change)" : "", strict,
             strict == 1 ? "" : "s", strict == 1 ? "s" : "");
     for (int i = 0; i < shown; i++)
         if (!d[i].allowed) fprintf(stderr, "  %s: checkpoint %s, this run %s\n", d[i].key, d[i].ckpt, d[i].run);
     if (nd > shown) fprintf(stderr, "  ... and %d more\n", nd - shown);
     if (opts->allow_config_change) return 0;
-    fprintf(stderr, "nsa-train: resume it with the config it was written with, or pass --allow-config-change to "
-            "resume it with this one\n");
+    nsa_log(LOG_ERROR, "resume it with the config it was written with, or pass --allow-config-change to "
+            "resume it with this one");
     return -1;
 }
 
@@ -438,7 +438,7 @@ static int run_prepare(Run *R) {
         if (check_output_file("--write-init", R->opts->write_init)) return NSA_EXIT_USAGE;
     } else if (mkdir_p(R->out_dir)) {   // where the artifacts go: [IO-ERROR], exit 6
         int e = errno;
-        fprintf(stderr, "nsa-train: cannot create %s: %s\n", R->out_dir, strerror(e));
+        nsa_log(LOG_ERROR, "cannot create %s: %s", R->out_dir, strerror(e));
         io_error(R->out_dir, e);
         return NSA_EXIT_IO;
     }
@@ -456,8 +456,8 @@ static int run_prepare(Run *R) {
             snprintf(dv, sizeof dv, "%d", cw->local_rank % ndev);
             setenv("NSA_CUDA_DEVICE", dv, 1);
             if (cw->local_size > ndev)
-                fprintf(stderr, "nsa-train: rank %d: warning: %d ranks on this node share %d visible GPU%s (NCCL needs "
-                        "one GPU per rank)\n", R->rank, cw->local_size, ndev, ndev == 1 ? "" : "s");
+                nsa_log(LOG_WARN, "rank %d: %d ranks on this node share %d visible GPU%s (NCCL needs "
+                        "one GPU per rank)", R->rank, cw->local_size, ndev, ndev == 1 ? "" : "s");
         }
     }
 #endif
@@ -465,11 +465,11 @@ static int run_prepare(Run *R) {
     timing_mark(TM_CONFIG);
     R->be = backend_get(cfg->backend, cfg->precision, &why);
     timing_mark(TM_BACKEND);
-    if (!R->be) { fprintf(stderr, "nsa-train: backend '%s': %s\n", cfg->backend, why); return NSA_EXIT_USAGE; }
+    if (!R->be) { nsa_log(LOG_ERROR, "backend '%s': %s", cfg->backend, why); return NSA_EXIT_USAGE; }
     timing_backend(R->be);
     R->faults = R->opts->faults && R->opts->faults->n_active ? R->opts->faults : NULL;
     if (R->faults && faults_check_config(R->faults, cfg, R->err, sizeof R->err)) {
-        fprintf(stderr, "nsa-train: %s\n", R->err);
+        nsa_log(LOG_ERROR, "%s", R->err);
         return NSA_EXIT_USAGE;
     }
     return GO_ON;
@@ -481,25 +481,25 @@ static int run_build_model(Run *R) {
     Model *m = &R->m;
     int mrc = model_init(m, R->cfg, R->be, R->err, sizeof R->err);
     if (mrc) {
-        fprintf(stderr, "nsa-train: %s\n", R->err);
+        nsa_log(LOG_ERROR, "%s", R->err);
         return mrc == -2 ? NSA_EXIT_USAGE : NSA_EXIT_RUNTIME;
     }
     m->keep_logits = R->opts->dump_step != NULL;
     if (model_alloc_acts(m, R->B, R->T, R->err, sizeof R->err)) {
-        fprintf(stderr, "nsa-train: %s\n", R->err);
+        nsa_log(LOG_ERROR, "%s", R->err);
         model_free(m);
         return NSA_EXIT_RUNTIME;
     }
     Faults *faults = R->faults;
     if (faults) {
         if (faults_bind(faults, m, R->rank, R->err, sizeof R->err)) {
-            fprintf(stderr, "nsa-train: %s\n", R->err);
+            nsa_log(LOG_ERROR, "%s", R->err);
             model_free(m);
             return NSA_EXIT_USAGE;
         }
-        fprintf(stderr, "nsa-train: rank %d: FAULT INJECTION ACTIVE: %s\n", R->rank, faults->desc);
+        nsa_log(LOG_STATUS, "rank %d: FAULT INJECTION ACTIVE: %s", R->rank, faults->desc);
         if (faults->divergent && faults->divergent_rank == R->rank)
-            fprintf(stderr, "nsa-train: rank %d: [FAULT] divergent_unused: %s gets no gradient on this rank\n", R->rank,
+            nsa_log(LOG_STATUS, "rank %d: [FAULT] divergent_unused: %s gets no gradient on this rank", R->rank,
                     faults->divergent_param);
     }
     timing_mark(TM_MODEL);
@@ -509,7 +509,7 @@ static int run_build_model(Run *R) {
     // init, gate_zero_init, has no effect, as under --resume); a file that does not fit this
     // config is a usage error: exit 2 naming the tensor
     if (R->opts->init_weights && checkpoint_load_weights(R->opts->init_weights, m, R->err, sizeof R->err)) {
-        fprintf(stderr, "nsa-train: --init-weights: %s\n", R->err);
+        nsa_log(LOG_ERROR, "--init-weights: %s", R->err);
         if (faults) faults_unbind(faults, m);
         model_free(m);
         return NSA_EXIT_USAGE;
@@ -530,7 +530,7 @@ static int run_open(Run *R) {
     R->diag = (TrainDiag){0, NULL, NULL, R->faults};
     if (opts->trace_grads) {
         if (gradtrace_open(&R->trace, m, R->out_dir, R->rank, 1, R->err, sizeof R->err)) {
-            fprintf(stderr, "nsa-train: %s\n", R->err);
+            nsa_log(LOG_ERROR, "%s", R->err);
             return NSA_EXIT_RUNTIME;
         }
         R->tracing = 1;
@@ -538,7 +538,7 @@ static int run_open(Run *R) {
     }
     if (opts->gate_stats) {
         if (gatestats_open(&R->gstats, R->out_dir, R->rank, m->L, R->err, sizeof R->err)) {
-            fprintf(stderr, "nsa-train: %s\n", R->err);
+            nsa_log(LOG_ERROR, "%s", R->err);
             return NSA_EXIT_RUNTIME;
         }
         R->diag.gs = &R->gstats;
@@ -553,14 +553,14 @@ static int run_open(Run *R) {
     R->in = xmalloc(sizeof(int32_t) * (size_t)R->B * R->T);
     R->tg = xmalloc(sizeof(int32_t) * (size_t)R->B * R->T);
     snprintf(R->path, sizeof R->path, "%s/metrics.jsonl", R->out_dir);
-    if (!R->ds) { fprintf(stderr, "nsa-train: data: %s\n", R->err); return NSA_EXIT_USAGE; }
+    if (!R->ds) { nsa_log(LOG_ERROR, "data: %s", R->err); return NSA_EXIT_USAGE; }
     if (R->cw) {
         const double comm_timeout = opts->comm_timeout_s > 0 ? opts->comm_timeout_s : 300.0;
         DdpOpts dop = {cfg->ddp_mode, cfg->bucket_mb, comm_timeout, R->out_dir, R->faults};
         int drc = NSA_EXIT_RUNTIME;
         flightrec_event(FR_PHASE_INIT, FR_KIND_BEGIN, 0, -1, "ddp_open");
         R->ddp = ddp_open(m, R->cw, &dop, &drc, R->err, sizeof R->err);
-        if (!R->ddp) { fprintf(stderr, "nsa-train: rank %d: %s\n", R->rank, R->err); return drc; }
+        if (!R->ddp) { nsa_log(LOG_ERROR, "rank %d: %s", R->rank, R->err); return drc; }
         R->hooks.ddp = R->ddp;
     }
     if (R->hooks.trace || R->hooks.ddp) {
@@ -580,15 +580,15 @@ static int run_resume(Run *R) {
     // not fit this model, metadata values that make no sense: exit 1 (docs/diagnostics.md,
     // "Checkpoints")
     if (checkpoint_load(opts->resume, &R->m, &R->opt, R->ds, &ck, R->err, sizeof R->err)) {
-        fprintf(stderr, "nsa-train: --resume: %s\n", R->err);
+        nsa_log(LOG_ERROR, "--resume: %s", R->err);
         return NSA_EXIT_RUNTIME;
     }
     if (!ck.checksums)
-        fprintf(stderr, "nsa-train: note: --resume %s: the checkpoint has no tensor checksums (written before they "
-                "existed): its tensor data is not verified\n", opts->resume);
+        nsa_log(LOG_NOTE, "--resume %s: the checkpoint has no tensor checksums (written before they "
+                "existed): its tensor data is not verified", opts->resume);
     if (!ck.meta_checksums)
-        fprintf(stderr, "nsa-train: note: --resume %s: the checkpoint has no metadata checksums (written before they "
-                "existed): its metadata is validated, not verified\n", opts->resume);
+        nsa_log(LOG_NOTE, "--resume %s: the checkpoint has no metadata checksums (written before they "
+                "existed): its metadata is validated, not verified", opts->resume);
     int cfg_bad = check_resume_config(opts, &ck);   // another config: exit 2 unless --allow-config-change
     R->step0 = ck.step;
     data_set_pos(R->ds, ck.pos);
@@ -596,11 +596,11 @@ static int run_resume(Run *R) {
     if (cfg_bad) return NSA_EXIT_USAGE;
     if (R->step0 >= R->last) {   // nothing left to train: say so, exit 0
         if (R->last < R->cfg->steps)
-            fprintf(stderr, "nsa-train: nothing to do: the checkpoint %s is at step %" PRId64 ", and --stop-after "
-                    "is %d\n", opts->resume, R->step0, opts->stop_after);
+            nsa_log(LOG_STATUS, "nothing to do: the checkpoint %s is at step %" PRId64 ", and --stop-after "
+                    "is %d", opts->resume, R->step0, opts->stop_after);
         else
-            fprintf(stderr, "nsa-train: nothing to do: the checkpoint %s is at step %" PRId64 " of %d (train.steps); "
-                    "raise --steps to train further\n", opts->resume, R->step0, R->cfg->steps);
+            nsa_log(LOG_STATUS, "nothing to do: the checkpoint %s is at step %" PRId64 " of %d (train.steps); "
+                    "raise --steps to train further", opts->resume, R->step0, R->cfg->steps);
         return NSA_EXIT_OK;
     }
     return GO_ON;
@@ -613,7 +613,7 @@ static int run_write_init(Run *R) {
     if (R->rank != 0) return NSA_EXIT_OK;
     if (checkpoint_write_weights(path, &R->m, R->err, sizeof R->err)) {
         int e = errno;
-        fprintf(stderr, "nsa-train: --write-init: %s\n", R->err);
+        nsa_log(LOG_ERROR, "--write-init: %s", R->err);
         if (e) io_error(path, e);
         return e ? NSA_EXIT_IO : NSA_EXIT_RUNTIME;
     }
@@ -632,7 +632,7 @@ static int run_open_metrics(Run *R) {
         R->metrics = open(R->path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (R->opts->resume ? 0 : O_TRUNC), 0644);
         if (R->metrics < 0) {   // an artifact: [IO-ERROR], exit 6
             int e = errno;
-            fprintf(stderr, "nsa-train: cannot write %s: %s\n", R->path, strerror(e));
+            nsa_log(LOG_ERROR, "cannot write %s: %s", R->path, strerror(e));
             io_error(R->path, e);
             return NSA_EXIT_RUNTIME;
         }
@@ -660,7 +660,7 @@ static int step_micro_batches(Run *R, int64_t step, double *loss, uint64_t *data
     for (int k = 0; k < R->cfg->grad_accum; k++) {
         enter_phase(&R->diag, FR_PHASE_DATA, "data_next");
         if (data_next(R->ds, R->in, R->tg)) {
-            fprintf(stderr, "nsa-train: data source failed at step %" PRId64 "\n", step);
+            nsa_log(LOG_ERROR, "data source failed at step %" PRId64, step);
             return -1;
         }
         *data_digest = digest64(R->in, sizeof(int32_t) * BT, *data_digest);
@@ -686,7 +686,7 @@ static int step_micro_batches(Run *R, int64_t step, double *loss, uint64_t *data
 static int step_skip_overflow(Run *R, int64_t step, double loss, double *gnorm, double t0) {
     double was = R->opt.loss_scale;
     optim_unscale(&R->opt, &R->m, gnorm);
-    fprintf(stderr, "nsa-train: step %" PRId64 ": fp16 gradient overflow at loss scale %g: step skipped, scale now %g\n",
+    nsa_log(LOG_STATUS, "step %" PRId64 ": fp16 gradient overflow at loss scale %g: step skipped, scale now %g",
             step, was, R->opt.loss_scale);
     if (R->metrics >= 0 &&
         metrics_record(R->metrics, R->path, "{\"step\": %" PRId64 ", \"loss\": %.17g, \"skipped\": true, \"loss_scale\": %g}\n",
@@ -786,7 +786,7 @@ static int step_record(Run *R, int64_t step, double loss, double gnorm, double l
         flightrec_event(FR_PHASE_CHECKPOINT, FR_KIND_BEGIN, step, -1, "checkpoint_save");
         if (checkpoint_save(opts->save, &R->m, &R->opt, step, data_get_pos(R->ds), R->err, sizeof R->err)) {
             int e = errno;   // != 0: the file could not be written: [IO-ERROR], exit 6
-            fprintf(stderr, "nsa-train: --save: %s\n", R->err);
+            nsa_log(LOG_ERROR, "--save: %s", R->err);
             if (e) io_error(opts->save, e);
             return NSA_EXIT_RUNTIME;
         }
@@ -832,7 +832,7 @@ static int train_step(Run *R, int64_t step) {
     if (isfinite(loss) && !isfinite(gnorm) && R->opt.loss_scale > 1.0) return step_skip_overflow(R, step, loss, &gnorm, t0);
     optim_unscale(&R->opt, &R->m, &gnorm);
     if (!isfinite(loss) || !isfinite(gnorm)) {
-        fprintf(stderr, "nsa-train: step %" PRId64 ": non-finite %s (loss %g, grad norm %g); replaying the step to localise\n",
+        nsa_log(LOG_ERROR, "step %" PRId64 ": non-finite %s (loss %g, grad norm %g); replaying the step to localise",
                 step, !isfinite(loss) ? "loss" : "gradient", loss, gnorm);
         if (R->metrics >= 0)   // a failure: the anomaly is still localised; the run ends with 6
             metrics_record(R->metrics, R->path, "{\"step\": %" PRId64 ", \"loss\": \"%g\", \"grad_norm\": \"%g\", \"anomaly\": true}\n",
