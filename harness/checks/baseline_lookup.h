@@ -1,19 +1,13 @@
-// harness/checks/baseline_lookup.h — the checks that compare a case with a known-good
-// past (docs/regression.md): `golden` (the numerics: the loss curve, the step-1
-// dump, gate statistics) and `perf_floor` (tok/s, step time, peak memory, FLOPs),
-// each against the case's baseline under golden/baselines/ (harness/core/baseline.h).
-// checks.c lists them in its table.
-#ifndef NSA_HARNESS_CHECK_REGRESSION_H
-#define NSA_HARNESS_CHECK_REGRESSION_H
+// harness/checks/baseline_lookup.h — what the checks that compare a case with a known-good
+// past share (docs/regression.md): `golden` (golden.c: the numerics: the loss curve, the
+// step-1 dump, gate statistics) and `perf_floor` (perf_floor.c: tok/s, step time, peak memory,
+// FLOPs), each against the case's baseline under golden/baselines/ (harness/core/baseline.h).
+#ifndef NSA_HARNESS_CHECKS_BASELINE_LOOKUP_H
+#define NSA_HARNESS_CHECKS_BASELINE_LOOKUP_H
 #include <jansson.h>
 
 #include "harness/core/result.h"
 #include "harness/core/scenario.h"
-
-void golden_validate(const Scenario *s, const json_t *params, const char *jpath, Problems *ps);
-void golden_evaluate(const json_t *params, CaseResult *r, const ScenarioRun *sr);
-void perf_floor_validate(const Scenario *s, const json_t *params, const char *jpath, Problems *ps);
-void perf_floor_evaluate(const json_t *params, CaseResult *r, const ScenarioRun *sr);
 
 // Which baseline a case is compared with (docs/regression.md, "Another GPU model: the
 // nearest baseline"): its own device class's, or — for `golden` only, never for perf floors —
@@ -48,6 +42,10 @@ json_t *regression_baseline_match(CaseResult *r, const char *check, char *path, 
 // m: as regression_baseline_match (NULL: own device only); str_free(&m->others) after.
 int regression_prepare(CaseResult *r, const char *check, char *path, size_t n, json_t **base, json_t **cur,
                        BaselineMatch *m);
+// The same, where the command that records a missing baseline gets record_extra after the
+// run's own words (perf_floor with timings: "--repeat 5"; NULL: none).
+int regression_prepare_with(CaseResult *r, const char *check, const char *record_extra, char *path, size_t n,
+                            json_t **base, json_t **cur, BaselineMatch *m);
 // 1 when two build fingerprints are equal but for the GPU's model name: a device of the same
 // architecture reproduces the baseline's bits with such a build.
 int regression_same_build_but_model(const json_t *fp_now, const json_t *fp_base);

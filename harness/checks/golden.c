@@ -33,7 +33,7 @@
 
 #include "harness/core/baseline.h"
 #include "harness/checks/baseline_lookup.h"
-#include "harness/core/check.h"
+#include "harness/checks/checks.h"
 #include "harness/artifacts/locus.h"
 #include "harness/exec/runner.h"
 #include "harness/artifacts/tensorstats.h"
@@ -77,7 +77,7 @@ static int other_build_skips(const Scenario *s, const json_t *params) {
     return t && !strcmp(t, "skip") ? 1 : t && !strcmp(t, "tolerance") ? 0 : -1;
 }
 
-void golden_validate(const Scenario *s, const json_t *params, const char *jpath, Problems *ps) {
+static void golden_validate(const Scenario *s, const json_t *params, const char *jpath, Problems *ps) {
     check_only_keys(s, params, jpath, GOLDEN_KEYS, ps);
     if (other_build_skips(s, params) < 0) {
         char kp[256];
@@ -575,7 +575,7 @@ static json_t *trainer_map_of(const CaseResult *r) {
     return path ? json_load_path(path, 0, NULL) : NULL;
 }
 
-void golden_evaluate(const json_t *params, CaseResult *r, const ScenarioRun *sr) {
+static void golden_evaluate(const json_t *params, CaseResult *r, const ScenarioRun *sr) {
     (void)sr;
     char path[2400];
     json_t *base, *cur;
@@ -646,3 +646,12 @@ void golden_evaluate(const json_t *params, CaseResult *r, const ScenarioRun *sr)
     json_decref(cur);
     json_decref(base);
 }
+
+const CheckDef check_golden = {
+    .name = "golden",
+    .summary = "the loss curve, step-1 dump and gate statistics equal the case's baseline (bitwise on the same build, "
+               "else within tolerance); the first diverging step and the tensors by layer and branch",
+    .needs = NEED_DUMP | NEED_DUMP_ACTS | NEED_GATE_STATS,
+    .validate = golden_validate,
+    .evaluate = golden_evaluate,
+};

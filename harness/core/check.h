@@ -1,12 +1,16 @@
 // harness/core/check.h — the checks a scenario can list, one small struct of
 // callbacks each (in the manner of nccl-tests' test engine): validate the
 // check's parameters when the scenario is loaded, say which trainer diagnostics
-// it needs, and evaluate a finished case into findings.
+// it needs, and evaluate a finished case into findings. Each check is a file of
+// harness/checks/ named as its key (harness/checks/growth.c: `growth`), listed in the
+// registry of checks (harness/checks/checks.c); the loader and the runner know a check
+// only through this struct.
 #ifndef NSA_HARNESS_CHECKS_H
 #define NSA_HARNESS_CHECKS_H
 #include <jansson.h>
 
 #include "harness/core/result.h"
+#include "harness/core/registry.h"
 #include "harness/core/scenario.h"
 
 // Trainer diagnostics a check reads (nsa-train flags the runner then passes):
@@ -25,9 +29,22 @@ typedef struct {
     // checks that compare a case with a reference case.
     void (*evaluate)(const json_t *params, CaseResult *r, const ScenarioRun *sr);
     int cross_case;        // takes "reference": the case (glob) it compares with
+    // Optional: trainer diagnostics its parameters ask for beyond `needs` (dump_match: the
+    // activations, --dump-acts, when one of its "tensors" globs starts with "acts.").
+    unsigned (*needs_of)(const json_t *params);
+    // Optional: it judges wall-clock time with these parameters (perf_floor; growth of a
+    // time metric): its case runs with the machine to itself. Without it: never.
+    int (*judges_time)(const json_t *params);
+    // Optional, for a check that reads the step dump: the tensors it reads, added to the
+    // --dump-tensors list `globs` with check_glob_list_add; 0 when it reads the whole dump.
+    // Without it a check that needs the dump reads all of it (golden).
+    int (*dump_tensors)(const json_t *params, Str *globs);
 } CheckDef;
 
-// Helpers for a check's validate/evaluate (checks.c):
+// The registry of checks (harness/checks/checks.c: CHECKS), in `list --checks` order.
+extern Registry check_registry;
+
+// Helpers for a check's validate/evaluate (harness/core/check.c):
 // unknown keys of the check's object are problems (known: NULL-terminated, "check" first)
 void check_only_keys(const Scenario *s, const json_t *params, const char *jpath, const char *const *known,
                      Problems *ps);
@@ -36,9 +53,15 @@ void check_only_keys(const Scenario *s, const json_t *params, const char *jpath,
 double check_num_param(const Scenario *s, const json_t *params, const char *jpath, const char *key, double def,
                        double lo, double hi, Problems *ps);
 
-const CheckDef *check_find(const char *name);
+const CheckDef *check_find(const char *name);   // NULL: no such check
 const CheckDef *check_at(int i);   // NULL past the end
 const char *check_names(void);     // "finite, grad_arrival, ..."
+// glob appended to the comma-separated list out unless it is there already
+void check_glob_list_add(Str *out, const char *glob);
+// How close reference candidate q is to case c: the axes on which their labels agree
+// first (a reference per precision picks the one of c's precision), then the length of
+// their names' common prefix (the generated cases of a GC bisection). Higher is closer.
+int check_reference_score(const Scenario *s, const Case *c, const Case *q);
 // The union of the needs of a scenario's checks.
 unsigned checks_needs(const Scenario *s);
 // The step dump's tensors the scenario reads, as the comma-separated globs of the trainer's

@@ -1,9 +1,13 @@
 // harness/core/family.h — scenario families: what a family adds on top of its
 // checks. Each family reads the results of all its cases together and writes
 // (1) diagnosis items that walk the decision tree of the evidence and (2) a
-// report section with its tables and plots.
+// report section with its tables and plots. Each family is a file of harness/families/
+// named as its key (harness/families/gc_bisection.c: `gc_bisection`), listed in the
+// registry of families (harness/families/families.c); the loader, the runner and the
+// reports know a family only through this struct, and never test a family's name.
 #ifndef NSA_HARNESS_FAMILIES_H
 #define NSA_HARNESS_FAMILIES_H
+#include "harness/core/registry.h"
 #include "harness/core/result.h"
 #include "harness/core/scenario.h"
 #include "common/util.h"
@@ -59,16 +63,10 @@ typedef struct {
     const char *dump_reads;
 } FamilyDef;
 
-const FamilyDef *family_find(const char *name);
-const FamilyDef *family_at(int i);
-const char *family_names(void);
+// The registry of families (harness/families/families.c: FAMILIES), in `list --families` order.
+extern Registry family_registry;
 
-// The regression table of a run (family_regression.c): every case a golden or
-// perf_floor check compared — first diverging step, cause, where; metric vs floor.
-// Nothing when no case was compared.
-void regression_table(const ScenarioRun *runs, int n_runs, Str *md);
-
-// Shared by every family: diagnosis of HANG / CRASH / ERROR cases and a loss plot.
-void diagnose_generic(const ScenarioRun *sr, Str *md);
-void section_loss_plot(const ScenarioRun *sr, const char *report_dir, Str *md);
+const FamilyDef *family_find(const char *name);   // NULL: no such family
+const FamilyDef *family_at(int i);                // NULL past the end
+const char *family_names(void);                   // "branch_isolation, gate_init, ..."
 #endif

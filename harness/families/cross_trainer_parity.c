@@ -27,7 +27,7 @@ static void rel_cell(Str *md, const json_t *facts, const char *key) {
     else str_printf(md, "%.2e", json_number_value(v));
 }
 
-void parity_section(const ScenarioRun *sr, const char *report_dir, Str *md) {
+static void parity_section(const ScenarioRun *sr, const char *report_dir, Str *md) {
     str_printf(md, "\n## %s — each trainer against the reference trainer, from the same weights and batch\n\n",
                sr->s->name);
     str_add(md, "Relative differences to the reference case (the same configuration under the reference trainer): "
@@ -64,7 +64,7 @@ void parity_section(const ScenarioRun *sr, const char *report_dir, Str *md) {
     section_loss_plot(sr, report_dir, md);
 }
 
-void parity_diagnose(const ScenarioRun *sr, Str *md) {
+static void parity_diagnose(const ScenarioRun *sr, Str *md) {
     for (int i = 0; i < sr->n; i++) {
         const CaseResult *r = &sr->results[i];
         if (r->verdict != V_FAIL) continue;
@@ -94,3 +94,11 @@ void parity_diagnose(const ScenarioRun *sr, Str *md) {
         }
     }
 }
+
+const FamilyDef family_cross_trainer_parity = {
+    .name = "cross_trainer_parity",
+    .summary = "the same case under two trainers from the same weights and batch: loss, grad norm and "
+               "every step-1 tensor against the reference trainer's; the first tensor where they part",
+    .diagnose = parity_diagnose,
+    .section = parity_section,
+};

@@ -233,7 +233,7 @@ static void numbers_section(const ScenarioRun *sr, Str *md) {
     }
 }
 
-void ddp_section(const ScenarioRun *sr, const char *report_dir, Str *md) {
+static void ddp_section(const ScenarioRun *sr, const char *report_dir, Str *md) {
     (void)report_dir;
     str_printf(md, "\n## %s — per rank\n\n| case | verdict | rank | grads arrived | buckets launched | collectives "
                    "enq / started / done | compute ms | comm wait ms |\n|---|---|---|---|---|---|---|---|\n", sr->s->name);
@@ -537,7 +537,7 @@ static void ddp_siblings(const ScenarioRun *sr, int i, const CaseResult *r, Str 
     str_add(md, ".\n");
 }
 
-void ddp_diagnose(const ScenarioRun *sr, Str *md) {
+static void ddp_diagnose(const ScenarioRun *sr, Str *md) {
     for (int i = 0; i < sr->n; i++) {
         const CaseResult *r = &sr->results[i];
         if (i < sr->done && numbers_only_fail(r)) numbers_diagnose(sr, r, md);
@@ -590,3 +590,11 @@ void ddp_diagnose(const ScenarioRun *sr, Str *md) {
         str_free(&why);
     }
 }
+
+const FamilyDef family_ddp_onestep = {
+    .name = "ddp_onestep",
+    .summary = "data parallel over mpi/nccl x default/find_unused/static_graph: per-rank arrival, buckets, collectives",
+    .diagnose = ddp_diagnose,
+    .section = ddp_section,
+    .dump_reads = "grads.*",
+};

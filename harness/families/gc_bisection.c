@@ -49,7 +49,7 @@ static int run_range(FamilyExec *fx, const Case *base, const char *prefix, int a
     return k;
 }
 
-void gcb_execute(FamilyExec *fx) {
+static void gcb_execute(FamilyExec *fx) {
     for (int bi = 0; bi < fx->n_bases && !fx->interrupted(fx); bi++) {
         const Case *base = fx->bases[bi];
         const int L = base->cfg.n_layers;
@@ -154,7 +154,7 @@ static int bases_of(const ScenarioRun *sr, const char **out, int max) {
     return n;
 }
 
-void gcb_section(const ScenarioRun *sr, const char *report_dir, Str *md) {
+static void gcb_section(const ScenarioRun *sr, const char *report_dir, Str *md) {
     (void)report_dir;
     const char *bases[64];
     int nb = bases_of(sr, bases, 64);
@@ -220,7 +220,7 @@ void gcb_section(const ScenarioRun *sr, const char *report_dir, Str *md) {
     }
 }
 
-void gcb_diagnose(const ScenarioRun *sr, Str *md) {
+static void gcb_diagnose(const ScenarioRun *sr, Str *md) {
     const char *bases[64];
     int nb = bases_of(sr, bases, 64);
     for (int bi = 0; bi < nb; bi++) {
@@ -261,3 +261,12 @@ void gcb_diagnose(const ScenarioRun *sr, Str *md) {
         json_decref(cul);
     }
 }
+
+const FamilyDef family_gc_bisection = {
+    .name = "gc_bisection",
+    .summary = "gradient checkpointing vs none, then a binary search over layer ranges down to the culprit layer",
+    .diagnose = gcb_diagnose,
+    .section = gcb_section,
+    .execute = gcb_execute,
+    .generated_names = gcb_generated_names,
+};

@@ -1,7 +1,6 @@
-// harness/families/golden_regression.c — the families of the regression layer
-// (docs/regression.md): golden_regression (cases against their golden baselines)
-// and perf_floor (cases against their performance floors), and the regression
-// table of a run (RESULTS.md sections, $GITHUB_STEP_SUMMARY).
+// harness/families/golden_regression.c — the `golden_regression` family of the regression layer
+// (docs/regression.md): cases against their golden baselines (the regression table of a run is
+// harness/report/regression_table.c; the perf_floor family, harness/families/perf_floor.c).
 //
 // The golden check names, per case, the first diverging step and the first
 // differing tensor. Read together, the cases say more: the golden scenario's
@@ -15,19 +14,15 @@
 #include <string.h>
 
 #include "harness/families/families.h"
+#include "harness/report/regression_table.h"
 #include "common/nsa_names.h"   // NSA_BR_*, NSA_GATE_*: the config's enum values
 
 static const char *fact_str(const CaseResult *r, const char *k) { return json_string_value(json_object_get(r->facts, k)); }
 
-// Did the golden check compare this case, and did it find a difference?
-static int golden_compared(const CaseResult *r) {
-    const char *c = fact_str(r, "golden_cause");
-    return c != NULL && (r->verdict == V_PASS || r->verdict == V_FAIL);
-}
 // Was it compared with another device's baseline (the nearest: this device has none)?
 static int golden_borrowed(const CaseResult *r) {
     const char *m = fact_str(r, "golden_baseline_match");
-    return golden_compared(r) && m && !strcmp(m, "nearest") && fact_str(r, "golden_baseline_device");
+    return regression_golden_compared(r) && m && !strcmp(m, "nearest") && fact_str(r, "golden_baseline_device");
 }
 static int golden_differs(const CaseResult *r) {
     const char *c = fact_str(r, "golden_cause");
@@ -89,8 +84,8 @@ static int feature_applies(const Feature *f, const CaseResult *r) {
 static void feature_inference(const ScenarioRun *sr, Str *md) {
     int compared = 0, differ = 0;
     for (int i = 0; i < sr->n; i++) {
-        compared += golden_compared(&sr->results[i]);
-        differ += golden_compared(&sr->results[i]) && golden_differs(&sr->results[i]);
+        compared += regression_golden_compared(&sr->results[i]);
+        differ += regression_golden_compared(&sr->results[i]) && golden_differs(&sr->results[i]);
     }
     if (differ == 0 || compared < 2) return;
     if (differ == compared) {
@@ -105,7 +100,7 @@ static void feature_inference(const ScenarioRun *sr, Str *md) {
         int with = 0, match = 1;
         for (int i = 0; i < sr->n && match; i++) {
             const CaseResult *r = &sr->results[i];
-            if (!golden_compared(r)) continue;
+            if (!regression_golden_compared(r)) continue;
             if (!feature_applies(&FEATURES[f], r)) {
                 match = 0;
                 break;
@@ -118,7 +113,7 @@ static void feature_inference(const ScenarioRun *sr, Str *md) {
     }
     Str list = {0};
     for (int i = 0; i < sr->n; i++)
-        if (golden_compared(&sr->results[i]) && golden_differs(&sr->results[i]))
+        if (regression_golden_compared(&sr->results[i]) && golden_differs(&sr->results[i]))
             str_printf(&list, "%s%s", list.len ? ", " : "", sr->results[i].c->name);
     if (hits.len)
         str_printf(md, "- **%s**: exactly the variants that run %s differ from their baselines (%s), and none of the "
@@ -134,7 +129,7 @@ static void feature_inference(const ScenarioRun *sr, Str *md) {
 
 // ---- golden_regression ----------------------------------------------------------------------------
 
-void golden_diagnose(const ScenarioRun *sr, Str *md) {
+static void golden_diagnose(const ScenarioRun *sr, Str *md) {
     int missing = 0, stale = 0;
     for (int i = 0; i < sr->n; i++) {
         const CaseResult *r = &sr->results[i];
@@ -176,111 +171,27 @@ void golden_diagnose(const ScenarioRun *sr, Str *md) {
     feature_inference(sr, md);
     for (int i = 0; i < sr->n; i++) {
         const CaseResult *r = &sr->results[i];
-        if (!golden_compared(r) || !golden_differs(r)) continue;
+        if (!regression_golden_compared(r) || !golden_differs(r)) continue;
         for (int k = 0; k < r->n_findings; k++)
             if (!strcmp(r->findings[k].check, "golden") && !r->findings[k].ok)
                 str_printf(md, "- **%s · %s**: %s.\n", sr->s->name, r->c->name, r->findings[k].summary);
     }
 }
 
-static void golden_row(Str *md, const char *scenario, const CaseResult *r) {
-    const json_t *step = json_object_get(r->facts, "golden_first_diverging_step");
-    const char *where = fact_str(r, "golden_locus"), *first = fact_str(r, "golden_first_tensor");
-    str_add(md, "| ");
-    str_add_md_cell(md, scenario);
-    str_add(md, " | ");
-    str_add_md_cell(md, r->c->name);
-    str_printf(md, " | %s | golden (%s", VERDICT_NAMES[r->verdict],
-               fact_str(r, "golden_mode") ? fact_str(r, "golden_mode") : "—");
-    // a baseline of another device standing in for this one's: which (docs/regression.md)
-    const char *match = fact_str(r, "golden_baseline_match"), *bdev = fact_str(r, "golden_baseline_device");
-    if (match && !strcmp(match, "nearest") && bdev) {
-        str_add(md, "; nearest baseline: ");
-        str_add_md_cell(md, bdev);
-    }
-    str_add(md, ") | ");
-    if (json_is_integer(step)) str_printf(md, "%lld", (long long)json_integer_value(step));
-    else str_add(md, "—");
-    str_printf(md, " | %s | ", fact_str(r, "golden_cause") ? fact_str(r, "golden_cause") : "—");
-    str_add_md_cell(md, where ? where : "—");
-    if (first) {
-        str_add(md, " (`");
-        str_add_md_cell(md, first);
-        str_add(md, "`)");
-    }
-    double w = json_number_or(r->facts, "golden_worst_loss_rel", NAN);
-    if (isfinite(w) && w >= 0) str_printf(md, " | %.3g |\n", w);
-    else str_add(md, " | — |\n");
-}
-
-static void perf_row_md(Str *md, const char *scenario, const CaseResult *r) {
-    static const char *const metrics[] = {"tok_per_s", "step_ms", "peak_mem_bytes", "flops", NULL};
-    for (int m = 0; metrics[m]; m++) {
-        char key[64];
-        snprintf(key, sizeof key, "perf_%s", metrics[m]);
-        const json_t *f = json_object_get(r->facts, key);
-        if (!f) continue;
-        double now = json_number_or(f, "now", NAN), floor = json_number_or(f, "floor", NAN);
-        str_add(md, "| ");
-        str_add_md_cell(md, scenario);
-        str_add(md, " | ");
-        str_add_md_cell(md, r->c->name);
-        char change[48];
-        fmt_rel_change(change, sizeof change, now, floor);
-        const int exact = m >= 2;   // peak_mem_bytes, flops: counters, in full
-        str_printf(md, exact ? " | %s | %s | %.15g vs %.15g%s | %s |\n" : " | %s | %s | %.6g vs %.6g%s | %s |\n",
-                   VERDICT_NAMES[r->verdict], metrics[m], now, floor,
-                   json_is_true(json_object_get(f, "ok")) ? "" : " **(fails)**", change);
-    }
-}
-
-void regression_table(const ScenarioRun *runs, int n_runs, Str *md) {
-    Str golden = {0}, perf = {0};
-    for (int s = 0; s < n_runs; s++)
-        for (int i = 0; i < runs[s].n; i++) {
-            const CaseResult *r = &runs[s].results[i];
-            if (golden_compared(r)) golden_row(&golden, runs[s].s->name, r);
-            perf_row_md(&perf, runs[s].s->name, r);
-        }
-    if (golden.len)
-        str_printf(md, "| scenario | case | verdict | check | first diverging step | cause | where | worst loss Δ (rel) |\n"
-                       "|---|---|---|---|---|---|---|---|\n%s", str_c(&golden));
-    if (perf.len)
-        str_printf(md, "%s| scenario | case | verdict | metric | now vs floor | change |\n|---|---|---|---|---|---|\n%s",
-                   golden.len ? "\n" : "", str_c(&perf));
-    str_free(&golden);
-    str_free(&perf);
-}
-
-void golden_section(const ScenarioRun *sr, const char *report_dir, Str *md) {
+static void golden_section(const ScenarioRun *sr, const char *report_dir, Str *md) {
     str_printf(md, "\n## %s — against the golden baselines\n\n", sr->s->name);
     regression_table(sr, 1, md);
     int skipped = 0;
-    for (int i = 0; i < sr->n; i++) skipped += !golden_compared(&sr->results[i]);
+    for (int i = 0; i < sr->n; i++) skipped += !regression_golden_compared(&sr->results[i]);
     if (skipped) str_printf(md, "\n%d case%s not compared (no baseline, a stale one, or the case did not finish).\n", skipped,
                             skipped == 1 ? "" : "s");
     section_loss_plot(sr, report_dir, md);
 }
 
-// ---- perf_floor -----------------------------------------------------------------------------------
-
-void perf_diagnose(const ScenarioRun *sr, Str *md) {
-    for (int i = 0; i < sr->n; i++) {
-        const CaseResult *r = &sr->results[i];
-        const char *b = fact_str(r, "perf_floor_baseline");
-        if (b && !strcmp(b, "missing"))
-            str_printf(md, "- **%s · %s**: no performance floor for this device model: SKIP (floors are per device "
-                           "model, never borrowed from another's; the finding names the record command; measure the "
-                           "spread with `--repeat 5`).\n",
-                       sr->s->name, r->c->name);
-        for (int k = 0; k < r->n_findings; k++)
-            if (!strcmp(r->findings[k].check, "perf_floor") && !r->findings[k].ok)
-                str_printf(md, "- **%s · %s**: %s.\n", sr->s->name, r->c->name, r->findings[k].summary);
-    }
-}
-
-void perf_section(const ScenarioRun *sr, const char *report_dir, Str *md) {
-    str_printf(md, "\n## %s — against the performance floors\n\n", sr->s->name);
-    regression_table(sr, 1, md);
-    family_metric_plot(sr, report_dir, md, "ms", "step_time.svg", "step time", "ms", 1.0);
-}
+const FamilyDef family_golden_regression = {
+    .name = "golden_regression",
+    .summary = "every numerics-bearing variant of the model against its golden baseline: the first "
+               "diverging step, the first differing tensor, the feature the differing variants share",
+    .diagnose = golden_diagnose,
+    .section = golden_section,
+};

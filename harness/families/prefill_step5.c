@@ -16,7 +16,7 @@ static const Finding *finding(const CaseResult *r, const char *check) {
     return NULL;
 }
 
-void prefill_section(const ScenarioRun *sr, const char *report_dir, Str *md) {
+static void prefill_section(const ScenarioRun *sr, const char *report_dir, Str *md) {
     str_printf(md, "\n## %s — sequential vs batched prefill\n\n", sr->s->name);
     str_add(md, "| case | verdict | steps | loss parity | decode parity (step-1 logits) | step time | backend memory |\n"
                 "|---|---|---|---|---|---|---|\n");
@@ -39,7 +39,7 @@ void prefill_section(const ScenarioRun *sr, const char *report_dir, Str *md) {
     family_metric_plot(sr, report_dir, md, "mem_bytes", "memory.svg", "backend memory", "MiB", 1.0 / 1048576.0);
 }
 
-void prefill_diagnose(const ScenarioRun *sr, Str *md) {
+static void prefill_diagnose(const ScenarioRun *sr, Str *md) {
     for (int i = 0; i < sr->n; i++) {
         const CaseResult *r = &sr->results[i];
         if (r->verdict == V_PASS || r->verdict == V_SKIP) continue;
@@ -78,3 +78,10 @@ void prefill_diagnose(const ScenarioRun *sr, Str *md) {
         str_add(md, ".\n");
     }
 }
+
+const FamilyDef family_prefill_step5 = {
+    .name = "prefill_step5",
+    .summary = "sequential vs batched prefill over many steps: per-step parity, decode parity, no growth",
+    .diagnose = prefill_diagnose,
+    .section = prefill_section,
+};

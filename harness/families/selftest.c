@@ -225,8 +225,8 @@ static void fault_text(const json_t *d, Str *fs);
 // judges time: a hang (its latency), a scaled-down timeout, or a scenario with a timing check.
 // (Called in the runner's thread before any case starts: the nested runs' shared folder is
 // made here, its setenv before any other thread exists.)
-void selftest_needs(const Scenario *s, const Case *c, const char *profile, int gpus_here, int *gpus, int *exclusive,
-                    int *ranks) {
+static void selftest_needs(const Scenario *s, const Case *c, const char *profile, int gpus_here, int *gpus, int *exclusive,
+                           int *ranks) {
     env_cache_ensure();
     const json_t *d = c->spec;
     char scen[2048];
@@ -271,7 +271,7 @@ static const char *shown_verdict(const json_t *expect) {
     return shown;
 }
 
-void selftest_run_case(const RunCtx *ctx, CaseResult *r) {
+static void selftest_run_case(const RunCtx *ctx, CaseResult *r) {
     const Case *c = r->c;
     const json_t *d = c->spec, *expect = json_object_get(d, "expect");
     snprintf(r->dir, sizeof r->dir, "%s/%s/%s", ctx->report_dir, r->s->name, c->dir);
@@ -369,7 +369,7 @@ static const char *base_name(const char *path) {
     return b ? b + 1 : path;
 }
 
-void selftest_section(const ScenarioRun *sr, const char *report_dir, Str *md) {
+static void selftest_section(const ScenarioRun *sr, const char *report_dir, Str *md) {
     (void)report_dir;
     // rows: scenarios; columns: faults (in first-seen order)
     const char *rows[64], *cols[64];
@@ -414,7 +414,7 @@ void selftest_section(const ScenarioRun *sr, const char *report_dir, Str *md) {
     }
 }
 
-void selftest_diagnose(const ScenarioRun *sr, Str *md) {
+static void selftest_diagnose(const ScenarioRun *sr, Str *md) {
     for (int i = 0; i < sr->n; i++) {
         const CaseResult *r = &sr->results[i];
         if (r->verdict == V_PASS || r->verdict == V_SKIP) continue;
@@ -428,3 +428,13 @@ void selftest_diagnose(const ScenarioRun *sr, Str *md) {
                    r->rel_dir);
     }
 }
+
+const FamilyDef family_selftest = {
+    .name = "selftest",
+    .summary = "each family against the faults it must catch and against none: verdicts and localisation",
+    .diagnose = selftest_diagnose,
+    .section = selftest_section,
+    .run_case = selftest_run_case,
+    .load = selftest_load,
+    .needs = selftest_needs,
+};

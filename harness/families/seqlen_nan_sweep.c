@@ -36,7 +36,7 @@ static int precisions(const ScenarioRun *sr, const char **out) {
     return n;
 }
 
-void sweep_section(const ScenarioRun *sr, const char *report_dir, Str *md) {
+static void sweep_section(const ScenarioRun *sr, const char *report_dir, Str *md) {
     (void)report_dir;
     int *T = xcalloc((size_t)sr->n + 1, sizeof(int));
     const char **P = xcalloc((size_t)sr->n + 1, sizeof(char *));
@@ -69,7 +69,7 @@ void sweep_section(const ScenarioRun *sr, const char *report_dir, Str *md) {
     free(P);
 }
 
-void sweep_diagnose(const ScenarioRun *sr, Str *md) {
+static void sweep_diagnose(const ScenarioRun *sr, Str *md) {
     const char **P = xcalloc((size_t)sr->n + 1, sizeof(char *));
     int np = precisions(sr, P);
     for (int p = 0; p < np; p++) {
@@ -114,3 +114,10 @@ void sweep_diagnose(const ScenarioRun *sr, Str *md) {
     }
     free(P);
 }
+
+const FamilyDef family_seqlen_nan_sweep = {
+    .name = "seqlen_nan_sweep",
+    .summary = "sequence lengths x precisions: forward, loss and gradients finite; the first non-finite tensor",
+    .diagnose = sweep_diagnose,
+    .section = sweep_section,
+};

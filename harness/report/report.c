@@ -5,6 +5,8 @@
 #define _POSIX_C_SOURCE 200809L
 #include "harness/report/report.h"
 #include "harness/report/counts.h"
+#include "harness/report/diagnosis.h"
+#include "harness/report/regression_table.h"
 #include "harness/report/report_in.h"
 
 #include <stdio.h>
