@@ -11,9 +11,13 @@
 // 138 stall dump after SIGUSR1; a crash ends
 // by its signal after the crash dump. See `nsa-train --help`, docs/diagnostics.md
 // for the diagnostics flags and docs/ddp.md for data parallel.
+//
+// The flags are one table, trainer/train_flags.c (getopt_long's options and --help are
+// made from it); run_command and apply_flag below act on each by its id.
 #define _POSIX_C_SOURCE 200809L   // setenv, open, dup2, mkdir
 #include <errno.h>
 #include <fcntl.h>
+#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,106 +36,14 @@
 #include "trainer/stackdump.h"
 #include "trainer/timing.h"
 #include "trainer/train.h"
+#include "trainer/train_flags.h"
 #include "common/exit_codes.h"
+#include "common/log.h"
 #include "common/util.h"
 
 #ifdef NSA_HAVE_CUDA
 int nsa_cuda_describe(char *buf, size_t n);   // kernels/cuda/cuda_probe.cu
 #endif
-
-static void usage(FILE *f) {
-    fprintf(f,
-        "usage: nsa-train --config FILE [options]\n"
-        "\n"
-        "Trains the NSA decoder described by a JSON config (configs/*.json, docs/config.md)\n"
-        "and prints one line per step: step, loss, grad norm, lr, ms, tok/s.\n"
-        "\n"
-        "options:\n"
-        "  --config FILE        model/training config (required)\n"
-        "  --set KEY=VALUE      override a config value, e.g. --set nsa.w=64 --set train.checkpoint_layers=[0,2]\n"
-        "                       (VALUE is JSON; anything that is not JSON is taken as a string); repeatable\n"
-        "  --steps N            same as --set train.steps=N\n"
-        "  --backend NAME       same as --set train.backend=NAME (cpu, cpu64, cuda)\n"
-        "  --out DIR            write metrics.jsonl (and anomaly.json) here (default runs, below the current\n"
-        "                       directory: created; .gitignore covers it in the source tree)\n"
-        "  --save FILE          write a checkpoint (safetensors, a digest64 checksum per tensor) at the end of\n"
-        "                       the run; FILE's directory must exist and be writable (checked at start: exit 2)\n"
-        "  --save-every N       with --save: also every N steps\n"
-        "  --resume FILE        continue from a checkpoint (weights, AdamW state, data position); every tensor\n"
-        "                       is verified against its checksum (a corrupt one is named, exit 1); a checkpoint\n"
-        "                       of another config is exit 2 naming the keys that differ (train.steps and name\n"
-        "                       may differ); one already at train.steps (or --stop-after) is 'nothing to do', exit 0\n"
-        "  --init-weights FILE  start from the parameters in FILE (safetensors: every parameter of the config by its\n"
-        "                       name and shape, F32 or F64, cast to the master precision) instead of the seeded init;\n"
-        "                       a missing, extra, misshapen or non-float tensor is exit 2 naming it and FILE. Every\n"
-        "                       rank loads the same file (docs/diagnostics.md, \"Start weights\")\n"
-        "  --write-init FILE    write the step-0 parameters (F32; F64 on backend cpu64) under their names to FILE and\n"
-        "                       exit 0 without data or training (needs only --config and --set)\n"
-        "  --allow-config-change  with --resume: resume a checkpoint of another config anyway (the differing\n"
-        "                       keys are printed as a warning)\n"
-        "  --stop-after N       stop after step N (the LR schedule still spans train.steps)\n"
-        "  --dump-step FILE     write step 1's batch, logits, loss and every gradient (safetensors;\n"
-        "                       logits F32, F64 on the fp64 backend)\n"
-        "  --dump-acts          with --dump-step: also every layer's forward activations (acts.blocks.L.*)\n"
-        "  --dump-tensors GLOBS  with --dump-step: only the tensors matching one of these comma-separated\n"
-        "                       fnmatch globs (e.g. 'grads.*', 'logits,acts.blocks.0.*'), the others not even\n"
-        "                       copied from the device; inputs, targets, loss and the metadata always\n"
-        "  --threads N          CPU threads, 1 to 1024 (default: all cores)\n"
-        "  --check-config       validate the config, print it as canonical JSON, exit\n"
-        "  --devices            print the CUDA devices this build can use, exit\n"
-        "  --quiet              no per-step lines\n"
-        "  --log-file FILE      redirect this process's stdout and stderr to FILE (appended, line-buffered)\n"
-        "  --help               this text\n"
-        "\n"
-        "data parallel (docs/ddp.md): mpirun -np W nsa-train ... --transport mpi|nccl, or without MPI:\n"
-        "  RANK=R WORLD_SIZE=W MASTER_ADDR=A MASTER_PORT=P nsa-train ... --transport nccl (torchrun, Kubernetes),\n"
-        "  srun -n W nsa-train ... --transport nccl (Slurm)\n"
-        "  --transport T        none (default: one process), mpi (host buffers; the CPU path and the A/B\n"
-        "                       transport; MPI only), nccl (GPU buffers, cuda backend). One GPU per rank\n"
-        "                       (device = local rank)\n"
-        "  --bootstrap B        where rank/world/local rank come from (default auto, or $NSA_BOOTSTRAP): auto =\n"
-        "                       an MPI launcher's variables (OMPI_COMM_WORLD_RANK, PMIX_RANK, PMI_RANK) > RANK/\n"
-        "                       WORLD_SIZE (env) > SLURM_PROCID (slurm); mpi, env, slurm force one. env and slurm\n"
-        "                       meet at a TCP rendezvous on MASTER_ADDR:MASTER_PORT (Slurm: the first host of the\n"
-        "                       node list, port MASTER_PORT or 20000 + SLURM_JOB_ID %% 10000); nccl only\n"
-        "  --rdzv-timeout S     seconds the rendezvous waits for every rank (default: --comm-timeout, or\n"
-        "                       $NSA_RDZV_TIMEOUT); a rank that never arrives is [COMM-TIMEOUT] naming it, exit 4\n"
-        "  --check-world        join the world (bootstrap and rendezvous; no GPU, no config needed), broadcast\n"
-        "                       rank 0's bytes, allgather every rank's record, print one [WORLD] line, exit 0\n"
-        "  --comm-timeout S     seconds a collective may take before the rank reports [COMM-TIMEOUT] and\n"
-        "                       exits 4 (default 300, or $NSA_COMM_TIMEOUT)\n"
-        "  every path flag (--out, --log-file, --flight-recorder, --stack-file, --dump-step, --save, --resume,\n"
-        "  --init-weights, --write-init)\n"
-        "  replaces %%r by the rank, e.g. --log-file OUT/ranks/rank_%%r.log\n"
-        "\n"
-        "diagnostics (docs/diagnostics.md; each off by default and free when off):\n"
-        "  --rank R             this process's rank (default 0): in every trace, targets the rank faults;\n"
-        "                       under --transport mpi|nccl the world's rank is used (a different --rank is an error)\n"
-        "  --trace-grads        gradient-arrival trace: OUT/grad_trace.jsonl (one line per step) and\n"
-        "                       [GRAD-TRACE] step=S rank=R arrived=N missing=M lines on stdout\n"
-        "  --gate-stats         per-layer gate statistics of each step's first forward: OUT/gate_stats.jsonl\n"
-        "  --flight-recorder FILE  memory-mapped recorder of phase/step/layer/op, heartbeat and the last\n"
-        "                       256 events, readable by another process while this one runs or hangs\n"
-        "  --show-flight-recorder FILE  print a recorder file (state and events) as JSON, exit\n"
-        "  --stack-file FILE    where stack dumps go (default stderr): SIGUSR1 dumps the main thread's\n"
-        "                       stack and the flight recorder and exits 138; SIGSEGV/SIGBUS/SIGFPE/SIGILL/\n"
-        "                       SIGABRT dump the faulting thread's stack and re-raise the signal\n"
-        "  --fault NAME[=ARG]   inject a fault (repeatable); --list-faults describes them\n"
-        "  --list-faults        list the faults: name, argument, what it breaks, who catches it; exit\n"
-        "  --print-env          print build/CUDA/host/env facts (and --config's) as JSON, exit\n"
-        "  --protocol-info      print the trainer protocol's handshake (protocol version, build, supported\n"
-        "                       backends, transports, faults, diagnostics...) as one JSON line, exit\n"
-        "                       (docs/trainer-protocol.md)\n"
-        "\n"
-        "exit codes: 0 ok, 1 runtime failure, 2 usage or invalid config, 3 non-finite value\n"
-        "(the first non-finite tensor is named on stderr and in OUT/anomaly.json), 4 a collective did not\n"
-        "complete within --comm-timeout (data parallel; [COMM-TIMEOUT] names the collective and its bucket), or\n"
-        "the rendezvous did not complete ([COMM-TIMEOUT]/[COMM-ERROR] name the missing ranks or rank 0's address),\n"
-        "5 static_graph: the used parameters differ across ranks or from the recorded step ([DDP] names them),\n"
-        "6 an artifact could not be written (disk full, I/O error: metrics.jsonl, traces, anomaly.json, the\n"
-        "dump, a checkpoint, the flight recorder); stderr has one line [IO-ERROR] file=PATH errno=N TEXT,\n"
-        "138 stall dump after SIGUSR1; a crash ends by its signal (shell status 128+signal)\n");
-}
 
 // `path` with every "%r" replaced by the rank (malloc'd; NULL stays NULL).
 static char *subst_rank(const char *path, int rank) {
@@ -157,13 +69,13 @@ static int redirect_log(const char *path) {
     mkdir_p_parent(path);   // a failure shows in the open below
     int fd = open(path, O_WRONLY | O_CREAT | O_APPEND, 0644);
     if (fd < 0) {
-        fprintf(stderr, "nsa-train: --log-file %s: %s\n", path, strerror(errno));
+        nsa_log(LOG_ERROR, "--log-file %s: %s", path, strerror(errno));
         return -1;
     }
     fflush(stdout);
     fflush(stderr);
     if (dup2(fd, STDOUT_FILENO) < 0 || dup2(fd, STDERR_FILENO) < 0) {
-        fprintf(stderr, "nsa-train: --log-file %s: dup2: %s\n", path, strerror(errno));
+        nsa_log(LOG_ERROR, "--log-file %s: dup2: %s", path, strerror(errno));
         close(fd);
         return -1;
     }
@@ -184,7 +96,7 @@ static int parse_int(const char *flag, const char *s, int *out) {
     char *end = NULL;
     long v = strtol(s, &end, 10);
     if (!*s || *end || v < 0 || v > 1000000000L) {
-        fprintf(stderr, "nsa-train: %s %s: expected a non-negative integer\n", flag, s);
+        nsa_log(LOG_ERROR, "%s %s: expected a non-negative integer", flag, s);
         return -1;
     }
     *out = (int)v;
@@ -221,122 +133,155 @@ typedef struct {
 
 enum { GO_ON = -1 };   // a stage's "not done yet": main continues; any other value is the exit code
 
-// The flags. Returns GO_ON, or the exit code of --help, --devices, --list-faults,
-// --show-flight-recorder and of a bad flag.
-static int parse_args(int argc, char **argv, MainArgs *A) {
-    TrainOpts *o = &A->opts;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-#define NEED_VALUE                                                                   \
-    if (!v) { fprintf(stderr, "nsa-train: %s needs a value (see --help)\n", a); return NSA_EXIT_USAGE; } \
-    i++
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return NSA_EXIT_OK; }
-        else if (!strcmp(a, "--config")) { NEED_VALUE; A->config_path = v; }
-        else if (!strcmp(a, "--set")) { NEED_VALUE; A->sets[A->n_sets++] = v; }
-        else if (!strcmp(a, "--steps") || !strcmp(a, "--backend")) {
-            NEED_VALUE;
-            size_t n = strlen(v) + 32;
-            char *s = xmalloc(n);
-            snprintf(s, n, "train.%s=%s", a + 2, v);
-            A->owned[A->n_owned++] = s;
-            A->sets[A->n_sets++] = s;
-        }
-        else if (!strcmp(a, "--out")) { NEED_VALUE; o->out_dir = v; }
-        else if (!strcmp(a, "--save")) { NEED_VALUE; o->save = v; }
-        else if (!strcmp(a, "--save-every")) { NEED_VALUE; if (parse_int(a, v, &o->save_every)) return NSA_EXIT_USAGE; }
-        else if (!strcmp(a, "--resume")) { NEED_VALUE; o->resume = v; }
-        else if (!strcmp(a, "--init-weights")) { NEED_VALUE; o->init_weights = v; }
-        else if (!strcmp(a, "--write-init")) { NEED_VALUE; o->write_init = v; }
-        else if (!strcmp(a, "--allow-config-change")) o->allow_config_change = 1;
-        else if (!strcmp(a, "--stop-after")) { NEED_VALUE; if (parse_int(a, v, &o->stop_after)) return NSA_EXIT_USAGE; }
-        else if (!strcmp(a, "--dump-step")) { NEED_VALUE; o->dump_step = v; }
-        else if (!strcmp(a, "--dump-acts")) o->dump_acts = 1;
-        else if (!strcmp(a, "--dump-tensors")) { NEED_VALUE; o->dump_tensors = v; }
-        else if (!strcmp(a, "--threads")) {   // one message, saying what it got and the range
-            NEED_VALUE;
-            char *end = NULL;
-            long t = strtol(v, &end, 10);
-            if (!*v || *end || t < 1 || t > NSA_MAX_THREADS) {
-                fprintf(stderr, "nsa-train: --threads %s: expected a whole number from 1 to %d\n", v, NSA_MAX_THREADS);
-                return NSA_EXIT_USAGE;
-            }
-            A->threads = (int)t;
-        }
-        else if (!strcmp(a, "--check-config")) A->check_only = 1;
-        else if (!strcmp(a, "--devices")) {
+// The flags that answer and exit as soon as they are read, before the flags after them:
+// --help, --devices, --list-faults, --protocol-info, --show-flight-recorder. Returns their
+// exit code, or GO_ON for any other flag.
+static int run_command(int id, const char *v) {
+    switch (id) {
+    case FLAG_HELP: train_flags_help(stdout); return NSA_EXIT_OK;
+    case FLAG_DEVICES: {
 #ifdef NSA_HAVE_CUDA
-            char buf[2048];
-            int n = nsa_cuda_describe(buf, sizeof buf);
-            printf("%s\n", buf);
-            return n > 0 ? NSA_EXIT_OK : NSA_EXIT_RUNTIME;
+        char buf[2048];
+        int n = nsa_cuda_describe(buf, sizeof buf);
+        printf("%s\n", buf);
+        return n > 0 ? NSA_EXIT_OK : NSA_EXIT_RUNTIME;
 #else
-            printf("this build has no CUDA support (CUDA toolkit not found at configure time)\n");
-            return NSA_EXIT_RUNTIME;
+        printf("this build has no CUDA support (CUDA toolkit not found at configure time)\n");
+        return NSA_EXIT_RUNTIME;
 #endif
-        }
-        else if (!strcmp(a, "--quiet")) o->quiet = 1;
-        else if (!strcmp(a, "--rank")) {
-            NEED_VALUE;
-            if (parse_int(a, v, &o->rank)) return NSA_EXIT_USAGE;
-            A->rank_given = 1;
-        }
-        else if (!strcmp(a, "--transport")) {
-            NEED_VALUE;
-            if ((A->transport = comm_transport_parse(v)) < 0) {
-                fprintf(stderr, "nsa-train: --transport %s: expected none, mpi or nccl\n", v);
-                return NSA_EXIT_USAGE;
-            }
-        }
-        else if (!strcmp(a, "--comm-timeout") || !strcmp(a, "--rdzv-timeout")) {
-            NEED_VALUE;
-            char *end = NULL;
-            double *t = a[2] == 'c' ? &A->comm_timeout : &A->rdzv_timeout;
-            *t = strtod(v, &end);
-            if (!*v || *end || !(*t > 0) || *t > 1e7) {
-                fprintf(stderr, "nsa-train: %s %s: expected a number of seconds > 0\n", a, v);
-                return NSA_EXIT_USAGE;
-            }
-        }
-        else if (!strcmp(a, "--bootstrap")) {
-            NEED_VALUE;
-            if ((A->bootstrap = comm_bootstrap_parse(v)) == -2) {
-                fprintf(stderr, "nsa-train: --bootstrap %s: expected auto, mpi, env or slurm\n", v);
-                return NSA_EXIT_USAGE;
-            }
-            A->bootstrap_given = 1;
-        }
-        else if (!strcmp(a, "--check-world")) A->check_world = 1;
-        else if (!strcmp(a, "--log-file")) { NEED_VALUE; A->log_file = v; }
-        else if (!strcmp(a, "--trace-grads")) o->trace_grads = 1;
-        else if (!strcmp(a, "--gate-stats")) o->gate_stats = 1;
-        else if (!strcmp(a, "--flight-recorder")) { NEED_VALUE; o->flight_recorder = v; }
-        else if (!strcmp(a, "--stack-file")) { NEED_VALUE; A->stack_file = v; }
-        else if (!strcmp(a, "--fault")) {
-            NEED_VALUE;
-            char ferr[1024];
-            if (faults_parse(A->faults, v, ferr, sizeof ferr)) {
-                fprintf(stderr, "nsa-train: %s\n", ferr);
-                return NSA_EXIT_USAGE;
-            }
-        }
-        else if (!strcmp(a, "--list-faults")) { faults_list(stdout); return NSA_EXIT_OK; }
-        else if (!strcmp(a, "--print-env")) A->print_env = 1;
-        else if (!strcmp(a, "--protocol-info")) return protocol_info_print(stdout) ? NSA_EXIT_RUNTIME : NSA_EXIT_OK;
-        else if (!strcmp(a, "--show-flight-recorder")) {
-            NEED_VALUE;
-            return flightrec_show(v) ? NSA_EXIT_RUNTIME : NSA_EXIT_OK;
-        }
-        else {
-            fprintf(stderr, "nsa-train: unknown option '%s' (see --help)\n", a);
+    }
+    case FLAG_LIST_FAULTS: faults_list(stdout); return NSA_EXIT_OK;
+    case FLAG_PROTOCOL_INFO: return protocol_info_print(stdout) ? NSA_EXIT_RUNTIME : NSA_EXIT_OK;
+    case FLAG_SHOW_FLIGHT_RECORDER: return flightrec_show(v) ? NSA_EXIT_RUNTIME : NSA_EXIT_OK;
+    }
+    return GO_ON;
+}
+
+// --comm-timeout and --rdzv-timeout: seconds, > 0 and at most 1e7. 0, or -1 after the message.
+static int parse_seconds(const char *flag, const char *v, double *t) {
+    char *end = NULL;
+    *t = strtod(v, &end);
+    if (!*v || *end || !(*t > 0) || *t > 1e7) {
+        nsa_log(LOG_ERROR, "%s %s: expected a number of seconds > 0", flag, v);
+        return -1;
+    }
+    return 0;
+}
+
+// One flag of the table (trainer/train_flags.c) with its value v (NULL for a switch), as
+// `flag` ("--steps") names it in messages. Returns GO_ON, or the exit code of a bad value.
+static int apply_flag(MainArgs *A, TrainFlagId id, const char *flag, const char *v) {
+    TrainOpts *o = &A->opts;
+    switch (id) {   // every TrainFlagId (no default: -Wswitch names a flag of the table left out here)
+    case FLAG_HELP:
+    case FLAG_DEVICES:
+    case FLAG_LIST_FAULTS:
+    case FLAG_PROTOCOL_INFO:
+    case FLAG_SHOW_FLIGHT_RECORDER: break;   // answered by run_command
+    case FLAG_CONFIG: A->config_path = v; break;
+    case FLAG_SET: A->sets[A->n_sets++] = v; break;
+    case FLAG_STEPS:
+    case FLAG_BACKEND: {   // train.steps=N, train.backend=NAME: the config loader judges the value
+        size_t n = strlen(v) + 32;
+        char *s = xmalloc(n);
+        snprintf(s, n, "train.%s=%s", flag + 2, v);
+        A->owned[A->n_owned++] = s;
+        A->sets[A->n_sets++] = s;
+        break;
+    }
+    case FLAG_OUT: o->out_dir = v; break;
+    case FLAG_SAVE: o->save = v; break;
+    case FLAG_SAVE_EVERY: if (parse_int(flag, v, &o->save_every)) return NSA_EXIT_USAGE; break;
+    case FLAG_RESUME: o->resume = v; break;
+    case FLAG_INIT_WEIGHTS: o->init_weights = v; break;
+    case FLAG_WRITE_INIT: o->write_init = v; break;
+    case FLAG_ALLOW_CONFIG_CHANGE: o->allow_config_change = 1; break;
+    case FLAG_STOP_AFTER: if (parse_int(flag, v, &o->stop_after)) return NSA_EXIT_USAGE; break;
+    case FLAG_DUMP_STEP: o->dump_step = v; break;
+    case FLAG_DUMP_ACTS: o->dump_acts = 1; break;
+    case FLAG_DUMP_TENSORS: o->dump_tensors = v; break;
+    case FLAG_THREADS: {   // one message, saying what it got and the range
+        char *end = NULL;
+        long t = strtol(v, &end, 10);
+        if (!*v || *end || t < 1 || t > NSA_MAX_THREADS) {
+            nsa_log(LOG_ERROR, "--threads %s: expected a whole number from 1 to %d", v, NSA_MAX_THREADS);
             return NSA_EXIT_USAGE;
         }
-#undef NEED_VALUE
+        A->threads = (int)t;
+        break;
+    }
+    case FLAG_CHECK_CONFIG: A->check_only = 1; break;
+    case FLAG_QUIET: o->quiet = 1; break;
+    case FLAG_LOG_FILE: A->log_file = v; break;
+    case FLAG_TRANSPORT:
+        if ((A->transport = comm_transport_parse(v)) < 0) {
+            nsa_log(LOG_ERROR, "--transport %s: expected none, mpi or nccl", v);
+            return NSA_EXIT_USAGE;
+        }
+        break;
+    case FLAG_BOOTSTRAP:
+        if ((A->bootstrap = comm_bootstrap_parse(v)) == -2) {
+            nsa_log(LOG_ERROR, "--bootstrap %s: expected auto, mpi, env or slurm", v);
+            return NSA_EXIT_USAGE;
+        }
+        A->bootstrap_given = 1;
+        break;
+    case FLAG_RDZV_TIMEOUT: if (parse_seconds(flag, v, &A->rdzv_timeout)) return NSA_EXIT_USAGE; break;
+    case FLAG_COMM_TIMEOUT: if (parse_seconds(flag, v, &A->comm_timeout)) return NSA_EXIT_USAGE; break;
+    case FLAG_CHECK_WORLD: A->check_world = 1; break;
+    case FLAG_RANK:
+        if (parse_int(flag, v, &o->rank)) return NSA_EXIT_USAGE;
+        A->rank_given = 1;
+        break;
+    case FLAG_TRACE_GRADS: o->trace_grads = 1; break;
+    case FLAG_GATE_STATS: o->gate_stats = 1; break;
+    case FLAG_FLIGHT_RECORDER: o->flight_recorder = v; break;
+    case FLAG_STACK_FILE: A->stack_file = v; break;
+    case FLAG_FAULT: {
+        char ferr[1024];
+        if (faults_parse(A->faults, v, ferr, sizeof ferr)) {
+            nsa_log(LOG_ERROR, "%s", ferr);
+            return NSA_EXIT_USAGE;
+        }
+        break;
+    }
+    case FLAG_PRINT_ENV: A->print_env = 1; break;
+    }
+    return GO_ON;
+}
+
+// The flags, in order, through getopt_long and the table of trainer/train_flags.c: a
+// value is the next word whatever it looks like (--set -x), a word that is no flag of
+// the table is an unknown option. Returns GO_ON, or the exit code of a command that
+// answers at once (run_command) and of a bad flag or value.
+static int parse_args(int argc, char **argv, MainArgs *A) {
+    const struct option *opts = train_flags_getopt();
+    opterr = 0;   // the messages are ours
+    optind = 1;
+    for (;;) {
+        const char *word = optind < argc ? argv[optind] : NULL;
+        if (word && !train_flag_word_ok(word)) {   // an abbreviation, --flag=VALUE, -x, --
+            nsa_log(LOG_ERROR, "unknown option '%s' (see --help)", word);
+            return NSA_EXIT_USAGE;
+        }
+        int id = getopt_long(argc, argv, TRAIN_FLAGS_OPTSTRING, opts, NULL);
+        if (id == -1) break;
+        if (id == 1 || id == '?') {   // a plain word (nsa-train takes none), or what getopt_long refused
+            nsa_log(LOG_ERROR, "unknown option '%s' (see --help)", id == 1 ? optarg : word ? word : "?");
+            return NSA_EXIT_USAGE;
+        }
+        if (id == ':') {
+            nsa_log(LOG_ERROR, "%s needs a value (see --help)", word);
+            return NSA_EXIT_USAGE;
+        }
+        int rc = run_command(id, optarg);
+        if (rc == GO_ON) rc = apply_flag(A, (TrainFlagId)id, word, optarg);
+        if (rc != GO_ON) return rc;
     }
     // no --out: runs/ below the current directory (created), said once, rather than the
     // current directory itself (a source tree would collect metrics.jsonl at its root)
-    if (!o->out_dir) {
-        o->out_dir = "runs";
+    if (!A->opts.out_dir) {
+        A->opts.out_dir = "runs";
         A->out_defaulted = 1;
     }
     return GO_ON;
@@ -349,7 +294,7 @@ static int env_seconds(const char *name, double *t, int capped) {
     char *end = NULL;
     *t = e ? strtod(e, &end) : 0;
     if (e && (!*e || *end || !(*t > 0) || (capped && *t > 1e7))) {
-        fprintf(stderr, "nsa-train: %s=%s: expected a number of seconds > 0\n", name, e);
+        nsa_log(LOG_ERROR, "%s=%s: expected a number of seconds > 0", name, e);
         return -1;
     }
     return 0;
@@ -359,27 +304,27 @@ static int env_seconds(const char *name, double *t, int capped) {
 // and the combinations checked before any world exists. Returns GO_ON or the exit code.
 static int resolve_defaults(MainArgs *A) {
     if (A->opts.dump_tensors && !A->opts.dump_step) {
-        fprintf(stderr, "nsa-train: --dump-tensors %s selects the step dump's tensors: it needs --dump-step FILE\n",
+        nsa_log(LOG_ERROR, "--dump-tensors %s selects the step dump's tensors: it needs --dump-step FILE",
                 A->opts.dump_tensors);
         return NSA_EXIT_USAGE;
     }
     const char *dt = A->opts.dump_tensors;
     if (dt && (!dt[0] || dt[0] == ',' || dt[strlen(dt) - 1] == ',' || strstr(dt, ",,"))) {
-        fprintf(stderr, "nsa-train: --dump-tensors '%s': expected comma-separated globs of tensor names, none empty "
-                        "(e.g. 'grads.*' or 'logits,grads.*')\n", dt);
+        nsa_log(LOG_ERROR, "--dump-tensors '%s': expected comma-separated globs of tensor names, none empty "
+                        "(e.g. 'grads.*' or 'logits,grads.*')", dt);
         return NSA_EXIT_USAGE;
     }
     if (A->opts.dump_acts && !A->opts.dump_step) {
-        fprintf(stderr, "nsa-train: --dump-acts adds the activations to the step dump: it needs --dump-step FILE\n");
+        nsa_log(LOG_ERROR, "--dump-acts adds the activations to the step dump: it needs --dump-step FILE");
         return NSA_EXIT_USAGE;
     }
     if (A->opts.init_weights && A->opts.resume) {
-        fprintf(stderr, "nsa-train: --init-weights %s and --resume %s both say where the weights come from: give one\n",
+        nsa_log(LOG_ERROR, "--init-weights %s and --resume %s both say where the weights come from: give one",
                 A->opts.init_weights, A->opts.resume);
         return NSA_EXIT_USAGE;
     }
     if (A->opts.write_init && A->opts.resume) {
-        fprintf(stderr, "nsa-train: --write-init %s writes the step-0 parameters: it does not take --resume %s\n",
+        nsa_log(LOG_ERROR, "--write-init %s writes the step-0 parameters: it does not take --resume %s",
                 A->opts.write_init, A->opts.resume);
         return NSA_EXIT_USAGE;
     }
@@ -393,7 +338,7 @@ static int resolve_defaults(MainArgs *A) {
     }
     if (!A->bootstrap_given && getenv("NSA_BOOTSTRAP") && *getenv("NSA_BOOTSTRAP")) {
         if ((A->bootstrap = comm_bootstrap_parse(getenv("NSA_BOOTSTRAP"))) == -2) {
-            fprintf(stderr, "nsa-train: NSA_BOOTSTRAP=%s: expected auto, mpi, env or slurm\n", getenv("NSA_BOOTSTRAP"));
+            nsa_log(LOG_ERROR, "NSA_BOOTSTRAP=%s: expected auto, mpi, env or slurm", getenv("NSA_BOOTSTRAP"));
             return NSA_EXIT_USAGE;
         }
     }
@@ -407,35 +352,35 @@ static int resolve_defaults(MainArgs *A) {
 static int setup_world(MainArgs *A, CommWorld *world, char *err, size_t errn) {
     const char *why = NULL;
     if (!comm_transport_built(A->transport, &why)) {
-        fprintf(stderr, "nsa-train: --transport %s: %s\n", comm_transport_name(A->transport), why);
+        nsa_log(LOG_ERROR, "--transport %s: %s", comm_transport_name(A->transport), why);
         return NSA_EXIT_USAGE;
     }
     int wrc = comm_world_setup(world, A->transport, A->bootstrap, A->check_world, err, errn);
     if (wrc) {
-        fprintf(stderr, "nsa-train: %s\n", err);
+        nsa_log(LOG_ERROR, "%s", err);
         return finish(world, wrc);
     }
     if (world->bootstrap != COMM_BOOT_NONE) {
         if (A->rank_given && A->opts.rank != world->rank) {
             if (world->bootstrap == COMM_BOOT_MPI)
-                fprintf(stderr, "nsa-train: --rank %d conflicts with the MPI rank %d (under --transport %s the MPI rank "
-                        "is used; leave --rank out)\n", A->opts.rank, world->rank, comm_transport_name(A->transport));
+                nsa_log(LOG_ERROR, "--rank %d conflicts with the MPI rank %d (under --transport %s the MPI rank "
+                        "is used; leave --rank out)", A->opts.rank, world->rank, comm_transport_name(A->transport));
             else
-                fprintf(stderr, "nsa-train: --rank %d conflicts with the rank %d of the %s bootstrap (%s; leave --rank "
-                        "out)\n", A->opts.rank, world->rank, comm_bootstrap_name(world->bootstrap), world->source);
+                nsa_log(LOG_ERROR, "--rank %d conflicts with the rank %d of the %s bootstrap (%s; leave --rank "
+                        "out)", A->opts.rank, world->rank, comm_bootstrap_name(world->bootstrap), world->source);
             return finish(world, NSA_EXIT_USAGE);
         }
         A->opts.rank = world->rank;
         setvbuf(stdout, NULL, _IOLBF, 0);   // launchers forward a pipe: lines, not blocks
     } else if (A->bootstrap_given && A->bootstrap != COMM_BOOT_AUTO) {
-        fprintf(stderr, "nsa-train: --bootstrap %s: there is no world to join with --transport none (add --transport "
-                "nccl, or --check-world)\n", comm_bootstrap_name(A->bootstrap));
+        nsa_log(LOG_ERROR, "--bootstrap %s: there is no world to join with --transport none (add --transport "
+                "nccl, or --check-world)", comm_bootstrap_name(A->bootstrap));
         return NSA_EXIT_USAGE;
     } else {
         const char *ws = getenv("WORLD_SIZE");
         if (ws && atoi(ws) > 1 && !getenv("OMPI_COMM_WORLD_RANK"))
-            fprintf(stderr, "nsa-train: warning: WORLD_SIZE=%s is set but --transport is none: this process trains "
-                    "alone (pass --transport nccl to join the world, docs/ddp.md)\n", ws);
+            nsa_log(LOG_WARN, "WORLD_SIZE=%s is set but --transport is none: this process trains "
+                    "alone (pass --transport nccl to join the world, docs/ddp.md)", ws);
     }
     A->opts.world = world;
     A->opts.comm_timeout_s = A->comm_timeout;
@@ -473,6 +418,13 @@ static void free_rank_paths(MainArgs *A) {
     free(A->p_init); free(A->p_winit);
 }
 
+// A failure to join or check the world: a [COMM-TIMEOUT]/[COMM-ERROR] line as it is (the
+// runner reads those), anything else as nsa-train's error.
+static void say_world_error(const char *err) {
+    if (err[0] == '[') fprintf(stderr, "%s\n", err);
+    else nsa_log(LOG_ERROR, "%s", err);
+}
+
 // The log file, the stall/crash handlers, the env/slurm rendezvous, and --check-world.
 // Returns GO_ON or the exit code.
 static int join_world(MainArgs *A, CommWorld *world, char *err, size_t errn) {
@@ -484,27 +436,26 @@ static int join_world(MainArgs *A, CommWorld *world, char *err, size_t errn) {
     // env/slurm: the rendezvous (bounded by --rdzv-timeout; nothing to do for mpi, nor for
     // --print-env / --check-config, which need no world)
     if (!A->print_env && !A->check_only && (wrc = comm_world_join(world, A->rdzv_timeout, err, errn))) {
-        fprintf(stderr, "%s%s\n", err[0] == '[' ? "" : "nsa-train: ", err);
+        say_world_error(err);
         return finish(world, wrc);
     }
     // the other ranks' stack files (%r in --stack-file): a stall dump lets theirs finish
     // before this rank exits (trainer/stackdump.h)
     if (A->stack_file && strstr(A->stack_file, "%r") && world->world > 1 && !A->check_world) {
-        A->p_peer_stacks = calloc((size_t)world->world, sizeof(char *));
-        if (!A->p_peer_stacks) return finish(world, NSA_EXIT_RUNTIME);
+        A->p_peer_stacks = xcalloc((size_t)world->world, sizeof(char *));
         A->n_peer_stacks = world->world;
         for (int r = 0; r < world->world; r++)
             if (r != A->opts.rank) A->p_peer_stacks[r] = subst_rank(A->stack_file, r);
         stackdump_set_peers(A->p_peer_stacks, world->world);
     }
     if (world->rdzv && world->world > 1 && !A->check_world)
-        fprintf(stderr, "nsa-train: rank %d: joined a world of %d at %s:%d (bootstrap %s, local rank %d of %d) in %.0f ms\n",
+        nsa_log(LOG_STATUS, "rank %d: joined a world of %d at %s:%d (bootstrap %s, local rank %d of %d) in %.0f ms",
                 world->rank, world->world, world->rdzv_addr, world->rdzv_port, comm_bootstrap_name(world->bootstrap),
                 world->local_rank, world->local_size, world->join_ms);
     if (A->check_world) {
         char line[16384];
         if ((wrc = comm_world_check(world, A->comm_timeout, line, sizeof line, err, errn))) {
-            fprintf(stderr, "%s%s\n", err[0] == '[' ? "" : "nsa-train: ", err);
+            say_world_error(err);
             return finish(world, wrc);
         }
         puts(line);
@@ -524,11 +475,11 @@ static int load_config(MainArgs *A, CommWorld *world, char *err, size_t errn) {
         return finish(world, NSA_EXIT_OK);
     }
     if (!A->config_path) {
-        fprintf(stderr, "nsa-train: --config FILE is required (see --help)\n");
+        nsa_log(LOG_ERROR, "--config FILE is required (see --help)");
         return finish(world, NSA_EXIT_USAGE);
     }
     if (o->save_every && !o->save) {
-        fprintf(stderr, "nsa-train: --save-every needs --save FILE\n");
+        nsa_log(LOG_ERROR, "--save-every needs --save FILE");
         return finish(world, NSA_EXIT_USAGE);
     }
     if (config_load(&o->cfg, A->config_path, A->sets, A->n_sets, err, errn)) {
@@ -540,7 +491,7 @@ static int load_config(MainArgs *A, CommWorld *world, char *err, size_t errn) {
     free(A->owned);
     free(A->sets);
     if (o->allow_config_change && !o->resume) {
-        fprintf(stderr, "nsa-train: --allow-config-change applies to --resume FILE, which is not given\n");
+        nsa_log(LOG_ERROR, "--allow-config-change applies to --resume FILE, which is not given");
         free_rank_paths(A);
         return finish(world, NSA_EXIT_USAGE);
     }
@@ -564,6 +515,7 @@ int main(int argc, char **argv) {
     static Faults faults;
     static CommWorld world;
     char err[8192], terr[256];
+    nsa_log_set_program("nsa-train");   // every tagged stderr line (common/log.h)
     // NSA_TRAIN_TIMING=1 (trainer/timing.h): main's time first; a value other than 0 or 1 is a
     // usage error, said where a run would start (--help and the other commands still answer)
     const int timing_bad = timing_init(terr, sizeof terr) < 0;
@@ -591,7 +543,7 @@ int main(int argc, char **argv) {
 #endif
     if (faults.n_active) A.opts.faults = &faults;
     if (timing_bad) {
-        fprintf(stderr, "nsa-train: %s\n", terr);
+        nsa_log(LOG_ERROR, "%s", terr);
         free_rank_paths(&A);
         return finish(&world, NSA_EXIT_USAGE);
     }
