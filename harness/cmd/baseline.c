@@ -23,6 +23,7 @@
 #include "harness/exec/proc.h"
 #include "harness/core/result.h"
 #include "harness/core/scenario.h"
+#include "harness/core/scenario_load.h"
 #include "common/exit_codes.h"
 #include "common/jsonutil.h"
 #include "common/util.h"

@@ -45,6 +45,7 @@
 #include "harness/core/files.h"
 #include "harness/exec/proc.h"
 #include "harness/core/scenario.h"
+#include "harness/core/scenario_load.h"
 #include "common/exit_codes.h"
 #include "common/util.h"
 

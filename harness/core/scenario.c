@@ -9,10 +9,10 @@
 // and its problems (ConfigProblem: key, position, override index) are moved to
 // where the offending value stands in the scenario file.
 //
-// A family whose files have a schema of their own registers a load hook in the
-// family table (FamilyDef.load: the self-test, family_selftest.c); scenario_load
-// hands such a file to it. Loading keeps no state outside the ScenarioLoader it
-// passes down, so a loader may load other scenarios while loading.
+// The top level of a file, its checks and its family are read against the registries of checks
+// and families by harness/core/scenario_load.c, which calls the expansion here. Loading keeps
+// no state outside the ScenarioLoader it passes down, so a loader may load other scenarios
+// while loading.
 #define _POSIX_C_SOURCE 200809L
 #include "harness/core/scenario.h"
 
@@ -24,20 +24,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness/core/check.h"
-#include "harness/core/family.h"
 #include "common/jsonpos.h"
 #include "common/jsonutil.h"
 
 const char *const PROFILE_NAMES[PROFILE_COUNT] = {"ci", "gpu"};
 
-static const char *const TOP_KEYS[] = {"name", "description", "family", "config", "overrides",
-                                       "run", "profiles", "matrix", "exclude", "checks", NULL};
 static const char *const RUN_KEYS[] = {"steps", "world_size", "precision", "transport", "timeout_s",
                                        "stall_s", "env", "launcher", "hosts", "launcher_args", "trainers", "trainer",
                                        "init_weights", NULL};
 static const char *const LAUNCHERS[] = {"local", "mpirun", "srun", "env", NULL};
-static const char *const PROFILE_KEYS[] = {"config", "overrides", "run", "matrix", "exclude", "requires", NULL};
 static const char *const AXIS_KEYS[] = {"key", "values", "if_supported", NULL};
 static const char *const REQUIRES_KEYS[] = {"gpus", NULL};
 static const char *const TRANSPORTS[] = {"none", "mpi", "nccl", "gloo", NULL};
@@ -98,7 +93,7 @@ void scenario_problem(const Scenario *s, Problems *ps, const char *jpath, int wa
 #define PROBLEM(...) scenario_problem(s, ps, __VA_ARGS__)
 
 // A short description of a JSON value for messages: `string "x"`, `integer 4`, ...
-static void describe(const json_t *v, char *out, size_t n) {
+void scenario_describe(const json_t *v, char *out, size_t n) {
     switch (json_typeof(v)) {
     case JSON_OBJECT: snprintf(out, n, "an object"); break;
     case JSON_ARRAY: snprintf(out, n, "an array"); break;
@@ -159,7 +154,7 @@ const json_t *scenario_get_typed(const Scenario *s, Problems *ps, const json_t *
     int ok = type == JSON_REAL ? json_is_number(v) : (int)json_typeof(v) == type;
     if (!ok) {
         char got[96];
-        describe(v, got, sizeof got);
+        scenario_describe(v, got, sizeof got);
         PROBLEM(mp, 0, "%s: expected %s, got %s", key, what, got);
         return NULL;
     }
@@ -361,7 +356,7 @@ static void read_run_trainer_map(const Scenario *s, Problems *ps, const json_t *
     scenario_member_path(mp, sizeof mp, np, "map");
     if (!json_is_string(m) || !json_string_value(m)[0]) {
         char got[96];
-        if (m) describe(m, got, sizeof got);
+        if (m) scenario_describe(m, got, sizeof got);
         PROBLEM(m ? mp : np, 0, "trainers.%s: expected {\"map\": PATH} (the trainer map file, relative to the "
                                 "scenario), %s%s", name, m ? "got " : "missing \"map\"", m ? got : "");
         return;
@@ -419,7 +414,7 @@ static void read_run_trainers(const Scenario *s, Problems *ps, const json_t *v, 
             }
         } else {
             char got[96];
-            describe(cmd, got, sizeof got);
+            scenario_describe(cmd, got, sizeof got);
             PROBLEM(np, 0, "trainers.%s: expected a command (an array of words or one string) or {\"map\": PATH}, "
                            "got %s", name, got);
             bad = 1;
@@ -441,7 +436,7 @@ static void read_strings(const Scenario *s, Problems *ps, const json_t *v, const
                          const char *what, char ***out, int *n) {
     if (!json_is_array(v)) {
         char got[96];
-        describe(v, got, sizeof got);
+        scenario_describe(v, got, sizeof got);
         PROBLEM(mp, 0, "%s: expected an array of %s, got %s", key, what, got);
         return;
     }
@@ -478,7 +473,7 @@ static void read_run_env(const Scenario *s, Problems *ps, const json_t *v, const
         }
         if (!json_is_string(e)) {
             char got[96];
-            describe(e, got, sizeof got);
+            scenario_describe(e, got, sizeof got);
             PROBLEM(mp, 0, "env.%s: expected a string, got %s", k, got);
             continue;
         }
@@ -631,7 +626,7 @@ static int apply_run_key(const Scenario *s, Problems *ps, const char *mp, const 
     if (!strcmp(key, "run.world_size")) {
         if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > 4096) {
             char got[96];
-            describe(v, got, sizeof got);
+            scenario_describe(v, got, sizeof got);
             PROBLEM(mp, 0, "run.world_size: expected an integer from 1 to 4096, got %s", got);
         } else av->world_size = (int)json_integer_value(v);
         return 1;
@@ -639,7 +634,7 @@ static int apply_run_key(const Scenario *s, Problems *ps, const char *mp, const 
     if (!strcmp(key, "run.transport")) {
         if (!json_is_string(v) || !in_list(TRANSPORTS, json_string_value(v))) {
             char got[96];
-            describe(v, got, sizeof got);
+            scenario_describe(v, got, sizeof got);
             PROBLEM(mp, 0, "run.transport: expected one of \"none\", \"mpi\", \"nccl\", \"gloo\", got %s", got);
         } else snprintf(av->transport, sizeof av->transport, "%s", json_string_value(v));
         return 1;
@@ -647,7 +642,7 @@ static int apply_run_key(const Scenario *s, Problems *ps, const char *mp, const 
     if (!strcmp(key, "run.launcher")) {
         if (!json_is_string(v) || !in_list(LAUNCHERS, json_string_value(v))) {
             char got[96];
-            describe(v, got, sizeof got);
+            scenario_describe(v, got, sizeof got);
             PROBLEM(mp, 0, "run.launcher: expected one of \"local\", \"mpirun\", \"srun\", \"env\", got %s", got);
         } else snprintf(av->launcher, sizeof av->launcher, "%s", json_string_value(v));
         return 1;
@@ -655,7 +650,7 @@ static int apply_run_key(const Scenario *s, Problems *ps, const char *mp, const 
     if (!strcmp(key, "run.trainer")) {
         if (!json_is_string(v) || !json_string_value(v)[0] || strlen(json_string_value(v)) >= 64) {
             char got[96];
-            describe(v, got, sizeof got);
+            scenario_describe(v, got, sizeof got);
             PROBLEM(mp, 0, "run.trainer: expected a trainer name (\"nsa-train\" or a name of run.trainers), got %s", got);
         } else {
             snprintf(av->trainer, sizeof av->trainer, "%s", json_string_value(v));
@@ -705,7 +700,7 @@ static int read_axis_list(const Scenario *s, Problems *ps, const char *name, con
         snprintf(ip, sizeof ip, "%s[%zu]", vp, i);
         if (json_is_object(v) || json_is_null(v)) {
             char got[96];
-            describe(v, got, sizeof got);
+            scenario_describe(v, got, sizeof got);
             PROBLEM(ip, 0, "bad matrix: axis '%s': values[%zu]: expected a string, number, boolean or "
                            "array, got %s", name, i, got);
             continue;
@@ -754,7 +749,7 @@ static int read_axis_labelled(const Scenario *s, Problems *ps, const char *name,
         }
         if (!json_is_object(set)) {
             char got[96];
-            describe(set, got, sizeof got);
+            scenario_describe(set, got, sizeof got);
             PROBLEM(lp, 0, "bad matrix: axis '%s': value '%s': expected an object of overrides, got %s", name,
                     label, got);
             continue;
@@ -831,7 +826,7 @@ static int read_axis(const Scenario *s, Problems *ps, const char *name, const js
     }
     if (!json_is_object(ax)) {
         char got[96];
-        describe(ax, got, sizeof got);
+        scenario_describe(ax, got, sizeof got);
         PROBLEM(jpath, 0, "bad matrix: axis '%s': expected an object {\"key\": ..., \"values\": [...]} or "
                           "{\"values\": {label: {overrides}}}, got %s", name, got);
         return -1;
@@ -848,7 +843,7 @@ static int read_axis(const Scenario *s, Problems *ps, const char *name, const js
     }
     if (key && !json_is_string(key)) {
         char got[96];
-        describe(key, got, sizeof got);
+        scenario_describe(key, got, sizeof got);
         PROBLEM(kp, 0, "bad matrix: axis '%s': key: expected a string, got %s", name, got);
         return -1;
     }
@@ -857,7 +852,7 @@ static int read_axis(const Scenario *s, Problems *ps, const char *name, const js
     else if (json_is_object(vals)) rc = read_axis_labelled(s, ps, name, key, kp, vals, vp, out);
     else {
         char got[96];
-        describe(vals, got, sizeof got);
+        scenario_describe(vals, got, sizeof got);
         PROBLEM(vp, 0, "bad matrix: axis '%s': values: expected an array or an object, got %s", name, got);
         return -1;
     }
@@ -1036,7 +1031,7 @@ static void profile_overrides_and_run(ScenarioLoader *ld, ProfileBuild *pb) {
         if (json_is_object(o)) read_run(s, ps, o, rp, &pb->rb);
         else {
             char got[96];
-            describe(o, got, sizeof got);
+            scenario_describe(o, got, sizeof got);
             PROBLEM(rp, 0, "run: expected an object, got %s", got);
         }
     }
@@ -1080,7 +1075,7 @@ static void profile_requires(ScenarioLoader *ld, const ProfileBuild *pb) {
     snprintf(rq, sizeof rq, "%s.requires", pb->pp);
     if (!json_is_object(o)) {
         char got[96];
-        describe(o, got, sizeof got);
+        scenario_describe(o, got, sizeof got);
         PROBLEM(rq, 0, "requires: expected an object, got %s", got);
         return;
     }
@@ -1109,7 +1104,7 @@ static int profile_matrix(ScenarioLoader *ld, ProfileBuild *pb) {
         else snprintf(mp, sizeof mp, "%s.matrix", pb->pp);
         if (!json_is_object(m)) {
             char got[96];
-            describe(m, got, sizeof got);
+            scenario_describe(m, got, sizeof got);
             PROBLEM(mp, 0, "bad matrix: expected an object of axes, got %s", got);
             matrix_ok = 0;
             continue;
@@ -1326,7 +1321,7 @@ static int check_trainer_names(ScenarioLoader *ld, const ProfileBuild *pb) {
 
 // Expand the scenario for profile p into s->cases (replacing any). Returns 0 if
 // every case is valid.
-static int expand_profile(ScenarioLoader *ld, int p, Str *seen) {
+int scenario_expand_profile(ScenarioLoader *ld, int p, Str *seen) {
     Scenario *s = ld->s;
     Problems *ps = ld->ps;
     scenario_free_cases(s);
@@ -1366,56 +1361,7 @@ static int expand_profile(ScenarioLoader *ld, int p, Str *seen) {
     return ok ? 0 : -1;
 }
 
-// ---- the top level ------------------------------------------------------------------------------
-
-static void read_checks(Scenario *s, Problems *ps) {
-    const json_t *checks = json_object_get(s->root, "checks");
-    if (!checks) {
-        PROBLEM("", 0, "missing required key 'checks' (a list of checks; see docs/scenarios.md)");
-        return;
-    }
-    if (!json_is_array(checks) || json_array_size(checks) == 0) {
-        char got[96];
-        describe(checks, got, sizeof got);
-        PROBLEM("checks", 0, "checks: expected a non-empty array of check objects, got %s", got);
-        return;
-    }
-    s->checks = xcalloc(json_array_size(checks), sizeof(CheckSpec));
-    size_t i;
-    json_t *c;
-    json_array_foreach(checks, i, c) {
-        char cp[64];
-        snprintf(cp, sizeof cp, "checks[%zu]", i);
-        if (!json_is_object(c)) {
-            char got[96];
-            describe(c, got, sizeof got);
-            PROBLEM(cp, 0, "checks[%zu]: expected an object {\"check\": NAME, ...}, got %s", i, got);
-            continue;
-        }
-        const json_t *k = json_object_get(c, "check");
-        char kp[96];
-        snprintf(kp, sizeof kp, "%s.check", cp);
-        if (!k || !json_is_string(k)) {
-            PROBLEM(k ? kp : cp, 0, "checks[%zu]: needs \"check\": the name of a check (%s)", i, check_names());
-            continue;
-        }
-        const CheckDef *def = check_find(json_string_value(k));
-        if (!def) {
-            PROBLEM(kp, 0, "unknown check '%s' (known: %s)", json_string_value(k), check_names());
-            continue;
-        }
-        s->checks[s->n_checks++] = (CheckSpec){def->name, c, (int)i};
-    }
-}
-
-static void validate_checks(Scenario *s, Problems *ps) {
-    for (int i = 0; i < s->n_checks; i++) {
-        char cp[64];
-        snprintf(cp, sizeof cp, "checks[%d]", s->checks[i].index);
-        const CheckDef *def = check_find(s->checks[i].kind);
-        def->validate(s, s->checks[i].params, cp, ps);
-    }
-}
+// ---- the file ------------------------------------------------------------------------------
 
 // Drop problems whose text repeats (validation runs per profile).
 void scenario_dedupe_problems(Problems *ps, int from) {
@@ -1449,7 +1395,7 @@ void scenario_read_profiles(Scenario *s, Problems *ps, const char *const *known_
         }
         if (!json_is_object(pv)) {
             char got[96];
-            describe(pv, got, sizeof got);
+            scenario_describe(pv, got, sizeof got);
             PROBLEM(pp, 0, "profiles.%s: expected an object (may be empty), got %s", pn, got);
             continue;
         }
@@ -1464,7 +1410,7 @@ void scenario_read_profiles(Scenario *s, Problems *ps, const char *const *known_
 }
 
 // Read and parse the file; 0, or -1 with the problem reported.
-static int scenario_open(Scenario *s, const char *path, Problems *ps) {
+int scenario_open(Scenario *s, const char *path, Problems *ps) {
     snprintf(s->path, sizeof s->path, "%s", path);
     path_dirname(path, s->dir, sizeof s->dir);
     size_t len = 0;
@@ -1482,77 +1428,11 @@ static int scenario_open(Scenario *s, const char *path, Problems *ps) {
     }
     if (!json_is_object(s->root)) {
         char got[96];
-        describe(s->root, got, sizeof got);
+        scenario_describe(s->root, got, sizeof got);
         PROBLEM("", 0, "expected the scenario to be a JSON object, got %s", got);
         return -1;
     }
     return 0;
-}
-
-// The scenario schema's top level: name, description, family, the types of
-// config/overrides/run/matrix (their contents are read per profile), profiles, checks.
-static void read_top_level(Scenario *s, Problems *ps) {
-    const json_t *v;
-    scenario_check_keys(s, ps, s->root, "", TOP_KEYS, "the scenario's top level");
-    scenario_read_name(s, ps);
-    if ((v = scenario_get_typed(s, ps, s->root, "", "description", JSON_STRING, 1, "a string"))) {
-        if (!json_string_value(v)[0]) PROBLEM("description", 0, "description: say what the scenario proves");
-        s->description = xstrdup(json_string_value(v));
-    }
-    if ((v = scenario_get_typed(s, ps, s->root, "", "family", JSON_STRING, 1, "a string"))) {
-        if (!family_find(json_string_value(v)))
-            PROBLEM("family", 0, "unknown family '%s' (known: %s)", json_string_value(v), family_names());
-        else snprintf(s->family, sizeof s->family, "%s", json_string_value(v));
-    }
-    scenario_get_typed(s, ps, s->root, "", "config", JSON_STRING, 0, "a path (string)");
-    scenario_get_typed(s, ps, s->root, "", "overrides", JSON_OBJECT, 0, "an object of \"section.key\": value");
-    scenario_get_typed(s, ps, s->root, "", "run", JSON_OBJECT, 0, "an object");
-    scenario_get_typed(s, ps, s->root, "", "matrix", JSON_OBJECT, 0, "an object of axes");
-    scenario_read_profiles(s, ps, PROFILE_KEYS, "a profile");
-    read_checks(s, ps);
-}
-
-// A file of the scenario schema; 0 or -1.
-static int load_scenario_schema(ScenarioLoader *ld) {
-    Scenario *s = ld->s;
-    Problems *ps = ld->ps;
-    read_top_level(s, ps);
-    if (ps->n != ld->before) {   // structural problems: expansion would only add noise
-        scenario_dedupe_problems(ps, ld->before);
-        return -1;
-    }
-    Str seen = {0};
-    // expand every profile the file has (validate) or just the selected one; the
-    // selected profile goes last so its cases are the ones kept
-    for (int p = 0; p < PROFILE_COUNT; p++) {
-        if (p == ld->profile || !ld->all_profiles || !s->has_profile[p]) continue;
-        if (expand_profile(ld, p, &seen) == 0) validate_checks(s, ps);
-    }
-    if (s->has_profile[ld->profile]) {
-        if (expand_profile(ld, ld->profile, &seen) == 0) validate_checks(s, ps);
-    } else {
-        scenario_free_cases(s);
-    }
-    str_free(&seen);
-    scenario_dedupe_problems(ps, ld->before);
-    return ps->n != ld->before ? -1 : 0;
-}
-
-int scenario_load(Scenario *s, const char *path, int profile, int all_profiles, const char *const *sets,
-                  int n_sets, Problems *ps) {
-    memset(s, 0, sizeof *s);
-    s->profile = profile;
-    ScenarioLoader ld = {.s = s, .ps = ps, .profile = profile, .all_profiles = all_profiles, .sets = sets,
-                         .n_sets = n_sets, .before = ps->n};
-    int rc = scenario_open(s, path, ps);
-    if (rc == 0) {
-        // a family with a file schema of its own loads it (the self-test's detections)
-        const json_t *fam = json_object_get(s->root, "family");
-        const FamilyDef *def = json_is_string(fam) ? family_find(json_string_value(fam)) : NULL;
-        rc = def && def->load ? def->load(&ld) : load_scenario_schema(&ld);
-    }
-    if (rc) scenario_free(s);
-    return rc;
 }
 
 int scenario_derive_case(const Scenario *s, const Case *base, const char *name, const Override *extra, int n_extra,

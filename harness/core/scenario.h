@@ -1,5 +1,7 @@
 // harness/core/scenario.h — a scenario file, validated and expanded into cases.
 //
+// (Loading a file, against the registries of checks and families: harness/core/scenario_load.h.)
+//
 // A scenario (scenarios/*.json, schema in docs/scenarios.md) names a model config
 // and overrides, run settings, per-profile adjustments, a matrix of variations and
 // a list of checks. Loading is strict: every problem (syntax, unknown key, wrong
@@ -101,15 +103,6 @@ typedef struct {
 // run's default, never in the table).
 const TrainerSpec *scenario_trainer(const Scenario *s, const char *name);
 
-// Load, validate and expand `path` for `profile`. Every problem is appended to ps
-// (already "file:line:col: message"). Returns 0 if the scenario is valid; -1
-// otherwise (the scenario is then freed). With all_profiles, every profile the
-// file defines is expanded and validated too (used by `validate`), and the
-// cases kept are those of `profile` (none if the file lacks it).
-// sets: "section.key=value" overrides from the command line (run --set), applied
-// to every case after the scenario's own; problems with them name the flag.
-int scenario_load(Scenario *s, const char *path, int profile, int all_profiles, const char *const *sets,
-                  int n_sets, Problems *ps);
 void scenario_free(Scenario *s);
 
 // A case created while running (GC bisection's ranges): `base` plus `extra`
@@ -155,6 +148,15 @@ void scenario_read_name(Scenario *s, Problems *ps);
 // The "profiles" object: known profile names, each an object with `known_keys`;
 // sets s->has_profile.
 void scenario_read_profiles(Scenario *s, Problems *ps, const char *const *known_keys, const char *what);
+// Read and parse the file at path into s (path, dir, text, root); 0, or -1 with the problem
+// reported (not a regular file, too large, not JSON, not an object).
+int scenario_open(Scenario *s, const char *path, Problems *ps);
+// Expand profile p of the file ld->s into its cases: its config and overrides, run settings,
+// --set overrides, requires, matrix and exclude, each case's config through the trainer's
+// config loader. seen: the config files reported already. 0, or -1 with problems.
+int scenario_expand_profile(ScenarioLoader *ld, int p, Str *seen);
+// A JSON value for a message: "integer 5", "string \"x\"", "an array", ...
+void scenario_describe(const json_t *v, char *out, size_t n);
 // Drop s's cases and axes.
 void scenario_free_cases(Scenario *s);
 // Drop problems from index `from` on whose text repeats an earlier one.

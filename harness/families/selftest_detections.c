@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "harness/core/scenario_load.h"
 #include "harness/families/families.h"
 
 static const char *const SELFTEST_KEYS[] = {"name", "description", "family", "profiles", "run", "detections", NULL};

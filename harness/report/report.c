@@ -4,7 +4,7 @@
 // case that did not pass, then the environment.
 #define _POSIX_C_SOURCE 200809L
 #include "harness/report/report.h"
-#include "harness/report/counts.h"
+#include "harness/core/counts.h"
 #include "harness/report/diagnosis.h"
 #include "harness/report/regression_table.h"
 #include "harness/report/report_in.h"
@@ -39,9 +39,9 @@ static void counts_line(Str *md, const Report *rp) {
     report_counts(rp, c);
     int total = 0;
     for (int v = 0; v < V_COUNT; v++) total += c[v];
-    Str steps = {0};   // an adaptive family's steps beyond its planned cases (harness/report/counts.h)
-    if (counts_steps(rp, &steps)) {
-        total = counts_planned(rp, NULL, NULL) + rp->n_invalid;
+    Str steps = {0};   // an adaptive family's steps beyond its planned cases (harness/core/counts.h)
+    if (counts_steps(rp->runs, rp->n_runs, &steps)) {
+        total = counts_planned(rp->runs, rp->n_runs, NULL, NULL) + rp->n_invalid;
         str_printf(md, "**%d case%s (%s)", total, total == 1 ? "" : "s", str_c(&steps) + 2);
     } else str_printf(md, "**%d case%s", total, total == 1 ? "" : "s");
     str_free(&steps);

@@ -10,8 +10,10 @@
 # Inside harness/ the runner's own layers, lowest first: artifacts/, core/, report/, exec/,
 # checks/, families/, cmd/, then harness/main.c (the table of subcommands). A file of one of
 # them includes its own folder, a lower one and common/ only.
-# Planted includes must be caught (the check checks itself first): trainer/ from harness/, and
-# a harness layer reaching up (core/ including exec/, exec/ including checks/).
+# No two of the runner's files include each other, directly or around a loop (a.c includes b.h
+# and b.c includes a.h), within a layer too.
+# Planted includes must be caught (the check checks itself first): trainer/ from harness/, a
+# harness layer reaching up (core/ including exec/, exec/ including checks/), and a circle.
 set -u
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
@@ -55,7 +57,30 @@ for layer in allowed:
                         reach = harness_layers[:me + 1] if me < len(harness_layers) else harness_layers
                         bad.append("%s includes %s: a layer above it (%s may use %s and common/ only)" % (
                                    rel, hrel, os.path.dirname(rel) + "/", ", ".join("harness/%s/" % l for l in reach)))
-print("\n".join(bad) if bad else "every include within its layer's reach")
+# no circle of includes between the runner's files: a.c or a.h including b.h and b.c or b.h
+# including a.h, directly or around a longer loop, even within one layer
+graph = {}
+for d, _, files in os.walk(os.path.join(root, "harness")):
+    for f in files:
+        if not f.endswith((".c", ".h")): continue
+        path = os.path.join(d, f)
+        mod = os.path.relpath(path, root)[:-2]
+        for name in inc.findall(open(path, errors="replace").read()):
+            if name.startswith("harness/") and name.endswith(".h") and name[:-2] != mod:
+                graph.setdefault(mod, set()).add(name[:-2])
+state = {}
+def visit(m, trail):
+    state[m] = 1
+    for n in sorted(graph.get(m, ())):
+        if state.get(n) == 1:
+            loop = trail[trail.index(n):] + [n]
+            bad.append("include circle: %s" % " -> ".join(loop))
+        elif n not in state:
+            visit(n, trail + [n])
+    state[m] = 2
+for m in sorted(graph):
+    if m not in state: visit(m, [m])
+print("\n".join(bad) if bad else "every include within its layer's reach, no include circles")
 sys.exit(1 if bad else 0)
 PY
 # plant INCLUDE FILE: a copy of harness/, common/ and trainer/model.h with INCLUDE appended to
@@ -74,5 +99,11 @@ check "a planted #include of harness/checks/ in harness/exec/ is caught" \
   plant harness/checks/baseline_lookup.h harness/exec/runner.c
 check "a planted #include of harness/cmd/ in harness/report/ is caught" \
   plant harness/cmd/commands.h harness/report/report.h
-check "the source tree: no layer includes a layer above it" python3 "$TMP/layers.py" "$(pwd)"
+circle() {
+  rm -rf "$TMP/tree" && mkdir -p "$TMP/tree" && cp -r harness common "$TMP/tree/"
+  echo '#include "harness/core/check.h"' >>"$TMP/tree/harness/core/result.c"
+  ! python3 "$TMP/layers.py" "$TMP/tree" >"$TMP/planted" 2>&1 && grep -q "^include circle: .*harness/core/result" "$TMP/planted"
+}
+check "a planted include circle within a layer (core/result.c including core/check.h) is caught" circle
+check "the source tree: no layer includes a layer above it, no include circles" python3 "$TMP/layers.py" "$(pwd)"
 finish

@@ -10,7 +10,7 @@
 // tests/bad_scenarios, "../configs/tiny.json" of scenarios/), TMP/scenarios/X.json
 // -> scenarios/X.json (a self-test's "../gate_init.json").
 #include "tests/fuzz/fuzz_common.h"
-#include "harness/core/scenario.h"
+#include "harness/core/scenario_load.h"
 #include "common/util.h"
 
 #ifndef NSA_SOURCE_DIR

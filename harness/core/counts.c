@@ -1,5 +1,5 @@
-// harness/report/counts.c — see counts.h.
-#include "harness/report/counts.h"
+// harness/core/counts.c — see counts.h.
+#include "harness/core/counts.h"
 
 #include "harness/core/family.h"
 
@@ -8,11 +8,11 @@ static int adaptive(const ScenarioRun *sr) {
     return fam && fam->execute;
 }
 
-int counts_planned(const Report *rp, int *n_scenarios, Str *out) {
+int counts_planned(const ScenarioRun *runs, int n_runs, int *n_scenarios, Str *out) {
     int planned = 0, scen = 0;
     Str steps = {0};
-    for (int i = 0; i < rp->n_runs; i++) {
-        const ScenarioRun *sr = &rp->runs[i];
+    for (int i = 0; i < n_runs; i++) {
+        const ScenarioRun *sr = &runs[i];
         const int n = adaptive(sr) ? sr->planned_bases : sr->n;
         planned += n;
         scen += n > 0;
@@ -28,10 +28,10 @@ int counts_planned(const Report *rp, int *n_scenarios, Str *out) {
     return planned;
 }
 
-int counts_steps(const Report *rp, Str *out) {
+int counts_steps(const ScenarioRun *runs, int n_runs, Str *out) {
     int extra = 0;
-    for (int i = 0; i < rp->n_runs; i++) {
-        const ScenarioRun *sr = &rp->runs[i];
+    for (int i = 0; i < n_runs; i++) {
+        const ScenarioRun *sr = &runs[i];
         if (!adaptive(sr) || sr->n <= sr->planned_bases) continue;
         extra += sr->n - sr->planned_bases;
         if (out)
