@@ -1,5 +1,5 @@
 // harness/artifacts/tensordiff.h — two safetensors dumps (nsa-train --dump-step) compared
-// tensor by tensor: the dump_match check (checks.c) and `nsa-harness compare`
+// tensor by tensor: the dump_match check (harness/checks/dump_match.c) and `nsa-harness compare`
 // (compare.c) share it.
 //
 // Each tensor of the reference file that the globs select is looked up by name in

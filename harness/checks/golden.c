@@ -19,7 +19,7 @@
 // listed largest first, grouped by layer and part (harness/artifacts/locus.h).
 //
 // A device with no baseline of its own for the case (an H200 where only an H100 recorded
-// one) is compared with the nearest baseline of another device (check_regression.h,
+// one) is compared with the nearest baseline of another device (harness/checks/baseline_lookup.h,
 // BaselineMatch): one of the same architecture (compute capability) as on its own device —
 // bitwise when the builds are equal but for the GPU's model name, else as `other_build`
 // says — and one of another architecture within the cross-device tolerances, never bitwise.

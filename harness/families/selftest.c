@@ -12,7 +12,7 @@
 // detection over three seeds that stays PASS is the "no false alarm" proof, a
 // fault detection that gives the expected verdict and names the right place is
 // the "it catches the bug" proof. Loading and validating a self-test file (its
-// own schema) is family_selftest.c; this file runs and judges the detections.
+// own schema) is selftest_detections.c; this file runs and judges the detections.
 #define _POSIX_C_SOURCE 200809L
 #include <dirent.h>
 #include <errno.h>
@@ -161,7 +161,7 @@ static void nested_argv(const RunCtx *ctx, const json_t *d, const char *scen, co
     argv[n] = NULL;
 }
 
-// The folder where the nested runs keep their trainer's --print-env answer (harness/main.c,
+// The folder where the nested runs keep their trainer's --print-env answer (harness/cmd/run.c,
 // NSA_HARNESS_ENV_CACHE): one per outer run, made at its first detection in $TMPDIR and
 // removed when the outer run exits. A run that is itself nested keeps its parent's folder.
 static char env_cache_dir[4096];

@@ -5,7 +5,7 @@
 // of detections. Each detection becomes one case (selftest.c runs it as a nested
 // nsa-harness); loading checks every detection and loads the scenario it runs
 // for the profile, so that the expected verdicts name cases that exist.
-// Registered as the family's `load` hook (families.c), called by scenario_load.
+// Registered as the family's `load` hook (selftest.c; the registry: families.c), called by scenario_load.
 #define _POSIX_C_SOURCE 200809L
 #include <fnmatch.h>
 #include <stdio.h>

@@ -20,7 +20,7 @@
 //    (no report could be written there: exit 2 up front, naming the disk);
 //  - after every report write the runner resizes it for the report as it now is
 //    (outdir_reserve_fit) and looks at the free space (outdir_free_bytes); when either
-//    falls short the disk is full: no more cases start (harness/main.c);
+//    falls short the disk is full: no more cases start (harness/exec/run_cases.c);
 //  - it is released (outdir_release_reserve) right before a report write that the disk
 //    refused is tried again, and before the final report of a run that met a full disk,
 //    which is then written from it. It is deleted at the end of the run.

@@ -95,7 +95,7 @@ static void env_summary(Str *md, const Report *rp) {
                 "machine-readable: `summary.json`\n");
 }
 
-// A case that never started because the disk was full (harness/main.c: run_one).
+// A case that never started because the disk was full (harness/exec/run_cases.c: run_one).
 static int not_run_disk_full(const Report *rp, const CaseResult *r) {
     return rp->disk_full && r->verdict == V_ERROR && !strncmp(r->summary, "not run: disk full", 18);
 }

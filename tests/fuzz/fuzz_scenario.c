@@ -1,5 +1,5 @@
 // tests/fuzz/fuzz_scenario.c — libFuzzer target: the scenario loader
-// (harness/scenario.c scenario_load: strict schema, file:line:col problems, every
+// (harness/core/scenario_load.c scenario_load: strict schema, file:line:col problems, every
 // case's overrides through the trainer's config loader, matrix expansion, check
 // parameters, self-test files with nested scenarios), as `nsa-harness validate`
 // runs it (every profile).
