@@ -271,6 +271,67 @@ static uint64_t fnv1a(const void *p, size_t n, uint64_t h) {
 
 // ---- open / close ----------------------------------------------------------------------
 
+// The buckets: reverse parameter order (backward's), each up to bucket_mb MiB (a larger
+// parameter alone). Returns the largest bucket's bytes.
+static size_t layout_buckets(Ddp *d, double bucket_mb) {
+    const Model *m = d->m;
+    const int P = m->n_params;
+    const double cap = bucket_mb * 1048576.0;
+    d->param_bucket = xcalloc((size_t)P, sizeof(int));
+    d->b = xcalloc((size_t)P, sizeof(Bucket));
+    size_t max_bytes = 0;
+    for (int id = P - 1; id >= 0;) {
+        Bucket *b = &d->b[d->nb];
+        b->id_hi = id;
+        double bytes = (double)m->params[id].numel * d->eb;
+        id--;
+        while (id >= 0 && bytes + (double)m->params[id].numel * d->eb <= cap) {
+            bytes += (double)m->params[id].numel * d->eb;
+            id--;
+        }
+        b->id_lo = id + 1;
+        b->off = m->params[b->id_lo].offset;
+        b->n = m->params[b->id_hi].offset + m->params[b->id_hi].numel - b->off;
+        snprintf(b->name, sizeof b->name, "allreduce b%d", d->nb);
+        for (int p = b->id_lo; p <= b->id_hi; p++) d->param_bucket[p] = d->nb;
+        if ((size_t)b->n * (size_t)d->eb > max_bytes) max_bytes = (size_t)b->n * (size_t)d->eb;
+        d->nb++;
+    }
+    return max_bytes;
+}
+
+// Every rank must have the same model, config and bucket layout: (config digest, layout
+// hash) compared across ranks before the first collective. Returns NSA_EXIT_OK, or the
+// exit code with err set.
+static int agree_layout(Ddp *d, char *err, size_t errlen) {
+    const int P = d->m->n_params;
+    struct { char digest[16]; uint64_t layout; } mine, *all = xcalloc((size_t)d->world, sizeof mine);
+    memset(&mine, 0, sizeof mine);
+    memcpy(mine.digest, d->m->cfg.digest, 16);
+    uint64_t h = fnv1a(&P, sizeof P, 0xcbf29ce484222325ull);
+    h = fnv1a(&d->eb, sizeof d->eb, h);
+    for (int k = 0; k < d->nb; k++) {
+        int64_t v[3] = {d->b[k].id_lo, d->b[k].id_hi, d->b[k].n};
+        h = fnv1a(v, sizeof v, h);
+    }
+    mine.layout = h;
+    int rc = NSA_EXIT_OK;
+    if (ddp_ctrl_wait(d, COMM_CTRL_ALLGATHER_U8, &mine, all, (int)sizeof mine, "allgather layout")) {
+        snprintf(err, errlen, "data parallel: exchanging the config digest and bucket layout timed out");
+        rc = NSA_EXIT_COMM_TIMEOUT;
+    }
+    for (int r = 0; rc == NSA_EXIT_OK && r < d->world; r++) {
+        if (!memcmp(&all[r], &all[0], sizeof mine)) continue;
+        snprintf(err, errlen,
+                 "data parallel: rank %d's config or bucket layout differs from rank 0's (config digest %.16s vs %.16s, "
+                 "layout %016" PRIx64 " vs %016" PRIx64 "): every rank must run the same config",
+                 r, all[r].digest, all[0].digest, all[r].layout, all[0].layout);
+        rc = NSA_EXIT_USAGE;
+    }
+    free(all);
+    return rc;
+}
+
 Ddp *ddp_open(Model *m, const CommWorld *w, const DdpOpts *o, int *rc, char *err, size_t errlen) {
     *rc = NSA_EXIT_RUNTIME;
     if (w->transport == COMM_NCCL && strcmp(m->be->name, "cuda")) {
@@ -291,31 +352,9 @@ Ddp *ddp_open(Model *m, const CommWorld *w, const DdpOpts *o, int *rc, char *err
     d->eb = m->be->param_bytes;
     d->dtype = d->eb == 8 ? "f64" : "f32";
     d->fd_buckets = d->fd_times = -1;
-    const int P = m->n_params;
-    d->param_bucket = xcalloc((size_t)P, sizeof(int));
-    d->arrived = xcalloc((size_t)P, 1);
-    d->used = xcalloc((size_t)P, 1);
-    // layout: reverse parameter order, each bucket up to the cap (a larger parameter alone)
-    const double cap = o->bucket_mb * 1048576.0;
-    d->b = xcalloc((size_t)P, sizeof(Bucket));
-    size_t max_bytes = 0;
-    for (int id = P - 1; id >= 0;) {
-        Bucket *b = &d->b[d->nb];
-        b->id_hi = id;
-        double bytes = (double)m->params[id].numel * d->eb;
-        id--;
-        while (id >= 0 && bytes + (double)m->params[id].numel * d->eb <= cap) {
-            bytes += (double)m->params[id].numel * d->eb;
-            id--;
-        }
-        b->id_lo = id + 1;
-        b->off = m->params[b->id_lo].offset;
-        b->n = m->params[b->id_hi].offset + m->params[b->id_hi].numel - b->off;
-        snprintf(b->name, sizeof b->name, "allreduce b%d", d->nb);
-        for (int p = b->id_lo; p <= b->id_hi; p++) d->param_bucket[p] = d->nb;
-        if ((size_t)b->n * (size_t)d->eb > max_bytes) max_bytes = (size_t)b->n * (size_t)d->eb;
-        d->nb++;
-    }
+    d->arrived = xcalloc((size_t)m->n_params, 1);
+    d->used = xcalloc((size_t)m->n_params, 1);
+    size_t max_bytes = layout_buckets(d, o->bucket_mb);
     int timed_out = 0;
     d->comm = comm_open(w, m->be, d->nb, max_bytes, o->timeout_s, &timed_out, err, errlen);
     if (!d->comm) {
@@ -323,37 +362,10 @@ Ddp *ddp_open(Model *m, const CommWorld *w, const DdpOpts *o, int *rc, char *err
         ddp_close(d, 0);
         return NULL;
     }
-    // every rank must have the same model, config and bucket layout: compare
-    // (config digest, layout hash) across ranks before the first collective
-    struct { char digest[16]; uint64_t layout; } mine, *all = xcalloc((size_t)d->world, sizeof mine);
-    memset(&mine, 0, sizeof mine);
-    memcpy(mine.digest, m->cfg.digest, 16);
-    uint64_t h = fnv1a(&P, sizeof P, 0xcbf29ce484222325ull);
-    h = fnv1a(&d->eb, sizeof d->eb, h);
-    for (int k = 0; k < d->nb; k++) {
-        int64_t v[3] = {d->b[k].id_lo, d->b[k].id_hi, d->b[k].n};
-        h = fnv1a(v, sizeof v, h);
-    }
-    mine.layout = h;
-    if (ddp_ctrl_wait(d, COMM_CTRL_ALLGATHER_U8, &mine, all, (int)sizeof mine, "allgather layout")) {
-        snprintf(err, errlen, "data parallel: exchanging the config digest and bucket layout timed out");
-        *rc = NSA_EXIT_COMM_TIMEOUT;
-        free(all);
+    if ((*rc = agree_layout(d, err, errlen)) != NSA_EXIT_OK) {
         ddp_close(d, 0);
         return NULL;
     }
-    for (int r = 0; r < d->world; r++) {
-        if (!memcmp(&all[r], &all[0], sizeof mine)) continue;
-        snprintf(err, errlen,
-                 "data parallel: rank %d's config or bucket layout differs from rank 0's (config digest %.16s vs %.16s, "
-                 "layout %016" PRIx64 " vs %016" PRIx64 "): every rank must run the same config",
-                 r, all[r].digest, all[0].digest, all[r].layout, all[0].layout);
-        *rc = NSA_EXIT_USAGE;
-        free(all);
-        ddp_close(d, 0);
-        return NULL;
-    }
-    free(all);
     if (o->out_dir) {
         // an artifact that cannot be created: [IO-ERROR] and exit 6 (trainer/ioerr.h)
         snprintf(d->path_buckets, sizeof d->path_buckets, "%s/buckets.jsonl", o->out_dir);
@@ -369,7 +381,7 @@ Ddp *ddp_open(Model *m, const CommWorld *w, const DdpOpts *o, int *rc, char *err
         printf("[DDP] world %d transport %s mode %s: %d bucket%s of at most %g MiB (largest %.3f MiB) over %d "
                "parameters, %s gradients; collective timeout %g s\n",
                d->world, comm_transport_name(d->transport), config_ddp_mode_name(d->mode), d->nb, d->nb == 1 ? "" : "s",
-               o->bucket_mb, (double)max_bytes / 1048576.0, P, d->dtype, d->timeout_s);
+               o->bucket_mb, (double)max_bytes / 1048576.0, m->n_params, d->dtype, d->timeout_s);
         fflush(stdout);
     }
     *rc = NSA_EXIT_OK;
