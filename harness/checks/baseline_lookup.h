@@ -12,7 +12,8 @@
 // Which baseline a case is compared with (docs/regression.md, "Another GPU model: the
 // nearest baseline"): its own device class's, or — for `golden` only, never for perf floors —
 // when its device has none, the nearest recorded under the same profile: a device of the
-// same architecture first (compared as on its own device), else another architecture
+// same architecture first (compared bitwise where the bits agree, else within the cross-device
+// tolerances), else another architecture
 // (compared within the cross-device tolerances, never bitwise).
 typedef struct {
     int nearest;                // 0: this device's own baseline; 1: another device's

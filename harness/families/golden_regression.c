@@ -165,7 +165,8 @@ static void golden_diagnose(const ScenarioRun *sr, Str *md) {
                        "%s's (%s architecture, %s): %s. Record this device's own, on it: `%s`.\n",
                    sr->s->name, n, n == 1 ? "" : "s", own_dev ? own_dev : "?", own ? own : "?", n == 1 ? "was" : "were", dev,
                    same ? "the same" : "another", arch ? arch : "?",
-                   same ? "as on its own device" : "within the cross-device tolerances, never bitwise",
+                   same ? "bitwise where the bits agree, else within the cross-device tolerances"
+                        : "within the cross-device tolerances, never bitwise",
                    cmd ? cmd : "nsa-harness baseline record");
     }
     feature_inference(sr, md);
