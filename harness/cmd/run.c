@@ -18,27 +18,18 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "harness/cmd/commands.h"
 #include "harness/core/home.h"
 #include "harness/core/check.h"
 #include "harness/core/counts.h"
-#include "harness/core/family.h"
-#include "harness/core/files.h"
 #include "harness/report/outdir.h"
-#include "harness/artifacts/tensornames.h"
 #include "harness/exec/proc.h"
-#include "harness/report/report.h"
-#include "harness/report/report_in.h"
 #include "harness/exec/run_cases.h"
 #include "harness/exec/schedule.h"
-#include "harness/exec/runner.h"
-#include "harness/core/scenario.h"
 #include "harness/core/scenario_load.h"
 #include "harness/exec/trainer_caps.h"
-#include "harness/core/trainer_cmd.h"
 #include "common/exit_codes.h"
 #include "common/jsonutil.h"
-#include "common/util.h"
-#include "harness/cmd/commands.h"
 
 void usage_run(FILE *f) {
     fprintf(f,

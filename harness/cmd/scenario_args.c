@@ -9,7 +9,6 @@
 #include "harness/core/files.h"
 #include "harness/core/home.h"
 #include "harness/core/scenario.h"
-#include "common/util.h"
 
 int cmd_collect_scenarios(StrList *out, char **args, int n) {
     return collect_json_files(out, args, n, harness_path("scenarios"));

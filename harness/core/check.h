@@ -8,6 +8,7 @@
 #ifndef NSA_HARNESS_CHECKS_H
 #define NSA_HARNESS_CHECKS_H
 #include <jansson.h>
+#include <stddef.h>
 
 #include "harness/core/result.h"
 #include "harness/core/registry.h"
@@ -40,6 +41,9 @@ typedef struct {
     // Without it a check that needs the dump reads all of it (golden).
     int (*dump_tensors)(const json_t *params, Str *globs);
 } CheckDef;
+
+// (the registry finds a part by its first member)
+_Static_assert(offsetof(CheckDef, name) == 0, "a CheckDef begins with its name");
 
 // The registry of checks (harness/checks/checks.c: CHECKS), in `list --checks` order.
 extern Registry check_registry;

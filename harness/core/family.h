@@ -7,6 +7,8 @@
 // reports know a family only through this struct, and never test a family's name.
 #ifndef NSA_HARNESS_FAMILIES_H
 #define NSA_HARNESS_FAMILIES_H
+#include <stddef.h>
+
 #include "harness/core/registry.h"
 #include "harness/core/result.h"
 #include "harness/core/scenario.h"
@@ -62,6 +64,9 @@ typedef struct {
     // checks' (ddp_onestep's diagnosis reads every gradient): kept in a --dump-tensors selection.
     const char *dump_reads;
 } FamilyDef;
+
+// (the registry finds a part by its first member)
+_Static_assert(offsetof(FamilyDef, name) == 0, "a FamilyDef begins with its name");
 
 // The registry of families (harness/families/families.c: FAMILIES), in `list --families` order.
 extern Registry family_registry;

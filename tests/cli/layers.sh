@@ -11,7 +11,8 @@
 # checks/, families/, cmd/, then harness/main.c (the table of subcommands). A file of one of
 # them includes its own folder, a lower one and common/ only.
 # No two of the runner's files include each other, directly or around a loop (a.c includes b.h
-# and b.c includes a.h), within a layer too.
+# and b.c includes a.h), within a layer too. A check or a family is the file of harness/checks/
+# or harness/families/ named as its key, and listed in its folder's table.
 # Planted includes must be caught (the check checks itself first): trainer/ from harness/, a
 # harness layer reaching up (core/ including exec/, exec/ including checks/), and a circle.
 set -u
@@ -80,7 +81,27 @@ def visit(m, trail):
     state[m] = 2
 for m in sorted(graph):
     if m not in state: visit(m, [m])
-print("\n".join(bad) if bad else "every include within its layer's reach, no include circles")
+# the plug-ins: a check or a family is one file of harness/checks/ or harness/families/ named
+# as its key, defining `const CheckDef check_KEY` / `const FamilyDef family_KEY` with
+# .name = "KEY", listed in its folder's table (checks.c: CHECKS, families.c: FAMILIES)
+plugin = re.compile(r'^const (CheckDef|FamilyDef) (check|family)_(\w+) = \{(.*?)^\};', re.M | re.S)
+for folder, table in (("checks", "checks.c"), ("families", "families.c")):
+    d = os.path.join(root, "harness", folder)
+    if not os.path.isdir(d): continue
+    listed = open(os.path.join(d, table), errors="replace").read() if os.path.exists(os.path.join(d, table)) else ""
+    for f in sorted(os.listdir(d)):
+        if not f.endswith(".c"): continue
+        for kind, prefix, key, body in plugin.findall(open(os.path.join(d, f), errors="replace").read()):
+            rel = "harness/%s/%s" % (folder, f)
+            if f != key + ".c":
+                bad.append("%s defines %s_%s: a %s is the file named as its key (harness/%s/%s.c)" % (
+                           rel, prefix, key, prefix, folder, key))
+            if '.name = "%s"' % key not in body:
+                bad.append('%s: %s_%s must have .name = "%s"' % (rel, prefix, key, key))
+            if "&%s_%s" % (prefix, key) not in listed:
+                bad.append("%s: %s_%s is not listed in harness/%s/%s" % (rel, prefix, key, folder, table))
+print("\n".join(bad) if bad else "every include within its layer's reach, no include circles; "
+      "every check and family in the file named as its key, listed")
 sys.exit(1 if bad else 0)
 PY
 # plant INCLUDE FILE: a copy of harness/, common/ and trainer/model.h with INCLUDE appended to
@@ -105,5 +126,12 @@ circle() {
   ! python3 "$TMP/layers.py" "$TMP/tree" >"$TMP/planted" 2>&1 && grep -q "^include circle: .*harness/core/result" "$TMP/planted"
 }
 check "a planted include circle within a layer (core/result.c including core/check.h) is caught" circle
-check "the source tree: no layer includes a layer above it, no include circles" python3 "$TMP/layers.py" "$(pwd)"
+misnamed() {
+  rm -rf "$TMP/tree" && mkdir -p "$TMP/tree" && cp -r harness common "$TMP/tree/"
+  mv "$TMP/tree/harness/checks/growth.c" "$TMP/tree/harness/checks/trend.c"
+  ! python3 "$TMP/layers.py" "$TMP/tree" >"$TMP/planted" 2>&1 &&
+    grep -q "^harness/checks/trend.c defines check_growth: a check is the file named as its key" "$TMP/planted"
+}
+check "a check in a file not named as its key is caught" misnamed
+check "the source tree: no layer includes a layer above it, no include circles, plug-ins named as their keys" python3 "$TMP/layers.py" "$(pwd)"
 finish
