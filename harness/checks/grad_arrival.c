@@ -12,7 +12,6 @@
 
 static const char *const ARRIVAL_KEYS[] = {"check", "expect_missing", "match_trainer", "ddp_unused_ok", NULL};
 
-
 static void add_name_list(Str *s, const json_t *names, int max) {
     size_t i;
     json_t *n;

@@ -46,7 +46,6 @@ static void growth_validate(const Scenario *s, const json_t *params, const char 
                                               "trains only %d", window, skip, s->cases[c].name, s->cases[c].cfg.steps);
 }
 
-
 // Growth of a per-step metric after `skip` warm-up steps. The trend is the
 // Theil–Sen slope (the median of the slopes between every pair of steps): it
 // ignores up to ~29% of wild steps either way — a step slowed by another process

@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 // "reference": a case glob that matches exactly one case of the scenario (or a case its
 // family creates), or one case per value of the other axes (each other case then has
 // exactly one closest by reference_score).

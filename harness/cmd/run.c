@@ -80,14 +80,11 @@ void usage_run(FILE *f) {
             harness_home(), harness_home(), harness_home());
 }
 
-
-
 static volatile sig_atomic_t g_interrupted = 0;
 static void on_signal(int sig) {
     (void)sig;
     g_interrupted = 1;
 }
-
 
 // ---- environment probes ----------------------------------------------------------------------
 

@@ -23,7 +23,6 @@ void usage_show(FILE *f) {
                "  another format, a wrongly typed key: named with file:line:col, as compare names it)\n");
 }
 
-
 int cmd_show(int argc, char **argv) {
     if (argc >= 1 && (!strcmp(argv[0], "--help") || !strcmp(argv[0], "-h"))) {
         usage_show(stdout);

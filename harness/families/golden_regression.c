@@ -17,15 +17,13 @@
 #include "harness/report/regression_table.h"
 #include "common/nsa_names.h"   // NSA_BR_*, NSA_GATE_*: the config's enum values
 
-static const char *fact_str(const CaseResult *r, const char *k) { return json_string_value(json_object_get(r->facts, k)); }
-
 // Was it compared with another device's baseline (the nearest: this device has none)?
 static int golden_borrowed(const CaseResult *r) {
-    const char *m = fact_str(r, "golden_baseline_match");
-    return regression_golden_compared(r) && m && !strcmp(m, "nearest") && fact_str(r, "golden_baseline_device");
+    const char *m = regression_fact_str(r, "golden_baseline_match");
+    return regression_golden_compared(r) && m && !strcmp(m, "nearest") && regression_fact_str(r, "golden_baseline_device");
 }
 static int golden_differs(const CaseResult *r) {
-    const char *c = fact_str(r, "golden_cause");
+    const char *c = regression_fact_str(r, "golden_cause");
     return c && strcmp(c, "none");
 }
 
@@ -133,7 +131,7 @@ static void golden_diagnose(const ScenarioRun *sr, Str *md) {
     int missing = 0, stale = 0;
     for (int i = 0; i < sr->n; i++) {
         const CaseResult *r = &sr->results[i];
-        const char *b = fact_str(r, "golden_baseline");
+        const char *b = regression_fact_str(r, "golden_baseline");
         missing += b && !strcmp(b, "missing");
         stale += b && !strcmp(b, "stale");
     }
@@ -148,19 +146,19 @@ static void golden_diagnose(const ScenarioRun *sr, Str *md) {
     // cases compared with another device's baseline (this device has none): a line per baseline device
     for (int i = 0; i < sr->n; i++) {
         const CaseResult *r = &sr->results[i];
-        const char *dev = fact_str(r, "golden_baseline_device");
+        const char *dev = regression_fact_str(r, "golden_baseline_device");
         if (!golden_borrowed(r)) continue;
         int seen = 0, n = 0;
         for (int k = 0; k < i && !seen; k++)
-            seen = golden_borrowed(&sr->results[k]) && !strcmp(fact_str(&sr->results[k], "golden_baseline_device"), dev);
+            seen = golden_borrowed(&sr->results[k]) && !strcmp(regression_fact_str(&sr->results[k], "golden_baseline_device"), dev);
         if (seen) continue;
         for (int k = i; k < sr->n; k++)
-            n += golden_borrowed(&sr->results[k]) && !strcmp(fact_str(&sr->results[k], "golden_baseline_device"), dev);
-        const char *arch = fact_str(r, "golden_baseline_arch"), *own = fact_str(r, "golden_device_arch");
-        const char *own_dev = fact_str(r, "golden_device");
+            n += golden_borrowed(&sr->results[k]) && !strcmp(regression_fact_str(&sr->results[k], "golden_baseline_device"), dev);
+        const char *arch = regression_fact_str(r, "golden_baseline_arch"), *own = regression_fact_str(r, "golden_device_arch");
+        const char *own_dev = regression_fact_str(r, "golden_device");
         const int same = arch && own && !strcmp(arch, own);
         // (the command is a fact of the case: the run's context is gone when the report is written)
-        const char *cmd = fact_str(r, "golden_record_command");
+        const char *cmd = regression_fact_str(r, "golden_record_command");
         str_printf(md, "- **%s**: %d case%s had no baseline for this device (%s, %s) and %s compared with the nearest, "
                        "%s's (%s architecture, %s): %s. Record this device's own, on it: `%s`.\n",
                    sr->s->name, n, n == 1 ? "" : "s", own_dev ? own_dev : "?", own ? own : "?", n == 1 ? "was" : "were", dev,

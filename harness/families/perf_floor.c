@@ -7,12 +7,10 @@
 #include "harness/families/families.h"
 #include "harness/report/regression_table.h"
 
-static const char *fact_str(const CaseResult *r, const char *k) { return json_string_value(json_object_get(r->facts, k)); }
-
 static void perf_diagnose(const ScenarioRun *sr, Str *md) {
     for (int i = 0; i < sr->n; i++) {
         const CaseResult *r = &sr->results[i];
-        const char *b = fact_str(r, "perf_floor_baseline");
+        const char *b = regression_fact_str(r, "perf_floor_baseline");
         if (b && !strcmp(b, "missing"))
             str_printf(md, "- **%s · %s**: no performance floor for this device model: SKIP (floors are per device "
                            "model, never borrowed from another's; the finding names the record command; measure the "

@@ -38,7 +38,6 @@ void family_names_list(Str *s, const json_t *arr, int max) {
     }
 }
 
-
 // Frames that say how the stack was taken, how the thread waits or how the C library
 // ends a process (abort on a corrupted heap: raise, abort, __libc_message,
 // malloc_printerr), not where the program is: skipped when naming where a stack "stops".
@@ -174,7 +173,6 @@ void diagnose_generic(const ScenarioRun *sr, Str *md) {
         }
     }
 }
-
 
 void family_metric_plot(const ScenarioRun *sr, const char *report_dir, Str *md, const char *metric,
                         const char *file, const char *title, const char *ylabel, double scale) {

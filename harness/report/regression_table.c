@@ -6,24 +6,26 @@
 #include <stdio.h>
 #include <string.h>
 
-static const char *fact_str(const CaseResult *r, const char *k) { return json_string_value(json_object_get(r->facts, k)); }
+const char *regression_fact_str(const CaseResult *r, const char *k) {
+    return json_string_value(json_object_get(r->facts, k));
+}
 
 int regression_golden_compared(const CaseResult *r) {
-    const char *c = fact_str(r, "golden_cause");
+    const char *c = regression_fact_str(r, "golden_cause");
     return c != NULL && (r->verdict == V_PASS || r->verdict == V_FAIL);
 }
 
 static void golden_row(Str *md, const char *scenario, const CaseResult *r) {
     const json_t *step = json_object_get(r->facts, "golden_first_diverging_step");
-    const char *where = fact_str(r, "golden_locus"), *first = fact_str(r, "golden_first_tensor");
+    const char *where = regression_fact_str(r, "golden_locus"), *first = regression_fact_str(r, "golden_first_tensor");
     str_add(md, "| ");
     str_add_md_cell(md, scenario);
     str_add(md, " | ");
     str_add_md_cell(md, r->c->name);
     str_printf(md, " | %s | golden (%s", VERDICT_NAMES[r->verdict],
-               fact_str(r, "golden_mode") ? fact_str(r, "golden_mode") : "—");
+               regression_fact_str(r, "golden_mode") ? regression_fact_str(r, "golden_mode") : "—");
     // a baseline of another device standing in for this one's: which (docs/regression.md)
-    const char *match = fact_str(r, "golden_baseline_match"), *bdev = fact_str(r, "golden_baseline_device");
+    const char *match = regression_fact_str(r, "golden_baseline_match"), *bdev = regression_fact_str(r, "golden_baseline_device");
     if (match && !strcmp(match, "nearest") && bdev) {
         str_add(md, "; nearest baseline: ");
         str_add_md_cell(md, bdev);
@@ -31,7 +33,7 @@ static void golden_row(Str *md, const char *scenario, const CaseResult *r) {
     str_add(md, ") | ");
     if (json_is_integer(step)) str_printf(md, "%lld", (long long)json_integer_value(step));
     else str_add(md, "—");
-    str_printf(md, " | %s | ", fact_str(r, "golden_cause") ? fact_str(r, "golden_cause") : "—");
+    str_printf(md, " | %s | ", regression_fact_str(r, "golden_cause") ? regression_fact_str(r, "golden_cause") : "—");
     str_add_md_cell(md, where ? where : "—");
     if (first) {
         str_add(md, " (`");

@@ -10,4 +10,6 @@
 void regression_table(const ScenarioRun *runs, int n_runs, Str *md);
 // Did the golden check compare this case with a baseline (it finished, PASS or FAIL)?
 int regression_golden_compared(const CaseResult *r);
+// A string fact of the case (CaseResult.facts[k]), or NULL.
+const char *regression_fact_str(const CaseResult *r, const char *k);
 #endif
