@@ -166,18 +166,21 @@ static void nested_argv(const RunCtx *ctx, const json_t *d, const char *scen, co
 // removed when the outer run exits. A run that is itself nested keeps its parent's folder.
 static char env_cache_dir[4096];
 static pid_t env_cache_owner;
-static void env_cache_remove(void) {
-    if (!env_cache_dir[0] || getpid() != env_cache_owner) return;
-    DIR *d = opendir(env_cache_dir);
+static void remove_flat_dir(const char *dir) {   // a folder of plain files, and the folder
+    DIR *d = opendir(dir);
     struct dirent *e;
     char p[4400];
     while (d && (e = readdir(d)))
         if (e->d_name[0] != '.') {
-            snprintf(p, sizeof p, "%s/%s", env_cache_dir, e->d_name);
+            snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
             unlink(p);
         }
     if (d) closedir(d);
-    rmdir(env_cache_dir);
+    rmdir(dir);
+}
+static void env_cache_remove(void) {
+    if (!env_cache_dir[0] || getpid() != env_cache_owner) return;
+    remove_flat_dir(env_cache_dir);
 }
 static void env_cache_ensure(void) {
     const char *have = getenv("NSA_HARNESS_ENV_CACHE");
@@ -195,10 +198,24 @@ static void env_cache_ensure(void) {
 
 // Run the nested nsa-harness under the case's time limit; *status its wait
 // status. Returns 1 if it had to be stopped for running out of time.
+// The detection holds the machine's and its GPUs' lock files (harness/exec/run_cases.c) for its
+// nested run, exclusively when it judges time: the nested run's cases take theirs in a lock
+// folder of its own (NSA_HARNESS_LOCK_DIR), made here and removed after — in the outer run's
+// folder they would wait for the detection's own locks for ever.
 static int run_nested(const RunCtx *ctx, const Case *c, const char *const *argv, const char *log, int *status) {
     env_cache_ensure();
     StrList env = {0};   // side by side: the GPUs and cores the detection holds
     runner_side_by_side_env(ctx, c, &env);
+    const char *tmp = getenv("TMPDIR");
+    char lock_dir[4096], lock_env[4200];
+    snprintf(lock_dir, sizeof lock_dir, "%s/nsa_nested_locks.XXXXXX", tmp && tmp[0] == '/' ? tmp : "/tmp");
+    if (mkdtemp(lock_dir)) {
+        snprintf(lock_env, sizeof lock_env, "NSA_HARNESS_LOCK_DIR=%s", lock_dir);
+        strlist_add(&env, lock_env);
+    } else {
+        lock_dir[0] = '\0';   // (no folder: the nested run finds no lock file it can make and takes none)
+        strlist_add(&env, "NSA_HARNESS_LOCK_DIR=/nonexistent/nsa-harness-nested");
+    }
     pid_t pid = proc_spawn((char *const *)argv, log, env.v, env.n);
     strlist_free(&env);
     int done = 0, hung = 0;
@@ -215,6 +232,7 @@ static int run_nested(const RunCtx *ctx, const Case *c, const char *const *argv,
     }
     proc_kill_group(pid, SIGKILL);
     proc_reap_orphans();
+    if (lock_dir[0]) remove_flat_dir(lock_dir);
     return hung;
 }
 

@@ -14,7 +14,9 @@
 #     three; -j auto over 4 fake GPUs of 80 GiB: 3 cases a GPU (--cases-per-gpu auto), never 4;
 #     two runs at once on the same GPUs (lock files) never shared a GPU, and the timing
 #     cases of one ran with nothing of the other beside them; two runs at once with
-#     --cases-per-gpu 2 each never put more than two cases on a GPU in all;
+#     --cases-per-gpu 2 each never put more than two cases on a GPU in all; a self-test whose
+#     detection judges a hang's latency (the machine's lock held exclusively) finishes: its nested
+#     run takes its locks in a folder of its own;
 #  3. Ctrl-C while two cases hang side by side: exit 130, both ERROR "interrupted", the others
 #     SKIP "not run: interrupted", no trainer left;
 #  4. bad values exit 2 naming the flag and the value: -j 0, -j x, --cases-per-gpu 0,
@@ -217,6 +219,27 @@ wait "$pa"
 ra=$?
 check "two runs at once, --cases-per-gpu 2 each: both pass (exit $ra, $rb)" test "$ra$rb" = 00
 check "... never more than two cases on a GPU in all (the GPUs' slot files)" python3 "$TMP/placement.py" "$TMP/runs.log" 2 1
+
+# a self-test over the GPUs: a detection holds the machine's and its GPUs' locks for its nested run,
+# the machine exclusively while it judges time (a hang); the nested run's cases take theirs in a lock
+# folder of their own, so they do not wait for the detection's (before: the hang detection waited
+# for its own machine lock until its timeout). Bounded by `timeout 200`; the detection's is 240 s.
+mkdir -p "$TMP/locks"
+nested_lock_dirs() { ls -d "${TMPDIR:-/tmp}"/nsa_nested_locks.* 2>/dev/null | sort; }
+nested_before=$(nested_lock_dirs)
+cat >"$TMP/detect.json" <<EOF
+{"name": "detect", "description": "detections over fake GPUs (test only)", "family": "selftest",
+ "profiles": {"gpu": {}}, "run": {"timeout_s": 240},
+ "detections": [
+  {"name": "wide.hang", "scenario": "$TMP/wide.json", "filter": "seed=1", "fault": "hang=0:2:backward", "timeout_scale": 0.1,
+   "expect": {"exit": 1, "verdicts": {"seed=1": "HANG"}}},
+  {"name": "wide.clean", "scenario": "$TMP/wide.json", "filter": "seed=2", "expect": {"exit": 0, "verdicts": {"seed=2": "PASS"}}}]}
+EOF
+NSA_HARNESS_LOCK_DIR="$TMP/locks" NSA_HARNESS_CPUS=8 expect_exit "detections over 4 fake GPUs, one judging a hang's latency (nested runs)" 0 \
+  timeout 200 "$H" run "$TMP/detect.json" --profile gpu -j 4 --trainer-cmd "$TMP/fakegpu" --out "$TMP/det"
+check "... both detections as expected" python3 -c "import json,sys; s=json.load(open(sys.argv[1]))
+v=[c['verdict'] for c in s['cases']]; sys.exit(0 if v == ['PASS', 'PASS'] else print(v) or 1)" "$TMP/det/summary.json"
+check "... the nested runs' lock folders removed" test "$(nested_lock_dirs)" = "$nested_before"
 
 # ---- 3. Ctrl-C with cases side by side -------------------------------------------------------------
 # every case hangs at step 1; -j 2: two run at once; SIGINT once both hang: exit 130, both running
