@@ -38,7 +38,7 @@
 # script's own plumbing on the CPU (tests/cli/gpu_multi.sh). Run from the repository root
 # with .deps staged (tools/device-deps.sh) where the machine lacks jansson/cmocka headers.
 set -u
-. "$(dirname "$0")/session_lib.sh"   # session_begin, has, step
+. "$(dirname "$0")/gpu_lib.sh"   # session_begin, has, step
 session_begin "build ddp suite matrix scaling hang"
 COMMIT=${COMMIT:-unknown}
 PROFILE=${PROFILE:-gpu}

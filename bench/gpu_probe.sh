@@ -26,7 +26,7 @@
 # lines, each report's verdict lines. Each report's RESULTS.md goes to $OUT/NAME_RESULTS.md, the
 # step logs to $OUT/probe_logs.tgz (the reports' dumps left out).
 set -u
-. "$(dirname "$0")/session_lib.sh"   # session_begin, has, step
+. "$(dirname "$0")/gpu_lib.sh"   # session_begin, has, step
 BUILD=${BUILD:-build-cpu}
 session_begin "build overhead torchrun harness suite"
 COMMIT=${COMMIT:-unknown}

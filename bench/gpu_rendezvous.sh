@@ -31,7 +31,7 @@
 # Logs: $OUT/rendezvous_logs.tgz. Run from the repository root with .deps staged
 # (tools/device-deps.sh), as root: mpirun needs OMPI_ALLOW_RUN_AS_ROOT(_CONFIRM), set here.
 set -u
-# ---- sub-commands (one launch each; the phases below call them through session_lib's step) ----
+# ---- sub-commands (one launch each; the phases below call them through gpu_lib's step) ----
 BIN=${BIN:-${BUILD:-build}/nsa-train}
 free_port() {
   python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])' 2>/dev/null ||
@@ -72,7 +72,7 @@ if [ "${1:-}" = __env ] || [ "${1:-}" = __mpi ]; then
 fi
 
 # ---- the session --------------------------------------------------------------------------------
-. "$(dirname "$0")/session_lib.sh"   # session_begin, has, step
+. "$(dirname "$0")/gpu_lib.sh"   # session_begin, has, step
 session_begin "build check w1 harness w2" 540
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export NCCL_NVLS_ENABLE=0 NCCL_DEBUG=${NCCL_DEBUG:-WARN}

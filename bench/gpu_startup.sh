@@ -22,9 +22,9 @@
 # stdout: the device, each step's exit code and time, then the tables (the last lines). The logs,
 # every run's timing.json and metrics.jsonl go to $OUT/startup_logs.tgz and the tables to
 # $OUT/startup.txt (OUT default ./gpu-out). Run from the repository root; tools/device-deps.sh's
-# .deps are used where staged (session_lib.sh).
+# .deps are used where staged (gpu_lib.sh).
 set -u
-. "$(dirname "$0")/session_lib.sh"   # session_begin, has, step
+. "$(dirname "$0")/gpu_lib.sh"   # session_begin, has, step
 session_begin "build context print_env startup prefill" 190 startup_logs
 B=${1:-$B}
 REPS=${REPS:-3}

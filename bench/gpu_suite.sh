@@ -23,7 +23,7 @@
 # root with .deps staged (tools/device-deps.sh) where jansson is missing. COMMIT names the
 # commit when the tree has no .git.
 set -u
-. "$(dirname "$0")/session_lib.sh"
+. "$(dirname "$0")/gpu_lib.sh"
 session_begin "build graph startup suite_all suite_1 golden matrix scaling" 560 suite_logs
 export NSA_BUILD_DIR=$B CMAKE_ARGS="-DCMAKE_CUDA_ARCHITECTURES=90a" NSA_CUDA=on
 { nvidia-smi -L; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; nproc; date -u;

@@ -14,7 +14,7 @@
 # also as <step>.md) go to $OUT/logs.tgz (OUT default ./gpu-out; the device tool brings back
 # at most 8 files); a summary of verdicts at the end.
 set -u
-. "$(dirname "$0")/session_lib.sh"   # session_begin, has, step
+. "$(dirname "$0")/gpu_lib.sh"   # session_begin, has, step
 session_begin "build parity clean faults bf16" 560 torch
 H=./$B/nsa-harness
 T=adapters/torch/nsa-torch-train

@@ -1,4 +1,4 @@
-# bench/session_lib.sh — what the GPU session scripts share (sourced by gpu_kernels.sh and
+# bench/gpu_lib.sh — what the GPU scripts share (sourced by gpu_kernels.sh and
 # gpu_regression.sh): phase selection and steps cut at a deadline, so that one GPU run
 # runs many phases and always prints its summary.
 # session_begin sets what has and step use: PHASES (space-separated), LOG (a folder), DEADLINE
