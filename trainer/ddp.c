@@ -28,7 +28,7 @@
 #include "trainer/jsonl.h"
 #include "trainer/flightrec.h"
 #include "trainer/ioerr.h"
-#include "trainer/train.h"
+#include "common/exit_codes.h"
 
 typedef struct {
     int id_lo, id_hi;        // parameters id_hi down to id_lo (bucket order)

@@ -23,6 +23,8 @@
 // ---- argument parsing helpers -------------------------------------------------------
 
 // strict decimal integer in [lo, hi]; the whole string must be the number
+static const ModelFaultHooks FAULT_HOOKS;   // where the faults act in the model (at the end)
+
 static int parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out) {
     if (!s || !*s) return -1;
     char *end = NULL;
@@ -324,11 +326,15 @@ int faults_bind(Faults *f, Model *m, int rank, char *err, size_t errlen) {
         }
     }
     m->faults = f;
+    m->fault_hooks = &FAULT_HOOKS;
     return 0;
 }
 
 void faults_unbind(Faults *f, Model *m) {
-    if (m && m->faults == f) m->faults = NULL;
+    if (m && m->faults == f) {
+        m->faults = NULL;
+        m->fault_hooks = NULL;
+    }
     free(f->drop);
     f->drop = NULL;
     if (f->gc_saved && m) m->be->free(f->gc_saved);
@@ -458,3 +464,15 @@ void faults_after_forward(Model *m) {
     LayerActs *a = &m->acts[f->clobber_layer];
     m->be->copy(a->ffh, a->ffa, (size_t)m->B * m->T * m->F * m->be->act_bytes);
 }
+
+// The table the model calls through (ModelFaultHooks, trainer/model.h), bound by faults_bind.
+static int hook_grad_dropped(const Model *m, int id) { return faults_grad_dropped(m->faults, id); }
+static const ModelFaultHooks FAULT_HOOKS = {
+    .grad_dropped = hook_grad_dropped,
+    .after_branch_fwd = faults_after_branch_fwd,
+    .keep_stale_cmp = faults_keep_stale_cmp,
+    .before_recompute = faults_before_recompute,
+    .after_recompute = faults_after_recompute,
+    .after_forward = faults_after_forward,
+    .after_backward = faults_after_backward,
+};

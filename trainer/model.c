@@ -31,7 +31,6 @@
 #include "common/nsa_names.h"
 #include "common/util.h"
 #include "common/envparse.h"
-#include "trainer/faults.h"
 #include "trainer/model.h"
 #include "trainer/rng.h"
 
@@ -58,7 +57,7 @@ int model_find_param(const Model *m, const char *name) {
 }
 
 static void grad_ready(Model *m, int id) {
-    if (id >= 0 && m->grad_ready && !(m->faults && faults_grad_dropped(m->faults, id)))
+    if (id >= 0 && m->grad_ready && !(m->faults && m->fault_hooks->grad_dropped(m, id)))
         m->grad_ready(m->grad_ready_ctx, id);
 }
 // diagnostics hook (trainer/train.c); a pointer test when off
@@ -585,7 +584,7 @@ static int layer_fwd_compress(Model *m, int L, LayerActs *a, int t0, int Tn) {
     if (!m->cmp_needed) return 0;
     int i0 = t0 - g->l + 1 <= 0 ? 0 : (t0 - g->l + 1 + g->d - 1) / g->d;
     int i1 = nsa_cmp_visible(g, t0 + Tn - 1);   // blocks [0, i1) complete after the last row
-    if (i0 < i1 && !(m->faults && faults_keep_stale_cmp(m, L, t0, Tn))) {
+    if (i0 < i1 && !(m->faults && m->fault_hooks->keep_stale_cmp(m, L, t0, Tn))) {
         compress_fwd(m, L, a, 0, i0, i1 - i0);
         compress_fwd(m, L, a, 1, i0, i1 - i0);
     }
@@ -603,18 +602,18 @@ static int layer_fwd_attn(Model *m, int L, LayerActs *a, int t0, int Tn) {
     const int HD = m->H * m->D;
     if (m->cmp_needed) {
         be->cmp_attn_fwd(a->o[0], a->lse[0], a->q, a->Kc, a->Vc, g, t0, Tn);
-        if (m->faults) faults_after_branch_fwd(m, L, NSA_BR_CMP, a->o[0], t0, Tn);
+        if (m->faults) m->fault_hooks->after_branch_fwd(m, L, NSA_BR_CMP, a->o[0], t0, Tn);
         CK(a->o[0], HD, "cmp", "cmp_attn_fwd", "blocks.%d.attn.cmp.o", L);
     }
     if (m->used[NSA_BR_SEL]) {
         be->select_blocks(a->sel_idx, a->q, a->Kc, a->lse[0], g, t0, Tn);
         be->sel_attn_fwd(a->o[1], a->lse[1], a->q, a->k[1], a->v[1], a->sel_idx, g, t0, Tn);
-        if (m->faults) faults_after_branch_fwd(m, L, NSA_BR_SEL, a->o[1], t0, Tn);
+        if (m->faults) m->fault_hooks->after_branch_fwd(m, L, NSA_BR_SEL, a->o[1], t0, Tn);
         CK(a->o[1], HD, "sel", "sel_attn_fwd", "blocks.%d.attn.sel.o", L);
     }
     if (m->used[NSA_BR_WIN]) {
         be->win_attn_fwd(a->o[2], a->lse[2], a->q, a->k[2], a->v[2], g, t0, Tn);
-        if (m->faults) faults_after_branch_fwd(m, L, NSA_BR_WIN, a->o[2], t0, Tn);
+        if (m->faults) m->fault_hooks->after_branch_fwd(m, L, NSA_BR_WIN, a->o[2], t0, Tn);
         CK(a->o[2], HD, "win", "win_attn_fwd", "blocks.%d.attn.win.o", L);
     }
     return 0;
@@ -945,7 +944,7 @@ double model_forward(Model *m, const int32_t *inputs, const int32_t *targets, do
     } else {
         seq_forward(m, targets != NULL, dscale);
     }
-    if (m->faults) faults_after_forward(m);   // clobber_activation
+    if (m->faults) m->fault_hooks->after_forward(m);   // clobber_activation
     if (!targets) return 0.0;
     // mean loss, summed on the host in a fixed order
     double *h = xmalloc(sizeof(double) * (size_t)N), s = 0;
@@ -1104,9 +1103,9 @@ int model_backward(Model *m) {
         LayerActs *a = &m->acts[L];
         if (in_ckpt(m, L)) {   // recompute from res[L]
             EVENT(m, MODEL_EV_LAYER_RECOMPUTE, L, 0);
-            if (m->faults) faults_before_recompute(m, L);   // gc_recompute_mismatch
+            if (m->faults) m->fault_hooks->before_recompute(m, L);   // gc_recompute_mismatch
             layer_forward(m, L, a, 0, m->T);
-            if (m->faults) faults_after_recompute(m, L);
+            if (m->faults) m->fault_hooks->after_recompute(m, L);
         }
         EVENT(m, MODEL_EV_LAYER_BWD, L, 0);
         if (layer_backward(m, L, a)) return -1;
@@ -1114,7 +1113,7 @@ int model_backward(Model *m) {
     EVENT(m, MODEL_EV_EMBED_BWD, -1, 0);
     be->embedding_bwd(model_grad_ptr(m, m->id_tok_emb), m->dres, m->d_inputs, N, C);
     grad_ready(m, m->id_tok_emb);
-    if (m->faults) faults_after_backward(m);   // drop_grad: the dropped gradients stay zero
+    if (m->faults) m->fault_hooks->after_backward(m);   // drop_grad: the dropped gradients stay zero
     if (m->check_finite) {
         for (int i = 0; i < m->n_params; i++) {
             int64_t j = be->first_nonfinite_param(model_grad_ptr(m, i), m->params[i].numel);

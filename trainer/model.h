@@ -99,6 +99,17 @@ enum {
 struct Model;
 typedef void (*ModelEventFn)(void *ctx, struct Model *m, int ev, int layer, int t);
 struct Faults;   // trainer/faults.h: opt-in fault injection, NULL when none
+// Where fault injection acts inside the model (trainer/faults.c binds the table with the Faults;
+// the model knows nothing else of it). Each hook may change what the model computes there.
+typedef struct ModelFaultHooks {
+    int (*grad_dropped)(const struct Model *m, int param_id);       // drop_grad: never reported ready
+    void (*after_branch_fwd)(struct Model *m, int layer, int branch, void *o, int t0, int Tn);  // nan_at_seqlen
+    int (*keep_stale_cmp)(struct Model *m, int layer, int t0, int Tn);   // prefill_state_leak: 1 = skip
+    void (*before_recompute)(struct Model *m, int layer);           // gc_recompute_mismatch
+    void (*after_recompute)(struct Model *m, int layer);
+    void (*after_forward)(struct Model *m);                         // clobber_activation
+    void (*after_backward)(struct Model *m);                        // drop_grad: the gradients stay zero
+} ModelFaultHooks;
 
 // Tokens of sequential prefill per recorded graph (model.c, "Sequential prefill as a graph"):
 // m7c_125m at S = 2048, 12 layers: 16 graphs of ~38k operations each.
@@ -158,6 +169,7 @@ typedef struct Model {
     GradReadyFn grad_ready; void *grad_ready_ctx;
     ModelEventFn event; void *event_ctx;   // diagnostics hook, NULL = off
     struct Faults *faults;                 // fault injection, NULL = off (a pointer test per hook)
+    const ModelFaultHooks *fault_hooks;    // with faults: where they act (faults_bind)
 
     double last_loss;              // mean loss of the last forward
 

@@ -11,10 +11,11 @@
 # checks/, families/, cmd/, then harness/main.c (the table of subcommands). A file of one of
 # them includes its own folder, a lower one and common/ only.
 # No two of the runner's files include each other, directly or around a loop (a.c includes b.h
-# and b.c includes a.h), within a layer too. A check or a family is the file of harness/checks/
+# and b.c includes a.h), within a layer too; nor two of the trainer's. A check or a family is the file of harness/checks/
 # or harness/families/ named as its key, and listed in its folder's table.
 # Planted includes must be caught (the check checks itself first): trainer/ from harness/, a
-# harness layer reaching up (core/ including exec/, exec/ including checks/), and a circle.
+# harness layer reaching up (core/ including exec/, exec/ including checks/), and a circle in
+# each of harness/ and trainer/.
 set -u
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
@@ -58,17 +59,19 @@ for layer in allowed:
                         reach = harness_layers[:me + 1] if me < len(harness_layers) else harness_layers
                         bad.append("%s includes %s: a layer above it (%s may use %s and common/ only)" % (
                                    rel, hrel, os.path.dirname(rel) + "/", ", ".join("harness/%s/" % l for l in reach)))
-# no circle of includes between the runner's files: a.c or a.h including b.h and b.c or b.h
-# including a.h, directly or around a longer loop, even within one layer
+# no circle of includes between the runner's files, nor between the trainer's: a.c or a.h
+# including b.h and b.c or b.h including a.h, directly or around a longer loop, even within one
+# layer (the model reaches fault injection through its hooks table, not faults.h)
 graph = {}
-for d, _, files in os.walk(os.path.join(root, "harness")):
-    for f in files:
-        if not f.endswith((".c", ".h")): continue
-        path = os.path.join(d, f)
-        mod = os.path.relpath(path, root)[:-2]
-        for name in inc.findall(open(path, errors="replace").read()):
-            if name.startswith("harness/") and name.endswith(".h") and name[:-2] != mod:
-                graph.setdefault(mod, set()).add(name[:-2])
+for top in ("harness", "trainer"):
+    for d, _, files in os.walk(os.path.join(root, top)):
+        for f in files:
+            if not f.endswith((".c", ".h")): continue
+            path = os.path.join(d, f)
+            mod = os.path.relpath(path, root)[:-2]
+            for name in inc.findall(open(path, errors="replace").read()):
+                if name.startswith(top + "/") and name.endswith(".h") and name[:-2] != mod:
+                    graph.setdefault(mod, set()).add(name[:-2])
 state = {}
 def visit(m, trail):
     state[m] = 1
@@ -126,6 +129,13 @@ circle() {
   ! python3 "$TMP/layers.py" "$TMP/tree" >"$TMP/planted" 2>&1 && grep -q "^include circle: .*harness/core/result" "$TMP/planted"
 }
 check "a planted include circle within a layer (core/result.c including core/check.h) is caught" circle
+trainer_circle() {
+  rm -rf "$TMP/tree" && mkdir -p "$TMP/tree" && cp -r trainer common kernels "$TMP/tree/"
+  echo '#include "trainer/faults.h"' >>"$TMP/tree/trainer/model.c"
+  ! python3 "$TMP/layers.py" "$TMP/tree" >"$TMP/planted" 2>&1 &&
+    grep -q "^include circle: .*trainer/faults -> trainer/model\|^include circle: .*trainer/model -> trainer/faults" "$TMP/planted"
+}
+check "a planted trainer circle (the model including faults.h, which includes model.h) is caught" trainer_circle
 misnamed() {
   rm -rf "$TMP/tree" && mkdir -p "$TMP/tree" && cp -r harness common "$TMP/tree/"
   mv "$TMP/tree/harness/checks/growth.c" "$TMP/tree/harness/checks/trend.c"
