@@ -32,7 +32,7 @@ static struct {
     const Backend *be;
     // the model's graph counters (copied by timing_model)
     int have_model, seq;
-    int captures, replays, eager, failures, graphs;
+    int captures, replays, eager, failures, graphs, lanes;
     size_t nodes;
     double capture_s;
 } T;
@@ -109,6 +109,7 @@ void timing_model(const Model *m) {
     T.eager = m->seq_graph.eager;
     T.failures = m->seq_graph.failures;
     T.graphs = m->seq_graph.n;
+    T.lanes = m->seq_graph.lanes > 1 ? m->seq_graph.lanes : 1;
     T.nodes = m->seq_graph.nodes;
     T.capture_s = m->seq_graph.capture_s;
 }
@@ -187,14 +188,15 @@ void timing_report(const char *dir, int rank) {
     jset(j, "later_steps_max_s", later ? T.later_max : -1);
     json_object_set_new(j, "later_steps", json_integer(later));
     if (T.have_model && T.seq) {
-        str_printf(&s, ", sequential prefill: %d eager, %d recorded (%d graph%s, %zu nodes, %.2f s to record), %d "
-                   "replayed%s", T.eager, T.captures, T.graphs, T.graphs == 1 ? "" : "s", T.nodes, T.capture_s,
-                   T.replays, T.failures ? ", recording failed" : "");
+        str_printf(&s, ", sequential prefill: %d eager, %d recorded (%d graph%s, %zu nodes, %d lane%s, %.2f s to "
+                   "record), %d replayed%s", T.eager, T.captures, T.graphs, T.graphs == 1 ? "" : "s", T.nodes, T.lanes,
+                   T.lanes == 1 ? "" : "s", T.capture_s, T.replays, T.failures ? ", recording failed" : "");
         json_t *g = json_object();
         json_object_set_new(g, "eager", json_integer(T.eager));
         json_object_set_new(g, "captures", json_integer(T.captures));
         json_object_set_new(g, "graphs", json_integer(T.graphs));
         json_object_set_new(g, "nodes", json_integer((json_int_t)T.nodes));
+        json_object_set_new(g, "lanes", json_integer(T.lanes));
         json_object_set_new(g, "capture_s", json_real(T.capture_s));
         json_object_set_new(g, "replays", json_integer(T.replays));
         json_object_set_new(g, "failures", json_integer(T.failures));

@@ -100,11 +100,13 @@ import json, sys
 e = json.load(open(sys.argv[1])).get("sequential_graph", {})
 g = json.load(open(sys.argv[2])).get("sequential_graph", {})
 print(e.get("captures", -1), g.get("captures", -1), g.get("replays", -1), g.get("failures", -1), g.get("eager", -1),
-      g.get("graphs", -1), g.get("nodes", -1), "%.2f" % g.get("capture_s", -1))
+      g.get("graphs", -1), g.get("nodes", -1), "%.2f" % g.get("capture_s", -1), g.get("lanes", -1))
 PY
-) || graph_info="-1 -1 -1 -1 -1 -1 -1 -1"
-read -r e_caps g_caps g_reps g_fails g_eager g_graphs g_nodes g_cap_s <<<"$graph_info"
-echo "graph run: $g_eager eager forwards, $g_caps recorded ($g_graphs graphs, $g_nodes nodes, $g_cap_s s), $g_reps replayed, $g_fails failures"
+) || graph_info="-1 -1 -1 -1 -1 -1 -1 -1 -1"
+read -r e_caps g_caps g_reps g_fails g_eager g_graphs g_nodes g_cap_s g_lanes <<<"$graph_info"
+echo "graph run: $g_eager eager forwards, $g_caps recorded ($g_graphs graphs, $g_nodes nodes, $g_lanes lanes, $g_cap_s s), $g_reps replayed, $g_fails failures"
+if [ "$g_lanes" -gt 1 ]; then ok "the graph run recorded on $g_lanes lanes"
+else bad "the graph run recorded on $g_lanes lane(s): lanes expected by default (NSA_CUDA_LANES unset)"; fi
 if [ "$g_caps" -ge 1 ] && [ "$g_reps" -ge 1 ] && [ "$g_fails" -eq 0 ] && [ "$e_caps" -eq 0 ]; then
   ok "the graph run recorded and replayed the sequential forward; NSA_CUDA_GRAPH=0 recorded nothing"
 else bad "graph use: eager run recorded $e_caps, graph run recorded $g_caps, replayed $g_reps, failures $g_fails"; fi
