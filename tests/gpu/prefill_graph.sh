@@ -12,16 +12,16 @@
 #   3. the step-1 dumps (logits, loss, every gradient, the weights' digests) byte-identical to the
 #      eager run's (else the first differing tensor is named)
 #   4. the graph run recorded and replayed (timing.json: sequential_graph captures >= 1,
-#      replays >= 1, no failure); the NSA_CUDA_GRAPH=0 run recorded nothing
-#   5. the graph run is at least MIN_SPEEDUP (default 1.1) times faster a step: the median step
-#      time of steps 3..STEPS (steps 1 and 2 run eagerly in both: the first forward of a key sizes
-#      the backend and the first backward allocates its scratch; step 3 records, and the median of
-#      five steps stays a replayed one even if the recording came a step later). Both times are
-#      printed. The margin is
-#      loose on purpose: it runs on a real, possibly shared, GPU, whose clocks and neighbours move
-#      step times; what it guards is that the graphs are used and pay (measured on an H200,
-#      2026-11-28: 2,533 ms a step against 3,199 ms eager, 1.26x: the small per-token kernels
-#      themselves, about 4.6 us each inside a graph, are most of a step).
+#      replays >= 1, no failure) on lanes; the NSA_CUDA_GRAPH=0 run recorded nothing
+#   5. the graph run on lanes is at least MIN_SPEEDUP (default 3) times faster a step than eager:
+#      the median step time of steps 3..STEPS (steps 1 and 2 run eagerly in every run: the first
+#      forward of a key sizes the backend and the first backward allocates its scratch; step 3
+#      records, and the median of five steps stays a replayed one even if the recording came a
+#      step later). All three times are printed. The margin is wide on purpose: it runs on a
+#      real, possibly shared, GPU, whose clocks and neighbours move step times; what it guards
+#      is that the lanes are used and pay (measured on an H200, 2026-11-28, 4e93379: 519 ms a
+#      step on lanes, 2,515 ms token-major, 3,039 ms eager: 5.86x; token-major alone, 1.2x,
+#      fails it).
 # Prints SKIP and exits 77 where no CUDA device is usable. Environment: PREFILL_GRAPH_STEPS,
 # PREFILL_GRAPH_MIN_SPEEDUP.
 set -u
@@ -32,7 +32,7 @@ if ! dev=$("$b/nsa-train" --devices 2>&1); then
 fi
 echo "$dev"
 steps=${PREFILL_GRAPH_STEPS:-7}
-min=${PREFILL_GRAPH_MIN_SPEEDUP:-1.1}
+min=${PREFILL_GRAPH_MIN_SPEEDUP:-3}
 [ "$steps" -ge 5 ] || { echo "FAIL: PREFILL_GRAPH_STEPS=$steps: needs at least 5 (steps 3.. are timed)"; exit 1; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
