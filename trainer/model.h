@@ -2,7 +2,7 @@
 //
 // Llama-style: token embedding, L blocks of
 //     x += Wo · NSA(RMSNorm(x));   x += SwiGLU(RMSNorm(x))
-// final RMSNorm, LM head (tied or not), cross-entropy. DESIGN.md sections 2-3.
+// final RMSNorm, LM head (tied or not), cross-entropy. docs/design.md sections 2-3.
 //
 // All compute goes through the op table (kernels/ops.h), so this file is the
 // model for every backend. All parameters live in one contiguous buffer (and

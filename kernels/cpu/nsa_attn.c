@@ -1,4 +1,4 @@
-// kernels/cpu/nsa_attn.c — the three NSA attention branches (DESIGN.md §3):
+// kernels/cpu/nsa_attn.c — the three NSA attention branches (docs/design.md §3):
 //
 //   cmp  query t attends to the compressed blocks Kc/Vc visible to it
 //        (i < nsa_cmp_visible(g, t), i.e. blocks that end at or before t)

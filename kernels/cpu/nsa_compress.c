@@ -1,5 +1,5 @@
 // kernels/cpu/nsa_compress.c — the compression phi of the NSA compressed branch
-// (DESIGN.md §3): compressed block i covers tokens [i*d, i*d + l).
+// (docs/design.md §3): compressed block i covers tokens [i*d, i*d + l).
 //
 //   compress_avg_*   phi = avg: mean pooling of the l keys (or values) of a block.
 //   block_gather_*   phi = mlp, first step: gather each block's l rows of k into one

@@ -1,4 +1,4 @@
-// kernels/cpu/nsa_gate.c — the NSA output gate (DESIGN.md §3):
+// kernels/cpu/nsa_gate.c — the NSA output gate (docs/design.md §3):
 //
 //   gate_act_*  g = act(logits) over [N, G, 3]: softmax over the three branch
 //               logits of each (row, group), or elementwise sigmoid (paper).

@@ -1,5 +1,5 @@
 // kernels/cpu/nsa_select.c — top-n block selection of the NSA selection branch
-// (DESIGN.md §3, paper Eq. 8-10).
+// (docs/design.md §3, paper Eq. 8-10).
 //
 // For query row t of KV group gr (every head h of the group):
 //   p_cmp[h,i] = exp(scale * q[t,h]·Kc_i - lse[t,h])   for visible compressed blocks i

@@ -1,6 +1,6 @@
 // tests/kernels/test_nsa_ops.c — unit tests of the CPU backend's NSA ops
 // (kernels/cpu/nsa_*.c) in both precisions, against the contract of kernels/ops.h
-// and DESIGN.md §3.
+// and docs/design.md §3.
 //
 // Every kernel result is compared with something computed independently here:
 //   * forwards: naive double-precision references that build each row's key set
@@ -200,7 +200,7 @@ static void ref_gather(double *X, const double *k, const double *pe, const NsaGe
                             k[(((int64_t)b * g->T + i * g->d + r) * G + gr) * D + e] + pe[r * D + e];
 }
 
-// Which key rows a query sees, straight from DESIGN.md §3.
+// Which key rows a query sees, straight from docs/design.md §3.
 enum { VIS_CMP, VIS_SEL, VIS_WIN, VIS_CAUSAL };
 typedef struct {
     int kind;

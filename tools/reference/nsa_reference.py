@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """tools/reference/nsa_reference.py — an independent PyTorch autograd reference of the
-NSA decoder (shared/DESIGN.md §2-3), in float64, that writes golden/ tensors.
+NSA decoder (docs/design.md §2-3), in float64, that writes golden/ tensors.
 
 It is written from the design's math, not from our C code: dense masked attention
 (T x T masks; this is a reference, not a kernel), compression by pooling or the
@@ -74,7 +74,7 @@ def st_write(path, tensors, meta):
             f.write(b)
 
 
-# ---- the model, from DESIGN.md ------------------------------------------------------------
+# ---- the model, from docs/design.md ------------------------------------------------------------
 class Cfg:
     def __init__(self, js):
         m, s, t = js["model"], js["nsa"], js["train"]

@@ -66,7 +66,7 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import nsa_reference as ref  # noqa: E402  (the model: written from DESIGN.md)
+import nsa_reference as ref  # noqa: E402  (the model: written from docs/design.md)
 
 
 def fnv1a64(data):
