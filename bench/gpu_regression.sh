@@ -22,8 +22,8 @@
 # commit (a copied tree has no .git), stamped into the baselines' provenance.
 # Run from the repository root with .deps staged (tools/device-deps.sh).
 set -u
-. "$(dirname "$0")/gpu_lib.sh"   # session_begin, has, step
-session_begin "build train memcheck golden_record golden_check perf_record perf_check"
+. "$(dirname "$0")/gpu_lib.sh"   # gpu_run_begin, has, step
+gpu_run_begin "build train memcheck golden_record golden_check perf_record perf_check"
 BL=${BL:-golden/baselines}
 COMMIT=${COMMIT:-unknown}
 H="./$B/nsa-harness"

@@ -71,12 +71,12 @@ if [ "${1:-}" = __env ] || [ "${1:-}" = __mpi ]; then
   exec "${MPIRUN[@]}" -np "$w" "$BIN" "$@" --transport nccl --out "$d" --log-file "$d/rank_%r.log"
 fi
 
-# ---- the session --------------------------------------------------------------------------------
-. "$(dirname "$0")/gpu_lib.sh"   # session_begin, has, step
-session_begin "build check w1 harness w2" 540
+# ---- the run ------------------------------------------------------------------------------------
+. "$(dirname "$0")/gpu_lib.sh"   # gpu_run_begin, has, step
+gpu_run_begin "build check w1 harness w2" 540
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export NCCL_NVLS_ENABLE=0 NCCL_DEBUG=${NCCL_DEBUG:-WARN}
-# launcher variables of the calling environment are not this session's
+# launcher variables of the calling environment are not this run's
 unset RANK WORLD_SIZE LOCAL_RANK LOCAL_WORLD_SIZE MASTER_ADDR MASTER_PORT NSA_BOOTSTRAP NSA_RDZV_PORT NSA_RDZV_TOKEN \
       SLURM_PROCID SLURM_NTASKS SLURM_LOCALID TORCHELASTIC_USE_AGENT_STORE
 SELF=$(cd "$(dirname "$0")" && pwd)/$(basename "$0")
@@ -122,7 +122,7 @@ PY
 { nvidia-smi; date -u; git rev-parse HEAD 2>/dev/null; } >"$LOG/device.txt" 2>&1
 
 if has build; then
-  # WERROR=OFF: warnings are listed in the summary but do not cost the session its results
+  # WERROR=OFF: warnings are listed in the summary but do not cost the run its results
   step configure 120 cmake -S . -B "$B" -DCMAKE_CUDA_ARCHITECTURES=90a -DNSA_WERROR=${WERROR:-ON}
   step build 420 cmake --build "$B" -j16 --target nsa-train nsa-harness
 fi

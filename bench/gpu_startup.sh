@@ -24,8 +24,8 @@
 # $OUT/startup.txt (OUT default ./gpu-out). Run from the repository root; tools/device-deps.sh's
 # .deps are used where staged (gpu_lib.sh).
 set -u
-. "$(dirname "$0")/gpu_lib.sh"   # session_begin, has, step
-session_begin "build context print_env startup prefill" 190 startup_logs
+. "$(dirname "$0")/gpu_lib.sh"   # gpu_run_begin, has, step
+gpu_run_begin "build context print_env startup prefill" 190 startup_logs
 B=${1:-$B}
 REPS=${REPS:-3}
 PREFILL_STEPS=${PREFILL_STEPS:-6}

@@ -24,7 +24,7 @@
 # commit when the tree has no .git.
 set -u
 . "$(dirname "$0")/gpu_lib.sh"
-session_begin "build graph startup suite_all suite_1 golden matrix scaling" 560 suite_logs
+gpu_run_begin "build graph startup suite_all suite_1 golden matrix scaling" 560 suite_logs
 export NSA_BUILD_DIR=$B CMAKE_ARGS="-DCMAKE_CUDA_ARCHITECTURES=90a" NSA_CUDA=on
 { nvidia-smi -L; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; nproc; date -u;
   echo "commit ${COMMIT:-$(git rev-parse HEAD 2>/dev/null || sed -n 's/^node: //p' .git_archival.txt)}"; } > "$LOG/device.txt" 2>&1

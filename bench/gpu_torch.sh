@@ -14,8 +14,8 @@
 # also as <step>.md) go to $OUT/logs.tgz (OUT default ./gpu-out; the device tool brings back
 # at most 8 files); a summary of verdicts at the end.
 set -u
-. "$(dirname "$0")/gpu_lib.sh"   # session_begin, has, step
-session_begin "build parity clean faults bf16" 560 torch
+. "$(dirname "$0")/gpu_lib.sh"   # gpu_run_begin, has, step
+gpu_run_begin "build parity clean faults bf16" 560 torch
 H=./$B/nsa-harness
 T=adapters/torch/nsa-torch-train
 { nvidia-smi -L; python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)'; date -u; } > "$LOG/device.txt" 2>&1
