@@ -19,6 +19,7 @@
 #include "harness/core/home.h"
 #include "harness/core/baseline.h"
 #include "harness/cmd/commands.h"
+#include "harness/cmd/options.h"
 #include "harness/core/files.h"
 #include "harness/exec/proc.h"
 #include "harness/core/result.h"
@@ -29,45 +30,60 @@
 #include "common/util.h"
 
 
-void usage_baseline(FILE *f) {
-    fprintf(f,
-            "usage: nsa-harness baseline record [SCENARIO...] [options]\n"
-            "       nsa-harness baseline show FILE|DIR\n"
-            "\n"
-            "record: runs the scenarios (default: every file in %s/scenarios with a golden or\n"
-            "perf_floor check) and writes each passing case's baseline to\n"
-            "  <baselines>/<profile>/<device class>/<scenario>/<case>.json\n"
-            "(every step's loss, grad norm, lr and data digest; the step-1 dump summarised tensor by\n"
-            "tensor; gate statistics; peak memory, FLOPs, step time and tok/s; provenance: commit, date,\n"
-            "device, build fingerprint, config digest, this command; device_arch, the device's\n"
-            "architecture, by which a device without baselines of its own finds the nearest). A case\n"
-            "that does not pass its other checks is not recorded. Re-recording replaces a baseline:\n"
-            "say in the commit which numerics changed on purpose, and why.\n"
-            "  --profile ci|gpu      sizes to run (default: gpu when a CUDA device is usable, else ci)\n"
-            "  --filter GLOB         only these cases (as `run --filter`); repeatable\n"
-            "  --case SCENARIO/CASE  exactly this case (as `run --case`); repeatable\n"
-            "  --set KEY=VALUE       a config override for every case (as `run --set`); repeatable\n"
-            "  --repeat N            run everything N times (1-100, default 1): step time and tok/s are\n"
-            "                        the median of the runs' medians, with their spread (perf floors:\n"
-            "                        use >= 5)\n"
-            "  --warmup N            steps left out of each run's step-time median (default 2)\n"
-            "  --baselines DIR       where to write (default %s/golden/baselines)\n"
-            "  --out DIR             the runs' reports (default %s/reports/record_<UTC time>)\n"
-            "  --trainer PATH        the nsa-train executable (default: the one beside nsa-harness)\n"
-            "  --trainer-map MAP     your own PyTorch trainer through its trainer map and the probe\n"
-            "                        (docs/your-trainer.md); default scenarios then: %s/scenarios/trainer\n"
-            "                        with a golden or perf_floor check. Its baselines' commit is the\n"
-            "                        trainer's (its script's git work tree), the fingerprint its python,\n"
-            "                        torch and machine; keep them with the trainer: --baselines DIR\n"
-            "  --timeout-scale X     as `run --timeout-scale`\n"
-            "  --commit SHA          the commit the sources are at, for a tree without git metadata (a copy\n"
-            "                        on a GPU machine); its dirty flag is then recorded as unknown\n"
-            "exit codes: 0 every case recorded; 1 a case did not pass (not recorded); 2 usage or an\n"
-            "invalid scenario; 130 interrupted\n"
-            "\n"
-            "show: a baseline's provenance, steps, dump and perf; for a folder, one line per baseline.\n",
-            harness_home(), harness_home(), harness_home(), harness_home());
-}
+static const CmdOption RECORD_ROWS[] = {
+    {NULL, NULL, 0, 0,
+     "usage: nsa-harness baseline record [SCENARIO...] [options]\n"
+     "       nsa-harness baseline show FILE|DIR\n"
+     "\n"
+     "record: runs the scenarios (default: every file in <home>/scenarios with a golden or\n"
+     "perf_floor check) and writes each passing case's baseline to\n"
+     "  <baselines>/<profile>/<device class>/<scenario>/<case>.json\n"
+     "(every step's loss, grad norm, lr and data digest; the step-1 dump summarised tensor by\n"
+     "tensor; gate statistics; peak memory, FLOPs, step time and tok/s; provenance: commit, date,\n"
+     "device, build fingerprint, config digest, this command; device_arch, the device's\n"
+     "architecture, by which a device without baselines of its own finds the nearest). A case\n"
+     "that does not pass its other checks is not recorded. Re-recording replaces a baseline:\n"
+     "say in the commit which numerics changed on purpose, and why.\n"},
+    CMD_OPT_PROFILE,
+    {"filter", "GLOB", OPT_FILTER, 0, "only these cases (as `run --filter`); repeatable"},
+    {"case", "SCENARIO/CASE", OPT_CASE, 0, "exactly this case (as `run --case`); repeatable"},
+    {"set", "KEY=VALUE", OPT_SET, 0, "a config override for every case (as `run --set`); repeatable"},
+    {"repeat", "N", OPT_REPEAT, 0,
+     "run everything N times (1-100, default 1): step time and tok/s are the median of the runs' medians, with "
+     "their spread (perf floors: use >= 5)"},
+    {"warmup", "N", OPT_WARMUP, 0, "steps left out of each run's step-time median (default 2)"},
+    {"baselines", "DIR", OPT_BASELINES, 0, "where to write (default <home>/golden/baselines)"},
+    {"out", "DIR", OPT_OUT, 0, "the runs' reports (default <home>/reports/record_<UTC time>)"},
+    {"trainer", "PATH", OPT_TRAINER, 0, "the nsa-train executable (default: the one beside nsa-harness)"},
+    {"trainer-map", "MAP", OPT_TRAINER_MAP, 0,
+     "your own PyTorch trainer through its trainer map and the probe (docs/your-trainer.md); default scenarios "
+     "then: <home>/scenarios/trainer with a golden or perf_floor check. Its baselines' commit is the trainer's "
+     "(its script's git work tree), the fingerprint its python, torch and machine; keep them with the trainer: "
+     "--baselines DIR"},
+    {"timeout-scale", "X", OPT_TIMEOUT_SCALE, 0, "as `run --timeout-scale`"},
+    {"commit", "SHA", OPT_COMMIT, 0,
+     "the commit the sources are at, for a tree without git metadata (a copy on a GPU machine); its dirty flag is "
+     "then recorded as unknown"},
+    CMD_OPT_HELP,
+    {NULL, NULL, 0, 0,
+     "exit codes: 0 every case recorded; 1 a case did not pass (not recorded); 2 usage or an\n"
+     "invalid scenario; 130 interrupted\n"
+     "\n"
+     "show: a baseline's provenance, steps, dump and perf; for a folder, one line per baseline.\n"},
+};
+const CmdOptions CMD_BASELINE_RECORD_OPTIONS = {"baseline record", "baseline", RECORD_ROWS,
+                                                (int)(sizeof RECORD_ROWS / sizeof RECORD_ROWS[0]), NULL};
+
+// `baseline show` takes only --help, which prints the whole text above
+static const CmdOption SHOW_ROWS[] = {
+    {NULL, NULL, 0, 0, "usage: nsa-harness baseline show FILE|DIR\n"},
+    CMD_OPT_HELP,
+};
+const CmdOptions CMD_BASELINE_SHOW_OPTIONS = {"baseline show", "baseline", SHOW_ROWS,
+                                              (int)(sizeof SHOW_ROWS / sizeof SHOW_ROWS[0]),
+                                              &CMD_BASELINE_RECORD_OPTIONS};
+
+void usage_baseline(FILE *f) { cmd_options_help(&CMD_BASELINE_RECORD_OPTIONS, f); }
 
 
 // ---- record ---------------------------------------------------------------------------------------
@@ -82,64 +98,55 @@ static int parse_int_in(const char *flag, const char *v, int lo, int hi, int *ou
     char *end = NULL;
     long x = strtol(v, &end, 10);
     if (!v[0] || *end || x < lo || x > hi) {
-        fprintf(stderr, "nsa-harness baseline record: %s %s: expected a whole number from %d to %d\n", flag, v, lo, hi);
+        cmd_log("baseline record", LOG_ERROR, "%s %s: expected a whole number from %d to %d", flag, v, lo, hi);
         return -1;
     }
     *out = (int)x;
     return 0;
 }
 
+// One option of record's table (RECORD_ROWS), or a SCENARIO. CMD_GO_ON or 2 (said).
+static int apply_record_option(void *ctx, int id, const char *flag, const char *v) {
+    RecordOpts *o = ctx;
+    switch (id) {
+    case OPT_WORD: strlist_add(&o->files, v); break;
+    case OPT_PROFILE:
+        if (cmd_parse_profile(v) < 0) {
+            cmd_log("baseline record", LOG_ERROR, "--profile %s: expected ci or gpu", v);
+            return HARNESS_EXIT_USAGE;
+        }
+        o->profile = v;
+        break;
+    case OPT_FILTER: strlist_add(&o->filters, v); break;
+    case OPT_CASE: strlist_add(&o->cases, v); break;
+    case OPT_SET: strlist_add(&o->sets, v); break;
+    case OPT_REPEAT: return parse_int_in(flag, v, 1, 100, &o->repeat) ? HARNESS_EXIT_USAGE : CMD_GO_ON;
+    case OPT_WARMUP: return parse_int_in(flag, v, 0, 1000, &o->warmup) ? HARNESS_EXIT_USAGE : CMD_GO_ON;
+    case OPT_BASELINES: o->baselines = v; break;
+    case OPT_OUT: o->out = v; break;
+    case OPT_TRAINER: o->trainer = v; break;
+    case OPT_TRAINER_MAP: o->trainer_map = v; break;
+    case OPT_TIMEOUT_SCALE: o->scale = v; break;
+    case OPT_COMMIT: o->commit = v; break;
+    default: break;   // (no other row in RECORD_ROWS)
+    }
+    return CMD_GO_ON;
+}
+
+// 0, 1 (--help: printed), or -1 (usage error: printed)
 static int parse_record(int argc, char **argv, RecordOpts *o) {
     memset(o, 0, sizeof *o);
     o->repeat = 1;
     o->warmup = 2;
     o->baselines = harness_path("golden/baselines");
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int takes = !strcmp(a, "--profile") || !strcmp(a, "--filter") || !strcmp(a, "--case") || !strcmp(a, "--set") || !strcmp(a, "--repeat") ||
-                    !strcmp(a, "--warmup") || !strcmp(a, "--baselines") || !strcmp(a, "--out") ||
-                    !strcmp(a, "--trainer") || !strcmp(a, "--trainer-map") || !strcmp(a, "--timeout-scale") ||
-                    !strcmp(a, "--commit");
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage_baseline(stdout);
-            return 1;
-        }
-        if (takes && !v) {
-            fprintf(stderr, "nsa-harness baseline record: %s needs a value (see nsa-harness help baseline)\n", a);
-            return -1;
-        }
-        if (takes) i++;
-        if (!strcmp(a, "--profile")) {
-            if (strcmp(v, "ci") && strcmp(v, "gpu")) {
-                fprintf(stderr, "nsa-harness baseline record: --profile %s: expected ci or gpu\n", v);
-                return -1;
-            }
-            o->profile = v;
-        } else if (!strcmp(a, "--filter")) strlist_add(&o->filters, v);
-        else if (!strcmp(a, "--case")) strlist_add(&o->cases, v);
-        else if (!strcmp(a, "--set")) strlist_add(&o->sets, v);
-        else if (!strcmp(a, "--repeat")) {
-            if (parse_int_in(a, v, 1, 100, &o->repeat)) return -1;
-        } else if (!strcmp(a, "--warmup")) {
-            if (parse_int_in(a, v, 0, 1000, &o->warmup)) return -1;
-        } else if (!strcmp(a, "--baselines")) o->baselines = v;
-        else if (!strcmp(a, "--out")) o->out = v;
-        else if (!strcmp(a, "--trainer")) o->trainer = v;
-        else if (!strcmp(a, "--trainer-map")) o->trainer_map = v;
-        else if (!strcmp(a, "--timeout-scale")) o->scale = v;
-        else if (!strcmp(a, "--commit")) o->commit = v;
-        else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "nsa-harness baseline record: unknown option '%s' (see nsa-harness help baseline)\n", a);
-            return -1;
-        } else strlist_add(&o->files, a);
-    }
+    int rc = cmd_options_parse(&CMD_BASELINE_RECORD_OPTIONS, argc, argv, apply_record_option, NULL, o);
+    if (rc != CMD_GO_ON) return rc == HARNESS_EXIT_OK ? 1 : -1;
     if (o->trainer && o->trainer_map) {
-        fprintf(stderr, "nsa-harness baseline record: --trainer %s and --trainer-map %s: give one\n", o->trainer,
-                o->trainer_map);
+        cmd_log("baseline record", LOG_ERROR, "--trainer %s and --trainer-map %s: give one", o->trainer, o->trainer_map);
         return -1;
     }
     if (!o->baselines[0] || (o->out && !o->out[0])) {
-        fprintf(stderr, "nsa-harness baseline record: --baselines and --out need a folder, got ''\n");
+        cmd_log("baseline record", LOG_ERROR, "--baselines and --out need a folder, got ''");
         return -1;
     }
     return 0;
@@ -282,8 +289,8 @@ static int record_case(const RecordOpts *o, json_t *const *summaries, char *cons
             meta.dirty = json_is_boolean(gd) ? json_is_true(gd) : -1;
         }
         if (meta.dirty > 0)
-            fprintf(stderr, "nsa-harness baseline record: warning: %s: the trainer's work tree has uncommitted changes; "
-                            "the baseline says so (provenance.dirty)\n", name);
+            cmd_log("baseline record", LOG_WARN, "%s: the trainer's work tree has uncommitted changes; the "
+                    "baseline says so (provenance.dirty)", name);
     }
     json_t *b = baseline_of_case((const char *const *)dirs, o->repeat, env, &meta, err, sizeof err);
     if (!b) {
@@ -355,8 +362,8 @@ static int baseline_record(int argc, char **argv) {
         char *commit = o.commit ? xstrdup(o.commit) : source_commit();
         int dirty = o.commit ? -1 : json_is_true(json_object_get(json_object_get(summaries[0], "git"), "dirty"));
         if (dirty > 0 && !o.trainer_map)   // a map trainer's own tree is what counts (record_case)
-            fprintf(stderr, "nsa-harness baseline record: warning: the source tree has uncommitted changes; the "
-                            "baselines say so (provenance.dirty)\n");
+            cmd_log("baseline record", LOG_WARN, "the source tree has uncommitted changes; the baselines say "
+                    "so (provenance.dirty)");
         printf("nsa-harness baseline record: writing to %s\n", o.baselines);
         int recorded = 0, refused = 0;
         size_t i;
@@ -467,15 +474,21 @@ static int show_dir(const char *dir, int *n) {
     return bad;
 }
 
+static int apply_show_option(void *ctx, int id, const char *flag, const char *v) {
+    (void)flag;
+    if (id == OPT_WORD) strlist_add(ctx, v);
+    return CMD_GO_ON;
+}
+
 static int baseline_show(int argc, char **argv) {
-    if (argc != 1 || argv[0][0] == '-') {
-        if (argc == 1 && (!strcmp(argv[0], "--help") || !strcmp(argv[0], "-h"))) {
-            usage_baseline(stdout);
-            return HARNESS_EXIT_OK;
-        }
+    StrList args = {0};
+    int prc = cmd_options_parse(&CMD_BASELINE_SHOW_OPTIONS, argc, argv, apply_show_option, NULL, &args);
+    if (prc != CMD_GO_ON) return prc;
+    if (args.n != 1) {
         fprintf(stderr, "usage: nsa-harness baseline show FILE|DIR\n");
         return HARNESS_EXIT_USAGE;
     }
+    argv = args.v;
     if (is_dir(argv[0])) {
         int n = 0, bad = show_dir(argv[0], &n);
         if (n == 0) fprintf(stderr, "nsa-harness baseline show: no baseline under %s\n", argv[0]);

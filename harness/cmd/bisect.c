@@ -41,6 +41,7 @@
 
 #include "harness/core/home.h"
 #include "harness/cmd/commands.h"
+#include "harness/cmd/options.h"
 #include "harness/core/family.h"
 #include "harness/core/files.h"
 #include "harness/exec/proc.h"
@@ -71,62 +72,78 @@ static void chomp(char *s) {
     while (n && (s[n - 1] == '\n' || s[n - 1] == '\r' || s[n - 1] == ' ')) s[--n] = '\0';
 }
 
-void usage_bisect(FILE *f) {
-    fprintf(f,
-            "usage: nsa-harness bisect --good REV --bad REV [options] [run options] [SCENARIO...]\n"
-            "\n"
-            "Finds the first commit of GOOD..BAD at which the selected scenarios stop passing. For\n"
-            "each commit it tests it builds only that commit's nsa-train, in a temporary git worktree,\n"
-            "and runs this nsa-harness (so the runner, scenario files, configs and baselines of this\n"
-            "tree) against it:\n"
-            "  nsa-harness run [run options] [SCENARIO...] --profile P --trainer OUT/NN_SHA/nsa-train\n"
-            "      --out OUT/NN_SHA/report\n"
-            "Run exit 0 = good, 1 = bad, 2 or 125 = skip (as is a checkout, configure or build that\n"
-            "fails), 130 = stop. GOOD and BAD are tested first (GOOD must test good, BAD bad; one that\n"
-            "cannot be judged keeps its role); a skipped commit is left out and a neighbour is tested\n"
-            "instead (binary search over git log --ancestry-path GOOD..BAD).\n"
-            "\n"
-            "The scenario files, their configs and baselines are this tree's, the same at every step: when\n"
-            "one of them differs from its commit (modified, staged or new: git status) bisect refuses to\n"
-            "start (exit 2, naming the files) unless --allow-dirty, which states them at the top of the\n"
-            "output and of bisect.md. The state of every input and of this runner is printed first.\n"
-            "\n"
-            "options:\n"
-            "  --good REV            a commit where the scenarios pass (required)\n"
-            "  --bad REV             a later commit where they fail; GOOD must be its ancestor (required)\n"
-            "  --repo DIR            the git repository (default: the source tree of this nsa-harness,\n"
-            "                        %s)\n"
-            "  --out DIR             output folder: one report per step and bisect.md\n"
-            "                        (default: %s/reports/bisect_<UTC time>)\n"
-            "  --no-verify           do not test GOOD and BAD first: assume them (by default they are tested,\n"
-            "                        and one that contradicts its role is exit 2)\n"
-            "  --allow-dirty         bisect with inputs (scenarios, configs, baselines) that differ from\n"
-            "                        their commit, stated up front (by default: refused, exit 2)\n"
-            "  --jobs N              parallel compile jobs per build (default: the CPUs online)\n"
-            "  --keep-worktrees      keep every step's worktree and build folder (debugging)\n"
-            "\n"
-            "run options (forwarded to every step's `nsa-harness run`, in the order given):\n"
-            "  SCENARIO... --profile ci|gpu --filter GLOB --set KEY=VALUE --fault NAME[=ARG]\n"
-            "  --timeout-scale X --baselines DIR --quiet, and any other run option. The profile is\n"
-            "  decided once, as `run` decides it (gpu when this build's nsa-train sees a CUDA device),\n"
-            "  and passed to every step. --trainer and run's --out are set by bisect (--trainer-cmd and\n"
-            "  --trainer-map are refused: bisect tests the nsa-train of each commit; a map trainer's\n"
-            "  own history: `git bisect run` in its repository, docs/your-trainer.md).\n"
-            "\n"
-            "Each step builds with the invoking build's CMAKE_BUILD_TYPE, CMAKE_C_COMPILER, CMAKE_C_FLAGS\n"
-            "and NSA_NATIVE, -DNSA_ENABLE_CUDA=OFF for the ci profile, MPI only when a selected case\n"
-            "has several ranks, only the nsa-train target, and ccache when it is on the PATH.\n"
-            "\n"
-            "Prints the first bad commit, its subject and the failing cases' findings from its report,\n"
-            "and a table of the steps (also OUT/bisect.md). Each step's nsa-train is kept as\n"
-            "OUT/NN_SHA/nsa-train (the step's report runs it and its reproduce commands name it).\n"
-            "exit codes: 0 the first bad commit is named; 1 it cannot be isolated (skipped commits at\n"
-            "the boundary: the candidates are listed); 2 usage error, an unknown revision, GOOD not an\n"
-            "ancestor of BAD, not a git repository, invalid scenarios or run options, inputs that differ\n"
-            "from their commit (without --allow-dirty), GOOD testing bad or BAD good; 130 interrupted\n"
-            "(the temporary worktrees are removed in every case).\n",
-            harness_home(), harness_home());
-}
+static const CmdOption BISECT_ROWS[] = {
+    {NULL, NULL, 0, 0,
+     "usage: nsa-harness bisect --good REV --bad REV [options] [run options] [SCENARIO...]\n"
+     "\n"
+     "Finds the first commit of GOOD..BAD at which the selected scenarios stop passing. For\n"
+     "each commit it tests it builds only that commit's nsa-train, in a temporary git worktree,\n"
+     "and runs this nsa-harness (so the runner, scenario files, configs and baselines of this\n"
+     "tree) against it:\n"
+     "  nsa-harness run [run options] [SCENARIO...] --profile P --trainer OUT/NN_SHA/nsa-train\n"
+     "      --out OUT/NN_SHA/report\n"
+     "Run exit 0 = good, 1 = bad, 2 or 125 = skip (as is a checkout, configure or build that\n"
+     "fails), 130 = stop. GOOD and BAD are tested first (GOOD must test good, BAD bad; one that\n"
+     "cannot be judged keeps its role); a skipped commit is left out and a neighbour is tested\n"
+     "instead (binary search over git log --ancestry-path GOOD..BAD).\n"
+     "\n"
+     "The scenario files, their configs and baselines are this tree's, the same at every step: when\n"
+     "one of them differs from its commit (modified, staged or new: git status) bisect refuses to\n"
+     "start (exit 2, naming the files) unless --allow-dirty, which states them at the top of the\n"
+     "output and of bisect.md. The state of every input and of this runner is printed first.\n"
+     "\n"
+     "options:\n"},
+    {"good", "REV", OPT_GOOD, 0, "a commit where the scenarios pass (required)"},
+    {"bad", "REV", OPT_BAD, 0, "a later commit where they fail; GOOD must be its ancestor (required)"},
+    {"repo", "DIR", OPT_REPO, 0, "the git repository (default: the source tree of this nsa-harness, <home>)"},
+    {"out", "DIR", OPT_OUT, 0,
+     "output folder: one report per step and bisect.md (default: <home>/reports/bisect_<UTC time>)"},
+    {"no-verify", NULL, OPT_NO_VERIFY, 0,
+     "do not test GOOD and BAD first: assume them (by default they are tested, and one that contradicts its role "
+     "is exit 2)"},
+    {"verify", NULL, OPT_VERIFY, 0, "test GOOD and BAD first (the default)"},
+    {"allow-dirty", NULL, OPT_ALLOW_DIRTY, 0,
+     "bisect with inputs (scenarios, configs, baselines) that differ from their commit, stated up front (by "
+     "default: refused, exit 2)"},
+    {"jobs", "N", OPT_BUILD_JOBS, 0, "parallel compile jobs per build (default: the CPUs online)"},
+    {"keep-worktrees", NULL, OPT_KEEP_WORKTREES, 0, "keep every step's worktree and build folder (debugging)"},
+    CMD_OPT_HELP,
+    {NULL, NULL, 0, 0,
+     "\n"
+     "run options (forwarded to every step's `nsa-harness run`, in the order given): SCENARIO...,\n"
+     "the ones below and any other run option (--quiet, ...). --trainer and run's --out are set\n"
+     "by bisect.\n"},
+    {"profile", "ci|gpu", OPT_PROFILE, 0,
+     "decided once, as `run` decides it (gpu when this build's nsa-train sees a CUDA device), and passed to "
+     "every step"},
+    {"filter", "GLOB", OPT_FILTER, 0, "as run's"},
+    {"set", "KEY=VALUE", OPT_SET, 0, "as run's; the scenarios are checked with them first"},
+    {"fault", "NAME[=ARG]", OPT_FAULT, 0, "as run's"},
+    {"timeout-scale", "X", OPT_TIMEOUT_SCALE, 0, "as run's"},
+    {"baselines", "DIR", OPT_BASELINES, 0, "as run's; an input whose state is checked like the scenarios'"},
+    {"trainer", "PATH", OPT_TRAINER, 0, "refused: bisect tests the nsa-train of each commit"},
+    {"trainer-cmd", "\"CMD\"", OPT_TRAINER_CMD, 0, "refused: bisect tests the nsa-train of each commit"},
+    {"trainer-map", "MAP", OPT_TRAINER_MAP, 0,
+     "refused: a map trainer's own history: `git bisect run` in its repository, docs/your-trainer.md"},
+    {NULL, NULL, 0, 0,
+     "\n"
+     "Each step builds with the invoking build's CMAKE_BUILD_TYPE, CMAKE_C_COMPILER, CMAKE_C_FLAGS\n"
+     "and NSA_NATIVE, -DNSA_ENABLE_CUDA=OFF for the ci profile, MPI only when a selected case\n"
+     "has several ranks, only the nsa-train target, and ccache when it is on the PATH.\n"
+     "\n"
+     "Prints the first bad commit, its subject and the failing cases' findings from its report,\n"
+     "and a table of the steps (also OUT/bisect.md). Each step's nsa-train is kept as\n"
+     "OUT/NN_SHA/nsa-train (the step's report runs it and its reproduce commands name it).\n"
+     "exit codes: 0 the first bad commit is named; 1 it cannot be isolated (skipped commits at\n"
+     "the boundary: the candidates are listed); 2 usage error, an unknown revision, GOOD not an\n"
+     "ancestor of BAD, not a git repository, invalid scenarios or run options, inputs that differ\n"
+     "from their commit (without --allow-dirty), GOOD testing bad or BAD good; 130 interrupted\n"
+     "(the temporary worktrees are removed in every case).\n"},
+};
+const CmdOptions CMD_BISECT_OPTIONS = {"bisect", "bisect", BISECT_ROWS,
+                                       (int)(sizeof BISECT_ROWS / sizeof BISECT_ROWS[0]), NULL};
+
+void usage_bisect(FILE *f) { cmd_options_help(&CMD_BISECT_OPTIONS, f); }
 
 // ---- 1. options ---------------------------------------------------------------------------
 
@@ -141,19 +158,63 @@ typedef struct {
     int profile;     // their --profile, or -1
 } Opts;
 
-// run options that take a value (anything else starting with '-' is forwarded alone,
-// and a following argument that names no file is taken as its value)
-static int run_option_takes_value(const char *a) {
-    static const char *const with_value[] = {"--profile", "--filter", "--fault", "--set", "--timeout-scale", "--baselines"};
-    for (size_t i = 0; i < sizeof with_value / sizeof *with_value; i++)
-        if (!strcmp(a, with_value[i])) return 1;
-    return 0;
+// One option of bisect's table (BISECT_ROWS), or a SCENARIO. CMD_GO_ON or 2 (said).
+static int apply_bisect_option(void *ctx, int id, const char *flag, const char *v) {
+    Opts *o = ctx;
+    switch (id) {
+    case OPT_WORD:
+        strlist_add(&o->run, v);
+        strlist_add(&o->scen, v);
+        return CMD_GO_ON;
+    case OPT_GOOD: o->good = v; return CMD_GO_ON;
+    case OPT_BAD: o->bad = v; return CMD_GO_ON;
+    case OPT_REPO: o->repo = v; return CMD_GO_ON;
+    case OPT_OUT: o->out = v; return CMD_GO_ON;
+    case OPT_BUILD_JOBS: {
+        char *end = NULL;
+        long j = strtol(v, &end, 10);
+        if (!end || *end || j < 1 || j > 1024) {
+            cmd_log("bisect", LOG_ERROR, "--jobs %s: expected a number from 1 to 1024", v);
+            return HARNESS_EXIT_USAGE;
+        }
+        o->jobs = (int)j;
+        return CMD_GO_ON;
+    }
+    case OPT_VERIFY: o->verify = 1; return CMD_GO_ON;   // the default; kept for older command lines
+    case OPT_NO_VERIFY: o->verify = 0; return CMD_GO_ON;
+    case OPT_ALLOW_DIRTY: o->allow_dirty = 1; return CMD_GO_ON;
+    case OPT_KEEP_WORKTREES: o->keep = 1; return CMD_GO_ON;
+    case OPT_TRAINER:
+    case OPT_TRAINER_CMD:
+    case OPT_TRAINER_MAP:
+        cmd_log("bisect", LOG_ERROR, "%s: bisect builds the trainer of each commit itself (nsa-train)%s", flag,
+                  id == OPT_TRAINER_MAP ? "; bisect a map trainer's own history with `git bisect run` in its "
+                                          "repository (docs/your-trainer.md, \"Regressions in your trainer\")"
+                                        : "");
+        return HARNESS_EXIT_USAGE;
+    case OPT_PROFILE:
+        if ((o->profile = cmd_parse_profile(v)) < 0) {
+            cmd_log("bisect", LOG_ERROR, "--profile %s: expected ci or gpu", v);
+            return HARNESS_EXIT_USAGE;
+        }
+        break;
+    case OPT_SET: strlist_add(&o->sets, v); break;
+    case OPT_BASELINES: o->baselines = v; break;
+    default: break;   // --filter, --fault, --timeout-scale: forwarded as they are
+    }
+    strlist_add(&o->run, flag);   // a run option bisect reads: forwarded with its value
+    strlist_add(&o->run, v);
+    return CMD_GO_ON;
 }
 
-static int parse_profile_name(const char *v) {
-    for (int p = 0; p < PROFILE_COUNT; p++)
-        if (!strcmp(v, PROFILE_NAMES[p])) return p;
-    return -1;
+// An option of run's that bisect does not know: forwarded, and the word after it as its
+// value when that names no file and does not start with '-'.
+static int forward_run_option(void *ctx, const char *word, const char *next) {
+    Opts *o = ctx;
+    strlist_add(&o->run, word);
+    if (!next || next[0] == '-' || file_exists(next)) return 1;
+    strlist_add(&o->run, next);
+    return 2;
 }
 
 // 0 ok, 1 help printed, -1 usage error (printed)
@@ -161,61 +222,8 @@ static int parse_options(int argc, char **argv, Opts *o) {
     memset(o, 0, sizeof *o);
     o->profile = -1;
     o->verify = 1;   // GOOD and BAD are tested first unless --no-verify
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int own_value = !strcmp(a, "--good") || !strcmp(a, "--bad") || !strcmp(a, "--repo") || !strcmp(a, "--out") ||
-                        !strcmp(a, "--jobs");
-        if ((own_value || run_option_takes_value(a)) && !v) {
-            fprintf(stderr, ME ": %s needs a value (see nsa-harness help bisect)\n", a);
-            return -1;
-        }
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage_bisect(stdout);
-            return 1;
-        } else if (!strcmp(a, "--good")) o->good = argv[++i];
-        else if (!strcmp(a, "--bad")) o->bad = argv[++i];
-        else if (!strcmp(a, "--repo")) o->repo = argv[++i];
-        else if (!strcmp(a, "--out")) o->out = argv[++i];
-        else if (!strcmp(a, "--jobs")) {
-            char *end = NULL;
-            long j = strtol(v, &end, 10);
-            if (!end || *end || j < 1 || j > 1024) {
-                fprintf(stderr, ME ": --jobs %s: expected a number from 1 to 1024\n", v);
-                return -1;
-            }
-            o->jobs = (int)j;
-            i++;
-        } else if (!strcmp(a, "--verify")) o->verify = 1;   // the default; kept for older command lines
-        else if (!strcmp(a, "--no-verify")) o->verify = 0;
-        else if (!strcmp(a, "--allow-dirty")) o->allow_dirty = 1;
-        else if (!strcmp(a, "--keep-worktrees")) o->keep = 1;
-        else if (!strcmp(a, "--trainer") || !strcmp(a, "--trainer-cmd") || !strcmp(a, "--trainer-map")) {
-            fprintf(stderr, ME ": %s: bisect builds the trainer of each commit itself (nsa-train)%s\n", a,
-                    !strcmp(a, "--trainer-map") ? "; bisect a map trainer's own history with `git bisect run` in its "
-                                                  "repository (docs/your-trainer.md, \"Regressions in your trainer\")"
-                                                : "");
-            return -1;
-        } else if (run_option_takes_value(a)) {
-            if (!strcmp(a, "--profile") && (o->profile = parse_profile_name(v)) < 0) {
-                fprintf(stderr, ME ": --profile %s: expected ci or gpu\n", v);
-                return -1;
-            }
-            if (!strcmp(a, "--set")) strlist_add(&o->sets, v);
-            if (!strcmp(a, "--baselines")) o->baselines = v;
-            strlist_add(&o->run, a);
-            strlist_add(&o->run, v);
-            i++;
-        } else if (a[0] == '-' && a[1]) {
-            strlist_add(&o->run, a);   // an option of run's that bisect does not know: forwarded
-            if (v && v[0] != '-' && !file_exists(v)) {
-                strlist_add(&o->run, v);
-                i++;
-            }
-        } else {
-            strlist_add(&o->run, a);
-            strlist_add(&o->scen, a);
-        }
-    }
+    int rc = cmd_options_parse(&CMD_BISECT_OPTIONS, argc, argv, apply_bisect_option, forward_run_option, o);
+    if (rc != CMD_GO_ON) return rc == HARNESS_EXIT_OK ? 1 : -1;
     if (!o->good || !o->bad) {
         fprintf(stderr, ME ": --good REV and --bad REV are required (see nsa-harness help bisect)\n");
         return -1;

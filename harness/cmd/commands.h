@@ -1,6 +1,7 @@
 // harness/cmd/commands.h — the nsa-harness subcommands, one file of harness/cmd/ each
 // (harness/main.c is their table). Each takes the arguments after its name and returns
-// the process exit code; usage_X prints its options (`nsa-harness help X`).
+// the process exit code; usage_X prints its options (`nsa-harness help X`), from the table
+// of its options (harness/cmd/options.h).
 #ifndef NSA_HARNESS_COMMANDS_H
 #define NSA_HARNESS_COMMANDS_H
 #include <stdio.h>

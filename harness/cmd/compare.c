@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "harness/cmd/options.h"
 #include "harness/artifacts/locus.h"
 #include "harness/report/plot.h"
 #include "harness/report/report_in.h"
@@ -43,45 +44,53 @@ typedef struct {
     double loss_tol, time_tol, mem_tol, tensor_tol;
 } CompareOptions;
 
-void usage_compare(FILE *f) {
-    fprintf(f,
-            "usage: nsa-harness compare A B [options]\n"
-            "\n"
-            "Compares two reports written by nsa-harness run (report folders, or their summary.json\n"
-            "files), B against A, case by case (matched by scenario and case name): the verdict\n"
-            "change, the loss curve step by step, the median step time and tok/s, the peak backend\n"
-            "memory (the largest peak_mem_bytes; mem_bytes in reports without it), the step-1\n"
-            "tensors where both cases dumped step1.safetensors (differing tensors largest relative\n"
-            "difference first, grouped by layer and model part) and the golden_* facts. Each case's\n"
-            "artifacts are read from its \"dir\" in summary.json, relative to the report folder.\n"
-            "Markdown goes to stdout.\n"
-            "\n"
-            "options:\n"
-            "  --out FILE        write the Markdown to FILE instead (atomically) and the loss plots\n"
-            "                    beside it: <FILE's stem>_<scenario>.svg, one per scenario whose loss\n"
-            "                    curves differ, A solid and B dashed\n"
-            "  --plots DIR       write the loss plots to DIR (without --out: compare_<scenario>.svg);\n"
-            "                    without --out or --plots no plot is written\n"
-            "  --loss-tol REL    largest relative difference allowed at any step of the loss curve\n"
-            "                    (default 0: the CPU and CUDA backends are bitwise deterministic, so the\n"
-            "                    same build on the same machine gives identical curves)\n"
-            "  --time-tol REL    median step time up or median tok/s down by more than REL is a\n"
-            "                    regression (default 0.10; inf: timing is shown, not judged)\n"
-            "  --mem-tol REL     peak memory up by more than REL (default 0: an exact counter)\n"
-            "  --tensor-tol REL  step-1 tensors: largest difference relative to A's largest magnitude\n"
-            "                    (default 0: bitwise)\n"
-            "\n"
-            "B regressed against A when a case's verdict went from PASS or SKIP (or from absent) to\n"
-            "FAIL, HANG, CRASH or ERROR; when a case of A that B lists did not run there; or,\n"
-            "for a case that passed in A, when its loss curve, step time, tok/s, peak memory or\n"
-            "step-1 tensors moved past the tolerance. Changes between PASS and SKIP, between two\n"
-            "failing verdicts, and of golden_* facts are reported, not judged. A case of A that B\n"
-            "does not list (B ran fewer cases: --filter, --case, other scenarios) is listed apart under\n"
-            "\"Absent from B\", not compared and not a regression by itself.\n"
-            "\n"
-            "exit codes: 0 no regression; 1 B regressed against A; 2 usage error, or a report that is\n"
-            "missing, unreadable or not a valid summary.json (named with line:column)\n");
-}
+static const CmdOption COMPARE_ROWS[] = {
+    {NULL, NULL, 0, 0,
+     "usage: nsa-harness compare A B [options]\n"
+     "\n"
+     "Compares two reports written by nsa-harness run (report folders, or their summary.json\n"
+     "files), B against A, case by case (matched by scenario and case name): the verdict\n"
+     "change, the loss curve step by step, the median step time and tok/s, the peak backend\n"
+     "memory (the largest peak_mem_bytes; mem_bytes in reports without it), the step-1\n"
+     "tensors where both cases dumped step1.safetensors (differing tensors largest relative\n"
+     "difference first, grouped by layer and model part) and the golden_* facts. Each case's\n"
+     "artifacts are read from its \"dir\" in summary.json, relative to the report folder.\n"
+     "Markdown goes to stdout.\n"
+     "\n"
+     "options:\n"},
+    {"out", "FILE", OPT_OUT, 0,
+     "write the Markdown to FILE instead (atomically) and the loss plots beside it: <FILE's stem>_<scenario>.svg, "
+     "one per scenario whose loss curves differ, A solid and B dashed"},
+    {"plots", "DIR", OPT_PLOTS, 0,
+     "write the loss plots to DIR (without --out: compare_<scenario>.svg); without --out or --plots no plot is "
+     "written"},
+    {"loss-tol", "REL", OPT_LOSS_TOL, 0,
+     "largest relative difference allowed at any step of the loss curve (default 0: the CPU and CUDA backends are "
+     "bitwise deterministic, so the same build on the same machine gives identical curves)"},
+    {"time-tol", "REL", OPT_TIME_TOL, 0,
+     "median step time up or median tok/s down by more than REL is a regression (default 0.10; inf: timing is "
+     "shown, not judged)"},
+    {"mem-tol", "REL", OPT_MEM_TOL, 0, "peak memory up by more than REL (default 0: an exact counter)"},
+    {"tensor-tol", "REL", OPT_TENSOR_TOL, 0,
+     "step-1 tensors: largest difference relative to A's largest magnitude (default 0: bitwise)"},
+    CMD_OPT_HELP,
+    {NULL, NULL, 0, 0,
+     "\n"
+     "B regressed against A when a case's verdict went from PASS or SKIP (or from absent) to\n"
+     "FAIL, HANG, CRASH or ERROR; when a case of A that B lists did not run there; or,\n"
+     "for a case that passed in A, when its loss curve, step time, tok/s, peak memory or\n"
+     "step-1 tensors moved past the tolerance. Changes between PASS and SKIP, between two\n"
+     "failing verdicts, and of golden_* facts are reported, not judged. A case of A that B\n"
+     "does not list (B ran fewer cases: --filter, --case, other scenarios) is listed apart under\n"
+     "\"Absent from B\", not compared and not a regression by itself.\n"
+     "\n"
+     "exit codes: 0 no regression; 1 B regressed against A; 2 usage error, or a report that is\n"
+     "missing, unreadable or not a valid summary.json (named with line:column)\n"},
+};
+const CmdOptions CMD_COMPARE_OPTIONS = {"compare", "compare", COMPARE_ROWS,
+                                        (int)(sizeof COMPARE_ROWS / sizeof COMPARE_ROWS[0]), NULL};
+
+void usage_compare(FILE *f) { cmd_options_help(&CMD_COMPARE_OPTIONS, f); }
 
 // A relative tolerance: a number >= 0, or inf. -1 (message printed) when it is not.
 static int parse_tolerance(const char *flag, const char *value, double *out) {
@@ -89,59 +98,51 @@ static int parse_tolerance(const char *flag, const char *value, double *out) {
     errno = 0;
     double v = value[0] ? strtod(value, &end) : NAN;
     if (!end || *end || errno == ERANGE || isnan(v) || v < 0) {
-        fprintf(stderr, "nsa-harness compare: %s '%s': expected a relative tolerance, a number >= 0 (e.g. 0.05) or inf\n",
-                flag, value);
+        cmd_log("compare", LOG_ERROR, "%s '%s': expected a relative tolerance, a number >= 0 (e.g. 0.05) or inf", flag, value);
         return -1;
     }
     *out = v;
     return 0;
 }
 
+typedef struct {
+    CompareOptions *o;
+    int n_pos;
+} CompareParse;
+
+static int apply_compare_option(void *ctx, int id, const char *flag, const char *v) {
+    CompareParse *P = ctx;
+    CompareOptions *o = P->o;
+    double *tol = id == OPT_LOSS_TOL ? &o->loss_tol : id == OPT_TIME_TOL ? &o->time_tol : id == OPT_MEM_TOL ? &o->mem_tol
+                  : id == OPT_TENSOR_TOL ? &o->tensor_tol : NULL;
+    if (tol) return parse_tolerance(flag, v, tol) ? HARNESS_EXIT_USAGE : CMD_GO_ON;
+    if (id == OPT_OUT || id == OPT_PLOTS) {
+        if (!v[0]) {
+            cmd_log("compare", LOG_ERROR, "%s '': expected a path", flag);
+            return HARNESS_EXIT_USAGE;
+        }
+        *(id == OPT_OUT ? &o->out_file : &o->plots_dir) = v;
+    } else if (id == OPT_WORD) {
+        if (P->n_pos == 2) {
+            cmd_log("compare", LOG_ERROR, "one report too many: '%s' (compare takes A and B)", v);
+            return HARNESS_EXIT_USAGE;
+        }
+        *(P->n_pos++ ? &o->b_arg : &o->a_arg) = v;
+    }
+    return CMD_GO_ON;
+}
+
 // 0, 1 (--help: printed), or -1 (usage error: printed)
 static int parse_options(int argc, char **argv, CompareOptions *o) {
     *o = (CompareOptions){.time_tol = 0.10};
-    const char *pos[2];
-    int n_pos = 0;
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage_compare(stdout);
-            return 1;
-        }
-        double *tol = !strcmp(a, "--loss-tol")     ? &o->loss_tol
-                      : !strcmp(a, "--time-tol")   ? &o->time_tol
-                      : !strcmp(a, "--mem-tol")    ? &o->mem_tol
-                      : !strcmp(a, "--tensor-tol") ? &o->tensor_tol
-                                                   : NULL;
-        int is_path_flag = !strcmp(a, "--out") || !strcmp(a, "--plots");
-        if (tol || is_path_flag) {
-            if (!v) {
-                fprintf(stderr, "nsa-harness compare: %s needs a value (see nsa-harness help compare)\n", a);
-                return -1;
-            }
-            i++;
-            if (tol && parse_tolerance(a, v, tol)) return -1;
-            if (is_path_flag && !v[0]) {
-                fprintf(stderr, "nsa-harness compare: %s '': expected a path\n", a);
-                return -1;
-            }
-            if (!strcmp(a, "--out")) o->out_file = v;
-            if (!strcmp(a, "--plots")) o->plots_dir = v;
-        } else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "nsa-harness compare: unknown option '%s' (see nsa-harness help compare)\n", a);
-            return -1;
-        } else if (n_pos == 2) {
-            fprintf(stderr, "nsa-harness compare: one report too many: '%s' (compare takes A and B)\n", a);
-            return -1;
-        } else pos[n_pos++] = a;
-    }
-    if (n_pos != 2) {
-        fprintf(stderr, "nsa-harness compare: expected two reports, A and B (got %d)\n\n", n_pos);
+    CompareParse P = {o, 0};
+    int rc = cmd_options_parse(&CMD_COMPARE_OPTIONS, argc, argv, apply_compare_option, NULL, &P);
+    if (rc != CMD_GO_ON) return rc == HARNESS_EXIT_OK ? 1 : -1;
+    if (P.n_pos != 2) {
+        cmd_log("compare", LOG_ERROR, "expected two reports, A and B (got %d)\n\n", P.n_pos);
         usage_compare(stderr);
         return -1;
     }
-    o->a_arg = pos[0];
-    o->b_arg = pos[1];
     return 0;
 }
 

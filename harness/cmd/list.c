@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "harness/cmd/commands.h"
+#include "harness/cmd/options.h"
 #include "harness/core/home.h"
 #include "harness/core/check.h"
 #include "harness/artifacts/tensornames.h"
@@ -20,34 +21,53 @@
 #include "harness/core/scenario_load.h"
 #include "common/exit_codes.h"
 
-void usage_list(FILE *f) {
-    fprintf(f, "usage: nsa-harness list [SCENARIO...] [--profile ci|gpu] [--checks] [--tensors]\n"
-               "  lists each scenario's family, description, profiles and the cases of the profile\n"
-               "  (both profiles when none is given); --checks lists the checks and families instead;\n"
-               "  --tensors adds, under each case, the tensors its full step-1 dump holds (the names the\n"
-               "  dump_match and golden checks compare; a run asks a trainer that lists dump_tensors for\n"
-               "  only those its checks read)\n");
+static const CmdOption LIST_ROWS[] = {
+    {NULL, NULL, 0, 0,
+     "usage: nsa-harness list [SCENARIO...] [--profile ci|gpu] [--checks] [--tensors]\n"
+     "  lists each scenario's family, description, profiles and the cases of the profile\n"
+     "  (both profiles when none is given)\n"
+     "\n"
+     "options:\n"},
+    {"profile", "ci|gpu", OPT_PROFILE, 0, "only this profile's cases (default: both profiles)"},
+    {"checks", NULL, OPT_CHECKS, 0, "list the checks and families instead"},
+    {"tensors", NULL, OPT_TENSORS, 0,
+     "add, under each case, the tensors its full step-1 dump holds (the names the dump_match and golden checks "
+     "compare; a run asks a trainer that lists dump_tensors for only those its checks read)"},
+    CMD_OPT_HELP,
+};
+const CmdOptions CMD_LIST_OPTIONS = {"list", "list", LIST_ROWS, (int)(sizeof LIST_ROWS / sizeof LIST_ROWS[0]), NULL};
+
+void usage_list(FILE *f) { cmd_options_help(&CMD_LIST_OPTIONS, f); }
+
+typedef struct {
+    int profile, checks, tensors;
+    StrList in;
+} ListOpts;
+
+static int apply_list_option(void *ctx, int id, const char *flag, const char *v) {
+    ListOpts *o = ctx;
+    (void)flag;
+    switch (id) {
+    case OPT_WORD: strlist_add(&o->in, v); break;
+    case OPT_PROFILE:
+        if ((o->profile = cmd_parse_profile(v)) < 0) {
+            cmd_log("list", LOG_ERROR, "--profile %s: expected ci or gpu", v);
+            return HARNESS_EXIT_USAGE;
+        }
+        break;
+    case OPT_CHECKS: o->checks = 1; break;
+    case OPT_TENSORS: o->tensors = 1; break;
+    default: break;   // (no other row in LIST_ROWS)
+    }
+    return CMD_GO_ON;
 }
 
 int cmd_list(int argc, char **argv) {
-    int profile = -1, checks = 0, tensors = 0;
-    StrList in = {0};
-    for (int i = 0; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            usage_list(stdout);
-            return HARNESS_EXIT_OK;
-        } else if (!strcmp(argv[i], "--profile") && i + 1 < argc) {
-            if ((profile = cmd_parse_profile(argv[++i])) < 0) {
-                fprintf(stderr, "nsa-harness list: --profile %s: expected ci or gpu\n", argv[i]);
-                return HARNESS_EXIT_USAGE;
-            }
-        } else if (!strcmp(argv[i], "--checks")) checks = 1;
-        else if (!strcmp(argv[i], "--tensors")) tensors = 1;
-        else if (argv[i][0] == '-') {
-            fprintf(stderr, "nsa-harness list: unknown option '%s'\n", argv[i]);
-            return HARNESS_EXIT_USAGE;
-        } else strlist_add(&in, argv[i]);
-    }
+    ListOpts o = {.profile = -1};
+    int prc = cmd_options_parse(&CMD_LIST_OPTIONS, argc, argv, apply_list_option, NULL, &o);
+    if (prc != CMD_GO_ON) return prc;
+    const int profile = o.profile, checks = o.checks, tensors = o.tensors;
+    StrList in = o.in;
     if (checks) {
         printf("checks:\n");
         for (int i = 0; check_at(i); i++) printf("  %-16s %s\n", check_at(i)->name, check_at(i)->summary);

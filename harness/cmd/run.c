@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "harness/cmd/commands.h"
+#include "harness/cmd/options.h"
 #include "harness/core/home.h"
 #include "harness/core/check.h"
 #include "harness/core/counts.h"
@@ -30,55 +31,62 @@
 #include "harness/exec/trainer_caps.h"
 #include "common/exit_codes.h"
 #include "common/jsonutil.h"
+#include "common/log.h"
 
-void usage_run(FILE *f) {
-    fprintf(f,
-            "usage: nsa-harness run [SCENARIO...] [options]\n"
-            "\n"
-            "options:\n"
-            "  --profile ci|gpu      sizes to run (default: gpu when a CUDA device is usable, else ci)\n"
-            "  --out DIR             report directory (default: %s/reports/<UTC time>_<short sha>)\n"
-            "  --filter GLOB         run only cases whose name, scenario/case or scenario matches GLOB\n"
-            "                        (fnmatch; without * ? [ a substring match); repeatable (any matches)\n"
-            "  --case SCENARIO/CASE  run exactly this case (no pattern); repeatable, with --filter: either selects\n"
-            "  --fault NAME[=ARG]    inject a trainer fault into every case (nsa-train --list-faults);\n"
-            "                        repeatable; a case whose trainer does not list it is a SKIP\n"
-            "  --set KEY=VALUE       a config override added to every case after the scenario's own\n"
-            "                        (e.g. --set train.seed=7); repeatable\n"
-            "  --timeout-scale X     multiply every case's timeout_s and stall_s by X, a number with\n"
-            "                        0 < X <= 1000 (default 1)\n"
-            "  --trainer PATH        the nsa-train executable (default: the one beside nsa-harness); it gets\n"
-            "                        --config FILE --set KEY=VALUE... (docs/trainer-protocol.md)\n"
-            "  --trainer-cmd \"CMD\"   run another trainer: CMD is split into words as a shell would ('...',\n"
-            "                        \"...\", no expansion; relative paths that exist are made absolute) and each\n"
-            "                        case runs CMD... --config CASE/config.json --out CASE --rank R ... (the\n"
-            "                        resolved config, no --set); not with --trainer. A scenario may name\n"
-            "                        trainers itself (run.trainers, run.trainer, a matrix over run.trainer);\n"
-            "                        \"nsa-train\" there is this run's default (--trainer, --trainer-cmd, --trainer-map)\n"
-            "  --trainer-map MAP     run an unmodified PyTorch script through the probe (docs/trainer-maps.md):\n"
-            "                        the trainer is the command PROBE --map MAP (PROBE: $NSA_PROBE, default\n"
-            "                        %s/probe/nsa-probe); the map is checked first (PROBE --check-map);\n"
-            "                        where the probe cannot run (no torch) its cases are a SKIP saying why;\n"
-            "                        not with --trainer or --trainer-cmd\n"
-            "  --baselines DIR       golden baselines and performance floors to compare with (checks golden\n"
-            "                        and perf_floor; default: %s/golden/baselines)\n"
-            "  --recording           what `baseline record` runs: golden and perf_floor compare nothing\n"
-            "  --bisect              for git bisect run: exit 125 (skip) where it would exit 2\n"
-            "  -j, --jobs N|auto     run up to N independent cases at a time (default 1); auto: --cases-per-gpu\n"
-            "                        a GPU for the gpu profile on a GPU machine, else one\n"
-            "                        per core. A case holds as many GPUs as it has ranks (CUDA_VISIBLE_DEVICES),\n"
-            "                        its ranks share the cores (OMP_NUM_THREADS), a case waits for the cases\n"
-            "                        it compares with, and timing-sensitive cases (perf floors, step-time\n"
-            "                        growth, hang latency) run last, one at a time. Reports keep the plan's order\n"
-            "  --cases-per-gpu N|auto  cases that may share one GPU; auto (the default): one per 24 GiB of\n"
-            "                        the smallest GPU's memory, 1 to 4 (80 GB H100: 3; H200: 4; 40 GB: 1)\n"
-            "  --quiet               no progress lines\n"
-            "\n"
-            "Every case writes <out>/<scenario>/<case>/: output.log env.json metrics.jsonl\n"
-            "grad_trace.jsonl gate_stats.jsonl ranks/rank_R.log ranks/rank_R.fr (or ranks/rank_R.hb, a\n"
-            "trainer's heartbeat file) stacks/rank_R.txt; config.json for a trainer given as a command.\n",
-            harness_home(), harness_home(), harness_home());
-}
+static const CmdOption RUN_ROWS[] = {
+    {NULL, NULL, 0, 0, "usage: nsa-harness run [SCENARIO...] [options]\n\noptions:\n"},
+    CMD_OPT_PROFILE,
+    {"out", "DIR", OPT_OUT, 0, "report directory (default: <home>/reports/<UTC time>_<short sha>)"},
+    {"filter", "GLOB", OPT_FILTER, 0,
+     "run only cases whose name, scenario/case or scenario matches GLOB (fnmatch; without * ? [ a substring "
+     "match); repeatable (any matches)"},
+    {"case", "SCENARIO/CASE", OPT_CASE, 0,
+     "run exactly this case (no pattern); repeatable, with --filter: either selects"},
+    {"fault", "NAME[=ARG]", OPT_FAULT, 0,
+     "inject a trainer fault into every case (nsa-train --list-faults); repeatable; a case whose trainer does not "
+     "list it is a SKIP"},
+    {"set", "KEY=VALUE", OPT_SET, 0,
+     "a config override added to every case after the scenario's own (e.g. --set train.seed=7); repeatable"},
+    {"timeout-scale", "X", OPT_TIMEOUT_SCALE, 0,
+     "multiply every case's timeout_s and stall_s by X, a number with\n0 < X <= 1000 (default 1)"},
+    {"trainer", "PATH", OPT_TRAINER, 0,
+     "the nsa-train executable (default: the one beside nsa-harness); it gets --config FILE --set KEY=VALUE... "
+     "(docs/trainer-protocol.md)"},
+    {"trainer-cmd", "\"CMD\"", OPT_TRAINER_CMD, 0,
+     "run another trainer: CMD is split into words as a shell would ('...', \"...\", no expansion; relative paths "
+     "that exist are made absolute) and each case runs CMD... --config CASE/config.json --out CASE --rank R ... "
+     "(the resolved config, no --set); not with --trainer. A scenario may name trainers itself (run.trainers, "
+     "run.trainer, a matrix over run.trainer); \"nsa-train\" there is this run's default (--trainer, "
+     "--trainer-cmd, --trainer-map)"},
+    {"trainer-map", "MAP", OPT_TRAINER_MAP, 0,
+     "run an unmodified PyTorch script through the probe (docs/trainer-maps.md): the trainer is the command PROBE "
+     "--map MAP (PROBE: $NSA_PROBE, default <home>/probe/nsa-probe); the map is checked first (PROBE "
+     "--check-map); where the probe cannot run (no torch) its cases are a SKIP saying why; not with --trainer or "
+     "--trainer-cmd"},
+    {"baselines", "DIR", OPT_BASELINES, 0,
+     "golden baselines and performance floors to compare with (checks golden and perf_floor; default: "
+     "<home>/golden/baselines)"},
+    {"recording", NULL, OPT_RECORDING, 0, "what `baseline record` runs: golden and perf_floor compare nothing"},
+    {"bisect", NULL, OPT_BISECT, 0, "for git bisect run: exit 125 (skip) where it would exit 2"},
+    {"jobs", "N|auto", OPT_JOBS, 'j',
+     "run up to N independent cases at a time (default 1); auto: --cases-per-gpu a GPU for the gpu profile on a "
+     "GPU machine, else one per core. A case holds as many GPUs as it has ranks (CUDA_VISIBLE_DEVICES), its ranks "
+     "share the cores (OMP_NUM_THREADS), a case waits for the cases it compares with, and timing-sensitive cases "
+     "(perf floors, step-time growth, hang latency) run last, one at a time. Reports keep the plan's order"},
+    {"cases-per-gpu", "N|auto", OPT_CASES_PER_GPU, 0,
+     "cases that may share one GPU; auto (the default): one per 24 GiB of the smallest GPU's memory, 1 to 4 "
+     "(80 GB H100: 3; H200: 4; 40 GB: 1)"},
+    {"quiet", NULL, OPT_QUIET, 0, "no progress lines"},
+    CMD_OPT_HELP,
+    {NULL, NULL, 0, 0,
+     "\n"
+     "Every case writes <out>/<scenario>/<case>/: output.log env.json metrics.jsonl\n"
+     "grad_trace.jsonl gate_stats.jsonl ranks/rank_R.log ranks/rank_R.fr (or ranks/rank_R.hb, a\n"
+     "trainer's heartbeat file) stacks/rank_R.txt; config.json for a trainer given as a command.\n"},
+};
+const CmdOptions CMD_RUN_OPTIONS = {"run", "run", RUN_ROWS, (int)(sizeof RUN_ROWS / sizeof RUN_ROWS[0]), NULL};
+
+void usage_run(FILE *f) { cmd_options_help(&CMD_RUN_OPTIONS, f); }
 
 static volatile sig_atomic_t g_interrupted = 0;
 static void on_signal(int sig) {
@@ -164,170 +172,152 @@ typedef struct {
 
 enum { GO_ON = -1 };   // a stage's "not done yet": cmd_run continues; any other value is the exit code
 
-// run's options, in order. Returns GO_ON, or the exit code of --help and of a bad option.
-static int run_parse_options(int argc, char **argv, RunOpts *O) {
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-#define NEED                                                                                   \
-    if (!v) {                                                                                  \
-        fprintf(stderr, "nsa-harness run: %s needs a value (see nsa-harness help run)\n", a);  \
-        return HARNESS_EXIT_USAGE;                                                             \
-    }                                                                                          \
-    i++
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage_run(stdout);
-            return HARNESS_EXIT_OK;
-        } else if (!strcmp(a, "--profile")) {
-            NEED;
-            if ((O->profile = cmd_parse_profile(v)) < 0) {
-                fprintf(stderr, "nsa-harness run: --profile %s: expected ci or gpu\n", v);
-                return HARNESS_EXIT_USAGE;
-            }
-        } else if (!strcmp(a, "-j") || !strcmp(a, "--jobs") || (!strncmp(a, "-j", 2) && a[2])) {
-            const char *jv = a[1] == 'j' && a[2] ? a + 2 : v;   // -j4 or -j 4
-            if (jv == v) { NEED; }
-            if (!strcmp(jv, "auto")) O->jobs = 0;
-            else {
-                char *end = NULL;
-                errno = 0;
-                long n = strtol(jv, &end, 10);
-                if (errno || !end || *end || end == jv || n < 1 || n > 1024) {
-                    fprintf(stderr, "nsa-harness run: %s %s: expected auto or a whole number from 1 to 1024\n",
-                            a[2] && a[1] == 'j' ? "-j" : a, jv);
-                    return HARNESS_EXIT_USAGE;
-                }
-                O->jobs = (int)n;
-            }
-        } else if (!strcmp(a, "--cases-per-gpu")) {
-            NEED;
-            char *end = NULL;
-            errno = 0;
-            long n = strcmp(v, "auto") ? strtol(v, &end, 10) : 0;
-            if (strcmp(v, "auto") && (errno || !end || *end || end == v || n < 1 || n > 64)) {
-                fprintf(stderr, "nsa-harness run: --cases-per-gpu %s: expected auto or a whole number from 1 to 64\n", v);
-                return HARNESS_EXIT_USAGE;
-            }
-            O->cases_per_gpu = (int)n;
-        } else if (!strcmp(a, "--out")) {
-            NEED;
-            O->out_dir = v;
-        } else if (!strcmp(a, "--filter")) {
-            NEED;
-            strlist_add(&O->filters, v);
-        } else if (!strcmp(a, "--case")) {
-            NEED;
-            if (!strchr(v, '/')) {
-                fprintf(stderr, "nsa-harness run: --case '%s': expected SCENARIO/CASE (e.g. perf/batch=1)\n", v);
-                return HARNESS_EXIT_USAGE;
-            }
-            strlist_add(&O->exact, v);
-        } else if (!strcmp(a, "--fault")) {
-            NEED;
-            if (!v[0] || v[0] == '=') {
-                fprintf(stderr, "nsa-harness run: --fault '%s': expected NAME or NAME=ARG\n", v);
-                return HARNESS_EXIT_USAGE;
-            }
-            strlist_add(&O->faults, v);
-            char *const fv[] = {"--fault", (char *)v, NULL};
-            if (O->replay.len) str_add(&O->replay, " ");
-            shell_join(&O->replay, fv);
-        } else if (!strcmp(a, "--set")) {
-            NEED;
-            const char *eq = strchr(v, '=');
-            if (!eq || eq == v || !memchr(v, '.', (size_t)(eq - v))) {
-                fprintf(stderr, "nsa-harness run: --set '%s': expected section.key=value (e.g. --set train.seed=7)\n", v);
-                return HARNESS_EXIT_USAGE;
-            }
-            strlist_add(&O->sets, v);
-            char *const sv[] = {"--set", (char *)v, NULL};
-            if (O->shaping.len) str_add(&O->shaping, " ");
-            shell_join(&O->shaping, sv);
-            if (O->replay.len) str_add(&O->replay, " ");
-            shell_join(&O->replay, sv);
-        } else if (!strcmp(a, "--baselines")) {
-            NEED;
-            if (!v[0]) {
-                fprintf(stderr, "nsa-harness run: --baselines '': expected a folder\n");
-                return HARNESS_EXIT_USAGE;
-            }
-            O->baselines = v;
-            char *const bv[] = {"--baselines", (char *)v, NULL};
-            if (O->shaping.len) str_add(&O->shaping, " ");
-            shell_join(&O->shaping, bv);
-            if (O->replay.len) str_add(&O->replay, " ");
-            shell_join(&O->replay, bv);
-        } else if (!strcmp(a, "--recording")) {
-            O->recording = 1;
-        } else if (!strcmp(a, "--timeout-scale")) {
-            NEED;
-            char *end = NULL;
-            O->scale = strtod(v, &end);
-            if (!end || *end || !(O->scale > 0) || O->scale > 1000) {
-                fprintf(stderr, "nsa-harness run: --timeout-scale %s: expected a number > 0 (at most 1000)\n", v);
-                return HARNESS_EXIT_USAGE;
-            }
-            char *const tv[] = {"--timeout-scale", (char *)v, NULL};
-            if (O->replay.len) str_add(&O->replay, " ");
-            shell_join(&O->replay, tv);
-        } else if (!strcmp(a, "--trainer")) {
-            NEED;
-            O->trainer_arg = v;
-            char *const tv[] = {"--trainer", (char *)v, NULL};
-            if (O->replay.len) str_add(&O->replay, " ");
-            shell_join(&O->replay, tv);
-        } else if (!strcmp(a, "--trainer-cmd")) {
-            NEED;
-            char err[200] = "";
-            strlist_free(&O->cmd_words);
-            if (trainer_split_words(v, &O->cmd_words, err, sizeof err) || O->cmd_words.n == 0) {
-                fprintf(stderr, "nsa-harness run: --trainer-cmd '%s': %s\n", v,
-                        err[0] ? err : "expected a command (e.g. --trainer-cmd \"python3 my_trainer.py\")");
-                return HARNESS_EXIT_USAGE;
-            }
-            char cwd[4096];
-            if (getcwd(cwd, sizeof cwd)) trainer_absolutize(&O->cmd_words, cwd, 1);
-            O->trainer_cmd_arg = v;
-            str_free(&O->cmd_line);
-            shell_join(&O->cmd_line, O->cmd_words.v);
-            char *const tv[] = {"--trainer-cmd", (char *)str_c(&O->cmd_line), NULL};
-            if (O->replay.len) str_add(&O->replay, " ");
-            shell_join(&O->replay, tv);
-        } else if (!strcmp(a, "--trainer-map")) {
-            NEED;
-            O->trainer_map_arg = v;
-        } else if (!strcmp(a, "--bisect")) O->bisect = 1;
-        else if (!strcmp(a, "--quiet")) O->quiet = 1;
-        else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "nsa-harness run: unknown option '%s' (see nsa-harness help run)\n", a);
-            return HARNESS_EXIT_USAGE;
-        } else strlist_add(&O->files_in, a);
-#undef NEED
+// "FLAG VALUE" added to a command line kept as shell words (reproduce and record commands)
+static void add_words(Str *line, const char *flag, const char *v) {
+    char *const words[] = {(char *)flag, (char *)v, NULL};
+    if (line->len) str_add(line, " ");
+    shell_join(line, words);
+}
+
+// a whole number from lo to hi, or "auto" (0); -1 for anything else
+static long auto_or_count(const char *v, long lo, long hi) {
+    if (!strcmp(v, "auto")) return 0;
+    char *end = NULL;
+    errno = 0;
+    long n = strtol(v, &end, 10);
+    return errno || !end || *end || end == v || n < lo || n > hi ? -1 : n;
+}
+
+// --trainer-cmd's value: its words, paths made absolute, and its shell line
+static int apply_trainer_cmd(RunOpts *O, const char *v) {
+    char err[200] = "";
+    strlist_free(&O->cmd_words);
+    if (trainer_split_words(v, &O->cmd_words, err, sizeof err) || O->cmd_words.n == 0) {
+        cmd_log("run", LOG_ERROR, "--trainer-cmd '%s': %s", v,
+                err[0] ? err : "expected a command (e.g. --trainer-cmd \"python3 my_trainer.py\")");
+        return HARNESS_EXIT_USAGE;
     }
+    char cwd[4096];
+    if (getcwd(cwd, sizeof cwd)) trainer_absolutize(&O->cmd_words, cwd, 1);
+    O->trainer_cmd_arg = v;
+    str_free(&O->cmd_line);
+    shell_join(&O->cmd_line, O->cmd_words.v);
+    add_words(&O->replay, "--trainer-cmd", str_c(&O->cmd_line));
+    return GO_ON;
+}
+
+// One option of run's table (RUN_ROWS) with its value v, or a SCENARIO (OPT_WORD). GO_ON, or
+// the exit code of a bad value (said).
+static int apply_run_option(void *ctx, int id, const char *flag, const char *v) {
+    RunOpts *O = ctx;
+    long n;
+    switch (id) {
+    case OPT_WORD: strlist_add(&O->files_in, v); break;
+    case OPT_PROFILE:
+        if ((O->profile = cmd_parse_profile(v)) < 0) {
+            cmd_log("run", LOG_ERROR, "--profile %s: expected ci or gpu", v);
+            return HARNESS_EXIT_USAGE;
+        }
+        break;
+    case OPT_JOBS:
+        if ((n = auto_or_count(v, 1, 1024)) < 0) {
+            cmd_log("run", LOG_ERROR, "%s %s: expected auto or a whole number from 1 to 1024", flag, v);
+            return HARNESS_EXIT_USAGE;
+        }
+        O->jobs = (int)n;
+        break;
+    case OPT_CASES_PER_GPU:
+        if ((n = auto_or_count(v, 1, 64)) < 0) {
+            cmd_log("run", LOG_ERROR, "--cases-per-gpu %s: expected auto or a whole number from 1 to 64", v);
+            return HARNESS_EXIT_USAGE;
+        }
+        O->cases_per_gpu = (int)n;
+        break;
+    case OPT_OUT: O->out_dir = v; break;
+    case OPT_FILTER: strlist_add(&O->filters, v); break;
+    case OPT_CASE:
+        if (!strchr(v, '/')) {
+            cmd_log("run", LOG_ERROR, "--case '%s': expected SCENARIO/CASE (e.g. perf/batch=1)", v);
+            return HARNESS_EXIT_USAGE;
+        }
+        strlist_add(&O->exact, v);
+        break;
+    case OPT_FAULT:
+        if (!v[0] || v[0] == '=') {
+            cmd_log("run", LOG_ERROR, "--fault '%s': expected NAME or NAME=ARG", v);
+            return HARNESS_EXIT_USAGE;
+        }
+        strlist_add(&O->faults, v);
+        add_words(&O->replay, flag, v);
+        break;
+    case OPT_SET: {
+        const char *eq = strchr(v, '=');
+        if (!eq || eq == v || !memchr(v, '.', (size_t)(eq - v))) {
+            cmd_log("run", LOG_ERROR, "--set '%s': expected section.key=value (e.g. --set train.seed=7)", v);
+            return HARNESS_EXIT_USAGE;
+        }
+        strlist_add(&O->sets, v);
+        add_words(&O->shaping, flag, v);
+        add_words(&O->replay, flag, v);
+        break;
+    }
+    case OPT_BASELINES:
+        if (!v[0]) {
+            cmd_log("run", LOG_ERROR, "--baselines '': expected a folder");
+            return HARNESS_EXIT_USAGE;
+        }
+        O->baselines = v;
+        add_words(&O->shaping, flag, v);
+        add_words(&O->replay, flag, v);
+        break;
+    case OPT_RECORDING: O->recording = 1; break;
+    case OPT_TIMEOUT_SCALE: {
+        char *end = NULL;
+        O->scale = strtod(v, &end);
+        if (!end || *end || !(O->scale > 0) || O->scale > 1000) {
+            cmd_log("run", LOG_ERROR, "--timeout-scale %s: expected a number > 0 (at most 1000)", v);
+            return HARNESS_EXIT_USAGE;
+        }
+        add_words(&O->replay, flag, v);
+        break;
+    }
+    case OPT_TRAINER:
+        O->trainer_arg = v;
+        add_words(&O->replay, flag, v);
+        break;
+    case OPT_TRAINER_CMD: return apply_trainer_cmd(O, v);
+    case OPT_TRAINER_MAP: O->trainer_map_arg = v; break;
+    case OPT_BISECT: O->bisect = 1; break;
+    case OPT_QUIET: O->quiet = 1; break;
+    default: break;   // (no other row in RUN_ROWS)
+    }
+    return GO_ON;
+}
+
+// What the options say together: one trainer, the map's path, NSA_HARNESS_CPUS. GO_ON or 2.
+static int run_check_options(RunOpts *O) {
     O->usage_rc = O->bisect ? HARNESS_EXIT_BISECT_SKIP : HARNESS_EXIT_USAGE;
     if (O->trainer_arg && O->trainer_cmd_arg) {
-        fprintf(stderr, "nsa-harness run: --trainer %s and --trainer-cmd '%s': give one (--trainer: an nsa-train-like "
-                        "executable; --trainer-cmd: a command speaking docs/trainer-protocol.md)\n",
+        cmd_log("run", LOG_ERROR, "--trainer %s and --trainer-cmd '%s': give one (--trainer: an nsa-train-like "
+                           "executable; --trainer-cmd: a command speaking docs/trainer-protocol.md)",
                 O->trainer_arg, O->trainer_cmd_arg);
         return HARNESS_EXIT_USAGE;
     }
     if (O->trainer_map_arg && (O->trainer_arg || O->trainer_cmd_arg)) {
-        fprintf(stderr, "nsa-harness run: --trainer-map %s and %s %s: give one (--trainer-map: a PyTorch script "
-                        "through the probe, docs/trainer-maps.md)\n", O->trainer_map_arg,
+        cmd_log("run", LOG_ERROR, "--trainer-map %s and %s %s: give one (--trainer-map: a PyTorch script "
+                           "through the probe, docs/trainer-maps.md)", O->trainer_map_arg,
                 O->trainer_arg ? "--trainer" : "--trainer-cmd", O->trainer_arg ? O->trainer_arg : O->trainer_cmd_arg);
         return HARNESS_EXIT_USAGE;
     }
     if (O->trainer_map_arg) {   // the map's absolute path: nested runs and other folders work
         if (trainer_map_path(".", O->trainer_map_arg, O->map, sizeof O->map)) {
-            fprintf(stderr, "nsa-harness run: --trainer-map %s: %s\n", O->trainer_map_arg,
+            cmd_log("run", LOG_ERROR, "--trainer-map %s: %s", O->trainer_map_arg,
                     is_dir(O->trainer_map_arg) ? "a folder, not a trainer map file" : "no such file (docs/trainer-maps.md)");
             return HARNESS_EXIT_USAGE;
         }
-        char *const tv[] = {"--trainer-map", O->map, NULL};
-        if (O->replay.len) str_add(&O->replay, " ");
-        shell_join(&O->replay, tv);
+        add_words(&O->replay, "--trainer-map", O->map);
         // a map trainer's baselines are recorded through its map too: record commands name it
-        if (O->shaping.len) str_add(&O->shaping, " ");
-        shell_join(&O->shaping, tv);
+        add_words(&O->shaping, "--trainer-map", O->map);
     }
     const char *hc = getenv("NSA_HARNESS_CPUS");   // the cores cases side by side divide (schedule.h)
     if (hc && hc[0]) {
@@ -335,11 +325,17 @@ static int run_parse_options(int argc, char **argv, RunOpts *O) {
         errno = 0;
         const long n = strtol(hc, &end, 10);
         if (errno || !end || *end || n < 1 || n > 4096) {
-            fprintf(stderr, "nsa-harness run: NSA_HARNESS_CPUS=%s: expected a whole number from 1 to 4096\n", hc);
+            cmd_log("run", LOG_ERROR, "NSA_HARNESS_CPUS=%s: expected a whole number from 1 to 4096", hc);
             return HARNESS_EXIT_USAGE;
         }
     }
     return GO_ON;
+}
+
+// run's options, in order. Returns GO_ON, or the exit code of --help and of a bad option.
+static int run_parse_options(int argc, char **argv, RunOpts *O) {
+    int rc = cmd_options_parse(&CMD_RUN_OPTIONS, argc, argv, apply_run_option, NULL, O);
+    return rc != CMD_GO_ON ? rc : run_check_options(O);
 }
 
 // A nested run's trainer environment, asked once per outer run. The selftest family runs
@@ -479,7 +475,7 @@ static int run_check_trainer(RunOpts *O) {
         if (O->trainer_arg) snprintf(O->trainer, sizeof O->trainer, "%s", O->trainer_arg);
         else snprintf(O->trainer, sizeof O->trainer, "%s/nsa-train", here);
         if (access(O->trainer, X_OK) != 0) {
-            fprintf(stderr, "nsa-harness: the trainer %s is not an executable: %s (build it, or pass --trainer PATH)\n",
+            nsa_log(LOG_ERROR, "the trainer %s is not an executable: %s (build it, or pass --trainer PATH)",
                     O->trainer, strerror(errno));
             return O->usage_rc;
         }
@@ -496,7 +492,7 @@ static int run_check_trainer(RunOpts *O) {
     const TrainerCaps *caps = trainer_caps_of(&O->tdefault);
     if (!unusable) trainer_caps_set_env(&O->tdefault, env);
     if (caps->bad_answer)
-        fprintf(stderr, "nsa-harness run: warning: the trainer %s: %s\n", O->trainer, caps->note);
+        cmd_log("run", LOG_WARN, "the trainer %s: %s", O->trainer, caps->note);
     O->used[O->n_used++] = &O->tdefault;
     O->gpus = (int)json_array_size(json_object_get(json_object_get(env, "cuda"), "devices"));
     if (O->profile < 0) O->profile = O->gpus > 0 ? PROFILE_GPU : PROFILE_CI;
@@ -563,7 +559,7 @@ static int run_check_trainers(RunOpts *O, const Report *rp) {
             json_decref(env);
             const TrainerCaps *caps = trainer_caps_of(t);
             if (caps->bad_answer)
-                fprintf(stderr, "nsa-harness run: warning: the trainer %s (%s): %s\n", t->name, t->display, caps->note);
+                cmd_log("run", LOG_WARN, "the trainer %s (%s): %s", t->name, t->display, caps->note);
             O->used[O->n_used++] = t;
         }
     }
@@ -654,7 +650,7 @@ static void run_plan_scenario(const RunOpts *O, Report *rp, ScenarioRun *sr) {
         int other = -1;
         for (int p = 0; p < PROFILE_COUNT; p++)
             if (p != O->profile && s->has_profile[p]) other = p;
-        fprintf(stderr, "nsa-harness: %s has no '%s' profile: not part of this run%s%s%s\n", s->path,
+        nsa_log(LOG_STATUS, "%s has no '%s' profile: not part of this run%s%s%s", s->path,
                 PROFILE_NAMES[O->profile], other >= 0 ? " (--profile " : "", other >= 0 ? PROFILE_NAMES[other] : "",
                 other >= 0 ? " runs it)" : "");
     }
@@ -667,7 +663,7 @@ static int run_load_scenarios(const RunOpts *O, Report *rp) {
     StrList files = {0};
     if (cmd_collect_scenarios(&files, O->files_in.v, O->files_in.n)) return O->usage_rc;
     if (files.n == 0) {
-        fprintf(stderr, "nsa-harness: no scenario files found\n");
+        nsa_log(LOG_ERROR, "no scenario files found");
         return O->usage_rc;
     }
     rp->profile = PROFILE_NAMES[O->profile];
@@ -697,7 +693,7 @@ static int run_load_scenarios(const RunOpts *O, Report *rp) {
         run_plan_scenario(O, rp, sr);
     }
     if ((O->filters.n || O->exact.n) && rp->total == 0 && rp->n_invalid == 0) {
-        fprintf(stderr, "nsa-harness: no case matches the --filter pattern(s) or --case name(s)\n");
+        nsa_log(LOG_ERROR, "no case matches the --filter pattern(s) or --case name(s)");
         return O->usage_rc;
     }
     return GO_ON;
@@ -915,8 +911,8 @@ static int run_report(const RunOpts *O, Report *rp, FILE *con, int lock_fd) {
         str_free(&line);
     }
     if (report_failed) {
-        fprintf(stderr, "nsa-harness: could not write the final report in %s: %s; RESULTS.md there is the last one "
-                        "written (it says partial)\n", rp->dir, strerror(report_errno));
+        nsa_log(LOG_ERROR, "could not write the final report in %s: %s; RESULTS.md there is the last one "
+                           "written (it says partial)", rp->dir, strerror(report_errno));
         if (rc == HARNESS_EXIT_OK) rc = O->usage_rc;
     }
     outdir_release_reserve(rp->dir);

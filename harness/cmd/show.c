@@ -12,26 +12,40 @@
 #include <unistd.h>
 
 #include "harness/cmd/commands.h"
+#include "harness/cmd/options.h"
 #include "harness/report/report_in.h"
 #include "common/exit_codes.h"
 
-void usage_show(FILE *f) {
-    fprintf(f, "usage: nsa-harness show REPORT\n"
-               "  prints the verdicts, counts and diagnosis of a report (a report folder, or its\n"
-               "  summary.json; with RESULTS.md beside it); exits with the code the run exited with, 2\n"
-               "  if the report is missing or unreadable or its summary.json is not a report's (`{}`,\n"
-               "  another format, a wrongly typed key: named with file:line:col, as compare names it)\n");
+static const CmdOption SHOW_ROWS[] = {
+    {NULL, NULL, 0, 0,
+     "usage: nsa-harness show REPORT\n"
+     "  prints the verdicts, counts and diagnosis of a report (a report folder, or its\n"
+     "  summary.json; with RESULTS.md beside it); exits with the code the run exited with, 2\n"
+     "  if the report is missing or unreadable or its summary.json is not a report's (`{}`,\n"
+     "  another format, a wrongly typed key: named with file:line:col, as compare names it)\n"
+     "\n"
+     "options:\n"},
+    CMD_OPT_HELP,
+};
+const CmdOptions CMD_SHOW_OPTIONS = {"show", "show", SHOW_ROWS, (int)(sizeof SHOW_ROWS / sizeof SHOW_ROWS[0]), NULL};
+
+void usage_show(FILE *f) { cmd_options_help(&CMD_SHOW_OPTIONS, f); }
+
+static int apply_show_option(void *ctx, int id, const char *flag, const char *v) {
+    (void)flag;
+    if (id == OPT_WORD) strlist_add(ctx, v);
+    return CMD_GO_ON;
 }
 
 int cmd_show(int argc, char **argv) {
-    if (argc >= 1 && (!strcmp(argv[0], "--help") || !strcmp(argv[0], "-h"))) {
-        usage_show(stdout);
-        return HARNESS_EXIT_OK;
-    }
-    if (argc != 1) {
+    StrList args = {0};
+    int prc = cmd_options_parse(&CMD_SHOW_OPTIONS, argc, argv, apply_show_option, NULL, &args);
+    if (prc != CMD_GO_ON) return prc;
+    if (args.n != 1) {
         usage_show(stderr);
         return HARNESS_EXIT_USAGE;
     }
+    argv = args.v;
     if (!file_exists(argv[0])) {
         fprintf(stderr, "nsa-harness show: %s: %s\n", argv[0], strerror(errno));
         return HARNESS_EXIT_USAGE;

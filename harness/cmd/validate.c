@@ -13,20 +13,34 @@
 #include <unistd.h>
 
 #include "harness/cmd/commands.h"
+#include "harness/cmd/options.h"
 #include "harness/core/home.h"
 #include "harness/core/scenario_load.h"
 #include "harness/exec/trainer_caps.h"
 #include "common/exit_codes.h"
 
-void usage_validate(FILE *f) {
-    fprintf(f, "usage: nsa-harness validate [SCENARIO...]\n"
-               "  validates scenarios for every profile they define: schema, matrix, and each case's\n"
-               "  config overrides through the trainer's config loader. A SCENARIO is a file, or a\n"
-               "  directory standing for the *.json files directly in it (not its subdirectories), as\n"
-               "  run and list take them (default: %s/scenarios). Problems are printed as\n"
-               "  file:line:col: message; exit 2 if any, or if a file is not a regular file or a\n"
-               "  directory holds no *.json.\n",
-               harness_home());
+static const CmdOption VALIDATE_ROWS[] = {
+    {NULL, NULL, 0, 0,
+     "usage: nsa-harness validate [SCENARIO...]\n"
+     "  validates scenarios for every profile they define: schema, matrix, and each case's\n"
+     "  config overrides through the trainer's config loader. A SCENARIO is a file, or a\n"
+     "  directory standing for the *.json files directly in it (not its subdirectories), as\n"
+     "  run and list take them (default: <home>/scenarios). Problems are printed as\n"
+     "  file:line:col: message; exit 2 if any, or if a file is not a regular file or a\n"
+     "  directory holds no *.json.\n"
+     "\n"
+     "options:\n"},
+    CMD_OPT_HELP,
+};
+const CmdOptions CMD_VALIDATE_OPTIONS = {"validate", "validate", VALIDATE_ROWS,
+                                         (int)(sizeof VALIDATE_ROWS / sizeof VALIDATE_ROWS[0]), NULL};
+
+void usage_validate(FILE *f) { cmd_options_help(&CMD_VALIDATE_OPTIONS, f); }
+
+static int apply_validate_option(void *ctx, int id, const char *flag, const char *v) {
+    (void)flag;
+    if (id == OPT_WORD) strlist_add(ctx, v);
+    return CMD_GO_ON;
 }
 
 // The trainer maps a scenario's run.trainers name (this profile's), each checked by its probe
@@ -71,17 +85,8 @@ static int validate_trainer_maps(const Scenario *s, Problems *ps, StrList *seen)
 
 int cmd_validate(int argc, char **argv) {
     StrList in = {0};
-    for (int i = 0; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            usage_validate(stdout);
-            return HARNESS_EXIT_OK;
-        }
-        if (argv[i][0] == '-' && argv[i][1]) {
-            fprintf(stderr, "nsa-harness validate: unknown option '%s'\n", argv[i]);
-            return HARNESS_EXIT_USAGE;
-        }
-        strlist_add(&in, argv[i]);
-    }
+    int prc = cmd_options_parse(&CMD_VALIDATE_OPTIONS, argc, argv, apply_validate_option, NULL, &in);
+    if (prc != CMD_GO_ON) return prc;
     StrList files = {0};
     if (cmd_collect_scenarios(&files, in.v, in.n)) return HARNESS_EXIT_USAGE;
     if (files.n == 0) {
