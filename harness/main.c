@@ -9,8 +9,10 @@
 #include <string.h>
 
 #include "harness/cmd/commands.h"
+#include "harness/cmd/options.h"
 #include "harness/core/home.h"
 #include "common/exit_codes.h"
+#include "common/log.h"
 
 // ---- help --------------------------------------------------------------------------------
 
@@ -81,6 +83,7 @@ static const char *command_names(void) {
 }
 
 int main(int argc, char **argv) {
+    nsa_log_set_program("nsa-harness");   // every tagged line: "nsa-harness: ...", "nsa-harness run: ..."
     if (argc < 2) {
         usage(stderr);
         return HARNESS_EXIT_USAGE;
@@ -88,7 +91,7 @@ int main(int argc, char **argv) {
     const char *cmd = argv[1];
     char home_err[600];
     if (harness_home_check(home_err, sizeof home_err)) {
-        fprintf(stderr, "nsa-harness: %s\n", home_err);
+        nsa_log(LOG_ERROR, "%s", home_err);
         return HARNESS_EXIT_USAGE;
     }
     if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
@@ -101,13 +104,13 @@ int main(int argc, char **argv) {
         if (c) c->usage(stdout);
         else if (!t[0]) usage(stdout);
         else {
-            fprintf(stderr, "nsa-harness help: no command '%.80s' (%s)\n", t, command_names());
+            cmd_log("help", LOG_ERROR, "no command '%.80s' (%s)", t, command_names());
             return HARNESS_EXIT_USAGE;
         }
         return HARNESS_EXIT_OK;
     }
     const Command *c = command_find(cmd);
     if (c) return c->run(argc - 2, argv + 2);
-    fprintf(stderr, "nsa-harness: unknown command '%s' (%s, help)\n", cmd, command_names());
+    nsa_log(LOG_ERROR, "unknown command '%s' (%s, help)", cmd, command_names());
     return HARNESS_EXIT_USAGE;
 }

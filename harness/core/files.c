@@ -1,6 +1,7 @@
 // harness/core/files.c — see files.h.
 #define _POSIX_C_SOURCE 200809L
 #include "harness/core/files.h"
+#include "common/log.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -17,7 +18,7 @@ int collect_json_files(StrList *out, char *const *args, int n, const char *defau
         }
         DIR *d = opendir(a);
         if (!d) {
-            fprintf(stderr, "nsa-harness: %s: %s\n", a, strerror(errno));
+            nsa_log(LOG_ERROR, "%s: %s", a, strerror(errno));
             rc = -1;
             continue;
         }
@@ -35,8 +36,8 @@ int collect_json_files(StrList *out, char *const *args, int n, const char *defau
         }
         closedir(d);
         if (found.n == 0) {   // as an unknown file would be: said, not silently nothing
-            fprintf(stderr, "nsa-harness: %s: a folder without scenario files (*.json directly in it; subfolders "
-                            "are not searched: name them)\n", a);
+            nsa_log(LOG_ERROR, "%s: a folder without scenario files (*.json directly in it; subfolders "
+                               "are not searched: name them)", a);
             rc = -1;
         }
         strlist_sort(&found);

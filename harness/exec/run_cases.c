@@ -20,6 +20,7 @@
 #include "harness/exec/proc.h"
 #include "harness/exec/schedule.h"
 #include "common/jsonutil.h"
+#include "common/log.h"
 
 // ---- filters -----------------------------------------------------------------------------------
 
@@ -61,7 +62,7 @@ static void note_disk_full(Report *rp, const char *what) {
              fb > 0 ? fb / 1024 : 0, what);
     rp->disk_full = 1;
     rp->disk_full_after = rp->done;
-    fprintf(stderr, "nsa-harness: %s; no case starts after this one, the report lists those not run\n", rp->disk_full_why);
+    nsa_log(LOG_ERROR, "%s; no case starts after this one, the report lists those not run", rp->disk_full_why);
 }
 
 // After a report write while cases still run: the ballast fitted to the report, and room
@@ -256,7 +257,7 @@ static void run_one(Job *jb, ScenarioRun *sr, int k) {
         fprintf(con, "%s %-5s %s/%s (%s): %s\n", at, VERDICT_NAMES[r->verdict], sr->s->name, r->c->name, t, r->summary);
         fflush(con);
     }
-    if (run_write_report(rp)) fprintf(stderr, "nsa-harness: cannot write the report in %s: %s\n", rp->dir, strerror(errno));
+    if (run_write_report(rp)) nsa_log(LOG_ERROR, "cannot write the report in %s: %s", rp->dir, strerror(errno));
     unlock(R);
 }
 
