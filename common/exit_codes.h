@@ -1,6 +1,6 @@
 // common/exit_codes.h — the exit codes of nsa-train and of nsa-harness, named once.
 //
-// The trainer returns NSA_EXIT_*; the runner (harness/runner.c) interprets them from
+// The trainer returns NSA_EXIT_*; the runner (harness/exec/runner.c) interprets them from
 // each rank's exit status, and must not include trainer headers, so they live here.
 // The runner's own exit codes (nsa-harness run/list/validate/show/baseline/compare/
 // bisect) are HARNESS_EXIT_*.
@@ -35,7 +35,7 @@ enum {
     HARNESS_EXIT_INTERRUPTED = 130, // SIGINT/SIGTERM (128 + SIGINT)
 };
 
-// ---- the processes the runner forks (harness/proc.c, launch.c, bisect.c) ------------------
+// ---- the processes the runner forks (harness/exec/proc.c, exec/launch.c, cmd/bisect.c) ----
 enum {
     CHILD_EXIT_CANNOT_OPEN = 126,   // the child could not open its log (before exec)
     CHILD_EXIT_CANNOT_EXEC = 127,   // exec failed, or the runner died before the child was set up

@@ -1,6 +1,6 @@
 // trainer/actdump.h — the forward activations of the step-1 dump (nsa-train
 // --dump-acts), so a regression report can name the first layer and branch whose
-// forward differs from a known-good run (harness/baseline.c reads them).
+// forward differs from a known-good run (harness/core/baseline.c reads them).
 //
 // At MODEL_EV_LAYER_FWD_DONE of layer L (every row of the layer computed) the
 // layer's activations are copied to host memory, converted to F32 (F64 on the

@@ -7,7 +7,7 @@
 //                 "faults": [...], "diagnostics": [...]}}
 // Every list is derived from the code that decides it (the fault table, the transports
 // and bootstraps this build has, the config's names, the backends built), so the answer
-// cannot drift from what the trainer accepts. The runner (harness/trainer_caps.h) asks it
+// cannot drift from what the trainer accepts. The runner (harness/exec/trainer_caps.h) asks it
 // once per run and SKIPs a case that needs a feature missing from it.
 #ifndef NSA_TRAINER_PROTOCOL_H
 #define NSA_TRAINER_PROTOCOL_H

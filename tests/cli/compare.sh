@@ -301,7 +301,7 @@ expect 2 "an invalid verdict" "$H" compare "$tmp/badverdict" "$A"
 grep -q "$tmp/badverdict/summary.json:[0-9]*:[0-9]*: cases\[1\].verdict: expected PASS" "$tmp/err" \
     && ok "invalid verdict: file:line:col and the path" || bad "invalid verdict" "$(cat "$tmp/err")"
 # summaries that are not a report's: compare and show refuse them alike, exit 2
-# naming the file, the place and what is wrong (one loader, harness/report_in.c)
+# naming the file, the place and what is wrong (one loader, harness/report/report_in.c)
 mkdir -p "$tmp/empty_obj" "$tmp/other_fmt" "$tmp/badtype" "$tmp/fifo"
 echo '{}' >"$tmp/empty_obj/summary.json"
 echo '{"format": "other-tool-3", "cases": []}' >"$tmp/other_fmt/summary.json"

@@ -4,7 +4,7 @@
 # blocks.0 ..., norm_f, lm_head, logits — then the gradients in backward order: lm_head,
 # norm_f, blocks.L-1 ... blocks.0 with the MLP before the attention, tok_emb) with its layer
 # and branch, the worst tensor, and the stated tolerance (the cross-trainer
-# comparison's localisation; harness/locus.h says why gradients go in backward order).
+# comparison's localisation; harness/artifacts/locus.h says why gradients go in backward order).
 #
 # A wrapper trainer runs nsa-train and then edits the step-1 dump of cases b, c and e, so the
 # differences are known exactly. The cases differ only in train.lr (a = 0.5, b = 0.25,

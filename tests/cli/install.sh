@@ -3,7 +3,7 @@
 #  1. `cmake --install BUILD --prefix P` puts nsa-harness and nsa-train in P/bin and the
 #     scenarios, configs, golden baselines, probe, PyTorch adapter and examples in
 #     P/share/nsa-harness;
-#  2. from a folder outside the source tree, P/bin/nsa-harness finds its data there (harness/home.h):
+#  2. from a folder outside the source tree, P/bin/nsa-harness finds its data there (harness/core/home.h):
 #     `list` counts the installed scenarios as the source tree's; a run of the installed
 #     gate_init scenario PASSes with the installed nsa-train, its report under ./reports, every
 #     path in it (scenario files, trainer) under P — nothing read from the source tree;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/cli/launchers.sh BUILD_DIR — the runner's launchers (harness/launch.h):
+# tests/cli/launchers.sh BUILD_DIR — the runner's launchers (harness/exec/launch.h):
 #  1. the contracts, checked up front with the scenario's position: env needs transport nccl,
 #     mpirun needs hosts, hosts only with mpirun, launcher_args only where mpirun/srun run, a
 #     launcher that is not one, run.launcher as a matrix axis;
