@@ -172,7 +172,7 @@ static int default_scenarios(StrList *files, int map) {
     }
     strlist_free(&all);
     if (files->n == 0) {
-        fprintf(stderr, "nsa-harness baseline record: no scenario in %s has a golden or perf_floor check\n", dir);
+        cmd_log("baseline record", LOG_ERROR, "no scenario in %s has a golden or perf_floor check", dir);
         return -1;
     }
     return 0;
@@ -290,7 +290,7 @@ static int record_case(const RecordOpts *o, json_t *const *summaries, char *cons
         }
         if (meta.dirty > 0)
             cmd_log("baseline record", LOG_WARN, "%s: the trainer's work tree has uncommitted changes; the "
-                    "baseline says so (provenance.dirty)", name);
+                                                 "baseline says so (provenance.dirty)", name);
     }
     json_t *b = baseline_of_case((const char *const *)dirs, o->repeat, env, &meta, err, sizeof err);
     if (!b) {
@@ -354,7 +354,7 @@ static int baseline_record(int argc, char **argv) {
         snprintf(sp, sizeof sp, "%s/summary.json", run_dirs[k]);
         json_error_t je;
         if (!rc && !(summaries[k] = json_load_path(sp, 0, &je))) {
-            fprintf(stderr, "nsa-harness baseline record: %s:%d:%d: %s\n", sp, je.line, je.column, je.text);
+            cmd_log("baseline record", LOG_ERROR, "%s:%d:%d: %s", sp, je.line, je.column, je.text);
             rc = HARNESS_EXIT_USAGE;
         }
     }
@@ -363,7 +363,7 @@ static int baseline_record(int argc, char **argv) {
         int dirty = o.commit ? -1 : json_is_true(json_object_get(json_object_get(summaries[0], "git"), "dirty"));
         if (dirty > 0 && !o.trainer_map)   // a map trainer's own tree is what counts (record_case)
             cmd_log("baseline record", LOG_WARN, "the source tree has uncommitted changes; the baselines say "
-                    "so (provenance.dirty)");
+                                                 "so (provenance.dirty)");
         printf("nsa-harness baseline record: writing to %s\n", o.baselines);
         int recorded = 0, refused = 0;
         size_t i;
@@ -491,13 +491,13 @@ static int baseline_show(int argc, char **argv) {
     argv = args.v;
     if (is_dir(argv[0])) {
         int n = 0, bad = show_dir(argv[0], &n);
-        if (n == 0) fprintf(stderr, "nsa-harness baseline show: no baseline under %s\n", argv[0]);
+        if (n == 0) cmd_log("baseline show", LOG_ERROR, "no baseline under %s", argv[0]);
         return bad || n == 0 ? HARNESS_EXIT_USAGE : HARNESS_EXIT_OK;
     }
     char err[2048];
     json_t *b = baseline_load(argv[0], err, sizeof err);
     if (!b) {
-        fprintf(stderr, "nsa-harness baseline show: %s\n", err);
+        cmd_log("baseline show", LOG_ERROR, "%s", err);
         return HARNESS_EXIT_USAGE;
     }
     show_one(argv[0], b, 0);
@@ -512,6 +512,6 @@ int cmd_baseline(int argc, char **argv) {
     }
     if (!strcmp(argv[0], "record")) return baseline_record(argc - 1, argv + 1);
     if (!strcmp(argv[0], "show")) return baseline_show(argc - 1, argv + 1);
-    fprintf(stderr, "nsa-harness baseline: unknown subcommand '%s' (record, show)\n", argv[0]);
+    cmd_log("baseline", LOG_ERROR, "unknown subcommand '%s' (record, show)", argv[0]);
     return HARNESS_EXIT_USAGE;
 }

@@ -50,9 +50,6 @@
 #include "common/exit_codes.h"
 #include "common/util.h"
 
-
-#define ME "nsa-harness bisect"
-
 static volatile sig_atomic_t g_stop = 0;
 static void on_signal(int sig) {
     (void)sig;
@@ -225,7 +222,7 @@ static int parse_options(int argc, char **argv, Opts *o) {
     int rc = cmd_options_parse(&CMD_BISECT_OPTIONS, argc, argv, apply_bisect_option, forward_run_option, o);
     if (rc != CMD_GO_ON) return rc == HARNESS_EXIT_OK ? 1 : -1;
     if (!o->good || !o->bad) {
-        fprintf(stderr, ME ": --good REV and --bad REV are required (see nsa-harness help bisect)\n");
+        cmd_log("bisect", LOG_ERROR, "--good REV and --bad REV are required (see nsa-harness help bisect)");
         return -1;
     }
     if (!o->jobs) {
@@ -290,7 +287,7 @@ static int resolve_rev(const Repo *R, const char *flag, const char *rev, char *s
     int rc = git_capture(R, NULL, args, &out);
     chomp(out);
     if (rc || !out[0] || rev[0] == '-') {
-        fprintf(stderr, ME ": %s %s: not a commit in %s\n", flag, rev, R->top);
+        cmd_log("bisect", LOG_ERROR, "%s %s: not a commit in %s", flag, rev, R->top);
         free(out);
         return -1;
     }
@@ -303,15 +300,15 @@ static int resolve_rev(const Repo *R, const char *flag, const char *rev, char *s
 static int load_revisions(const Opts *o, Repo *R) {
     memset(R, 0, sizeof *R);
     if (proc_which("git", R->git, sizeof R->git)) {
-        fprintf(stderr, ME ": git is not on the PATH (apt-get install git)\n");
+        cmd_log("bisect", LOG_ERROR, "git is not on the PATH (apt-get install git)");
         return -1;
     }
     const char *dir = o->repo ? o->repo : harness_home();
     char *out = NULL;
     const char *top_args[] = {"rev-parse", "--show-toplevel", NULL};
     if (!is_dir(dir) || git_capture(R, dir, top_args, &out) || !out[0]) {
-        if (o->repo) fprintf(stderr, ME ": --repo %s: not a git repository\n", dir);
-        else fprintf(stderr, ME ": %s (the source tree of this nsa-harness) is not a git repository: pass --repo DIR\n", dir);
+        if (o->repo) cmd_log("bisect", LOG_ERROR, "--repo %s: not a git repository", dir);
+        else cmd_log("bisect", LOG_ERROR, "%s (the source tree of this nsa-harness) is not a git repository: pass --repo DIR", dir);
         free(out);
         return -1;
     }
@@ -321,12 +318,12 @@ static int load_revisions(const Opts *o, Repo *R) {
     char good[48], bad[48];
     if (resolve_rev(R, "--good", o->good, good, sizeof good) || resolve_rev(R, "--bad", o->bad, bad, sizeof bad)) return -1;
     if (!strcmp(good, bad)) {
-        fprintf(stderr, ME ": --good %s and --bad %s are the same commit (%.12s): nothing to bisect\n", o->good, o->bad, good);
+        cmd_log("bisect", LOG_ERROR, "--good %s and --bad %s are the same commit (%.12s): nothing to bisect", o->good, o->bad, good);
         return -1;
     }
     const char *anc[] = {"merge-base", "--is-ancestor", good, bad, NULL};
     if (git_capture(R, NULL, anc, &out)) {
-        fprintf(stderr, ME ": --good %s (%.12s) is not an ancestor of --bad %s (%.12s) in %s\n", o->good, good, o->bad, bad,
+        cmd_log("bisect", LOG_ERROR, "--good %s (%.12s) is not an ancestor of --bad %s (%.12s) in %s", o->good, good, o->bad, bad,
                 R->top);
         free(out);
         return -1;
@@ -335,7 +332,7 @@ static int load_revisions(const Opts *o, Repo *R) {
     const char *fmt = "--format=%H%x09%h%x09%s";
     const char *one[] = {"log", "-1", fmt, good, NULL};
     if (git_capture(R, NULL, one, &out)) {
-        fprintf(stderr, ME ": git log %s failed in %s\n", good, R->top);
+        cmd_log("bisect", LOG_ERROR, "git log %s failed in %s", good, R->top);
         free(out);
         return -1;
     }
@@ -345,14 +342,14 @@ static int load_revisions(const Opts *o, Repo *R) {
     snprintf(range, sizeof range, "%s..%s", good, bad);
     const char *list[] = {"log", "--ancestry-path", "--topo-order", "--reverse", fmt, range, NULL};
     if (git_capture(R, NULL, list, &out)) {
-        fprintf(stderr, ME ": git log --ancestry-path %s failed in %s\n", range, R->top);
+        cmd_log("bisect", LOG_ERROR, "git log --ancestry-path %s failed in %s", range, R->top);
         free(out);
         return -1;
     }
     parse_log(out, R);
     free(out);
     if (R->n < 2 || strcmp(R->c[0].sha, good) || strcmp(R->c[R->n - 1].sha, bad)) {
-        fprintf(stderr, ME ": cannot list the commits of %s in %s\n", range, R->top);
+        cmd_log("bisect", LOG_ERROR, "cannot list the commits of %s in %s", range, R->top);
         return -1;
     }
     return 0;
@@ -462,7 +459,7 @@ static int check_scenarios(const Opts *o, Plan *P) {
             if (s.cases[c].run.world_size > 1 || strcmp(s.cases[c].run.transport, "none") != 0) P->need_ranks = 1;
         scenario_free(&s);
     }
-    if (bad) fprintf(stderr, ME ": %d of %d scenario file%s invalid: nothing to bisect with\n", bad, files.n, files.n == 1 ? "" : "s");
+    if (bad) cmd_log("bisect", LOG_ERROR, "%d of %d scenario file%s invalid: nothing to bisect with", bad, files.n, files.n == 1 ? "" : "s");
     strlist_free(&files);
     return bad ? -1 : 0;
 }
@@ -495,7 +492,7 @@ static void add_define(Plan *P, const char *name, const char *value) {
 // profile needs, MPI only when a case needs ranks, ccache when on the PATH.
 static int plan_build(Plan *P) {
     if (proc_which("cmake", P->cmake, sizeof P->cmake)) {
-        fprintf(stderr, ME ": cmake is not on the PATH (apt-get install cmake)\n");
+        cmd_log("bisect", LOG_ERROR, "cmake is not on the PATH (apt-get install cmake)");
         return -1;
     }
     char path[4200], v[2048];
@@ -656,8 +653,9 @@ static int check_inputs(const Opts *o, Plan *P) {
         } else {
             dirty_total += n_dirty;
             if (!o->allow_dirty) {
-                fprintf(stderr, ME ": the inputs every commit would be judged with differ from their commit (%s in %s):\n%s", sha,
-                        top, str_c(&lines));
+                cmd_log("bisect", LOG_ERROR,
+                        "the inputs every commit would be judged with differ from their commit (%s in %s):\n%s", sha, top,
+                        str_c(&lines));
             } else {
                 str_printf(&P->inputs_line, "bisect: WARNING (--allow-dirty): every commit is judged with inputs that differ "
                                             "from their commit (%s in %s):\n%s", sha, top, str_c(&lines));
@@ -693,8 +691,8 @@ static int check_inputs(const Opts *o, Plan *P) {
     strlist_free(&outside);
     strlist_free(&all);
     if (dirty_total && !o->allow_dirty) {
-        fprintf(stderr, ME ": every step would judge its commit with %s; commit or stash %s, or pass --allow-dirty to bisect "
-                           "with %s (stated at the top of the output and of bisect.md)\n",
+        cmd_log("bisect", LOG_ERROR, "every step would judge its commit with %s; commit or stash %s, or pass --allow-dirty to bisect "
+                                     "with %s (stated at the top of the output and of bisect.md)",
                 dirty_total == 1 ? "this change" : "these changes", dirty_total == 1 ? "it" : "them",
                 dirty_total == 1 ? "it" : "them");
         return -1;
@@ -1017,7 +1015,8 @@ static int run_step(Bisect *B, int idx, const char *role) {
     if (rejected) {
         char *text = read_tail(runlog, 2048);
         fflush(stdout);
-        fprintf(stderr, ME ": the run rejected its inputs (the same at every commit), see %s:\n%s", runlog, text ? text : "");
+        cmd_log("bisect", LOG_ERROR, "the run rejected its inputs (the same at every commit), see %s:\n%s", runlog,
+                text ? text : "");
         free(text);
         snprintf(B->why, sizeof B->why, "the run rejected its inputs (options or scenarios, the same at every commit): see `%s/run.log`",
                  st->rel);
@@ -1071,8 +1070,8 @@ static int verify_ends(Bisect *B) {
         }
         B->state[ends[e]] = st->verdict;
         if (st->verdict != want[e]) {
-            fprintf(stderr, ME ": %s %s tested %s, not %s (report %s/%s/report): choose another %s, or --no-verify to "
-                            "assume it\n", flag[e], B->R->c[ends[e]].shrt, BV_NAMES[st->verdict], BV_NAMES[want[e]], B->out,
+            cmd_log("bisect", LOG_ERROR, "%s %s tested %s, not %s (report %s/%s/report): choose another %s, or --no-verify to "
+                                         "assume it", flag[e], B->R->c[ends[e]].shrt, BV_NAMES[st->verdict], BV_NAMES[want[e]], B->out,
                     st->rel, flag[e]);
             snprintf(B->why, sizeof B->why, "%s `%s` tested %s, not %s (report `%s/report/`)", flag[e], B->R->c[ends[e]].shrt,
                      BV_NAMES[st->verdict], BV_NAMES[want[e]], st->rel);
@@ -1272,7 +1271,7 @@ static int make_folders(Bisect *B) {
     if (B->o->out) snprintf(B->out, sizeof B->out, "%s", B->o->out);
     else snprintf(B->out, sizeof B->out, "%s/bisect_%s", harness_reports_dir(), stamp);
     if (mkdir_p(B->out)) {
-        fprintf(stderr, ME ": cannot create %s: %s\n", B->out, strerror(errno));
+        cmd_log("bisect", LOG_ERROR, "cannot create %s: %s", B->out, strerror(errno));
         return -1;
     }
     char *abs = realpath(B->out, NULL);
@@ -1283,7 +1282,7 @@ static int make_folders(Bisect *B) {
     const char *t = getenv("TMPDIR");
     snprintf(B->tmp, sizeof B->tmp, "%s/nsa-bisect.XXXXXX", t && t[0] ? t : "/tmp");
     if (!mkdtemp(B->tmp)) {
-        fprintf(stderr, ME ": cannot create a temporary folder %s: %s\n", B->tmp, strerror(errno));
+        cmd_log("bisect", LOG_ERROR, "cannot create a temporary folder %s: %s", B->tmp, strerror(errno));
         return -1;
     }
     return 0;
@@ -1354,7 +1353,7 @@ int cmd_bisect(int argc, char **argv) {
             const Step *st = &B.steps[B.n_steps - 1];
             if (st->verdict == BV_STOP) rc = HARNESS_EXIT_INTERRUPTED;
             else if (st->verdict == BV_GOOD) {
-                fprintf(stderr, ME ": --bad %s tested good: no commit of the range fails (report %s/%s/report)\n", R.c[B.hi].shrt,
+                cmd_log("bisect", LOG_ERROR, "--bad %s tested good: no commit of the range fails (report %s/%s/report)", R.c[B.hi].shrt,
                         B.out, st->rel);
                 snprintf(B.why, sizeof B.why, "--bad `%s` tested good: no commit of the range fails (report `%s/report/`)", R.c[B.hi].shrt,
                          st->rel);

@@ -151,7 +151,7 @@ static int parse_options(int argc, char **argv, CompareOptions *o) {
 static int report_load(ReportIn *r, const char *arg, const char *which) {
     char err[1200];
     if (report_in_load(r, arg, err, sizeof err) == 0) return 0;
-    fprintf(stderr, "nsa-harness compare: %s: %s\n", which, err);
+    cmd_log("compare", LOG_ERROR, "%s: %s", which, err);
     return -1;
 }
 
@@ -509,7 +509,7 @@ static int write_plots(const Pairs *ps, const CompareOptions *o, Plot **plots) {
     else path_dirname(o->out_file, dir, sizeof dir);
     plot_stem(stem, sizeof stem, o->out_file);
     if (mkdir_p(dir)) {
-        fprintf(stderr, "nsa-harness compare: cannot create %s: %s\n", dir, strerror(errno));
+        cmd_log("compare", LOG_ERROR, "cannot create %s: %s", dir, strerror(errno));
         return -1;
     }
     // --out alone: the SVGs lie beside FILE, so it links them by name
@@ -522,7 +522,7 @@ static int write_plots(const Pairs *ps, const CompareOptions *o, Plot **plots) {
         for (int k = 0; k < n; k++) seen |= !strcmp((*plots)[k].scenario, ps->v[i].scenario);
         if (seen) continue;
         if (plot_scenario(ps, i, dir, stem, link_dir, &(*plots)[n])) {
-            fprintf(stderr, "nsa-harness compare: cannot write %s: %s\n", (*plots)[n].path, strerror(errno));
+            cmd_log("compare", LOG_ERROR, "cannot write %s: %s", (*plots)[n].path, strerror(errno));
             return -1;
         }
         n++;
@@ -938,7 +938,7 @@ static int emit(const Str *md, const CompareOptions *o, int n_regressed, int n_p
     char dir[4096];
     path_dirname(o->out_file, dir, sizeof dir);
     if (mkdir_p(dir) || write_file_atomic(o->out_file, str_c(md), md->len)) {
-        fprintf(stderr, "nsa-harness compare: cannot write %s: %s\n", o->out_file, strerror(errno));
+        cmd_log("compare", LOG_ERROR, "cannot write %s: %s", o->out_file, strerror(errno));
         return -1;
     }
     printf("nsa-harness compare: %s; wrote %s and %d plot%s\n",

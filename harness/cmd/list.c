@@ -78,7 +78,7 @@ int cmd_list(int argc, char **argv) {
     StrList files = {0};
     if (cmd_collect_scenarios(&files, in.v, in.n)) return HARNESS_EXIT_USAGE;
     if (files.n == 0) {
-        fprintf(stderr, "nsa-harness list: no scenario files in %s\n", in.n ? in.v[0] : harness_path("scenarios"));
+        cmd_log("list", LOG_ERROR, "no scenario files in %s", in.n ? in.v[0] : harness_path("scenarios"));
         return HARNESS_EXIT_USAGE;
     }
     int rc = HARNESS_EXIT_OK;

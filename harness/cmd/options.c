@@ -21,18 +21,22 @@ const CmdOptions *cmd_options_at(int i) {
 }
 
 void cmd_log(const char *command, LogLevel level, const char *fmt, ...) {
-    char line[4096];
     const int saved = errno;
-    int n = snprintf(line, sizeof line, "%s %s: %s", nsa_log_program(), command,
-                     level == LOG_WARN ? "warning: " : level == LOG_NOTE ? "note: " : "");
+    char *msg = NULL;
     va_list ap;
     va_start(ap, fmt);
-    if (n > 0 && n < (int)sizeof line) n += vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
+    if (vasprintf(&msg, fmt, ap) < 0) msg = NULL;
     va_end(ap);
-    if (n >= (int)sizeof line - 1) n = (int)sizeof line - 2;
-    if (n == 0 || line[n - 1] != '\n') line[n++] = '\n';
+    const char *m = msg ? msg : fmt;
+    const size_t n = strlen(m);
+    char *line = NULL;
+    int len = asprintf(&line, "%s %s: %s%s%s", nsa_log_program(), command,
+                       level == LOG_WARN ? "warning: " : level == LOG_NOTE ? "note: " : "", m,
+                       n && m[n - 1] == '\n' ? "" : "\n");
     fflush(stderr);
-    if (write(2, line, (size_t)n) < 0) { /* stderr gone: nothing to tell */ }
+    if (len > 0 && write(2, line, (size_t)len) < 0) { /* stderr gone: nothing to tell */ }
+    free(line);
+    free(msg);
     errno = saved;
 }
 

@@ -299,13 +299,13 @@ static int run_check_options(RunOpts *O) {
     O->usage_rc = O->bisect ? HARNESS_EXIT_BISECT_SKIP : HARNESS_EXIT_USAGE;
     if (O->trainer_arg && O->trainer_cmd_arg) {
         cmd_log("run", LOG_ERROR, "--trainer %s and --trainer-cmd '%s': give one (--trainer: an nsa-train-like "
-                           "executable; --trainer-cmd: a command speaking docs/trainer-protocol.md)",
+                                  "executable; --trainer-cmd: a command speaking docs/trainer-protocol.md)",
                 O->trainer_arg, O->trainer_cmd_arg);
         return HARNESS_EXIT_USAGE;
     }
     if (O->trainer_map_arg && (O->trainer_arg || O->trainer_cmd_arg)) {
         cmd_log("run", LOG_ERROR, "--trainer-map %s and %s %s: give one (--trainer-map: a PyTorch script "
-                           "through the probe, docs/trainer-maps.md)", O->trainer_map_arg,
+                                  "through the probe, docs/trainer-maps.md)", O->trainer_map_arg,
                 O->trainer_arg ? "--trainer" : "--trainer-cmd", O->trainer_arg ? O->trainer_arg : O->trainer_cmd_arg);
         return HARNESS_EXIT_USAGE;
     }
@@ -392,10 +392,10 @@ static json_t *trainer_print_env(const TrainerSpec *t, int quiet) {
     // (the run's default trainer: a scenario's asks quietly and SKIPs its cases)
     const char *which = t->is_cmd ? "--trainer-cmd" : "--trainer";
     if (prc == 0)
-        fprintf(stderr, "nsa-harness run: the trainer %s printed %s for --print-env, not its JSON environment "
-                        "(docs/trainer-protocol.md; see %s)\n", t->display, printed ? "something else" : "nothing", which);
+        cmd_log("run", LOG_ERROR, "the trainer %s printed %s for --print-env, not its JSON environment "
+                                  "(docs/trainer-protocol.md; see %s)", t->display, printed ? "something else" : "nothing", which);
     else
-        fprintf(stderr, "nsa-harness run: `%s --print-env` failed (%s %d): is the trainer built and runnable (see %s)?\n",
+        cmd_log("run", LOG_ERROR, "`%s --print-env` failed (%s %d): is the trainer built and runnable (see %s)?",
                 t->display, prc > 0 && WIFSIGNALED(prc) ? "signal" : "exit status",
                 prc > 0 ? (WIFSIGNALED(prc) ? WTERMSIG(prc) : WEXITSTATUS(prc)) : prc, which);
     return NULL;
@@ -426,7 +426,7 @@ static int check_trainer_map(const TrainerSpec *t, const char *what) {
     const int bad = trainer_caps_check_map(t, &lines, why, sizeof why);
     if (bad) {
         fputs(str_c(&lines), stderr);
-        fprintf(stderr, "nsa-harness run: %s %s: %s\n", what, t->map, why);
+        cmd_log("run", LOG_ERROR, "%s %s: %s", what, t->map, why);
     }
     str_free(&lines);
     return bad;
@@ -439,7 +439,7 @@ static int check_trainer_map(const TrainerSpec *t, const char *what) {
 static json_t *default_trainer_unusable(RunOpts *O) {
     char why[700];
     trainer_unusable_reason(&O->tdefault, why, sizeof why);
-    fprintf(stderr, "nsa-harness run: %s: its cases are skipped\n", why);
+    cmd_log("run", LOG_STATUS, "%s: its cases are skipped", why);
     trainer_caps_mark_unusable(&O->tdefault, why);
     json_t *env = NULL;
     if (access(O->own, X_OK) == 0) {
@@ -517,7 +517,7 @@ static int trainer_accepts_fault(const RunOpts *O, const TrainerSpec *t, const c
     if (line) line += 11;
     else if (fout && fout[strspn(fout, " \t\n")]) line = fout + strspn(fout, " \t\n");
     if (line) line[strcspn(line, "\n")] = '\0';
-    fprintf(stderr, "nsa-harness run: --fault %s: %s%s%s%s\n", fault,
+    cmd_log("run", LOG_ERROR, "--fault %s: %s%s%s%s", fault,
             line ? line : "the trainer rejects it (nsa-train --list-faults lists the faults)",
             t == &O->tdefault ? "" : " (trainer ", t == &O->tdefault ? "" : t->name, t == &O->tdefault ? "" : ")");
     free(fout);
@@ -550,7 +550,7 @@ static int run_check_trainers(RunOpts *O, const Report *rp) {
             if (!env) {   // not usable here (the PyTorch adapter without torch): its cases SKIP saying why
                 char why[700];
                 trainer_unusable_reason(t, why, sizeof why);
-                fprintf(stderr, "nsa-harness run: %s: the cases of %s that it runs are skipped\n", why, s->path);
+                cmd_log("run", LOG_STATUS, "%s: the cases of %s that it runs are skipped", why, s->path);
                 trainer_caps_mark_unusable(t, why);
                 O->used[O->n_used++] = t;
                 continue;
@@ -576,7 +576,7 @@ static int run_check_trainers(RunOpts *O, const Report *rp) {
         if (checked) continue;
         // no trainer of the run lists it: nsa-train's parser says whether it exists at all
         if (access(O->own, X_OK) != 0) {
-            fprintf(stderr, "nsa-harness run: --fault %s: no trainer of the run lists it in --protocol-info\n", O->faults.v[f]);
+            cmd_log("run", LOG_ERROR, "--fault %s: no trainer of the run lists it in --protocol-info", O->faults.v[f]);
             return O->usage_rc;
         }
         char *const w[] = {O->own, NULL};
@@ -790,7 +790,7 @@ static int run_open_report(const RunOpts *O, Report *rp, int argc, char **argv, 
     else snprintf(rp->dir, sizeof rp->dir, "%s/%s_%s", harness_reports_dir(), stamp, sha);
     char err[4600];
     if (outdir_claim(rp->dir, lock_fd, err, sizeof err)) {
-        fprintf(stderr, "nsa-harness run: %s\n", err);
+        cmd_log("run", LOG_ERROR, "%s", err);
         return O->usage_rc;
     }
     utc_iso(rp->started, sizeof rp->started);
@@ -806,7 +806,7 @@ static int run_open_report(const RunOpts *O, Report *rp, int argc, char **argv, 
     for (int i = 0; i < O->faults.n; i++) str_printf(&f, "%s%s", i ? ", " : "", O->faults.v[i]);
     rp->faults = str_take(&f);
     if (run_write_report(rp)) {   // not even the first report fits beside the ballast and in it
-        fprintf(stderr, "nsa-harness run: --out %s: cannot write the report: %s%s%s\n", rp->dir, strerror(errno),
+        cmd_log("run", LOG_ERROR, "--out %s: cannot write the report: %s%s%s", rp->dir, strerror(errno),
                 rp->disk_full ? "; " : "", rp->disk_full ? rp->disk_full_why : "");
         outdir_abandon(rp->dir);   // no half report left behind
         return O->usage_rc;

@@ -47,7 +47,7 @@ int cmd_show(int argc, char **argv) {
     }
     argv = args.v;
     if (!file_exists(argv[0])) {
-        fprintf(stderr, "nsa-harness show: %s: %s\n", argv[0], strerror(errno));
+        cmd_log("show", LOG_ERROR, "%s: %s", argv[0], strerror(errno));
         return HARNESS_EXIT_USAGE;
     }
     // the loader compare uses: a summary.json that is not a report's is exit 2 naming the
@@ -55,7 +55,7 @@ int cmd_show(int argc, char **argv) {
     ReportIn rin;
     char err[1200];
     if (report_in_load(&rin, argv[0], err, sizeof err)) {
-        fprintf(stderr, "nsa-harness show: %s\n", err);
+        cmd_log("show", LOG_ERROR, "%s", err);
         report_in_free(&rin);
         return HARNESS_EXIT_USAGE;
     }

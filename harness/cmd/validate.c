@@ -90,7 +90,7 @@ int cmd_validate(int argc, char **argv) {
     StrList files = {0};
     if (cmd_collect_scenarios(&files, in.v, in.n)) return HARNESS_EXIT_USAGE;
     if (files.n == 0) {
-        fprintf(stderr, "nsa-harness validate: no scenario files in %s\n", in.n ? in.v[0] : harness_path("scenarios"));
+        cmd_log("validate", LOG_ERROR, "no scenario files in %s", in.n ? in.v[0] : harness_path("scenarios"));
         return HARNESS_EXIT_USAGE;
     }
     int bad = 0;
@@ -124,7 +124,7 @@ int cmd_validate(int argc, char **argv) {
         }
         problems_free(&ps);
     }
-    if (bad) fprintf(stderr, "nsa-harness validate: %d of %d file%s invalid\n", bad, files.n, files.n == 1 ? "" : "s");
+    if (bad) cmd_log("validate", LOG_ERROR, "%d of %d file%s invalid", bad, files.n, files.n == 1 ? "" : "s");
     return bad ? HARNESS_EXIT_USAGE : HARNESS_EXIT_OK;
 }
 
