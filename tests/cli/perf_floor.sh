@@ -83,7 +83,8 @@ assert p["runs"] == 3 and p["warmup_steps"] == 1 and p["timed_steps"] == 5, p
 PY
 edit "$tf" 'b["perf"]["tok_per_s"]["median"] *= 100; b["perf"]["step_ms"]["median"] /= 100'
 hrun "tok/s floor 100x above today" 1 "$TMP/scen/timed.json" --baselines "$TMP/tb" --out "$TMP/slow"
-check "too slow: FAIL names tok_per_s and step_ms" bash -c "grep -q 'below the floor: tok_per_s' '$TMP/slow/RESULTS.md' && grep -q 'step_ms' '$TMP/slow/RESULTS.md'"
+# (tok_per_s among the failed metrics: on a loaded machine another, e.g. peak memory, may fail beside it)
+check "too slow: FAIL names tok_per_s and step_ms" bash -c "grep -qE 'below the floor: ([^|]*; )?tok_per_s' '$TMP/slow/RESULTS.md' && grep -q 'step_ms' '$TMP/slow/RESULTS.md' || { grep -m3 'floor' '$TMP/slow/RESULTS.md'; false; }"
 edit "$tf" 'b["perf"]["tok_per_s"]["median"] /= 10000; b["perf"]["step_ms"]["median"] *= 10000'
 hrun "tok/s floor 100x below today" 0 "$TMP/scen/timed.json" --baselines "$TMP/tb" --out "$TMP/fast"
 
