@@ -315,15 +315,14 @@ out:
     return rc;
 }
 
-// The source tree's commit (full sha) or NULL.
+// The source tree's commit (full sha) or NULL (not a git work tree of its own).
 static char *source_commit(void) {
-    char *out = NULL;
-    char *const argv[] = {"git", "-C", (char *)harness_home(), "rev-parse", "HEAD", NULL};
-    if (proc_capture(argv, 10, &out) != 0 || !out || !out[0]) {
+    const char *head[] = {"rev-parse", "HEAD", NULL};
+    char *out = cmd_source_git(head);
+    if (out && !out[0]) {
         free(out);
-        return NULL;
+        out = NULL;
     }
-    out[strcspn(out, "\r\n")] = '\0';
     return out;
 }
 

@@ -112,21 +112,20 @@ static void chomp(char *s) {
     while (n && (s[n - 1] == '\n' || s[n - 1] == '\r' || s[n - 1] == ' ')) s[--n] = '\0';
 }
 
-// git sha (short) and dirty flag of the source tree at run time; 0 or -1.
+// git sha (short) and dirty flag of the source tree at run time; 0 or -1 (not a git work tree
+// of its own: the build's commit stands in).
 static int git_state(char *sha, size_t n, int *dirty) {
-    char *out = NULL;
-    char *const a1[] = {"git", "-C", (char *)harness_home(), "rev-parse", "--short=7", "HEAD", NULL};
-    int rc = proc_capture(a1, 10, &out);
-    if (rc != 0 || !out[0]) {
+    const char *head[] = {"rev-parse", "--short=7", "HEAD", NULL};
+    char *out = cmd_source_git(head);
+    if (!out || !out[0]) {
         free(out);
         return -1;
     }
-    chomp(out);
     snprintf(sha, n, "%s", out);
     free(out);
-    char *const a2[] = {"git", "-C", (char *)harness_home(), "status", "--porcelain", "--untracked-files=no", NULL};
-    rc = proc_capture(a2, 10, &out);
-    *dirty = rc == 0 && out[0] != '\0';
+    const char *status[] = {"status", "--porcelain", "--untracked-files=no", NULL};
+    out = cmd_source_git(status);
+    *dirty = out && out[0] != '\0';
     free(out);
     return 0;
 }

@@ -4,8 +4,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <limits.h>
 
 #include "harness/cmd/commands.h"
+#include "harness/exec/proc.h"
 #include "harness/core/files.h"
 #include "harness/core/home.h"
 #include "harness/core/scenario.h"
@@ -30,3 +32,29 @@ int cmd_parse_profile(const char *v) {
     return -1;
 }
 
+
+static char *git_first_line(const char *const *args) {
+    char *argv[16];
+    int n = 0;
+    argv[n++] = "git";
+    argv[n++] = "-C";
+    argv[n++] = (char *)harness_home();
+    for (int i = 0; args[i] && n < 15; i++) argv[n++] = (char *)args[i];
+    argv[n] = NULL;
+    char *out = NULL;
+    if (proc_capture(argv, 10, &out) != 0 || !out) {
+        free(out);
+        return NULL;
+    }
+    out[strcspn(out, "\r\n")] = '\0';
+    return out;
+}
+
+char *cmd_source_git(const char *const *args) {
+    const char *top_args[] = {"rev-parse", "--show-toplevel", NULL};
+    char *top = git_first_line(top_args);
+    char a[PATH_MAX], b[PATH_MAX];
+    const int own = top && top[0] && realpath(top, a) && realpath(harness_home(), b) && !strcmp(a, b);
+    free(top);
+    return own ? git_first_line(args) : NULL;
+}

@@ -9,7 +9,8 @@
 # a commit made in a shared clone in a temporary folder (this repository's refs, index and
 # objects are not touched). It is unpacked into a folder of another git repository (with a
 # commit of its own, which must not be taken for the tree's), configured CPU-only without MPI
-# and only nsa-train is built (about 1-2 minutes on 2 cores). Also: the same tree with
+# and nsa-train and nsa-harness are built (about 2-3 minutes on 2 cores); a run of nsa-harness
+# there names its report by the archived commit. Also: the same tree with
 # .git_archival.txt as committed (not filled in) says "unknown", not a wrong commit.
 # Skips (77) without git or outside a git checkout.
 set -u
@@ -56,6 +57,17 @@ assert b["git_sha"] == sys.argv[2], b
 assert b["git_dirty"] is None, b
 PY
 check "--protocol-info: version is the archived commit" bash -c "'$TMP/b/nsa-train' --protocol-info | grep -q '\"version\":\"$commit\"'"
+
+# ---- nsa-harness there: its report is named by the archived commit, not the enclosing repository's
+if cmake --build "$TMP/b" --target nsa-harness -j"$(nproc 2>/dev/null || echo 2)" >>"$TMP/build.log" 2>&1; then
+  "$TMP/b/nsa-harness" run "$TMP/outer/rel/scenarios/gate_init.json" --profile ci --filter 'gate=softmax' --quiet \
+    >"$TMP/run.out" 2>&1
+  rep=$(basename "$(ls -d "$TMP/outer/rel/reports"/*/ 2>/dev/null | head -1)")
+  check "nsa-harness run in the unpacked tree: the report ($rep) named by the archived commit (${commit:0:12}), not the enclosing repository's (${outer:0:7})" \
+    test "${rep##*_}" = "${commit:0:12}"
+else
+  bad "build nsa-harness in the unpacked tree"; tail -20 "$TMP/build.log"
+fi
 
 # ---- the same tree with the file as committed: "unknown", never a wrong commit --------------------
 git -C "$src" show HEAD:.git_archival.txt >/dev/null 2>&1 && git -C "$src" show HEAD:.git_archival.txt >"$TMP/committed" \
