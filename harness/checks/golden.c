@@ -627,9 +627,11 @@ static void golden_evaluate(const json_t *params, CaseResult *r, const ScenarioR
     if (m.nearest && !m.same_arch) g.cross = 1;          // another architecture: never bitwise
     else if (m.nearest) g.bitwise = m.same_build;        // as on its own device, the GPU model aside
     else g.bitwise = ida && idb && !strcmp(ida, idb);
+    int compared = 0;
     if (g.bitwise && m.nearest) {   // another GPU model: bitwise where it took the same kernels, else cross-device
         golden_compare(&g, cur, base, r);
-        if (g.cause != CAUSE_NONE) {
+        compared = g.cause == CAUSE_NONE;
+        if (!compared) {
             golden_diff_free(&g);
             g.cross = g.other_model = 1;
         }
@@ -658,18 +660,16 @@ static void golden_evaluate(const json_t *params, CaseResult *r, const ScenarioR
         return;
     }
     const int cuda = !strcmp(r->c->cfg.backend, "cuda");
-    if (g.bitwise) {
-        // compared above (a nearest baseline) or below
-    } else if (g.cross) {
+    if (g.cross) {
         g.tol = check_num_param(r->s, params, "", "cross_device_tolerance", cuda ? CROSS_TOL_CUDA : CROSS_TOL_CPU, 0, 1,
                                 NULL);
         g.ttol = check_num_param(r->s, params, "", "cross_device_tensor_tolerance", cuda ? CROSS_TTOL_CUDA : CROSS_TTOL_CPU,
                                  0, 10, NULL);
-    } else {
+    } else if (!g.bitwise) {
         g.tol = check_num_param(r->s, params, "", "tolerance", GOLDEN_TOL_DEFAULT, 0, 1, NULL);
         g.ttol = check_num_param(r->s, params, "", "tensor_tolerance", GOLDEN_TTOL_DEFAULT, 0, 10, NULL);
     }
-    if (!(g.bitwise && m.nearest)) golden_compare(&g, cur, base, r);
+    if (!compared) golden_compare(&g, cur, base, r);
     golden_finding(r, &g, cur, base, path, &m);
     golden_diff_free(&g);
     str_free(&m.others);

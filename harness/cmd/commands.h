@@ -37,6 +37,8 @@ int cmd_collect_scenarios(StrList *out, char **args, int n);
 int cmd_parse_profile(const char *v);
 // The problems, sorted by position, one per line (malloc'd).
 char *cmd_problems_text(Problems *ps);
+// A command's first line of output, trailing blanks cut (malloc'd), or NULL: it failed or said nothing.
+char *cmd_first_line(char *const argv[]);
 // `git -C <the runner's home> ARGS...`'s first line of output (malloc'd), or NULL — also when the
 // home is not the top of its own git work tree: a source tree copied without its .git into some
 // other repository's folder must not report that repository's commit.

@@ -107,11 +107,6 @@ static void self_dir(char *out, size_t n) {
     path_dirname(exe, out, n);
 }
 
-static void chomp(char *s) {
-    size_t n = strlen(s);
-    while (n && (s[n - 1] == '\n' || s[n - 1] == '\r' || s[n - 1] == ' ')) s[--n] = '\0';
-}
-
 // git sha (short) and dirty flag of the source tree at run time; 0 or -1 (not a git work tree
 // of its own: the build's commit stands in).
 static int git_state(char *sha, size_t n, int *dirty) {
@@ -128,19 +123,6 @@ static int git_state(char *sha, size_t n, int *dirty) {
     *dirty = out && out[0] != '\0';
     free(out);
     return 0;
-}
-
-static char *first_line_of(char *const argv[]) {
-    char *out = NULL;
-    int rc = proc_capture(argv, 10, &out);
-    if (rc != 0 || !out[0]) {
-        free(out);
-        return NULL;
-    }
-    char *nl = strchr(out, '\n');
-    if (nl) *nl = '\0';
-    chomp(out);
-    return out;
 }
 
 // Everything `run`'s options and its trainer say, as cmd_run's stages pass it on.
@@ -753,12 +735,12 @@ static void run_write_env(const RunOpts *O, const Report *rp, int argc, char **a
     json_object_set_new(runner, "trainers", tr);
     json_object_set_new(env, "runner", runner);
     char *const mv[] = {"mpirun", "--version", NULL};
-    char *mpi = first_line_of(mv);
+    char *mpi = cmd_first_line(mv);
     if (!json_object_get(env, "mpi") || json_is_null(json_object_get(env, "mpi")))
         json_object_set_new(env, "mpi", mpi ? json_string(mpi) : json_null());
     free(mpi);
     char *const nv[] = {"nvidia-smi", "--query-gpu=name,uuid,memory.total,driver_version", "--format=csv,noheader", NULL};
-    char *smi = first_line_of(nv);
+    char *smi = cmd_first_line(nv);
     json_object_set_new(env, "nvidia_smi", smi ? json_string(smi) : json_null());
     free(smi);
     char *js = json_dumps(env, JSON_INDENT(2) | JSON_PRESERVE_ORDER);

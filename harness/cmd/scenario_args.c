@@ -33,6 +33,18 @@ int cmd_parse_profile(const char *v) {
 }
 
 
+char *cmd_first_line(char *const argv[]) {
+    char *out = NULL;
+    if (proc_capture(argv, 10, &out) != 0 || !out || !out[0]) {
+        free(out);
+        return NULL;
+    }
+    out[strcspn(out, "\n")] = '\0';
+    size_t n = strlen(out);
+    while (n && (out[n - 1] == '\r' || out[n - 1] == ' ')) out[--n] = '\0';
+    return out;
+}
+
 static char *git_first_line(const char *const *args) {
     char *argv[16];
     int n = 0;
@@ -41,13 +53,7 @@ static char *git_first_line(const char *const *args) {
     argv[n++] = (char *)harness_home();
     for (int i = 0; args[i] && n < 15; i++) argv[n++] = (char *)args[i];
     argv[n] = NULL;
-    char *out = NULL;
-    if (proc_capture(argv, 10, &out) != 0 || !out) {
-        free(out);
-        return NULL;
-    }
-    out[strcspn(out, "\r\n")] = '\0';
-    return out;
+    return cmd_first_line(argv);
 }
 
 char *cmd_source_git(const char *const *args) {

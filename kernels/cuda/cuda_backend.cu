@@ -784,8 +784,7 @@ static void cu_lanes_track(void) { memset(g_lanes.asked, 0, sizeof g_lanes.asked
 static int cu_lanes_open(int n) {
     if (n > g_lanes.max) n = g_lanes.max;
     if (n < 1 || g_cap.recording || g_lanes.forked || g_nsa_cuda.sync_check || g_prof) return g_lanes.n;
-    for (int l = g_lanes.n; l < n; l++) {
-        NsaCapturePause pause_("a stream's creation");
+    for (int l = g_lanes.n; l < n; l++) {   // (never while recording: refused above)
         cudaCheck(cudaStreamCreateWithFlags(&g_lanes.s[l], cudaStreamNonBlocking));
         cudaCheck(cudaEventCreateWithFlags(&g_lanes.ev[l], cudaEventDisableTiming));
     }

@@ -135,11 +135,11 @@ static const size_t g_ws_bytes = 64u << 20;
 // GEMM finds the same algorithm, hence the same bits, on every lane
 static void *g_ws_lane[NSA_CUDA_MAX_LANES];
 
+// (called by lanes_open, never while recording)
 int nsa_cuda_gemm_lanes(int n) {
     int grew = 0;
     for (int l = 1; l < n && l < NSA_CUDA_MAX_LANES; l++) {
         if (g_ws_lane[l]) continue;
-        NsaCapturePause pause_("a GEMM workspace allocation");
         cudaCheck(cudaMalloc(&g_ws_lane[l], g_ws_bytes));
         grew = 1;
     }
