@@ -10,6 +10,8 @@
 #   suite_all  the main job, `./run_all.sh` (-j auto: a case per GPU), on every GPU; its wall time
 #   suite_1    the same on one GPU (CUDA_VISIBLE_DEVICES=0)
 #   main       the main job's first run alone: nsa-harness run -j auto (scenarios/ against nsa-train)
+#   record     this GPU model's golden baselines and perf floors (`nsa-harness baseline record`,
+#              --repeat 5 for the floors), copied at once to $OUT/baselines.tgz
 #   golden     golden_regression + perf on this GPU model, -j auto (which baseline each compared with)
 #   noise      bench/showcase_noise.json: the example trainer's step-1 gradients, run to run and
 #              with checkpointing, on this GPU (the worst relative difference of each tensor)
@@ -94,6 +96,15 @@ if has suite_1; then
   keep_report suite_1_trainer
   d=$(ls -dt reports/2*/ | sed -n 2p); [ -n "$d" ] && cp "$d/RESULTS.md" "$LOG/suite_1_main.md" && cp "$d/summary.json" "$LOG/suite_1_main.json"
   keep_timings suite_1
+fi
+if has record; then   # this GPU model's baselines, sent back before anything else can run out of time
+  c=${COMMIT:+--commit $COMMIT}
+  step record_golden 300 "$B/nsa-harness" baseline record scenarios/golden_regression.json --profile gpu \
+    --out "$LOG/golden_record" $c
+  (find golden/baselines -newer "$LOG/device.txt" -type f | tar czf "$OUT/baselines.tgz" -T -) 2>/dev/null
+  step record_perf 300 "$B/nsa-harness" baseline record scenarios/perf.json --profile gpu --repeat 5 \
+    --out "$LOG/perf_record" $c
+  (find golden/baselines -newer "$LOG/device.txt" -type f | tar czf "$OUT/baselines.tgz" -T -) 2>/dev/null
 fi
 if has golden; then
   step golden 300 "$B/nsa-harness" run scenarios/golden_regression.json scenarios/perf.json -j auto
