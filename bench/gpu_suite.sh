@@ -130,7 +130,12 @@ if has scaling; then
   step scaling 300 bash bench/gpu_scaling.sh "$B" "1 2 4" 16 10
 fi
 
-tar czf "$OUT/suite_logs.tgz" -C "$(dirname "$LOG")" "$(basename "$LOG")" 2>/dev/null
+# the logs without tensor dumps (a record's or a case's step-1 dump is a GB), cut at 40 MB
+(cd "$(dirname "$LOG")" && find "$(basename "$LOG")" -type f ! -name '*.safetensors' -size -20M |
+  tar czf "$OUT/suite_logs.tgz" -T -) 2>/dev/null
+[ "$(stat -c %s "$OUT/suite_logs.tgz" 2>/dev/null || echo 0)" -gt 40000000 ] &&
+  (cd "$(dirname "$LOG")" && find "$(basename "$LOG")" -type f \( -name '*.log' -o -name '*.md' -o -name '*.json' -o -name '*.txt' \) -size -2M |
+    tar czf "$OUT/suite_logs.tgz" -T -) 2>/dev/null
 echo "================ summary ================"
 cat "$LOG/device.txt" | head -8
 printf '%s\n' "${SUM[@]}"
