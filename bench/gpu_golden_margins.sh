@@ -54,7 +54,7 @@ plant() {   # NAME FILE SED: a copy of the sources with one line changed, CUDA b
 run same_build "./$B/nsa-train"
 run sel_pack0 "./$B/nsa-train" NSA_CUDA_SEL_PACK=0
 run attn_simple "./$B/nsa-train" NSA_CUDA_ATTN=simple
-plant win_key kernels/cuda/cuda_attn_mma.cuh 's/if (BR == BR_WIN) return s <= t \&\& s > t - a.w;/if (BR == BR_WIN) return s <= t \&\& s >= t - a.w;/'
+plant win_key kernels/cuda/attn_tiles.cuh 's/if (BR == BR_WIN) return s <= t \&\& s > t - a.w;/if (BR == BR_WIN) return s <= t \&\& s >= t - a.w;/'
 plant adamw trainer/optim.c 's/double bc1 = 1.0 - pow(c->beta1, (double)o->t)/double bc1 = 1.0/'
 echo "================ margins (tolerance mode; gpu tolerances: loss 3e-2, tensor 1e-1) ================"
 cat "$OUT/margins.txt"

@@ -11,6 +11,7 @@
 # .deps staged (tools/device-deps.sh) when the machine lacks jansson/cmocka headers.
 #   BENCH_ARGS   arguments of bench_cuda_attn (default: all S, both shapes)
 #   E2E_BATCHES  batch sizes of bench/run_cuda.sh (default "1 2 4 8 16"), E2E_STEPS (10)
+#   OPS_GROUPS   the op groups of the ops phase (default: all of them)
 set -u
 . "$(dirname "$0")/gpu_lib.sh"   # gpu_run_begin, has, step
 gpu_run_begin "build ops model golden train sanitize profile bench e2e"
@@ -23,7 +24,7 @@ if has build; then
 fi
 if has ops; then
   # one process per op group: a fault in one group cannot hide the others
-  for grp in matmul weight_copy embedding rmsnorm rope elementwise xent param gate compress cmp_attn select sel_attn win_attn rows; do
+  for grp in ${OPS_GROUPS:-matmul weight_copy embedding rmsnorm rope elementwise xent param gate compress cmp_attn select sel_attn win_attn rows}; do
     NSA_CUDA_SYNC_CHECK=1 step "ops_$grp" 240 "./$B/tests/test_cuda_ops" --filter "$grp"
   done
 fi

@@ -224,7 +224,7 @@ template <typename Op, typename V> __device__ __forceinline__ V block_reduce(V v
 // ---- NSA internals shared by cuda_nsa.cu and the tensor-core kernels ----------------------
 enum { BR_CMP = 0, BR_SEL = 1, BR_WIN = 2 };
 
-// The 64 rows of a rows-kernel tile (cuda_attn_mma.cuh): BQ consecutive positions x HB heads
+// The 64 rows of a rows-kernel tile (attn_rows.cuh): BQ consecutive positions x HB heads
 // of one KV group (HB = min(heads per group, 64)); nhb tiles cover a group's heads
 struct RowsGeom {
     int HB, BQ, nhb;
@@ -284,7 +284,7 @@ struct AttnArgs {
     float scale, scale_log2;
 };
 
-// Tensor-core kernels (cuda_attn_mma.cuh), instantiated for bf16/fp16 and D in
+// Tensor-core kernels (attn_fwd.cu, attn_dq.cu, attn_dkdv.cu, attn_select.cu), instantiated for bf16/fp16 and D in
 // {16, 64, 128}; br is BR_CMP / BR_SEL / BR_WIN.
 template <typename T, int D> void mma_attn_fwd(const AttnArgs &a, int br);
 template <typename T, int D> void mma_attn_dq(const AttnArgs &a, int br);

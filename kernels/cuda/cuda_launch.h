@@ -101,7 +101,7 @@ void nsa_cuda_fill_random(int dt, void *p, int64_t n, uint64_t seed, double scal
 // dst[c] += sum over rows r (ascending chunks, fixed tree) of src[r, c]; src act, dst fp32
 void nsa_cuda_colsum_acc(int dt, float *dst, const void *src, int64_t rows, int cols);
 
-// ---- NSA (cuda_nsa.cu, cuda_attn_mma*.cu) ----------------------------------------------
+// ---- NSA (cuda_nsa.cu, attn_*.cu) ------------------------------------------------------
 void nsa_cuda_compress_avg_fwd(int dt, void *Kc, const void *k, const NsaGeom *g, int i0, int Ni);
 void nsa_cuda_compress_avg_bwd(int dt, void *dk, const void *dKc, const NsaGeom *g);
 void nsa_cuda_block_gather_fwd(int dt, void *X, const void *k, const void *pe, const NsaGeom *g, int i0, int Ni);

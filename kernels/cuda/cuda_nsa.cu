@@ -1,5 +1,5 @@
 // kernels/cuda/cuda_nsa.cu — the NSA ops of the CUDA backend except the tensor-core
-// attention kernels (cuda_attn_mma.cuh): compression (avg, mlp gather), gate
+// attention kernels (attn_*.cu): compression (avg, mlp gather), gate
 // activation, combine, top-n selection, the helpers of the attention backward
 // (Drow, the inverted block->queries index, the key-chunk tables and the ordered
 // reduction of dK/dV partials), the simple attention kernels (fp32 activations,

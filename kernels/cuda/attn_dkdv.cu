@@ -1,0 +1,235 @@
+// kernels/cuda/attn_dkdv.cu — dK and dV of the attention backward of the three NSA branches on
+// tensor cores, then its launcher. Key-centric: a CTA owns KT keys of one (b, group) and a chunk
+// of the rows that see them: for the window and compressed branches a contiguous range of
+// positions, for the selection branch the inverted index (the positions that selected the
+// block, ascending). Rows are flattened (t, head) pairs, so every MMA row is useful whatever the
+// group size. Each warp owns 16 keys and accumulates dK, dV over the CTA's rows in order; the
+// CTA writes fp32 partials that k_reduce_parts (cuda_nsa.cu) adds in row-chunk order:
+// deterministic without atomics. Instantiated for bf16/fp16 and D 16, 64, 128.
+#include "kernels/cuda/attn_tiles.cuh"
+
+// ============================================================================================
+// kernel
+// ============================================================================================
+// rows per tile: 64 with warpgroup MMA at D 64 (the first products m64n64k16, as in the rows
+// kernels), else 32 (D 128's accumulators leave no registers for 64)
+template <int D, bool WG> __host__ __device__ constexpr int dkdv_rt() { return WG && D == 64 ? 64 : 32; }
+
+// WG: K and V (64-row atoms) and the Q / dO row tiles (RT-row atoms, RT * 128 bytes)
+// swizzled, after a 1024-byte alignment slack
+template <int D, int KT, bool WG> constexpr size_t dkdv_smem() {
+    constexpr int RT = dkdv_rt<D, WG>();
+    return WG ? 1024 + (size_t)(2 * KT + 4 * RT) * D * 2 + 2 * 3 * RT * 4 : (size_t)(2 * KT + 4 * RT) * (D + 8) * 2 + 2 * 3 * RT * 4;
+}
+
+// WG (sm_90a, KT 64, D 64 or 128): every product by warpgroup MMA from swizzled tiles.
+// S^T = K Q^T and dP^T = V dO^T for the CTA's 64 keys x a tile's RT rows (wg_two), then
+// dV += P^T dO and dK += dS^T Q with P^T, dS^T from registers and dO, Q as transposed B
+// operands (wg_rs).
+template <typename T, int D, int KT, int BR, bool WG> __global__ void __launch_bounds__(KT * 2) k_dkdv(AttnArgs a, int NKC) {
+    constexpr int DP = D + 8, NKS = D / 16, NDT = D / 8, NW = KT / 16, NTH = NW * 32;
+    static_assert(!WG || (KT == 64 && D % 64 == 0), "the warpgroup path: 64 keys, 64-element atoms");
+    constexpr int KP = WG ? D : DP;                // elements per row as stored
+    constexpr int RT = dkdv_rt<D, WG>(), NRT = RT / 8;   // rows per tile, their n-tiles
+    constexpr int RT_ATOM = RT * 128;              // WG: bytes of an RT-row atom (the row tiles)
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    unsigned char *base = WG ? reinterpret_cast<unsigned char *>(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023) : smem_raw;
+    T *Ks = reinterpret_cast<T *>(base);
+    T *Vs = Ks + KT * KP;
+    T *Qs = Vs + KT * KP;                       // [2][RT][KP]
+    T *Ys = Qs + 2 * RT * KP;              // [2][RT][KP]
+    float *l2s = reinterpret_cast<float *>(Ys + 2 * RT * KP);   // [2][RT]
+    float *drs = l2s + 2 * RT;
+    int *trs = reinterpret_cast<int *>(drs + 2 * RT);
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, gid = lane >> 2, tig = lane & 3;
+    const int e = blockIdx.x, rc = blockIdx.y;
+    const int4 ch = a.chunks[e];
+    const int kb = ch.x, nk = ch.y, rb = ch.z, nrows = ch.w;
+    const int r_lo = rc * a.rch;
+    if (r_lo >= nrows) return;
+    const int r_hi = r_lo + a.rch < nrows ? r_lo + a.rch : nrows;
+    const int bg = e / NKC, b = bg / a.G, g = bg % a.G, hpg = a.hpg;
+    const int64_t ks = (int64_t)a.G * D;
+    const T *Kg = (const T *)a.k + (int64_t)b * a.NK * ks + (int64_t)g * D;
+    const T *Vg = (const T *)a.v + (int64_t)b * a.NK * ks + (int64_t)g * D;
+    const int32_t *list = BR == BR_SEL ? a.ilist + rb : NULL;
+    key_tile_load<T, D, WG>(Ks, Kg, ks, kb, kb + nk, KT, tid, NTH);
+    key_tile_load<T, D, WG>(Vs, Vg, ks, kb, kb + nk, KT, tid, NTH);
+    // the rows' tiles of Q and dO (RT-row atoms) and their t, lse and Drow, rows f0 .. of the
+    // CTA's flattened (t, head) list
+    auto load_rows = [&](int it, int buf) {
+        const int f0 = r_lo + it * RT;
+        auto row_at = [&](int r) -> int64_t {
+            const int f = f0 + r;
+            if (f >= r_hi) return -1;
+            const int ti = f / hpg, hh = f % hpg, t = list ? list[ti] : rb + ti;
+            return (((int64_t)b * a.T + t) * a.H + (int64_t)g * hpg + hh) * D;
+        };
+        tile_load<T, D, WG, RT>(Qs + buf * RT * KP, (const T *)a.q, RT, row_at, tid, NTH);
+        tile_load<T, D, WG, RT>(Ys + buf * RT * KP, (const T *)a.dout, RT, row_at, tid, NTH);
+        for (int r = tid; r < RT; r += NTH) {
+            int f = f0 + r, t = -1;
+            float l2 = -INFINITY, dr = 0.f;
+            if (f < r_hi) {
+                int ti = f / hpg, hh = f % hpg;
+                t = list ? list[ti] : rb + ti;
+                int64_t R = ((int64_t)b * a.T + t) * a.H + (int64_t)g * hpg + hh;
+                l2 = a.lse_in[R] * MMA_LOG2E;
+                dr = a.drow[R];
+                if (l2 == -INFINITY) t = -1;
+            }
+            trs[buf * RT + r] = t;
+            l2s[buf * RT + r] = l2;
+            drs[buf * RT + r] = dr;
+        }
+    };
+    const int ntiles = (r_hi - r_lo + RT - 1) / RT;
+    load_rows(0, 0);
+    cp_commit();
+
+    float dka[NDT][4], dva[NDT][4];
+    acc_zero(dka);
+    acc_zero(dva);
+    const int kw = warp * 16;   // this warp's first key (local)
+    const int key0 = kb + kw + gid, key1 = key0 + 8;
+    const bool kv0 = kw + gid < nk, kv1 = kw + gid + 8 < nk;
+
+    for (int it = 0; it < ntiles; it++) {
+        const int buf = it & 1;
+        __syncthreads();   // buffer buf^1 free (its last reader finished at it-1)
+        if (it + 1 < ntiles) load_rows(it + 1, buf ^ 1);
+        cp_commit();
+        cp_wait<1>();
+        if (WG) wg_fence_proxy();   // this thread's copies, visible to the warpgroup MMA
+        __syncthreads();
+        const T *Qb = Qs + buf * RT * KP, *Yb = Ys + buf * RT * KP;
+        const int *tb = trs + buf * RT;
+        const float *lb = l2s + buf * RT, *db = drs + buf * RT;
+        float s[NRT][4], dp[NRT][4];
+        if constexpr (WG) {
+            wg_two<T, D, RT, RT_ATOM>(s, dp, (uint32_t)__cvta_generic_to_shared(Ks), (uint32_t)__cvta_generic_to_shared(Qb),
+                                      (uint32_t)__cvta_generic_to_shared(Vs), (uint32_t)__cvta_generic_to_shared(Yb));
+        } else {
+            static_assert(WG || RT == 32, "mma.sync: 32-row tiles");
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+#pragma unroll
+                for (int q = 0; q < 4; q++) s[i][q] = dp[i][q] = 0.f;
+#pragma unroll
+            for (int kk = 0; kk < NKS; kk++) {
+                uint32_t ka[4], va[4];
+                frag_a<DP>(ka, Ks, kw, kk * 16, lane);
+                frag_a<DP>(va, Vs, kw, kk * 16, lane);
+#pragma unroll
+                for (int np = 0; np < 2; np++) {
+                    uint32_t bf[4];
+                    frag_b_nk<DP>(bf, Qb, np * 16, kk * 16, lane);
+                    mma16816<T>(s[2 * np], ka, bf[0], bf[1]);
+                    mma16816<T>(s[2 * np + 1], ka, bf[2], bf[3]);
+                    frag_b_nk<DP>(bf, Yb, np * 16, kk * 16, lane);
+                    mma16816<T>(dp[2 * np], va, bf[0], bf[1]);
+                    mma16816<T>(dp[2 * np + 1], va, bf[2], bf[3]);
+                }
+            }
+        }
+        // element (nt, q): key = key0 / key1 (q >> 1), row = nt*8 + 2*tig + (q & 1)
+#pragma unroll
+        for (int nt = 0; nt < NRT; nt++)
+#pragma unroll
+            for (int q = 0; q < 4; q++) {
+                const int row = nt * 8 + 2 * tig + (q & 1), t = tb[row];
+                const int key = (q >> 1) ? key1 : key0;
+                const bool vis = t >= 0 && ((q >> 1) ? kv1 : kv0) && sees<BR>(a, t, key);
+                const float p = vis ? exp2f(s[nt][q] * a.scale_log2 - lb[row]) : 0.f;
+                s[nt][q] = p;
+                dp[nt][q] = p * (dp[nt][q] - db[row]);
+            }
+        if constexpr (WG) {
+            // dV += P^T dO, dK += dS^T Q by warpgroup MMA: P^T and dS^T from registers,
+            // dO and Q as transposed B operands
+            uint32_t pa[RT / 16][4], da[RT / 16][4];
+#pragma unroll
+            for (int kk = 0; kk < RT / 16; kk++) {
+                acc_afrag<T>(pa[kk], s[2 * kk], s[2 * kk + 1]);
+                acc_afrag<T>(da[kk], dp[2 * kk], dp[2 * kk + 1]);
+            }
+            wg_fence();
+            wg_rs<T, D, RT>(dva, pa, (uint32_t)__cvta_generic_to_shared(Yb), RT_ATOM);
+            wg_rs<T, D, RT>(dka, da, (uint32_t)__cvta_generic_to_shared(Qb), RT_ATOM);
+            wg_commit();
+            wg_wait0();
+        } else {
+#pragma unroll
+            for (int kk = 0; kk < 2; kk++) {
+                uint32_t pa[4];
+                acc_afrag<T>(pa, s[2 * kk], s[2 * kk + 1]);
+                uint32_t da[4];
+                acc_afrag<T>(da, dp[2 * kk], dp[2 * kk + 1]);
+#pragma unroll
+                for (int dd = 0; dd < D / 16; dd++) {
+                    uint32_t bf[4];
+                    frag_b_kn<DP>(bf, Yb, kk * 16, dd * 16, lane);
+                    mma16816<T>(dva[2 * dd], pa, bf[0], bf[1]);
+                    mma16816<T>(dva[2 * dd + 1], pa, bf[2], bf[3]);
+                    frag_b_kn<DP>(bf, Qb, kk * 16, dd * 16, lane);
+                    mma16816<T>(dka[2 * dd], da, bf[0], bf[1]);
+                    mma16816<T>(dka[2 * dd + 1], da, bf[2], bf[3]);
+                }
+            }
+        }
+    }
+    float *pk = a.part + (int64_t)(a.chunk_part[e] + rc) * 2 * KT * D;
+    float *pv = pk + KT * D;
+#pragma unroll
+    for (int nt = 0; nt < NDT; nt++)
+#pragma unroll
+        for (int q = 0; q < 4; q++) {
+            const int kl = kw + gid + 8 * (q >> 1), dd = nt * 8 + 2 * tig + (q & 1);
+            pk[kl * D + dd] = a.scale * dka[nt][q];
+            pv[kl * D + dd] = dva[nt][q];
+        }
+}
+
+// ============================================================================================
+// selection scores on tensor cores (bf16/fp16): a CTA owns BQ positions x the whole
+// group (hpg <= 64 heads): S = Q Kc^T per chunk of 64 compressed blocks as in
+// k_rows_fwd, p = exp(S - lse) from the compressed branch's saved lse, then the head
+// sums Psum[position][i] = sum_h p[h, i] (a butterfly over a warp's 16 rows when the
+// group's heads fill whole warps, else through the P tile, heads ascending, every
+// (position, block) pair in parallel), then per (position, selection block j)
+// score[j] += sum_i w(i, j) Psum[i] (blocks i and chunks in ascending order), and the
+// top-n per position by a warp (forced blocks, ties to the lower index). Shared: Q,
+
+// ============================================================================================
+// launcher
+// ============================================================================================
+// dK/dV: 64-key chunks (128 threads) for every branch, 16-key chunks (32 threads) for
+// selection blocks of 16 keys
+template <typename T, int D, int KT, bool WG> static void dkdv_launch(const AttnArgs &a, int br, dim3 grid, int NKC) {
+    const size_t sm = dkdv_smem<D, KT, WG>();
+    if (br == BR_WIN) mma_launch(k_dkdv<T, D, KT, BR_WIN, WG>, grid, KT * 2, sm, a, NKC);
+    else if (br == BR_CMP) mma_launch(k_dkdv<T, D, KT, BR_CMP, WG>, grid, KT * 2, sm, a, NKC);
+    else mma_launch(k_dkdv<T, D, KT, BR_SEL, WG>, grid, KT * 2, sm, a, NKC);
+}
+template <typename T, int D> void mma_attn_dkdv(const AttnArgs &a, int br) {
+    const int NKC = a.nentries / (a.B * a.G);
+    int maxrows = br == BR_WIN ? (a.kt + a.w) * a.hpg : a.T * a.hpg;
+    dim3 grid(a.nentries, (maxrows + a.rch - 1) / a.rch);
+    if constexpr (D % 64 == 0) {
+        if (a.kt == 64 && g_nsa_cuda.wgmma) {
+            dkdv_launch<T, D, 64, true>(a, br, grid, NKC);
+            CUDA_LAUNCHED();
+            return;
+        }
+    }
+    if (a.kt == 64) dkdv_launch<T, D, 64, false>(a, br, grid, NKC);
+    else mma_launch(k_dkdv<T, D, 16, BR_SEL, false>, grid, 32, dkdv_smem<D, 16, false>(), a, NKC);
+    CUDA_LAUNCHED();
+}
+
+#define NSA_INSTANTIATE_DKDV(D)                                  \
+    template void mma_attn_dkdv<bf16, D>(const AttnArgs &, int); \
+    template void mma_attn_dkdv<f16, D>(const AttnArgs &, int);
+NSA_INSTANTIATE_DKDV(16)
+NSA_INSTANTIATE_DKDV(64)
+NSA_INSTANTIATE_DKDV(128)

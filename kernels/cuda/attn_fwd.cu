@@ -1,0 +1,463 @@
+// kernels/cuda/attn_fwd.cu — the attention forward of the three NSA branches on tensor cores
+// (flash-style: scores live in registers, never a T x T matrix), then its launcher:
+//
+//  k_rows_fwd (compressed, window; selection where nsa_sel_rows_on): 64 query rows a CTA
+//    (attn_rows.cuh) walking its keys in 64-key chunks, online softmax.
+//  k_sel_fwd (selection): a CTA per 16-row selection tile (attn_sel.cuh), the 4 warps splitting
+//    the selected blocks, their softmax states merged in warp order.
+//  k_sel_fwd_tma (selection on sm_90a, D 64 or 128, blocks of whole 64-key chunks): one warp a
+//    tile fed by a ring of TMA copies.
+// Writes o and the log-sum-exp (act, and fp32 where lse32 is set). Instantiated for bf16/fp16
+// and D 16, 64, 128.
+#include "kernels/cuda/attn_pass.cuh"
+#include "kernels/cuda/attn_rows.cuh"
+#include "kernels/cuda/attn_sel.cuh"
+#include <cudaTypedefs.h>    // PFN_cuTensorMapEncodeTiled
+#include <type_traits>
+
+// ============================================================================================
+// rows kernel
+// ============================================================================================
+// WG (sm_90a, D 64 or 128): both products by warpgroup MMA from swizzled Q, K and V tiles:
+// S = Q K^T (wg_qkT), then O += P V with P from registers and V as a transposed B operand
+// (wg_rs); the online-softmax rescale of O between chunks is ordered by wg_fence.
+template <typename T, int D, int BR, bool WG> __global__ void __launch_bounds__(128) k_rows_fwd(AttnArgs a) {
+    constexpr int DP = D + 8, NKS = D / 16, NDT = D / 8;
+    static_assert(!WG || D % 64 == 0, "swizzled atoms are 64 elements wide");
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    unsigned char *qk = WG ? reinterpret_cast<unsigned char *>(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023) : smem_raw;
+    constexpr int QP = WG ? D : DP;        // elements per Q/K row as stored
+    T *Qs = reinterpret_cast<T *>(qk);
+    T *Ks = Qs + 64 * QP;                  // [2][KC][QP]
+    constexpr int VP = WG ? D : DP;        // elements per V row as stored
+    T *Vs = Ks + 2 * ROWS_KC * QP;         // [2][KC][VP]
+    __shared__ int trow[64];
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, gid = lane >> 2, tig = lane & 3;
+    const int hpg = a.hpg;
+    const RowsGeom rg = rows_geom(hpg);
+    const int b = blockIdx.z, g = blockIdx.y / rg.nhb, hb = blockIdx.y % rg.nhb;
+    const int tbase = a.t0 + blockIdx.x * rg.BQ, tend = a.t0 + a.Tn;
+    if (tid < 64) trow[tid] = rows_row(a, rg, b, g, hb, tbase, tend, tid) >= 0 ? tbase + tid / rg.HB : -1;
+    rows_tile_load<T, D, WG>(Qs, (const T *)a.q, a, rg, b, g, hb, tbase, tend);
+    int t_last = tbase + rg.BQ - 1 < tend - 1 ? tbase + rg.BQ - 1 : tend - 1;
+    int kstart, kend;
+    rows_keys<BR>(a, tbase, t_last, kstart, kend);
+    const RowsChunks<BR> ch = rows_chunks<BR>(a, b, g, tbase, t_last, kstart, kend, smem_raw + rows_fwd_smem<D, WG>());
+    const int nchunks = ch.n;
+    const int64_t ks = (int64_t)a.G * D;
+    const T *Kg = (const T *)a.k + (int64_t)b * a.NK * ks + (int64_t)g * D;
+    const T *Vg = (const T *)a.v + (int64_t)b * a.NK * ks + (int64_t)g * D;
+    // K and V chunk kb.. into buffer buf
+    auto load_chunk = [&](int buf, int kb) {
+        key_tile_load<T, D, WG>(Ks + buf * ROWS_KC * QP, Kg, ks, kb, kend, ROWS_KC, tid, 128);
+        key_tile_load<T, D, WG>(Vs + buf * ROWS_KC * VP, Vg, ks, kb, kend, ROWS_KC, tid, 128);
+    };
+    if (nchunks > 0) load_chunk(0, ch.kb(0));
+    cp_commit();
+    __syncthreads();
+    const int r0 = warp * 16 + gid;
+    const int tr[2] = {trow[r0], trow[r0 + 8]};
+
+    float m[2] = {-INFINITY, -INFINITY}, lsum[2] = {0.f, 0.f};
+    float oacc[NDT][4];
+    acc_zero(oacc);
+    uint32_t qf[NKS][4];
+
+    for (int c = 0; c < nchunks; c++) {
+        const int buf = c & 1;
+        if (c + 1 < nchunks) load_chunk(buf ^ 1, ch.kb(c + 1));
+        cp_commit();
+        cp_wait<1>();
+        if (WG) wg_fence_proxy();   // this thread's copies, visible to the warpgroup MMA
+        __syncthreads();
+        const T *Vb = Vs + buf * ROWS_KC * VP;
+        const int kb = ch.kb(c);
+        const uint64_t pm = ch.pm(c);
+        float s[8][4];
+        if constexpr (WG) {
+            wg_qkT<T, D>(s, (uint32_t)__cvta_generic_to_shared(Qs),
+                         (uint32_t)__cvta_generic_to_shared(Ks + buf * ROWS_KC * QP));
+        } else {
+            if (c == 0) frags_a<NKS, DP>(qf, Qs, warp * 16, lane);
+            warp_abT<T, NKS, 8, DP>(s, qf, Ks + buf * ROWS_KC * DP, 0, lane);
+        }
+        float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+        for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int key = kb + nt * 8 + 2 * tig + (e & 1), t = tr[e >> 1];
+                const bool vis = rows_vis<BR>(a, t, key, kend, pm, tbase);
+                s[nt][e] = vis ? s[nt][e] * a.scale_log2 : -INFINITY;
+                mx[e >> 1] = fmaxf(mx[e >> 1], s[nt][e]);
+            }
+        online_softmax_step<8, NDT>(s, oacc, m, lsum, mx);
+        if constexpr (WG) {
+            // O += P V by warpgroup MMA: P from registers, V as a transposed B operand
+            uint32_t pa[ROWS_KC / 16][4];
+#pragma unroll
+            for (int kk = 0; kk < ROWS_KC / 16; kk++) {
+                acc_afrag<T>(pa[kk], s[2 * kk], s[2 * kk + 1]);
+            }
+            wg_fence();
+            wg_rs<T, D, ROWS_KC>(oacc, pa, (uint32_t)__cvta_generic_to_shared(Vb), WG_ATOM_BYTES);
+            wg_commit();
+            wg_wait0();
+        } else {
+            mma_acc_kn<T, D, ROWS_KC, DP>(oacc, s, Vb, 0, lane);
+        }
+        __syncthreads();
+    }
+    cp_wait<0>();
+    quad_sum2(lsum);
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const int row = r0 + 8 * r, t = tr[r];
+        if (t < 0) continue;
+        const int h = hb * rg.HB + row % rg.HB;
+        const int64_t R = ((int64_t)b * a.T + t) * a.H + (int64_t)g * hpg + h;
+        const bool any = lsum[r] > 0.f;
+        const float inv = any ? 1.0f / lsum[r] : 0.f;
+        T *o = (T *)a.o + R * D;
+#pragma unroll
+        for (int nt = 0; nt < NDT; nt++)
+            *reinterpret_cast<uint32_t *>(o + nt * 8 + 2 * tig) = pack2<T>(oacc[nt][2 * r] * inv, oacc[nt][2 * r + 1] * inv);
+        if (tig == 0) {
+            const float lse = any ? (m[r] + log2f(lsum[r])) * MMA_LN2 : -INFINITY;
+            ((T *)a.lse)[R] = fromf<T>(lse);
+            if (a.lse32) a.lse32[R] = lse;
+        }
+    }
+}
+
+
+// ============================================================================================
+// selection tiles
+// ============================================================================================
+template <typename T, int D, int KT, int PACK> __global__ void __launch_bounds__(128) k_sel_fwd(AttnArgs a) {
+    constexpr int DP = D + 8, NKS = D / 16, NDT = D / 8, NT = KT / 8;
+    static_assert(sel_merge_fits<D, KT>(), "merge area");
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    __shared__ int ul[SEL_MAXU], uf[SEL_MAXU], nu_s;
+    T *Qs = reinterpret_cast<T *>(smem_raw);
+    T *KV = Qs + 32 * DP;   // per warp: K [KT][DP], V [KT][DP]
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, gid = lane >> 2, tig = lane & 3;
+    const int nrt = PACK == 1 ? (a.hpg + 15) / 16 : 1;
+    const int g = blockIdx.y / nrt, rt = blockIdx.y % nrt, b = blockIdx.z;
+    const SelTile st = sel_tile<PACK>(a, blockIdx.x, rt);
+    sel_rows_load<T, D>(Qs, (const T *)a.q, a, st, b, g, tid, 128);
+    cp_commit();
+    if (tid == 0) sel_union<PACK>(a, st, b, g, ul, uf, &nu_s);
+    cp_wait<0>();
+    __syncthreads();
+    uint32_t qf[NKS][4];
+    frags_a<NKS, DP>(qf, Qs, 0, lane);
+    const int64_t ks = (int64_t)a.G * D;
+    const T *Kg = (const T *)a.k + (int64_t)b * a.NK * ks + (int64_t)g * D;
+    const T *Vg = (const T *)a.v + (int64_t)b * a.NK * ks + (int64_t)g * D;
+    T *Kw = KV + warp * 2 * KT * DP, *Vw = Kw + KT * DP;
+    const int per = a.lsel / KT, nch = nu_s * per;
+    const bool rv[2] = {sel_row(a, st, b, g, gid) >= 0, sel_row(a, st, b, g, gid + 8) >= 0};
+    const int tr[2] = {st.t[0], st.t[1]};
+
+    float m[2] = {-INFINITY, -INFINITY}, lsum[2] = {0.f, 0.f};
+    float oacc[NDT][4];
+    acc_zero(oacc);
+
+    for (int c = warp; c < nch; c += 4) {
+        const int j = ul[c / per], fl = uf[c / per];
+        const int kb = j * a.lsel + (c % per) * KT;
+        if (kb > st.tmax) continue;
+        sel_load_block<T, D, KT>(Kw, Vw, Kg, Vg, ks, kb, st.tmax, lane);
+        cp_commit();
+        cp_wait<0>();
+        __syncwarp();
+        float s[NT][4];
+        warp_abT<T, NKS, NT, DP>(s, qf, Kw, 0, lane);
+        sel_online_softmax<NT, NDT>(s, oacc, m, lsum, kb, rv, fl, tr, a.scale_log2, tig);
+        mma_acc_kn<T, D, KT, DP>(oacc, s, Vw, 0, lane);
+        __syncwarp();
+    }
+    quad_sum2(lsum);
+    // merge the 4 warps' partial softmax states in warp order
+    __syncthreads();
+    float *Om = reinterpret_cast<float *>(KV);   // [4][16][D]
+    float *Mm = Om + 4 * 16 * D, *Lm = Mm + 4 * 16;
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const int row = gid + 8 * r;
+#pragma unroll
+        for (int nt = 0; nt < NDT; nt++) {
+            Om[(warp * 16 + row) * D + nt * 8 + 2 * tig] = oacc[nt][2 * r];
+            Om[(warp * 16 + row) * D + nt * 8 + 2 * tig + 1] = oacc[nt][2 * r + 1];
+        }
+        if (tig == 0) {
+            Mm[warp * 16 + row] = m[r];
+            Lm[warp * 16 + row] = lsum[r];
+        }
+    }
+    __syncthreads();
+    for (int idx = tid; idx < 16 * D; idx += 128) {
+        const int row = idx / D, dd = idx % D;
+        const int64_t R = sel_row(a, st, b, g, row);
+        if (R < 0) continue;
+        float M = -INFINITY;
+#pragma unroll
+        for (int w = 0; w < 4; w++) M = fmaxf(M, Mm[w * 16 + row]);
+        float L = 0.f, O = 0.f;
+        if (M != -INFINITY) {
+#pragma unroll
+            for (int w = 0; w < 4; w++) {
+                const float mw = Mm[w * 16 + row];
+                if (mw == -INFINITY) continue;
+                const float f = exp2f(mw - M);
+                L += Lm[w * 16 + row] * f;
+                O += Om[(w * 16 + row) * D + dd] * f;
+            }
+        }
+        const bool any = L > 0.f;
+        ((T *)a.o)[R * D + dd] = fromf<T>(any ? O / L : 0.f);
+        if (dd == 0) {
+            const float lse = any ? (M + log2f(L)) * MMA_LN2 : -INFINITY;
+            ((T *)a.lse)[R] = fromf<T>(lse);
+            if (a.lse32) a.lse32[R] = lse;
+        }
+    }
+}
+
+// ============================================================================================
+// selection forward on the Hopper tensor memory accelerator (sm_90; D 64 or 128, blocks of a
+// multiple of 64 keys): one warp a CTA, the same tile rows as k_sel_fwd
+// ============================================================================================
+// The warp walks every 64-key chunk of its tile's block list in order through NST stages of
+// K and V [64][D] in 128-byte-swizzle atoms (SwzTile<64>), each stage filled by one TMA tile
+// copy per atom (4-D tensor maps over k and v [B][NK][G][D], sel_tma_maps) completing on the
+// stage's mbarrier. A stage is refilled with the chunk NST ahead as soon as the warp has used
+// it, so NST - 1 chunks load while it computes (flash_nsa's selection kernels: 1-warp programs,
+// a ring of TMA loads). No partial softmax states to merge. Keys past the tile's last position
+// are zeroed after they land (masked, but 0 * NaN of a later position's bits would not be 0);
+// keys past the sequence come in as zeros from the copy. The dQ pass stays on k_sel_dq (H100,
+// bench/RESULTS.md): the same 1-warp design for dQ (three products a chunk, 253 registers at
+// D 128) was slower (paper shape 64k, selected backward 57.8 -> 73.5 ms), and so was a
+// warp-specialised one (a loader warp, 4 warps splitting each chunk's keys, 2-4 stages) at
+// D 128 (57.1 -> 72.5-73.2 ms); at D 64 it gained 0-8 % on the op and nothing end to end.
+#define SEL_TMA_KT 64
+#define SEL_TMA_NST 2   // stages: 3 CTAs an SM at D 128 (70 KB each), 6 at D 64; 3 stages measured slower
+template <int D> constexpr size_t sel_tma_smem() {
+    // 1024-byte alignment slack, the stages of K and V [64][D], the Q tile [16][D + 8]
+    return 1024 + (size_t)SEL_TMA_NST * 2 * SEL_TMA_KT * D * 2 + (size_t)16 * (D + 8) * 2;
+}
+
+#define SEL_TMA_STAGE(D) (2 * SEL_TMA_KT * (D) * 2)   // bytes of a stage: K then V [64][D]
+// A tile's chunks: chunk c covers keys kb(c) .. kb(c) + 63 of block ul[c / per]; chunks that
+// start after the tile's last position (tmax) are skipped
+struct SelChunks {
+    const int *ul;   // the tile's block list
+    int lsel, per, nch, tmax;
+    __device__ int kb(int c) const { return ul[c / per] * lsel + (c % per) * SEL_TMA_KT; }
+    __device__ int next(int c) const {
+        for (; c < nch; c++)
+            if (kb(c) <= tmax) return c;
+        return nch;
+    }
+};
+// one thread: the chunk at key k0 into a stage, one TMA copy per 64-column atom of K and V,
+// completing on bar
+template <int D>
+__device__ __forceinline__ void sel_tma_issue(unsigned char *stage, const CUtensorMap *mk, const CUtensorMap *mv, int g, int k0,
+                                              int b, uint32_t bar) {
+    mbar_expect_tx(bar, SEL_TMA_STAGE(D));
+#pragma unroll
+    for (int at = 0; at < D / 64; at++) {
+        tma_load4(stage + at * SEL_TMA_KT * 128, mk, at * 64, g, k0, b, bar);
+        tma_load4(stage + SEL_TMA_STAGE(D) / 2 + at * SEL_TMA_KT * 128, mv, at * 64, g, k0, b, bar);
+    }
+}
+// one warp: zero the K and V rows [r0, r1) of a landed stage (a key row is 128 contiguous bytes
+// in each atom, whatever the swizzle), then order those writes before a later TMA write to it
+template <int D> __device__ __forceinline__ void sel_tma_zero(unsigned char *stage, int r0, int r1, int lane) {
+    const int nz = r1 - r0;
+    if (nz <= 0) return;
+    for (int i = lane; i < nz * (D / 64) * 2 * 8; i += 32) {
+        const int ch = i & 7, row = r0 + (i >> 3) % nz, at = (i >> 3) / nz;
+        *reinterpret_cast<uint4 *>(stage + at * SEL_TMA_KT * 128 + row * 128 + ch * 16) = make_uint4(0, 0, 0, 0);
+    }
+    wg_fence_proxy();
+}
+
+// the forward's feed: one warp consumes and refills its own ring
+template <typename T, int D> struct SelTmaFeed {
+    static constexpr int NST = SEL_TMA_NST, STAGE = SEL_TMA_STAGE(D);
+    unsigned char *ring;       // NST stages, 1024-byte aligned
+    uint32_t bar;              // shared address of the NST mbarriers (8 bytes each)
+    const CUtensorMap *mk, *mv;
+    SelChunks ch;
+    int g, b, lane;
+    int pf;                    // the next chunk to load (nch: none)
+
+    __device__ const T *kst(int s) const { return reinterpret_cast<const T *>(ring + s * STAGE); }
+    __device__ const T *vst(int s) const { return reinterpret_cast<const T *>(ring + s * STAGE + STAGE / 2); }
+    __device__ void issue(int s) {   // lane 0
+        sel_tma_issue<D>(ring + s * STAGE, mk, mv, g, ch.kb(pf), b, bar + 8 * s);
+        pf = ch.next(pf + 1);
+    }
+    __device__ int start() {
+        pf = ch.next(0);
+        const int c0 = pf;
+        if (lane == 0)
+            for (int s = 0; s < NST && pf < ch.nch; s++) issue(s);
+        pf = __shfl_sync(0xffffffffu, pf, 0);
+        return c0;
+    }
+    // the it-th chunk (starting at key k0) is in stage it % NST: wait for it, zero its keys
+    // past tmax
+    __device__ void wait(int it, int k0) {
+        const int s = it % NST;
+        mbar_wait(bar + 8 * s, (uint32_t)(it / NST) & 1);
+        sel_tma_zero<D>(ring + s * STAGE, ch.tmax - k0 + 1, SEL_TMA_KT, lane);
+        __syncwarp();
+    }
+    // the warp is done with the it-th chunk: its stage takes the next chunk to load
+    __device__ void release(int it) {
+        __syncwarp();
+        if (lane == 0 && pf < ch.nch) issue(it % NST);
+        pf = __shfl_sync(0xffffffffu, pf, 0);
+    }
+};
+
+
+template <typename T, int D, int PACK>
+__global__ void __launch_bounds__(32) k_sel_fwd_tma(AttnArgs a, const __grid_constant__ CUtensorMap mk,
+                                                   const __grid_constant__ CUtensorMap mv) {
+    constexpr int DP = D + 8, NKS = D / 16, NDT = D / 8, NT = SEL_TMA_KT / 8;
+    extern __shared__ __align__(16) unsigned char smem_raw[];   // the ring is aligned to 1024 by hand
+    __shared__ int ul[SEL_MAXU], uf[SEL_MAXU], nu_s;
+    __shared__ uint64_t bars[SEL_TMA_NST];
+    unsigned char *ring = reinterpret_cast<unsigned char *>(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
+    T *Qs = reinterpret_cast<T *>(ring + (size_t)SEL_TMA_NST * 2 * SEL_TMA_KT * D * 2);   // [16][DP]
+    const int lane = threadIdx.x, gid = lane >> 2, tig = lane & 3;
+    const int nrt = PACK == 1 ? (a.hpg + 15) / 16 : 1;
+    const int g = blockIdx.y / nrt, rt = blockIdx.y % nrt, b = blockIdx.z;
+    const SelTile st = sel_tile<PACK>(a, blockIdx.x, rt);
+    sel_rows_load<T, D>(Qs, (const T *)a.q, a, st, b, g, lane, 32);
+    cp_commit();
+    if (lane < SEL_TMA_NST) mbar_init((uint32_t)__cvta_generic_to_shared(&bars[lane]));
+    if (lane == 0) sel_union<PACK>(a, st, b, g, ul, uf, &nu_s);
+    cp_wait<0>();
+    __syncwarp();
+    const int per = a.lsel / SEL_TMA_KT;
+    SelTmaFeed<T, D> feed{ring, (uint32_t)__cvta_generic_to_shared(bars), &mk, &mv, {ul, a.lsel, per, nu_s * per, st.tmax},
+                          g, b, lane, 0};
+    const int c0 = feed.start();
+    uint32_t qf[NKS][4];
+    frags_a<NKS, DP>(qf, Qs, 0, lane);
+    const bool rv[2] = {sel_row(a, st, b, g, gid) >= 0, sel_row(a, st, b, g, gid + 8) >= 0};
+    const int tr[2] = {st.t[0], st.t[1]};
+
+    float m[2] = {-INFINITY, -INFINITY}, lsum[2] = {0.f, 0.f};
+    float oacc[NDT][4];
+    acc_zero(oacc);
+    int it = 0;
+    for (int c = c0; c < feed.ch.nch; c = feed.ch.next(c + 1), it++) {
+        const int fl = uf[c / per], kb = feed.ch.kb(c);
+        feed.wait(it, kb);
+        const T *Kw = feed.kst(it % SEL_TMA_NST), *Vw = feed.vst(it % SEL_TMA_NST);
+        float s[NT][4];
+        warp_abT_l<T, NKS, NT, SwzTile<SEL_TMA_KT>>(s, qf, Kw, 0, lane);
+        sel_online_softmax<NT, NDT>(s, oacc, m, lsum, kb, rv, fl, tr, a.scale_log2, tig);
+        mma_acc_kn_l<T, D, SEL_TMA_KT, SwzTile<SEL_TMA_KT>>(oacc, s, Vw, 0, lane);
+        feed.release(it);
+    }
+    quad_sum2(lsum);
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const int64_t R = sel_row(a, st, b, g, gid + 8 * r);
+        if (R < 0) continue;
+        const bool any = lsum[r] > 0.f;
+        T *o = (T *)a.o + R * D;
+#pragma unroll
+        for (int nt = 0; nt < NDT; nt++) {
+            const int col = nt * 8 + 2 * tig;
+            o[col] = fromf<T>(any ? oacc[nt][2 * r] / lsum[r] : 0.f);
+            o[col + 1] = fromf<T>(any ? oacc[nt][2 * r + 1] / lsum[r] : 0.f);
+        }
+        if (tig == 0) {
+            const float lse = any ? (m[r] + log2f(lsum[r])) * MMA_LN2 : -INFINITY;
+            ((T *)a.lse)[R] = fromf<T>(lse);
+            if (a.lse32) a.lse32[R] = lse;
+        }
+    }
+}
+
+// ============================================================================================
+
+// ============================================================================================
+// launcher
+// ============================================================================================
+// The TMA selection kernels' 4-D tensor maps over k and v [B][NK][G][D] (D innermost): a box
+// of 64 keys x 64 elements of one group, 128-byte swizzle, keys past NK read as zeros. False
+// where they cannot be made (no driver entry point, an address not 16-byte aligned): the
+// caller then runs the cp.async kernels.
+template <typename T> static bool sel_tma_maps(const AttnArgs &a, CUtensorMap *mk, CUtensorMap *mv) {
+    static PFN_cuTensorMapEncodeTiled_v12000 encode = nullptr;
+    static int state = 0;   // 0 untried, 1 found, -1 not available
+    if (state == 0) {
+        void *fn = nullptr;
+        cudaDriverEntryPointQueryResult q;
+        const bool ok = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q) == cudaSuccess &&
+                        q == cudaDriverEntryPointSuccess && fn;
+        encode = ok ? reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn) : nullptr;
+        state = ok ? 1 : -1;
+        if (!ok) {
+            (void)cudaGetLastError();
+            fprintf(stderr, "nsa cuda: cuTensorMapEncodeTiled not available: the selection branch uses its cp.async kernels\n");
+        }
+    }
+    if (state < 0 || (((uintptr_t)a.k | (uintptr_t)a.v) & 15)) return false;
+    const cuuint64_t dims[4] = {(cuuint64_t)a.D, (cuuint64_t)a.G, (cuuint64_t)a.NK, (cuuint64_t)a.B};
+    const cuuint64_t strides[3] = {(cuuint64_t)a.D * 2, (cuuint64_t)a.G * a.D * 2, (cuuint64_t)a.NK * a.G * a.D * 2};
+    const cuuint32_t box[4] = {64, 1, SEL_TMA_KT, 1}, elem[4] = {1, 1, 1, 1};
+    const CUtensorMapDataType dt = std::is_same<T, bf16>::value ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+    for (int i = 0; i < 2; i++)
+        if (encode(i ? mv : mk, dt, 4, const_cast<void *>(i ? a.v : a.k), dims, strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                   CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
+            return false;
+    return true;
+}
+// the forward's kernel set for mma_attn_rows_pass (attn_pass.cuh): every query row of the
+// call's range [t0, t0 + Tn)
+template <typename T, int D> struct FwdKernels {
+    static int rows(const AttnArgs &a) { return a.Tn; }
+    template <int KT, int P> static void sel(dim3 grid, const AttnArgs &a) {
+        mma_launch(k_sel_fwd<T, D, KT, P>, grid, 128, sel_smem<D, KT>(), a);
+    }
+    // the TMA selection forward where this build's sm_90a code runs (NSA_CUDA_WGMMA=0: off), D
+    // is 64 or 128, blocks are whole 64-key chunks and the maps encode; false: not launched
+    static bool sel_tma(dim3 grid, const AttnArgs &a, int pack) {
+        if constexpr (D % 64 == 0) {
+            CUtensorMap mk, mv;
+            if (!g_nsa_cuda.wgmma || a.lsel % SEL_TMA_KT != 0 || !sel_tma_maps<T>(a, &mk, &mv)) return false;
+            if (pack) mma_launch(k_sel_fwd_tma<T, D, 2>, grid, 32, sel_tma_smem<D>(), a, mk, mv);
+            else mma_launch(k_sel_fwd_tma<T, D, 1>, grid, 32, sel_tma_smem<D>(), a, mk, mv);
+            return true;
+        }
+        return false;
+    }
+    template <int BR> static void rows_k(dim3 grid, const AttnArgs &a, size_t extra) {
+        if constexpr (D % 64 == 0) {
+            if (g_nsa_cuda.wgmma) {
+                mma_launch(k_rows_fwd<T, D, BR, true>, grid, 128, rows_fwd_smem<D, true>() + extra, a);
+                return;
+            }
+        }
+        mma_launch(k_rows_fwd<T, D, BR, false>, grid, 128, rows_fwd_smem<D, false>() + extra, a);
+    }
+};
+template <typename T, int D> void mma_attn_fwd(const AttnArgs &a, int br) { mma_attn_rows_pass<T, D, FwdKernels<T, D>>(a, br); }
+
+#define NSA_INSTANTIATE_FWD(D)                                  \
+    template void mma_attn_fwd<bf16, D>(const AttnArgs &, int); \
+    template void mma_attn_fwd<f16, D>(const AttnArgs &, int);
+NSA_INSTANTIATE_FWD(16)
+NSA_INSTANTIATE_FWD(64)
+NSA_INSTANTIATE_FWD(128)

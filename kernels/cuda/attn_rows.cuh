@@ -1,0 +1,144 @@
+// kernels/cuda/attn_rows.cuh — what the rows kernels share (k_rows_fwd in attn_fwd.cu,
+// k_rows_dq in attn_dq.cu; the compressed and window branches, and the selection branch where
+// nsa_sel_rows_on says so): a CTA of 4 warps owns 64 query rows, the flattened (t, head) pairs
+// of BQ consecutive positions x the HB heads of one KV group (RowsGeom, cuda_common.cuh), 16
+// rows a warp, and walks the union of its rows' keys in chunks of ROWS_KC staged in shared
+// memory (cp.async, double-buffered) and shared by the 4 warps; a per-(row, key) predicate
+// masks what a row does not see. For the selection branch the chunks are the union of the
+// blocks the tile's positions selected, each masked for the positions that did not select it.
+#ifndef NSA_KERNELS_CUDA_ATTN_ROWS_CUH
+#define NSA_KERNELS_CUDA_ATTN_ROWS_CUH
+#include "kernels/cuda/attn_tiles.cuh"
+
+#define ROWS_KC 64
+
+// tile row r (0..63) of the CTA's rows -> its global row index (b, t, head), or -1 (past the
+// positions or the group's heads)
+__device__ __forceinline__ int64_t rows_row(const AttnArgs &a, const RowsGeom &rg, int b, int g, int hb, int tbase, int tend,
+                                            int r) {
+    const int tq = r / rg.HB, h = hb * rg.HB + r % rg.HB, t = tbase + tq;
+    if (tq >= rg.BQ || t >= tend || h >= a.hpg) return -1;
+    return ((int64_t)b * a.T + t) * a.H + (int64_t)g * a.hpg + h;
+}
+// the CTA's 64 rows of q or dO [B*T*H][D] into a tile (padded, or SWZ: swizzled atoms), rows
+// past the positions or heads zero; all 128 threads
+template <typename T, int D, bool SWZ>
+__device__ __forceinline__ void rows_tile_load(void *dst, const T *src, const AttnArgs &a, const RowsGeom &rg, int b, int g, int hb,
+                                               int tbase, int tend) {
+    tile_load<T, D, SWZ>(dst, src, 64, [&](int r) -> int64_t {
+        const int64_t R = rows_row(a, rg, b, g, hb, tbase, tend, r);
+        return R >= 0 ? R * D : -1;
+    }, threadIdx.x, 128);
+}
+
+// key range [kstart, kend) of the CTA's rows (selection: keys past kend load as zeros; the
+// chunks are the union's, below)
+template <int BR>
+__device__ __forceinline__ void rows_keys(const AttnArgs &a, int tbase, int t_last, int &kstart, int &kend) {
+    if (BR == BR_WIN) {
+        kstart = tbase - a.w + 1 > 0 ? tbase - a.w + 1 : 0;
+        kend = t_last + 1;
+    } else if (BR == BR_SEL) {
+        kstart = 0;
+        kend = t_last + 1;
+    } else {
+        kstart = 0;
+        kend = mma_cmp_visible(t_last, a.l, a.d, a.NC);
+    }
+}
+
+// Selection on the rows kernels: the blocks that any of the tile's nq positions (tbase ..)
+// selected, ascending, in selj[0 .. *nu), and for each the mask of the positions that selected
+// it in selm (bit q: position tbase + q; BQ <= 64). selm is NS words of shared memory: first
+// one per block (integer atomicOr: the same mask whatever the order), then compacted in place
+// by one warp. selj holds NS ints. Every thread of the CTA calls it (it synchronises).
+__device__ __forceinline__ void sel_rows_union(const AttnArgs &a, int b, int g, int tbase, int nq, uint64_t *selm, int *selj,
+                                               int *nu) {
+    for (int j = threadIdx.x; j < a.NS; j += blockDim.x) selm[j] = 0;
+    __syncthreads();
+    const int32_t *sl = a.sel + (((int64_t)b * a.T + tbase) * a.G + g) * a.n;
+    for (int i = threadIdx.x; i < nq * a.n; i += blockDim.x) {
+        const int q = i / a.n, j = sl[(int64_t)q * a.G * a.n + i % a.n];
+        if (j >= 0) atomicOr(reinterpret_cast<unsigned long long *>(selm + j), 1ull << q);
+    }
+    __syncthreads();
+    if (threadIdx.x < 32) {
+        const int lane = threadIdx.x;
+        int m = 0;
+        for (int j0 = 0; j0 < a.NS; j0 += 32) {
+            const int j = j0 + lane;
+            const uint64_t w = j < a.NS ? selm[j] : 0;
+            const unsigned bal = __ballot_sync(0xffffffffu, w != 0);
+            __syncwarp();   // every lane has read its word before any is overwritten
+            if (w) {
+                const int p = m + __popc(bal & ((1u << lane) - 1));
+                selm[p] = w;
+                selj[p] = j;
+            }
+            __syncwarp();
+            m += __popc(bal);
+        }
+        if (lane == 0) *nu = m;
+    }
+    __syncthreads();
+}
+// shared memory of the union's table after a rows kernel's tiles
+__host__ __device__ constexpr size_t sel_rows_table_bytes(int NS) { return (size_t)NS * 12 + 16; }
+
+// Does the row at position t (-1: none) see key `key` of chunk c? pm is the chunk's mask of
+// the tile's positions that selected its block (selection only), tbase the tile's first position.
+template <int BR>
+__device__ __forceinline__ bool rows_vis(const AttnArgs &a, int t, int key, int kend, uint64_t pm, int tbase) {
+    if (t < 0 || key >= kend) return false;
+    if (BR == BR_SEL) return key <= t && ((pm >> (t - tbase)) & 1);
+    return sees<BR>(a, t, key);
+}
+
+// WG: Q, K and V in swizzled atoms after a 1024-byte alignment slack (V's area keeps the size
+// of padded rows)
+template <int D, bool WG> __host__ __device__ constexpr size_t rows_fwd_smem() {
+    return WG ? 1024 + (size_t)(64 + 2 * ROWS_KC) * D * 2 + (size_t)2 * ROWS_KC * (D + 8) * 2
+              : (size_t)(64 + 4 * ROWS_KC) * (D + 8) * 2;
+}
+// WG: Q, dO, K and V all in swizzled atoms after a 1024-byte alignment slack
+template <int D, bool WG> __host__ __device__ constexpr size_t rows_dq_smem() {
+    return WG ? 1024 + (size_t)(128 + 4 * ROWS_KC) * D * 2 : (size_t)(128 + 4 * ROWS_KC) * (D + 8) * 2;
+}
+
+// The chunks a rows kernel walks: n of them; kb(c) is the first key of chunk c and pm(c)
+// (selection) the mask of the tile's positions that selected chunk c's block. Window and
+// compressed: ROWS_KC-key chunks from kstart. Selection: the union of the tile's selected
+// blocks (sel_rows_union, its table at `table` in shared memory), l' / ROWS_KC chunks a block.
+template <int BR> struct RowsChunks {
+    int n, per, kstart, lsel;
+    const int *selj;
+    const uint64_t *selm;
+    __device__ __forceinline__ int kb(int c) const {
+        return BR == BR_SEL ? selj[c / per] * lsel + (c % per) * ROWS_KC : kstart + c * ROWS_KC;
+    }
+    __device__ __forceinline__ uint64_t pm(int c) const { return BR == BR_SEL ? selm[c / per] : 0; }
+};
+// Every thread of the CTA calls it (selection: it synchronises)
+template <int BR>
+__device__ __forceinline__ RowsChunks<BR> rows_chunks(const AttnArgs &a, int b, int g, int tbase, int t_last, int kstart, int kend,
+                                                      unsigned char *table) {
+    RowsChunks<BR> rc;
+    rc.kstart = kstart;
+    rc.lsel = a.lsel;
+    rc.per = BR == BR_SEL ? a.lsel / ROWS_KC : 1;
+    uint64_t *selm = reinterpret_cast<uint64_t *>(table);
+    int *selj = reinterpret_cast<int *>(selm + a.NS), *nu = selj + a.NS;
+    rc.selm = selm;
+    rc.selj = selj;
+    if constexpr (BR == BR_SEL) {
+        sel_rows_union(a, b, g, tbase, t_last - tbase + 1, selm, selj, nu);
+        rc.n = *nu * rc.per;
+    } else {
+        rc.n = kend > kstart ? (kend - kstart + ROWS_KC - 1) / ROWS_KC : 0;
+    }
+    return rc;
+}
+
+// WG (sm_90a, D 64 or 128): both products by warpgroup MMA from swizzled Q, K and V tiles:
+// S = Q K^T (wg_qkT), then O += P V with P from registers and V as a transposed B operand
+#endif

@@ -1,0 +1,254 @@
+// kernels/cuda/attn_select.cu — the selection branch's block scores and top-n on tensor cores,
+// then its launcher. A CTA owns BQ positions x the whole group (hpg <= 64 heads, the rows
+// kernels' tile, attn_rows.cuh): S = Q Kc^T per chunk of 64 compressed blocks, p = exp(S - lse)
+// from the compressed branch's saved lse, the head sums, the overlap-weighted block scores, and
+// the top-n per position (forced blocks, ties to the lower index). Instantiated for bf16/fp16
+// and D 16, 64, 128.
+#include "kernels/cuda/attn_rows.cuh"
+
+// ============================================================================================
+// selection scores on tensor cores (bf16/fp16): a CTA owns BQ positions x the whole
+// group (hpg <= 64 heads): S = Q Kc^T per chunk of 64 compressed blocks as in
+// k_rows_fwd, p = exp(S - lse) from the compressed branch's saved lse, then the head
+// sums Psum[position][i] = sum_h p[h, i] (a butterfly over a warp's 16 rows when the
+// group's heads fill whole warps, else through the P tile, heads ascending, every
+// (position, block) pair in parallel), then per (position, selection block j)
+// score[j] += sum_i w(i, j) Psum[i] (blocks i and chunks in ascending order), and the
+// top-n per position by a warp (forced blocks, ties to the lower index). Shared: Q,
+// K double buffer, the P tile, Psum [BQ][KC], scores [BQ][NS], taken flags [BQ][NS].
+// ============================================================================================
+#define SEL_PP 65   // P tile row pitch (floats)
+// Float areas after Q and the K double buffer, in floats: the P tile [64][SEL_PP] only
+// where the head sums go through shared memory, the per-warp sums Pw [4][KC] where they
+// are butterflies, Psum [BQ][KC] (Pw itself when one warp is one position), then
+// scores [BQ][NS] and taken flags [BQ][NS] bytes. Sized to what the group needs, so that
+// three CTAs fit an SM at the paper shape.
+struct SelScoreLayout {
+    int psum, score, nfloat;   // offsets of Psum and score, floats before the flags
+};
+__host__ __device__ __forceinline__ SelScoreLayout selscore_layout(int hpg, int NS) {
+    const RowsGeom rg = rows_geom(hpg);
+    SelScoreLayout L;
+    const bool warp_rows = rg.HB % 16 == 0;
+    if (!warp_rows) L.psum = 64 * SEL_PP;
+    else L.psum = rg.HB == 16 ? 0 : 4 * ROWS_KC;
+    L.score = warp_rows && rg.HB == 16 ? 4 * ROWS_KC : L.psum + rg.BQ * ROWS_KC;
+    L.nfloat = L.score + rg.BQ * NS;
+    return L;
+}
+// Q and the K double buffer: padded rows for ldmatrix, or (WG) swizzled atoms behind a
+// 1024-byte alignment slack
+template <int D, bool WG> __host__ __device__ constexpr size_t selscore_qk_bytes() {
+    return WG ? 1024 + (size_t)(64 + 2 * ROWS_KC) * D * 2 : (size_t)(64 + 2 * ROWS_KC) * (D + 8) * 2;
+}
+template <int D, bool WG> size_t selscore_smem(int hpg, int NS) {
+    return selscore_qk_bytes<D, WG>() + (size_t)selscore_layout(hpg, NS).nfloat * 4 + (size_t)rows_geom(hpg).BQ * NS + 16;
+}
+
+// WG (sm_90a, D 64 or 128): S = Q Kc^T by one warpgroup MMA per 16-wide k-step from
+// swizzled shared tiles (wg_qkT) instead of mma.sync from padded ones; the rest is shared.
+template <typename T, int D, bool WG> __global__ void __launch_bounds__(128) k_select_mma(AttnArgs a, int32_t *sel_out) {
+    constexpr int DP = D + 8, NKS = D / 16;
+    static_assert(!WG || D % 64 == 0, "swizzled atoms are 64 elements wide");
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    unsigned char *qk = WG ? reinterpret_cast<unsigned char *>(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023) : smem_raw;
+    T *Qs = reinterpret_cast<T *>(qk);                                // [64][DP], or WG: atoms of 64 rows
+    T *Ks = WG ? Qs + 64 * D : Qs + 64 * DP;                          // [2][KC][DP], or WG: [2][atoms]
+    const SelScoreLayout lay = selscore_layout(a.hpg, a.NS);
+    float *Ps = reinterpret_cast<float *>(smem_raw + selscore_qk_bytes<D, WG>());   // [64][SEL_PP] or Pw [4][KC]
+    float *Psum = Ps + lay.psum;                                      // [BQ][KC]
+    float *score = Ps + lay.score;                                    // [BQ][NS]
+    const RowsGeom rg = rows_geom(a.hpg);
+    unsigned char *taken = reinterpret_cast<unsigned char *>(score + rg.BQ * a.NS);   // [BQ][NS]
+    __shared__ int trow[64];
+    __shared__ float l2s[64];
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, gid = lane >> 2, tig = lane & 3;
+    const int hpg = a.hpg, HB = rg.HB, BQ = rg.BQ;
+    const int b = blockIdx.z, g = blockIdx.y;
+    const int tbase = a.t0 + blockIdx.x * BQ, tend = a.t0 + a.Tn;
+    // HB a multiple of 16: each warp's rows are heads of one position (wpp warps per
+    // position) and the head sums are butterflies in registers; else P goes through Ps
+    const bool warp_rows = HB % 16 == 0;
+    const int wpp = HB / 16;
+    float *Pw = Ps;   // [4][KC] per-warp head sums (warp_rows; Psum is Pw when wpp == 1)
+    if (tid < 64) {
+        int tq = tid / HB, t = tbase + tq;
+        bool ok = tq < BQ && t < tend;
+        float l2 = -INFINITY;
+        if (ok) l2 = a.lse_in[((int64_t)b * a.T + t) * a.H + (int64_t)g * hpg + tid % HB] * MMA_LOG2E;
+        trow[tid] = ok && l2 != -INFINITY ? t : -1;
+        l2s[tid] = l2;
+    }
+    for (int i = tid; i < BQ * a.NS; i += 128) score[i] = 0.f;
+    rows_tile_load<T, D, WG>(Qs, (const T *)a.q, a, rg, b, g, 0, tbase, tend);   // the group's heads: one tile
+    const int t_last = tbase + BQ - 1 < tend - 1 ? tbase + BQ - 1 : tend - 1;
+    const int kend = mma_cmp_visible(t_last, a.l, a.d, a.NC);
+    const int nchunks = (kend + ROWS_KC - 1) / ROWS_KC;
+    const int64_t ks = (int64_t)a.G * D;
+    const T *Kg = (const T *)a.k + (int64_t)b * a.NK * ks + (int64_t)g * D;
+    // K chunks alternate between the two halves of the K area (no V needed)
+    auto load_k = [&](int c, int buf) {
+        key_tile_load<T, D, WG>(Ks + buf * ROWS_KC * (WG ? D : DP), Kg, ks, c * ROWS_KC, kend, ROWS_KC, tid, 128);
+    };
+    if (nchunks > 0) load_k(0, 0);
+    cp_commit();
+    __syncthreads();
+    const int r0 = warp * 16 + gid;
+    const int tr[2] = {trow[r0], trow[r0 + 8]};
+    const float l2r[2] = {l2s[r0], l2s[r0 + 8]};
+    uint32_t qf[NKS][4];
+    for (int c = 0; c < nchunks; c++) {
+        const int buf = c & 1;
+        if (c + 1 < nchunks) load_k(c + 1, buf ^ 1);
+        cp_commit();
+        cp_wait<1>();
+        if (WG) wg_fence_proxy();   // this thread's copies, visible to the warpgroup MMA
+        __syncthreads();
+        const int kb = c * ROWS_KC;
+        float s[8][4];
+        if constexpr (WG) {
+            wg_qkT<T, D>(s, (uint32_t)__cvta_generic_to_shared(Qs),
+                         (uint32_t)__cvta_generic_to_shared(Ks + buf * ROWS_KC * D));
+        } else {
+            if (c == 0) frags_a<NKS, DP>(qf, Qs, warp * 16, lane);
+            warp_abT<T, NKS, 8, DP>(s, qf, Ks + buf * ROWS_KC * DP, 0, lane);
+        }
+        // p = exp(S - lse) where the row sees the block, else 0
+        float p[8][4];
+#pragma unroll
+        for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int key = kb + nt * 8 + 2 * tig + (e & 1), t = tr[e >> 1];
+                const bool vis = t >= 0 && key < kend && key * a.d + a.l - 1 <= t;
+                p[nt][e] = vis ? exp2f(s[nt][e] * a.scale_log2 - l2r[e >> 1]) : 0.f;
+            }
+        // Psum[tq][kl] = sum over the position's heads of p (a fixed order either way)
+        if (warp_rows) {
+            // the warp's 16 rows are 16 heads of one position: rows g and g + 8 added,
+            // then a butterfly over the 8 row groups (lane bits 2..4)
+#pragma unroll
+            for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+                for (int c = 0; c < 2; c++) {
+                    float v = p[nt][c] + p[nt][c + 2];
+                    v += __shfl_xor_sync(0xffffffffu, v, 4);
+                    v += __shfl_xor_sync(0xffffffffu, v, 8);
+                    v += __shfl_xor_sync(0xffffffffu, v, 16);
+                    if (gid == 0) Pw[warp * ROWS_KC + nt * 8 + 2 * tig + c] = v;
+                }
+            __syncthreads();
+            if (wpp > 1) {   // a position spans wpp warps: add their sums in warp order
+                for (int it = tid; it < BQ * ROWS_KC; it += 128) {
+                    const int tq = it / ROWS_KC, kl = it % ROWS_KC;
+                    float acc = 0.f;
+                    for (int w = 0; w < wpp; w++) acc += Pw[(tq * wpp + w) * ROWS_KC + kl];
+                    Psum[it] = acc;
+                }
+                __syncthreads();
+            }
+        } else {
+#pragma unroll
+            for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    Ps[(r0 + 8 * (e >> 1)) * SEL_PP + nt * 8 + 2 * tig + (e & 1)] = p[nt][e];
+            __syncthreads();
+            // heads in ascending order, every (position, block) pair in parallel
+            for (int it = tid; it < BQ * ROWS_KC; it += 128) {
+                const int tq = it / ROWS_KC, kl = it % ROWS_KC;
+                const float *col = Ps + tq * HB * SEL_PP + kl;
+                float acc = 0.f;
+                for (int h = 0; h < HB; h++) acc += col[h * SEL_PP];
+                Psum[it] = acc;
+            }
+            __syncthreads();
+        }
+        // score[tq][j] += sum_{i in chunk} w(i, j) Psum[tq][i - kb], j over the chunk's blocks
+        const int ilast = kb + ROWS_KC - 1 < kend - 1 ? kb + ROWS_KC - 1 : kend - 1;
+        const int jlo = kb * a.d / a.lsel;
+        int jhi = (ilast * a.d + a.l - 1) / a.lsel;
+        if (jhi > a.NS - 1) jhi = a.NS - 1;
+        const int nj = jhi - jlo + 1;
+        for (int it = tid; it < BQ * nj; it += 128) {
+            const int tq = it / nj, j = jlo + it % nj;
+            int i0 = j * a.lsel - a.l < 0 ? 0 : (j * a.lsel - a.l) / a.d + 1;
+            int i1 = ((j + 1) * a.lsel - 1) / a.d;
+            if (i0 < kb) i0 = kb;
+            if (i1 > ilast) i1 = ilast;
+            const float *ps = Psum + tq * ROWS_KC - kb;
+            float acc = 0.f;
+            for (int i = i0; i <= i1; i++) acc += (float)overlap_num_d(i, j, a.l, a.d, a.lsel) / (float)a.d * ps[i];
+            score[tq * a.NS + j] += acc;
+        }
+        __syncthreads();
+    }
+    cp_wait<0>();
+    // top-n per position: warp w takes positions w, w+4, ...
+    for (int tq = warp; tq < BQ; tq += 4) {
+        const int t = tbase + tq;
+        if (t >= tend) break;
+        const int cur = t / a.lsel;
+        float *sc = score + tq * a.NS;
+        unsigned char *tk = taken + tq * a.NS;
+        for (int j = lane; j <= cur; j += 32) tk[j] = (j == 0 || j >= cur - 1);
+        __syncwarp();
+        const int nforced = cur == 0 ? 1 : cur == 1 ? 2 : 3;
+        int32_t *out = sel_out + (((int64_t)b * a.T + t) * a.G + g) * a.n;
+        int m = 0;
+        int list[72];
+        list[m++] = 0;
+        if (cur >= 2) list[m++] = cur - 1;
+        if (cur >= 1) list[m++] = cur;
+        for (int c = 0; c < a.n - nforced; c++) {
+            int best = -1;
+            float bs = 0.f;
+            for (int j = 1 + lane; j <= cur - 2; j += 32)
+                if (!tk[j] && (best < 0 || sc[j] > bs)) { best = j; bs = sc[j]; }
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) {
+                const int ob = __shfl_xor_sync(0xffffffffu, best, o);
+                const float os = __shfl_xor_sync(0xffffffffu, bs, o);
+                if (ob >= 0 && (best < 0 || os > bs || (os == bs && ob < best))) { best = ob; bs = os; }
+            }
+            if (best < 0) break;
+            __syncwarp();   // every lane's reads of tk above happen before lane 0's write
+            if (lane == 0) tk[best] = 1;
+            __syncwarp();
+            list[m++] = best;
+        }
+        if (lane == 0) {
+            for (int i = 1; i < m; i++) {
+                int v = list[i], k = i - 1;
+                while (k >= 0 && list[k] > v) { list[k + 1] = list[k]; k--; }
+                list[k + 1] = v;
+            }
+            for (int c = 0; c < a.n; c++) out[c] = c < m ? list[c] : -1;
+        }
+        __syncwarp();
+    }
+}
+
+// ============================================================================================
+// launcher
+// ============================================================================================
+template <typename T, int D> void mma_select(const AttnArgs &a, int32_t *sel_out) {
+    const RowsGeom rg = rows_geom(a.hpg);
+    dim3 grid((a.Tn + rg.BQ - 1) / rg.BQ, a.G, a.B);
+    if constexpr (D % 64 == 0) {
+        if (g_nsa_cuda.wgmma) {
+            mma_launch(k_select_mma<T, D, true>, grid, 128, selscore_smem<D, true>(a.hpg, a.NS), a, sel_out);
+            CUDA_LAUNCHED();
+            return;
+        }
+    }
+    mma_launch(k_select_mma<T, D, false>, grid, 128, selscore_smem<D, false>(a.hpg, a.NS), a, sel_out);
+    CUDA_LAUNCHED();
+}
+
+#define NSA_INSTANTIATE_SELECT(D)                                       \
+    template void mma_select<bf16, D>(const AttnArgs &, int32_t *); \
+    template void mma_select<f16, D>(const AttnArgs &, int32_t *);
+NSA_INSTANTIATE_SELECT(16)
+NSA_INSTANTIATE_SELECT(64)
+NSA_INSTANTIATE_SELECT(128)

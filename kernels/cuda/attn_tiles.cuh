@@ -1,0 +1,449 @@
+// kernels/cuda/attn_tiles.cuh — the tile building blocks every tensor-core attention kernel
+// is made of (attn_fwd.cu, attn_dq.cu, attn_dkdv.cu, attn_select.cu): the MMA wrappers
+// (mma.sync m16n8k16 and sm_90a warpgroup MMA, bf16/fp16 in, fp32 accumulate), fragment
+// loads from padded and swizzled shared tiles, tile loads by cp.async, the per-warp QK^T and
+// P V products, one online-softmax step, the branches' visibility tests, mbarrier and TMA
+// copies, and the launch helper. Header-only (templates and inline device functions).
+//
+// Fragment layouts (PTX ISA, mma.m16n8k16, g = lane/4, c = lane%4):
+//   A (16x16, row): a0 (g, 2c..2c+1) a1 (g+8, 2c..) a2 (g, 2c+8..) a3 (g+8, 2c+8..)
+//   B (16x8, col):  b0 (k = 2c..2c+1, n = g)  b1 (k = 2c+8.., n = g)
+//   C (16x8):       c0,c1 (g, 2c..2c+1)  c2,c3 (g+8, 2c..2c+1)
+// An accumulator pair of n-tiles (16 columns) is an A fragment of the next product
+// after rounding to 16 bits (pack2), as in FlashAttention-2.
+#ifndef NSA_KERNELS_CUDA_ATTN_TILES_CUH
+#define NSA_KERNELS_CUDA_ATTN_TILES_CUH
+#include "kernels/cuda/cuda_common.cuh"
+#include <cuda.h>            // CUtensorMap (TMA copies)
+
+#define MMA_LOG2E 1.4426950408889634f
+#define MMA_LN2 0.6931471805599453f
+
+// ---- primitives ------------------------------------------------------------------------
+template <typename T> __device__ __forceinline__ void mma16816(float *c, const uint32_t *a, uint32_t b0, uint32_t b1);
+template <> __device__ __forceinline__ void mma16816<bf16>(float *c, const uint32_t *a, uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+template <> __device__ __forceinline__ void mma16816<f16>(float *c, const uint32_t *a, uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+template <typename T> __device__ __forceinline__ uint32_t pack2(float lo, float hi);
+template <> __device__ __forceinline__ uint32_t pack2<bf16>(float lo, float hi) {
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t *>(&v);
+}
+template <> __device__ __forceinline__ uint32_t pack2<f16>(float lo, float hi) {
+    __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<uint32_t *>(&v);
+}
+// The A fragment (16 x 16) of a product whose left operand is a previous product's
+// accumulator: n-tiles c0 (columns 0-7) and c1 (8-15) rounded to 16 bits (FlashAttention-2's
+// register reuse; also the register A operand of m64nNk16 warpgroup MMA, per warp)
+template <typename T> __device__ __forceinline__ void acc_afrag(uint32_t (&a)[4], const float *c0, const float *c1) {
+    a[0] = pack2<T>(c0[0], c0[1]);
+    a[1] = pack2<T>(c0[2], c0[3]);
+    a[2] = pack2<T>(c1[0], c1[1]);
+    a[3] = pack2<T>(c1[2], c1[3]);
+}
+// p[0] += x0, p[1] += x1 (rounded once), p 4-byte aligned
+template <typename T> __device__ __forceinline__ void add2(T *p, float x0, float x1) {
+    uint32_t u = *reinterpret_cast<const uint32_t *>(p);
+    const T *e = reinterpret_cast<const T *>(&u);
+    *reinterpret_cast<uint32_t *>(p) = pack2<T>(tof(e[0]) + x0, tof(e[1]) + x1);
+}
+
+__device__ __forceinline__ void ldsm4(uint32_t *r, const void *p) {
+    uint32_t a = (uint32_t)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a)
+                 : "memory");
+}
+__device__ __forceinline__ void ldsm4t(uint32_t *r, const void *p) {
+    uint32_t a = (uint32_t)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a)
+                 : "memory");
+}
+// 16-byte global -> shared copy; pred false zero-fills the destination
+__device__ __forceinline__ void cp16(void *s, const void *g, bool pred) {
+    uint32_t sa = (uint32_t)__cvta_generic_to_shared(s);
+    int n = pred ? 16 : 0;
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(sa), "l"(g), "r"(n) : "memory");
+}
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N> __device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
+
+// Fragments from a shared tile S stored [rows][DP] (row-major, DP = D + 8 elements:
+// the 16-byte pad makes the 8 row addresses of an ldmatrix hit distinct banks).
+// A (16 x 16) at (row0, k0)
+template <int DP, typename T> __device__ __forceinline__ void frag_a(uint32_t *r, const T *S, int row0, int k0, int lane) {
+    ldsm4(r, S + (row0 + (lane & 7) + ((lane >> 3) & 1) * 8) * DP + k0 + (lane >> 4) * 8);
+}
+// Where element (r, c) of a shared tile is (c a multiple of 8 in an ldmatrix row address).
+// PadTile<DP>: row-major [rows][DP]. SwzTile<ROWS>: 128-byte-swizzle atoms of ROWS rows x 64
+// columns, as TMA (CU_TENSOR_MAP_SWIZZLE_128B) and the warpgroup tiles lay them out: column c in
+// atom c / 64, 16-byte chunk (c % 64 / 8) ^ (r % 8) of the row's 128 bytes
+template <int DP> struct PadTile {
+    template <typename T> __device__ static const T *at(const T *S, int r, int c) { return S + r * DP + c; }
+};
+template <int ROWS> struct SwzTile {
+    template <typename T> __device__ static const T *at(const T *S, int r, int c) {
+        return reinterpret_cast<const T *>(reinterpret_cast<const unsigned char *>(S) + (c >> 6) * (ROWS * 128) + r * 128 +
+                                           ((((c & 63) >> 3) ^ (r & 7)) << 4));
+    }
+};
+// B of C = A · M^T with M stored [n][k] (layout L): n-tiles n0 (r[0], r[1]) and n0 + 8 (r[2],
+// r[3]) at k0
+template <typename L, typename T> __device__ __forceinline__ void frag_b_nk_l(uint32_t *r, const T *S, int n0, int k0, int lane) {
+    ldsm4(r, L::at(S, n0 + (lane & 7) + (lane >> 4) * 8, k0 + ((lane >> 3) & 1) * 8));
+}
+template <int DP, typename T> __device__ __forceinline__ void frag_b_nk(uint32_t *r, const T *S, int n0, int k0, int lane) {
+    frag_b_nk_l<PadTile<DP>>(r, S, n0, k0, lane);
+}
+// B of C = A · M with M stored [k][n] (layout L): n-tiles n0 (r[0], r[1]) and n0 + 8 (r[2],
+// r[3]) at k0
+template <typename L, typename T> __device__ __forceinline__ void frag_b_kn_l(uint32_t *r, const T *S, int k0, int n0, int lane) {
+    ldsm4t(r, L::at(S, k0 + (lane & 7) + ((lane >> 3) & 1) * 8, n0 + (lane >> 4) * 8));
+}
+template <int DP, typename T> __device__ __forceinline__ void frag_b_kn(uint32_t *r, const T *S, int k0, int n0, int lane) {
+    frag_b_kn_l<PadTile<DP>>(r, S, k0, n0, lane);
+}
+
+// acc[16 x D] += P[16 x K] . M[K x D] for one warp on mma.sync: P from the warp's K / 8
+// accumulator n-tiles p (acc_afrag), M [K][D] rows k0 .. k0 + K - 1 of a tile of layout L
+template <typename T, int D, int K, typename L>
+__device__ __forceinline__ void mma_acc_kn_l(float (*acc)[4], const float (*p)[4], const T *M, int k0, int lane) {
+#pragma unroll
+    for (int kk = 0; kk < K / 16; kk++) {
+        uint32_t a[4];
+        acc_afrag<T>(a, p[2 * kk], p[2 * kk + 1]);
+#pragma unroll
+        for (int dd = 0; dd < D / 16; dd++) {
+            uint32_t bf[4];
+            frag_b_kn_l<L>(bf, M, k0 + kk * 16, dd * 16, lane);
+            mma16816<T>(acc[2 * dd], a, bf[0], bf[1]);
+            mma16816<T>(acc[2 * dd + 1], a, bf[2], bf[3]);
+        }
+    }
+}
+template <typename T, int D, int K, int DP>
+__device__ __forceinline__ void mma_acc_kn(float (*acc)[4], const float (*p)[4], const T *M, int k0, int lane) {
+    mma_acc_kn_l<T, D, K, PadTile<DP>>(acc, p, M, k0, lane);
+}
+
+// ---- Hopper warpgroup MMA (sm_90a: wgmma.mma_async) ------------------------------------
+// Operands in shared memory, K-major, in 128-byte-swizzle "atoms": 64 rows x 64 16-bit
+// elements (128 B a row, 8 KiB, 1024-byte aligned); element (r, k) of an operand with
+// D = 64 * atoms is in atom k / 64 at byte r * 128 + ((k % 64 / 8) ^ (r % 8)) * 16 + k % 8 * 2.
+// A descriptor addresses a 64 x 16 slice (one k-step): start = atom + 32 B per step,
+// leading offset 16 B (unused by this mode), stride 1024 B (8 rows), swizzle 128 B.
+// The accumulator of m64nNk16 is, per warp w of the warpgroup, the mma.sync m16n8 C
+// fragment of rows 16w .. 16w + 15 repeated over the N / 8 column tiles: d[j][e] is
+// element e of tile j, as the mma.sync kernels hold it.
+// Second products (P V, dS K, P^T dO, dS^T Q) take A from registers: a first product's
+// accumulator rounded to 16 bits (pack2) is, per warp, exactly the register A fragment of
+// m64nNk16. Their B is the same swizzled tile read N-major ("transposed", wg_desc_mn): the
+// [k][n] rows of V, K, dO or Q, so no operand is stored twice.
+#define WG_ATOM_BYTES 8192
+__device__ __forceinline__ uint32_t wg_swz(int r, int chunk) { return (uint32_t)(r * 128 + ((chunk ^ (r & 7)) << 4)); }
+__device__ __forceinline__ uint64_t wg_desc(uint32_t saddr) {
+    return (uint64_t)((saddr & 0x3FFFF) >> 4) | ((uint64_t)(16 >> 4) << 16) | ((uint64_t)(1024 >> 4) << 32) | (1ull << 62);
+}
+__device__ __forceinline__ void wg_fence_proxy() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define NSA_WGMMA_COMPILED 1
+__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+// d[64 x 64] += A[64 x 16] . B[64 x 16]^T (both K-major), fp32 accumulate
+template <typename T> __device__ __forceinline__ void wgmma_64x64x16(float (&d)[8][4], uint64_t da, uint64_t db);
+template <> __device__ __forceinline__ void wgmma_64x64x16<bf16>(float (&d)[8][4], uint64_t da, uint64_t db) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\nwgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+                 : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
+                 : "l"(da), "l"(db), "r"(1));
+}
+template <> __device__ __forceinline__ void wgmma_64x64x16<f16>(float (&d)[8][4], uint64_t da, uint64_t db) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\nwgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+                 : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
+                 : "l"(da), "l"(db), "r"(1));
+}
+// d[64 x 32] += A[64 x 16] . B[32 x 16]^T (both K-major), fp32 accumulate
+template <typename T> __device__ __forceinline__ void wgmma_64x32x16(float (&d)[4][4], uint64_t da, uint64_t db);
+template <> __device__ __forceinline__ void wgmma_64x32x16<bf16>(float (&d)[4][4], uint64_t da, uint64_t db) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\nwgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1, 0, 0;\n}\n"
+                 : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3])
+                 : "l"(da), "l"(db), "r"(1));
+}
+template <> __device__ __forceinline__ void wgmma_64x32x16<f16>(float (&d)[4][4], uint64_t da, uint64_t db) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\nwgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1, 0, 0;\n}\n"
+                 : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3])
+                 : "l"(da), "l"(db), "r"(1));
+}
+// d[64 x N] += A[64 x 16] . B[16 x N]: A from registers (per warp w its rows 16w .. 16w + 15
+// as an mma.sync m16n8k16 A fragment), B in shared memory N-major ("transposed": the
+// [k][n] tile of a row-major matrix, wg_desc_mn), fp32 accumulate
+template <typename T> __device__ __forceinline__ void wgmma_rs_64x64x16_tb(float (&d)[8][4], const uint32_t (&a)[4], uint64_t db);
+template <> __device__ __forceinline__ void wgmma_rs_64x64x16_tb<bf16>(float (&d)[8][4], const uint32_t (&a)[4], uint64_t db) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\nwgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
+                 : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
+}
+template <> __device__ __forceinline__ void wgmma_rs_64x64x16_tb<f16>(float (&d)[8][4], const uint32_t (&a)[4], uint64_t db) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\nwgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
+                 : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
+}
+template <typename T> __device__ __forceinline__ void wgmma_rs_64x128x16_tb(float (&d)[16][4], const uint32_t (&a)[4], uint64_t db);
+template <> __device__ __forceinline__ void wgmma_rs_64x128x16_tb<bf16>(float (&d)[16][4], const uint32_t (&a)[4], uint64_t db) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\nwgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
+                 : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]), "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]), "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]), "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]), "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]), "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]), "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]), "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]), "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
+}
+template <> __device__ __forceinline__ void wgmma_rs_64x128x16_tb<f16>(float (&d)[16][4], const uint32_t (&a)[4], uint64_t db) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\nwgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
+                 : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]), "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]), "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]), "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]), "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]), "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]), "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]), "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]), "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
+}
+#else
+__device__ __forceinline__ void wg_fence() { __trap(); }
+__device__ __forceinline__ void wg_commit() {}
+__device__ __forceinline__ void wg_wait0() {}
+template <typename T> __device__ __forceinline__ void wgmma_64x64x16(float (&)[8][4], uint64_t, uint64_t) { __trap(); }
+template <typename T> __device__ __forceinline__ void wgmma_64x32x16(float (&)[4][4], uint64_t, uint64_t) { __trap(); }
+template <typename T> __device__ __forceinline__ void wgmma_rs_64x64x16_tb(float (&)[8][4], const uint32_t (&)[4], uint64_t) { __trap(); }
+template <typename T> __device__ __forceinline__ void wgmma_rs_64x128x16_tb(float (&)[16][4], const uint32_t (&)[4], uint64_t) { __trap(); }
+#endif
+// B of a transposed-B product: a [k][n] tile in swizzled atoms of 128-byte rows (n
+// contiguous), k rows 128 B apart. Leading offset: the next 64 columns (the atom stride,
+// lbo bytes); stride offset: the next 8 rows (1024 B); start: the k-step's first row.
+__device__ __forceinline__ uint64_t wg_desc_mn(uint32_t saddr, uint32_t lbo) {
+    return (uint64_t)((saddr & 0x3FFFF) >> 4) | ((uint64_t)(lbo >> 4) << 16) | ((uint64_t)(1024 >> 4) << 32) | (1ull << 62);
+}
+// acc[64 x D] += A[64 x K] . M[K x D], A as K / 16 k-steps of register fragments (a[kk]: rows
+// 16kk .. 16kk + 15 of M), M's K rows at shared address sM in atoms lbo bytes apart.
+// The caller's wg_fence orders the registers before; waits for completion.
+template <typename T, int D, int K>
+__device__ __forceinline__ void wg_rs(float (&acc)[D / 8][4], const uint32_t (&a)[K / 16][4], uint32_t sM, uint32_t lbo) {
+#pragma unroll
+    for (int kk = 0; kk < K / 16; kk++) {
+        if constexpr (D == 128) wgmma_rs_64x128x16_tb<T>(acc, a[kk], wg_desc_mn(sM + kk * 16 * 128, lbo));
+        else wgmma_rs_64x64x16_tb<T>(acc, a[kk], wg_desc_mn(sM + kk * 16 * 128, lbo));
+    }
+}
+// S[64 x N] = A . B^T and P[64 x N] = C . E^T over D in one commit group (N 32 or 64). A and C
+// are 64-row swizzled tiles; B and E N-row ones whose atoms are BSTR bytes apart: 8192 for
+// 64-row tiles and 32-row slices of them (the dQ pass: Q K^T and dO V^T for a chunk's keys or
+// half of them; the dK/dV pass at D 64: K Q^T and V dO^T for 64 rows), 4096 for tiles of 32
+// rows (the dK/dV pass at D 128).
+template <typename T, int D, int N, int BSTR>
+__device__ __forceinline__ void wg_two(float (&s)[N / 8][4], float (&p)[N / 8][4], uint32_t sA, uint32_t sB, uint32_t sC,
+                                       uint32_t sE) {
+    static_assert(N == 32 || N == 64, "m64n32k16 or m64n64k16");
+#pragma unroll
+    for (int j = 0; j < N / 8; j++) s[j][0] = s[j][1] = s[j][2] = s[j][3] = p[j][0] = p[j][1] = p[j][2] = p[j][3] = 0.f;
+    wg_fence();
+#pragma unroll
+    for (int kk = 0; kk < D / 16; kk++) {
+        const uint32_t off = (kk / 4) * WG_ATOM_BYTES + (kk % 4) * 32, offb = (kk / 4) * BSTR + (kk % 4) * 32;
+        if constexpr (N == 64) {
+            wgmma_64x64x16<T>(s, wg_desc(sA + off), wg_desc(sB + offb));
+            wgmma_64x64x16<T>(p, wg_desc(sC + off), wg_desc(sE + offb));
+        } else {
+            wgmma_64x32x16<T>(s, wg_desc(sA + off), wg_desc(sB + offb));
+            wgmma_64x32x16<T>(p, wg_desc(sC + off), wg_desc(sE + offb));
+        }
+    }
+    wg_commit();
+    wg_wait0();
+}
+// S[64 x 64] = A . B^T over D (atoms of A and B at sA, sB: shared addresses), one warpgroup
+template <typename T, int D> __device__ __forceinline__ void wg_qkT(float (&d)[8][4], uint32_t sA, uint32_t sB) {
+#pragma unroll
+    for (int j = 0; j < 8; j++) d[j][0] = d[j][1] = d[j][2] = d[j][3] = 0.f;
+    wg_fence();
+#pragma unroll
+    for (int kk = 0; kk < D / 16; kk++) {
+        const uint32_t off = (kk / 4) * WG_ATOM_BYTES + (kk % 4) * 32;
+        wgmma_64x64x16<T>(d, wg_desc(sA + off), wg_desc(sB + off));
+    }
+    wg_commit();
+    wg_wait0();
+}
+
+// ---- tiles in shared memory ---------------------------------------------------------------
+// Where 16-byte chunk cc (8 elements) of row r of a D-wide operand tile is, in bytes from the
+// tile's start: padded rows [rows][D + 8] (ldmatrix-friendly), or (SWZ) 128-byte-swizzle atoms
+// of ATOM_ROWS rows x 64 columns, as the warpgroup MMA and TMA lay them out
+template <int D, bool SWZ, int ATOM_ROWS = 64> __device__ __forceinline__ uint32_t tile_off(int r, int cc) {
+    if constexpr (SWZ) return (uint32_t)((cc / 8) * (ATOM_ROWS * 128)) + wg_swz(r, cc % 8);
+    else return (uint32_t)(r * (D + 8) + cc * 8) * 2;
+}
+// 16-byte chunk cc of row r of a D-wide tile in 64-row swizzled atoms (byte offset)
+__device__ __forceinline__ uint32_t wg_tile_off(int r, int cc) { return tile_off<64, true>(r, cc); }
+
+// ROWS rows of a D-wide tile from global memory by cp.async, threads tid, tid + nth, ...:
+// row r is the D elements at src + row_at(r) (an element offset), or zeros where row_at(r) < 0
+template <typename T, int D, bool SWZ, int ATOM_ROWS = 64, typename RowAt>
+__device__ __forceinline__ void tile_load(void *dst, const T *src, int rows, RowAt row_at, int tid, int nth) {
+    constexpr int CH = D / 8;
+    for (int i = tid; i < rows * CH; i += nth) {
+        const int r = i / CH, cc = i % CH;
+        const int64_t off = row_at(r);
+        const bool ok = off >= 0;
+        cp16(reinterpret_cast<unsigned char *>(dst) + tile_off<D, SWZ, ATOM_ROWS>(r, cc), ok ? src + off + cc * 8 : src, ok);
+    }
+}
+// rows kb .. kb + rows - 1 of a key-major tensor (rows ks elements apart) into a tile; rows at
+// or past kend read as zeros
+template <typename T, int D, bool SWZ>
+__device__ __forceinline__ void key_tile_load(void *dst, const T *Kg, int64_t ks, int kb, int kend, int rows, int tid, int nth) {
+    tile_load<T, D, SWZ>(dst, Kg, rows, [&](int r) -> int64_t { return kb + r < kend ? (int64_t)(kb + r) * ks : -1; }, tid, nth);
+}
+
+// ---- per-warp products on mma.sync ---------------------------------------------------------
+template <int N> __device__ __forceinline__ void acc_zero(float (&acc)[N][4]) {
+#pragma unroll
+    for (int i = 0; i < N; i++) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.f;
+}
+// the A fragments of a warp's 16 rows row0 .. row0 + 15 of a padded [rows][DP] tile, over
+// NKS k-steps of 16
+template <int NKS, int DP, typename T>
+__device__ __forceinline__ void frags_a(uint32_t (&f)[NKS][4], const T *S, int row0, int lane) {
+#pragma unroll
+    for (int kk = 0; kk < NKS; kk++) frag_a<DP>(f[kk], S, row0, kk * 16, lane);
+}
+// s[16 x 8 NT] = A . M^T for one warp: A as NKS k-steps of register fragments, M's rows
+// n0 .. n0 + 8 NT - 1 stored [n][k] in a tile of layout L (PadTile or SwzTile); every
+// accumulator sums its k-steps in ascending order
+template <typename T, int NKS, int NT, typename L>
+__device__ __forceinline__ void warp_abT_l(float (&s)[NT][4], const uint32_t (&af)[NKS][4], const T *M, int n0, int lane) {
+    acc_zero(s);
+#pragma unroll
+    for (int kk = 0; kk < NKS; kk++)
+#pragma unroll
+        for (int np = 0; np < NT / 2; np++) {
+            uint32_t bf[4];
+            frag_b_nk_l<L>(bf, M, n0 + np * 16, kk * 16, lane);
+            mma16816<T>(s[2 * np], af[kk], bf[0], bf[1]);
+            mma16816<T>(s[2 * np + 1], af[kk], bf[2], bf[3]);
+        }
+}
+template <typename T, int NKS, int NT, int DP>
+__device__ __forceinline__ void warp_abT(float (&s)[NT][4], const uint32_t (&af)[NKS][4], const T *M, int n0, int lane) {
+    warp_abT_l<T, NKS, NT, PadTile<DP>>(s, af, M, n0, lane);
+}
+// the sums of a row's four lanes (the quad holding its columns), rows gid and gid + 8
+__device__ __forceinline__ void quad_sum2(float (&v)[2]) {
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        v[r] += __shfl_xor_sync(0xffffffffu, v[r], 1);
+        v[r] += __shfl_xor_sync(0xffffffffu, v[r], 2);
+    }
+}
+
+__device__ __forceinline__ int mma_cmp_visible(int t, int l, int d, int NC) {
+    if (t < l - 1) return 0;
+    int v = (t - l + 1) / d + 1;
+    return v < NC ? v : NC;
+}
+__device__ __forceinline__ int overlap_num_d(int i, int j, int l, int d, int lsel) {
+    int a0 = i * d, a1 = i * d + l, b0 = j * lsel, b1 = (j + 1) * lsel;
+    int lo = a0 > b0 ? a0 : b0, hi = a1 < b1 ? a1 : b1;
+    return hi > lo ? hi - lo : 0;
+}
+// does query t see key s (a key of the branch's K: token or compressed block)?
+template <int BR> __device__ __forceinline__ bool sees(const AttnArgs &a, int t, int s) {
+    if (BR == BR_WIN) return s <= t && s > t - a.w;
+    if (BR == BR_CMP) return s * a.d + a.l - 1 <= t;
+    return s <= t;
+}
+
+
+// One chunk's online-softmax step for a warp's 16 rows (rows gid and gid + 8 of the mma.sync
+// fragments), after masking: s holds the chunk's scores in log2 units (-inf where masked) and
+// mx this lane's maxima of them per row. The running max m and sum lsum are updated, oacc
+// rescaled, and s replaced by the probabilities exp2(s - m) (a row that has seen no key yet
+// keeps m = -inf and gets zeros).
+template <int NT, int NDT>
+__device__ __forceinline__ void online_softmax_step(float (&s)[NT][4], float (&oacc)[NDT][4], float (&m)[2], float (&lsum)[2],
+                                                    float (&mx)[2]) {
+    float muse[2];
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+        const float mnew = fmaxf(m[r], mx[r]);
+        muse[r] = mnew == -INFINITY ? 0.f : mnew;
+        const float alpha = exp2f(m[r] - muse[r]);
+        m[r] = mnew;
+        lsum[r] *= alpha;
+#pragma unroll
+        for (int i = 0; i < NDT; i++) {
+            oacc[i][2 * r] *= alpha;
+            oacc[i][2 * r + 1] *= alpha;
+        }
+    }
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            s[nt][e] = exp2f(s[nt][e] - muse[e >> 1]);
+            lsum[e >> 1] += s[nt][e];
+        }
+}
+
+// ---- mbarrier and TMA (sm_90) ------------------------------------------------------------
+// mbarrier (sm_90): a phase completes when its one arrival (expect_tx) has come and the bytes
+// it announced have landed
+__device__ __forceinline__ void mbar_init(uint32_t bar) {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(bar) : "memory");
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+#endif
+}
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+#if __CUDA_ARCH__ >= 900
+    uint32_t done = 0;
+    while (!done)
+        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                     : "=r"(done)
+                     : "r"(bar), "r"(parity)
+                     : "memory");
+#endif
+}
+// the box of a 4-D tensor map at (c0, c1, c2, c3) -> shared dst, completing on bar
+__device__ __forceinline__ void tma_load4(void *dst, const CUtensorMap *map, int c0, int c1, int c2, int c3, uint32_t bar) {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], [%6];\n" ::"r"(
+                     (uint32_t)__cvta_generic_to_shared(dst)),
+                 "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
+                 : "memory");
+#else
+    __trap();
+#endif
+}
+
+// ---- launch ---------------------------------------------------------------------------------
+// Every launch: raise the kernel's dynamic shared-memory limit where it needs more than
+// 48 KiB, then launch on the backend's stream.
+template <typename K> static void mma_smem_attr(K kernel, size_t bytes) {
+    if (bytes > 48 * 1024) cudaCheck(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+}
+template <typename K, typename... A> static void mma_launch(K kernel, dim3 grid, int block, size_t sm, A... args) {
+    mma_smem_attr(kernel, sm);
+    kernel<<<grid, block, sm, NSA_STREAM>>>(args...);
+}
+#endif
