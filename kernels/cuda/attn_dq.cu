@@ -53,8 +53,7 @@ template <typename T, int D, int BR, bool WG> __global__ void __launch_bounds__(
         lse2[tid] = l2;
         drw[tid] = dr;
     }
-    rows_tile_load<T, D, WG>(Qs, (const T *)a.q, a, rg, b, g, hb, tbase, tend);
-    rows_tile_load<T, D, WG>(Ys, (const T *)a.dout, a, rg, b, g, hb, tbase, tend);
+    rows_tile_load<T, D, WG>(Qs, (const T *)a.q, Ys, (const T *)a.dout, a, rg, b, g, hb, tbase, tend);
     int t_last = tbase + rg.BQ - 1 < tend - 1 ? tbase + rg.BQ - 1 : tend - 1;
     int kstart, kend;
     rows_keys<BR>(a, tbase, t_last, kstart, kend);
@@ -65,8 +64,7 @@ template <typename T, int D, int BR, bool WG> __global__ void __launch_bounds__(
     const T *Vg = (const T *)a.v + (int64_t)b * a.NK * ks + (int64_t)g * D;
     // K and V chunk kb.. into buffer buf
     auto load_chunk = [&](int buf, int kb) {
-        key_tile_load<T, D, WG>(Ks + buf * ROWS_KC * QP, Kg, ks, kb, kend, ROWS_KC, tid, 128);
-        key_tile_load<T, D, WG>(Vs + buf * ROWS_KC * QP, Vg, ks, kb, kend, ROWS_KC, tid, 128);
+        kv_tile_load<T, D, WG>(Ks + buf * ROWS_KC * QP, Kg, Vs + buf * ROWS_KC * QP, Vg, ks, kb, kend, ROWS_KC, tid, 128);
     };
     if (nchunks > 0) load_chunk(0, ch.kb(0));
     cp_commit();
@@ -104,8 +102,7 @@ template <typename T, int D, int BR, bool WG> __global__ void __launch_bounds__(
                                                 (uint32_t)__cvta_generic_to_shared(Ys),
                                                 (uint32_t)__cvta_generic_to_shared(Vb) + half * KH * 128);
             } else {
-                warp_abT<T, NKS, KH / 8, DP>(s, qf, Kb, half * 32, lane);
-                warp_abT<T, NKS, KH / 8, DP>(dp, yf, Vb, half * 32, lane);
+                warp_abT2<T, NKS, KH / 8, DP>(s, qf, Kb, dp, yf, Vb, half * 32, lane);
             }
 #pragma unroll
             for (int nt = 0; nt < KH / 8; nt++)
@@ -163,8 +160,7 @@ template <typename T, int D, int KT, int PACK> __global__ void __launch_bounds__
     const int nrt = PACK == 1 ? (a.hpg + 15) / 16 : 1;
     const int g = blockIdx.y / nrt, rt = blockIdx.y % nrt, b = blockIdx.z;
     const SelTile st = sel_tile<PACK>(a, blockIdx.x, rt);
-    sel_rows_load<T, D>(Qs, (const T *)a.q, a, st, b, g, tid, 128);
-    sel_rows_load<T, D>(Ys, (const T *)a.dout, a, st, b, g, tid, 128);
+    sel_rows_load<T, D>(Qs, (const T *)a.q, Ys, (const T *)a.dout, a, st, b, g, tid, 128);
     cp_commit();
     if (tid == 0) sel_union<PACK>(a, st, b, g, ul, uf, &nu_s);
     cp_wait<0>();
@@ -200,8 +196,7 @@ template <typename T, int D, int KT, int PACK> __global__ void __launch_bounds__
         cp_wait<0>();
         __syncwarp();
         float s[NT][4], dp[NT][4];
-        warp_abT<T, NKS, NT, DP>(s, qf, Kw, 0, lane);
-        warp_abT<T, NKS, NT, DP>(dp, yf, Vw, 0, lane);
+        warp_abT2<T, NKS, NT, DP>(s, qf, Kw, dp, yf, Vw, 0, lane);
         sel_dscores<NT>(s, dp, kb, rv, fl, tr, l2r, drr, a.scale_log2, tig);
         mma_acc_kn<T, D, KT, DP>(dqa, s, Kw, 0, lane);
         __syncwarp();

@@ -20,12 +20,12 @@ __device__ __forceinline__ int64_t rows_row(const AttnArgs &a, const RowsGeom &r
     if (tq >= rg.BQ || t >= tend || h >= a.hpg) return -1;
     return ((int64_t)b * a.T + t) * a.H + (int64_t)g * a.hpg + h;
 }
-// the CTA's 64 rows of q or dO [B*T*H][D] into a tile (padded, or SWZ: swizzled atoms), rows
-// past the positions or heads zero; all 128 threads
+// the CTA's 64 rows of q (and of dO into dst2 where given) [B*T*H][D] into tiles (padded, or
+// SWZ: swizzled atoms), rows past the positions or heads zero; all 128 threads
 template <typename T, int D, bool SWZ>
-__device__ __forceinline__ void rows_tile_load(void *dst, const T *src, const AttnArgs &a, const RowsGeom &rg, int b, int g, int hb,
-                                               int tbase, int tend) {
-    tile_load<T, D, SWZ>(dst, src, 64, [&](int r) -> int64_t {
+__device__ __forceinline__ void rows_tile_load(void *dst, const T *src, void *dst2, const T *src2, const AttnArgs &a,
+                                               const RowsGeom &rg, int b, int g, int hb, int tbase, int tend) {
+    tile_load<T, D, SWZ>(dst, src, dst2, src2, 64, [&](int r) -> int64_t {
         const int64_t R = rows_row(a, rg, b, g, hb, tbase, tend, r);
         return R >= 0 ? R * D : -1;
     }, threadIdx.x, 128);

@@ -21,8 +21,7 @@ template <int D, int KT> __host__ __device__ constexpr bool sel_merge_fits() {
 // zeros
 template <typename T, int D, int KT>
 __device__ __forceinline__ void sel_load_block(T *Kw, T *Vw, const T *Kg, const T *Vg, int64_t ks, int kb, int t, int lane) {
-    key_tile_load<T, D, false>(Kw, Kg, ks, kb, t + 1, KT, lane, 32);
-    key_tile_load<T, D, false>(Vw, Vg, ks, kb, t + 1, KT, lane, 32);
+    kv_tile_load<T, D, false>(Kw, Kg, Vw, Vg, ks, kb, t + 1, KT, lane, 32);
 }
 
 // Row layout of a selection tile. PACK 1: the 16 rows are heads rt*16 .. rt*16+15 of
@@ -126,12 +125,12 @@ __device__ __forceinline__ void sel_dscores(float (&s)[NT][4], const float (&dp)
             s[nt][e] = p * (dp[nt][e] - drr[r]);
         }
 }
-// the tile's 16 rows (padding rows zero) of q or dO [B*T*H][D] into a [16][D + 8] shared tile
-// (cp.async), threads tid, tid + nth, ...
+// the tile's 16 rows (padding rows zero) of q (and of dO into dst2 where given) [B*T*H][D] into
+// [16][D + 8] shared tiles (cp.async), threads tid, tid + nth, ...
 template <typename T, int D>
-__device__ __forceinline__ void sel_rows_load(T *dst, const T *src, const AttnArgs &a, const SelTile &st, int b, int g, int tid,
-                                              int nth) {
-    tile_load<T, D, false>(dst, src, 16, [&](int r) -> int64_t {
+__device__ __forceinline__ void sel_rows_load(T *dst, const T *src, T *dst2, const T *src2, const AttnArgs &a, const SelTile &st,
+                                              int b, int g, int tid, int nth) {
+    tile_load<T, D, false>(dst, src, dst2, src2, 16, [&](int r) -> int64_t {
         const int64_t R = sel_row(a, st, b, g, r);
         return R >= 0 ? R * D : -1;
     }, tid, nth);

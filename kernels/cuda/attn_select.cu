@@ -80,7 +80,7 @@ template <typename T, int D, bool WG> __global__ void __launch_bounds__(128) k_s
         l2s[tid] = l2;
     }
     for (int i = tid; i < BQ * a.NS; i += 128) score[i] = 0.f;
-    rows_tile_load<T, D, WG>(Qs, (const T *)a.q, a, rg, b, g, 0, tbase, tend);   // the group's heads: one tile
+    rows_tile_load<T, D, WG>(Qs, (const T *)a.q, nullptr, nullptr, a, rg, b, g, 0, tbase, tend);   // the group's heads: one tile
     const int t_last = tbase + BQ - 1 < tend - 1 ? tbase + BQ - 1 : tend - 1;
     const int kend = mma_cmp_visible(t_last, a.l, a.d, a.NC);
     const int nchunks = (kend + ROWS_KC - 1) / ROWS_KC;
@@ -88,7 +88,7 @@ template <typename T, int D, bool WG> __global__ void __launch_bounds__(128) k_s
     const T *Kg = (const T *)a.k + (int64_t)b * a.NK * ks + (int64_t)g * D;
     // K chunks alternate between the two halves of the K area (no V needed)
     auto load_k = [&](int c, int buf) {
-        key_tile_load<T, D, WG>(Ks + buf * ROWS_KC * (WG ? D : DP), Kg, ks, c * ROWS_KC, kend, ROWS_KC, tid, 128);
+        kv_tile_load<T, D, WG>(Ks + buf * ROWS_KC * (WG ? D : DP), Kg, nullptr, nullptr, ks, c * ROWS_KC, kend, ROWS_KC, tid, 128);
     };
     if (nchunks > 0) load_k(0, 0);
     cp_commit();

@@ -289,23 +289,29 @@ template <int D, bool SWZ, int ATOM_ROWS = 64> __device__ __forceinline__ uint32
 // 16-byte chunk cc of row r of a D-wide tile in 64-row swizzled atoms (byte offset)
 __device__ __forceinline__ uint32_t wg_tile_off(int r, int cc) { return tile_off<64, true>(r, cc); }
 
-// ROWS rows of a D-wide tile from global memory by cp.async, threads tid, tid + nth, ...:
-// row r is the D elements at src + row_at(r) (an element offset), or zeros where row_at(r) < 0
+// ROWS rows of one or two D-wide tiles from global memory by cp.async, threads tid, tid + nth,
+// ...: row r is the D elements at src + row_at(r) (an element offset; the same rows of src2
+// into dst2 where given), or zeros where row_at(r) < 0
 template <typename T, int D, bool SWZ, int ATOM_ROWS = 64, typename RowAt>
-__device__ __forceinline__ void tile_load(void *dst, const T *src, int rows, RowAt row_at, int tid, int nth) {
+__device__ __forceinline__ void tile_load(void *dst, const T *src, void *dst2, const T *src2, int rows, RowAt row_at, int tid,
+                                          int nth) {
     constexpr int CH = D / 8;
     for (int i = tid; i < rows * CH; i += nth) {
         const int r = i / CH, cc = i % CH;
         const int64_t off = row_at(r);
         const bool ok = off >= 0;
-        cp16(reinterpret_cast<unsigned char *>(dst) + tile_off<D, SWZ, ATOM_ROWS>(r, cc), ok ? src + off + cc * 8 : src, ok);
+        const uint32_t o = tile_off<D, SWZ, ATOM_ROWS>(r, cc);
+        cp16(reinterpret_cast<unsigned char *>(dst) + o, ok ? src + off + cc * 8 : src, ok);
+        if (dst2) cp16(reinterpret_cast<unsigned char *>(dst2) + o, ok ? src2 + off + cc * 8 : src2, ok);
     }
 }
-// rows kb .. kb + rows - 1 of a key-major tensor (rows ks elements apart) into a tile; rows at
-// or past kend read as zeros
+// rows kb .. kb + rows - 1 of two key-major tensors (K and V: rows ks elements apart) into
+// their tiles; rows at or past kend read as zeros
 template <typename T, int D, bool SWZ>
-__device__ __forceinline__ void key_tile_load(void *dst, const T *Kg, int64_t ks, int kb, int kend, int rows, int tid, int nth) {
-    tile_load<T, D, SWZ>(dst, Kg, rows, [&](int r) -> int64_t { return kb + r < kend ? (int64_t)(kb + r) * ks : -1; }, tid, nth);
+__device__ __forceinline__ void kv_tile_load(void *Kd, const T *Kg, void *Vd, const T *Vg, int64_t ks, int kb, int kend, int rows,
+                                             int tid, int nth) {
+    tile_load<T, D, SWZ>(Kd, Kg, Vd, Vg, rows, [&](int r) -> int64_t { return kb + r < kend ? (int64_t)(kb + r) * ks : -1; }, tid,
+                         nth);
 }
 
 // ---- per-warp products on mma.sync ---------------------------------------------------------
@@ -339,6 +345,26 @@ __device__ __forceinline__ void warp_abT_l(float (&s)[NT][4], const uint32_t (&a
 template <typename T, int NKS, int NT, int DP>
 __device__ __forceinline__ void warp_abT(float (&s)[NT][4], const uint32_t (&af)[NKS][4], const T *M, int n0, int lane) {
     warp_abT_l<T, NKS, NT, PadTile<DP>>(s, af, M, n0, lane);
+}
+// two such products over the same rows of two padded tiles, interleaved (s = A . M^T and
+// p = C . E^T: S and dP of a backward pass)
+template <typename T, int NKS, int NT, int DP>
+__device__ __forceinline__ void warp_abT2(float (&s)[NT][4], const uint32_t (&af)[NKS][4], const T *M, float (&p)[NT][4],
+                                          const uint32_t (&cf)[NKS][4], const T *E, int n0, int lane) {
+    acc_zero(s);
+    acc_zero(p);
+#pragma unroll
+    for (int kk = 0; kk < NKS; kk++)
+#pragma unroll
+        for (int np = 0; np < NT / 2; np++) {
+            uint32_t bf[4];
+            frag_b_nk<DP>(bf, M, n0 + np * 16, kk * 16, lane);
+            mma16816<T>(s[2 * np], af[kk], bf[0], bf[1]);
+            mma16816<T>(s[2 * np + 1], af[kk], bf[2], bf[3]);
+            frag_b_nk<DP>(bf, E, n0 + np * 16, kk * 16, lane);
+            mma16816<T>(p[2 * np], cf[kk], bf[0], bf[1]);
+            mma16816<T>(p[2 * np + 1], cf[kk], bf[2], bf[3]);
+        }
 }
 // the sums of a row's four lanes (the quad holding its columns), rows gid and gid + 8
 __device__ __forceinline__ void quad_sum2(float (&v)[2]) {
