@@ -8,11 +8,12 @@
 # joined, where it is (phase, step, the frame fault_hang) — in the verdict line, RESULTS.md
 # and summary.json; and the latency: the verdict comes at most stall_s + 5 s after the last
 # heartbeat, and at most 5 s after the watchdog saw the stall (measured, printed). Then the
-# same with 4 ranks (rank 2 hangs): every stack whole, rank 2 named, 0, 1, 3 waiting.
+# same with 4 ranks (rank 2 hangs) and 8 ranks (rank 5 hangs): every stack whole, the hung rank
+# named, every other rank waiting, all of them side by side in RESULTS.md.
 # SKIPs (77) without mpirun or an MPI build.
 # On a GPU machine (bench/gpu_multi.sh runs it): HF_PROFILE=gpu HF_TRANSPORT=nccl
 # runs the same checks on ddp_onestep's gpu profile (m7c_125m, the CUDA backend, one GPU a
-# rank); the 4-rank part then needs 4 GPUs and SKIPs visibly with fewer.
+# rank); the 4- and 8-rank parts then need 4 and 8 GPUs and SKIP visibly with fewer.
 set -u
 BUILD=${1:?usage: hang_forensics.sh BUILD_DIR}
 PROFILE=${HF_PROFILE:-ci} TRANSPORT=${HF_TRANSPORT:-mpi}
@@ -70,51 +71,58 @@ check "... and says who waits in what, with the bucket's parameters" \
   grep -qE "\*\*who never joined\*\*: rank 0 waits in collective seq [0-9]+, \`allreduce b[0-9]+\` of step 2 \(gradient bucket [0-9]+: \`" "$TMP/r/RESULTS.md"
 check "no process left" bash -c "! pgrep -f '[n]sa-train .*$TMP/r' >/dev/null"
 
-# 4 ranks: ddp_onestep with world_size 4, rank 2 hangs in the backward of step 2,
-# ranks 0, 1, 3 wait in its bucket's allreduce. Every rank's stack must be whole: with 4
-# processes on 2 cores the first rank to exit after its dump made mpirun kill the others
-# mid-dump (two of four files were their header alone) until a stall dump waited for the
-# other ranks' files to end theirs (trainer/stackdump.c).
-if [ "$PROFILE" = gpu ]; then
-  if [ "$ngpu" -lt 4 ]; then echo "SKIP  4 ranks: the gpu profile wants a GPU a rank, 4; this machine shows $ngpu"; finish; fi
-fi
-python3 - scenarios/ddp_onestep.json "$TMP/dd4.json" <<'PY'
+# N ranks (4, then 8): ddp_onestep with world_size N, rank HUNG hangs in the backward of step 2,
+# the others wait in its bucket's allreduce; the latency bound holds as for 2 ranks. Every
+# rank's stack must be whole: with 4 processes on 2 cores the first rank to exit after its dump
+# made mpirun kill the others mid-dump (two of four files were their header alone) until a
+# stall dump waited for the other ranks' files to end theirs (trainer/stackdump.c).
+ranks_case() {   # ranks_case N HUNG
+  local n=$1 hung=$2 k
+  if [ "$PROFILE" = gpu ] && [ "$ngpu" -lt "$n" ]; then
+    echo "SKIP  $n ranks: the gpu profile wants a GPU a rank, $n; this machine shows $ngpu"; return
+  fi
+  python3 - scenarios/ddp_onestep.json "$TMP/dd$n.json" "$n" <<'PY'
 import json, os, sys
 d = json.load(open(sys.argv[1]))
-d["name"] = "ddp_onestep4"
-d["run"]["world_size"] = 4
-# the ranks axis: 4 ranks, and the one-rank reference with the batch of all four
-d["matrix"]["ranks"] = {"values": {"4": {"run.world_size": 4}, "1": {"run.world_size": 1, "train.batch_size": 16}}}
-d["profiles"]["gpu"]["matrix"]["ranks"] = {"values": {"4": {"run.world_size": 4}, "1": {"run.world_size": 1, "train.batch_size": 4}}}
+n = int(sys.argv[3])
+d["name"] = "ddp_onestep%d" % n
+d["run"]["world_size"] = n
+# the ranks axis: n ranks, and the one-rank reference with the batch of all n
+d["matrix"]["ranks"] = {"values": {str(n): {"run.world_size": n}, "1": {"run.world_size": 1, "train.batch_size": 4 * n}}}
+d["profiles"]["gpu"]["matrix"]["ranks"] = {"values": {str(n): {"run.world_size": n}, "1": {"run.world_size": 1, "train.batch_size": n}}}
 here = os.path.dirname(os.path.abspath(sys.argv[1]))
 d["config"] = os.path.join(here, d["config"])
 d["profiles"]["gpu"]["config"] = os.path.join(here, d["profiles"]["gpu"]["config"])
-d["profiles"]["gpu"]["requires"]["gpus"] = 4
+d["profiles"]["gpu"]["requires"]["gpus"] = n
 json.dump(d, open(sys.argv[2], "w"))
 PY
-C4="ddp_onestep4/transport=$TRANSPORT,mode=default,branch=none,ranks=4"
-"$H" run "$TMP/dd4.json" --profile "$PROFILE" --case "$C4" --fault hang=2:2:backward --timeout-scale "$SCALE" \
-  --out "$TMP/r4" --quiet >"$TMP/out4" 2>&1
-rc=$?
-check "4 ranks: a hang exits 1 (exit $rc)" test "$rc" = 1
-D4="$TMP/r4/$C4"
-for k in 0 1 2 3; do
-  check "4 ranks: rank $k's stack is whole (symbolized, ends its dump)" \
-    bash -c "grep -q '^symbolized' '$D4/stacks/rank_$k.txt' && grep -q -- '--- end of stall dump' '$D4/stacks/rank_$k.txt'"
-done
-check "4 ranks: rank 2's stack names fault_hang" grep -q "fault_hang" "$D4/stacks/rank_2.txt"
-python3 - "$TMP/r4/summary.json" <<'PY' && ok "4 ranks: summary.json names rank 2 as the one that never joined, 0, 1, 3 waiting" || bad "4 ranks: summary.json facts"
+  local C="ddp_onestep$n/transport=$TRANSPORT,mode=default,branch=none,ranks=$n" R="$TMP/r$n"
+  "$H" run "$TMP/dd$n.json" --profile "$PROFILE" --case "$C" --fault "hang=$hung:2:backward" --timeout-scale "$SCALE" \
+    --out "$R" --quiet >"$TMP/out$n" 2>&1
+  local rc=$?
+  check "$n ranks: a hang exits 1 (exit $rc)" test "$rc" = 1
+  for k in $(seq 0 $((n - 1))); do
+    check "$n ranks: rank $k's stack is whole (symbolized, ends its dump)" \
+      bash -c "grep -q '^symbolized' '$R/$C/stacks/rank_$k.txt' && grep -q -- '--- end of stall dump' '$R/$C/stacks/rank_$k.txt'"
+  done
+  check "$n ranks: rank $hung's stack names fault_hang" grep -q "fault_hang" "$R/$C/stacks/rank_$hung.txt"
+  python3 - "$R/summary.json" "$n" "$hung" "$STALL_S" "$SCALE" <<'PY' && ok "$n ranks: summary.json names rank $hung as the one that never joined, the others waiting, within stall_s + 5 s" || bad "$n ranks: summary.json facts"
 import json, sys
-c = next(x for x in json.load(open(sys.argv[1]))["cases"] if x["case"].endswith(",ranks=4"))
+n, hung, stall_s = int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]) * float(sys.argv[5])
+c = next(x for x in json.load(open(sys.argv[1]))["cases"] if x["case"].endswith(",ranks=%d" % n))
 f = c["facts"]
 assert c["verdict"] == "HANG", c["verdict"]
-assert f["hang_never_joined"] == [2] and f["hang_waiting_ranks"] == [0, 1, 3], f
-assert len(c["ranks"]) == 4 and all(r["stack_dumped"] for r in c["ranks"]), c["ranks"]
+assert f["hang_never_joined"] == [hung] and f["hang_waiting_ranks"] == [k for k in range(n) if k != hung], f
+assert len(c["ranks"]) == n and all(r["stack_dumped"] for r in c["ranks"]), c["ranks"]
+assert f["hang_stall_to_verdict_s"] <= stall_s + 5.0, f
 PY
-check "4 ranks: the verdict line names rank 2, where it is, and 3 waiting ranks" \
-  grep -qE "\| \*\*HANG\*\* \| .* \| rank 2 never joined collective seq [0-9]+ \(allreduce b[0-9]+\): it is in backward of step 2, at fault_hang \(trainer/faults.c:[0-9]+\); 3 ranks wait in it \|" \
-  "$TMP/r4/RESULTS.md"
-check "4 ranks: RESULTS.md lays the four ranks side by side" \
-  bash -c "for k in 0 1 3; do grep -q \"^| \$k | yes, stack written | comm · 2 \" '$TMP/r4/RESULTS.md' || exit 1; done; grep -q '^| 2 | yes, stack written | backward · 2 ' '$TMP/r4/RESULTS.md'"
-check "4 ranks: no process left" bash -c "! pgrep -f '[n]sa-train .*$TMP/r4' >/dev/null"
+  check "$n ranks: the verdict line names rank $hung, where it is, and $((n - 1)) waiting ranks" \
+    grep -qE "\| \*\*HANG\*\* \| .* \| rank $hung never joined collective seq [0-9]+ \(allreduce b[0-9]+\): it is in backward of step 2, at fault_hang \(trainer/faults.c:[0-9]+\); $((n - 1)) ranks wait in it \|" \
+    "$R/RESULTS.md"
+  check "$n ranks: RESULTS.md lays the $n ranks side by side" \
+    bash -c "for k in \$(seq 0 $((n - 1))); do [ \$k = $hung ] && continue; grep -q \"^| \$k | yes, stack written | comm · 2 \" '$R/RESULTS.md' || exit 1; done; grep -q '^| $hung | yes, stack written | backward · 2 ' '$R/RESULTS.md'"
+  check "$n ranks: no process left" bash -c "! pgrep -f '[n]sa-train .*$R' >/dev/null"
+}
+ranks_case 4 2
+ranks_case 8 5
 finish
