@@ -286,11 +286,9 @@ template <int D, bool SWZ, int ATOM_ROWS = 64> __device__ __forceinline__ uint32
     if constexpr (SWZ) return (uint32_t)((cc / 8) * (ATOM_ROWS * 128)) + wg_swz(r, cc % 8);
     else return (uint32_t)(r * (D + 8) + cc * 8) * 2;
 }
-// 16-byte chunk cc of row r of a D-wide tile in 64-row swizzled atoms (byte offset)
-__device__ __forceinline__ uint32_t wg_tile_off(int r, int cc) { return tile_off<64, true>(r, cc); }
 
-// ROWS rows of one or two D-wide tiles from global memory by cp.async, threads tid, tid + nth,
-// ...: row r is the D elements at src + row_at(r) (an element offset; the same rows of src2
+// The first `rows` rows of one or two D-wide tiles from global memory by cp.async, threads tid,
+// tid + nth, ...: row r is the D elements at src + row_at(r) (an element offset; the same rows of src2
 // into dst2 where given), or zeros where row_at(r) < 0
 template <typename T, int D, bool SWZ, int ATOM_ROWS = 64, typename RowAt>
 __device__ __forceinline__ void tile_load(void *dst, const T *src, void *dst2, const T *src2, int rows, RowAt row_at, int tid,
