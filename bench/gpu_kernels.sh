@@ -2,7 +2,7 @@
 # bench/gpu_kernels.sh — everything the CUDA backend needs checked and measured on a GPU
 # machine, in one command (device time is scarce: one call does it all).
 #
-#   PHASES="build ops model golden train sanitize bench e2e e2e_pack1 e2e_kvsplit goldenref" BUDGET=560 bash bench/gpu_kernels.sh
+#   PHASES="build ops model golden train sanitize ncu bench e2e e2e_pack1 e2e_kvsplit goldenref" BUDGET=560 bash bench/gpu_kernels.sh
 #
 # Each phase logs to its own file; a failing phase never stops the next; every phase
 # is cut at a deadline (BUDGET seconds after the start, default 560) so the summary
@@ -12,6 +12,8 @@
 #   BENCH_ARGS   arguments of bench_cuda_attn (default: all S, both shapes)
 #   E2E_BATCHES  batch sizes of bench/run_cuda.sh (default "1 2 4 8 16"), E2E_STEPS (10)
 #   OPS_GROUPS   the op groups of the ops phase (default: all of them)
+#   NCU_ARGS     arguments of bench_cuda_attn under Nsight Compute in the ncu phase (default: the
+#                paper shape at S 8192, one repetition); NCU_KERNELS the kernels' name regex
 set -u
 . "$(dirname "$0")/gpu_lib.sh"   # gpu_run_begin, has, step
 gpu_run_begin "build ops model golden train sanitize profile bench e2e"
@@ -45,6 +47,17 @@ if has profile; then   # per-op device time of m7c_125m training steps at the be
   step bench_b16 150 "./$B/bench/bench_cuda_attn" --S 2048 --B 16 --shape m7c --reps 5
   step bench_b16_pack1 150 env NSA_CUDA_SEL_PACK=0 "./$B/bench/bench_cuda_attn" --S 2048 --B 16 --shape m7c --reps 5
 fi
+if has ncu; then   # the attention kernels under Nsight Compute: where each one's time goes
+  if command -v ncu >/dev/null; then
+    step ncu 300 ncu --clock-control none -k "regex:${NCU_KERNELS:-k_(rows|sel|dkdv|select|reduce)}" --launch-count 60 \
+      --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
+      --section ComputeWorkloadAnalysis --csv --page details \
+      "./$B/bench/bench_cuda_attn" ${NCU_ARGS:---S 8192 --shape paper --reps 1}
+    python3 bench/ncu_table.py "$LOG/ncu.log" >"$LOG/ncu_table.txt" 2>&1
+  else
+    echo "ncu: not found" >"$LOG/ncu_table.txt"
+  fi
+fi
 has bench && step bench_attn 300 "./$B/bench/bench_cuda_attn" ${BENCH_ARGS:-}
 has e2e && step e2e 300 bash bench/run_cuda.sh "$B" "${E2E_BATCHES:-1 2 4 8 16}" "${E2E_STEPS:-10}"
 has e2e_pack1 && step e2e_pack1 150 env NSA_CUDA_SEL_PACK=0 bash bench/run_cuda.sh "$B" "4 16" "${E2E_STEPS:-10}"
@@ -75,6 +88,7 @@ done
 [ -f "$LOG/profile.log" ] && { echo "---- profile (m7c_125m, steps 3-6)"; grep -E "profile|^  " "$LOG/profile.log" | head -34; }
 [ -f "$LOG/bench_b16.log" ] && { echo "---- bench m7c S=2048 B=16"; cat "$LOG/bench_b16.log" | head -12; }
 [ -f "$LOG/bench_b16_pack1.log" ] && { echo "---- bench m7c S=2048 B=16, one position per sel tile"; grep -E "sel|SUMMARY" "$LOG/bench_b16_pack1.log" | head -5; }
+[ -f "$LOG/ncu_table.txt" ] && { echo "---- ncu"; cut -c1-170 "$LOG/ncu_table.txt" | head -40; }
 [ -f "$LOG/bench_attn.log" ] && { echo "---- bench_attn"; grep -E "SUMMARY|m7c +S=2048|peak|SKIP|rror" "$LOG/bench_attn.log" | head -30; }
 [ -f "$LOG/e2e.log" ] && { echo "---- e2e m7c_125m S=2048"; cat "$LOG/e2e.log" | head -12; }
 [ -f "$LOG/e2e_pack1.log" ] && { echo "---- e2e, one position per sel tile"; cat "$LOG/e2e_pack1.log" | head -6; }
