@@ -13,7 +13,8 @@
 // one needing the most GPUs first, then the earliest in the report's order; while a job that
 // may start needs more GPUs than are free, no job needing fewer GPUs starts (CPU jobs may):
 // the GPUs it waits for are not taken by 1-GPU jobs the moment they free, one by one. A job needing more than the pool has is
-// given the whole pool (it runs alone on it, as it would one at a time). With one job at a
+// given every GPU of the pool (the runner SKIPs such a case before it gets here; one at a
+// time it would run alone). With one job at a
 // time (-j 1) the jobs simply run in order, nothing deferred. The choice depends
 // only on the jobs' states, never on time, so a test can replay it.
 #ifndef NSA_HARNESS_SCHEDULE_H

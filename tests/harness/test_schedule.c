@@ -4,7 +4,7 @@
 // distinct, most GPUs first then plan order, a multi-GPU job not starved by 1-GPU jobs taking
 // each GPU as it frees, references before the cases that compare with
 // them, timing-sensitive (exclusive) jobs last and alone, cores never oversubscribed, -j 1 in
-// plan order, and a whole plan run to the end without a deadlock.
+// plan order, a whole plan run to the end without a deadlock, and a machine of 8 GPUs.
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -227,6 +227,47 @@ static void a_whole_plan_ends(void **state) {
     for (int g = 0; g < 4; g++) assert_int_equal(p.gpu_busy[g], 0);
 }
 
+// A machine of 8 GPUs (-j auto: 3 cases a GPU): the 8-rank case (the NCCL hang of 8 ranks) takes
+// all 8, distinct, and runs beside nothing on the GPUs but keeps every GPU at most per_gpu deep;
+// then the 4-, 2- and 1-GPU cases fill the GPUs, most GPUs first, never more than 3 a GPU.
+static void eight_gpus(void **state) {
+    (void)state;
+    enum { N = 12 };
+    SchedJob jobs[N] = {job(1, 1, 0), job(2, 1, 0), job(8, 1, 0), job(4, 1, 0), job(1, 1, 0), job(2, 1, 0),
+                        job(1, 1, 0), job(1, 1, 0), job(4, 1, 0), job(2, 1, 0), job(1, 1, 0), job(0, 1, 0)};
+    SchedPool p = pool_of(8, 3, 128, 24);
+    sched_prepare(jobs, N);
+    start_all(jobs, N, &p);
+    // most GPUs first: the 8-rank case, then the two 4-GPU ones beside it (3 a GPU)
+    assert_int_equal(jobs[2].state, SCHED_RUNNING);
+    assert_int_equal(jobs[3].state, SCHED_RUNNING);
+    assert_int_equal(jobs[8].state, SCHED_RUNNING);
+    assert_int_equal(jobs[2].n_gpu_ids, 8);
+    int seen[8] = {0};
+    for (int a = 0; a < 8; a++) seen[jobs[2].gpu_ids[a]]++;
+    for (int g = 0; g < 8; g++) assert_int_equal(seen[g], 1);   // all 8, each once
+    int started = 0, rounds = 0;
+    for (int j = 0; j < N; j++) started += jobs[j].state == SCHED_RUNNING;
+    while (!sched_all_done(jobs, N) && rounds++ < 10 * N) {
+        for (int g = 0; g < 8; g++) assert_true(p.gpu_busy[g] <= 3);
+        for (int j = 0; j < N; j++) {
+            if (jobs[j].state != SCHED_RUNNING) continue;
+            assert_int_equal(jobs[j].n_gpu_ids, jobs[j].gpus);
+            for (int a = 0; a < jobs[j].n_gpu_ids; a++)
+                for (int b = a + 1; b < jobs[j].n_gpu_ids; b++) assert_int_not_equal(jobs[j].gpu_ids[a], jobs[j].gpu_ids[b]);
+        }
+        int victim = -1;   // the earliest running job ends
+        for (int j = 0; j < N && victim < 0; j++)
+            if (jobs[j].state == SCHED_RUNNING) victim = j;
+        assert_true(victim >= 0);   // no deadlock
+        sched_finish(jobs, victim, &p);
+        started += start_all(jobs, N, &p);
+    }
+    assert_true(sched_all_done(jobs, N));
+    assert_int_equal(started, N);
+    for (int g = 0; g < 8; g++) assert_int_equal(p.gpu_busy[g], 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(gpus_distinct_and_never_overheld),
@@ -237,6 +278,7 @@ int main(void) {
         cmocka_unit_test(cores_never_oversubscribed),
         cmocka_unit_test(one_at_a_time_in_plan_order),
         cmocka_unit_test(a_whole_plan_ends),
+        cmocka_unit_test(eight_gpus),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
