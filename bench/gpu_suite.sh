@@ -46,6 +46,24 @@ print("%-22s wall %6.1f s  %s  %s" % (sys.argv[2], s.get("wall_s", 0), c, s.get(
 EOF
 }
 
+# the main job's two reports (its two runs end in either order): NAME_main (scenarios/ against
+# nsa-train) and NAME_trainer (the example trainer's run: its command names a --trainer-map)
+keep_main_job_reports() {
+  local d kind
+  for d in $(ls -dt reports/2*/ 2>/dev/null | head -2); do
+    kind=main
+    grep -q -- '--trainer-map' "$d/summary.json" 2>/dev/null && kind=trainer
+    cp "$d/RESULTS.md" "$LOG/$1_$kind.md" 2>/dev/null
+    cp "$d/summary.json" "$LOG/$1_$kind.json" 2>/dev/null
+    python3 - "$d/summary.json" "$1_$kind" <<'EOF' >>"$LOG/runs.txt" 2>/dev/null
+import json, sys
+s = json.load(open(sys.argv[1]))
+c = {k: v for k, v in s["counts"].items() if v}
+print("%-22s wall %6.1f s  %s  %s" % (sys.argv[2], s.get("wall_s", 0), c, s.get("device", "")))
+EOF
+  done
+}
+
 if has build; then
   # (the build type run_all.sh uses, the one the committed GPU baselines were recorded with)
   step configure 150 cmake -S . -B "$B" -DCMAKE_CUDA_ARCHITECTURES=90a -DNSA_WERROR=ON
@@ -85,16 +103,14 @@ if has suite_all; then   # the main job on every GPU: both of its runs, -j auto
   t0=$SECONDS
   step suite_all 560 ./run_all.sh
   echo "suite_all: $((SECONDS - t0)) s wall (./run_all.sh, $(nvidia-smi -L | wc -l) GPUs)" >>"$LOG/runs.txt"
-  keep_report suite_all_trainer
-  d=$(ls -dt reports/2*/ | sed -n 2p); [ -n "$d" ] && cp "$d/RESULTS.md" "$LOG/suite_all_main.md" && cp "$d/summary.json" "$LOG/suite_all_main.json"
+  keep_main_job_reports suite_all
   keep_timings suite_all
 fi
 if has suite_1; then
   t0=$SECONDS
   step suite_1 560 env CUDA_VISIBLE_DEVICES=0 ./run_all.sh
   echo "suite_1: $((SECONDS - t0)) s wall (./run_all.sh, CUDA_VISIBLE_DEVICES=0)" >>"$LOG/runs.txt"
-  keep_report suite_1_trainer
-  d=$(ls -dt reports/2*/ | sed -n 2p); [ -n "$d" ] && cp "$d/RESULTS.md" "$LOG/suite_1_main.md" && cp "$d/summary.json" "$LOG/suite_1_main.json"
+  keep_main_job_reports suite_1
   keep_timings suite_1
 fi
 if has record; then   # this GPU model's baselines, sent back before anything else can run out of time
