@@ -2,7 +2,7 @@
 # bench/gpu_kernels.sh — everything the CUDA backend needs checked and measured on a GPU
 # machine, in one command (device time is scarce: one call does it all).
 #
-#   PHASES="build ops model golden train sanitize ncu bench e2e e2e_pack1 e2e_kvsplit goldenref" BUDGET=560 bash bench/gpu_kernels.sh
+#   PHASES="build ops model golden train sanitize ncu sdpa bench e2e e2e_pack1 e2e_kvsplit goldenref" BUDGET=560 bash bench/gpu_kernels.sh
 #
 # Each phase logs to its own file; a failing phase never stops the next; every phase
 # is cut at a deadline (BUDGET seconds after the start, default 560) so the summary
@@ -14,6 +14,8 @@
 #   OPS_GROUPS   the op groups of the ops phase (default: all of them)
 #   NCU_ARGS     arguments of bench_cuda_attn under Nsight Compute in the ncu phase (default: the
 #                paper shape at S 8192, one repetition); NCU_KERNELS the kernels' name regex
+#   SDPA_S       the lengths of the sdpa phase (default 8192,16384): our dense causal kernel and
+#                PyTorch's SDPA backends side by side (bench/sdpa_dense.py)
 set -u
 . "$(dirname "$0")/gpu_lib.sh"   # gpu_run_begin, has, step
 gpu_run_begin "build ops model golden train sanitize profile bench e2e"
@@ -58,6 +60,10 @@ if has ncu; then   # the attention kernels under Nsight Compute: where each one'
     echo "ncu: not found" >"$LOG/ncu_table.txt"
   fi
 fi
+if has sdpa; then   # the dense causal anchor: ours beside SDPA's cuDNN, flash and efficient backends
+  step sdpa_ours 200 "./$B/bench/bench_cuda_attn" --shape both --S "${SDPA_S:-8192,16384}" --reps 5
+  step sdpa 300 python3 bench/sdpa_dense.py --shape both --S "${SDPA_S:-8192,16384}" --reps 5 --ours "$LOG/sdpa_ours.log"
+fi
 has bench && step bench_attn 300 "./$B/bench/bench_cuda_attn" ${BENCH_ARGS:-}
 has e2e && step e2e 300 bash bench/run_cuda.sh "$B" "${E2E_BATCHES:-1 2 4 8 16}" "${E2E_STEPS:-10}"
 has e2e_pack1 && step e2e_pack1 150 env NSA_CUDA_SEL_PACK=0 bash bench/run_cuda.sh "$B" "4 16" "${E2E_STEPS:-10}"
@@ -88,6 +94,7 @@ done
 [ -f "$LOG/profile.log" ] && { echo "---- profile (m7c_125m, steps 3-6)"; grep -E "profile|^  " "$LOG/profile.log" | head -34; }
 [ -f "$LOG/bench_b16.log" ] && { echo "---- bench m7c S=2048 B=16"; cat "$LOG/bench_b16.log" | head -12; }
 [ -f "$LOG/bench_b16_pack1.log" ] && { echo "---- bench m7c S=2048 B=16, one position per sel tile"; grep -E "sel|SUMMARY" "$LOG/bench_b16_pack1.log" | head -5; }
+[ -f "$LOG/sdpa.log" ] && { echo "---- dense causal: ours and SDPA (TFLOP/s forward / backward)"; grep -E "^\||SKIP|device:" "$LOG/sdpa.log" | head -20; }
 [ -f "$LOG/ncu_table.txt" ] && { echo "---- ncu"; cut -c1-170 "$LOG/ncu_table.txt" | head -40; }
 [ -f "$LOG/bench_attn.log" ] && { echo "---- bench_attn"; grep -E "SUMMARY|m7c +S=2048|peak|SKIP|rror" "$LOG/bench_attn.log" | head -30; }
 [ -f "$LOG/e2e.log" ] && { echo "---- e2e m7c_125m S=2048"; cat "$LOG/e2e.log" | head -12; }
