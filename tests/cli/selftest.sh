@@ -4,7 +4,9 @@
 # detection a nested `nsa-harness run` whose verdicts and localisation are checked
 # (see the detections for what each asserts: culprit layer 5 and 2, the lengths
 # that are multiples of 256 and blocks.0.attn.sel.o, the first diverging step 2,
-# the missing parameter, fault_hang / fault_crash in the stacks).
+# the missing parameter, fault_hang / fault_crash in the stacks). With -j auto, as the main job
+# runs it: the detections that judge no time side by side (one OpenMP thread each), those
+# that judge time (a hang's latency, a scaled-down timeout, a timing check) last, alone.
 #
 # Usage (from the source root): bash tests/cli/selftest.sh <build dir>
 # Passes when nsa-harness exits 0 (every detection as expected) and its RESULTS.md
@@ -15,7 +17,7 @@ H="$build/nsa-harness"
 if [ ! -x "$H" ] || [ ! -x "$build/nsa-train" ]; then echo "SKIP: $H or nsa-train not built"; exit 77; fi
 out=$(mktemp -d "${TMPDIR:-/tmp}/nsa_selftest.XXXXXX") || exit 1
 trap 'rm -rf "$out"' EXIT
-"$H" run scenarios/selftest --profile ci --out "$out/rep"
+"$H" run scenarios/selftest --profile ci -j auto --out "$out/rep"
 rc=$?
 fail=0
 if [ "$rc" -ne 0 ]; then

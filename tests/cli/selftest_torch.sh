@@ -6,7 +6,8 @@
 # PyTorch trainer implements, with the verdicts and localisations of our own matrix (culprit
 # layers 5 and 2, blocks.0.attn.sel.o at the multiples of 256, the first diverging step 2,
 # the missing parameter, fault_hang / fault_crash in the Python stacks, the bucket rank 1
-# never launched). ~4-5 min on 2 loaded cores.
+# never launched). With -j auto, as the main job runs it: the detections that judge no time side
+# by side, those that judge time last, alone. ~2-3 min on 2 loaded cores.
 #
 # Usage (from the source root): bash tests/cli/selftest_torch.sh <build dir>
 # SKIP (77) without a python that has torch (the adapter looks for one as tests do:
@@ -30,7 +31,7 @@ for c in "${NSA_TORCH_PYTHON:-}" python3 /usr/bin/python3; do
 done
 out=$(mktemp -d "${TMPDIR:-/tmp}/nsa_selftest_torch.XXXXXX") || exit 1
 trap 'rm -rf "$out"' EXIT
-"$H" run scenarios/selftest/torch --profile ci --out "$out/rep"
+"$H" run scenarios/selftest/torch --profile ci -j auto --out "$out/rep"
 rc=$?
 fail=0
 M="^## detection_matrix_torch — detection matrix"
