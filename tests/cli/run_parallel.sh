@@ -40,7 +40,9 @@ for s in branch_isolation gate_init gc_bisection prefill_step5 seqlen_nan_sweep 
   SC+=("scenarios/$s.json")
 done
 command -v mpirun >/dev/null 2>&1 && SC+=(scenarios/ddp_onestep.json)
-expect_exit "the scenarios one at a time" 0 "$H" run "${SC[@]}" --profile ci --out "$TMP/serial" --quiet
+# one at a time with OpenMP's own team (every core), whatever the caller's OMP_NUM_THREADS: -j 3
+# gives each case 1 thread, so the numbers are compared across thread counts too
+expect_exit "the scenarios one at a time" 0 env -u OMP_NUM_THREADS "$H" run "${SC[@]}" --profile ci --out "$TMP/serial" --quiet
 expect_exit "the same scenarios with -j 3" 0 "$H" run "${SC[@]}" --profile ci -j 3 --out "$TMP/par"
 check "... it said how many cases run at a time" has "$TMP/out" "nsa-harness: up to 3 cases at a time over"
 check "same cases, same order, same verdicts; nsa-train's losses and gradient norms bitwise" python3 - "$TMP/serial" "$TMP/par" <<'EOF'
