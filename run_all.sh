@@ -14,8 +14,9 @@
 #                         --filter, --fault, --profile; `./run_all.sh run --help` lists them).
 #   ./run_all.sh test     build everything in build/ and run every test (ctest); GPU-only
 #                         tests show as SKIP where no GPU is usable. Beside the main ctest, a
-#                         background lane at the lowest CPU priority runs the unit tests and
-#                         the sanitizer build; then the sanitizer and fuzzing stage: a clang
+#                         background lane at the lowest CPU priority runs the unit tests, the
+#                         sanitizer build and the command-line tests that judge no time (not
+#                         RUN_SERIAL); then the sanitizer and fuzzing stage: a clang
 #                         ASan+UBSan build in build-asan (-DNSA_FUZZ=ON, CPU only) runs the
 #                         kernels/trainer unit tests, a short scenario run and the four
 #                         fuzzers (README "Tests"). A lane test that timed out (a loaded
@@ -212,7 +213,8 @@ san_probe() {   # can clang build and link an ASan+UBSan libFuzzer target here?
 }
 # ---- `test`: what runs beside the main tests -------------------------------------------
 # The main ctest runs one test at a time (tests/CMakeLists.txt says why: OpenMP teams on 2
-# cores collapse when two run at once, and many tests judge wall-clock time). Beside it, a
+# cores collapse when two run at once, and many tests judge wall-clock time): the tests that
+# judge time (RUN_SERIAL) and the GPU tests. Beside it, a
 # background lane runs CPU-only work that judges no time, at the lowest CPU priority (nice
 # 19 in a session of its own whose autogroup is niced to 19 as well, where the kernel
 # groups by session): it takes the CPU the main tests leave idle (they mostly wait: stall
@@ -224,7 +226,13 @@ san_probe() {   # can clang build and link an ASan+UBSan libFuzzer target here?
 #      log $ASAN/build.log;
 #   3. its unit tests, leaks checked, but test_gradcheck (under ASan it takes ~170 s (12x)
 #      and reaches no line of kernels/ or trainer/ that the other unit tests do not: clang
-#      source coverage, README "Tests") and the three that judge time; log $ASAN/unit.log.
+#      source coverage, README "Tests") and the three that judge time; log $ASAN/unit.log;
+#   4. the main build's command-line tests (label cli) that are not RUN_SERIAL: they judge no
+#      time and start no ranks that must meet in time, so a starved CPU only makes them
+#      longer; one per core at a time, each trainer with one OpenMP thread (OMP_NUM_THREADS=1;
+#      a run that sets its own keeps it): two teams of every core collapse, and the tiny ci
+#      model gains little from a second thread (test_gradcheck: 16 s with 2 threads, 19 s with
+#      1; two at once 71 s with 2 threads each, 20 s with 1); log $BUILD/bg_cli.log.
 # After the main ctest, in the foreground: the lane's results, then the sanitized scenario
 # run with test_rendezvous, test_ddp and test_stackdump, then the fuzzers (full priority: a fuzzer's
 # budget is wall-clock seconds).
@@ -255,16 +263,25 @@ sanitize_prepare() {   # clang ready and $ASAN configured; san_state says how it
 # timeout_retry LOG DIR WHERE (tools/timeout_retry.sh): a lane test that timed out is run once
 # more in the foreground, saying so in LOG; any other failure stays one
 . tools/timeout_retry.sh
-# bg_lane BUILD ASAN JOBS UNIT_RE SAN_STATE: the lane's three steps; each writes its exit
-# status next to its log (bg_unit.rc, build.rc, unit.rc)
+# bg_lane BUILD ASAN JOBS UNIT_RE SAN_STATE CLI_RE: the lane's four steps; each writes its
+# exit status next to its log (bg_unit.rc, build.rc, unit.rc, bg_cli.rc)
 bg_lane() {
-  local B=$1 A=$2 j=$3 re=$4 st=$5
+  local B=$1 A=$2 j=$3 re=$4 st=$5 cli=$6
   [ -w /proc/self/autogroup ] && echo 19 >/proc/self/autogroup 2>/dev/null
   if [ -n "$re" ]; then
     ctest --test-dir "$B" --output-on-failure --no-tests=error -R "$re" >"$B/bg_unit.log" 2>&1
     echo $? >"$B/bg_unit.rc"
   fi
-  [ "$st" = ready ] || return 0
+  [ "$st" = ready ] && bg_lane_asan "$A" "$j"
+  if [ -n "$cli" ]; then
+    OMP_NUM_THREADS=1 ctest --test-dir "$B" --output-on-failure --no-tests=error -j"$j" -R "$cli" >"$B/bg_cli.log" 2>&1
+    echo $? >"$B/bg_cli.rc"
+  fi
+  return 0
+}
+# bg_lane_asan ASAN JOBS: the lane's sanitizer build and its unit tests
+bg_lane_asan() {
+  local A=$1 j=$2
   date +%s >"$A/build.start"
   cmake --build "$A" -j"$j" >"$A/build.log" 2>&1
   echo $? >"$A/build.rc"
@@ -360,17 +377,31 @@ case "$mode" in
     bg_re=$(ctest --test-dir "$BUILD" -N -L 'kernels|trainer|harness' | sed -n 's/^ *Test *#[0-9]*: *//p' |
             { grep -vxE 'test_rendezvous|test_ddp|test_stackdump' || true; } | paste -sd'|' -)
     [ -z "$bg_re" ] || bg_re="^($bg_re)\$"
-    rm -f "$BUILD/bg_unit.log" "$BUILD/bg_unit.rc" "$ASAN/build.rc" "$ASAN/build.end" "$ASAN/unit.log" "$ASAN/unit.rc"
+    # the command-line tests that go to the lane: label cli, not RUN_SERIAL (ctest's JSON; none
+    # when it cannot be read: then every test runs in the main ctest)
+    cli_re=$({ ctest --test-dir "$BUILD" --show-only=json-v1 2>/dev/null || true; } | python3 -c '
+import json, sys
+try: tests = json.load(sys.stdin)["tests"]
+except Exception: sys.exit(0)
+for t in tests:
+    p = {x["name"]: x["value"] for x in t.get("properties", [])}
+    if "cli" in p.get("LABELS", []) and not p.get("RUN_SERIAL"): print(t["name"])' 2>/dev/null | paste -sd'|' -) || cli_re=
+    [ -z "$cli_re" ] || cli_re="^($cli_re)\$"
+    main_ex=$(printf '%s\n' "$bg_re" "$cli_re" | sed -n 's/^^(\(.*\))\$$/\1/p' | paste -sd'|' -)
+    [ -z "$main_ex" ] || main_ex="^($main_ex)\$"
+    rm -f "$BUILD/bg_unit.log" "$BUILD/bg_unit.rc" "$BUILD/bg_cli.log" "$BUILD/bg_cli.rc" \
+          "$ASAN/build.rc" "$ASAN/build.end" "$ASAN/unit.log" "$ASAN/unit.rc"
     lowprio=(nice -n 19)
     command -v setsid >/dev/null 2>&1 && lowprio=(setsid -w nice -n 19)
-    "${lowprio[@]}" bash -c "$(declare -f bg_lane lsan_tracer_retry); SAN_BG_EXCLUDE='$SAN_BG_EXCLUDE'; bg_lane \"\$@\"" \
-      _ "$BUILD" "$ASAN" "$jobs" "$bg_re" "$san_state" </dev/null >/dev/null 2>&1 &
+    "${lowprio[@]}" bash -c "$(declare -f bg_lane bg_lane_asan lsan_tracer_retry); SAN_BG_EXCLUDE='$SAN_BG_EXCLUDE'; bg_lane \"\$@\"" \
+      _ "$BUILD" "$ASAN" "$jobs" "$bg_re" "$san_state" "$cli_re" </dev/null >/dev/null 2>&1 &
     lane_pid=$!
-    echo "==== background lane (nice 19): the unit tests of $BUILD, then the sanitizer build and its unit tests" \
-         "(logs $BUILD/bg_unit.log, $ASAN/build.log, $ASAN/unit.log) ===="
+    echo "==== background lane (nice 19): the unit tests of $BUILD, then the sanitizer build and its unit tests," \
+         "then the command-line tests that judge no time (logs $BUILD/bg_unit.log, $ASAN/build.log, $ASAN/unit.log," \
+         "$BUILD/bg_cli.log) ===="
     t_ct=$(date +%s)
     ct=0
-    ctest --test-dir "$BUILD" --output-on-failure --no-tests=error ${bg_re:+-E "$bg_re"} 2>&1 | tee "$BUILD/ctest.log" || ct=$?
+    ctest --test-dir "$BUILD" --output-on-failure --no-tests=error ${main_ex:+-E "$main_ex"} 2>&1 | tee "$BUILD/ctest.log" || ct=$?
     if [ "$ct" != 0 ]; then
       rc=1
       names=$(failed_tests "$BUILD/ctest.log")
@@ -395,8 +426,21 @@ case "$mode" in
         failures+=("the background lane's unit tests of $BUILD (log $BUILD/bg_unit.log): ${names:-see the log}")
       fi
     fi
+    if [ -n "$cli_re" ]; then
+      if [ "$(cat "$BUILD/bg_cli.rc" 2>/dev/null)" != 0 ] &&
+         timeout_retry "$BUILD/bg_cli.log" "$BUILD" "the background lane (nice 19)"; then
+        echo 0 >"$BUILD/bg_cli.rc"
+      fi
+      echo "the command-line tests of $BUILD that judge no time (run in the background, log $BUILD/bg_cli.log):"
+      ctest_lines "$BUILD/bg_cli.log"
+      if [ "$(cat "$BUILD/bg_cli.rc" 2>/dev/null)" != 0 ]; then
+        rc=1
+        names=$(failed_tests "$BUILD/bg_cli.log")
+        failures+=("the background lane's command-line tests of $BUILD (log $BUILD/bg_cli.log): ${names:-see the log}")
+      fi
+    fi
     sanitize_finish || { s=$?; [ "$s" -le "$rc" ] || rc=$s; }
-    notes=$({ cat "$BUILD/bg_unit.log" "$ASAN/unit.log" 2>/dev/null || true; } | sed -n 's/^NOTE  \([^:]*\):.*/\1/p' | paste -sd' ' -)
+    notes=$({ cat "$BUILD/bg_unit.log" "$BUILD/bg_cli.log" "$ASAN/unit.log" 2>/dev/null || true; } | sed -n 's/^NOTE  \([^:]*\):.*/\1/p' | paste -sd' ' -)
     if [ "$rc" = 0 ]; then
       echo "run_all.sh test: PASS (exit 0)${notes:+; run again after a note: $notes (above)}"
     else
