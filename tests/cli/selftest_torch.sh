@@ -7,13 +7,22 @@
 # layers 5 and 2, blocks.0.attn.sel.o at the multiples of 256, the first diverging step 2,
 # the missing parameter, fault_hang / fault_crash in the Python stacks, the bucket rank 1
 # never launched). With -j auto, as the main job runs it: the detections that judge no time side
-# by side, those that judge time last, alone. ~2-3 min on 2 loaded cores.
+# by side, those that judge time last, alone.
 #
-# Usage (from the source root): bash tests/cli/selftest_torch.sh <build dir>
+# Usage (from the source root): bash tests/cli/selftest_torch.sh <build dir> [timed|untimed|all]
+#   timed (the default, RUN_SERIAL in ctest): the detections that judge time or start ranks that
+#     must meet in time: a hang fault, a scaled-down timeout, a scenario with a growth or
+#     perf_floor check, a scenario of several ranks (~1.5 min on 2 loaded cores);
+#   untimed (tests/cli/selftest_torch_untimed.sh): every other detection of the ci profile;
+#   all: the whole matrix in one run.
+# The two parts split the ci profile's detections between them, each once, as read from
+# scenarios/selftest/torch/detection_matrix.json: a detection added there runs in one of them.
 # SKIP (77) without a python that has torch (the adapter looks for one as tests do:
 # NSA_TORCH_PYTHON, python3, /usr/bin/python3), or when the executables are not built.
 set -u
-build=${1:?usage: bash tests/cli/selftest_torch.sh <build dir>}
+build=${1:?usage: bash tests/cli/selftest_torch.sh <build dir> [timed|untimed|all]}
+part=${2:-timed}
+case "$part" in timed|untimed|all) ;; *) echo "usage: bash tests/cli/selftest_torch.sh <build dir> [timed|untimed|all]"; exit 2 ;; esac
 H="$build/nsa-harness"
 if [ ! -x "$H" ] || [ ! -x "$build/nsa-train" ]; then echo "SKIP: $H or nsa-train not built"; exit 77; fi
 if ! adapters/torch/nsa-torch-train --print-env >/dev/null 2>&1; then
@@ -31,7 +40,29 @@ for c in "${NSA_TORCH_PYTHON:-}" python3 /usr/bin/python3; do
 done
 out=$(mktemp -d "${TMPDIR:-/tmp}/nsa_selftest_torch.XXXXXX") || exit 1
 trap 'rm -rf "$out"' EXIT
-"$H" run scenarios/selftest/torch --profile ci -j auto --out "$out/rep"
+# the part's detections (--case detection_matrix_torch/NAME), none for all
+sel=()
+if [ "$part" != all ]; then
+  mapfile -t sel < <(python3 - "$part" scenarios/selftest/torch/detection_matrix.json <<'PY'
+import json, os, sys
+part, path = sys.argv[1], sys.argv[2]
+d = json.load(open(path))
+for x in d["detections"]:
+    if "ci" not in x.get("profiles", ["ci"]):
+        continue
+    s = json.load(open(os.path.join(os.path.dirname(path), x["scenario"])))
+    timed = ("hang" in json.dumps(x.get("fault", "")) or x.get("timeout_scale", 1) < 1
+             or any(c.get("check") in ("growth", "perf_floor") for c in s.get("checks", []))
+             or s.get("run", {}).get("world_size", 1) > 1)
+    if timed == (part == "timed"):
+        print("--case")
+        print(d["name"] + "/" + x["name"])
+PY
+)
+  if [ ${#sel[@]} -eq 0 ]; then echo "FAIL: no detection of the $part part in the matrix"; exit 1; fi
+  echo "the $part part: $((${#sel[@]} / 2)) detections"
+fi
+"$H" run scenarios/selftest/torch --profile ci -j auto "${sel[@]}" --out "$out/rep"
 rc=$?
 fail=0
 M="^## detection_matrix_torch — detection matrix"
