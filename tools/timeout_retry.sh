@@ -1,10 +1,10 @@
 # tools/timeout_retry.sh — sourced by run_all.sh (`test`: the background lane's results) and
 # by tests/cli/timeout_retry.sh; defines one function and runs nothing.
 #
-# timeout_retry LOG DIR WHERE: the background lane runs unit tests at the lowest CPU priority
-# (nice 19) beside the main ctest, so on a loaded machine a test there can get almost no CPU
-# and reach its ctest TIMEOUT although it passes (CI once: test_nsa_ops timed out at 900 s in
-# the lane, and passed in 113 s in the sanitizer build). A timeout there says the machine was
+# timeout_retry LOG DIR WHERE: the background lane runs tests at a low CPU priority (nice 10;
+# once nice 19) beside the main ctest, so on a loaded machine a test there can get little CPU
+# and reach its ctest TIMEOUT although it passes (CI once, at nice 19: test_nsa_ops timed out
+# at 900 s in the lane, and passed in 113 s in the sanitizer build). A timeout there says the machine was
 # busy, not that the test failed. Of the tests that the ctest output in LOG lists as failed,
 # those that timed out ("(Timeout)") are run once more, in the foreground at the caller's
 # priority, with their output appended to LOG after a NOTE line that says so (WHERE: where

@@ -105,7 +105,7 @@ FAKE_LANE=Timeout FAKE_RERUN=Passed ra t1 test
 check "lane timeout, rerun passes: exit 0" rc_is t1 0
 reruns() { grep -cF -- '-R ^(test_nsa_ops)$' "$FAKE_LOG"; }
 check "... rerun once, only that test" test "$(reruns)" = 1
-check "... a NOTE says it timed out in the lane and ran again" grep -q '^  NOTE  test_nsa_ops: timed out in the background lane (nice 19' "$TMP/t1.out"
+check "... a NOTE says it timed out in the lane and ran again" grep -q '^  NOTE  test_nsa_ops: timed out in the background lane (nice 10' "$TMP/t1.out"
 check "... the last line: PASS, naming the note" bash -c "tail -n 1 '$TMP/t1.out' | grep -qx 'run_all.sh test: PASS (exit 0); run again after a note: test_nsa_ops (above)'"
 FAKE_LANE=Timeout FAKE_RERUN=Timeout ra t2 test
 check "lane timeout, the rerun times out too: exit 1" rc_is t2 1

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tests/cli/timeout_retry.sh BUILD_DIR — run_all.sh `test` reruns a background-lane test once,
-# in the foreground, when it timed out there (tools/timeout_retry.sh: the lane runs at nice 19,
+# in the foreground, when it timed out there (tools/timeout_retry.sh: the lane runs at nice 10,
 # and a loaded machine can starve it past a test's TIMEOUT), and nothing else: a failed check,
 # a crash, or a timeout beside another failure stays a failure, and so does a rerun that fails.
 # Fed ctest logs shaped as ctest writes them and a stand-in `ctest` on PATH that records what
@@ -35,7 +35,7 @@ log() { local f=$1 i=0 b name st failed=()
 # run NAME WANT_RC FAKE_RC WANT_RERUN LOG: WANT_RERUN the -R regex ctest must get, or - for none
 run() { local name=$1 want=$2 frc=$3 rerun=$4 f=$5 rc
   rm -f "$FAKE_ARGS"
-  FAKE_RC=$frc timeout_retry "$f" "$TMP/build" "the background lane (nice 19)"; rc=$?
+  FAKE_RC=$frc timeout_retry "$f" "$TMP/build" "the background lane (nice 10)"; rc=$?
   if [ "$rc" = "$want" ]; then ok "$name: exit $rc"; else bad "$name: exit $rc, want $want"; fi
   if [ "$rerun" = - ]; then
     check "$name: no rerun" test ! -e "$FAKE_ARGS"
@@ -47,7 +47,7 @@ run() { local name=$1 want=$2 frc=$3 rerun=$4 f=$5 rc
 # CI's case: test_nsa_ops timed out in the lane (900 s), passing in 113 s elsewhere
 log "$TMP/ci.log" test_dense_ops:Passed test_nsa_ops:Timeout test_model:Passed
 run "a lane timeout, the rerun passes" 0 0 '^(test_nsa_ops)$' "$TMP/ci.log"
-check "the NOTE names the test and where it timed out" grep -qF "NOTE  test_nsa_ops: timed out in the background lane (nice 19)" "$TMP/ci.log"
+check "the NOTE names the test and where it timed out" grep -qF "NOTE  test_nsa_ops: timed out in the background lane (nice 10)" "$TMP/ci.log"
 log "$TMP/again.log" test_nsa_ops:Timeout
 run "the rerun times out too" 1 8 '^(test_nsa_ops)$' "$TMP/again.log"
 log "$TMP/two.log" test_nsa_ops:Timeout test_gradcheck:Timeout
