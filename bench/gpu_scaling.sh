@@ -5,7 +5,7 @@
 # n B), STEPS steps. One line per n: the median step time of rank 0 over steps 3..STEPS (1-2 are
 # warm-up), global tok/s, tok/s per GPU, the speedup over the smallest n, the efficiency of the
 # doubling from n/2 (tok/s(n) / (2 tok/s(n/2))), and rank 0's mean wait in collectives per step.
-# The issue's goal: efficiency >= 0.95 at 2 GPUs and >= 0.9 at 8.
+# The goal: efficiency >= 0.95 at 2 GPUs and >= 0.9 at 8.
 #
 # The same script on the CPU checks its own plumbing (tests/cli/scaling.sh):
 #   CONFIG=configs/tiny.json BACKEND=cpu TRANSPORT=mpi bash bench/gpu_scaling.sh build "1 2 4" 2 4

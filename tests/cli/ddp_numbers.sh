@@ -12,7 +12,7 @@
 #     tree) built CPU-only with MPI and run with --trainer: every one makes the run exit 1,
 #     FAILs the 2-rank cases naming the check and the step or tensor, and the diagnosis says
 #     what kind of error it is:
-#       double       the gradient mean divided by the world size twice (the issue's change:
+#       double       the gradient mean divided by the world size twice (the planted change:
 #                    the loss moves by ~5e-7, AdamW hides a uniform scale)
 #                    -> grad_norm at step 1, grads.lm_head.weight first, "0.5× ... divided by
 #                    the world size once too often"
@@ -122,7 +122,7 @@ diag() { if grep -qF -- "$2" "$TMP/p_$1/RESULTS.md"; then ok "plant $1: RESULTS.
   else bad "plant $1: RESULTS.md lacks \"$2\""; sed -n '/^## Diagnosis/,/^## ddp/p' "$TMP/p_$1/RESULTS.md" | head -6 | cut -c1-400; fi; }
 C=transport=mpi,mode=default,branch=none,ranks=2
 
-# the issue's change: the mean divided by the world size twice
+# the planted change: the mean divided by the world size twice
 OLD='R.dscale = 1.0 / ((double)R.B * R.T * R.cfg->grad_accum * R.world);'
 NEW='R.dscale = 1.0 / ((double)R.B * R.T * R.cfg->grad_accum * R.world * R.world);'
 plant double trainer/train.c

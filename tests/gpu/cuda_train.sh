@@ -6,7 +6,7 @@
 #  3. parity with the CPU reference: tiny, first 10 steps, |loss_cuda - loss_cpu| / loss_cpu
 #     <= 2e-2 (bf16), 2e-3 (fp16), 1e-4 (fp32); the model learns (step 30 < step 1)
 #  4. m7c_125m at S=2048, B=1: first 3 steps of cuda bf16 vs cpu fp32 within 1e-2
-#     (the acceptance: loss matches the CPU reference's first steps)
+#     (the acceptance: loss matches the CPU reference's first steps)
 #  5. --dump-step (and --dump-acts) in bf16/fp16/fp32: logits F32, well-formed, and within
 #     each precision's tolerance of the CPU's logits, normwise
 # Prints SKIP and exits 77 where no CUDA device is usable.
