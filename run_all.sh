@@ -266,6 +266,22 @@ sanitize_prepare() {   # clang ready and $ASAN configured; san_state says how it
 # timeout_retry LOG DIR WHERE (tools/timeout_retry.sh): a lane test that timed out is run once
 # more in the foreground, saying so in LOG; any other failure stays one
 . tools/timeout_retry.sh
+# lane_result NAME HEADING TESTS: the lane's step NAME ($BUILD/NAME.log, .rc) after the main
+# ctest: a test that timed out there once more in the foreground (tools/timeout_retry.sh), its
+# ctest lines under HEADING, and a failure (of TESTS) added to rc and failures
+lane_result() {
+  local log=$BUILD/$1.log rcf=$BUILD/$1.rc names
+  if [ "$(cat "$rcf" 2>/dev/null)" != 0 ] && timeout_retry "$log" "$BUILD" "the background lane (nice 10)"; then
+    echo 0 >"$rcf"
+  fi
+  echo "$2 (run in the background, log $log):"
+  ctest_lines "$log"
+  if [ "$(cat "$rcf" 2>/dev/null)" != 0 ]; then
+    rc=1
+    names=$(failed_tests "$log")
+    failures+=("the background lane's $3 (log $log): ${names:-see the log}")
+  fi
+}
 # bg_lane BUILD ASAN JOBS UNIT_RE SAN_STATE CLI_RE: the lane's four steps; each writes its
 # exit status next to its log (bg_unit.rc, build.rc, unit.rc, bg_cli.rc)
 bg_lane() {
@@ -415,33 +431,8 @@ for t in tests:
     lane_pid=
     t_w=$(date +%s)
     echo "==== ctest ($BUILD, one test at a time): $((t_ct_end - t_ct)) s; then $((t_w - t_ct_end)) s waiting for the background lane ===="
-    if [ -n "$bg_re" ]; then
-      # a lane test that timed out: once more in the foreground (tools/timeout_retry.sh)
-      if [ "$(cat "$BUILD/bg_unit.rc" 2>/dev/null)" != 0 ] &&
-         timeout_retry "$BUILD/bg_unit.log" "$BUILD" "the background lane (nice 10)"; then
-        echo 0 >"$BUILD/bg_unit.rc"
-      fi
-      echo "the unit tests of $BUILD (run in the background, log $BUILD/bg_unit.log):"
-      ctest_lines "$BUILD/bg_unit.log"
-      if [ "$(cat "$BUILD/bg_unit.rc" 2>/dev/null)" != 0 ]; then
-        rc=1
-        names=$(failed_tests "$BUILD/bg_unit.log")
-        failures+=("the background lane's unit tests of $BUILD (log $BUILD/bg_unit.log): ${names:-see the log}")
-      fi
-    fi
-    if [ -n "$cli_re" ]; then
-      if [ "$(cat "$BUILD/bg_cli.rc" 2>/dev/null)" != 0 ] &&
-         timeout_retry "$BUILD/bg_cli.log" "$BUILD" "the background lane (nice 10)"; then
-        echo 0 >"$BUILD/bg_cli.rc"
-      fi
-      echo "the command-line tests of $BUILD that judge no time (run in the background, log $BUILD/bg_cli.log):"
-      ctest_lines "$BUILD/bg_cli.log"
-      if [ "$(cat "$BUILD/bg_cli.rc" 2>/dev/null)" != 0 ]; then
-        rc=1
-        names=$(failed_tests "$BUILD/bg_cli.log")
-        failures+=("the background lane's command-line tests of $BUILD (log $BUILD/bg_cli.log): ${names:-see the log}")
-      fi
-    fi
+    [ -z "$bg_re" ] || lane_result bg_unit "the unit tests of $BUILD" "unit tests of $BUILD"
+    [ -z "$cli_re" ] || lane_result bg_cli "the command-line tests of $BUILD that judge no time" "command-line tests of $BUILD"
     sanitize_finish || { s=$?; [ "$s" -le "$rc" ] || rc=$s; }
     notes=$({ cat "$BUILD/bg_unit.log" "$BUILD/bg_cli.log" "$ASAN/unit.log" 2>/dev/null || true; } | sed -n 's/^NOTE  \([^:]*\):.*/\1/p' | paste -sd' ' -)
     if [ "$rc" = 0 ]; then

@@ -31,10 +31,10 @@ export NSA_BUILD_DIR=$B CMAKE_ARGS="-DCMAKE_CUDA_ARCHITECTURES=90a" NSA_CUDA=on
 { nvidia-smi -L; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; nproc; date -u;
   echo "commit ${COMMIT:-$(git rev-parse HEAD 2>/dev/null || sed -n 's/^node: //p' .git_archival.txt)}"; } > "$LOG/device.txt" 2>&1
 
-# keep RUN's report (the newest reports/ folder after it) as LOG/NAME.{md,json}
+# keep_report NAME [DIR]: a run's report (DIR, default the newest reports/ folder) as
+# LOG/NAME.{md,json}, and its wall time and verdict counts in LOG/runs.txt
 keep_report() {
-  local d
-  d=$(ls -dt reports/2*/ 2>/dev/null | head -1)
+  local d=${2:-$(ls -dt reports/2*/ 2>/dev/null | head -1)}
   [ -n "$d" ] || return 0
   cp "$d/RESULTS.md" "$LOG/$1.md" 2>/dev/null
   cp "$d/summary.json" "$LOG/$1.json" 2>/dev/null
@@ -53,14 +53,7 @@ keep_main_job_reports() {
   for d in $(ls -dt reports/2*/ 2>/dev/null | head -2); do
     kind=main
     grep -q -- '--trainer-map' "$d/summary.json" 2>/dev/null && kind=trainer
-    cp "$d/RESULTS.md" "$LOG/$1_$kind.md" 2>/dev/null
-    cp "$d/summary.json" "$LOG/$1_$kind.json" 2>/dev/null
-    python3 - "$d/summary.json" "$1_$kind" <<'EOF' >>"$LOG/runs.txt" 2>/dev/null
-import json, sys
-s = json.load(open(sys.argv[1]))
-c = {k: v for k, v in s["counts"].items() if v}
-print("%-22s wall %6.1f s  %s  %s" % (sys.argv[2], s.get("wall_s", 0), c, s.get("device", "")))
-EOF
+    keep_report "$1_$kind" "$d"
   done
 }
 

@@ -73,13 +73,7 @@ template <typename T, int D, int BR, bool WG> __global__ void __launch_bounds__(
         const int kb = ch.kb(c);
         const uint64_t pm = ch.pm(c);
         float s[8][4];
-        if constexpr (WG) {
-            wg_qkT<T, D>(s, (uint32_t)__cvta_generic_to_shared(Qs),
-                         (uint32_t)__cvta_generic_to_shared(Ks + buf * ROWS_KC * QP));
-        } else {
-            if (c == 0) frags_a<NKS, DP>(qf, Qs, warp * 16, lane);
-            warp_abT<T, NKS, 8, DP>(s, qf, Ks + buf * ROWS_KC * DP, 0, lane);
-        }
+        rows_qkT<T, D, WG>(s, qf, Qs, Ks + buf * ROWS_KC * QP, c, warp, lane);
         float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
         for (int nt = 0; nt < 8; nt++)

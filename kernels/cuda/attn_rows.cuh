@@ -31,6 +31,20 @@ __device__ __forceinline__ void rows_tile_load(void *dst, const T *src, void *ds
     }, threadIdx.x, 128);
 }
 
+// S = Q K^T over a chunk's ROWS_KC keys (Kb: the chunk's K tile): by warpgroup MMA from the
+// swizzled Q and K tiles (WG), else this warp's 16 rows on mma.sync (Q's fragments qf loaded
+// at the first chunk, c == 0)
+template <typename T, int D, bool WG>
+__device__ __forceinline__ void rows_qkT(float (&s)[8][4], uint32_t (&qf)[D / 16][4], const T *Qs, const T *Kb, int c, int warp,
+                                         int lane) {
+    if constexpr (WG) {
+        wg_qkT<T, D>(s, (uint32_t)__cvta_generic_to_shared(Qs), (uint32_t)__cvta_generic_to_shared(Kb));
+    } else {
+        if (c == 0) frags_a<D / 16, D + 8>(qf, Qs, warp * 16, lane);
+        warp_abT<T, D / 16, 8, D + 8>(s, qf, Kb, 0, lane);
+    }
+}
+
 // key range [kstart, kend) of the CTA's rows (selection: keys past kend load as zeros; the
 // chunks are the union's, below)
 template <int BR>
@@ -43,7 +57,7 @@ __device__ __forceinline__ void rows_keys(const AttnArgs &a, int tbase, int t_la
         kend = t_last + 1;
     } else {
         kstart = 0;
-        kend = mma_cmp_visible(t_last, a.l, a.d, a.NC);
+        kend = cmp_visible(t_last, a.l, a.d, a.NC);
     }
 }
 

@@ -82,7 +82,7 @@ template <typename T, int D, bool WG> __global__ void __launch_bounds__(128) k_s
     for (int i = tid; i < BQ * a.NS; i += 128) score[i] = 0.f;
     rows_tile_load<T, D, WG>(Qs, (const T *)a.q, nullptr, nullptr, a, rg, b, g, 0, tbase, tend);   // the group's heads: one tile
     const int t_last = tbase + BQ - 1 < tend - 1 ? tbase + BQ - 1 : tend - 1;
-    const int kend = mma_cmp_visible(t_last, a.l, a.d, a.NC);
+    const int kend = cmp_visible(t_last, a.l, a.d, a.NC);
     const int nchunks = (kend + ROWS_KC - 1) / ROWS_KC;
     const int64_t ks = (int64_t)a.G * D;
     const T *Kg = (const T *)a.k + (int64_t)b * a.NK * ks + (int64_t)g * D;
@@ -106,13 +106,7 @@ template <typename T, int D, bool WG> __global__ void __launch_bounds__(128) k_s
         __syncthreads();
         const int kb = c * ROWS_KC;
         float s[8][4];
-        if constexpr (WG) {
-            wg_qkT<T, D>(s, (uint32_t)__cvta_generic_to_shared(Qs),
-                         (uint32_t)__cvta_generic_to_shared(Ks + buf * ROWS_KC * D));
-        } else {
-            if (c == 0) frags_a<NKS, DP>(qf, Qs, warp * 16, lane);
-            warp_abT<T, NKS, 8, DP>(s, qf, Ks + buf * ROWS_KC * DP, 0, lane);
-        }
+        rows_qkT<T, D, WG>(s, qf, Qs, Ks + buf * ROWS_KC * (WG ? D : DP), c, warp, lane);
         // p = exp(S - lse) where the row sees the block, else 0
         float p[8][4];
 #pragma unroll
@@ -178,7 +172,7 @@ template <typename T, int D, bool WG> __global__ void __launch_bounds__(128) k_s
             if (i1 > ilast) i1 = ilast;
             const float *ps = Psum + tq * ROWS_KC - kb;
             float acc = 0.f;
-            for (int i = i0; i <= i1; i++) acc += (float)overlap_num_d(i, j, a.l, a.d, a.lsel) / (float)a.d * ps[i];
+            for (int i = i0; i <= i1; i++) acc += (float)overlap_num(i, j, a.l, a.d, a.lsel) / (float)a.d * ps[i];
             score[tq * a.NS + j] += acc;
         }
         __syncthreads();

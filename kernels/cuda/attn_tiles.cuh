@@ -373,16 +373,6 @@ __device__ __forceinline__ void quad_sum2(float (&v)[2]) {
     }
 }
 
-__device__ __forceinline__ int mma_cmp_visible(int t, int l, int d, int NC) {
-    if (t < l - 1) return 0;
-    int v = (t - l + 1) / d + 1;
-    return v < NC ? v : NC;
-}
-__device__ __forceinline__ int overlap_num_d(int i, int j, int l, int d, int lsel) {
-    int a0 = i * d, a1 = i * d + l, b0 = j * lsel, b1 = (j + 1) * lsel;
-    int lo = a0 > b0 ? a0 : b0, hi = a1 < b1 ? a1 : b1;
-    return hi > lo ? hi - lo : 0;
-}
 // does query t see key s (a key of the branch's K: token or compressed block)?
 template <int BR> __device__ __forceinline__ bool sees(const AttnArgs &a, int t, int s) {
     if (BR == BR_WIN) return s <= t && s > t - a.w;

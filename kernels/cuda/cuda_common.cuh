@@ -224,6 +224,19 @@ template <typename Op, typename V> __device__ __forceinline__ V block_reduce(V v
 // ---- NSA internals shared by cuda_nsa.cu and the tensor-core kernels ----------------------
 enum { BR_CMP = 0, BR_SEL = 1, BR_WIN = 2 };
 
+// compressed blocks position t sees: block i (keys i d .. i d + l - 1) once it is whole, at most NC
+__device__ __forceinline__ int cmp_visible(int t, int l, int d, int NC) {
+    if (t < l - 1) return 0;
+    int v = (t - l + 1) / d + 1;
+    return v < NC ? v : NC;
+}
+// keys compressed block i (i d .. i d + l) shares with selection block j (j l' .. (j + 1) l')
+__device__ __forceinline__ int overlap_num(int i, int j, int l, int d, int lsel) {
+    int a0 = i * d, a1 = i * d + l, b0 = j * lsel, b1 = (j + 1) * lsel;
+    int lo = a0 > b0 ? a0 : b0, hi = a1 < b1 ? a1 : b1;
+    return hi > lo ? hi - lo : 0;
+}
+
 // The 64 rows of a rows-kernel tile (attn_rows.cuh): BQ consecutive positions x HB heads
 // of one KV group (HB = min(heads per group, 64)); nhb tiles cover a group's heads
 struct RowsGeom {

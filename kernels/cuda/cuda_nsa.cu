@@ -266,16 +266,7 @@ __global__ void __launch_bounds__(CMB_WARPS * 32)
 // ============================================================================================
 // selection (Eq. 9 scores, group sum, forced blocks, top-n; ties to the lower index)
 // ============================================================================================
-__device__ __forceinline__ int cmp_visible(int t, int l, int d, int NC) {
-    if (t < l - 1) return 0;
-    int v = (t - l + 1) / d + 1;
-    return v < NC ? v : NC;
-}
-__device__ __forceinline__ int overlap_num(int i, int j, int l, int d, int lsel) {
-    int a0 = i * d, a1 = i * d + l, b0 = j * lsel, b1 = (j + 1) * lsel;
-    int lo = a0 > b0 ? a0 : b0, hi = a1 < b1 ? a1 : b1;
-    return hi > lo ? hi - lo : 0;
-}
+// (cmp_visible, overlap_num: cuda_common.cuh)
 
 // CTA per (t, g, b). Dynamic shared memory: wsum[NC] + score[NS] (double), q[hpg*D],
 // lse[hpg] (float), taken[NS] (byte).

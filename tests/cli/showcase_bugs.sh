@@ -13,17 +13,7 @@ build=${1:?usage: showcase_bugs.sh BUILD_DIR}
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 source "$here/lib/common.sh"
-torch_python_or_skip yaml
-cd "$root"
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-H=$build/nsa-harness
-MAP=examples/showcase/showcase.map.json
-unset SHOWCASE_BUGS
-# run NAME [nsa-harness run args...]: a run into $TMP/NAME (console in $TMP/NAME.out)
-run() { local n=$1; shift; "$H" run "$@" --trainer-map "$MAP" --out "$TMP/$n" >"$TMP/$n.out" 2>&1; echo $? >"$TMP/$n.rc"; }
-res() { cat "$TMP/$1/RESULTS.md"; }
-line() { grep -F -- "$2" "$TMP/$1.out"; }   # the console line of a case
+source "$here/lib/showcase.sh"   # TMP, H, MAP, run, res, line
 
 # ---- every bug off: every family passes, no false alarm ---------------------------------
 run clean scenarios/trainer/{branch_isolation,gate_init,gc_bisection,seqlen_nan_sweep}.json
