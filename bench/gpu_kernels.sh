@@ -16,6 +16,10 @@
 #                paper shape at S 8192, one repetition); NCU_KERNELS the kernels' name regex
 #   SDPA_S       the lengths of the sdpa phase (default 8192,16384): our dense causal kernel and
 #                PyTorch's SDPA backends side by side (bench/sdpa_dense.py)
+#   REF, ROUNDS  the ab phase: this tree beside the tree in folder REF (another commit, e.g. `git
+#                archive <commit>` unpacked there), both built alike, ROUNDS (default 3) alternations
+#                of the end-to-end run (batch 1 and 16) and the per-op profile of a batch-16 step:
+#                a speed change between two commits told from the machine's drift
 set -u
 . "$(dirname "$0")/gpu_lib.sh"   # gpu_run_begin, has, step
 gpu_run_begin "build ops model golden train sanitize profile bench e2e"
@@ -64,6 +68,22 @@ if has sdpa; then   # the dense causal anchor: ours beside SDPA's cuDNN, flash a
   step sdpa_ours 200 "./$B/bench/bench_cuda_attn" --shape both --S "${SDPA_S:-8192,16384}" --reps 5
   step sdpa 300 python3 bench/sdpa_dense.py --shape both --S "${SDPA_S:-8192,16384}" --reps 5 --ours "$LOG/sdpa_ours.log"
 fi
+if has ab; then   # this tree beside REF, alternated on the same GPU
+  if [ -d "${REF:-}" ]; then
+    step ab_configure 120 cmake -S "$REF" -B "$REF/$B" -DCMAKE_CUDA_ARCHITECTURES=90a -DNSA_WERROR=ON
+    step ab_build 420 cmake --build "$REF/$B" -j16 --target nsa-train
+    for r in $(seq "${ROUNDS:-3}"); do
+      for t in head ref; do
+        tb=$B; [ $t = ref ] && tb=$REF/$B
+        step "ab_${t}_e2e_$r" 120 bash bench/run_cuda.sh "$tb" "1 16" 12
+        step "ab_${t}_prof_$r" 120 env NSA_CUDA_PROFILE=1 NSA_CUDA_PROFILE_SKIP=2 "$tb/nsa-train" \
+          --config configs/m7c_125m.json --backend cuda --set train.batch_size=16 --steps 6 --quiet --out "$LOG/ab_run_$t$r"
+      done
+    done
+  else
+    echo "ab: REF='${REF:-}' is not a folder (the other tree to compare with)" >"$LOG/ab_configure.log"
+  fi
+fi
 has bench && step bench_attn 300 "./$B/bench/bench_cuda_attn" ${BENCH_ARGS:-}
 has e2e && step e2e 300 bash bench/run_cuda.sh "$B" "${E2E_BATCHES:-1 2 4 8 16}" "${E2E_STEPS:-10}"
 has e2e_pack1 && step e2e_pack1 150 env NSA_CUDA_SEL_PACK=0 bash bench/run_cuda.sh "$B" "4 16" "${E2E_STEPS:-10}"
@@ -97,6 +117,10 @@ done
 [ -f "$LOG/sdpa.log" ] && { echo "---- dense causal: ours and SDPA (TFLOP/s forward / backward)"; grep -E "^\||SKIP|device:" "$LOG/sdpa.log" | head -20; }
 [ -f "$LOG/ncu_table.txt" ] && { echo "---- ncu"; cut -c1-170 "$LOG/ncu_table.txt" | head -40; }
 [ -f "$LOG/bench_attn.log" ] && { echo "---- bench_attn"; grep -E "SUMMARY|m7c +S=2048|peak|SKIP|rror" "$LOG/bench_attn.log" | head -30; }
+if ls "$LOG"/ab_*_e2e_*.log >/dev/null 2>&1; then
+  echo "---- ab: this tree (head) beside REF (ref), m7c_125m S=2048, alternated"
+  for f in $(ls "$LOG"/ab_*_e2e_*.log | sort -t_ -k4n); do grep -E "^(1|16) " "$f" | sed "s|^|$(basename "$f" .log) |"; done
+fi
 [ -f "$LOG/e2e.log" ] && { echo "---- e2e m7c_125m S=2048"; cat "$LOG/e2e.log" | head -12; }
 [ -f "$LOG/e2e_pack1.log" ] && { echo "---- e2e, one position per sel tile"; cat "$LOG/e2e_pack1.log" | head -6; }
 [ -f "$LOG/e2e_kvsplit.log" ] && { echo "---- e2e, six K/V GEMMs (NSA_KV_FUSED=0)"; cat "$LOG/e2e_kvsplit.log" | head -6; }
