@@ -58,11 +58,12 @@ template <typename T, int D, int KT, int BR, bool WG> __global__ void __launch_b
     // CTA's flattened (t, head) list
     auto load_rows = [&](int it, int buf) {
         const int f0 = r_lo + it * RT;
-        auto row_at = [&](int r) -> int64_t {
+        auto row_at = [&](int r, int64_t &off) {
             const int f = f0 + r;
-            if (f >= r_hi) return -1;
+            if (f >= r_hi) return false;
             const int ti = f / hpg, hh = f % hpg, t = list ? list[ti] : rb + ti;
-            return (((int64_t)b * a.T + t) * a.H + (int64_t)g * hpg + hh) * D;
+            off = (((int64_t)b * a.T + t) * a.H + (int64_t)g * hpg + hh) * D;
+            return true;
         };
         tile_load<T, D, WG, RT>(Qs + buf * RT * KP, (const T *)a.q, Ys + buf * RT * KP, (const T *)a.dout, RT, row_at, tid, NTH);
         for (int r = tid; r < RT; r += NTH) {

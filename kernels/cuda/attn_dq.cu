@@ -173,10 +173,11 @@ template <typename T, int D, int KT, int PACK> __global__ void __launch_bounds__
     const int tr[2] = {st.t[0], st.t[1]};
 #pragma unroll
     for (int r = 0; r < 2; r++) {
-        const int64_t R = sel_row(a, st, b, g, gid + 8 * r);
-        l2r[r] = R >= 0 ? a.lse_in[R] * MMA_LOG2E : -INFINITY;
-        drr[r] = R >= 0 ? a.drow[R] : 0.f;
-        rv[r] = R >= 0 && l2r[r] != -INFINITY;
+        int64_t R;
+        const bool ok = sel_row(a, st, b, g, gid + 8 * r, R);
+        l2r[r] = ok ? a.lse_in[R] * MMA_LOG2E : -INFINITY;
+        drr[r] = ok ? a.drow[R] : 0.f;
+        rv[r] = ok && l2r[r] != -INFINITY;
     }
     const int64_t ks = (int64_t)a.G * D;
     const T *Kg = (const T *)a.k + (int64_t)b * a.NK * ks + (int64_t)g * D;
@@ -215,8 +216,8 @@ template <typename T, int D, int KT, int PACK> __global__ void __launch_bounds__
     __syncthreads();
     for (int idx = tid; idx < 16 * D; idx += 128) {
         const int row = idx / D, dd = idx % D;
-        const int64_t R = sel_row(a, st, b, g, row);
-        if (R < 0) continue;
+        int64_t R;
+        if (!sel_row(a, st, b, g, row, R)) continue;
         const float s = ((Om[row * D + dd] + Om[(16 + row) * D + dd]) + Om[(32 + row) * D + dd]) + Om[(48 + row) * D + dd];
         T *p = (T *)a.dq + R * D + dd;
         *p = fromf<T>(tof(*p) + a.scale * s);

@@ -37,7 +37,10 @@ template <typename T, int D, int BR, bool WG> __global__ void __launch_bounds__(
     const RowsGeom rg = rows_geom(hpg);
     const int b = blockIdx.z, g = blockIdx.y / rg.nhb, hb = blockIdx.y % rg.nhb;
     const int tbase = a.t0 + blockIdx.x * rg.BQ, tend = a.t0 + a.Tn;
-    if (tid < 64) trow[tid] = rows_row(a, rg, b, g, hb, tbase, tend, tid) >= 0 ? tbase + tid / rg.HB : -1;
+    if (tid < 64) {
+        int64_t R;
+        trow[tid] = rows_row(a, rg, b, g, hb, tbase, tend, tid, R) ? tbase + tid / rg.HB : -1;
+    }
     rows_tile_load<T, D, WG>(Qs, (const T *)a.q, nullptr, nullptr, a, rg, b, g, hb, tbase, tend);
     int t_last = tbase + rg.BQ - 1 < tend - 1 ? tbase + rg.BQ - 1 : tend - 1;
     int kstart, kend;
@@ -150,7 +153,8 @@ template <typename T, int D, int KT, int PACK> __global__ void __launch_bounds__
     const T *Vg = (const T *)a.v + (int64_t)b * a.NK * ks + (int64_t)g * D;
     T *Kw = KV + warp * 2 * KT * DP, *Vw = Kw + KT * DP;
     const int per = a.lsel / KT, nch = nu_s * per;
-    const bool rv[2] = {sel_row(a, st, b, g, gid) >= 0, sel_row(a, st, b, g, gid + 8) >= 0};
+    int64_t R_unused;
+    const bool rv[2] = {sel_row(a, st, b, g, gid, R_unused), sel_row(a, st, b, g, gid + 8, R_unused)};
     const int tr[2] = {st.t[0], st.t[1]};
 
     float m[2] = {-INFINITY, -INFINITY}, lsum[2] = {0.f, 0.f};
@@ -192,8 +196,8 @@ template <typename T, int D, int KT, int PACK> __global__ void __launch_bounds__
     __syncthreads();
     for (int idx = tid; idx < 16 * D; idx += 128) {
         const int row = idx / D, dd = idx % D;
-        const int64_t R = sel_row(a, st, b, g, row);
-        if (R < 0) continue;
+        int64_t R;
+        if (!sel_row(a, st, b, g, row, R)) continue;
         float M = -INFINITY;
 #pragma unroll
         for (int w = 0; w < 4; w++) M = fmaxf(M, Mm[w * 16 + row]);
@@ -344,7 +348,8 @@ __global__ void __launch_bounds__(32) k_sel_fwd_tma(AttnArgs a, const __grid_con
     const int c0 = feed.start();
     uint32_t qf[NKS][4];
     frags_a<NKS, DP>(qf, Qs, 0, lane);
-    const bool rv[2] = {sel_row(a, st, b, g, gid) >= 0, sel_row(a, st, b, g, gid + 8) >= 0};
+    int64_t R_unused;
+    const bool rv[2] = {sel_row(a, st, b, g, gid, R_unused), sel_row(a, st, b, g, gid + 8, R_unused)};
     const int tr[2] = {st.t[0], st.t[1]};
 
     float m[2] = {-INFINITY, -INFINITY}, lsum[2] = {0.f, 0.f};
@@ -364,8 +369,8 @@ __global__ void __launch_bounds__(32) k_sel_fwd_tma(AttnArgs a, const __grid_con
     quad_sum2(lsum);
 #pragma unroll
     for (int r = 0; r < 2; r++) {
-        const int64_t R = sel_row(a, st, b, g, gid + 8 * r);
-        if (R < 0) continue;
+        int64_t R;
+        if (!sel_row(a, st, b, g, gid + 8 * r, R)) continue;
         const bool any = lsum[r] > 0.f;
         T *o = (T *)a.o + R * D;
 #pragma unroll

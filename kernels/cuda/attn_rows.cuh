@@ -12,22 +12,23 @@
 
 #define ROWS_KC 64
 
-// tile row r (0..63) of the CTA's rows -> its global row index (b, t, head), or -1 (past the
-// positions or the group's heads)
-__device__ __forceinline__ int64_t rows_row(const AttnArgs &a, const RowsGeom &rg, int b, int g, int hb, int tbase, int tend,
-                                            int r) {
+// tile row r (0..63) of the CTA's rows: false past the positions or the group's heads, else
+// true with R its global row index (b, t, head)
+__device__ __forceinline__ bool rows_row(const AttnArgs &a, const RowsGeom &rg, int b, int g, int hb, int tbase, int tend, int r,
+                                         int64_t &R) {
     const int tq = r / rg.HB, h = hb * rg.HB + r % rg.HB, t = tbase + tq;
-    if (tq >= rg.BQ || t >= tend || h >= a.hpg) return -1;
-    return ((int64_t)b * a.T + t) * a.H + (int64_t)g * a.hpg + h;
+    R = ((int64_t)b * a.T + t) * a.H + (int64_t)g * a.hpg + h;
+    return tq < rg.BQ && t < tend && h < a.hpg;
 }
 // the CTA's 64 rows of q (and of dO into dst2 where given) [B*T*H][D] into tiles (padded, or
 // SWZ: swizzled atoms), rows past the positions or heads zero; all 128 threads
-template <typename T, int D, bool SWZ>
-__device__ __forceinline__ void rows_tile_load(void *dst, const T *src, void *dst2, const T *src2, const AttnArgs &a,
+template <typename T, int D, bool SWZ, typename Dst2>
+__device__ __forceinline__ void rows_tile_load(void *dst, const T *src, Dst2 dst2, const T *src2, const AttnArgs &a,
                                                const RowsGeom &rg, int b, int g, int hb, int tbase, int tend) {
-    tile_load<T, D, SWZ>(dst, src, dst2, src2, 64, [&](int r) -> int64_t {
-        const int64_t R = rows_row(a, rg, b, g, hb, tbase, tend, r);
-        return R >= 0 ? R * D : -1;
+    tile_load<T, D, SWZ>(dst, src, dst2, src2, 64, [&](int r, int64_t &off) {
+        const bool ok = rows_row(a, rg, b, g, hb, tbase, tend, r, off);
+        off *= D;
+        return ok;
     }, threadIdx.x, 128);
 }
 

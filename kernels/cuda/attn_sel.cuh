@@ -56,13 +56,13 @@ template <int PACK> __device__ __forceinline__ SelTile sel_tile(const AttnArgs &
     }
     return st;
 }
-// tile row (0..15) -> global row index (b, t, head), or -1 for padding
-__device__ __forceinline__ int64_t sel_row(const AttnArgs &a, const SelTile &st, int b, int g, int row) {
+// tile row (0..15): false for padding, else true with R its global row index (b, t, head)
+__device__ __forceinline__ bool sel_row(const AttnArgs &a, const SelTile &st, int b, int g, int row, int64_t &R) {
     const int k = row & 7;
     const bool hi = row >= 8;
     const int t = hi ? st.t[1] : st.t[0], nh = hi ? st.nh[1] : st.nh[0], h0 = hi ? st.h0[1] : st.h0[0];
-    if (k >= nh || t < 0) return -1;
-    return ((int64_t)b * a.T + t) * a.H + (int64_t)g * a.hpg + h0 + k;
+    R = ((int64_t)b * a.T + t) * a.H + (int64_t)g * a.hpg + h0 + k;
+    return k < nh && t >= 0;
 }
 // the blocks to walk: PACK 1 the position's list, PACK 2 the sorted union with a mask
 // (bit 0: selected by rows 0-7, bit 1: by rows 8-15). Written by thread 0.
@@ -127,12 +127,13 @@ __device__ __forceinline__ void sel_dscores(float (&s)[NT][4], const float (&dp)
 }
 // the tile's 16 rows (padding rows zero) of q (and of dO into dst2 where given) [B*T*H][D] into
 // [16][D + 8] shared tiles (cp.async), threads tid, tid + nth, ...
-template <typename T, int D>
-__device__ __forceinline__ void sel_rows_load(T *dst, const T *src, T *dst2, const T *src2, const AttnArgs &a, const SelTile &st,
+template <typename T, int D, typename Dst2>
+__device__ __forceinline__ void sel_rows_load(T *dst, const T *src, Dst2 dst2, const T *src2, const AttnArgs &a, const SelTile &st,
                                               int b, int g, int tid, int nth) {
-    tile_load<T, D, false>(dst, src, dst2, src2, 16, [&](int r) -> int64_t {
-        const int64_t R = sel_row(a, st, b, g, r);
-        return R >= 0 ? R * D : -1;
+    tile_load<T, D, false>(dst, src, dst2, src2, 16, [&](int r, int64_t &off) {
+        const bool ok = sel_row(a, st, b, g, r, off);
+        off *= D;
+        return ok;
     }, tid, nth);
 }
 #endif

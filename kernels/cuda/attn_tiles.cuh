@@ -15,6 +15,8 @@
 #define NSA_KERNELS_CUDA_ATTN_TILES_CUH
 #include "kernels/cuda/cuda_common.cuh"
 #include <cuda.h>            // CUtensorMap (TMA copies)
+#include <cstddef>           // std::nullptr_t: one tile or a pair (tile_load)
+#include <type_traits>
 
 #define MMA_LOG2E 1.4426950408889634f
 #define MMA_LN2 0.6931471805599453f
@@ -288,28 +290,35 @@ template <int D, bool SWZ, int ATOM_ROWS = 64> __device__ __forceinline__ uint32
 }
 
 // The first `rows` rows of one or two D-wide tiles from global memory by cp.async, threads tid,
-// tid + nth, ...: row r is the D elements at src + row_at(r) (an element offset; the same rows of src2
-// into dst2 where given), or zeros where row_at(r) < 0
-template <typename T, int D, bool SWZ, int ATOM_ROWS = 64, typename RowAt>
-__device__ __forceinline__ void tile_load(void *dst, const T *src, void *dst2, const T *src2, int rows, RowAt row_at, int tid,
+// tid + nth, ...: `bool row_at(int r, int64_t &off)` says whether row r exists and, where it does,
+// sets off, the element offset of its D elements in src (the same rows of src2 into dst2: a pair
+// of tiles where dst2 is a pointer, one tile where it is the literal nullptr); rows that do not
+// exist read as zeros. The pair is told apart at compile time and the row test is the caller's
+// own 32-bit comparison: this loop runs once a key chunk in every attention kernel, and a
+// run-time null test or a 64-bit sentinel in it cost several per cent end to end.
+template <typename T, int D, bool SWZ, int ATOM_ROWS = 64, typename Dst2, typename RowAt>
+__device__ __forceinline__ void tile_load(void *dst, const T *src, Dst2 dst2, const T *src2, int rows, RowAt row_at, int tid,
                                           int nth) {
     constexpr int CH = D / 8;
+    constexpr bool PAIR = !std::is_same<Dst2, std::nullptr_t>::value;
     for (int i = tid; i < rows * CH; i += nth) {
         const int r = i / CH, cc = i % CH;
-        const int64_t off = row_at(r);
-        const bool ok = off >= 0;
+        int64_t off = 0;
+        const bool ok = row_at(r, off);
         const uint32_t o = tile_off<D, SWZ, ATOM_ROWS>(r, cc);
         cp16(reinterpret_cast<unsigned char *>(dst) + o, ok ? src + off + cc * 8 : src, ok);
-        if (dst2) cp16(reinterpret_cast<unsigned char *>(dst2) + o, ok ? src2 + off + cc * 8 : src2, ok);
+        if constexpr (PAIR) cp16(reinterpret_cast<unsigned char *>(dst2) + o, ok ? src2 + off + cc * 8 : src2, ok);
     }
 }
 // rows kb .. kb + rows - 1 of two key-major tensors (K and V: rows ks elements apart) into
 // their tiles; rows at or past kend read as zeros
-template <typename T, int D, bool SWZ>
-__device__ __forceinline__ void kv_tile_load(void *Kd, const T *Kg, void *Vd, const T *Vg, int64_t ks, int kb, int kend, int rows,
+template <typename T, int D, bool SWZ, typename Vdst>
+__device__ __forceinline__ void kv_tile_load(void *Kd, const T *Kg, Vdst Vd, const T *Vg, int64_t ks, int kb, int kend, int rows,
                                              int tid, int nth) {
-    tile_load<T, D, SWZ>(Kd, Kg, Vd, Vg, rows, [&](int r) -> int64_t { return kb + r < kend ? (int64_t)(kb + r) * ks : -1; }, tid,
-                         nth);
+    tile_load<T, D, SWZ>(Kd, Kg, Vd, Vg, rows, [&](int r, int64_t &off) {
+        off = (int64_t)(kb + r) * ks;
+        return kb + r < kend;
+    }, tid, nth);
 }
 
 // ---- per-warp products on mma.sync ---------------------------------------------------------
