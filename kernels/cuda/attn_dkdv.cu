@@ -53,7 +53,7 @@ template <typename T, int D, int KT, int BR, bool WG> __global__ void __launch_b
     const T *Kg = (const T *)a.k + (int64_t)b * a.NK * ks + (int64_t)g * D;
     const T *Vg = (const T *)a.v + (int64_t)b * a.NK * ks + (int64_t)g * D;
     const int32_t *list = BR == BR_SEL ? a.ilist + rb : NULL;
-    kv_tile_load<T, D, WG>(Ks, Kg, Vs, Vg, ks, kb, kb + nk, KT, tid, NTH);
+    kv_tile_load<T, D, WG, KT, NTH>(Ks, Kg, Vs, Vg, ks, kb, kb + nk, tid);
     // the rows' tiles of Q and dO (RT-row atoms) and their t, lse and Drow, rows f0 .. of the
     // CTA's flattened (t, head) list
     auto load_rows = [&](int it, int buf) {
@@ -65,7 +65,7 @@ template <typename T, int D, int KT, int BR, bool WG> __global__ void __launch_b
             off = (((int64_t)b * a.T + t) * a.H + (int64_t)g * hpg + hh) * D;
             return true;
         };
-        tile_load<T, D, WG, RT>(Qs + buf * RT * KP, (const T *)a.q, Ys + buf * RT * KP, (const T *)a.dout, RT, row_at, tid, NTH);
+        tile_load<T, D, WG, RT, NTH, RT>(Qs + buf * RT * KP, (const T *)a.q, Ys + buf * RT * KP, (const T *)a.dout, row_at, tid);
         for (int r = tid; r < RT; r += NTH) {
             int f = f0 + r, t = -1;
             float l2 = -INFINITY, dr = 0.f;

@@ -52,7 +52,7 @@ template <typename T, int D, int BR, bool WG> __global__ void __launch_bounds__(
     const T *Vg = (const T *)a.v + (int64_t)b * a.NK * ks + (int64_t)g * D;
     // K and V chunk kb.. into buffer buf
     auto load_chunk = [&](int buf, int kb) {
-        kv_tile_load<T, D, WG>(Ks + buf * ROWS_KC * QP, Kg, Vs + buf * ROWS_KC * VP, Vg, ks, kb, kend, ROWS_KC, tid, 128);
+        kv_tile_load<T, D, WG, ROWS_KC, 128>(Ks + buf * ROWS_KC * QP, Kg, Vs + buf * ROWS_KC * VP, Vg, ks, kb, kend, tid);
     };
     if (nchunks > 0) load_chunk(0, ch.kb(0));
     cp_commit();
@@ -141,7 +141,7 @@ template <typename T, int D, int KT, int PACK> __global__ void __launch_bounds__
     const int nrt = PACK == 1 ? (a.hpg + 15) / 16 : 1;
     const int g = blockIdx.y / nrt, rt = blockIdx.y % nrt, b = blockIdx.z;
     const SelTile st = sel_tile<PACK>(a, blockIdx.x, rt);
-    sel_rows_load<T, D>(Qs, (const T *)a.q, nullptr, nullptr, a, st, b, g, tid, 128);
+    sel_rows_load<T, D, 128>(Qs, (const T *)a.q, nullptr, nullptr, a, st, b, g, tid);
     cp_commit();
     if (tid == 0) sel_union<PACK>(a, st, b, g, ul, uf, &nu_s);
     cp_wait<0>();
@@ -336,7 +336,7 @@ __global__ void __launch_bounds__(32) k_sel_fwd_tma(AttnArgs a, const __grid_con
     const int nrt = PACK == 1 ? (a.hpg + 15) / 16 : 1;
     const int g = blockIdx.y / nrt, rt = blockIdx.y % nrt, b = blockIdx.z;
     const SelTile st = sel_tile<PACK>(a, blockIdx.x, rt);
-    sel_rows_load<T, D>(Qs, (const T *)a.q, nullptr, nullptr, a, st, b, g, lane, 32);
+    sel_rows_load<T, D, 32>(Qs, (const T *)a.q, nullptr, nullptr, a, st, b, g, lane);
     cp_commit();
     if (lane < SEL_TMA_NST) mbar_init((uint32_t)__cvta_generic_to_shared(&bars[lane]));
     if (lane == 0) sel_union<PACK>(a, st, b, g, ul, uf, &nu_s);

@@ -25,11 +25,11 @@ __device__ __forceinline__ bool rows_row(const AttnArgs &a, const RowsGeom &rg, 
 template <typename T, int D, bool SWZ, typename Dst2>
 __device__ __forceinline__ void rows_tile_load(void *dst, const T *src, Dst2 dst2, const T *src2, const AttnArgs &a,
                                                const RowsGeom &rg, int b, int g, int hb, int tbase, int tend) {
-    tile_load<T, D, SWZ>(dst, src, dst2, src2, 64, [&](int r, int64_t &off) {
+    tile_load<T, D, SWZ, 64, 128>(dst, src, dst2, src2, [&](int r, int64_t &off) {
         const bool ok = rows_row(a, rg, b, g, hb, tbase, tend, r, off);
         off *= D;
         return ok;
-    }, threadIdx.x, 128);
+    }, threadIdx.x);
 }
 
 // S = Q K^T over a chunk's ROWS_KC keys (Kb: the chunk's K tile): by warpgroup MMA from the

@@ -21,7 +21,7 @@ template <int D, int KT> __host__ __device__ constexpr bool sel_merge_fits() {
 // zeros
 template <typename T, int D, int KT>
 __device__ __forceinline__ void sel_load_block(T *Kw, T *Vw, const T *Kg, const T *Vg, int64_t ks, int kb, int t, int lane) {
-    kv_tile_load<T, D, false>(Kw, Kg, Vw, Vg, ks, kb, t + 1, KT, lane, 32);
+    kv_tile_load<T, D, false, KT, 32>(Kw, Kg, Vw, Vg, ks, kb, t + 1, lane);
 }
 
 // Row layout of a selection tile. PACK 1: the 16 rows are heads rt*16 .. rt*16+15 of
@@ -127,13 +127,13 @@ __device__ __forceinline__ void sel_dscores(float (&s)[NT][4], const float (&dp)
 }
 // the tile's 16 rows (padding rows zero) of q (and of dO into dst2 where given) [B*T*H][D] into
 // [16][D + 8] shared tiles (cp.async), threads tid, tid + nth, ...
-template <typename T, int D, typename Dst2>
+template <typename T, int D, int NTH, typename Dst2>
 __device__ __forceinline__ void sel_rows_load(T *dst, const T *src, Dst2 dst2, const T *src2, const AttnArgs &a, const SelTile &st,
-                                              int b, int g, int tid, int nth) {
-    tile_load<T, D, false>(dst, src, dst2, src2, 16, [&](int r, int64_t &off) {
+                                              int b, int g, int tid) {
+    tile_load<T, D, false, 16, NTH>(dst, src, dst2, src2, [&](int r, int64_t &off) {
         const bool ok = sel_row(a, st, b, g, r, off);
         off *= D;
         return ok;
-    }, tid, nth);
+    }, tid);
 }
 #endif

@@ -88,7 +88,7 @@ template <typename T, int D, bool WG> __global__ void __launch_bounds__(128) k_s
     const T *Kg = (const T *)a.k + (int64_t)b * a.NK * ks + (int64_t)g * D;
     // K chunks alternate between the two halves of the K area (no V needed)
     auto load_k = [&](int c, int buf) {
-        kv_tile_load<T, D, WG>(Ks + buf * ROWS_KC * (WG ? D : DP), Kg, nullptr, nullptr, ks, c * ROWS_KC, kend, ROWS_KC, tid, 128);
+        kv_tile_load<T, D, WG, ROWS_KC, 128>(Ks + buf * ROWS_KC * (WG ? D : DP), Kg, nullptr, nullptr, ks, c * ROWS_KC, kend, tid);
     };
     if (nchunks > 0) load_k(0, 0);
     cp_commit();

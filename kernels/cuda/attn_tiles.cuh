@@ -289,20 +289,23 @@ template <int D, bool SWZ, int ATOM_ROWS = 64> __device__ __forceinline__ uint32
     else return (uint32_t)(r * (D + 8) + cc * 8) * 2;
 }
 
-// The first `rows` rows of one or two D-wide tiles from global memory by cp.async, threads tid,
-// tid + nth, ...: `bool row_at(int r, int64_t &off)` says whether row r exists and, where it does,
-// sets off, the element offset of its D elements in src (the same rows of src2 into dst2: a pair
-// of tiles where dst2 is a pointer, one tile where it is the literal nullptr); rows that do not
-// exist read as zeros. The pair is told apart at compile time and the row test is the caller's
-// own 32-bit comparison: this loop runs once a key chunk in every attention kernel, and a
-// run-time null test or a 64-bit sentinel in it cost several per cent end to end.
-template <typename T, int D, bool SWZ, int ATOM_ROWS = 64, typename Dst2, typename RowAt>
-__device__ __forceinline__ void tile_load(void *dst, const T *src, Dst2 dst2, const T *src2, int rows, RowAt row_at, int tid,
-                                          int nth) {
-    constexpr int CH = D / 8;
-    constexpr bool PAIR = !std::is_same<Dst2, std::nullptr_t>::value;
-    for (int i = tid; i < rows * CH; i += nth) {
-        const int r = i / CH, cc = i % CH;
+// The first ROWS rows of one or two D-wide tiles from global memory by cp.async, NTH threads
+// (tid 0 .. NTH - 1): `bool row_at(int r, int64_t &off)` says whether row r exists and, where it
+// does, sets off, the element offset of its D elements in src (the same rows of src2 into dst2: a
+// pair of tiles where dst2 is a pointer, one tile where it is the literal nullptr); rows that do
+// not exist read as zeros. This loop runs once a key chunk in every attention kernel, so what it
+// costs is settled at compile time: the pair, the trip count (unrolled), and, where NTH is a
+// multiple of the row's D / 8 chunks, a thread's chunk column (fixed) and rows (a stride); the
+// row test is the caller's own 32-bit comparison.
+template <typename T, int D, bool SWZ, int ROWS, int NTH, int ATOM_ROWS = 64, typename Dst2, typename RowAt>
+__device__ __forceinline__ void tile_load(void *dst, const T *src, Dst2 dst2, const T *src2, RowAt row_at, int tid) {
+    constexpr int CH = D / 8, N = ROWS * CH, IT = (N + NTH - 1) / NTH;
+    constexpr bool PAIR = !std::is_same<Dst2, std::nullptr_t>::value, COL_FIXED = NTH % CH == 0;
+#pragma unroll
+    for (int j = 0; j < IT; j++) {
+        const int i = tid + j * NTH;
+        if (N % NTH != 0 && i >= N) break;
+        const int r = COL_FIXED ? tid / CH + j * (NTH / CH) : i / CH, cc = COL_FIXED ? tid % CH : i % CH;
         int64_t off = 0;
         const bool ok = row_at(r, off);
         const uint32_t o = tile_off<D, SWZ, ATOM_ROWS>(r, cc);
@@ -310,15 +313,14 @@ __device__ __forceinline__ void tile_load(void *dst, const T *src, Dst2 dst2, co
         if constexpr (PAIR) cp16(reinterpret_cast<unsigned char *>(dst2) + o, ok ? src2 + off + cc * 8 : src2, ok);
     }
 }
-// rows kb .. kb + rows - 1 of two key-major tensors (K and V: rows ks elements apart) into
-// their tiles; rows at or past kend read as zeros
-template <typename T, int D, bool SWZ, typename Vdst>
-__device__ __forceinline__ void kv_tile_load(void *Kd, const T *Kg, Vdst Vd, const T *Vg, int64_t ks, int kb, int kend, int rows,
-                                             int tid, int nth) {
-    tile_load<T, D, SWZ>(Kd, Kg, Vd, Vg, rows, [&](int r, int64_t &off) {
+// rows kb .. kb + ROWS - 1 of two key-major tensors (K and V: rows ks elements apart) into
+// their tiles (V: none where Vd is the literal nullptr); rows at or past kend read as zeros
+template <typename T, int D, bool SWZ, int ROWS, int NTH, typename Vdst>
+__device__ __forceinline__ void kv_tile_load(void *Kd, const T *Kg, Vdst Vd, const T *Vg, int64_t ks, int kb, int kend, int tid) {
+    tile_load<T, D, SWZ, ROWS, NTH>(Kd, Kg, Vd, Vg, [&](int r, int64_t &off) {
         off = (int64_t)(kb + r) * ks;
         return kb + r < kend;
-    }, tid, nth);
+    }, tid);
 }
 
 // ---- per-warp products on mma.sync ---------------------------------------------------------
