@@ -46,7 +46,12 @@ def main():
         except ValueError:
             continue
         if name == "Duration":   # to microseconds
-            v *= {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3, "second": 1e6}.get(unit, 1.0)
+            scale = {"nsecond": 1e-3, "ns": 1e-3, "usecond": 1.0, "us": 1.0, "msecond": 1e3, "ms": 1e3,
+                     "second": 1e6, "s": 1e6}
+            if unit not in scale:   # never a silent wrong unit in the table
+                print("ncu_table.py: %s: unknown Duration unit '%s'" % (sys.argv[1], unit), file=sys.stderr)
+                return 2
+            v *= scale[unit]
         if name == "Dynamic Shared Memory Per Block":
             v /= {"byte": 1024.0, "Kbyte": 1.0, "Mbyte": 1.0 / 1024}.get(unit, 1024.0)
         launches[key][name] = v
