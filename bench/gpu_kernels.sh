@@ -16,6 +16,9 @@
 #                paper shape at S 8192, one repetition); NCU_KERNELS the kernels' name regex
 #   SDPA_S       the lengths of the sdpa phase (default 8192,16384): our dense causal kernel and
 #                PyTorch's SDPA backends side by side (bench/sdpa_dense.py)
+#   KNOBS        the knobs phase: environment settings (default "NSA_CUDA_DKDV_WS=0 NSA_CUDA_DKDV_WS=1"),
+#                bench_cuda_attn (BENCH_ARGS, default both shapes at S 8192 and 32768) under each,
+#                alternated ROUNDS (default 2) times
 #   REF, ROUNDS  the ab phase: this tree beside the tree in folder REF (another commit, e.g. `git
 #                archive <commit>` unpacked there), both built alike, ROUNDS (default 3) alternations
 #                of the end-to-end run (batch 1 and 16) and the per-op profile of a batch-16 step:
@@ -85,6 +88,13 @@ if has ab; then   # this tree beside REF, alternated on the same GPU
   fi
 fi
 has bench && step bench_attn 300 "./$B/bench/bench_cuda_attn" ${BENCH_ARGS:-}
+if has knobs; then   # bench_cuda_attn under each setting of KNOBS, alternated ROUNDS times on one GPU
+  for r in $(seq "${ROUNDS:-2}"); do
+    for kv in ${KNOBS:-NSA_CUDA_DKDV_WS=0 NSA_CUDA_DKDV_WS=1}; do
+      step "knob_${kv}_$r" 300 env "$kv" "./$B/bench/bench_cuda_attn" ${BENCH_ARGS:---shape both --S 8192,32768 --reps 3}
+    done
+  done
+fi
 has e2e && step e2e 300 bash bench/run_cuda.sh "$B" "${E2E_BATCHES:-1 2 4 8 16}" "${E2E_STEPS:-10}"
 has e2e_pack1 && step e2e_pack1 150 env NSA_CUDA_SEL_PACK=0 bash bench/run_cuda.sh "$B" "4 16" "${E2E_STEPS:-10}"
 # the six K/V projections as six GEMMs again (the per-branch path) beside the fused one
@@ -117,6 +127,10 @@ done
 [ -f "$LOG/sdpa.log" ] && { echo "---- dense causal: ours and SDPA (TFLOP/s forward / backward)"; grep -E "^\||SKIP|device:" "$LOG/sdpa.log" | head -20; }
 [ -f "$LOG/ncu_table.txt" ] && { echo "---- ncu"; cut -c1-170 "$LOG/ncu_table.txt" | head -40; }
 [ -f "$LOG/bench_attn.log" ] && { echo "---- bench_attn"; grep -E "SUMMARY|m7c +S=2048|peak|SKIP|rror" "$LOG/bench_attn.log" | head -30; }
+if ls "$LOG"/knob_*.log >/dev/null 2>&1; then
+  echo "---- knobs: bench_cuda_attn under each setting, alternated (ms)"
+  for f in "$LOG"/knob_*.log; do grep -E "^(shape|S=)|bwd|SUMMARY" "$f" | sed "s|^|$(basename "$f" .log) |"; done
+fi
 if ls "$LOG"/ab_*_e2e_*.log >/dev/null 2>&1; then
   echo "---- ab: this tree (head) beside REF (ref), m7c_125m S=2048, alternated"
   for f in $(ls "$LOG"/ab_*_e2e_*.log | sort -t_ -k4n); do grep -E "^(1|16) " "$f" | sed "s|^|$(basename "$f" .log) |"; done

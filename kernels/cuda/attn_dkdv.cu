@@ -190,14 +190,165 @@ template <typename T, int D, int KT, int BR, bool WG> __global__ void __launch_b
 }
 
 // ============================================================================================
-// selection scores on tensor cores (bf16/fp16): a CTA owns BQ positions x the whole
-// group (hpg <= 64 heads): S = Q Kc^T per chunk of 64 compressed blocks as in
-// k_rows_fwd, p = exp(S - lse) from the compressed branch's saved lse, then the head
-// sums Psum[position][i] = sum_h p[h, i] (a butterfly over a warp's 16 rows when the
-// group's heads fill whole warps, else through the P tile, heads ascending, every
-// (position, block) pair in parallel), then per (position, selection block j)
-// score[j] += sum_i w(i, j) Psum[i] (blocks i and chunks in ascending order), and the
-// top-n per position by a warp (forced blocks, ties to the lower index). Shared: Q,
+// warp-specialised kernel (sm_90a, D 64 or 128: window and compressed branches)
+// ============================================================================================
+// A CTA owns WS_KT = 128 keys of one (b, group) and a chunk of the rows that see them, in
+// three warpgroups: a producer that streams the rows' Q and dO tiles (WS_RT = 64 rows) and their
+// t, lse and Drow into a ring of WS_NST stages, and two consumers of 64 keys each that take every
+// tile from the ring: S^T = K Q^T and dP^T = V dO^T (64 keys x 64 rows, wg_two), P and dS in
+// registers, then dV += P^T dO and dK += dS^T Q (wg_rs). The two consumers share each tile (half
+// the loads of the 64-key kernel per product) and run out of step with each other and with the
+// producer: a full barrier a stage says its tile has landed (the producer's copies waited for,
+// made visible to the warpgroup MMA, then an arrival of each producer thread), an empty barrier
+// that both consumers are done with it (an arrival a consumer warp). Registers: the consumers
+// hold dK and dV (64 keys x D fp32 each) and the tile's S and dP; the producer gives its
+// registers to them (setmaxnreg). Rows are accumulated in the same order as k_dkdv, the partials
+// written and reduced the same way (k_reduce_parts, KT = 128).
+#define WS_KT 128
+#define WS_RT 64
+#define WS_NST 2
+#define WS_PRODUCER_REGS 40
+#define WS_CONSUMER_REGS 232
+template <int D> constexpr size_t dkdv_ws_smem() {
+    // 1024-byte alignment slack, K and V [2][64][D] each, the ring's Q and dO [WS_NST][64][D]
+    // each and t, lse, Drow [WS_NST][64] each, then the full and empty barriers
+    return 1024 + (size_t)2 * WS_KT * D * 2 + (size_t)WS_NST * 2 * WS_RT * D * 2 + (size_t)WS_NST * 3 * WS_RT * 4 + 2 * WS_NST * 8;
+}
+
+template <typename T, int D, int BR> __global__ void __launch_bounds__(384, 1) k_dkdv_ws(AttnArgs a, int NKC) {
+    constexpr int KT = WS_KT, RT = WS_RT, NST = WS_NST, NRT = RT / 8, NDT = D / 8, TILE = RT * D;
+    constexpr uint32_t ATOM = RT * 128;   // bytes of a 64-row, 64-column swizzled atom
+    static_assert(D % 64 == 0, "swizzled atoms are 64 elements wide");
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    unsigned char *base = reinterpret_cast<unsigned char *>(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
+    T *Ks = reinterpret_cast<T *>(base);   // [2][64][D]: consumer c's keys at Ks + c 64 D
+    T *Vs = Ks + KT * D;
+    T *Qs = Vs + KT * D;                    // [NST][RT][D]
+    T *Ys = Qs + NST * TILE;                // [NST][RT][D]
+    int *trs = reinterpret_cast<int *>(Ys + NST * TILE);   // [NST][RT]
+    float *l2s = reinterpret_cast<float *>(trs + NST * RT);
+    float *drs = l2s + NST * RT;
+    const uint32_t full = (uint32_t)__cvta_generic_to_shared(drs + NST * RT), empty = full + 8 * NST;
+    const int tid = threadIdx.x, wg = tid >> 7;
+    const int e = blockIdx.x, rc = blockIdx.y;
+    const int4 ch = a.chunks[e];
+    const int kb = ch.x, nk = ch.y, rb = ch.z, nrows = ch.w;
+    const int r_lo = rc * a.rch;
+    if (r_lo >= nrows) return;
+    const int r_hi = r_lo + a.rch < nrows ? r_lo + a.rch : nrows;
+    const int bg = e / NKC, b = bg / a.G, g = bg % a.G, hpg = a.hpg;
+    const int64_t ks = (int64_t)a.G * D;
+    const T *Kg = (const T *)a.k + (int64_t)b * a.NK * ks + (int64_t)g * D;
+    const T *Vg = (const T *)a.v + (int64_t)b * a.NK * ks + (int64_t)g * D;
+    kv_tile_load<T, D, true, 64, 384>(Ks, Kg, Vs, Vg, ks, kb, kb + nk, tid);
+    kv_tile_load<T, D, true, 64, 384>(Ks + 64 * D, Kg, Vs + 64 * D, Vg, ks, kb + 64, kb + nk, tid);
+    cp_commit();
+    if (tid < NST) {
+        mbar_init(full + 8 * tid, 128);
+        mbar_init(empty + 8 * tid, 8);
+    }
+    cp_wait<0>();
+    wg_fence_proxy();
+    __syncthreads();
+    const int ntiles = (r_hi - r_lo + RT - 1) / RT;
+
+    if (wg == 0) {
+        // ---- producer: tile it into stage it % NST once both consumers are done with it-NST;
+        // its arrival on the full barrier after its copies landed (one tile behind the issue)
+        wg_regs_dec<WS_PRODUCER_REGS>();
+        for (int it = 0; it < ntiles; it++) {
+            const int s = it % NST, f0 = r_lo + it * RT;
+            if (it >= NST) mbar_wait(empty + 8 * s, (uint32_t)(it / NST - 1) & 1);
+            auto row_at = [&](int r, int64_t &off) {
+                const int f = f0 + r;
+                if (f >= r_hi) return false;
+                off = (((int64_t)b * a.T + rb + f / hpg) * a.H + (int64_t)g * hpg + f % hpg) * D;
+                return true;
+            };
+            tile_load<T, D, true, RT, 128, RT>(Qs + s * TILE, (const T *)a.q, Ys + s * TILE, (const T *)a.dout, row_at, tid);
+            if (tid < RT) {
+                const int f = f0 + tid;
+                int t = -1;
+                float l2 = -INFINITY, dr = 0.f;
+                if (f < r_hi) {
+                    t = rb + f / hpg;
+                    const int64_t R = ((int64_t)b * a.T + t) * a.H + (int64_t)g * hpg + f % hpg;
+                    l2 = a.lse_in[R] * MMA_LOG2E;
+                    dr = a.drow[R];
+                    if (l2 == -INFINITY) t = -1;
+                }
+                trs[s * RT + tid] = t;
+                l2s[s * RT + tid] = l2;
+                drs[s * RT + tid] = dr;
+            }
+            cp_commit();
+            if (it > 0) {
+                cp_wait<1>();
+                wg_fence_proxy();
+                mbar_arrive(full + 8 * ((it - 1) % NST));
+            }
+        }
+        cp_wait<0>();
+        wg_fence_proxy();
+        mbar_arrive(full + 8 * ((ntiles - 1) % NST));
+        return;
+    }
+
+    // ---- consumers: warpgroup c owns keys kb + 64 c .. kb + 64 c + 63
+    wg_regs_inc<WS_CONSUMER_REGS>();
+    const int c = wg - 1, warp = (tid >> 5) & 3, lane = tid & 31, gid = lane >> 2, tig = lane & 3;
+    const int kw = c * 64 + warp * 16;   // this warp's first key (local)
+    const int key0 = kb + kw + gid, key1 = key0 + 8;
+    const bool kv0 = kw + gid < nk, kv1 = kw + gid + 8 < nk;
+    const uint32_t sK = (uint32_t)__cvta_generic_to_shared(Ks + c * 64 * D), sV = (uint32_t)__cvta_generic_to_shared(Vs + c * 64 * D);
+    float dka[NDT][4], dva[NDT][4];
+    acc_zero(dka);
+    acc_zero(dva);
+    for (int it = 0; it < ntiles; it++) {
+        const int s = it % NST;
+        mbar_wait(full + 8 * s, (uint32_t)(it / NST) & 1);
+        const uint32_t sQ = (uint32_t)__cvta_generic_to_shared(Qs + s * TILE), sY = (uint32_t)__cvta_generic_to_shared(Ys + s * TILE);
+        const int *tb = trs + s * RT;
+        const float *lb = l2s + s * RT, *db = drs + s * RT;
+        float sc[NRT][4], dp[NRT][4];
+        wg_two<T, D, RT, ATOM>(sc, dp, sK, sQ, sV, sY);
+        // element (nt, q): key = key0 / key1 (q >> 1), row = nt*8 + 2*tig + (q & 1)
+#pragma unroll
+        for (int nt = 0; nt < NRT; nt++)
+#pragma unroll
+            for (int q = 0; q < 4; q++) {
+                const int row = nt * 8 + 2 * tig + (q & 1), t = tb[row];
+                const int key = (q >> 1) ? key1 : key0;
+                const bool vis = t >= 0 && ((q >> 1) ? kv1 : kv0) && sees<BR>(a, t, key);
+                const float p = vis ? exp2f(sc[nt][q] * a.scale_log2 - lb[row]) : 0.f;
+                sc[nt][q] = p;
+                dp[nt][q] = p * (dp[nt][q] - db[row]);
+            }
+        uint32_t pa[RT / 16][4], da[RT / 16][4];
+#pragma unroll
+        for (int kk = 0; kk < RT / 16; kk++) {
+            acc_afrag<T>(pa[kk], sc[2 * kk], sc[2 * kk + 1]);
+            acc_afrag<T>(da[kk], dp[2 * kk], dp[2 * kk + 1]);
+        }
+        wg_fence();
+        wg_rs<T, D, RT>(dva, pa, sY, ATOM);
+        wg_rs<T, D, RT>(dka, da, sQ, ATOM);
+        wg_commit();
+        wg_wait0();
+        __syncwarp();
+        if (lane == 0) mbar_arrive(empty + 8 * s);
+    }
+    float *pk = a.part + (int64_t)(a.chunk_part[e] + rc) * 2 * KT * D;
+    float *pv = pk + KT * D;
+#pragma unroll
+    for (int nt = 0; nt < NDT; nt++)
+#pragma unroll
+        for (int q = 0; q < 4; q++) {
+            const int kl = kw + gid + 8 * (q >> 1), dd = nt * 8 + 2 * tig + (q & 1);
+            pk[kl * D + dd] = a.scale * dka[nt][q];
+            pv[kl * D + dd] = dva[nt][q];
+        }
+}
 
 // ============================================================================================
 // launcher
@@ -215,6 +366,13 @@ template <typename T, int D> void mma_attn_dkdv(const AttnArgs &a, int br) {
     int maxrows = br == BR_WIN ? (a.kt + a.w) * a.hpg : a.T * a.hpg;
     dim3 grid(a.nentries, (maxrows + a.rch - 1) / a.rch);
     if constexpr (D % 64 == 0) {
+        if (a.kt == WS_KT) {   // window / compressed where nsa_dkdv_ws_on
+            const size_t sm = dkdv_ws_smem<D>();
+            if (br == BR_WIN) mma_launch(k_dkdv_ws<T, D, BR_WIN>, grid, 384, sm, a, NKC);
+            else mma_launch(k_dkdv_ws<T, D, BR_CMP>, grid, 384, sm, a, NKC);
+            CUDA_LAUNCHED();
+            return;
+        }
         if (a.kt == 64 && g_nsa_cuda.wgmma) {
             dkdv_launch<T, D, 64, true>(a, br, grid, NKC);
             CUDA_LAUNCHED();

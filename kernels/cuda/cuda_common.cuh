@@ -53,6 +53,8 @@ struct NsaCudaCtx {
                          // (NSA_CUDA_SEL_ROWS)
     int wgmma;           // Hopper warpgroup-MMA kernels: this build has sm_90a code the device runs
                          // (probed at init) and NSA_CUDA_WGMMA is not 0
+    int dkdv_ws;         // window / compressed dK/dV on the warp-specialised kernel: -1 by head size,
+                         // 0 never, 1 wherever it can (NSA_CUDA_DKDV_WS)
     int lane;            // the lane the ops go to (Backend.lane_use; 0: the backend's own stream, whose
                          // handle `stream` then is): its stream, scratch and GEMM workspace
 };
@@ -273,6 +275,16 @@ static inline int nsa_sel_rows_on(int hpg, int D, int lsel, int NS, int n) {
     return U <= 3.0 * n;
 }
 static inline int nsa_sel_pack_on(int hpg, int n) { return hpg <= 8 && n <= 64 && g_nsa_cuda.sel_pack; }
+// dK/dV of the window and compressed branches on the warp-specialised kernel (k_dkdv_ws, 128 keys
+// a CTA) rather than the 64-key one: needs the warpgroup-MMA kernels and D 64 or 128; by default
+// (NSA_CUDA_DKDV_WS unset or -1) at D 128, where it was measured faster (bench/RESULTS.md);
+// NSA_CUDA_DKDV_WS=0/1 forces. A function of the head size only, so a shape's bits depend on
+// nothing else.
+static inline int nsa_dkdv_ws_on(int D) {
+    if (!g_nsa_cuda.wgmma || !(D == 64 || D == 128)) return 0;
+    if (g_nsa_cuda.dkdv_ws >= 0) return g_nsa_cuda.dkdv_ws;
+    return D == 128;
+}
 
 // Everything an attention kernel needs; pointers are device pointers.
 struct AttnArgs {

@@ -35,6 +35,10 @@ void nsa_cuda_set_sel_pack(int on);
 // walking the union of the blocks their positions selected: -1 by shape (default), 0 never,
 // 1 wherever they can (l' a multiple of 64); NSA_CUDA_SEL_ROWS=-1/0/1 in the environment
 void nsa_cuda_set_sel_rows(int mode);
+// dK/dV of the window and compressed branches on the warp-specialised kernel (128 keys a CTA,
+// a producer warpgroup feeding two consumers): -1 by head size (default: D 128), 0 never, 1
+// wherever it can (warpgroup MMA on, D 64 or 128); NSA_CUDA_DKDV_WS=-1/0/1 in the environment
+void nsa_cuda_set_dkdv_ws(int mode);
 // positions whose rows share a tile of the selection forward at this geometry under the
 // current settings (dt, 16-byte aligned buffers): a non-finite key any of them selected
 // reaches all of their rows (docs/cuda.md, Limits)

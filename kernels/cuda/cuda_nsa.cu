@@ -889,7 +889,7 @@ static void attn_bwd(int dt, int br, void *dq, void *dk, void *dv, const void *d
         if (dt == NSA_DT_BF16) mma_dq<bf16>(a, br);
         else mma_dq<f16>(a, br);
         // dK/dV: key-centric over key chunks x row chunks, partials reduced in order
-        a.kt = br == BR_SEL ? (g->lsel % 64 == 0 ? 64 : 16) : 64;
+        a.kt = br == BR_SEL ? (g->lsel % 64 == 0 ? 64 : 16) : nsa_dkdv_ws_on(g->D) ? 128 : 64;
         const int NKC = br == BR_SEL ? g->NS * (g->lsel / a.kt) : (NK + a.kt - 1) / a.kt;
         const int E = g->B * g->G * NKC;
         a.nentries = E;

@@ -287,6 +287,8 @@ static int case_wanted(const Ctx *c, const OpCase *k) {
     if ((k->only & ONLY_SIMPLE) && c->impl != 0) return 0;
     if ((k->only & ONLY_NOT_MMA1) && c->impl == 2) return 0;
     if ((k->only & ONLY_NC) && c->g.NC <= 0) return 0;
+    // the dK/dV kernel choices (impls 7, 8) change only the window and compressed backward
+    if (c->impl >= 7 && k->filter && strcmp(k->filter, "cmp_attn") && strcmp(k->filter, "win_attn")) return 0;
     return 1;
 }
 static void run_group(const Group *gr, const int *p, int impl) {
@@ -1238,10 +1240,11 @@ static const Shape SHAPES[] = {
     {1, 150, 6, 2, 64, 16, 8, 32, 5, 24},      // l' = 32, group of 3
     {1, 50, 6, 3, 32, 16, 8, 32, 4, 16},       // D = 32: simple kernels only
     {1, 90, 40, 1, 16, 8, 4, 16, 5, 20},       // group of 40 (> 16 heads per tile)
+    {1, 2200, 16, 1, 128, 32, 16, 64, 4, 256}, // D 128, 136 compressed keys: two 128-key chunks, one partial
     {2, 1024, 12, 2, 64, 32, 16, 64, 16, 512}, // m7c geometry at T = 1024
 };
 #define NSHAPES ((int)(sizeof SHAPES / sizeof SHAPES[0]))
-static int shape_is_big(int si) { return si == 2 || si == 3 || si == 7 || si == NSHAPES - 1; }
+static int shape_is_big(int si) { return si == 2 || si == 3 || si == 7 || si >= NSHAPES - 2; }
 
 int main(int argc, char **argv) {
     const char *only_prec = NULL;
@@ -1281,23 +1284,29 @@ int main(int argc, char **argv) {
         // 2: tensor cores, selection on tiles of one position; 3: tensor cores without the
         // warpgroup-MMA kernels (mma.sync only; run only where those exist); 4: selection on
         // its tiles (never the rows kernels); 5 and 6: selection on the rows kernels wherever
-        // they can (l' a multiple of 64), with and without warpgroup MMA
-        static const char *impl_name[7] = {"simple", "mma", "mma1", "mma-sync", "mma-tiles", "mma-rows", "mma-sync-rows"};
-        static const int impl_sel_rows[7] = {-1, -1, 0, -1, 0, 1, 1};
+        // they can (l' a multiple of 64), with and without warpgroup MMA; 7 and 8: the window
+        // and compressed dK/dV on the warp-specialised kernel wherever it can (D 64 and 128) and
+        // never (the 64-key kernel), only their backward cases
+        static const char *impl_name[9] = {"simple",   "mma",           "mma1",    "mma-sync",  "mma-tiles",
+                                           "mma-rows", "mma-sync-rows", "mma-ws",  "mma-no-ws"};
+        static const int impl_sel_rows[9] = {-1, -1, 0, -1, 0, 1, 1, -1, -1};
+        static const int impl_dkdv_ws[9] = {-1, -1, -1, -1, -1, -1, -1, 1, 0};
         const int have_wgmma = nsa_cuda_set_wgmma(1);
-        for (int impl = 0; impl < 7; impl++) {
+        for (int impl = 0; impl < 9; impl++) {
             if (impl >= 1 && p == 0) continue;   // fp32 always uses the simple kernels
-            if ((impl == 3 || impl == 6) && !have_wgmma) continue;
+            if ((impl == 3 || impl == 6 || impl >= 7) && !have_wgmma) continue;
             nsa_cuda_set_attn_impl(impl >= 1 ? 0 : 1);
             nsa_cuda_set_sel_pack(impl != 2);
             nsa_cuda_set_sel_rows(impl_sel_rows[impl]);
             nsa_cuda_set_wgmma(impl != 3 && impl != 6);
+            nsa_cuda_set_dkdv_ws(impl_dkdv_ws[impl]);
             snprintf(dn, sizeof dn, "%s/%s", precs[p], impl_name[impl]);
             for (int si = 0; si < NSHAPES; si++) {
                 if (g_small && shape_is_big(si)) continue;
                 if (impl >= 1 && SHAPES[si].D == 32) continue;   // not a tensor-core shape
                 if (impl == 2 && SHAPES[si].H / SHAPES[si].G > 8) continue;   // no packing there anyway
-                if (impl >= 5 && SHAPES[si].lsel % 64) continue;               // no rows path there
+                if ((impl == 5 || impl == 6) && SHAPES[si].lsel % 64) continue;   // no rows path there
+                if (impl >= 7 && SHAPES[si].D % 64) continue;                      // no warp-specialised dK/dV
                 run_group(&G_NSA, (const int *)&SHAPES[si], impl);
             }
         }
@@ -1305,6 +1314,7 @@ int main(int argc, char **argv) {
         nsa_cuda_set_sel_pack(1);
         nsa_cuda_set_sel_rows(-1);
         nsa_cuda_set_wgmma(1);
+        nsa_cuda_set_dkdv_ws(-1);
         printf("warpgroup-MMA (sm_90a) kernels: %s\n", have_wgmma ? "on" : "not in this build or device");
     }
     printf("\n%d checks, %d failed\n", g_rows, g_fail);
