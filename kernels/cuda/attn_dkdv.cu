@@ -206,13 +206,14 @@ template <typename T, int D, int KT, int BR, bool WG> __global__ void __launch_b
 // written and reduced the same way (k_reduce_parts, KT = 128).
 #define WS_KT 128
 #define WS_RT 64
-#define WS_NST 2
+#define WS_NST 3
 #define WS_PRODUCER_REGS 40
 #define WS_CONSUMER_REGS 232
 template <int D> constexpr size_t dkdv_ws_smem() {
     // 1024-byte alignment slack, K and V [2][64][D] each, the ring's Q and dO [WS_NST][64][D]
-    // each and t, lse, Drow [WS_NST][64] each, then the full and empty barriers
-    return 1024 + (size_t)2 * WS_KT * D * 2 + (size_t)WS_NST * 2 * WS_RT * D * 2 + (size_t)WS_NST * 3 * WS_RT * 4 + 2 * WS_NST * 8;
+    // each, t, lse, Drow [WS_NST][64] each and two live flags a stage, then the full and empty
+    // barriers
+    return 1024 + (size_t)2 * WS_KT * D * 2 + (size_t)WS_NST * 2 * WS_RT * D * 2 + (size_t)WS_NST * (3 * WS_RT + 2) * 4 + 2 * WS_NST * 8;
 }
 
 template <typename T, int D, int BR> __global__ void __launch_bounds__(384, 1) k_dkdv_ws(AttnArgs a, int NKC) {
@@ -228,7 +229,8 @@ template <typename T, int D, int BR> __global__ void __launch_bounds__(384, 1) k
     int *trs = reinterpret_cast<int *>(Ys + NST * TILE);   // [NST][RT]
     float *l2s = reinterpret_cast<float *>(trs + NST * RT);
     float *drs = l2s + NST * RT;
-    const uint32_t full = (uint32_t)__cvta_generic_to_shared(drs + NST * RT), empty = full + 8 * NST;
+    int *live = reinterpret_cast<int *>(drs + NST * RT);   // [NST][2]: rows 0-31, 32-63 all live
+    const uint32_t full = (uint32_t)__cvta_generic_to_shared(live + 2 * NST), empty = full + 8 * NST;
     const int tid = threadIdx.x, wg = tid >> 7;
     const int e = blockIdx.x, rc = blockIdx.y;
     const int4 ch = a.chunks[e];
@@ -253,12 +255,15 @@ template <typename T, int D, int BR> __global__ void __launch_bounds__(384, 1) k
     const int ntiles = (r_hi - r_lo + RT - 1) / RT;
 
     if (wg == 0) {
-        // ---- producer: tile it into stage it % NST once both consumers are done with it-NST;
-        // its arrival on the full barrier after its copies landed (one tile behind the issue)
+        // ---- producer: the first NST tiles into the ring; then for each tile in order, once its
+        // copies have landed, made visible to the warpgroup MMA, its arrival on the full barrier,
+        // and only then the refill of the stage before it (tile it - 1 + NST, once both consumers
+        // are done with it - 1): a tile's arrival never waits on the consumers or on the issue of
+        // a later tile. One cp.async group a step, empty past the last tile, so the wait counts
+        // are constants.
         wg_regs_dec<WS_PRODUCER_REGS>();
-        for (int it = 0; it < ntiles; it++) {
-            const int s = it % NST, f0 = r_lo + it * RT;
-            if (it >= NST) mbar_wait(empty + 8 * s, (uint32_t)(it / NST - 1) & 1);
+        auto issue = [&](int j) {
+            const int s = j % NST, f0 = r_lo + j * RT;
             auto row_at = [&](int r, int64_t &off) {
                 const int f = f0 + r;
                 if (f >= r_hi) return false;
@@ -280,17 +285,28 @@ template <typename T, int D, int BR> __global__ void __launch_bounds__(384, 1) k
                 trs[s * RT + tid] = t;
                 l2s[s * RT + tid] = l2;
                 drs[s * RT + tid] = dr;
+                // the tile's rows all live (each of the two warps' ballot): the consumers' fast path
+                const unsigned dead = __ballot_sync(0xffffffffu, t < 0);
+                if ((tid & 31) == 0) live[s * 2 + (tid >> 5)] = dead == 0u;
             }
+        };
+        for (int j = 0; j < NST; j++) {
+            if (j < ntiles) issue(j);
             cp_commit();
-            if (it > 0) {
-                cp_wait<1>();
-                wg_fence_proxy();
-                mbar_arrive(full + 8 * ((it - 1) % NST));
+        }
+        for (int it = 0; it < ntiles; it++) {
+            if (it == 0) cp_wait<NST - 1>();
+            else cp_wait<NST - 2>();
+            wg_fence_proxy();
+            mbar_arrive(full + 8 * (it % NST));
+            if (it >= 1) {
+                if (it - 1 + NST < ntiles) {
+                    mbar_wait(empty + 8 * ((it - 1) % NST), (uint32_t)((it - 1) / NST) & 1);
+                    issue(it - 1 + NST);
+                }
+                cp_commit();
             }
         }
-        cp_wait<0>();
-        wg_fence_proxy();
-        mbar_arrive(full + 8 * ((ntiles - 1) % NST));
         return;
     }
 
@@ -310,20 +326,37 @@ template <typename T, int D, int BR> __global__ void __launch_bounds__(384, 1) k
         const uint32_t sQ = (uint32_t)__cvta_generic_to_shared(Qs + s * TILE), sY = (uint32_t)__cvta_generic_to_shared(Ys + s * TILE);
         const int *tb = trs + s * RT;
         const float *lb = l2s + s * RT, *db = drs + s * RT;
+        // every row of the tile sees every key of this warpgroup (the rows' positions ascend:
+        // the first and last bound them): no mask (the same values as the masked path)
+        const int f0 = r_lo + it * RT, flast = f0 + RT - 1;
+        const bool all = flast < r_hi && live[s * 2] && live[s * 2 + 1] &&
+                         sees_block<BR>(a, rb + f0 / hpg, rb + flast / hpg, kb + c * 64, kb + c * 64 + 63) && c * 64 + 64 <= nk;
         float sc[NRT][4], dp[NRT][4];
         wg_two<T, D, RT, ATOM>(sc, dp, sK, sQ, sV, sY);
         // element (nt, q): key = key0 / key1 (q >> 1), row = nt*8 + 2*tig + (q & 1)
+        if (all) {
 #pragma unroll
-        for (int nt = 0; nt < NRT; nt++)
+            for (int nt = 0; nt < NRT; nt++)
 #pragma unroll
-            for (int q = 0; q < 4; q++) {
-                const int row = nt * 8 + 2 * tig + (q & 1), t = tb[row];
-                const int key = (q >> 1) ? key1 : key0;
-                const bool vis = t >= 0 && ((q >> 1) ? kv1 : kv0) && sees<BR>(a, t, key);
-                const float p = vis ? exp2f(sc[nt][q] * a.scale_log2 - lb[row]) : 0.f;
-                sc[nt][q] = p;
-                dp[nt][q] = p * (dp[nt][q] - db[row]);
-            }
+                for (int q = 0; q < 4; q++) {
+                    const int row = nt * 8 + 2 * tig + (q & 1);
+                    const float p = exp2f(sc[nt][q] * a.scale_log2 - lb[row]);
+                    sc[nt][q] = p;
+                    dp[nt][q] = p * (dp[nt][q] - db[row]);
+                }
+        } else {
+#pragma unroll
+            for (int nt = 0; nt < NRT; nt++)
+#pragma unroll
+                for (int q = 0; q < 4; q++) {
+                    const int row = nt * 8 + 2 * tig + (q & 1), t = tb[row];
+                    const int key = (q >> 1) ? key1 : key0;
+                    const bool vis = t >= 0 && ((q >> 1) ? kv1 : kv0) && sees<BR>(a, t, key);
+                    const float p = vis ? exp2f(sc[nt][q] * a.scale_log2 - lb[row]) : 0.f;
+                    sc[nt][q] = p;
+                    dp[nt][q] = p * (dp[nt][q] - db[row]);
+                }
+        }
         uint32_t pa[RT / 16][4], da[RT / 16][4];
 #pragma unroll
         for (int kk = 0; kk < RT / 16; kk++) {

@@ -396,6 +396,12 @@ template <int BR> __device__ __forceinline__ bool sees(const AttnArgs &a, int t,
     if (BR == BR_CMP) return s * a.d + a.l - 1 <= t;
     return s <= t;
 }
+// does every query t0 .. t1 see every key s0 .. s1 (t0 <= t1, s0 <= s1)?
+template <int BR> __device__ __forceinline__ bool sees_block(const AttnArgs &a, int t0, int t1, int s0, int s1) {
+    if (BR == BR_WIN) return s1 <= t0 && s0 > t1 - a.w;
+    if (BR == BR_CMP) return s1 * a.d + a.l - 1 <= t0;
+    return s1 <= t0;
+}
 
 
 // One chunk's online-softmax step for a warp's 16 rows (rows gid and gid + 8 of the mma.sync
