@@ -320,19 +320,23 @@ template <typename T, int D, int BR> __global__ void __launch_bounds__(384, 1) k
     float dka[NDT][4], dva[NDT][4];
     acc_zero(dka);
     acc_zero(dva);
+    uint32_t pa[RT / 16][4], da[RT / 16][4];   // P^T and dS^T of a tile, the A of its second products
+    // (Issuing a tile's first products behind the previous tile's still-running second ones
+    // makes ptxas serialise every warpgroup MMA of the kernel, C7515: each tile waits for its own.)
     for (int it = 0; it < ntiles; it++) {
         const int s = it % NST;
         mbar_wait(full + 8 * s, (uint32_t)(it / NST) & 1);
         const uint32_t sQ = (uint32_t)__cvta_generic_to_shared(Qs + s * TILE), sY = (uint32_t)__cvta_generic_to_shared(Ys + s * TILE);
         const int *tb = trs + s * RT;
         const float *lb = l2s + s * RT, *db = drs + s * RT;
+        float sc[NRT][4], dp[NRT][4];
+        wg_two_issue<T, D, ATOM>(sc, dp, sK, sQ, sV, sY);
+        wg_wait<0>();
         // every row of the tile sees every key of this warpgroup (the rows' positions ascend:
         // the first and last bound them): no mask (the same values as the masked path)
         const int f0 = r_lo + it * RT, flast = f0 + RT - 1;
         const bool all = flast < r_hi && live[s * 2] && live[s * 2 + 1] &&
                          sees_block<BR>(a, rb + f0 / hpg, rb + flast / hpg, kb + c * 64, kb + c * 64 + 63) && c * 64 + 64 <= nk;
-        float sc[NRT][4], dp[NRT][4];
-        wg_two<T, D, RT, ATOM>(sc, dp, sK, sQ, sV, sY);
         // element (nt, q): key = key0 / key1 (q >> 1), row = nt*8 + 2*tig + (q & 1)
         if (all) {
 #pragma unroll
@@ -357,7 +361,6 @@ template <typename T, int D, int BR> __global__ void __launch_bounds__(384, 1) k
                     dp[nt][q] = p * (dp[nt][q] - db[row]);
                 }
         }
-        uint32_t pa[RT / 16][4], da[RT / 16][4];
 #pragma unroll
         for (int kk = 0; kk < RT / 16; kk++) {
             acc_afrag<T>(pa[kk], sc[2 * kk], sc[2 * kk + 1]);
@@ -367,7 +370,7 @@ template <typename T, int D, int BR> __global__ void __launch_bounds__(384, 1) k
         wg_rs<T, D, RT>(dva, pa, sY, ATOM);
         wg_rs<T, D, RT>(dka, da, sQ, ATOM);
         wg_commit();
-        wg_wait0();
+        wg_wait<0>();
         __syncwarp();
         if (lane == 0) mbar_arrive(empty + 8 * s);
     }

@@ -165,6 +165,8 @@ __device__ __forceinline__ void wg_fence_proxy() { asm volatile("fence.proxy.asy
 __device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wg_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+// until at most N of this warpgroup's commit groups are still running
+template <int N> __device__ __forceinline__ void wg_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory"); }
 // d[64 x 64] += A[64 x 16] . B[64 x 16]^T (both K-major), fp32 accumulate
 template <typename T> __device__ __forceinline__ void wgmma_64x64x16(float (&d)[8][4], uint64_t da, uint64_t db);
 template <> __device__ __forceinline__ void wgmma_64x64x16<bf16>(float (&d)[8][4], uint64_t da, uint64_t db) {
@@ -176,6 +178,18 @@ template <> __device__ __forceinline__ void wgmma_64x64x16<f16>(float (&d)[8][4]
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\nwgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
                  : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
                  : "l"(da), "l"(db), "r"(1));
+}
+// d[64 x 64] = A[64 x 16] . B[64 x 16]^T: the first k-step, d written only
+template <typename T> __device__ __forceinline__ void wgmma_64x64x16_first(float (&d)[8][4], uint64_t da, uint64_t db);
+template <> __device__ __forceinline__ void wgmma_64x64x16_first<bf16>(float (&d)[8][4], uint64_t da, uint64_t db) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\nwgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+                 : "=f"(d[0][0]), "=f"(d[0][1]), "=f"(d[0][2]), "=f"(d[0][3]), "=f"(d[1][0]), "=f"(d[1][1]), "=f"(d[1][2]), "=f"(d[1][3]), "=f"(d[2][0]), "=f"(d[2][1]), "=f"(d[2][2]), "=f"(d[2][3]), "=f"(d[3][0]), "=f"(d[3][1]), "=f"(d[3][2]), "=f"(d[3][3]), "=f"(d[4][0]), "=f"(d[4][1]), "=f"(d[4][2]), "=f"(d[4][3]), "=f"(d[5][0]), "=f"(d[5][1]), "=f"(d[5][2]), "=f"(d[5][3]), "=f"(d[6][0]), "=f"(d[6][1]), "=f"(d[6][2]), "=f"(d[6][3]), "=f"(d[7][0]), "=f"(d[7][1]), "=f"(d[7][2]), "=f"(d[7][3])
+                 : "l"(da), "l"(db), "n"(0));
+}
+template <> __device__ __forceinline__ void wgmma_64x64x16_first<f16>(float (&d)[8][4], uint64_t da, uint64_t db) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\nwgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+                 : "=f"(d[0][0]), "=f"(d[0][1]), "=f"(d[0][2]), "=f"(d[0][3]), "=f"(d[1][0]), "=f"(d[1][1]), "=f"(d[1][2]), "=f"(d[1][3]), "=f"(d[2][0]), "=f"(d[2][1]), "=f"(d[2][2]), "=f"(d[2][3]), "=f"(d[3][0]), "=f"(d[3][1]), "=f"(d[3][2]), "=f"(d[3][3]), "=f"(d[4][0]), "=f"(d[4][1]), "=f"(d[4][2]), "=f"(d[4][3]), "=f"(d[5][0]), "=f"(d[5][1]), "=f"(d[5][2]), "=f"(d[5][3]), "=f"(d[6][0]), "=f"(d[6][1]), "=f"(d[6][2]), "=f"(d[6][3]), "=f"(d[7][0]), "=f"(d[7][1]), "=f"(d[7][2]), "=f"(d[7][3])
+                 : "l"(da), "l"(db), "n"(0));
 }
 // d[64 x 32] += A[64 x 16] . B[32 x 16]^T (both K-major), fp32 accumulate
 template <typename T> __device__ __forceinline__ void wgmma_64x32x16(float (&d)[4][4], uint64_t da, uint64_t db);
@@ -224,7 +238,9 @@ template <int N> __device__ __forceinline__ void wg_regs_inc() {}
 __device__ __forceinline__ void wg_fence() { __trap(); }
 __device__ __forceinline__ void wg_commit() {}
 __device__ __forceinline__ void wg_wait0() {}
+template <int N> __device__ __forceinline__ void wg_wait() {}
 template <typename T> __device__ __forceinline__ void wgmma_64x64x16(float (&)[8][4], uint64_t, uint64_t) { __trap(); }
+template <typename T> __device__ __forceinline__ void wgmma_64x64x16_first(float (&)[8][4], uint64_t, uint64_t) { __trap(); }
 template <typename T> __device__ __forceinline__ void wgmma_64x32x16(float (&)[4][4], uint64_t, uint64_t) { __trap(); }
 template <typename T> __device__ __forceinline__ void wgmma_rs_64x64x16_tb(float (&)[8][4], const uint32_t (&)[4], uint64_t) { __trap(); }
 template <typename T> __device__ __forceinline__ void wgmma_rs_64x128x16_tb(float (&)[16][4], const uint32_t (&)[4], uint64_t) { __trap(); }
@@ -271,6 +287,25 @@ __device__ __forceinline__ void wg_two(float (&s)[N / 8][4], float (&p)[N / 8][4
     }
     wg_commit();
     wg_wait0();
+}
+// S[64 x 64] = A . B^T and P[64 x 64] = C . E^T as wg_two, issued as one commit group without
+// waiting (the caller's wg_wait); the first k-step writes the accumulators (no zeroing moves,
+// which the compiler may sink past the fence and then serialise on)
+template <typename T, int D, int BSTR>
+__device__ __forceinline__ void wg_two_issue(float (&s)[8][4], float (&p)[8][4], uint32_t sA, uint32_t sB, uint32_t sC, uint32_t sE) {
+    wg_fence();
+#pragma unroll
+    for (int kk = 0; kk < D / 16; kk++) {
+        const uint32_t off = (kk / 4) * WG_ATOM_BYTES + (kk % 4) * 32, offb = (kk / 4) * BSTR + (kk % 4) * 32;
+        if (kk == 0) {
+            wgmma_64x64x16_first<T>(s, wg_desc(sA + off), wg_desc(sB + offb));
+            wgmma_64x64x16_first<T>(p, wg_desc(sC + off), wg_desc(sE + offb));
+        } else {
+            wgmma_64x64x16<T>(s, wg_desc(sA + off), wg_desc(sB + offb));
+            wgmma_64x64x16<T>(p, wg_desc(sC + off), wg_desc(sE + offb));
+        }
+    }
+    wg_commit();
 }
 // S[64 x 64] = A . B^T over D (atoms of A and B at sA, sB: shared addresses), one warpgroup
 template <typename T, int D> __device__ __forceinline__ void wg_qkT(float (&d)[8][4], uint32_t sA, uint32_t sB) {
