@@ -207,6 +207,10 @@ template <typename T, int D, int KT, int BR, bool WG> __global__ void __launch_b
 #define WS_KT 128
 #define WS_RT 64
 #define WS_NST 3
+// registers a thread after setmaxnreg: the kernel starts with 168 (64 Ki / 384, rounded down to
+// 8), and a consumer's increase can only take what the producer gave back within the CTA (else
+// it waits for ever), so 2 (consumer - 168) <= 168 - producer: 232 and 40, the producer's fewest
+// without spilling
 #define WS_PRODUCER_REGS 40
 #define WS_CONSUMER_REGS 232
 template <int D> constexpr size_t dkdv_ws_smem() {
