@@ -60,7 +60,8 @@ if has ncu; then   # the attention kernels under Nsight Compute: where each one'
   if command -v ncu >/dev/null; then
     step ncu 300 ncu --clock-control none -k "regex:${NCU_KERNELS:-k_(rows|sel|dkdv|select|reduce)}" --launch-count 60 \
       --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
-      --section ComputeWorkloadAnalysis --csv --page details \
+      --section ComputeWorkloadAnalysis --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio" \
+      --csv --page details \
       "./$B/bench/bench_cuda_attn" ${NCU_ARGS:---S 8192 --shape paper --reps 1}
     python3 bench/ncu_table.py "$LOG/ncu.log" >"$LOG/ncu_table.txt" 2>&1
   else
@@ -125,7 +126,7 @@ done
 [ -f "$LOG/bench_b16.log" ] && { echo "---- bench m7c S=2048 B=16"; cat "$LOG/bench_b16.log" | head -12; }
 [ -f "$LOG/bench_b16_pack1.log" ] && { echo "---- bench m7c S=2048 B=16, one position per sel tile"; grep -E "sel|SUMMARY" "$LOG/bench_b16_pack1.log" | head -5; }
 [ -f "$LOG/sdpa.log" ] && { echo "---- dense causal: ours and SDPA (TFLOP/s forward / backward)"; grep -E "^\||SKIP|device:" "$LOG/sdpa.log" | head -20; }
-[ -f "$LOG/ncu_table.txt" ] && { echo "---- ncu"; cut -c1-170 "$LOG/ncu_table.txt" | head -40; }
+[ -f "$LOG/ncu_table.txt" ] && { echo "---- ncu"; cut -c1-260 "$LOG/ncu_table.txt" | head -40; }
 [ -f "$LOG/bench_attn.log" ] && { echo "---- bench_attn"; grep -E "SUMMARY|m7c +S=2048|peak|SKIP|rror" "$LOG/bench_attn.log" | head -30; }
 if ls "$LOG"/knob_*.log >/dev/null 2>&1; then
   echo "---- knobs: bench_cuda_attn under each setting, alternated (ms)"

@@ -4,7 +4,10 @@ with `ncu --csv --page details` (sections SpeedOfLight, Occupancy, LaunchStats, 
 ComputeWorkloadAnalysis): duration, SM (compute) and memory throughput, DRAM throughput, the
 busiest pipe's utilisation, achieved occupancy, registers and shared memory, and the warp cycles
 per issued instruction. Kernels are named without their template arguments' noise (the first
-80 characters of the demangled name).
+80 characters of the demangled name). Where the report also holds the stall metrics
+(`--metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio"`), a last
+column names the three largest stall reasons of the launch with their cycles per issued
+instruction (the issue itself, "selected", left out): where the cycles an issue go.
 
 Exit 0 with a table; 2 when the file is missing or has no kernel rows."""
 import csv
@@ -22,6 +25,17 @@ METRICS = [
     ("cyc/issue", "Warp Cycles Per Issued Instruction"),
     ("issue %", "Issue Slots Busy"),
 ]
+
+
+STALL_PREFIX, STALL_SUFFIX = "smsp__average_warps_issue_stalled_", "_per_issue_active.ratio"
+
+
+def top_stalls(m, n=3):
+    """the n largest stall reasons of a launch's metrics, as 'reason cycles, ...' ('' if none)"""
+    st = [(v, k[len(STALL_PREFIX):-len(STALL_SUFFIX)]) for k, v in m.items()
+          if k.startswith(STALL_PREFIX) and k.endswith(STALL_SUFFIX)]
+    st = sorted((x for x in st if x[1] != "selected"), key=lambda x: (-x[0], x[1]))
+    return ", ".join("%s %.2f" % (r, v) for v, r in st[:n])
 
 
 def main():
@@ -58,10 +72,12 @@ def main():
     if not order:
         print("ncu_table.py: %s: no kernel rows" % sys.argv[1], file=sys.stderr)
         return 2
-    print("%-80s %s" % ("kernel", " ".join("%9s" % h for h, _ in METRICS)))
+    stalls = any(top_stalls(launches[k]) for k in order)
+    print("%-80s %s%s" % ("kernel", " ".join("%9s" % h for h, _ in METRICS), "  top stalls (cycles an issue)" if stalls else ""))
     for key in order:
         m = launches[key]
-        print("%-80s %s" % (key[1][:80], " ".join("%9s" % ("%.1f" % m[n] if n in m else "-") for _, n in METRICS)))
+        cols = " ".join("%9s" % ("%.1f" % m[n] if n in m else "-") for _, n in METRICS)
+        print("%-80s %s%s" % (key[1][:80], cols, "  " + (top_stalls(m) or "-") if stalls else ""))
     return 0
 
 

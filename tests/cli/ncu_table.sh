@@ -2,8 +2,9 @@
 # tests/cli/ncu_table.sh BUILD_DIR — bench/ncu_table.py on Nsight Compute CSV written the way
 # ncu 2025 writes it (quoted fields, thousands separators, durations in "ns", shared memory in
 # "Kbyte"): one line per launch, durations converted to microseconds whatever unit ncu used, a
-# row of another launch never mixed in; an unknown duration unit, a missing file and a file with
-# no kernel rows are exit 2 with the file named.
+# row of another launch never mixed in, the three largest stall reasons where the report has the
+# stall metrics; an unknown duration unit, a missing file and a file with no kernel rows are
+# exit 2 with the file named.
 set -u
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
@@ -31,6 +32,21 @@ check "nanoseconds to microseconds, SM %, shared KB of the dK/dV launch" \
 check "microseconds kept" grep -qE '^void k_reduce_parts<__nv_bfloat16>\(T1 \*, T1 \*, AttnArgs, int, int\) +277\.6 ' "$TMP/table"
 check "milliseconds to microseconds, registers of that launch only" \
   grep -qE '^void k_rows_dq<__nv_bfloat16, 128, 2, 1>\(AttnArgs\) +5820\.0 +- +- +- +- +136\.0 ' "$TMP/table"
+check "no stall column where the report has no stall metrics" bash -c "! grep -q 'top stalls' '$TMP/table'"
+
+# the stall metrics (--metrics regex:smsp__average_warps_issue_stalled_...): the three largest
+# reasons of each launch, "selected" (the issue itself) left out, a launch without them "-"
+st() { row 0 "void k_dkdv<__nv_bfloat16, 128, 64, 2, 1>(AttnArgs, int)" "Command line profiler metrics" \
+  "smsp__average_warps_issue_stalled_$1_per_issue_active.ratio" "inst" "$2"; }
+{
+  cat "$TMP/ncu.csv"
+  st selected 1.00; st long_scoreboard 3.04; st wait 1.72; st barrier 0.82; st gmma 0.08; st short_scoreboard 0.63
+} >"$TMP/stall.csv"
+expect_exit "a report with stall metrics" 0 python3 bench/ncu_table.py "$TMP/stall.csv"
+check "a stall column in the header" grep -q 'top stalls (cycles an issue)' "$TMP/out"
+check "the three largest stalls of the dK/dV launch, largest first, without selected" \
+  grep -qE '^void k_dkdv<.* +long_scoreboard 3\.04, wait 1\.72, barrier 0\.82$' "$TMP/out"
+check "a launch without stall metrics: -" grep -qE '^void k_reduce_parts<.* +-$' "$TMP/out"
 
 sed 's/"Duration","ns"/"Duration","fortnight"/' "$TMP/ncu.csv" >"$TMP/unit.csv"
 expect_exit "an unknown duration unit" 2 python3 bench/ncu_table.py "$TMP/unit.csv"
