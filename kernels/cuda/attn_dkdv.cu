@@ -9,6 +9,66 @@
 #include "kernels/cuda/attn_tiles.cuh"
 
 // ============================================================================================
+// shared by both kernels
+// ============================================================================================
+// A CTA's work: entry e (keys kb .. kb + nk - 1 of one (b, group)) and row chunk rc, rows
+// r_lo .. r_hi - 1 of the entry's flattened (t, head) list (none where r_lo >= nrows). Flat row f
+// is head f % hpg of position rb + f / hpg, or of list[f / hpg] for the selection branch (the
+// positions that selected the block, ascending).
+struct DkdvWork {
+    int kb, nk, rb, nrows, r_lo, r_hi, b, g, hpg;
+    const int32_t *list;
+};
+template <int BR> __device__ __forceinline__ DkdvWork dkdv_work(const AttnArgs &a, int NKC) {
+    const int e = blockIdx.x, rc = blockIdx.y;
+    const int4 ch = a.chunks[e];
+    DkdvWork w;
+    w.kb = ch.x, w.nk = ch.y, w.rb = ch.z, w.nrows = ch.w;
+    w.r_lo = rc * a.rch;
+    w.r_hi = w.r_lo + a.rch < w.nrows ? w.r_lo + a.rch : w.nrows;
+    const int bg = e / NKC;
+    w.b = bg / a.G, w.g = bg % a.G, w.hpg = a.hpg;
+    w.list = BR == BR_SEL ? a.ilist + w.rb : NULL;
+    return w;
+}
+// S^T and dP^T of a warp's 16 keys x a tile's rows into P^T and dS^T = P^T (dP^T - Drow): element
+// (nt, q) is key key0 + 8 (q >> 1), tile row nt*8 + 2*tig + (q & 1) (tb, lb, db: the tile's t,
+// lse and Drow); zero where the row does not exist, the key is past the chunk (kv0, kv1) or the
+// row does not see it
+template <int BR, int NRT>
+__device__ __forceinline__ void dkdv_probs(const AttnArgs &a, float (&s)[NRT][4], float (&dp)[NRT][4], const int *tb, const float *lb,
+                                           const float *db, int key0, bool kv0, bool kv1, int tig) {
+#pragma unroll
+    for (int nt = 0; nt < NRT; nt++)
+#pragma unroll
+        for (int q = 0; q < 4; q++) {
+            const int row = nt * 8 + 2 * tig + (q & 1), t = tb[row];
+            const int key = key0 + 8 * (q >> 1);
+            const bool vis = t >= 0 && ((q >> 1) ? kv1 : kv0) && sees<BR>(a, t, key);
+            const float p = vis ? exp2f(s[nt][q] * a.scale_log2 - lb[row]) : 0.f;
+            s[nt][q] = p;
+            dp[nt][q] = p * (dp[nt][q] - db[row]);
+        }
+}
+// a warp's dK (scaled) and dV sums, its keys kw .. kw + 15 of the CTA's KT, into the partial of
+// this CTA (entry blockIdx.x, row chunk blockIdx.y)
+template <int D, int KT>
+__device__ __forceinline__ void dkdv_write_part(const AttnArgs &a, const float (&dka)[D / 8][4], const float (&dva)[D / 8][4], int kw,
+                                                int lane) {
+    const int gid = lane >> 2, tig = lane & 3;
+    float *pk = a.part + (int64_t)(a.chunk_part[blockIdx.x] + blockIdx.y) * 2 * KT * D;
+    float *pv = pk + KT * D;
+#pragma unroll
+    for (int nt = 0; nt < D / 8; nt++)
+#pragma unroll
+        for (int q = 0; q < 4; q++) {
+            const int kl = kw + gid + 8 * (q >> 1), dd = nt * 8 + 2 * tig + (q & 1);
+            pk[kl * D + dd] = a.scale * dka[nt][q];
+            pv[kl * D + dd] = dva[nt][q];
+        }
+}
+
+// ============================================================================================
 // kernel
 // ============================================================================================
 // rows per tile: 64 with warpgroup MMA at D 64 (the first products m64n64k16, as in the rows
@@ -42,17 +102,13 @@ template <typename T, int D, int KT, int BR, bool WG> __global__ void __launch_b
     float *drs = l2s + 2 * RT;
     int *trs = reinterpret_cast<int *>(drs + 2 * RT);
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, gid = lane >> 2, tig = lane & 3;
-    const int e = blockIdx.x, rc = blockIdx.y;
-    const int4 ch = a.chunks[e];
-    const int kb = ch.x, nk = ch.y, rb = ch.z, nrows = ch.w;
-    const int r_lo = rc * a.rch;
-    if (r_lo >= nrows) return;
-    const int r_hi = r_lo + a.rch < nrows ? r_lo + a.rch : nrows;
-    const int bg = e / NKC, b = bg / a.G, g = bg % a.G, hpg = a.hpg;
+    const DkdvWork w = dkdv_work<BR>(a, NKC);
+    if (w.r_lo >= w.nrows) return;
+    const int kb = w.kb, nk = w.nk, rb = w.rb, r_lo = w.r_lo, r_hi = w.r_hi, b = w.b, g = w.g, hpg = w.hpg;
+    const int32_t *list = w.list;
     const int64_t ks = (int64_t)a.G * D;
     const T *Kg = (const T *)a.k + (int64_t)b * a.NK * ks + (int64_t)g * D;
     const T *Vg = (const T *)a.v + (int64_t)b * a.NK * ks + (int64_t)g * D;
-    const int32_t *list = BR == BR_SEL ? a.ilist + rb : NULL;
     kv_tile_load<T, D, WG, KT, NTH>(Ks, Kg, Vs, Vg, ks, kb, kb + nk, tid);
     // the rows' tiles of Q and dO (RT-row atoms) and their t, lse and Drow, rows f0 .. of the
     // CTA's flattened (t, head) list
@@ -90,7 +146,7 @@ template <typename T, int D, int KT, int BR, bool WG> __global__ void __launch_b
     acc_zero(dka);
     acc_zero(dva);
     const int kw = warp * 16;   // this warp's first key (local)
-    const int key0 = kb + kw + gid, key1 = key0 + 8;
+    const int key0 = kb + kw + gid;
     const bool kv0 = kw + gid < nk, kv1 = kw + gid + 8 < nk;
 
     for (int it = 0; it < ntiles; it++) {
@@ -131,18 +187,7 @@ template <typename T, int D, int KT, int BR, bool WG> __global__ void __launch_b
                 }
             }
         }
-        // element (nt, q): key = key0 / key1 (q >> 1), row = nt*8 + 2*tig + (q & 1)
-#pragma unroll
-        for (int nt = 0; nt < NRT; nt++)
-#pragma unroll
-            for (int q = 0; q < 4; q++) {
-                const int row = nt * 8 + 2 * tig + (q & 1), t = tb[row];
-                const int key = (q >> 1) ? key1 : key0;
-                const bool vis = t >= 0 && ((q >> 1) ? kv1 : kv0) && sees<BR>(a, t, key);
-                const float p = vis ? exp2f(s[nt][q] * a.scale_log2 - lb[row]) : 0.f;
-                s[nt][q] = p;
-                dp[nt][q] = p * (dp[nt][q] - db[row]);
-            }
+        dkdv_probs<BR>(a, s, dp, tb, lb, db, key0, kv0, kv1, tig);
         if constexpr (WG) {
             // dV += P^T dO, dK += dS^T Q by warpgroup MMA: P^T and dS^T from registers,
             // dO and Q as transposed B operands
@@ -177,16 +222,7 @@ template <typename T, int D, int KT, int BR, bool WG> __global__ void __launch_b
             }
         }
     }
-    float *pk = a.part + (int64_t)(a.chunk_part[e] + rc) * 2 * KT * D;
-    float *pv = pk + KT * D;
-#pragma unroll
-    for (int nt = 0; nt < NDT; nt++)
-#pragma unroll
-        for (int q = 0; q < 4; q++) {
-            const int kl = kw + gid + 8 * (q >> 1), dd = nt * 8 + 2 * tig + (q & 1);
-            pk[kl * D + dd] = a.scale * dka[nt][q];
-            pv[kl * D + dd] = dva[nt][q];
-        }
+    dkdv_write_part<D, KT>(a, dka, dva, kw, lane);
 }
 
 // ============================================================================================
@@ -236,13 +272,9 @@ template <typename T, int D, int BR> __global__ void __launch_bounds__(384, 1) k
     int *live = reinterpret_cast<int *>(drs + NST * RT);   // [NST][2]: rows 0-31, 32-63 all live
     const uint32_t full = (uint32_t)__cvta_generic_to_shared(live + 2 * NST), empty = full + 8 * NST;
     const int tid = threadIdx.x, wg = tid >> 7;
-    const int e = blockIdx.x, rc = blockIdx.y;
-    const int4 ch = a.chunks[e];
-    const int kb = ch.x, nk = ch.y, rb = ch.z, nrows = ch.w;
-    const int r_lo = rc * a.rch;
-    if (r_lo >= nrows) return;
-    const int r_hi = r_lo + a.rch < nrows ? r_lo + a.rch : nrows;
-    const int bg = e / NKC, b = bg / a.G, g = bg % a.G, hpg = a.hpg;
+    const DkdvWork w = dkdv_work<BR>(a, NKC);
+    if (w.r_lo >= w.nrows) return;
+    const int kb = w.kb, nk = w.nk, rb = w.rb, r_lo = w.r_lo, r_hi = w.r_hi, b = w.b, g = w.g, hpg = w.hpg;
     const int64_t ks = (int64_t)a.G * D;
     const T *Kg = (const T *)a.k + (int64_t)b * a.NK * ks + (int64_t)g * D;
     const T *Vg = (const T *)a.v + (int64_t)b * a.NK * ks + (int64_t)g * D;
@@ -318,7 +350,7 @@ template <typename T, int D, int BR> __global__ void __launch_bounds__(384, 1) k
     wg_regs_inc<WS_CONSUMER_REGS>();
     const int c = wg - 1, warp = (tid >> 5) & 3, lane = tid & 31, gid = lane >> 2, tig = lane & 3;
     const int kw = c * 64 + warp * 16;   // this warp's first key (local)
-    const int key0 = kb + kw + gid, key1 = key0 + 8;
+    const int key0 = kb + kw + gid;
     const bool kv0 = kw + gid < nk, kv1 = kw + gid + 8 < nk;
     const uint32_t sK = (uint32_t)__cvta_generic_to_shared(Ks + c * 64 * D), sV = (uint32_t)__cvta_generic_to_shared(Vs + c * 64 * D);
     float dka[NDT][4], dva[NDT][4];
@@ -353,17 +385,7 @@ template <typename T, int D, int BR> __global__ void __launch_bounds__(384, 1) k
                     dp[nt][q] = p * (dp[nt][q] - db[row]);
                 }
         } else {
-#pragma unroll
-            for (int nt = 0; nt < NRT; nt++)
-#pragma unroll
-                for (int q = 0; q < 4; q++) {
-                    const int row = nt * 8 + 2 * tig + (q & 1), t = tb[row];
-                    const int key = (q >> 1) ? key1 : key0;
-                    const bool vis = t >= 0 && ((q >> 1) ? kv1 : kv0) && sees<BR>(a, t, key);
-                    const float p = vis ? exp2f(sc[nt][q] * a.scale_log2 - lb[row]) : 0.f;
-                    sc[nt][q] = p;
-                    dp[nt][q] = p * (dp[nt][q] - db[row]);
-                }
+            dkdv_probs<BR>(a, sc, dp, tb, lb, db, key0, kv0, kv1, tig);
         }
 #pragma unroll
         for (int kk = 0; kk < RT / 16; kk++) {
@@ -378,16 +400,7 @@ template <typename T, int D, int BR> __global__ void __launch_bounds__(384, 1) k
         __syncwarp();
         if (lane == 0) mbar_arrive(empty + 8 * s);
     }
-    float *pk = a.part + (int64_t)(a.chunk_part[e] + rc) * 2 * KT * D;
-    float *pv = pk + KT * D;
-#pragma unroll
-    for (int nt = 0; nt < NDT; nt++)
-#pragma unroll
-        for (int q = 0; q < 4; q++) {
-            const int kl = kw + gid + 8 * (q >> 1), dd = nt * 8 + 2 * tig + (q & 1);
-            pk[kl * D + dd] = a.scale * dka[nt][q];
-            pv[kl * D + dd] = dva[nt][q];
-        }
+    dkdv_write_part<D, KT>(a, dka, dva, kw, lane);
 }
 
 // ============================================================================================
