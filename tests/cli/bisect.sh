@@ -126,6 +126,7 @@ sha() { git -C "$tmp/repo" rev-parse "$1"; }
 short() { git -C "$tmp/repo" rev-parse --short "$1"; }
 
 # ---- 1. the first bad commit ------------------------------------------------------------------
+src_head=$(git -C "$src" rev-parse --short=7 HEAD)   # the inputs' commit as bisect reads it (a commit landing meanwhile is not its)
 t0=$(date +%s.%N)
 "$H" bisect --repo "$tmp/repo" --good c0 --bad c6 --out "$tmp/out" "${det_args[@]}" --profile ci --quiet --no-verify \
     >"$tmp/b1.out" 2>&1
@@ -141,7 +142,7 @@ grep -q "^## $det_case — FAIL" "$tmp/b1.out" \
     && ok "prints the failing case's RESULTS.md section" || bad "finding section" "missing"
 grep -q "build failed (.*trainer/data.c:[0-9]*:[0-9]*: error" "$tmp/b1.out" \
     && ok "the broken commit's build error is shown" || bad "build error line" "missing"
-grep -q "^bisect: inputs ([0-9]* paths: scenarios, configs.*) as committed at $(git -C "$src" rev-parse --short=7 HEAD) in $(cd "$src" && pwd -P)\$" "$tmp/b1.out" \
+grep -q "^bisect: inputs ([0-9]* paths: scenarios, configs.*) as committed at $src_head in $(cd "$src" && pwd -P)\$" "$tmp/b1.out" \
     && ok "the inputs' state comes first: as committed, the commit named" || bad "inputs' state line" "$(grep '^bisect: inputs' "$tmp/b1.out")"
 py "steps: c3 build failed -> skip, c4 good, c5 bad; reports kept; trainers built from their commits" '
 import json, os, re, sys
