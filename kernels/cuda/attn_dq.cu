@@ -5,6 +5,8 @@
 //
 //  k_rows_dq (compressed, window; selection where nsa_sel_rows_on): 64 query rows a CTA
 //    (attn_rows.cuh) walking its keys in 64-key chunks.
+//  k_rows_dq_ws (compressed, window where nsa_dq_ws_on): two such tiles a CTA on two consumer
+//    warpgroups, their keys streamed by a producer warpgroup.
 //  k_sel_dq (selection): a CTA per 16-row selection tile (attn_sel.cuh), the 4 warps splitting
 //    the selected blocks, their dQ partials added in warp order.
 // Instantiated for bf16/fp16 and D 16, 64, 128.
@@ -146,6 +148,192 @@ template <typename T, int D, int BR, bool WG> __global__ void __launch_bounds__(
 }
 
 // ============================================================================================
+// warp-specialised rows kernel (sm_90a, D 64 or 128: window and compressed branches)
+// ============================================================================================
+// Two consumer warpgroups own a 64-row tile each (position tiles 2x and 2x + 1 of the rows grid)
+// and share the key chunks of the two tiles' key ranges, which a producer warpgroup streams (K
+// and V, ROWS_KC keys) through a ring of DQWS_NST stages, with the barriers of k_dkdv_ws
+// (attn_dkdv.cu): per chunk S = Q K^T and dP = dO V^T (m64n64k16 from shared memory, the first
+// k-step writing the accumulators), dS in registers (no mask where every row of the tile sees
+// every key of the chunk), dQ += dS K (K as a transposed B operand). A chunk outside a
+// consumer's own key range is passed over, its stage still released. Each row's dQ is the sum
+// over its keys ascending, as in k_rows_dq; the chunks start where the first tile's keys start,
+// so the second tile's 16-key steps may fall elsewhere than k_rows_dq's (other bits, same
+// values within rounding). Registers: as k_dkdv_ws (setmaxnreg 40 / 232).
+#define DQWS_NST 3
+#define DQWS_PRODUCER_REGS 40
+#define DQWS_CONSUMER_REGS 232
+template <int D> constexpr size_t rows_dq_ws_smem() {
+    // 1024-byte alignment slack, Q and dO of both tiles [2][64][D] each, the ring's K and V
+    // [DQWS_NST][64][D] each, both tiles' t, lse, Drow [2][64] each and live flags, the barriers
+    return 1024 + (size_t)2 * 2 * 64 * D * 2 + (size_t)DQWS_NST * 2 * ROWS_KC * D * 2 + (size_t)2 * (3 * 64 + 1) * 4 + 2 * DQWS_NST * 8;
+}
+
+template <typename T, int D, int BR> __global__ void __launch_bounds__(384, 1) k_rows_dq_ws(AttnArgs a) {
+    constexpr int NST = DQWS_NST, NDT = D / 8, TILE = 64 * D, KTILE = ROWS_KC * D;
+    constexpr uint32_t ATOM = 64 * 128;   // bytes of a 64-row, 64-column swizzled atom
+    static_assert(D % 64 == 0 && ROWS_KC == 64, "64-row swizzled tiles");
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    unsigned char *base = reinterpret_cast<unsigned char *>(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
+    T *Qs = reinterpret_cast<T *>(base);   // [2][64][D]: consumer c's rows at Qs + c TILE
+    T *Ys = Qs + 2 * TILE;                  // dO, the same
+    T *Ks = Ys + 2 * TILE;                  // [NST][ROWS_KC][D]
+    T *Vs = Ks + NST * KTILE;
+    int *trow = reinterpret_cast<int *>(Vs + NST * KTILE);   // [2][64]
+    float *lse2 = reinterpret_cast<float *>(trow + 2 * 64), *drw = lse2 + 2 * 64;
+    int *live = reinterpret_cast<int *>(drw + 2 * 64);      // [2]: 0 where every row of tile c exists and has a finite lse
+    const uint32_t full = (uint32_t)__cvta_generic_to_shared(live + 2), empty = full + 8 * NST;
+    const int tid = threadIdx.x, wg = tid >> 7;
+    const int hpg = a.hpg;
+    const RowsGeom rg = rows_geom(hpg);
+    const int b = blockIdx.z, g = blockIdx.y / rg.nhb, hb = blockIdx.y % rg.nhb;
+    const int tend = a.t0 + a.Tn;
+    // the two tiles' positions and key ranges (tile 1: none at the end of the rows); the chunks
+    // cover their union
+    auto tile = [&](int c, int &tb, int &tl, int &kst, int &ken) {
+        tb = a.t0 + (2 * blockIdx.x + c) * rg.BQ;
+        tl = tb + rg.BQ - 1 < tend - 1 ? tb + rg.BQ - 1 : tend - 1;
+        kst = ken = 0;
+        if (tb < tend) rows_keys<BR>(a, tb, tl, kst, ken);
+    };
+    int tb0, tl0, ks0, ke0, tb1, tl1, ks1, ke1;
+    tile(0, tb0, tl0, ks0, ke0);
+    tile(1, tb1, tl1, ks1, ke1);
+    const int kstart = ks0, kend = ke1 > ke0 ? ke1 : ke0;
+    const int nchunks = kend > kstart ? (kend - kstart + ROWS_KC - 1) / ROWS_KC : 0;
+    if (tid < NST) {
+        mbar_init(full + 8 * tid, 128);
+        mbar_init(empty + 8 * tid, 8);
+    }
+    if (tid < 2) live[tid] = 0;
+    __syncthreads();
+    const int64_t ks = (int64_t)a.G * D;
+
+    if (wg == 0) {
+        // ---- producer: chunk c into stage c % NST; its arrival once landed, then the refill of
+        // the stage before it (as k_dkdv_ws's producer)
+        wg_regs_dec<DQWS_PRODUCER_REGS>();
+        const T *Kg = (const T *)a.k + (int64_t)b * a.NK * ks + (int64_t)g * D;
+        const T *Vg = (const T *)a.v + (int64_t)b * a.NK * ks + (int64_t)g * D;
+        auto issue = [&](int c) {
+            const int s = c % NST;
+            kv_tile_load<T, D, true, ROWS_KC, 128>(Ks + s * KTILE, Kg, Vs + s * KTILE, Vg, ks, kstart + c * ROWS_KC, kend, tid);
+        };
+        for (int j = 0; j < NST; j++) {
+            if (j < nchunks) issue(j);
+            cp_commit();
+        }
+        for (int c = 0; c < nchunks; c++) {
+            if (c == 0) cp_wait<NST - 1>();
+            else cp_wait<NST - 2>();
+            wg_fence_proxy();
+            mbar_arrive(full + 8 * (c % NST));
+            if (c >= 1) {
+                if (c - 1 + NST < nchunks) {
+                    mbar_wait(empty + 8 * ((c - 1) % NST), (uint32_t)((c - 1) / NST) & 1);
+                    issue(c - 1 + NST);
+                }
+                cp_commit();
+            }
+        }
+        return;
+    }
+
+    // ---- consumers: warpgroup cw owns tile cw's 64 rows
+    wg_regs_inc<DQWS_CONSUMER_REGS>();
+    const int cw = wg - 1, ctid = tid & 127, warp = ctid >> 5, lane = tid & 31, gid = lane >> 2, tig = lane & 3;
+    const int tbase = cw ? tb1 : tb0, t_last = cw ? tl1 : tl0, kst = cw ? ks1 : ks0, ken = cw ? ke1 : ke0;
+    T *Qc = Qs + cw * TILE, *Yc = Ys + cw * TILE;
+    int *trc = trow + cw * 64;
+    float *l2c = lse2 + cw * 64, *drc = drw + cw * 64;
+    tile_load<T, D, true, 64, 128>(Qc, (const T *)a.q, Yc, (const T *)a.dout, [&](int r, int64_t &off) {
+        const bool ok = rows_row(a, rg, b, g, hb, tbase, tend, r, off);
+        off *= D;
+        return ok;
+    }, ctid);
+    cp_commit();
+    if (ctid < 64) {
+        int64_t R;
+        const bool ok = rows_row(a, rg, b, g, hb, tbase, tend, ctid, R);
+        const int tq = ctid / rg.HB;
+        float l2 = -INFINITY, dr = 0.f;
+        if (ok) {
+            l2 = a.lse_in[R] * MMA_LOG2E;
+            dr = a.drow[R];
+        }
+        const bool lv = ok && l2 != -INFINITY;
+        trc[ctid] = lv ? tbase + tq : -1;
+        l2c[ctid] = l2;
+        drc[ctid] = dr;
+        const unsigned dead = __ballot_sync(0xffffffffu, !lv);
+        if (lane == 0) atomicOr(live + cw, (int)(dead != 0u));   // stays 0 where every row is live
+    }
+    cp_wait<0>();
+    wg_fence_proxy();
+    // this warpgroup's tile and rows landed (named barrier 1 or 2, its 128 threads)
+    if (cw == 0) asm volatile("bar.sync 1, 128;\n" ::: "memory");
+    else asm volatile("bar.sync 2, 128;\n" ::: "memory");
+    const int r0 = warp * 16 + gid;
+    const int tr[2] = {trc[r0], trc[r0 + 8]};
+    const float l2r[2] = {l2c[r0], l2c[r0 + 8]}, drr[2] = {drc[r0], drc[r0 + 8]};
+    const bool rows_live = live[cw] == 0;
+    const uint32_t sQ = (uint32_t)__cvta_generic_to_shared(Qc), sY = (uint32_t)__cvta_generic_to_shared(Yc);
+    float dqa[NDT][4];
+    acc_zero(dqa);
+    for (int c = 0; c < nchunks; c++) {
+        const int s = c % NST, kb = kstart + c * ROWS_KC;
+        mbar_wait(full + 8 * s, (uint32_t)(c / NST) & 1);
+        if (kb < ken && kb + ROWS_KC > kst && tbase < tend) {
+            const uint32_t sK = (uint32_t)__cvta_generic_to_shared(Ks + s * KTILE), sV = (uint32_t)__cvta_generic_to_shared(Vs + s * KTILE);
+            float sc[8][4], dp[8][4];
+            wg_two_issue<T, D, ATOM>(sc, dp, sQ, sK, sY, sV);
+            wg_wait<0>();
+            // every row sees every key of the chunk: no mask (the same values as the masked path)
+            const bool all = rows_live && kb + ROWS_KC <= ken && sees_block<BR>(a, tbase, t_last, kb, kb + ROWS_KC - 1);
+            if (all) {
+#pragma unroll
+                for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        const float p = exp2f(sc[nt][e] * a.scale_log2 - l2r[e >> 1]);
+                        sc[nt][e] = p * (dp[nt][e] - drr[e >> 1]);   // dS
+                    }
+            } else {
+#pragma unroll
+                for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        const int key = kb + nt * 8 + 2 * tig + (e & 1), t = tr[e >> 1];
+                        const bool vis = rows_vis<BR>(a, t, key, ken, 0, tbase);
+                        const float p = vis ? exp2f(sc[nt][e] * a.scale_log2 - l2r[e >> 1]) : 0.f;
+                        sc[nt][e] = p * (dp[nt][e] - drr[e >> 1]);   // dS
+                    }
+            }
+            uint32_t da[4][4];
+#pragma unroll
+            for (int kk = 0; kk < 4; kk++) acc_afrag<T>(da[kk], sc[2 * kk], sc[2 * kk + 1]);
+            wg_fence();
+            wg_rs<T, D, ROWS_KC>(dqa, da, sK, ATOM);
+            wg_commit();
+            wg_wait<0>();
+        }
+        __syncwarp();
+        if (lane == 0) mbar_arrive(empty + 8 * s);
+    }
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const int row = r0 + 8 * r, t = tr[r];
+        if (t < 0) continue;
+        const int h = hb * rg.HB + row % rg.HB;
+        const int64_t R = ((int64_t)b * a.T + t) * a.H + (int64_t)g * hpg + h;
+        T *dq = (T *)a.dq + R * D;
+#pragma unroll
+        for (int nt = 0; nt < NDT; nt++)
+            add2<T>(dq + nt * 8 + 2 * tig, a.scale * dqa[nt][2 * r], a.scale * dqa[nt][2 * r + 1]);
+    }
+}
+
+// ============================================================================================
 // selection tiles
 // ============================================================================================
 template <typename T, int D, int KT, int PACK> __global__ void __launch_bounds__(128) k_sel_dq(AttnArgs a) {
@@ -236,6 +424,12 @@ template <typename T, int D> struct DqKernels {
     // no TMA dQ: measured no faster than k_sel_dq (see k_sel_fwd_tma in attn_fwd.cu)
     static bool sel_tma(dim3, const AttnArgs &, int) { return false; }
     template <int BR> static void rows_k(dim3 grid, const AttnArgs &a, size_t extra) {
+        if constexpr (D % 64 == 0 && BR != BR_SEL) {
+            if (nsa_dq_ws_on(D)) {   // two position tiles a CTA
+                mma_launch(k_rows_dq_ws<T, D, BR>, dim3((grid.x + 1) / 2, grid.y, grid.z), 384, rows_dq_ws_smem<D>(), a);
+                return;
+            }
+        }
         if constexpr (D % 64 == 0) {
             if (g_nsa_cuda.wgmma) {
                 mma_launch(k_rows_dq<T, D, BR, true>, grid, 128, rows_dq_smem<D, true>() + extra, a);
