@@ -291,12 +291,7 @@ template <typename T, int D, int BR> __global__ void __launch_bounds__(384, 1) k
     const int ntiles = (r_hi - r_lo + RT - 1) / RT;
 
     if (wg == 0) {
-        // ---- producer: the first NST tiles into the ring; then for each tile in order, once its
-        // copies have landed, made visible to the warpgroup MMA, its arrival on the full barrier,
-        // and only then the refill of the stage before it (tile it - 1 + NST, once both consumers
-        // are done with it - 1): a tile's arrival never waits on the consumers or on the issue of
-        // a later tile. One cp.async group a step, empty past the last tile, so the wait counts
-        // are constants.
+        // ---- producer: the rows' tiles through the ring (ws_ring_produce)
         wg_regs_dec<WS_PRODUCER_REGS>();
         auto issue = [&](int j) {
             const int s = j % NST, f0 = r_lo + j * RT;
@@ -326,23 +321,7 @@ template <typename T, int D, int BR> __global__ void __launch_bounds__(384, 1) k
                 if ((tid & 31) == 0) live[s * 2 + (tid >> 5)] = dead == 0u;
             }
         };
-        for (int j = 0; j < NST; j++) {
-            if (j < ntiles) issue(j);
-            cp_commit();
-        }
-        for (int it = 0; it < ntiles; it++) {
-            if (it == 0) cp_wait<NST - 1>();
-            else cp_wait<NST - 2>();
-            wg_fence_proxy();
-            mbar_arrive(full + 8 * (it % NST));
-            if (it >= 1) {
-                if (it - 1 + NST < ntiles) {
-                    mbar_wait(empty + 8 * ((it - 1) % NST), (uint32_t)((it - 1) / NST) & 1);
-                    issue(it - 1 + NST);
-                }
-                cp_commit();
-            }
-        }
+        ws_ring_produce<NST>(ntiles, full, empty, issue);
         return;
     }
 
@@ -361,7 +340,7 @@ template <typename T, int D, int BR> __global__ void __launch_bounds__(384, 1) k
     // makes ptxas serialise every warpgroup MMA of the kernel, C7515: each tile waits for its own.)
     for (int it = 0; it < ntiles; it++) {
         const int s = it % NST;
-        mbar_wait(full + 8 * s, (uint32_t)(it / NST) & 1);
+        ws_ring_wait<NST>(full, it);
         const uint32_t sQ = (uint32_t)__cvta_generic_to_shared(Qs + s * TILE), sY = (uint32_t)__cvta_generic_to_shared(Ys + s * TILE);
         const int *tb = trs + s * RT;
         const float *lb = l2s + s * RT, *db = drs + s * RT;
@@ -397,8 +376,7 @@ template <typename T, int D, int BR> __global__ void __launch_bounds__(384, 1) k
         wg_rs<T, D, RT>(dka, da, sQ, ATOM);
         wg_commit();
         wg_wait<0>();
-        __syncwarp();
-        if (lane == 0) mbar_arrive(empty + 8 * s);
+        ws_ring_release<NST>(empty, it, lane);
     }
     dkdv_write_part<D, KT>(a, dka, dva, kw, lane);
 }

@@ -15,8 +15,24 @@
 #include "kernels/cuda/attn_sel.cuh"
 
 // ============================================================================================
-// rows kernel
+// rows kernels
 // ============================================================================================
+// a warp's dQ sums (its rows r0 and r0 + 8 of the tile, at positions tr; -1: none), scaled, added
+// to dq
+template <typename T, int D>
+__device__ __forceinline__ void rows_dq_add(const AttnArgs &a, const RowsGeom &rg, int b, int g, int hb, int r0, const int (&tr)[2],
+                                            int tig, const float (&dqa)[D / 8][4]) {
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const int t = tr[r];
+        if (t < 0) continue;
+        T *dq = (T *)a.dq + rows_index(a, rg, b, g, hb, r0 + 8 * r, t) * D;
+#pragma unroll
+        for (int nt = 0; nt < D / 8; nt++)
+            add2<T>(dq + nt * 8 + 2 * tig, a.scale * dqa[nt][2 * r], a.scale * dqa[nt][2 * r + 1]);
+    }
+}
+
 // WG (sm_90a, D 64 or 128): every product by warpgroup MMA from swizzled tiles. S = Q K^T
 // and dP = dO V^T over the chunk's 64 keys at D 64, 32 keys at a time at D 128 (wg_two),
 // then dQ += dS K with dS from registers and the same keys of K as a transposed
@@ -134,17 +150,7 @@ template <typename T, int D, int BR, bool WG> __global__ void __launch_bounds__(
         __syncthreads();
     }
     cp_wait<0>();
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-        const int row = r0 + 8 * r, t = tr[r];
-        if (t < 0) continue;
-        const int h = hb * rg.HB + row % rg.HB;
-        const int64_t R = ((int64_t)b * a.T + t) * a.H + (int64_t)g * hpg + h;
-        T *dq = (T *)a.dq + R * D;
-#pragma unroll
-        for (int nt = 0; nt < NDT; nt++)
-            add2<T>(dq + nt * 8 + 2 * tig, a.scale * dqa[nt][2 * r], a.scale * dqa[nt][2 * r + 1]);
-    }
+    rows_dq_add<T, D>(a, rg, b, g, hb, r0, tr, tig, dqa);
 }
 
 // ============================================================================================
@@ -210,8 +216,7 @@ template <typename T, int D, int BR> __global__ void __launch_bounds__(384, 1) k
     const int64_t ks = (int64_t)a.G * D;
 
     if (wg == 0) {
-        // ---- producer: chunk c into stage c % NST; its arrival once landed, then the refill of
-        // the stage before it (as k_dkdv_ws's producer)
+        // ---- producer: the chunks' K and V through the ring (ws_ring_produce)
         wg_regs_dec<DQWS_PRODUCER_REGS>();
         const T *Kg = (const T *)a.k + (int64_t)b * a.NK * ks + (int64_t)g * D;
         const T *Vg = (const T *)a.v + (int64_t)b * a.NK * ks + (int64_t)g * D;
@@ -219,23 +224,7 @@ template <typename T, int D, int BR> __global__ void __launch_bounds__(384, 1) k
             const int s = c % NST;
             kv_tile_load<T, D, true, ROWS_KC, 128>(Ks + s * KTILE, Kg, Vs + s * KTILE, Vg, ks, kstart + c * ROWS_KC, kend, tid);
         };
-        for (int j = 0; j < NST; j++) {
-            if (j < nchunks) issue(j);
-            cp_commit();
-        }
-        for (int c = 0; c < nchunks; c++) {
-            if (c == 0) cp_wait<NST - 1>();
-            else cp_wait<NST - 2>();
-            wg_fence_proxy();
-            mbar_arrive(full + 8 * (c % NST));
-            if (c >= 1) {
-                if (c - 1 + NST < nchunks) {
-                    mbar_wait(empty + 8 * ((c - 1) % NST), (uint32_t)((c - 1) / NST) & 1);
-                    issue(c - 1 + NST);
-                }
-                cp_commit();
-            }
-        }
+        ws_ring_produce<NST>(nchunks, full, empty, issue);
         return;
     }
 
@@ -282,7 +271,7 @@ template <typename T, int D, int BR> __global__ void __launch_bounds__(384, 1) k
     acc_zero(dqa);
     for (int c = 0; c < nchunks; c++) {
         const int s = c % NST, kb = kstart + c * ROWS_KC;
-        mbar_wait(full + 8 * s, (uint32_t)(c / NST) & 1);
+        ws_ring_wait<NST>(full, c);
         if (kb < ken && kb + ROWS_KC > kst && tbase < tend) {
             const uint32_t sK = (uint32_t)__cvta_generic_to_shared(Ks + s * KTILE), sV = (uint32_t)__cvta_generic_to_shared(Vs + s * KTILE);
             float sc[8][4], dp[8][4];
@@ -317,20 +306,9 @@ template <typename T, int D, int BR> __global__ void __launch_bounds__(384, 1) k
             wg_commit();
             wg_wait<0>();
         }
-        __syncwarp();
-        if (lane == 0) mbar_arrive(empty + 8 * s);
+        ws_ring_release<NST>(empty, c, lane);
     }
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-        const int row = r0 + 8 * r, t = tr[r];
-        if (t < 0) continue;
-        const int h = hb * rg.HB + row % rg.HB;
-        const int64_t R = ((int64_t)b * a.T + t) * a.H + (int64_t)g * hpg + h;
-        T *dq = (T *)a.dq + R * D;
-#pragma unroll
-        for (int nt = 0; nt < NDT; nt++)
-            add2<T>(dq + nt * 8 + 2 * tig, a.scale * dqa[nt][2 * r], a.scale * dqa[nt][2 * r + 1]);
-    }
+    rows_dq_add<T, D>(a, rg, b, g, hb, r0, tr, tig, dqa);
 }
 
 // ============================================================================================

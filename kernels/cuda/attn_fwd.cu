@@ -108,10 +108,9 @@ template <typename T, int D, int BR, bool WG> __global__ void __launch_bounds__(
     quad_sum2(lsum);
 #pragma unroll
     for (int r = 0; r < 2; r++) {
-        const int row = r0 + 8 * r, t = tr[r];
+        const int t = tr[r];
         if (t < 0) continue;
-        const int h = hb * rg.HB + row % rg.HB;
-        const int64_t R = ((int64_t)b * a.T + t) * a.H + (int64_t)g * hpg + h;
+        const int64_t R = rows_index(a, rg, b, g, hb, r0 + 8 * r, t);
         const bool any = lsum[r] > 0.f;
         const float inv = any ? 1.0f / lsum[r] : 0.f;
         T *o = (T *)a.o + R * D;

@@ -20,6 +20,11 @@ __device__ __forceinline__ bool rows_row(const AttnArgs &a, const RowsGeom &rg, 
     R = ((int64_t)b * a.T + t) * a.H + (int64_t)g * a.hpg + h;
     return tq < rg.BQ && t < tend && h < a.hpg;
 }
+// the global row index (b, t, head) of tile row `row` at position t
+__device__ __forceinline__ int64_t rows_index(const AttnArgs &a, const RowsGeom &rg, int b, int g, int hb, int row, int t) {
+    const int h = hb * rg.HB + row % rg.HB;
+    return ((int64_t)b * a.T + t) * a.H + (int64_t)g * a.hpg + h;
+}
 // the CTA's 64 rows of q (and of dO into dst2 where given) [B*T*H][D] into tiles (padded, or
 // SWZ: swizzled atoms), rows past the positions or heads zero; all 128 threads
 template <typename T, int D, bool SWZ, typename Dst2>

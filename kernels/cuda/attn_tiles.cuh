@@ -514,6 +514,44 @@ __device__ __forceinline__ void tma_load4(void *dst, const CUtensorMap *map, int
 #endif
 }
 
+// ---- warp-specialised ring (sm_90) -------------------------------------------------------------
+// A producer warpgroup streams items (tiles of rows or keys) into a ring of NST stages that the
+// consumer warpgroups read with warpgroup MMA. Per stage a full barrier (count 128: an arrival of
+// each producer thread once its own copies have landed and been made visible to the async
+// proxy) and an empty one (count: the consumer warps that read the stage; one arrival each).
+// The producer, every thread of its warpgroup: items 0 .. n - 1 by issue(i) (this thread's
+// cp.async copies of item i into stage i % NST); the first NST at once, then, item by item,
+// its arrival as soon as it has landed and only then the refill of the stage before it (item
+// i - 1 + NST, once its consumers released i - 1), so an item's arrival never waits on the
+// consumers or on a later item's issue. One cp.async group a step (empty past the last item)
+// keeps the wait counts constant.
+template <int NST, typename Issue> __device__ __forceinline__ void ws_ring_produce(int n, uint32_t full, uint32_t empty, Issue issue) {
+    for (int j = 0; j < NST; j++) {
+        if (j < n) issue(j);
+        cp_commit();
+    }
+    for (int i = 0; i < n; i++) {
+        if (i == 0) cp_wait<NST - 1>();
+        else cp_wait<NST - 2>();
+        wg_fence_proxy();
+        mbar_arrive(full + 8 * (i % NST));
+        if (i >= 1) {
+            if (i - 1 + NST < n) {
+                mbar_wait(empty + 8 * ((i - 1) % NST), (uint32_t)((i - 1) / NST) & 1);
+                issue(i - 1 + NST);
+            }
+            cp_commit();
+        }
+    }
+}
+// a consumer: wait for item i's stage to be full; release it (a warp's arrival once its reads
+// of the stage, warpgroup MMA included, are done)
+template <int NST> __device__ __forceinline__ void ws_ring_wait(uint32_t full, int i) { mbar_wait(full + 8 * (i % NST), (uint32_t)(i / NST) & 1); }
+template <int NST> __device__ __forceinline__ void ws_ring_release(uint32_t empty, int i, int lane) {
+    __syncwarp();
+    if (lane == 0) mbar_arrive(empty + 8 * (i % NST));
+}
+
 // ---- launch ---------------------------------------------------------------------------------
 // Every launch: raise the kernel's dynamic shared-memory limit where it needs more than
 // 48 KiB, then launch on the backend's stream.
