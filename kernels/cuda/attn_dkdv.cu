@@ -231,7 +231,7 @@ template <typename T, int D, int KT, int BR, bool WG> __global__ void __launch_b
 // A CTA owns WS_KT = 128 keys of one (b, group) and a chunk of the rows that see them, in
 // three warpgroups: a producer that streams the rows' Q and dO tiles (WS_RT = 64 rows) and their
 // t, lse and Drow into a ring of WS_NST stages, and two consumers of 64 keys each that take every
-// tile from the ring: S^T = K Q^T and dP^T = V dO^T (64 keys x 64 rows, wg_two), P and dS in
+// tile from the ring: S^T = K Q^T and dP^T = V dO^T (64 keys x 64 rows, wg_two_issue), P and dS in
 // registers, then dV += P^T dO and dK += dS^T Q (wg_rs). The two consumers share each tile (half
 // the loads of the 64-key kernel per product) and run out of step with each other and with the
 // producer: a full barrier a stage says its tile has landed (the producer's copies waited for,
@@ -335,9 +335,8 @@ template <typename T, int D, int BR> __global__ void __launch_bounds__(384, 1) k
     float dka[NDT][4], dva[NDT][4];
     acc_zero(dka);
     acc_zero(dva);
-    uint32_t pa[RT / 16][4], da[RT / 16][4];   // P^T and dS^T of a tile, the A of its second products
-    // (Issuing a tile's first products behind the previous tile's still-running second ones
-    // makes ptxas serialise every warpgroup MMA of the kernel, C7515: each tile waits for its own.)
+    // Each tile waits for its own products (issuing a tile's first products behind the previous
+    // tile's still-running second ones makes ptxas serialise every warpgroup MMA, C7515).
     for (int it = 0; it < ntiles; it++) {
         const int s = it % NST;
         ws_ring_wait<NST>(full, it);
@@ -346,13 +345,13 @@ template <typename T, int D, int BR> __global__ void __launch_bounds__(384, 1) k
         const float *lb = l2s + s * RT, *db = drs + s * RT;
         float sc[NRT][4], dp[NRT][4];
         wg_two_issue<T, D, ATOM>(sc, dp, sK, sQ, sV, sY);
-        wg_wait<0>();
+        wg_wait0();
         // every row of the tile sees every key of this warpgroup (the rows' positions ascend:
         // the first and last bound them): no mask (the same values as the masked path)
         const int f0 = r_lo + it * RT, flast = f0 + RT - 1;
         const bool all = flast < r_hi && live[s * 2] && live[s * 2 + 1] &&
                          sees_block<BR>(a, rb + f0 / hpg, rb + flast / hpg, kb + c * 64, kb + c * 64 + 63) && c * 64 + 64 <= nk;
-        // element (nt, q): key = key0 / key1 (q >> 1), row = nt*8 + 2*tig + (q & 1)
+        // element (nt, q): key key0 + 8 (q >> 1), row nt*8 + 2*tig + (q & 1)
         if (all) {
 #pragma unroll
             for (int nt = 0; nt < NRT; nt++)
@@ -366,6 +365,7 @@ template <typename T, int D, int BR> __global__ void __launch_bounds__(384, 1) k
         } else {
             dkdv_probs<BR>(a, sc, dp, tb, lb, db, key0, kv0, kv1, tig);
         }
+        uint32_t pa[RT / 16][4], da[RT / 16][4];   // P^T and dS^T: the A of the second products
 #pragma unroll
         for (int kk = 0; kk < RT / 16; kk++) {
             acc_afrag<T>(pa[kk], sc[2 * kk], sc[2 * kk + 1]);
@@ -375,7 +375,7 @@ template <typename T, int D, int BR> __global__ void __launch_bounds__(384, 1) k
         wg_rs<T, D, RT>(dva, pa, sY, ATOM);
         wg_rs<T, D, RT>(dka, da, sQ, ATOM);
         wg_commit();
-        wg_wait<0>();
+        wg_wait0();
         ws_ring_release<NST>(empty, it, lane);
     }
     dkdv_write_part<D, KT>(a, dka, dva, kw, lane);

@@ -276,7 +276,7 @@ template <typename T, int D, int BR> __global__ void __launch_bounds__(384, 1) k
             const uint32_t sK = (uint32_t)__cvta_generic_to_shared(Ks + s * KTILE), sV = (uint32_t)__cvta_generic_to_shared(Vs + s * KTILE);
             float sc[8][4], dp[8][4];
             wg_two_issue<T, D, ATOM>(sc, dp, sQ, sK, sY, sV);
-            wg_wait<0>();
+            wg_wait0();
             // every row sees every key of the chunk: no mask (the same values as the masked path)
             const bool all = rows_live && kb + ROWS_KC <= ken && sees_block<BR>(a, tbase, t_last, kb, kb + ROWS_KC - 1);
             if (all) {
@@ -304,7 +304,7 @@ template <typename T, int D, int BR> __global__ void __launch_bounds__(384, 1) k
             wg_fence();
             wg_rs<T, D, ROWS_KC>(dqa, da, sK, ATOM);
             wg_commit();
-            wg_wait<0>();
+            wg_wait0();
         }
         ws_ring_release<NST>(empty, c, lane);
     }

@@ -165,8 +165,6 @@ __device__ __forceinline__ void wg_fence_proxy() { asm volatile("fence.proxy.asy
 __device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wg_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
-// until at most N of this warpgroup's commit groups are still running
-template <int N> __device__ __forceinline__ void wg_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory"); }
 // d[64 x 64] += A[64 x 16] . B[64 x 16]^T (both K-major), fp32 accumulate
 template <typename T> __device__ __forceinline__ void wgmma_64x64x16(float (&d)[8][4], uint64_t da, uint64_t db);
 template <> __device__ __forceinline__ void wgmma_64x64x16<bf16>(float (&d)[8][4], uint64_t da, uint64_t db) {
@@ -238,7 +236,6 @@ template <int N> __device__ __forceinline__ void wg_regs_inc() {}
 __device__ __forceinline__ void wg_fence() { __trap(); }
 __device__ __forceinline__ void wg_commit() {}
 __device__ __forceinline__ void wg_wait0() {}
-template <int N> __device__ __forceinline__ void wg_wait() {}
 template <typename T> __device__ __forceinline__ void wgmma_64x64x16(float (&)[8][4], uint64_t, uint64_t) { __trap(); }
 template <typename T> __device__ __forceinline__ void wgmma_64x64x16_first(float (&)[8][4], uint64_t, uint64_t) { __trap(); }
 template <typename T> __device__ __forceinline__ void wgmma_64x32x16(float (&)[4][4], uint64_t, uint64_t) { __trap(); }
@@ -289,7 +286,7 @@ __device__ __forceinline__ void wg_two(float (&s)[N / 8][4], float (&p)[N / 8][4
     wg_wait0();
 }
 // S[64 x 64] = A . B^T and P[64 x 64] = C . E^T as wg_two, issued as one commit group without
-// waiting (the caller's wg_wait); the first k-step writes the accumulators (no zeroing moves,
+// waiting (the caller's wg_wait0); the first k-step writes the accumulators (no zeroing moves,
 // which the compiler may sink past the fence and then serialise on)
 template <typename T, int D, int BSTR>
 __device__ __forceinline__ void wg_two_issue(float (&s)[8][4], float (&p)[8][4], uint32_t sA, uint32_t sB, uint32_t sC, uint32_t sE) {

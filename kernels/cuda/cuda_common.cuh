@@ -282,15 +282,15 @@ static inline int nsa_sel_pack_on(int hpg, int n) { return hpg <= 8 && n <= 64 &
 // (NSA_CUDA_DKDV_WS unset or -1) at D 128, where it was measured faster (bench/RESULTS.md);
 // NSA_CUDA_DKDV_WS=0/1 forces. A function of the head size only, so a shape's bits depend on
 // nothing else.
-// dQ of the window and compressed branches on the warp-specialised rows kernel (k_rows_dq_ws: two
-// 64-row tiles a CTA sharing the key chunks a producer streams): needs the warpgroup-MMA kernels
-// and D 64 or 128; off unless NSA_CUDA_DQ_WS=1 (not yet measured against k_rows_dq).
-static inline int nsa_dq_ws_on(int D) { return g_nsa_cuda.wgmma && (D == 64 || D == 128) && g_nsa_cuda.dq_ws == 1; }
 static inline int nsa_dkdv_ws_on(int D) {
     if (!g_nsa_cuda.wgmma || !(D == 64 || D == 128)) return 0;
     if (g_nsa_cuda.dkdv_ws >= 0) return g_nsa_cuda.dkdv_ws;
     return D == 128;
 }
+// dQ of the window and compressed branches on the warp-specialised rows kernel (k_rows_dq_ws: two
+// 64-row tiles a CTA sharing the key chunks a producer streams): needs the warpgroup-MMA kernels
+// and D 64 or 128; off unless NSA_CUDA_DQ_WS=1 (not yet measured against k_rows_dq).
+static inline int nsa_dq_ws_on(int D) { return g_nsa_cuda.wgmma && (D == 64 || D == 128) && g_nsa_cuda.dq_ws == 1; }
 
 // Everything an attention kernel needs; pointers are device pointers.
 struct AttnArgs {

@@ -287,7 +287,7 @@ static int case_wanted(const Ctx *c, const OpCase *k) {
     if ((k->only & ONLY_SIMPLE) && c->impl != 0) return 0;
     if ((k->only & ONLY_NOT_MMA1) && c->impl == 2) return 0;
     if ((k->only & ONLY_NC) && c->g.NC <= 0) return 0;
-    // the dK/dV kernel choices (impls 7, 8) change only the window and compressed backward
+    // the warp-specialised kernel choices (impls 7, 8) change only the window and compressed backward
     if (c->impl >= 7 && k->filter && strcmp(k->filter, "cmp_attn") && strcmp(k->filter, "win_attn")) return 0;
     return 1;
 }
