@@ -55,8 +55,8 @@ struct NsaCudaCtx {
                          // (probed at init) and NSA_CUDA_WGMMA is not 0
     int dkdv_ws;         // window / compressed dK/dV on the warp-specialised kernel: -1 by head size,
                          // 0 never, 1 wherever it can (NSA_CUDA_DKDV_WS)
-    int dq_ws;           // window / compressed dQ on the warp-specialised rows kernel: 0 (default) or 1
-                         // wherever it can (NSA_CUDA_DQ_WS)
+    int dq_ws;           // window / compressed dQ on the warp-specialised rows kernel: -1 by head size,
+                         // 0 never, 1 wherever it can (NSA_CUDA_DQ_WS)
     int lane;            // the lane the ops go to (Backend.lane_use; 0: the backend's own stream, whose
                          // handle `stream` then is): its stream, scratch and GEMM workspace
 };
@@ -289,8 +289,13 @@ static inline int nsa_dkdv_ws_on(int D) {
 }
 // dQ of the window and compressed branches on the warp-specialised rows kernel (k_rows_dq_ws: two
 // 64-row tiles a CTA sharing the key chunks a producer streams): needs the warpgroup-MMA kernels
-// and D 64 or 128; off unless NSA_CUDA_DQ_WS=1 (not yet measured against k_rows_dq).
-static inline int nsa_dq_ws_on(int D) { return g_nsa_cuda.wgmma && (D == 64 || D == 128) && g_nsa_cuda.dq_ws == 1; }
+// and D 64 or 128; by default (NSA_CUDA_DQ_WS unset or -1) at D 128, where it was measured faster
+// (bench/RESULTS.md); NSA_CUDA_DQ_WS=0/1 forces. A function of the head size only, as above.
+static inline int nsa_dq_ws_on(int D) {
+    if (!g_nsa_cuda.wgmma || !(D == 64 || D == 128)) return 0;
+    if (g_nsa_cuda.dq_ws >= 0) return g_nsa_cuda.dq_ws;
+    return D == 128;
+}
 
 // Everything an attention kernel needs; pointers are device pointers.
 struct AttnArgs {

@@ -40,9 +40,9 @@ void nsa_cuda_set_sel_rows(int mode);
 // wherever it can (warpgroup MMA on, D 64 or 128); NSA_CUDA_DKDV_WS=-1/0/1 in the environment
 void nsa_cuda_set_dkdv_ws(int mode);
 // dQ of the window and compressed branches on the warp-specialised rows kernel (two 64-row tiles
-// a CTA, a producer warpgroup streaming their keys): 0 never (default), 1 wherever it can
-// (warpgroup MMA on, D 64 or 128); NSA_CUDA_DQ_WS=0/1 in the environment
-void nsa_cuda_set_dq_ws(int on);
+// a CTA, a producer warpgroup streaming their keys): -1 by head size (D 128, the default), 0 never,
+// 1 wherever it can (warpgroup MMA on, D 64 or 128); NSA_CUDA_DQ_WS=-1/0/1 in the environment
+void nsa_cuda_set_dq_ws(int mode);
 // positions whose rows share a tile of the selection forward at this geometry under the
 // current settings (dt, 16-byte aligned buffers): a non-finite key any of them selected
 // reaches all of their rows (docs/cuda.md, Limits)

@@ -1300,7 +1300,7 @@ int main(int argc, char **argv) {
             nsa_cuda_set_sel_rows(impl_sel_rows[impl]);
             nsa_cuda_set_wgmma(impl != 3 && impl != 6);
             nsa_cuda_set_dkdv_ws(impl_dkdv_ws[impl]);
-            nsa_cuda_set_dq_ws(impl == 7);
+            nsa_cuda_set_dq_ws(impl_dkdv_ws[impl]);
             snprintf(dn, sizeof dn, "%s/%s", precs[p], impl_name[impl]);
             for (int si = 0; si < NSHAPES; si++) {
                 if (g_small && shape_is_big(si)) continue;
@@ -1316,7 +1316,7 @@ int main(int argc, char **argv) {
         nsa_cuda_set_sel_rows(-1);
         nsa_cuda_set_wgmma(1);
         nsa_cuda_set_dkdv_ws(-1);
-        nsa_cuda_set_dq_ws(0);
+        nsa_cuda_set_dq_ws(-1);
         printf("warpgroup-MMA (sm_90a) kernels: %s\n", have_wgmma ? "on" : "not in this build or device");
     }
     printf("\n%d checks, %d failed\n", g_rows, g_fail);
