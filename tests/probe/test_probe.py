@@ -153,6 +153,44 @@ class Knobs(unittest.TestCase):
             shutil.rmtree(d)
 
 
+class PrintEnv(unittest.TestCase):
+    """--print-env names the GPUs, the driver and torch's CUDA runtime without importing torch
+    (a fake nvidia-smi and a fake torch package whose __init__ would fail if imported)."""
+
+    def test_driver_and_runtime(self):
+        tmp = tempfile.mkdtemp()
+        try:
+            os.makedirs(os.path.join(tmp, "bin"))
+            smi = os.path.join(tmp, "bin", "nvidia-smi")
+            with open(smi, "w") as f:
+                f.write("#!/bin/sh\necho '0, NVIDIA H200, GPU-aaa, 143771, 580.159.04'\n"
+                        "echo '1, NVIDIA H200, GPU-bbb, 143771, 580.159.04'\n")
+            os.chmod(smi, 0o755)
+            os.makedirs(os.path.join(tmp, "py", "torch"))
+            with open(os.path.join(tmp, "py", "torch", "__init__.py"), "w") as f:
+                f.write("raise RuntimeError('imported')\n")
+            with open(os.path.join(tmp, "py", "torch", "version.py"), "w") as f:
+                f.write("__version__ = '2.11.0'\ncuda: Optional[str] = '13.0'\n")
+            env = dict(ENV, PATH=os.path.join(tmp, "bin") + os.pathsep + os.environ.get("PATH", ""),
+                       PYTHONPATH=os.path.join(tmp, "py") + os.pathsep + os.path.join(ROOT, "probe"),
+                       CUDA_VISIBLE_DEVICES="1")
+            code = "import json; from nsa_probe.envinfo import print_env; print(json.dumps(print_env(None)['cuda']))"
+            r = subprocess.run([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, universal_newlines=True, timeout=60)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            cuda = json.loads(r.stdout)
+            self.assertEqual(cuda["runtime"], "13.0")
+            self.assertEqual(cuda["driver"], "580.159.04")
+            self.assertEqual([d["uuid"] for d in cuda["devices"]], ["GPU-bbb"])
+            with open(os.path.join(tmp, "py", "torch", "version.py"), "w") as f:
+                f.write("cuda = None\n")   # a CPU build of torch
+            r = subprocess.run([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, universal_newlines=True, timeout=60)
+            self.assertEqual(json.loads(r.stdout)["runtime"], "unknown")
+        finally:
+            shutil.rmtree(tmp)
+
+
 class Probe(unittest.TestCase):
     def setUp(self):
         self.out = tempfile.mkdtemp()
