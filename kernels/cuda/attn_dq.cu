@@ -5,8 +5,9 @@
 //
 //  k_rows_dq (compressed, window; selection where nsa_sel_rows_on): 64 query rows a CTA
 //    (attn_rows.cuh) walking its keys in 64-key chunks.
-//  k_rows_dq_ws (compressed, window where nsa_dq_ws_on): two such tiles a CTA on two consumer
-//    warpgroups, their keys streamed by a producer warpgroup.
+//  k_rows_dq_ws (where nsa_dq_ws_on: compressed, window; selection on the rows kernels when
+//    two tiles' positions fit a 64-bit mask): two such tiles a CTA on two consumer warpgroups,
+//    their keys streamed by a producer warpgroup.
 //  k_sel_dq (selection): a CTA per 16-row selection tile (attn_sel.cuh), the 4 warps splitting
 //    the selected blocks, their dQ partials added in warp order.
 // Instantiated for bf16/fp16 and D 16, 64, 128.
@@ -162,16 +163,20 @@ template <typename T, int D, int BR, bool WG> __global__ void __launch_bounds__(
 // (attn_dkdv.cu): per chunk S = Q K^T and dP = dO V^T (m64n64k16 from shared memory, the first
 // k-step writing the accumulators), dS in registers (no mask where every row of the tile sees
 // every key of the chunk), dQ += dS K (K as a transposed B operand). A chunk outside a
-// consumer's own key range is passed over, its stage still released. Each row's dQ is the sum
-// over its keys ascending, as in k_rows_dq; the chunks start where the first tile's keys start,
-// so the second tile's 16-key steps may fall elsewhere than k_rows_dq's (other bits, same
-// values within rounding). Registers: as k_dkdv_ws (setmaxnreg 40 / 232).
+// consumer's own keys is passed over, its stage still released. Each row's dQ is the sum over
+// its keys ascending, as in k_rows_dq; window and compressed: the chunks start where the first
+// tile's keys start, so the second tile's 16-key steps may fall elsewhere than k_rows_dq's
+// (other bits, same values within rounding). Selection: the chunks are the union of the blocks
+// the two tiles' positions selected (sel_rows_union over both, 2 BQ <= 64 positions), a
+// consumer passing over a block none of its positions selected: its rows meet the same blocks
+// in the same order as in k_rows_dq. Registers: as k_dkdv_ws (setmaxnreg 40 / 232).
 #define DQWS_NST 3
 #define DQWS_PRODUCER_REGS 40
 #define DQWS_CONSUMER_REGS 232
 template <int D> constexpr size_t rows_dq_ws_smem() {
     // 1024-byte alignment slack, Q and dO of both tiles [2][64][D] each, the ring's K and V
     // [DQWS_NST][64][D] each, both tiles' t, lse, Drow [2][64] each and live flags, the barriers
+    // (then, selection, the union's table: sel_rows_table_bytes)
     return 1024 + (size_t)2 * 2 * 64 * D * 2 + (size_t)DQWS_NST * 2 * ROWS_KC * D * 2 + (size_t)2 * (3 * 64 + 1) * 4 + 2 * DQWS_NST * 8;
 }
 
@@ -206,12 +211,15 @@ template <typename T, int D, int BR> __global__ void __launch_bounds__(384, 1) k
     tile(0, tb0, tl0, ks0, ke0);
     tile(1, tb1, tl1, ks1, ke1);
     const int kstart = ks0, kend = ke1 > ke0 ? ke1 : ke0;
-    const int nchunks = kend > kstart ? (kend - kstart + ROWS_KC - 1) / ROWS_KC : 0;
     if (tid < NST) {
         mbar_init(full + 8 * tid, 128);
         mbar_init(empty + 8 * tid, 8);
     }
     if (tid < 2) live[tid] = 0;
+    // the chunks (selection: the union's table after the barriers; rows_chunks synchronises)
+    const RowsChunks<BR> ch = rows_chunks<BR>(a, b, g, tb0, tb1 < tend ? tl1 : tl0, kstart, kend,
+                                              reinterpret_cast<unsigned char *>(live + 2) + 2 * NST * 8);
+    const int nchunks = ch.n;
     __syncthreads();
     const int64_t ks = (int64_t)a.G * D;
 
@@ -222,7 +230,7 @@ template <typename T, int D, int BR> __global__ void __launch_bounds__(384, 1) k
         const T *Vg = (const T *)a.v + (int64_t)b * a.NK * ks + (int64_t)g * D;
         auto issue = [&](int c) {
             const int s = c % NST;
-            kv_tile_load<T, D, true, ROWS_KC, 128>(Ks + s * KTILE, Kg, Vs + s * KTILE, Vg, ks, kstart + c * ROWS_KC, kend, tid);
+            kv_tile_load<T, D, true, ROWS_KC, 128>(Ks + s * KTILE, Kg, Vs + s * KTILE, Vg, ks, ch.kb(c), kend, tid);
         };
         ws_ring_produce<NST>(nchunks, full, empty, issue);
         return;
@@ -266,19 +274,24 @@ template <typename T, int D, int BR> __global__ void __launch_bounds__(384, 1) k
     const int tr[2] = {trc[r0], trc[r0 + 8]};
     const float l2r[2] = {l2c[r0], l2c[r0 + 8]}, drr[2] = {drc[r0], drc[r0 + 8]};
     const bool rows_live = live[cw] == 0;
+    // selection: this tile's positions' bits in a chunk's mask (bit q: position tb0 + q)
+    const int psh = tbase - tb0;
+    const uint64_t pall = tbase < tend ? (2ull << (t_last - tbase)) - 1 : 0;
     const uint32_t sQ = (uint32_t)__cvta_generic_to_shared(Qc), sY = (uint32_t)__cvta_generic_to_shared(Yc);
     float dqa[NDT][4];
     acc_zero(dqa);
     for (int c = 0; c < nchunks; c++) {
-        const int s = c % NST, kb = kstart + c * ROWS_KC;
+        const int s = c % NST, kb = ch.kb(c);
+        const uint64_t pm = ch.pm(c), mine = BR == BR_SEL ? (pm >> psh) & pall : 0;
         ws_ring_wait<NST>(full, c);
-        if (kb < ken && kb + ROWS_KC > kst && tbase < tend) {
+        if (BR == BR_SEL ? mine != 0 && kb <= t_last : kb < ken && kb + ROWS_KC > kst && tbase < tend) {
             const uint32_t sK = (uint32_t)__cvta_generic_to_shared(Ks + s * KTILE), sV = (uint32_t)__cvta_generic_to_shared(Vs + s * KTILE);
             float sc[8][4], dp[8][4];
             wg_two_issue<T, D, ATOM>(sc, dp, sQ, sK, sY, sV);
             wg_wait0();
             // every row sees every key of the chunk: no mask (the same values as the masked path)
-            const bool all = rows_live && kb + ROWS_KC <= ken && sees_block<BR>(a, tbase, t_last, kb, kb + ROWS_KC - 1);
+            const bool all = rows_live && kb + ROWS_KC <= ken && sees_block<BR>(a, tbase, t_last, kb, kb + ROWS_KC - 1) &&
+                             (BR != BR_SEL || mine == pall);
             if (all) {
 #pragma unroll
                 for (int nt = 0; nt < 8; nt++)
@@ -293,7 +306,7 @@ template <typename T, int D, int BR> __global__ void __launch_bounds__(384, 1) k
 #pragma unroll
                     for (int e = 0; e < 4; e++) {
                         const int key = kb + nt * 8 + 2 * tig + (e & 1), t = tr[e >> 1];
-                        const bool vis = rows_vis<BR>(a, t, key, ken, 0, tbase);
+                        const bool vis = rows_vis<BR>(a, t, key, ken, pm, tb0);
                         const float p = vis ? exp2f(sc[nt][e] * a.scale_log2 - l2r[e >> 1]) : 0.f;
                         sc[nt][e] = p * (dp[nt][e] - drr[e >> 1]);   // dS
                     }
@@ -402,9 +415,10 @@ template <typename T, int D> struct DqKernels {
     // no TMA dQ: measured no faster than k_sel_dq (see k_sel_fwd_tma in attn_fwd.cu)
     static bool sel_tma(dim3, const AttnArgs &, int) { return false; }
     template <int BR> static void rows_k(dim3 grid, const AttnArgs &a, size_t extra) {
-        if constexpr (D % 64 == 0 && BR != BR_SEL) {
-            if (nsa_dq_ws_on(D)) {   // two position tiles a CTA
-                mma_launch(k_rows_dq_ws<T, D, BR>, dim3((grid.x + 1) / 2, grid.y, grid.z), 384, rows_dq_ws_smem<D>(), a);
+        if constexpr (D % 64 == 0) {
+            // two position tiles a CTA (selection: their positions in one 64-bit mask)
+            if (nsa_dq_ws_on(D) && (BR != BR_SEL || 2 * rows_geom(a.hpg).BQ <= 64)) {
+                mma_launch(k_rows_dq_ws<T, D, BR>, dim3((grid.x + 1) / 2, grid.y, grid.z), 384, rows_dq_ws_smem<D>() + extra, a);
                 return;
             }
         }

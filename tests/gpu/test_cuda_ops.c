@@ -1240,6 +1240,7 @@ static const Shape SHAPES[] = {
     {1, 150, 6, 2, 64, 16, 8, 32, 5, 24},      // l' = 32, group of 3
     {1, 50, 6, 3, 32, 16, 8, 32, 4, 16},       // D = 32: simple kernels only
     {1, 90, 40, 1, 16, 8, 4, 16, 5, 20},       // group of 40 (> 16 heads per tile)
+    {1, 160, 4, 2, 64, 32, 16, 64, 3, 48},     // group of 2: two rows tiles' 64 positions in one selection mask
     {1, 2200, 16, 1, 128, 32, 16, 64, 4, 256}, // D 128, 136 compressed keys: two 128-key chunks, one partial
     {2, 1024, 12, 2, 64, 32, 16, 64, 16, 512}, // m7c geometry at T = 1024
 };
@@ -1285,11 +1286,12 @@ int main(int argc, char **argv) {
         // warpgroup-MMA kernels (mma.sync only; run only where those exist); 4: selection on
         // its tiles (never the rows kernels); 5 and 6: selection on the rows kernels wherever
         // they can (l' a multiple of 64), with and without warpgroup MMA; 7 and 8: the window
-        // and compressed dK/dV (7: and dQ) on the warp-specialised kernels wherever they can (D
-        // 64 and 128) and never (the 64-key dK/dV kernel), only their cases
+        // and compressed dK/dV and dQ on the warp-specialised kernels wherever they can (D 64
+        // and 128; 7: the selection on the rows kernels wherever it can, its dQ on the
+        // warp-specialised one) and never (the 64-key dK/dV kernel, k_rows_dq), only their cases
         static const char *impl_name[9] = {"simple",   "mma",           "mma1",    "mma-sync",  "mma-tiles",
                                            "mma-rows", "mma-sync-rows", "mma-ws",  "mma-no-ws"};
-        static const int impl_sel_rows[9] = {-1, -1, 0, -1, 0, 1, 1, -1, -1};
+        static const int impl_sel_rows[9] = {-1, -1, 0, -1, 0, 1, 1, 1, -1};
         static const int impl_dkdv_ws[9] = {-1, -1, -1, -1, -1, -1, -1, 1, 0};
         const int have_wgmma = nsa_cuda_set_wgmma(1);
         for (int impl = 0; impl < 9; impl++) {
