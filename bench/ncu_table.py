@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""bench/ncu_table.py NCU_CSV — one line per kernel launch of an Nsight Compute report exported
+r"""bench/ncu_table.py NCU_CSV — one line per kernel launch of an Nsight Compute report exported
 with `ncu --csv --page details` (sections SpeedOfLight, Occupancy, LaunchStats, WarpStateStats,
 ComputeWorkloadAnalysis): duration, SM (compute) and memory throughput, DRAM throughput, the
 busiest pipe's utilisation, achieved occupancy, registers and shared memory, and the warp cycles

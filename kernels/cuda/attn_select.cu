@@ -14,10 +14,14 @@
 // group's heads fill whole warps, else through the P tile, heads ascending, every
 // (position, block) pair in parallel), then per (position, selection block j)
 // score[j] += sum_i w(i, j) Psum[i] (blocks i and chunks in ascending order), and the
-// top-n per position by a warp (forced blocks, ties to the lower index). Shared: Q,
+// top-n per position by a warp (forced blocks, ties to the lower index). Where a warp's
+// rows are one position (16 heads a group) that warp alone sums and scores it, between warp
+// barriers; a chunk every row sees whole is not masked; the overlap weights come from a table
+// by i - j l'/d where d divides l' (the same floats, added in the same order). Shared: Q,
 // K double buffer, the P tile, Psum [BQ][KC], scores [BQ][NS], taken flags [BQ][NS].
 // ============================================================================================
 #define SEL_PP 65   // P tile row pitch (floats)
+#define SEL_WR_MAX 32   // the overlap weights' table: blocks i overlapping one selection block
 // Float areas after Q and the K double buffer, in floats: the P tile [64][SEL_PP] only
 // where the head sums go through shared memory, the per-warp sums Pw [4][KC] where they
 // are butterflies, Psum [BQ][KC] (Pw itself when one warp is one position), then
@@ -62,6 +66,10 @@ template <typename T, int D, bool WG> __global__ void __launch_bounds__(128) k_s
     unsigned char *taken = reinterpret_cast<unsigned char *>(score + rg.BQ * a.NS);   // [BQ][NS]
     __shared__ int trow[64];
     __shared__ float l2s[64];
+    // w(i, j) = overlap_num(i, j) / d by r = i - j l'/d where d divides l' (the same floats as
+    // computed per pair): wr[r - rlo] for r in [rlo, rlo + nr), nr = 0 where d does not
+    __shared__ float wr[SEL_WR_MAX];
+    __shared__ int wr_lo, wr_n, rows_dead;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, gid = lane >> 2, tig = lane & 3;
     const int hpg = a.hpg, HB = rg.HB, BQ = rg.BQ;
     const int b = blockIdx.z, g = blockIdx.y;
@@ -70,6 +78,8 @@ template <typename T, int D, bool WG> __global__ void __launch_bounds__(128) k_s
     // position) and the head sums are butterflies in registers; else P goes through Ps
     const bool warp_rows = HB % 16 == 0;
     const int wpp = HB / 16;
+    // HB 16: warp w's rows are position w, whose head sums and scores only warp w touches
+    const bool own = warp_rows && wpp == 1;
     float *Pw = Ps;   // [4][KC] per-warp head sums (warp_rows; Psum is Pw when wpp == 1)
     if (tid < 64) {
         int tq = tid / HB, t = tbase + tq;
@@ -80,6 +90,23 @@ template <typename T, int D, bool WG> __global__ void __launch_bounds__(128) k_s
         l2s[tid] = l2;
     }
     for (int i = tid; i < BQ * a.NS; i += 128) score[i] = 0.f;
+    if (tid == 0) {
+        int lo = 0, n = 0;
+        if (a.lsel % a.d == 0) {
+            lo = -((a.l + a.d - 1) / a.d);   // overlap_num(r, 0) > 0 iff -l < r d < l'
+            while (overlap_num(lo, 0, a.l, a.d, a.lsel) == 0) lo++;
+            while (n < SEL_WR_MAX && overlap_num(lo + n, 0, a.l, a.d, a.lsel) > 0) n++;
+            if (overlap_num(lo + n, 0, a.l, a.d, a.lsel) > 0) n = 0;   // wider than the table: per pair
+        }
+        for (int r = 0; r < n; r++) wr[r] = (float)overlap_num(lo + r, 0, a.l, a.d, a.lsel) / (float)a.d;
+        wr_lo = lo;
+        wr_n = n;
+        rows_dead = 0;
+    }
+    __syncthreads();
+    // any of the tile's BQ x HB rows past the positions or with no key (rows past them, hpg not
+    // dividing 64, are never summed)
+    if (tid < BQ * HB && trow[tid] < 0) rows_dead = 1;
     rows_tile_load<T, D, WG>(Qs, (const T *)a.q, nullptr, nullptr, a, rg, b, g, 0, tbase, tend);   // the group's heads: one tile
     const int t_last = tbase + BQ - 1 < tend - 1 ? tbase + BQ - 1 : tend - 1;
     const int kend = cmp_visible(t_last, a.l, a.d, a.NC);
@@ -96,6 +123,8 @@ template <typename T, int D, bool WG> __global__ void __launch_bounds__(128) k_s
     const int r0 = warp * 16 + gid;
     const int tr[2] = {trow[r0], trow[r0 + 8]};
     const float l2r[2] = {l2s[r0], l2s[r0 + 8]};
+    const bool rows_live = rows_dead == 0;
+    const int P = a.lsel / a.d, rlo = wr_lo, nr = wr_n;
     uint32_t qf[NKS][4];
     for (int c = 0; c < nchunks; c++) {
         const int buf = c & 1;
@@ -107,16 +136,24 @@ template <typename T, int D, bool WG> __global__ void __launch_bounds__(128) k_s
         const int kb = c * ROWS_KC;
         float s[8][4];
         rows_qkT<T, D, WG>(s, qf, Qs, Ks + buf * ROWS_KC * (WG ? D : DP), c, warp, lane);
-        // p = exp(S - lse) where the row sees the block, else 0
+        // p = exp(S - lse) where the row sees the block, else 0 (no test where every row sees
+        // every block of the chunk: the same values)
         float p[8][4];
+        if (rows_live && kb + ROWS_KC <= kend && (kb + ROWS_KC - 1) * a.d + a.l - 1 <= tbase) {
 #pragma unroll
-        for (int nt = 0; nt < 8; nt++)
+            for (int nt = 0; nt < 8; nt++)
 #pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int key = kb + nt * 8 + 2 * tig + (e & 1), t = tr[e >> 1];
-                const bool vis = t >= 0 && key < kend && key * a.d + a.l - 1 <= t;
-                p[nt][e] = vis ? exp2f(s[nt][e] * a.scale_log2 - l2r[e >> 1]) : 0.f;
-            }
+                for (int e = 0; e < 4; e++) p[nt][e] = exp2f(s[nt][e] * a.scale_log2 - l2r[e >> 1]);
+        } else {
+#pragma unroll
+            for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int key = kb + nt * 8 + 2 * tig + (e & 1), t = tr[e >> 1];
+                    const bool vis = t >= 0 && key < kend && key * a.d + a.l - 1 <= t;
+                    p[nt][e] = vis ? exp2f(s[nt][e] * a.scale_log2 - l2r[e >> 1]) : 0.f;
+                }
+        }
         // Psum[tq][kl] = sum over the position's heads of p (a fixed order either way)
         if (warp_rows) {
             // the warp's 16 rows are 16 heads of one position: rows g and g + 8 added,
@@ -131,7 +168,8 @@ template <typename T, int D, bool WG> __global__ void __launch_bounds__(128) k_s
                     v += __shfl_xor_sync(0xffffffffu, v, 16);
                     if (gid == 0) Pw[warp * ROWS_KC + nt * 8 + 2 * tig + c] = v;
                 }
-            __syncthreads();
+            if (own) __syncwarp();   // one warp a position: its sums are its own
+            else __syncthreads();
             if (wpp > 1) {   // a position spans wpp warps: add their sums in warp order
                 for (int it = tid; it < BQ * ROWS_KC; it += 128) {
                     const int tq = it / ROWS_KC, kl = it % ROWS_KC;
@@ -164,15 +202,22 @@ template <typename T, int D, bool WG> __global__ void __launch_bounds__(128) k_s
         int jhi = (ilast * a.d + a.l - 1) / a.lsel;
         if (jhi > a.NS - 1) jhi = a.NS - 1;
         const int nj = jhi - jlo + 1;
-        for (int it = tid; it < BQ * nj; it += 128) {
-            const int tq = it / nj, j = jlo + it % nj;
-            int i0 = j * a.lsel - a.l < 0 ? 0 : (j * a.lsel - a.l) / a.d + 1;
-            int i1 = ((j + 1) * a.lsel - 1) / a.d;
-            if (i0 < kb) i0 = kb;
-            if (i1 > ilast) i1 = ilast;
+        for (int it = own ? lane : tid; it < (own ? nj : BQ * nj); it += own ? 32 : 128) {
+            const int tq = own ? warp : it / nj, j = jlo + (own ? it : it % nj);
             const float *ps = Psum + tq * ROWS_KC - kb;
             float acc = 0.f;
-            for (int i = i0; i <= i1; i++) acc += (float)overlap_num(i, j, a.l, a.d, a.lsel) / (float)a.d * ps[i];
+            if (nr > 0) {   // the blocks i = j l'/d + r overlapping j, ascending, from the table
+                for (int r = 0; r < nr; r++) {
+                    const int i = j * P + rlo + r;
+                    if (i >= kb && i <= ilast) acc += wr[r] * ps[i];
+                }
+            } else {
+                int i0 = j * a.lsel - a.l < 0 ? 0 : (j * a.lsel - a.l) / a.d + 1;
+                int i1 = ((j + 1) * a.lsel - 1) / a.d;
+                if (i0 < kb) i0 = kb;
+                if (i1 > ilast) i1 = ilast;
+                for (int i = i0; i <= i1; i++) acc += (float)overlap_num(i, j, a.l, a.d, a.lsel) / (float)a.d * ps[i];
+            }
             score[tq * a.NS + j] += acc;
         }
         __syncthreads();
