@@ -5,7 +5,7 @@
 //    (attn_rows.cuh) walking its keys in 64-key chunks, online softmax.
 //  k_sel_fwd (selection): a CTA per 16-row selection tile (attn_sel.cuh), the 4 warps splitting
 //    the selected blocks, their softmax states merged in warp order.
-//  k_sel_fwd_tma (selection on sm_90a, D 64 or 128, blocks of whole 64-key chunks): one warp a
+//  k_sel_fwd_tma (selection on sm_90a, D 64 or 128, blocks of whole 32-key chunks): one warp a
 //    tile fed by a ring of TMA copies.
 // Writes o and the log-sum-exp (act, and fp32 where lse32 is set). Instantiated for bf16/fp16
 // and D 16, 64, 128.
@@ -225,8 +225,8 @@ template <typename T, int D, int KT, int PACK> __global__ void __launch_bounds__
 // selection forward on the Hopper tensor memory accelerator (sm_90; D 64 or 128, blocks of a
 // multiple of 64 keys): one warp a CTA, the same tile rows as k_sel_fwd
 // ============================================================================================
-// The warp walks every 64-key chunk of its tile's block list in order through NST stages of
-// K and V [64][D] in 128-byte-swizzle atoms (SwzTile<64>), each stage filled by one TMA tile
+// The warp walks every 32-key chunk of its tile's block list in order through NST stages of
+// K and V [32][D] in 128-byte-swizzle atoms (SwzTile<32>), each stage filled by one TMA tile
 // copy per atom (4-D tensor maps over k and v [B][NK][G][D], sel_tma_maps) completing on the
 // stage's mbarrier. A stage is refilled with the chunk NST ahead as soon as the warp has used
 // it, so NST - 1 chunks load while it computes (flash_nsa's selection kernels: 1-warp programs,
@@ -237,8 +237,11 @@ template <typename T, int D, int KT, int PACK> __global__ void __launch_bounds__
 // D 128) was slower (paper shape 64k, selected backward 57.8 -> 73.5 ms), and so was a
 // warp-specialised one (a loader warp, 4 warps splitting each chunk's keys, 2-4 stages) at
 // D 128 (57.1 -> 72.5-73.2 ms); at D 64 it gained 0-8 % on the op and nothing end to end.
-#define SEL_TMA_KT 64
-#define SEL_TMA_NST 2   // stages: 3 CTAs an SM at D 128 (70 KB each), 6 at D 64; 3 stages measured slower
+// 32-key chunks in 2 stages: 6 CTAs an SM at D 128 (38 KB each), 11 at D 64; 64-key chunks (3
+// CTAs an SM at D 128) were slower (paper 64k 23.2 -> 19.4 ms with 32, bench/RESULTS.md), and
+// so were 3 stages of 64 keys
+#define SEL_TMA_KT 32
+#define SEL_TMA_NST 2
 template <int D> constexpr size_t sel_tma_smem() {
     // 1024-byte alignment slack, the stages of K and V [64][D], the Q tile [16][D + 8]
     return 1024 + (size_t)SEL_TMA_NST * 2 * SEL_TMA_KT * D * 2 + (size_t)16 * (D + 8) * 2;
@@ -429,7 +432,7 @@ template <typename T, int D> struct FwdKernels {
         mma_launch(k_sel_fwd<T, D, KT, P>, grid, 128, sel_smem<D, KT>(), a);
     }
     // the TMA selection forward where this build's sm_90a code runs (NSA_CUDA_WGMMA=0: off), D
-    // is 64 or 128, blocks are whole 64-key chunks and the maps encode; false: not launched
+    // is 64 or 128, blocks are whole SEL_TMA_KT-key chunks and the maps encode; false: not launched
     static bool sel_tma(dim3 grid, const AttnArgs &a, int pack) {
         if constexpr (D % 64 == 0) {
             CUtensorMap mk, mv;
