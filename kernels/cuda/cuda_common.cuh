@@ -57,6 +57,8 @@ struct NsaCudaCtx {
                          // 0 never, 1 wherever it can (NSA_CUDA_DKDV_WS)
     int dq_ws;           // window / compressed dQ on the warp-specialised rows kernel: -1 by head size,
                          // 0 never, 1 wherever it can (NSA_CUDA_DQ_WS)
+    int sel_dq_pf;       // selection dQ tiles (k_sel_dq) of 32-key chunks as 16-key chunks, two buffers a
+                         // warp: the next chunk loads during the current one (NSA_CUDA_SEL_DQ_PF, default 0)
     int lane;            // the lane the ops go to (Backend.lane_use; 0: the backend's own stream, whose
                          // handle `stream` then is): its stream, scratch and GEMM workspace
 };

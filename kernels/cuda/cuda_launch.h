@@ -43,6 +43,10 @@ void nsa_cuda_set_dkdv_ws(int mode);
 // a CTA, a producer warpgroup streaming their keys): -1 by head size (D 128, the default), 0 never,
 // 1 wherever it can (warpgroup MMA on, D 64 or 128); NSA_CUDA_DQ_WS=-1/0/1 in the environment
 void nsa_cuda_set_dq_ws(int mode);
+// the selection dQ tiles (k_sel_dq) of 32-key chunks as 16-key chunks in two buffers a warp, the
+// next chunk loading while the current one is computed: 0 never (default), 1 always;
+// NSA_CUDA_SEL_DQ_PF=0/1 in the environment
+void nsa_cuda_set_sel_dq_pf(int on);
 // positions whose rows share a tile of the selection forward at this geometry under the
 // current settings (dt, 16-byte aligned buffers): a non-finite key any of them selected
 // reaches all of their rows (docs/cuda.md, Limits)
