@@ -160,7 +160,7 @@ template <typename T, int D, int BR, bool WG> __global__ void __launch_bounds__(
 // ============================================================================================
 // Two consumer warpgroups own a 64-row tile each (position tiles 2x and 2x + 1 of the rows grid)
 // and share the key chunks of the two tiles' key ranges, which a producer warpgroup streams (K
-// and V, ROWS_KC keys) through a ring of DQWS_NST stages, with the barriers of k_dkdv_ws
+// and V, ROWS_KC keys) through a ring of ROWS_WS_NST stages, with the barriers of k_dkdv_ws
 // (attn_dkdv.cu): per chunk S = Q K^T and dP = dO V^T (m64n64k16 from shared memory, the first
 // k-step writing the accumulators), dS in registers (no mask where every row of the tile sees
 // every key of the chunk), dQ += dS K (K as a transposed B operand). A chunk outside a
@@ -171,18 +171,16 @@ template <typename T, int D, int BR, bool WG> __global__ void __launch_bounds__(
 // the two tiles' positions selected (sel_rows_union over both, 2 BQ <= 64 positions), a
 // consumer passing over a block none of its positions selected: its rows meet the same blocks
 // in the same order as in k_rows_dq. Registers: as k_dkdv_ws (setmaxnreg 40 / 232).
-#define DQWS_NST 3
-#define DQWS_PRODUCER_REGS 40
-#define DQWS_CONSUMER_REGS 232
 template <int D> constexpr size_t rows_dq_ws_smem() {
     // 1024-byte alignment slack, Q and dO of both tiles [2][64][D] each, the ring's K and V
-    // [DQWS_NST][64][D] each, both tiles' t, lse, Drow [2][64] each and live flags, the barriers
-    // (then, selection, the union's table: sel_rows_table_bytes)
-    return 1024 + (size_t)2 * 2 * 64 * D * 2 + (size_t)DQWS_NST * 2 * ROWS_KC * D * 2 + (size_t)2 * (3 * 64 + 1) * 4 + 2 * DQWS_NST * 8;
+    // [ROWS_WS_NST][64][D] each, both tiles' t, lse, Drow [2][64] each and live flags, the
+    // barriers (then, selection, the union's table: sel_rows_table_bytes)
+    return 1024 + (size_t)2 * 2 * 64 * D * 2 + (size_t)ROWS_WS_NST * 2 * ROWS_KC * D * 2 + (size_t)2 * (3 * 64 + 1) * 4 +
+           2 * ROWS_WS_NST * 8;
 }
 
 template <typename T, int D, int BR> __global__ void __launch_bounds__(384, 1) k_rows_dq_ws(AttnArgs a) {
-    constexpr int NST = DQWS_NST, NDT = D / 8, TILE = 64 * D, KTILE = ROWS_KC * D;
+    constexpr int NST = ROWS_WS_NST, NDT = D / 8, TILE = 64 * D, KTILE = ROWS_KC * D;
     constexpr uint32_t ATOM = 64 * 128;   // bytes of a 64-row, 64-column swizzled atom
     static_assert(D % 64 == 0 && ROWS_KC == 64, "64-row swizzled tiles");
     extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -200,18 +198,8 @@ template <typename T, int D, int BR> __global__ void __launch_bounds__(384, 1) k
     const RowsGeom rg = rows_geom(hpg);
     const int b = blockIdx.z, g = blockIdx.y / rg.nhb, hb = blockIdx.y % rg.nhb;
     const int tend = a.t0 + a.Tn;
-    // the two tiles' positions and key ranges (tile 1: none at the end of the rows); the chunks
-    // cover their union
-    auto tile = [&](int c, int &tb, int &tl, int &kst, int &ken) {
-        tb = a.t0 + (2 * blockIdx.x + c) * rg.BQ;
-        tl = tb + rg.BQ - 1 < tend - 1 ? tb + rg.BQ - 1 : tend - 1;
-        kst = ken = 0;
-        if (tb < tend) rows_keys<BR>(a, tb, tl, kst, ken);
-    };
-    int tb0, tl0, ks0, ke0, tb1, tl1, ks1, ke1;
-    tile(0, tb0, tl0, ks0, ke0);
-    tile(1, tb1, tl1, ks1, ke1);
-    const int kstart = ks0, kend = ke1 > ke0 ? ke1 : ke0;
+    const RowsWsTiles wt = rows_ws_tiles<BR>(a, rg, tend);
+    const int tb0 = wt.tb[0], tl0 = wt.tl[0], tb1 = wt.tb[1], tl1 = wt.tl[1], kstart = wt.kstart, kend = wt.kend;
     if (tid < NST) {
         mbar_init(full + 8 * tid, 128);
         mbar_init(empty + 8 * tid, 8);
@@ -222,25 +210,16 @@ template <typename T, int D, int BR> __global__ void __launch_bounds__(384, 1) k
                                               reinterpret_cast<unsigned char *>(live + 2) + 2 * NST * 8);
     const int nchunks = ch.n;
     __syncthreads();
-    const int64_t ks = (int64_t)a.G * D;
-
-    if (wg == 0) {
-        // ---- producer: the chunks' K and V through the ring (ws_ring_produce)
-        wg_regs_dec<DQWS_PRODUCER_REGS>();
-        const T *Kg = (const T *)a.k + (int64_t)b * a.NK * ks + (int64_t)g * D;
-        const T *Vg = (const T *)a.v + (int64_t)b * a.NK * ks + (int64_t)g * D;
-        auto issue = [&](int c) {
-            const int s = c % NST;
-            kv_tile_load<T, D, true, ROWS_KC, 128>(Ks + s * KTILE, Kg, Vs + s * KTILE, Vg, ks, ch.kb(c), kend, tid);
-        };
-        ws_ring_produce<NST>(nchunks, full, empty, issue);
+    if (wg == 0) {   // ---- producer: the chunks' K and V through the ring
+        rows_ws_produce<T, D, BR>(a, b, g, ch, kend, Ks, Vs, full, empty, tid);
         return;
     }
 
     // ---- consumers: warpgroup cw owns tile cw's 64 rows
-    wg_regs_inc<DQWS_CONSUMER_REGS>();
+    wg_regs_inc<ROWS_WS_CONSUMER_REGS>();
     const int cw = wg - 1, ctid = tid & 127, warp = ctid >> 5, lane = tid & 31, gid = lane >> 2, tig = lane & 3;
-    const int tbase = cw ? tb1 : tb0, t_last = cw ? tl1 : tl0, kst = cw ? ks1 : ks0, ken = cw ? ke1 : ke0;
+    const int tbase = cw ? wt.tb[1] : wt.tb[0], t_last = cw ? wt.tl[1] : wt.tl[0];
+    const int kst = cw ? wt.ks[1] : wt.ks[0], ken = cw ? wt.ke[1] : wt.ke[0];
     T *Qc = Qs + cw * TILE, *Yc = Ys + cw * TILE;
     int *trc = trow + cw * 64;
     float *l2c = lse2 + cw * 64, *drc = drw + cw * 64;

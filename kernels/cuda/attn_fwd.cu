@@ -3,6 +3,8 @@
 //
 //  k_rows_fwd (compressed, window; selection where nsa_sel_rows_on): 64 query rows a CTA
 //    (attn_rows.cuh) walking its keys in 64-key chunks, online softmax.
+//  k_rows_fwd_ws (where nsa_fwd_ws_on): two such tiles a CTA on two consumer warpgroups, their
+//    keys streamed by a producer warpgroup (as k_rows_dq_ws).
 //  k_sel_fwd (selection): a CTA per 16-row selection tile (attn_sel.cuh), the 4 warps splitting
 //    the selected blocks, their softmax states merged in warp order.
 //  k_sel_fwd_tma (selection on sm_90a, D 64 or 128, blocks of whole 32-key chunks): one warp a
@@ -125,6 +127,149 @@ template <typename T, int D, int BR, bool WG> __global__ void __launch_bounds__(
     }
 }
 
+
+// ============================================================================================
+// warp-specialised rows kernel (sm_90a, D 64 or 128)
+// ============================================================================================
+// Two consumer warpgroups own a 64-row tile each (position tiles 2x and 2x + 1 of the rows grid)
+// and share the key chunks of both tiles' key ranges, streamed by a producer warpgroup through
+// the ring of k_rows_dq_ws (attn_rows.cuh: rows_ws_tiles, rows_ws_produce): per chunk S = Q K^T
+// (m64n64k16 from shared memory, the first k-step writing the accumulators), the online
+// softmax in registers (no mask where every row of the tile sees every key of the chunk), then
+// O += P V (P from registers, V as a transposed B operand). A chunk outside a consumer's own
+// keys is passed over, its stage still released. Each row meets its keys in the same order as
+// in k_rows_fwd; window: the chunks start where the first tile's keys start, so the second
+// tile's chunks may fall elsewhere than k_rows_fwd's (other bits, same values within
+// rounding). Selection: the union of both tiles' selected blocks (2 BQ <= 64 positions).
+template <int D> constexpr size_t rows_fwd_ws_smem() {
+    // 1024-byte alignment slack, Q of both tiles [2][64][D], the ring's K and V
+    // [ROWS_WS_NST][64][D] each, both tiles' t [2][64], the barriers (then, selection, the
+    // union's table: sel_rows_table_bytes)
+    return 1024 + (size_t)2 * 64 * D * 2 + (size_t)ROWS_WS_NST * 2 * ROWS_KC * D * 2 + (size_t)2 * 64 * 4 + 2 * ROWS_WS_NST * 8;
+}
+
+template <typename T, int D, int BR> __global__ void __launch_bounds__(384, 1) k_rows_fwd_ws(AttnArgs a) {
+    constexpr int NST = ROWS_WS_NST, NDT = D / 8, TILE = 64 * D, KTILE = ROWS_KC * D;
+    constexpr uint32_t ATOM = 64 * 128;   // bytes of a 64-row, 64-column swizzled atom
+    static_assert(D % 64 == 0 && ROWS_KC == 64, "64-row swizzled tiles");
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    unsigned char *base = reinterpret_cast<unsigned char *>(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
+    T *Qs = reinterpret_cast<T *>(base);   // [2][64][D]: consumer c's rows at Qs + c TILE
+    T *Ks = Qs + 2 * TILE;                  // [NST][ROWS_KC][D]
+    T *Vs = Ks + NST * KTILE;
+    int *trow = reinterpret_cast<int *>(Vs + NST * KTILE);   // [2][64]
+    const uint32_t full = (uint32_t)__cvta_generic_to_shared(trow + 2 * 64), empty = full + 8 * NST;
+    const int tid = threadIdx.x, wg = tid >> 7;
+    const RowsGeom rg = rows_geom(a.hpg);
+    const int b = blockIdx.z, g = blockIdx.y / rg.nhb, hb = blockIdx.y % rg.nhb;
+    const int tend = a.t0 + a.Tn;
+    const RowsWsTiles wt = rows_ws_tiles<BR>(a, rg, tend);
+    if (tid < NST) {
+        mbar_init(full + 8 * tid, 128);
+        mbar_init(empty + 8 * tid, 8);
+    }
+    // the chunks (selection: the union's table after the barriers; rows_chunks synchronises)
+    const RowsChunks<BR> ch = rows_chunks<BR>(a, b, g, wt.tb[0], wt.tb[1] < tend ? wt.tl[1] : wt.tl[0], wt.kstart, wt.kend,
+                                              reinterpret_cast<unsigned char *>(trow + 2 * 64) + 2 * NST * 8);
+    __syncthreads();
+    if (wg == 0) {   // ---- producer: the chunks' K and V through the ring
+        rows_ws_produce<T, D, BR>(a, b, g, ch, wt.kend, Ks, Vs, full, empty, tid);
+        return;
+    }
+
+    // ---- consumers: warpgroup cw owns tile cw's 64 rows
+    wg_regs_inc<ROWS_WS_CONSUMER_REGS>();
+    const int cw = wg - 1, ctid = tid & 127, warp = ctid >> 5, lane = tid & 31, gid = lane >> 2, tig = lane & 3;
+    const int tbase = cw ? wt.tb[1] : wt.tb[0], t_last = cw ? wt.tl[1] : wt.tl[0];
+    const int kst = cw ? wt.ks[1] : wt.ks[0], ken = cw ? wt.ke[1] : wt.ke[0];
+    T *Qc = Qs + cw * TILE;
+    int *trc = trow + cw * 64;
+    tile_load<T, D, true, 64, 128>(Qc, (const T *)a.q, nullptr, nullptr, [&](int r, int64_t &off) {
+        const bool ok = rows_row(a, rg, b, g, hb, tbase, tend, r, off);
+        off *= D;
+        return ok;
+    }, ctid);
+    cp_commit();
+    if (ctid < 64) {
+        int64_t R;
+        trc[ctid] = rows_row(a, rg, b, g, hb, tbase, tend, ctid, R) ? tbase + ctid / rg.HB : -1;
+    }
+    cp_wait<0>();
+    wg_fence_proxy();
+    // this warpgroup's tile and rows landed (named barrier 1 or 2, its 128 threads)
+    if (cw == 0) asm volatile("bar.sync 1, 128;\n" ::: "memory");
+    else asm volatile("bar.sync 2, 128;\n" ::: "memory");
+    const int r0 = warp * 16 + gid;
+    const int tr[2] = {trc[r0], trc[r0 + 8]};
+    // selection: this tile's positions' bits in a chunk's mask (bit q: position tb[0] + q)
+    const int psh = tbase - wt.tb[0];
+    const uint64_t pall = tbase < tend ? (2ull << (t_last - tbase)) - 1 : 0;
+    const uint32_t sQ = (uint32_t)__cvta_generic_to_shared(Qc);
+    float m[2] = {-INFINITY, -INFINITY}, lsum[2] = {0.f, 0.f};
+    float oacc[NDT][4];
+    acc_zero(oacc);
+    for (int c = 0; c < ch.n; c++) {
+        const int s = c % NST, kb = ch.kb(c);
+        const uint64_t pm = ch.pm(c), mine = BR == BR_SEL ? (pm >> psh) & pall : 0;
+        ws_ring_wait<NST>(full, c);
+        if (BR == BR_SEL ? mine != 0 && kb <= t_last : kb < ken && kb + ROWS_KC > kst && tbase < tend) {
+            const uint32_t sK = (uint32_t)__cvta_generic_to_shared(Ks + s * KTILE), sV = (uint32_t)__cvta_generic_to_shared(Vs + s * KTILE);
+            float sc[8][4];
+            wg_qkT_issue<T, D>(sc, sQ, sK);
+            wg_wait0();
+            // every row sees every key of the chunk: no mask (the same values as the masked path;
+            // rows past the tile's positions are never written)
+            const bool all = kb + ROWS_KC <= ken && sees_block<BR>(a, tbase, t_last, kb, kb + ROWS_KC - 1) && (BR != BR_SEL || mine == pall);
+            float mx[2] = {-INFINITY, -INFINITY};
+            if (all) {
+#pragma unroll
+                for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        sc[nt][e] *= a.scale_log2;
+                        mx[e >> 1] = fmaxf(mx[e >> 1], sc[nt][e]);
+                    }
+            } else {
+#pragma unroll
+                for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        const int key = kb + nt * 8 + 2 * tig + (e & 1), t = tr[e >> 1];
+                        const bool vis = rows_vis<BR>(a, t, key, ken, pm, wt.tb[0]);
+                        sc[nt][e] = vis ? sc[nt][e] * a.scale_log2 : -INFINITY;
+                        mx[e >> 1] = fmaxf(mx[e >> 1], sc[nt][e]);
+                    }
+            }
+            online_softmax_step<8, NDT>(sc, oacc, m, lsum, mx);
+            uint32_t pa[4][4];
+#pragma unroll
+            for (int kk = 0; kk < 4; kk++) acc_afrag<T>(pa[kk], sc[2 * kk], sc[2 * kk + 1]);
+            wg_fence();
+            wg_rs<T, D, ROWS_KC>(oacc, pa, sV, ATOM);
+            wg_commit();
+            wg_wait0();
+        }
+        ws_ring_release<NST>(empty, c, lane);
+    }
+    quad_sum2(lsum);
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const int t = tr[r];
+        if (t < 0) continue;
+        const int64_t R = rows_index(a, rg, b, g, hb, r0 + 8 * r, t);
+        const bool any = lsum[r] > 0.f;
+        const float inv = any ? 1.0f / lsum[r] : 0.f;
+        T *o = (T *)a.o + R * D;
+#pragma unroll
+        for (int nt = 0; nt < NDT; nt++)
+            *reinterpret_cast<uint32_t *>(o + nt * 8 + 2 * tig) = pack2<T>(oacc[nt][2 * r] * inv, oacc[nt][2 * r + 1] * inv);
+        if (tig == 0) {
+            const float lse = any ? (m[r] + log2f(lsum[r])) * MMA_LN2 : -INFINITY;
+            ((T *)a.lse)[R] = fromf<T>(lse);
+            if (a.lse32) a.lse32[R] = lse;
+        }
+    }
+}
 
 // ============================================================================================
 // selection tiles
@@ -445,6 +590,11 @@ template <typename T, int D> struct FwdKernels {
     }
     template <int BR> static void rows_k(dim3 grid, const AttnArgs &a, size_t extra) {
         if constexpr (D % 64 == 0) {
+            // two position tiles a CTA (selection: their positions in one 64-bit mask)
+            if (nsa_fwd_ws_on(D) && (BR != BR_SEL || 2 * rows_geom(a.hpg).BQ <= 64)) {
+                mma_launch(k_rows_fwd_ws<T, D, BR>, dim3((grid.x + 1) / 2, grid.y, grid.z), 384, rows_fwd_ws_smem<D>() + extra, a);
+                return;
+            }
             if (g_nsa_cuda.wgmma) {
                 mma_launch(k_rows_fwd<T, D, BR, true>, grid, 128, rows_fwd_smem<D, true>() + extra, a);
                 return;

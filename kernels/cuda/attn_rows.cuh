@@ -159,6 +159,49 @@ __device__ __forceinline__ RowsChunks<BR> rows_chunks(const AttnArgs &a, int b, 
     return rc;
 }
 
+// ---- the warp-specialised rows kernels (k_rows_fwd_ws in attn_fwd.cu, k_rows_dq_ws in
+// attn_dq.cu): a CTA of three warpgroups, a producer streaming K and V chunks through a ring of
+// ROWS_WS_NST stages (ws_ring_produce) to two consumers that own position tiles 2x and 2x + 1
+// of the rows grid. Registers as k_dkdv_ws (a consumer's setmaxnreg increase takes only what
+// the producer gave back).
+#define ROWS_WS_NST 3
+#define ROWS_WS_PRODUCER_REGS 40
+#define ROWS_WS_CONSUMER_REGS 232
+// the two tiles' positions tb .. tl and key ranges [ks, ke) (tile 1: none at the end of the
+// rows, tb[1] >= tend), and the union's range [kstart, kend) the chunks cover
+struct RowsWsTiles {
+    int tb[2], tl[2], ks[2], ke[2], kstart, kend;
+};
+template <int BR> __device__ __forceinline__ RowsWsTiles rows_ws_tiles(const AttnArgs &a, const RowsGeom &rg, int tend) {
+    RowsWsTiles w;
+#pragma unroll
+    for (int c = 0; c < 2; c++) {
+        w.tb[c] = a.t0 + (2 * blockIdx.x + c) * rg.BQ;
+        w.tl[c] = w.tb[c] + rg.BQ - 1 < tend - 1 ? w.tb[c] + rg.BQ - 1 : tend - 1;
+        w.ks[c] = w.ke[c] = 0;
+        if (w.tb[c] < tend) rows_keys<BR>(a, w.tb[c], w.tl[c], w.ks[c], w.ke[c]);
+    }
+    w.kstart = w.ks[0];
+    w.kend = w.ke[1] > w.ke[0] ? w.ke[1] : w.ke[0];
+    return w;
+}
+// the producer warpgroup (threads 0..127): every chunk's K and V [ROWS_KC][D] (swizzled atoms)
+// into stage c % ROWS_WS_NST of Ks and Vs, keys past kend zero
+template <typename T, int D, int BR>
+__device__ __forceinline__ void rows_ws_produce(const AttnArgs &a, int b, int g, const RowsChunks<BR> &ch, int kend, T *Ks, T *Vs,
+                                                uint32_t full, uint32_t empty, int tid) {
+    constexpr int NST = ROWS_WS_NST, KTILE = ROWS_KC * D;
+    wg_regs_dec<ROWS_WS_PRODUCER_REGS>();
+    const int64_t ks = (int64_t)a.G * D;
+    const T *Kg = (const T *)a.k + (int64_t)b * a.NK * ks + (int64_t)g * D;
+    const T *Vg = (const T *)a.v + (int64_t)b * a.NK * ks + (int64_t)g * D;
+    auto issue = [&](int c) {
+        const int s = c % NST;
+        kv_tile_load<T, D, true, ROWS_KC, 128>(Ks + s * KTILE, Kg, Vs + s * KTILE, Vg, ks, ch.kb(c), kend, tid);
+    };
+    ws_ring_produce<NST>(ch.n, full, empty, issue);
+}
+
 // WG (sm_90a, D 64 or 128): both products by warpgroup MMA from swizzled Q, K and V tiles:
 // S = Q K^T (wg_qkT), then O += P V with P from registers and V as a transposed B operand
 #endif

@@ -304,6 +304,18 @@ __device__ __forceinline__ void wg_two_issue(float (&s)[8][4], float (&p)[8][4],
     }
     wg_commit();
 }
+// S[64 x 64] = A . B^T over D as wg_qkT, issued as one commit group without waiting (the
+// caller's wg_wait0); the first k-step writes the accumulators
+template <typename T, int D> __device__ __forceinline__ void wg_qkT_issue(float (&d)[8][4], uint32_t sA, uint32_t sB) {
+    wg_fence();
+#pragma unroll
+    for (int kk = 0; kk < D / 16; kk++) {
+        const uint32_t off = (kk / 4) * WG_ATOM_BYTES + (kk % 4) * 32;
+        if (kk == 0) wgmma_64x64x16_first<T>(d, wg_desc(sA + off), wg_desc(sB + off));
+        else wgmma_64x64x16<T>(d, wg_desc(sA + off), wg_desc(sB + off));
+    }
+    wg_commit();
+}
 // S[64 x 64] = A . B^T over D (atoms of A and B at sA, sB: shared addresses), one warpgroup
 template <typename T, int D> __device__ __forceinline__ void wg_qkT(float (&d)[8][4], uint32_t sA, uint32_t sB) {
 #pragma unroll

@@ -57,6 +57,8 @@ struct NsaCudaCtx {
                          // 0 never, 1 wherever it can (NSA_CUDA_DKDV_WS)
     int dq_ws;           // window / compressed dQ on the warp-specialised rows kernel: -1 by head size,
                          // 0 never, 1 wherever it can (NSA_CUDA_DQ_WS)
+    int fwd_ws;          // the rows kernels' forward on the warp-specialised kernel: 0 (default) or 1
+                         // wherever it can (NSA_CUDA_FWD_WS)
     int sel_dq_pf;       // selection dQ tiles (k_sel_dq) of 32-key chunks as 16-key chunks, two buffers a
                          // warp: the next chunk loads during the current one (NSA_CUDA_SEL_DQ_PF, default 0)
     int lane;            // the lane the ops go to (Backend.lane_use; 0: the backend's own stream, whose
@@ -293,6 +295,10 @@ static inline int nsa_dkdv_ws_on(int D) {
 // 64-row tiles a CTA sharing the key chunks a producer streams): needs the warpgroup-MMA kernels
 // and D 64 or 128; by default (NSA_CUDA_DQ_WS unset or -1) at D 128, where it was measured faster
 // (bench/RESULTS.md); NSA_CUDA_DQ_WS=0/1 forces. A function of the head size only, as above.
+// The forward of the rows kernels (compressed, window, selection on them) on the warp-specialised
+// kernel (k_rows_fwd_ws): needs the warpgroup-MMA kernels and D 64 or 128; off unless
+// NSA_CUDA_FWD_WS=1 (not yet measured against k_rows_fwd).
+static inline int nsa_fwd_ws_on(int D) { return g_nsa_cuda.wgmma && (D == 64 || D == 128) && g_nsa_cuda.fwd_ws == 1; }
 static inline int nsa_dq_ws_on(int D) {
     if (!g_nsa_cuda.wgmma || !(D == 64 || D == 128)) return 0;
     if (g_nsa_cuda.dq_ws >= 0) return g_nsa_cuda.dq_ws;
