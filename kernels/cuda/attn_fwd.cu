@@ -20,6 +20,32 @@
 // ============================================================================================
 // rows kernel
 // ============================================================================================
+// a warp's rows r0 and r0 + 8 of a rows tile (at positions tr; -1: none) written out: O =
+// oacc / lsum and the log-sum-exp (act, and fp32 where lse32 is set), lsum summed over the quad
+template <typename T, int D>
+__device__ __forceinline__ void rows_fwd_out(const AttnArgs &a, const RowsGeom &rg, int b, int g, int hb, int r0, const int (&tr)[2],
+                                             int tig, const float (&oacc)[D / 8][4], const float (&m)[2], float (&lsum)[2]) {
+    constexpr int NDT = D / 8;
+    quad_sum2(lsum);
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const int t = tr[r];
+        if (t < 0) continue;
+        const int64_t R = rows_index(a, rg, b, g, hb, r0 + 8 * r, t);
+        const bool any = lsum[r] > 0.f;
+        const float inv = any ? 1.0f / lsum[r] : 0.f;
+        T *o = (T *)a.o + R * D;
+#pragma unroll
+        for (int nt = 0; nt < NDT; nt++)
+            *reinterpret_cast<uint32_t *>(o + nt * 8 + 2 * tig) = pack2<T>(oacc[nt][2 * r] * inv, oacc[nt][2 * r + 1] * inv);
+        if (tig == 0) {
+            const float lse = any ? (m[r] + log2f(lsum[r])) * MMA_LN2 : -INFINITY;
+            ((T *)a.lse)[R] = fromf<T>(lse);
+            if (a.lse32) a.lse32[R] = lse;
+        }
+    }
+}
+
 // WG (sm_90a, D 64 or 128): both products by warpgroup MMA from swizzled Q, K and V tiles:
 // S = Q K^T (wg_qkT), then O += P V with P from registers and V as a transposed B operand
 // (wg_rs); the online-softmax rescale of O between chunks is ordered by wg_fence.
@@ -107,24 +133,7 @@ template <typename T, int D, int BR, bool WG> __global__ void __launch_bounds__(
         __syncthreads();
     }
     cp_wait<0>();
-    quad_sum2(lsum);
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-        const int t = tr[r];
-        if (t < 0) continue;
-        const int64_t R = rows_index(a, rg, b, g, hb, r0 + 8 * r, t);
-        const bool any = lsum[r] > 0.f;
-        const float inv = any ? 1.0f / lsum[r] : 0.f;
-        T *o = (T *)a.o + R * D;
-#pragma unroll
-        for (int nt = 0; nt < NDT; nt++)
-            *reinterpret_cast<uint32_t *>(o + nt * 8 + 2 * tig) = pack2<T>(oacc[nt][2 * r] * inv, oacc[nt][2 * r + 1] * inv);
-        if (tig == 0) {
-            const float lse = any ? (m[r] + log2f(lsum[r])) * MMA_LN2 : -INFINITY;
-            ((T *)a.lse)[R] = fromf<T>(lse);
-            if (a.lse32) a.lse32[R] = lse;
-        }
-    }
+    rows_fwd_out<T, D>(a, rg, b, g, hb, r0, tr, tig, oacc, m, lsum);
 }
 
 
@@ -251,24 +260,7 @@ template <typename T, int D, int BR> __global__ void __launch_bounds__(384, 1) k
         }
         ws_ring_release<NST>(empty, c, lane);
     }
-    quad_sum2(lsum);
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-        const int t = tr[r];
-        if (t < 0) continue;
-        const int64_t R = rows_index(a, rg, b, g, hb, r0 + 8 * r, t);
-        const bool any = lsum[r] > 0.f;
-        const float inv = any ? 1.0f / lsum[r] : 0.f;
-        T *o = (T *)a.o + R * D;
-#pragma unroll
-        for (int nt = 0; nt < NDT; nt++)
-            *reinterpret_cast<uint32_t *>(o + nt * 8 + 2 * tig) = pack2<T>(oacc[nt][2 * r] * inv, oacc[nt][2 * r + 1] * inv);
-        if (tig == 0) {
-            const float lse = any ? (m[r] + log2f(lsum[r])) * MMA_LN2 : -INFINITY;
-            ((T *)a.lse)[R] = fromf<T>(lse);
-            if (a.lse32) a.lse32[R] = lse;
-        }
-    }
+    rows_fwd_out<T, D>(a, rg, b, g, hb, r0, tr, tig, oacc, m, lsum);
 }
 
 // ============================================================================================
