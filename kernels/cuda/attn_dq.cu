@@ -199,35 +199,30 @@ template <typename T, int D, int BR> __global__ void __launch_bounds__(384, 1) k
     const int b = blockIdx.z, g = blockIdx.y / rg.nhb, hb = blockIdx.y % rg.nhb;
     const int tend = a.t0 + a.Tn;
     const RowsWsTiles wt = rows_ws_tiles<BR>(a, rg, tend);
-    const int tb0 = wt.tb[0], tl0 = wt.tl[0], tb1 = wt.tb[1], tl1 = wt.tl[1], kstart = wt.kstart, kend = wt.kend;
     if (tid < NST) {
         mbar_init(full + 8 * tid, 128);
         mbar_init(empty + 8 * tid, 8);
     }
     if (tid < 2) live[tid] = 0;
     // the chunks (selection: the union's table after the barriers; rows_chunks synchronises)
-    const RowsChunks<BR> ch = rows_chunks<BR>(a, b, g, tb0, tb1 < tend ? tl1 : tl0, kstart, kend,
+    const RowsChunks<BR> ch = rows_chunks<BR>(a, b, g, wt.tb[0], wt.tall, wt.kstart, wt.kend,
                                               reinterpret_cast<unsigned char *>(live + 2) + 2 * NST * 8);
     const int nchunks = ch.n;
     __syncthreads();
     if (wg == 0) {   // ---- producer: the chunks' K and V through the ring
-        rows_ws_produce<T, D, BR>(a, b, g, ch, kend, Ks, Vs, full, empty, tid);
+        rows_ws_produce<T, D, BR>(a, b, g, ch, wt.kend, Ks, Vs, full, empty, tid);
         return;
     }
 
     // ---- consumers: warpgroup cw owns tile cw's 64 rows
     wg_regs_inc<ROWS_WS_CONSUMER_REGS>();
     const int cw = wg - 1, ctid = tid & 127, warp = ctid >> 5, lane = tid & 31, gid = lane >> 2, tig = lane & 3;
-    const int tbase = cw ? wt.tb[1] : wt.tb[0], t_last = cw ? wt.tl[1] : wt.tl[0];
-    const int kst = cw ? wt.ks[1] : wt.ks[0], ken = cw ? wt.ke[1] : wt.ke[0];
+    const RowsWsOwn own = rows_ws_own(wt, cw, tend);
+    const int tbase = own.tbase;
     T *Qc = Qs + cw * TILE, *Yc = Ys + cw * TILE;
     int *trc = trow + cw * 64;
     float *l2c = lse2 + cw * 64, *drc = drw + cw * 64;
-    tile_load<T, D, true, 64, 128>(Qc, (const T *)a.q, Yc, (const T *)a.dout, [&](int r, int64_t &off) {
-        const bool ok = rows_row(a, rg, b, g, hb, tbase, tend, r, off);
-        off *= D;
-        return ok;
-    }, ctid);
+    rows_tile_load<T, D, true>(Qc, (const T *)a.q, Yc, (const T *)a.dout, a, rg, b, g, hb, tbase, tend, ctid);
     cp_commit();
     if (ctid < 64) {
         int64_t R;
@@ -247,31 +242,25 @@ template <typename T, int D, int BR> __global__ void __launch_bounds__(384, 1) k
     }
     cp_wait<0>();
     wg_fence_proxy();
-    // this warpgroup's tile and rows landed (named barrier 1 or 2, its 128 threads)
-    if (cw == 0) asm volatile("bar.sync 1, 128;\n" ::: "memory");
-    else asm volatile("bar.sync 2, 128;\n" ::: "memory");
+    ws_consumer_sync(cw);   // this warpgroup's tile and rows landed
     const int r0 = warp * 16 + gid;
     const int tr[2] = {trc[r0], trc[r0 + 8]};
     const float l2r[2] = {l2c[r0], l2c[r0 + 8]}, drr[2] = {drc[r0], drc[r0 + 8]};
     const bool rows_live = live[cw] == 0;
-    // selection: this tile's positions' bits in a chunk's mask (bit q: position tb0 + q)
-    const int psh = tbase - tb0;
-    const uint64_t pall = tbase < tend ? (2ull << (t_last - tbase)) - 1 : 0;
     const uint32_t sQ = (uint32_t)__cvta_generic_to_shared(Qc), sY = (uint32_t)__cvta_generic_to_shared(Yc);
     float dqa[NDT][4];
     acc_zero(dqa);
     for (int c = 0; c < nchunks; c++) {
         const int s = c % NST, kb = ch.kb(c);
-        const uint64_t pm = ch.pm(c), mine = BR == BR_SEL ? (pm >> psh) & pall : 0;
+        const uint64_t pm = ch.pm(c), mine = BR == BR_SEL ? (pm >> own.psh) & own.pall : 0;
         ws_ring_wait<NST>(full, c);
-        if (BR == BR_SEL ? mine != 0 && kb <= t_last : kb < ken && kb + ROWS_KC > kst && tbase < tend) {
+        if (rows_ws_takes<BR>(own, kb, mine)) {
             const uint32_t sK = (uint32_t)__cvta_generic_to_shared(Ks + s * KTILE), sV = (uint32_t)__cvta_generic_to_shared(Vs + s * KTILE);
             float sc[8][4], dp[8][4];
             wg_two_issue<T, D, ATOM>(sc, dp, sQ, sK, sY, sV);
             wg_wait0();
             // every row sees every key of the chunk: no mask (the same values as the masked path)
-            const bool all = rows_live && kb + ROWS_KC <= ken && sees_block<BR>(a, tbase, t_last, kb, kb + ROWS_KC - 1) &&
-                             (BR != BR_SEL || mine == pall);
+            const bool all = rows_live && rows_ws_whole<BR>(a, own, kb, mine);
             if (all) {
 #pragma unroll
                 for (int nt = 0; nt < 8; nt++)
@@ -286,7 +275,7 @@ template <typename T, int D, int BR> __global__ void __launch_bounds__(384, 1) k
 #pragma unroll
                     for (int e = 0; e < 4; e++) {
                         const int key = kb + nt * 8 + 2 * tig + (e & 1), t = tr[e >> 1];
-                        const bool vis = rows_vis<BR>(a, t, key, ken, pm, tb0);
+                        const bool vis = rows_vis<BR>(a, t, key, own.ken, pm, wt.tb[0]);
                         const float p = vis ? exp2f(sc[nt][e] * a.scale_log2 - l2r[e >> 1]) : 0.f;
                         sc[nt][e] = p * (dp[nt][e] - drr[e >> 1]);   // dS
                     }

@@ -178,7 +178,7 @@ template <typename T, int D, int BR> __global__ void __launch_bounds__(384, 1) k
         mbar_init(empty + 8 * tid, 8);
     }
     // the chunks (selection: the union's table after the barriers; rows_chunks synchronises)
-    const RowsChunks<BR> ch = rows_chunks<BR>(a, b, g, wt.tb[0], wt.tb[1] < tend ? wt.tl[1] : wt.tl[0], wt.kstart, wt.kend,
+    const RowsChunks<BR> ch = rows_chunks<BR>(a, b, g, wt.tb[0], wt.tall, wt.kstart, wt.kend,
                                               reinterpret_cast<unsigned char *>(trow + 2 * 64) + 2 * NST * 8);
     __syncthreads();
     if (wg == 0) {   // ---- producer: the chunks' K and V through the ring
@@ -189,15 +189,11 @@ template <typename T, int D, int BR> __global__ void __launch_bounds__(384, 1) k
     // ---- consumers: warpgroup cw owns tile cw's 64 rows
     wg_regs_inc<ROWS_WS_CONSUMER_REGS>();
     const int cw = wg - 1, ctid = tid & 127, warp = ctid >> 5, lane = tid & 31, gid = lane >> 2, tig = lane & 3;
-    const int tbase = cw ? wt.tb[1] : wt.tb[0], t_last = cw ? wt.tl[1] : wt.tl[0];
-    const int kst = cw ? wt.ks[1] : wt.ks[0], ken = cw ? wt.ke[1] : wt.ke[0];
+    const RowsWsOwn own = rows_ws_own(wt, cw, tend);
+    const int tbase = own.tbase;
     T *Qc = Qs + cw * TILE;
     int *trc = trow + cw * 64;
-    tile_load<T, D, true, 64, 128>(Qc, (const T *)a.q, nullptr, nullptr, [&](int r, int64_t &off) {
-        const bool ok = rows_row(a, rg, b, g, hb, tbase, tend, r, off);
-        off *= D;
-        return ok;
-    }, ctid);
+    rows_tile_load<T, D, true>(Qc, (const T *)a.q, nullptr, nullptr, a, rg, b, g, hb, tbase, tend, ctid);
     cp_commit();
     if (ctid < 64) {
         int64_t R;
@@ -205,30 +201,25 @@ template <typename T, int D, int BR> __global__ void __launch_bounds__(384, 1) k
     }
     cp_wait<0>();
     wg_fence_proxy();
-    // this warpgroup's tile and rows landed (named barrier 1 or 2, its 128 threads)
-    if (cw == 0) asm volatile("bar.sync 1, 128;\n" ::: "memory");
-    else asm volatile("bar.sync 2, 128;\n" ::: "memory");
+    ws_consumer_sync(cw);   // this warpgroup's tile and rows landed
     const int r0 = warp * 16 + gid;
     const int tr[2] = {trc[r0], trc[r0 + 8]};
-    // selection: this tile's positions' bits in a chunk's mask (bit q: position tb[0] + q)
-    const int psh = tbase - wt.tb[0];
-    const uint64_t pall = tbase < tend ? (2ull << (t_last - tbase)) - 1 : 0;
     const uint32_t sQ = (uint32_t)__cvta_generic_to_shared(Qc);
     float m[2] = {-INFINITY, -INFINITY}, lsum[2] = {0.f, 0.f};
     float oacc[NDT][4];
     acc_zero(oacc);
     for (int c = 0; c < ch.n; c++) {
         const int s = c % NST, kb = ch.kb(c);
-        const uint64_t pm = ch.pm(c), mine = BR == BR_SEL ? (pm >> psh) & pall : 0;
+        const uint64_t pm = ch.pm(c), mine = BR == BR_SEL ? (pm >> own.psh) & own.pall : 0;
         ws_ring_wait<NST>(full, c);
-        if (BR == BR_SEL ? mine != 0 && kb <= t_last : kb < ken && kb + ROWS_KC > kst && tbase < tend) {
+        if (rows_ws_takes<BR>(own, kb, mine)) {
             const uint32_t sK = (uint32_t)__cvta_generic_to_shared(Ks + s * KTILE), sV = (uint32_t)__cvta_generic_to_shared(Vs + s * KTILE);
             float sc[8][4];
             wg_qkT_issue<T, D>(sc, sQ, sK);
             wg_wait0();
             // every row sees every key of the chunk: no mask (the same values as the masked path;
             // rows past the tile's positions are never written)
-            const bool all = kb + ROWS_KC <= ken && sees_block<BR>(a, tbase, t_last, kb, kb + ROWS_KC - 1) && (BR != BR_SEL || mine == pall);
+            const bool all = rows_ws_whole<BR>(a, own, kb, mine);
             float mx[2] = {-INFINITY, -INFINITY};
             if (all) {
 #pragma unroll
@@ -244,7 +235,7 @@ template <typename T, int D, int BR> __global__ void __launch_bounds__(384, 1) k
 #pragma unroll
                     for (int e = 0; e < 4; e++) {
                         const int key = kb + nt * 8 + 2 * tig + (e & 1), t = tr[e >> 1];
-                        const bool vis = rows_vis<BR>(a, t, key, ken, pm, wt.tb[0]);
+                        const bool vis = rows_vis<BR>(a, t, key, own.ken, pm, wt.tb[0]);
                         sc[nt][e] = vis ? sc[nt][e] * a.scale_log2 : -INFINITY;
                         mx[e >> 1] = fmaxf(mx[e >> 1], sc[nt][e]);
                     }

@@ -25,16 +25,18 @@ __device__ __forceinline__ int64_t rows_index(const AttnArgs &a, const RowsGeom 
     const int h = hb * rg.HB + row % rg.HB;
     return ((int64_t)b * a.T + t) * a.H + (int64_t)g * a.hpg + h;
 }
-// the CTA's 64 rows of q (and of dO into dst2 where given) [B*T*H][D] into tiles (padded, or
-// SWZ: swizzled atoms), rows past the positions or heads zero; all 128 threads
+// the tile's 64 rows of q (and of dO into dst2 where given) [B*T*H][D] into tiles (padded, or
+// SWZ: swizzled atoms), rows past the positions or heads zero; 128 threads (tid: 0..127 of the
+// warpgroup that loads)
 template <typename T, int D, bool SWZ, typename Dst2>
 __device__ __forceinline__ void rows_tile_load(void *dst, const T *src, Dst2 dst2, const T *src2, const AttnArgs &a,
-                                               const RowsGeom &rg, int b, int g, int hb, int tbase, int tend) {
+                                               const RowsGeom &rg, int b, int g, int hb, int tbase, int tend,
+                                               int tid = threadIdx.x) {
     tile_load<T, D, SWZ, 64, 128>(dst, src, dst2, src2, [&](int r, int64_t &off) {
         const bool ok = rows_row(a, rg, b, g, hb, tbase, tend, r, off);
         off *= D;
         return ok;
-    }, threadIdx.x);
+    }, tid);
 }
 
 // S = Q K^T over a chunk's ROWS_KC keys (Kb: the chunk's K tile): by warpgroup MMA from the
@@ -168,9 +170,10 @@ __device__ __forceinline__ RowsChunks<BR> rows_chunks(const AttnArgs &a, int b, 
 #define ROWS_WS_PRODUCER_REGS 40
 #define ROWS_WS_CONSUMER_REGS 232
 // the two tiles' positions tb .. tl and key ranges [ks, ke) (tile 1: none at the end of the
-// rows, tb[1] >= tend), and the union's range [kstart, kend) the chunks cover
+// rows, tb[1] >= tend), the union's range [kstart, kend) the chunks cover and its last
+// position tall
 struct RowsWsTiles {
-    int tb[2], tl[2], ks[2], ke[2], kstart, kend;
+    int tb[2], tl[2], ks[2], ke[2], kstart, kend, tall;
 };
 template <int BR> __device__ __forceinline__ RowsWsTiles rows_ws_tiles(const AttnArgs &a, const RowsGeom &rg, int tend) {
     RowsWsTiles w;
@@ -183,7 +186,35 @@ template <int BR> __device__ __forceinline__ RowsWsTiles rows_ws_tiles(const Att
     }
     w.kstart = w.ks[0];
     w.kend = w.ke[1] > w.ke[0] ? w.ke[1] : w.ke[0];
+    w.tall = w.tb[1] < tend ? w.tl[1] : w.tl[0];
     return w;
+}
+// consumer cw's own tile: positions tbase .. t_last (none where !has), keys [kst, ken); pall its
+// positions' bits in a chunk's selection mask shifted down by psh (bit q of the mask: position
+// tb[0] + q)
+struct RowsWsOwn {
+    int tbase, t_last, kst, ken, psh;
+    bool has;
+    uint64_t pall;
+};
+__device__ __forceinline__ RowsWsOwn rows_ws_own(const RowsWsTiles &w, int cw, int tend) {
+    RowsWsOwn o;
+    o.tbase = cw ? w.tb[1] : w.tb[0];
+    o.t_last = cw ? w.tl[1] : w.tl[0];
+    o.kst = cw ? w.ks[1] : w.ks[0];
+    o.ken = cw ? w.ke[1] : w.ke[0];
+    o.has = o.tbase < tend;
+    o.psh = o.tbase - w.tb[0];
+    o.pall = o.has ? (2ull << (o.t_last - o.tbase)) - 1 : 0;
+    return o;
+}
+// does the tile take the chunk at key kb (selection: mine, the tile's bits of the chunk's mask)?
+template <int BR> __device__ __forceinline__ bool rows_ws_takes(const RowsWsOwn &o, int kb, uint64_t mine) {
+    return BR == BR_SEL ? mine != 0 && kb <= o.t_last : kb < o.ken && kb + ROWS_KC > o.kst && o.has;
+}
+// does every row of the tile see every key of the chunk at kb (no mask needed)?
+template <int BR> __device__ __forceinline__ bool rows_ws_whole(const AttnArgs &a, const RowsWsOwn &o, int kb, uint64_t mine) {
+    return kb + ROWS_KC <= o.ken && sees_block<BR>(a, o.tbase, o.t_last, kb, kb + ROWS_KC - 1) && (BR != BR_SEL || mine == o.pall);
 }
 // the producer warpgroup (threads 0..127): every chunk's K and V [ROWS_KC][D] (swizzled atoms)
 // into stage c % ROWS_WS_NST of Ks and Vs, keys past kend zero

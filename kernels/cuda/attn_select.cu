@@ -139,7 +139,7 @@ template <typename T, int D, bool WG> __global__ void __launch_bounds__(128) k_s
         // p = exp(S - lse) where the row sees the block, else 0 (no test where every row sees
         // every block of the chunk: the same values)
         float p[8][4];
-        if (rows_live && kb + ROWS_KC <= kend && (kb + ROWS_KC - 1) * a.d + a.l - 1 <= tbase) {
+        if (rows_live && kb + ROWS_KC <= kend && sees_block<BR_CMP>(a, tbase, t_last, kb, kb + ROWS_KC - 1)) {
 #pragma unroll
             for (int nt = 0; nt < 8; nt++)
 #pragma unroll
@@ -150,8 +150,7 @@ template <typename T, int D, bool WG> __global__ void __launch_bounds__(128) k_s
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
                     const int key = kb + nt * 8 + 2 * tig + (e & 1), t = tr[e >> 1];
-                    const bool vis = t >= 0 && key < kend && key * a.d + a.l - 1 <= t;
-                    p[nt][e] = vis ? exp2f(s[nt][e] * a.scale_log2 - l2r[e >> 1]) : 0.f;
+                    p[nt][e] = rows_vis<BR_CMP>(a, t, key, kend, 0, tbase) ? exp2f(s[nt][e] * a.scale_log2 - l2r[e >> 1]) : 0.f;
                 }
         }
         // Psum[tq][kl] = sum over the position's heads of p (a fixed order either way)

@@ -553,6 +553,11 @@ template <int NST, typename Issue> __device__ __forceinline__ void ws_ring_produ
         }
     }
 }
+// consumer warpgroup cw's own barrier (named barrier 1 + cw, its 128 threads)
+__device__ __forceinline__ void ws_consumer_sync(int cw) {
+    if (cw == 0) asm volatile("bar.sync 1, 128;\n" ::: "memory");
+    else asm volatile("bar.sync 2, 128;\n" ::: "memory");
+}
 // a consumer: wait for item i's stage to be full; release it (a warp's arrival once its reads
 // of the stage, warpgroup MMA included, are done)
 template <int NST> __device__ __forceinline__ void ws_ring_wait(uint32_t full, int i) { mbar_wait(full + 8 * (i % NST), (uint32_t)(i / NST) & 1); }
