@@ -9,8 +9,7 @@
 //    two tiles' positions fit a 64-bit mask): two such tiles a CTA on two consumer warpgroups,
 //    their keys streamed by a producer warpgroup.
 //  k_sel_dq (selection): a CTA per 16-row selection tile (attn_sel.cuh), the 4 warps splitting
-//    the selected blocks, their dQ partials added in warp order; NB 2 (NSA_CUDA_SEL_DQ_PF=1):
-//    each warp's next chunk loads while it computes the current one.
+//    the selected blocks, their dQ partials added in warp order.
 // Instantiated for bf16/fp16 and D 16, 64, 128.
 #include "kernels/cuda/attn_pass.cuh"
 #include "kernels/cuda/attn_rows.cuh"
@@ -296,9 +295,7 @@ template <typename T, int D, int BR> __global__ void __launch_bounds__(384, 1) k
 // ============================================================================================
 // selection tiles
 // ============================================================================================
-// NB 1: a warp loads a chunk, waits for it and computes; NB 2: two buffers a warp, the next chunk
-// in flight while the current one is computed (the same chunks a warp, in the same order)
-template <typename T, int D, int KT, int PACK, int NB = 1> __global__ void __launch_bounds__(128) k_sel_dq(AttnArgs a) {
+template <typename T, int D, int KT, int PACK> __global__ void __launch_bounds__(128) k_sel_dq(AttnArgs a) {
     constexpr int DP = D + 8, NKS = D / 16, NDT = D / 8, NT = KT / 8;
     static_assert(sel_merge_fits<D, KT>(), "merge area");
     extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -332,58 +329,25 @@ template <typename T, int D, int KT, int PACK, int NB = 1> __global__ void __lau
     const int64_t ks = (int64_t)a.G * D;
     const T *Kg = (const T *)a.k + (int64_t)b * a.NK * ks + (int64_t)g * D;
     const T *Vg = (const T *)a.v + (int64_t)b * a.NK * ks + (int64_t)g * D;
-    T *KVw = KV + warp * NB * 2 * KT * DP;   // buffer u: K at KVw + u 2 KT DP, V KT DP after it
+    T *Kw = KV + warp * 2 * KT * DP, *Vw = Kw + KT * DP;
     const int per = a.lsel / KT, nch = nu_s * per;
-    auto chunk_kb = [&](int c) { return ul[c / per] * a.lsel + (c % per) * KT; };
+
     float dqa[NDT][4];
     acc_zero(dqa);
-    // one chunk: dQ += dS K over its KT keys from K and V at Kw, Vw
-    auto chunk = [&](const T *Kw, const T *Vw, int kb, int fl) {
+
+    for (int c = warp; c < nch; c += 4) {
+        const int j = ul[c / per], fl = uf[c / per];
+        const int kb = j * a.lsel + (c % per) * KT;
+        if (kb > st.tmax) continue;
+        sel_load_block<T, D, KT>(Kw, Vw, Kg, Vg, ks, kb, st.tmax, lane);
+        cp_commit();
+        cp_wait<0>();
+        __syncwarp();
         float s[NT][4], dp[NT][4];
         warp_abT2<T, NKS, NT, DP>(s, qf, Kw, dp, yf, Vw, 0, lane);
         sel_dscores<NT>(s, dp, kb, rv, fl, tr, l2r, drr, a.scale_log2, tig);
         mma_acc_kn<T, D, KT, DP>(dqa, s, Kw, 0, lane);
-    };
-
-    if constexpr (NB == 1) {
-        T *Kw = KVw, *Vw = Kw + KT * DP;
-        for (int c = warp; c < nch; c += 4) {
-            const int kb = chunk_kb(c);
-            if (kb > st.tmax) continue;
-            sel_load_block<T, D, KT>(Kw, Vw, Kg, Vg, ks, kb, st.tmax, lane);
-            cp_commit();
-            cp_wait<0>();
-            __syncwarp();
-            chunk(Kw, Vw, kb, uf[c / per]);
-            __syncwarp();
-        }
-    } else {
-        // the warp's next chunk from c on (every 4th) that starts at or before the tile's last
-        // position; nch: none
-        auto next = [&](int c) {
-            for (; c < nch; c += 4)
-                if (chunk_kb(c) <= st.tmax) return c;
-            return nch;
-        };
-        int c = next(warp), u = 0;
-        if (c < nch) sel_load_block<T, D, KT>(KVw, KVw + KT * DP, Kg, Vg, ks, chunk_kb(c), st.tmax, lane);
-        cp_commit();
-        while (c < nch) {
-            const int cn = next(c + 4);
-            if (cn < nch) {
-                T *Kn = KVw + (u ^ 1) * 2 * KT * DP;
-                sel_load_block<T, D, KT>(Kn, Kn + KT * DP, Kg, Vg, ks, chunk_kb(cn), st.tmax, lane);
-            }
-            cp_commit();
-            cp_wait<1>();
-            __syncwarp();
-            const T *Kw = KVw + u * 2 * KT * DP;
-            chunk(Kw, Kw + KT * DP, chunk_kb(c), uf[c / per]);
-            __syncwarp();   // every lane's reads of this buffer done before it is refilled
-            c = cn;
-            u ^= 1;
-        }
-        cp_wait<0>();
+        __syncwarp();
     }
     __syncthreads();
     float *Om = reinterpret_cast<float *>(KV);   // [4][16][D]
@@ -414,10 +378,6 @@ template <typename T, int D, int KT, int PACK, int NB = 1> __global__ void __lau
 template <typename T, int D> struct DqKernels {
     static int rows(const AttnArgs &a) { return a.T; }
     template <int KT, int P> static void sel(dim3 grid, const AttnArgs &a) {
-        if (g_nsa_cuda.sel_dq_pf && KT == 32) {   // 16-key chunks, two buffers a warp: the same shared memory
-            mma_launch(k_sel_dq<T, D, 16, P, 2>, grid, 128, sel_smem<D, 16, 2>(), a);
-            return;
-        }
         mma_launch(k_sel_dq<T, D, KT, P>, grid, 128, sel_smem<D, KT>(), a);
     }
     // no TMA dQ: measured no faster than k_sel_dq (see k_sel_fwd_tma in attn_fwd.cu)

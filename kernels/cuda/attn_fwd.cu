@@ -574,7 +574,7 @@ template <typename T, int D> struct FwdKernels {
     template <int BR> static void rows_k(dim3 grid, const AttnArgs &a, size_t extra) {
         if constexpr (D % 64 == 0) {
             // two position tiles a CTA (selection: their positions in one 64-bit mask)
-            if (nsa_fwd_ws_on(D) && (BR != BR_SEL || 2 * rows_geom(a.hpg).BQ <= 64)) {
+            if (nsa_fwd_ws_on(D, BR) && (BR != BR_SEL || 2 * rows_geom(a.hpg).BQ <= 64)) {
                 mma_launch(k_rows_fwd_ws<T, D, BR>, dim3((grid.x + 1) / 2, grid.y, grid.z), 384, rows_fwd_ws_smem<D>() + extra, a);
                 return;
             }

@@ -8,10 +8,9 @@
 #define NSA_KERNELS_CUDA_ATTN_SEL_CUH
 #include "kernels/cuda/attn_tiles.cuh"
 
-template <int D, int KT, int NB = 1> constexpr size_t sel_smem() {
-    // Q and dO tiles [16][DP] + per warp NB buffers of K and V [KT][DP]; the merge area reuses
-    // the K/V space
-    return (size_t)(2 * 16 + 4 * NB * 2 * KT) * (D + 8) * 2;
+template <int D, int KT> constexpr size_t sel_smem() {
+    // Q and dO tiles [16][DP] + per warp K and V [KT][DP]; the merge area reuses the K/V space
+    return (size_t)(2 * 16 + 4 * 2 * KT) * (D + 8) * 2;
 }
 template <int D, int KT> __host__ __device__ constexpr bool sel_merge_fits() {
     return (size_t)4 * 16 * D * 4 + 4 * 16 * 2 * 4 <= (size_t)4 * 2 * KT * (D + 8) * 2;

@@ -57,10 +57,8 @@ struct NsaCudaCtx {
                          // 0 never, 1 wherever it can (NSA_CUDA_DKDV_WS)
     int dq_ws;           // window / compressed dQ on the warp-specialised rows kernel: -1 by head size,
                          // 0 never, 1 wherever it can (NSA_CUDA_DQ_WS)
-    int fwd_ws;          // the rows kernels' forward on the warp-specialised kernel: 0 (default) or 1
-                         // wherever it can (NSA_CUDA_FWD_WS)
-    int sel_dq_pf;       // selection dQ tiles (k_sel_dq) of 32-key chunks as 16-key chunks, two buffers a
-                         // warp: the next chunk loads during the current one (NSA_CUDA_SEL_DQ_PF, default 0)
+    int fwd_ws;          // the rows kernels' forward on the warp-specialised kernel: -1 by branch and
+                         // head size, 0 never, 1 wherever it can (NSA_CUDA_FWD_WS)
     int lane;            // the lane the ops go to (Backend.lane_use; 0: the backend's own stream, whose
                          // handle `stream` then is): its stream, scratch and GEMM workspace
 };
@@ -295,14 +293,21 @@ static inline int nsa_dkdv_ws_on(int D) {
 // 64-row tiles a CTA sharing the key chunks a producer streams): needs the warpgroup-MMA kernels
 // and D 64 or 128; by default (NSA_CUDA_DQ_WS unset or -1) at D 128, where it was measured faster
 // (bench/RESULTS.md); NSA_CUDA_DQ_WS=0/1 forces. A function of the head size only, as above.
-// The forward of the rows kernels (compressed, window, selection on them) on the warp-specialised
-// kernel (k_rows_fwd_ws): needs the warpgroup-MMA kernels and D 64 or 128; off unless
-// NSA_CUDA_FWD_WS=1 (not yet measured against k_rows_fwd).
-static inline int nsa_fwd_ws_on(int D) { return g_nsa_cuda.wgmma && (D == 64 || D == 128) && g_nsa_cuda.fwd_ws == 1; }
 static inline int nsa_dq_ws_on(int D) {
     if (!g_nsa_cuda.wgmma || !(D == 64 || D == 128)) return 0;
     if (g_nsa_cuda.dq_ws >= 0) return g_nsa_cuda.dq_ws;
     return D == 128;
+}
+// The forward of the rows kernels' branch br (BR_CMP, BR_WIN, BR_SEL where the selection runs on
+// them) on the warp-specialised kernel (k_rows_fwd_ws) rather than k_rows_fwd: needs the
+// warpgroup-MMA kernels and D 64 or 128; by default (NSA_CUDA_FWD_WS unset or -1) where it was
+// measured faster (bench/RESULTS.md): the window branch (and the dense causal attention, a window
+// as long as the sequence) at D 64 and 128, the compressed branch at D 128, never the selection;
+// NSA_CUDA_FWD_WS=0/1 forces. A function of the branch and head size only, as above.
+static inline int nsa_fwd_ws_on(int D, int br) {
+    if (!g_nsa_cuda.wgmma || !(D == 64 || D == 128)) return 0;
+    if (g_nsa_cuda.fwd_ws >= 0) return g_nsa_cuda.fwd_ws;
+    return br == BR_WIN || (br == BR_CMP && D == 128);
 }
 
 // Everything an attention kernel needs; pointers are device pointers.

@@ -43,14 +43,11 @@ void nsa_cuda_set_dkdv_ws(int mode);
 // a CTA, a producer warpgroup streaming their keys): -1 by head size (D 128, the default), 0 never,
 // 1 wherever it can (warpgroup MMA on, D 64 or 128); NSA_CUDA_DQ_WS=-1/0/1 in the environment
 void nsa_cuda_set_dq_ws(int mode);
-// the selection dQ tiles (k_sel_dq) of 32-key chunks as 16-key chunks in two buffers a warp, the
-// next chunk loading while the current one is computed: 0 never (default), 1 always;
-// NSA_CUDA_SEL_DQ_PF=0/1 in the environment
-void nsa_cuda_set_sel_dq_pf(int on);
 // the forward of the compressed and window branches (and the selection on the rows kernels) on
 // the warp-specialised rows kernel (two 64-row tiles a CTA, a producer warpgroup streaming their
-// keys): 0 never (default), 1 wherever it can (warpgroup MMA on, D 64 or 128); NSA_CUDA_FWD_WS=0/1
-void nsa_cuda_set_fwd_ws(int on);
+// keys): -1 by branch and head size (the default: window at D 64 and 128, compressed at D 128), 0
+// never, 1 wherever it can (warpgroup MMA on, D 64 or 128); NSA_CUDA_FWD_WS=-1/0/1 in the environment
+void nsa_cuda_set_fwd_ws(int mode);
 // positions whose rows share a tile of the selection forward at this geometry under the
 // current settings (dt, 16-byte aligned buffers): a non-finite key any of them selected
 // reaches all of their rows (docs/cuda.md, Limits)
