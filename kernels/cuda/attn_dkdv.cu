@@ -226,7 +226,7 @@ template <typename T, int D, int KT, int BR, bool WG> __global__ void __launch_b
 }
 
 // ============================================================================================
-// warp-specialised kernel (sm_90a, D 64 or 128: window and compressed branches, selection)
+// warp-specialised kernel (sm_90a, D 64 or 128: window and compressed branches)
 // ============================================================================================
 // A CTA owns WS_KT = 128 keys of one (b, group) and a chunk of the rows that see them, in
 // three warpgroups: a producer that streams the rows' Q and dO tiles (WS_RT = 64 rows) and their
@@ -240,12 +240,6 @@ template <typename T, int D, int KT, int BR, bool WG> __global__ void __launch_b
 // hold dK and dV (64 keys x D fp32 each) and the tile's S and dP; the producer gives its
 // registers to them (setmaxnreg). Rows are accumulated in the same order as k_dkdv, the partials
 // written and reduced the same way (k_reduce_parts, KT = 128).
-// The selection branch (BR_SEL, l' a multiple of 64): a CTA owns one 64-key piece of a selected
-// block and a chunk of the rows of the positions that selected it (the inverted index, as
-// k_dkdv), and both consumers own all 64 keys: consumer c takes the ring's tiles c, c + 2, ...
-// (each stage read by one consumer), its dK and dV summed over them; at the end consumer 1's sums
-// go through shared memory (the ring, every tile consumed) to consumer 0, which adds them to its
-// own in that order and writes the CTA's partial (KT = 64): deterministic.
 #define WS_KT 128
 #define WS_RT 64
 #define WS_NST 3
@@ -263,15 +257,13 @@ template <int D> constexpr size_t dkdv_ws_smem() {
 }
 
 template <typename T, int D, int BR> __global__ void __launch_bounds__(384, 1) k_dkdv_ws(AttnArgs a, int NKC) {
-    constexpr bool SEL = BR == BR_SEL;   // the consumers split the tiles of one 64-key piece
-    constexpr int KT = SEL ? 64 : WS_KT, RT = WS_RT, NST = WS_NST, NRT = RT / 8, NDT = D / 8, TILE = RT * D;
-    static_assert(!SEL || 2 * 64 * D * 4 <= NST * 2 * TILE * 2, "consumer 1's sums fit the ring");
+    constexpr int KT = WS_KT, RT = WS_RT, NST = WS_NST, NRT = RT / 8, NDT = D / 8, TILE = RT * D;
     constexpr uint32_t ATOM = RT * 128;   // bytes of a 64-row, 64-column swizzled atom
     static_assert(D % 64 == 0, "swizzled atoms are 64 elements wide");
     extern __shared__ __align__(16) unsigned char smem_raw[];
     unsigned char *base = reinterpret_cast<unsigned char *>(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
-    T *Ks = reinterpret_cast<T *>(base);   // [2][64][D]: consumer c's keys at Ks + c 64 D (SEL: [64][D])
-    T *Vs = Ks + WS_KT * D;
+    T *Ks = reinterpret_cast<T *>(base);   // [2][64][D]: consumer c's keys at Ks + c 64 D
+    T *Vs = Ks + KT * D;
     T *Qs = Vs + KT * D;                    // [NST][RT][D]
     T *Ys = Qs + NST * TILE;                // [NST][RT][D]
     int *trs = reinterpret_cast<int *>(Ys + NST * TILE);   // [NST][RT]
@@ -283,16 +275,15 @@ template <typename T, int D, int BR> __global__ void __launch_bounds__(384, 1) k
     const DkdvWork w = dkdv_work<BR>(a, NKC);
     if (w.r_lo >= w.nrows) return;
     const int kb = w.kb, nk = w.nk, rb = w.rb, r_lo = w.r_lo, r_hi = w.r_hi, b = w.b, g = w.g, hpg = w.hpg;
-    const int32_t *list = w.list;
     const int64_t ks = (int64_t)a.G * D;
     const T *Kg = (const T *)a.k + (int64_t)b * a.NK * ks + (int64_t)g * D;
     const T *Vg = (const T *)a.v + (int64_t)b * a.NK * ks + (int64_t)g * D;
     kv_tile_load<T, D, true, 64, 384>(Ks, Kg, Vs, Vg, ks, kb, kb + nk, tid);
-    if (!SEL) kv_tile_load<T, D, true, 64, 384>(Ks + 64 * D, Kg, Vs + 64 * D, Vg, ks, kb + 64, kb + nk, tid);
+    kv_tile_load<T, D, true, 64, 384>(Ks + 64 * D, Kg, Vs + 64 * D, Vg, ks, kb + 64, kb + nk, tid);
     cp_commit();
     if (tid < NST) {
         mbar_init(full + 8 * tid, 128);
-        mbar_init(empty + 8 * tid, SEL ? 4 : 8);   // the warps of the consumers that read a stage
+        mbar_init(empty + 8 * tid, 8);
     }
     cp_wait<0>();
     wg_fence_proxy();
@@ -307,8 +298,7 @@ template <typename T, int D, int BR> __global__ void __launch_bounds__(384, 1) k
             auto row_at = [&](int r, int64_t &off) {
                 const int f = f0 + r;
                 if (f >= r_hi) return false;
-                const int t = SEL ? list[f / hpg] : rb + f / hpg;
-                off = (((int64_t)b * a.T + t) * a.H + (int64_t)g * hpg + f % hpg) * D;
+                off = (((int64_t)b * a.T + rb + f / hpg) * a.H + (int64_t)g * hpg + f % hpg) * D;
                 return true;
             };
             tile_load<T, D, true, RT, 128, RT>(Qs + s * TILE, (const T *)a.q, Ys + s * TILE, (const T *)a.dout, row_at, tid);
@@ -317,7 +307,7 @@ template <typename T, int D, int BR> __global__ void __launch_bounds__(384, 1) k
                 int t = -1;
                 float l2 = -INFINITY, dr = 0.f;
                 if (f < r_hi) {
-                    t = SEL ? list[f / hpg] : rb + f / hpg;
+                    t = rb + f / hpg;
                     const int64_t R = ((int64_t)b * a.T + t) * a.H + (int64_t)g * hpg + f % hpg;
                     l2 = a.lse_in[R] * MMA_LOG2E;
                     dr = a.drow[R];
@@ -338,17 +328,16 @@ template <typename T, int D, int BR> __global__ void __launch_bounds__(384, 1) k
     // ---- consumers: warpgroup c owns keys kb + 64 c .. kb + 64 c + 63
     wg_regs_inc<WS_CONSUMER_REGS>();
     const int c = wg - 1, warp = (tid >> 5) & 3, lane = tid & 31, gid = lane >> 2, tig = lane & 3;
-    const int k64 = SEL ? 0 : c * 64;   // the warpgroup's first key (local)
-    const int kw = k64 + warp * 16;      // this warp's first key (local)
+    const int kw = c * 64 + warp * 16;   // this warp's first key (local)
     const int key0 = kb + kw + gid;
     const bool kv0 = kw + gid < nk, kv1 = kw + gid + 8 < nk;
-    const uint32_t sK = (uint32_t)__cvta_generic_to_shared(Ks + k64 * D), sV = (uint32_t)__cvta_generic_to_shared(Vs + k64 * D);
+    const uint32_t sK = (uint32_t)__cvta_generic_to_shared(Ks + c * 64 * D), sV = (uint32_t)__cvta_generic_to_shared(Vs + c * 64 * D);
     float dka[NDT][4], dva[NDT][4];
     acc_zero(dka);
     acc_zero(dva);
     // Each tile waits for its own products (issuing a tile's first products behind the previous
     // tile's still-running second ones makes ptxas serialise every warpgroup MMA, C7515).
-    for (int it = SEL ? c : 0; it < ntiles; it += SEL ? 2 : 1) {
+    for (int it = 0; it < ntiles; it++) {
         const int s = it % NST;
         ws_ring_wait<NST>(full, it);
         const uint32_t sQ = (uint32_t)__cvta_generic_to_shared(Qs + s * TILE), sY = (uint32_t)__cvta_generic_to_shared(Ys + s * TILE);
@@ -361,9 +350,7 @@ template <typename T, int D, int BR> __global__ void __launch_bounds__(384, 1) k
         // the first and last bound them): no mask (the same values as the masked path)
         const int f0 = r_lo + it * RT, flast = f0 + RT - 1;
         const bool all = flast < r_hi && live[s * 2] && live[s * 2 + 1] &&
-                         sees_block<BR>(a, SEL ? list[f0 / hpg] : rb + f0 / hpg, SEL ? list[flast / hpg] : rb + flast / hpg, kb + k64,
-                                        kb + k64 + 63) &&
-                         k64 + 64 <= nk;
+                         sees_block<BR>(a, rb + f0 / hpg, rb + flast / hpg, kb + c * 64, kb + c * 64 + 63) && c * 64 + 64 <= nk;
         // element (nt, q): key key0 + 8 (q >> 1), row nt*8 + 2*tig + (q & 1)
         if (all) {
 #pragma unroll
@@ -391,32 +378,6 @@ template <typename T, int D, int BR> __global__ void __launch_bounds__(384, 1) k
         wg_wait0();
         ws_ring_release<NST>(empty, it, lane);
     }
-    if constexpr (SEL) {
-        // consumer 1's sums to consumer 0 through the ring (every tile consumed: both
-        // consumers past their last wait, the producer's copies all landed), in its fragments'
-        // order: element (nt, q) of thread i at [nt][q][i]
-        float *xk = reinterpret_cast<float *>(Qs), *xv = xk + NDT * 4 * 128;
-        const int i = tid & 127;
-        ws_consumers_sync();
-        if (c == 1) {
-#pragma unroll
-            for (int nt = 0; nt < NDT; nt++)
-#pragma unroll
-                for (int q = 0; q < 4; q++) {
-                    xk[(nt * 4 + q) * 128 + i] = dka[nt][q];
-                    xv[(nt * 4 + q) * 128 + i] = dva[nt][q];
-                }
-        }
-        ws_consumers_sync();
-        if (c == 1) return;
-#pragma unroll
-        for (int nt = 0; nt < NDT; nt++)
-#pragma unroll
-            for (int q = 0; q < 4; q++) {
-                dka[nt][q] += xk[(nt * 4 + q) * 128 + i];
-                dva[nt][q] += xv[(nt * 4 + q) * 128 + i];
-            }
-    }
     dkdv_write_part<D, KT>(a, dka, dva, kw, lane);
 }
 
@@ -440,11 +401,6 @@ template <typename T, int D> void mma_attn_dkdv(const AttnArgs &a, int br) {
             const size_t sm = dkdv_ws_smem<D>();
             if (br == BR_WIN) mma_launch(k_dkdv_ws<T, D, BR_WIN>, grid, 384, sm, a, NKC);
             else mma_launch(k_dkdv_ws<T, D, BR_CMP>, grid, 384, sm, a, NKC);
-            CUDA_LAUNCHED();
-            return;
-        }
-        if (br == BR_SEL && a.kt == 64 && nsa_sel_dkdv_ws_on(D)) {
-            mma_launch(k_dkdv_ws<T, D, BR_SEL>, grid, 384, dkdv_ws_smem<D>(), a, NKC);
             CUDA_LAUNCHED();
             return;
         }

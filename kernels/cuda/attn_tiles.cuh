@@ -558,8 +558,6 @@ __device__ __forceinline__ void ws_consumer_sync(int cw) {
     if (cw == 0) asm volatile("bar.sync 1, 128;\n" ::: "memory");
     else asm volatile("bar.sync 2, 128;\n" ::: "memory");
 }
-// both consumer warpgroups' barrier (named barrier 3, their 256 threads)
-__device__ __forceinline__ void ws_consumers_sync() { asm volatile("bar.sync 3, 256;\n" ::: "memory"); }
 // a consumer: wait for item i's stage to be full; release it (a warp's arrival once its reads
 // of the stage, warpgroup MMA included, are done)
 template <int NST> __device__ __forceinline__ void ws_ring_wait(uint32_t full, int i) { mbar_wait(full + 8 * (i % NST), (uint32_t)(i / NST) & 1); }

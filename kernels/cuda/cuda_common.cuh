@@ -57,8 +57,6 @@ struct NsaCudaCtx {
                          // 0 never, 1 wherever it can (NSA_CUDA_DKDV_WS)
     int dq_ws;           // window / compressed dQ on the warp-specialised rows kernel: -1 by head size,
                          // 0 never, 1 wherever it can (NSA_CUDA_DQ_WS)
-    int sel_dkdv_ws;     // selection dK/dV on the warp-specialised kernel: -1 by head size, 0 never,
-                         // 1 wherever it can (NSA_CUDA_SEL_DKDV_WS)
     int fwd_ws;          // the rows kernels' forward on the warp-specialised kernel: -1 by branch and
                          // head size, 0 never, 1 wherever it can (NSA_CUDA_FWD_WS)
     int lane;            // the lane the ops go to (Backend.lane_use; 0: the backend's own stream, whose
@@ -299,16 +297,6 @@ static inline int nsa_dq_ws_on(int D) {
     if (!g_nsa_cuda.wgmma || !(D == 64 || D == 128)) return 0;
     if (g_nsa_cuda.dq_ws >= 0) return g_nsa_cuda.dq_ws;
     return D == 128;
-}
-// dK/dV of the selection branch (64-key pieces of its blocks, l' a multiple of 64) on the
-// warp-specialised kernel (k_dkdv_ws: both consumers on the piece's keys, each taking every other
-// row tile) rather than k_dkdv: needs the warpgroup-MMA kernels and D 64 or 128; by default
-// (NSA_CUDA_SEL_DKDV_WS unset or -1) never: not yet measured against k_dkdv; NSA_CUDA_SEL_DKDV_WS=0/1
-// forces. A function of the head size only, as above.
-static inline int nsa_sel_dkdv_ws_on(int D) {
-    if (!g_nsa_cuda.wgmma || !(D == 64 || D == 128)) return 0;
-    if (g_nsa_cuda.sel_dkdv_ws >= 0) return g_nsa_cuda.sel_dkdv_ws;
-    return 0;
 }
 // The forward of the rows kernels' branch br (BR_CMP, BR_WIN, BR_SEL where the selection runs on
 // them) on the warp-specialised kernel (k_rows_fwd_ws) rather than k_rows_fwd: needs the

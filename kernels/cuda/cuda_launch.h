@@ -48,11 +48,6 @@ void nsa_cuda_set_dq_ws(int mode);
 // keys): -1 by branch and head size (the default: window at D 64 and 128, compressed at D 128), 0
 // never, 1 wherever it can (warpgroup MMA on, D 64 or 128); NSA_CUDA_FWD_WS=-1/0/1 in the environment
 void nsa_cuda_set_fwd_ws(int mode);
-// dK/dV of the selection branch (l' a multiple of 64) on the warp-specialised kernel (a producer
-// warpgroup streaming the row tiles of the positions that selected a block, two consumers taking
-// every other one): -1 by head size (the default: never), 0 never, 1 wherever it can (warpgroup
-// MMA on, D 64 or 128); NSA_CUDA_SEL_DKDV_WS=-1/0/1 in the environment
-void nsa_cuda_set_sel_dkdv_ws(int mode);
 // positions whose rows share a tile of the selection forward at this geometry under the
 // current settings (dt, 16-byte aligned buffers): a non-finite key any of them selected
 // reaches all of their rows (docs/cuda.md, Limits)

@@ -1286,10 +1286,10 @@ int main(int argc, char **argv) {
         // warpgroup-MMA kernels (mma.sync only; run only where those exist); 4: selection on
         // its tiles (never the rows kernels); 5 and 6: selection on the rows kernels wherever
         // they can (l' a multiple of 64), with and without warpgroup MMA; 7 and 8: the window
-        // and compressed forward, dK/dV and dQ and the selection dK/dV on the warp-specialised
-        // kernels wherever they can (D 64 and 128; 7: the selection on the rows kernels wherever
-        // it can, its forward and dQ on the warp-specialised ones) and never (k_rows_fwd, the
-        // 64-key dK/dV kernel, k_rows_dq), only their cases
+        // and compressed forward, dK/dV and dQ on the warp-specialised kernels wherever they can
+        // (D 64 and 128; 7: the selection on the rows kernels wherever it can, its forward and
+        // dQ on the warp-specialised ones) and never (k_rows_fwd, the 64-key dK/dV kernel,
+        // k_rows_dq), only their cases
         static const char *impl_name[9] = {"simple",   "mma",           "mma1",    "mma-sync",  "mma-tiles",
                                            "mma-rows", "mma-sync-rows", "mma-ws",  "mma-no-ws"};
         static const int impl_sel_rows[9] = {-1, -1, 0, -1, 0, 1, 1, 1, -1};
@@ -1305,7 +1305,6 @@ int main(int argc, char **argv) {
             nsa_cuda_set_dkdv_ws(impl_dkdv_ws[impl]);
             nsa_cuda_set_dq_ws(impl_dkdv_ws[impl]);
             nsa_cuda_set_fwd_ws(impl_dkdv_ws[impl]);
-            nsa_cuda_set_sel_dkdv_ws(impl_dkdv_ws[impl]);
             snprintf(dn, sizeof dn, "%s/%s", precs[p], impl_name[impl]);
             for (int si = 0; si < NSHAPES; si++) {
                 if (g_small && shape_is_big(si)) continue;
@@ -1323,7 +1322,6 @@ int main(int argc, char **argv) {
         nsa_cuda_set_dkdv_ws(-1);
         nsa_cuda_set_dq_ws(-1);
         nsa_cuda_set_fwd_ws(-1);
-        nsa_cuda_set_sel_dkdv_ws(-1);
         printf("warpgroup-MMA (sm_90a) kernels: %s\n", have_wgmma ? "on" : "not in this build or device");
     }
     printf("\n%d checks, %d failed\n", g_rows, g_fail);
