@@ -1249,6 +1249,9 @@ static int shape_is_big(int si) { return si == 2 || si == 3 || si == 7 || si >= 
 
 int main(int argc, char **argv) {
     const char *only_prec = NULL;
+    // a line a case, even into a file: a run cut short (a hang under a sanitizer, a timeout)
+    // shows the last case that finished
+    setvbuf(stdout, NULL, _IOLBF, 0);
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--small")) g_small = 1;
         else if (!strcmp(argv[i], "--prec") && i + 1 < argc) only_prec = argv[++i];
