@@ -293,9 +293,6 @@ template <typename T, int D, int KT, int PACK> __global__ void __launch_bounds__
         const int kb = j * a.lsel + (c % per) * KT;
         if (kb > st.tmax) continue;
         sel_load_block<T, D, KT>(Kw, Vw, Kg, Vg, ks, kb, st.tmax, lane);
-        cp_commit();
-        cp_wait<0>();
-        __syncwarp();
         float s[NT][4];
         warp_abT<T, NKS, NT, DP>(s, qf, Kw, 0, lane);
         sel_online_softmax<NT, NDT>(s, oacc, m, lsum, kb, rv, fl, tr, a.scale_log2, tig);

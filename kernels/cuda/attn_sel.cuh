@@ -17,11 +17,14 @@ template <int D, int KT> __host__ __device__ constexpr bool sel_merge_fits() {
 }
 
 
-// keys kb .. kb + KT - 1 of K and V into a warp's padded tiles; keys past position t read as
-// zeros
+// keys kb .. kb + KT - 1 of K and V into a warp's padded tiles, landed when it returns (the
+// warp's own cp.async copies waited for); keys past position t read as zeros
 template <typename T, int D, int KT>
 __device__ __forceinline__ void sel_load_block(T *Kw, T *Vw, const T *Kg, const T *Vg, int64_t ks, int kb, int t, int lane) {
     kv_tile_load<T, D, false, KT, 32>(Kw, Kg, Vw, Vg, ks, kb, t + 1, lane);
+    cp_commit();
+    cp_wait<0>();
+    __syncwarp();
 }
 
 // Row layout of a selection tile. PACK 1: the 16 rows are heads rt*16 .. rt*16+15 of
