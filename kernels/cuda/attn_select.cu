@@ -19,51 +19,71 @@
 // barriers; a chunk every row sees whole is not masked; the overlap weights come from a table
 // by i - j l'/d where d divides l' (the same floats, added in the same order). Shared: Q,
 // K double buffer, the P tile, Psum [BQ][KC], scores [BQ][NS], taken flags [BQ][NS].
+// STREAM (NSA_CUDA_SELECT_STREAM=1): the top-n is kept as the chunks go instead of from all NS
+// scores at the end. A block's score is final once no later chunk overlaps it (the blocks
+// before the next chunk's first one); its scores live in a ring of SEL_RING slots a position
+// until then, and each final one that is a candidate (1 .. cur - 2) and beats the position's
+// n - forced best so far (score higher; an equal score loses to the earlier, lower block) goes
+// into that sorted list, the lowest falling off. The same selection (for finite scores: the
+// top of the same order), in a fraction of the shared memory at long sequences ([BQ][SEL_RING]
+// scores and [BQ][n] list entries instead of [BQ][NS] scores and flags), so more CTAs an SM.
 // ============================================================================================
 #define SEL_PP 65   // P tile row pitch (floats)
 #define SEL_WR_MAX 32   // the overlap weights' table: blocks i overlapping one selection block
+#define SEL_RING 64     // STREAM: a position's score slots (a power of 2 >= a chunk's blocks)
 // Float areas after Q and the K double buffer, in floats: the P tile [64][SEL_PP] only
 // where the head sums go through shared memory, the per-warp sums Pw [4][KC] where they
 // are butterflies, Psum [BQ][KC] (Pw itself when one warp is one position), then
-// scores [BQ][NS] and taken flags [BQ][NS] bytes. Sized to what the group needs, so that
+// scores [BQ][NS] and taken flags [BQ][NS] bytes (STREAM: the score ring [BQ][SEL_RING], the
+// lists' scores [BQ][n] and blocks [BQ][n], no flags). Sized to what the group needs, so that
 // three CTAs fit an SM at the paper shape.
 struct SelScoreLayout {
-    int psum, score, nfloat;   // offsets of Psum and score, floats before the flags
+    int psum, score, nfloat;   // offsets of Psum and score, 4-byte words before the flags
 };
-__host__ __device__ __forceinline__ SelScoreLayout selscore_layout(int hpg, int NS) {
+__host__ __device__ __forceinline__ SelScoreLayout selscore_layout(int hpg, int NS, bool stream, int n) {
     const RowsGeom rg = rows_geom(hpg);
     SelScoreLayout L;
     const bool warp_rows = rg.HB % 16 == 0;
     if (!warp_rows) L.psum = 64 * SEL_PP;
     else L.psum = rg.HB == 16 ? 0 : 4 * ROWS_KC;
     L.score = warp_rows && rg.HB == 16 ? 4 * ROWS_KC : L.psum + rg.BQ * ROWS_KC;
-    L.nfloat = L.score + rg.BQ * NS;
+    L.nfloat = L.score + (stream ? rg.BQ * (SEL_RING + 2 * n) : rg.BQ * NS);
     return L;
+}
+// STREAM fits where a chunk of ROWS_KC compressed blocks overlaps at most SEL_RING selection
+// blocks
+__host__ __device__ __forceinline__ bool selscore_stream_fits(int l, int d, int lsel) {
+    return ((int64_t)ROWS_KC * d + l) / lsel + 2 <= SEL_RING;
 }
 // Q and the K double buffer: padded rows for ldmatrix, or (WG) swizzled atoms behind a
 // 1024-byte alignment slack
 template <int D, bool WG> __host__ __device__ constexpr size_t selscore_qk_bytes() {
     return WG ? 1024 + (size_t)(64 + 2 * ROWS_KC) * D * 2 : (size_t)(64 + 2 * ROWS_KC) * (D + 8) * 2;
 }
-template <int D, bool WG> size_t selscore_smem(int hpg, int NS) {
-    return selscore_qk_bytes<D, WG>() + (size_t)selscore_layout(hpg, NS).nfloat * 4 + (size_t)rows_geom(hpg).BQ * NS + 16;
+template <int D, bool WG, bool STREAM> size_t selscore_smem(int hpg, int NS, int n) {
+    return selscore_qk_bytes<D, WG>() + (size_t)selscore_layout(hpg, NS, STREAM, n).nfloat * 4 +
+           (STREAM ? 0 : (size_t)rows_geom(hpg).BQ * NS) + 16;
 }
 
 // WG (sm_90a, D 64 or 128): S = Q Kc^T by one warpgroup MMA per 16-wide k-step from
 // swizzled shared tiles (wg_qkT) instead of mma.sync from padded ones; the rest is shared.
-template <typename T, int D, bool WG> __global__ void __launch_bounds__(128) k_select_mma(AttnArgs a, int32_t *sel_out) {
+template <typename T, int D, bool WG, bool STREAM> __global__ void __launch_bounds__(128) k_select_mma(AttnArgs a, int32_t *sel_out) {
     constexpr int DP = D + 8, NKS = D / 16;
     static_assert(!WG || D % 64 == 0, "swizzled atoms are 64 elements wide");
     extern __shared__ __align__(16) unsigned char smem_raw[];
     unsigned char *qk = WG ? reinterpret_cast<unsigned char *>(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023) : smem_raw;
     T *Qs = reinterpret_cast<T *>(qk);                                // [64][DP], or WG: atoms of 64 rows
     T *Ks = WG ? Qs + 64 * D : Qs + 64 * DP;                          // [2][KC][DP], or WG: [2][atoms]
-    const SelScoreLayout lay = selscore_layout(a.hpg, a.NS);
+    const SelScoreLayout lay = selscore_layout(a.hpg, a.NS, STREAM, a.n);
     float *Ps = reinterpret_cast<float *>(smem_raw + selscore_qk_bytes<D, WG>());   // [64][SEL_PP] or Pw [4][KC]
     float *Psum = Ps + lay.psum;                                      // [BQ][KC]
-    float *score = Ps + lay.score;                                    // [BQ][NS]
+    float *score = Ps + lay.score;                                    // [BQ][NS] (STREAM: [BQ][SEL_RING])
     const RowsGeom rg = rows_geom(a.hpg);
-    unsigned char *taken = reinterpret_cast<unsigned char *>(score + rg.BQ * a.NS);   // [BQ][NS]
+    constexpr int SW = STREAM ? SEL_RING : 0;                          // STREAM: slots a position
+    unsigned char *taken = reinterpret_cast<unsigned char *>(score + rg.BQ * a.NS);   // [BQ][NS] (not STREAM)
+    float *lsc = score + rg.BQ * SW;                                   // STREAM: list scores [BQ][n]
+    int *lblk = reinterpret_cast<int *>(lsc + rg.BQ * a.n);             // STREAM: list blocks [BQ][n]
+    __shared__ int lcount[64];                                         // STREAM: list lengths [BQ]
     __shared__ int trow[64];
     __shared__ float l2s[64];
     // w(i, j) = overlap_num(i, j) / d by r = i - j l'/d where d divides l' (the same floats as
@@ -89,7 +109,8 @@ template <typename T, int D, bool WG> __global__ void __launch_bounds__(128) k_s
         trow[tid] = ok && l2 != -INFINITY ? t : -1;
         l2s[tid] = l2;
     }
-    for (int i = tid; i < BQ * a.NS; i += 128) score[i] = 0.f;
+    for (int i = tid; i < BQ * (STREAM ? SW : a.NS); i += 128) score[i] = 0.f;
+    if (STREAM && tid < 64) lcount[tid] = 0;
     if (tid == 0) {
         int lo = 0, n = 0;
         if (a.lsel % a.d == 0) {
@@ -125,6 +146,57 @@ template <typename T, int D, bool WG> __global__ void __launch_bounds__(128) k_s
     const float l2r[2] = {l2s[r0], l2s[r0 + 8]};
     const bool rows_live = rows_dead == 0;
     const int P = a.lsel / a.d, rlo = wr_lo, nr = wr_n;
+    // STREAM: blocks jf .. jt are final: each warp takes its positions (tq = warp, warp + 4, ..),
+    // reads and clears their slots, and puts the candidates that beat the position's list into
+    // it (in ascending block order, so an equal score stays behind the earlier block)
+    auto finalize = [&](int jf, int jt) {
+        for (int tq = warp; tq < BQ; tq += 4) {
+            const int t = tbase + tq, cur = t / a.lsel, K = a.n - (cur == 0 ? 1 : cur == 1 ? 2 : 3);
+            float *ring = score + tq * SW, *ls = lsc + tq * a.n;
+            int *lb = lblk + tq * a.n;
+            int m = lcount[tq];
+            for (int j0 = jf; j0 <= jt; j0 += 32) {
+                const int j = j0 + lane;
+                float s = 0.f;
+                if (j <= jt) {
+                    s = ring[j & (SW - 1)];
+                    ring[j & (SW - 1)] = 0.f;
+                }
+                const bool cand = t < tend && j <= jt && j >= 1 && j <= cur - 2 && K > 0;
+                unsigned bal = __ballot_sync(0xffffffffu, cand && (m < K || s > ls[K - 1]));
+                while (bal) {
+                    const int src = __ffs(bal) - 1;
+                    bal &= bal - 1;
+                    const float sv = __shfl_sync(0xffffffffu, s, src);
+                    if (!(m < K || sv > ls[K - 1])) continue;   // the list's last may have risen
+                    // p: the entries that stay ahead (a score >= sv; equal ones are earlier blocks)
+                    int p = 0;
+                    for (int e0 = 0; e0 < m; e0 += 32) p += __popc(__ballot_sync(0xffffffffu, e0 + lane < m && ls[e0 + lane] >= sv));
+                    // entries p .. last - 1 one place down (full: the last falls off)
+                    const int last = m < K ? m : K - 1;
+                    float mv[3];
+                    int mb[3];
+#pragma unroll
+                    for (int k = 0; k < 3; k++) {
+                        const int e = p + lane + 32 * k;
+                        if (e < last) mv[k] = ls[e], mb[k] = lb[e];
+                    }
+                    __syncwarp();
+#pragma unroll
+                    for (int k = 0; k < 3; k++) {
+                        const int e = p + lane + 32 * k;
+                        if (e < last) ls[e + 1] = mv[k], lb[e + 1] = mb[k];
+                    }
+                    if (lane == 0) ls[p] = sv, lb[p] = j0 + src;
+                    __syncwarp();
+                    if (m < K) m++;
+                }
+            }
+            if (lane == 0) lcount[tq] = m;
+            __syncwarp();
+        }
+    };
+    int jfin = 0;   // STREAM: the first block not yet final
     uint32_t qf[NKS][4];
     for (int c = 0; c < nchunks; c++) {
         const int buf = c & 1;
@@ -217,11 +289,24 @@ template <typename T, int D, bool WG> __global__ void __launch_bounds__(128) k_s
                 if (i1 > ilast) i1 = ilast;
                 for (int i = i0; i <= i1; i++) acc += (float)overlap_num(i, j, a.l, a.d, a.lsel) / (float)a.d * ps[i];
             }
-            score[tq * a.NS + j] += acc;
+            if constexpr (STREAM) score[tq * SW + (j & (SW - 1))] += acc;
+            else score[tq * a.NS + j] += acc;
         }
         __syncthreads();
+        if constexpr (STREAM) {
+            // the blocks before the next chunk's first are final
+            if (c + 1 < nchunks) {
+                const int jnext = (kb + ROWS_KC) * a.d / a.lsel;
+                finalize(jfin, jnext - 1);
+                jfin = jnext;
+            }
+        }
     }
     cp_wait<0>();
+    if constexpr (STREAM) {   // the rest, up to the tile's last candidate (untouched blocks: 0)
+        finalize(jfin, t_last / a.lsel - 2);
+        __syncthreads();
+    }
     // top-n per position: warp w takes positions w, w+4, ...
     for (int tq = warp; tq < BQ; tq += 4) {
         const int t = tbase + tq;
@@ -229,7 +314,8 @@ template <typename T, int D, bool WG> __global__ void __launch_bounds__(128) k_s
         const int cur = t / a.lsel;
         float *sc = score + tq * a.NS;
         unsigned char *tk = taken + tq * a.NS;
-        for (int j = lane; j <= cur; j += 32) tk[j] = (j == 0 || j >= cur - 1);
+        if constexpr (!STREAM)
+            for (int j = lane; j <= cur; j += 32) tk[j] = (j == 0 || j >= cur - 1);
         __syncwarp();
         const int nforced = cur == 0 ? 1 : cur == 1 ? 2 : 3;
         int32_t *out = sel_out + (((int64_t)b * a.T + t) * a.G + g) * a.n;
@@ -238,7 +324,11 @@ template <typename T, int D, bool WG> __global__ void __launch_bounds__(128) k_s
         list[m++] = 0;
         if (cur >= 2) list[m++] = cur - 1;
         if (cur >= 1) list[m++] = cur;
-        for (int c = 0; c < a.n - nforced; c++) {
+        if constexpr (STREAM) {   // the list kept as the chunks went
+            if (lane == 0)
+                for (int e = 0; e < lcount[tq]; e++) list[m++] = lblk[tq * a.n + e];
+        }
+        for (int c = 0; c < a.n - nforced && !STREAM; c++) {
             int best = -1;
             float bs = 0.f;
             for (int j = 1 + lane; j <= cur - 2; j += 32)
@@ -273,14 +363,19 @@ template <typename T, int D, bool WG> __global__ void __launch_bounds__(128) k_s
 template <typename T, int D> void mma_select(const AttnArgs &a, int32_t *sel_out) {
     const RowsGeom rg = rows_geom(a.hpg);
     dim3 grid((a.Tn + rg.BQ - 1) / rg.BQ, a.G, a.B);
+    const bool stream = g_nsa_cuda.select_stream && selscore_stream_fits(a.l, a.d, a.lsel);
     if constexpr (D % 64 == 0) {
         if (g_nsa_cuda.wgmma) {
-            mma_launch(k_select_mma<T, D, true>, grid, 128, selscore_smem<D, true>(a.hpg, a.NS), a, sel_out);
+            if (stream)
+                mma_launch(k_select_mma<T, D, true, true>, grid, 128, selscore_smem<D, true, true>(a.hpg, a.NS, a.n), a, sel_out);
+            else mma_launch(k_select_mma<T, D, true, false>, grid, 128, selscore_smem<D, true, false>(a.hpg, a.NS, a.n), a, sel_out);
             CUDA_LAUNCHED();
             return;
         }
     }
-    mma_launch(k_select_mma<T, D, false>, grid, 128, selscore_smem<D, false>(a.hpg, a.NS), a, sel_out);
+    if (stream)
+        mma_launch(k_select_mma<T, D, false, true>, grid, 128, selscore_smem<D, false, true>(a.hpg, a.NS, a.n), a, sel_out);
+    else mma_launch(k_select_mma<T, D, false, false>, grid, 128, selscore_smem<D, false, false>(a.hpg, a.NS, a.n), a, sel_out);
     CUDA_LAUNCHED();
 }
 
