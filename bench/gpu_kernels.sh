@@ -18,7 +18,8 @@
 #                PyTorch's SDPA backends side by side (bench/sdpa_dense.py)
 #   KNOBS        the knobs phase: environment settings (default "NSA_CUDA_DKDV_WS=0 NSA_CUDA_DKDV_WS=1"),
 #                bench_cuda_attn (BENCH_ARGS, default both shapes at S 8192 and 32768) under each,
-#                alternated ROUNDS (default 2) times
+#                alternated ROUNDS (default 2) times; the summary is bench/knob_table.py's table
+#                (each op's times under each setting, the change against the first setting)
 #   REF, ROUNDS  the ab phase: this tree beside the tree in folder REF (another commit, e.g. `git
 #                archive <commit>` unpacked there), both built alike, ROUNDS (default 3) alternations
 #                of the end-to-end run (batch 1 and 16) and the per-op profile of a batch-16 step:
@@ -129,8 +130,11 @@ done
 [ -f "$LOG/ncu_table.txt" ] && { echo "---- ncu"; cut -c1-260 "$LOG/ncu_table.txt" | head -40; }
 [ -f "$LOG/bench_attn.log" ] && { echo "---- bench_attn"; grep -E "SUMMARY|m7c +S=2048|peak|SKIP|rror" "$LOG/bench_attn.log" | head -30; }
 if ls "$LOG"/knob_*.log >/dev/null 2>&1; then
-  echo "---- knobs: bench_cuda_attn under each setting, alternated (ms)"
-  for f in "$LOG"/knob_*.log; do grep -E "^(shape|S=)|bwd|SUMMARY" "$f" | sed "s|^|$(basename "$f" .log) |"; done
+  # the settings in KNOBS order (the first is the reference), each one's rounds
+  kf=(); for kv in ${KNOBS:-NSA_CUDA_DKDV_WS=0 NSA_CUDA_DKDV_WS=1}; do
+    for r in $(seq "${ROUNDS:-2}"); do [ -f "$LOG/knob_${kv}_$r.log" ] && kf+=("$LOG/knob_${kv}_$r.log"); done; done
+  echo "---- knobs: bench_cuda_attn under each setting, alternated (ms, lowest-highest; ops that moved > 1 %)"
+  python3 bench/knob_table.py "${kf[@]}" 2>&1 | head -60
 fi
 if ls "$LOG"/ab_*_e2e_*.log >/dev/null 2>&1; then
   echo "---- ab: this tree (head) beside REF (ref), m7c_125m S=2048, alternated"
