@@ -90,9 +90,10 @@ if has ab; then   # this tree beside REF, alternated on the same GPU
   fi
 fi
 has bench && step bench_attn 300 "./$B/bench/bench_cuda_attn" ${BENCH_ARGS:-}
+KNOBS=${KNOBS:-NSA_CUDA_DKDV_WS=0 NSA_CUDA_DKDV_WS=1} KNOB_ROUNDS=${ROUNDS:-2}
 if has knobs; then   # bench_cuda_attn under each setting of KNOBS, alternated ROUNDS times on one GPU
-  for r in $(seq "${ROUNDS:-2}"); do
-    for kv in ${KNOBS:-NSA_CUDA_DKDV_WS=0 NSA_CUDA_DKDV_WS=1}; do
+  for r in $(seq "$KNOB_ROUNDS"); do
+    for kv in $KNOBS; do
       step "knob_${kv}_$r" 300 env "$kv" "./$B/bench/bench_cuda_attn" ${BENCH_ARGS:---shape both --S 8192,32768 --reps 3}
     done
   done
@@ -131,8 +132,8 @@ done
 [ -f "$LOG/bench_attn.log" ] && { echo "---- bench_attn"; grep -E "SUMMARY|m7c +S=2048|peak|SKIP|rror" "$LOG/bench_attn.log" | head -30; }
 if ls "$LOG"/knob_*.log >/dev/null 2>&1; then
   # the settings in KNOBS order (the first is the reference), each one's rounds
-  kf=(); for kv in ${KNOBS:-NSA_CUDA_DKDV_WS=0 NSA_CUDA_DKDV_WS=1}; do
-    for r in $(seq "${ROUNDS:-2}"); do [ -f "$LOG/knob_${kv}_$r.log" ] && kf+=("$LOG/knob_${kv}_$r.log"); done; done
+  kf=(); for kv in $KNOBS; do
+    for r in $(seq "$KNOB_ROUNDS"); do [ -f "$LOG/knob_${kv}_$r.log" ] && kf+=("$LOG/knob_${kv}_$r.log"); done; done
   echo "---- knobs: bench_cuda_attn under each setting, alternated (ms, lowest-highest; ops that moved > 1 %)"
   python3 bench/knob_table.py "${kf[@]}" 2>&1 | head -60
 fi

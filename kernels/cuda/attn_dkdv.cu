@@ -281,10 +281,7 @@ template <typename T, int D, int BR> __global__ void __launch_bounds__(384, 1) k
     kv_tile_load<T, D, true, 64, 384>(Ks, Kg, Vs, Vg, ks, kb, kb + nk, tid);
     kv_tile_load<T, D, true, 64, 384>(Ks + 64 * D, Kg, Vs + 64 * D, Vg, ks, kb + 64, kb + nk, tid);
     cp_commit();
-    if (tid < NST) {
-        mbar_init(full + 8 * tid, 128);
-        mbar_init(empty + 8 * tid, 8);
-    }
+    ws_ring_init<NST>(full, empty, tid);
     cp_wait<0>();
     wg_fence_proxy();
     __syncthreads();

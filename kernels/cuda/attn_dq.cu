@@ -198,10 +198,7 @@ template <typename T, int D, int BR> __global__ void __launch_bounds__(384, 1) k
     const int b = blockIdx.z, g = blockIdx.y / rg.nhb, hb = blockIdx.y % rg.nhb;
     const int tend = a.t0 + a.Tn;
     const RowsWsTiles wt = rows_ws_tiles<BR>(a, rg, tend);
-    if (tid < NST) {
-        mbar_init(full + 8 * tid, 128);
-        mbar_init(empty + 8 * tid, 8);
-    }
+    ws_ring_init<NST>(full, empty, tid);
     if (tid < 2) live[tid] = 0;
     // the chunks (selection: the union's table after the barriers; rows_chunks synchronises)
     const RowsChunks<BR> ch = rows_chunks<BR>(a, b, g, wt.tb[0], wt.tall, wt.kstart, wt.kend,

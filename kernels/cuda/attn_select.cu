@@ -55,6 +55,8 @@ __host__ __device__ __forceinline__ SelScoreLayout selscore_layout(int hpg, int 
 __host__ __device__ __forceinline__ bool selscore_stream_fits(int l, int d, int lsel) {
     return ((int64_t)ROWS_KC * d + l) / lsel + 2 <= SEL_RING;
 }
+// the blocks every position at block cur takes: 0, cur - 1 and cur (those that exist)
+__device__ __forceinline__ int sel_nforced(int cur) { return cur == 0 ? 1 : cur == 1 ? 2 : 3; }
 // Q and the K double buffer: padded rows for ldmatrix, or (WG) swizzled atoms behind a
 // 1024-byte alignment slack
 template <int D, bool WG> __host__ __device__ constexpr size_t selscore_qk_bytes() {
@@ -151,7 +153,7 @@ template <typename T, int D, bool WG, bool STREAM> __global__ void __launch_boun
     // it (in ascending block order, so an equal score stays behind the earlier block)
     auto finalize = [&](int jf, int jt) {
         for (int tq = warp; tq < BQ; tq += 4) {
-            const int t = tbase + tq, cur = t / a.lsel, K = a.n - (cur == 0 ? 1 : cur == 1 ? 2 : 3);
+            const int t = tbase + tq, cur = t / a.lsel, K = a.n - sel_nforced(cur);
             float *ring = score + tq * SW, *ls = lsc + tq * a.n;
             int *lb = lblk + tq * a.n;
             int m = lcount[tq];
@@ -172,7 +174,8 @@ template <typename T, int D, bool WG, bool STREAM> __global__ void __launch_boun
                     // p: the entries that stay ahead (a score >= sv; equal ones are earlier blocks)
                     int p = 0;
                     for (int e0 = 0; e0 < m; e0 += 32) p += __popc(__ballot_sync(0xffffffffu, e0 + lane < m && ls[e0 + lane] >= sv));
-                    // entries p .. last - 1 one place down (full: the last falls off)
+                    // entries p .. last - 1 one place down (full: the last falls off); at most 65
+                    // of them (n <= 67, nsa_cuda_select_blocks), 3 a lane
                     const int last = m < K ? m : K - 1;
                     float mv[3];
                     int mb[3];
@@ -317,7 +320,7 @@ template <typename T, int D, bool WG, bool STREAM> __global__ void __launch_boun
         if constexpr (!STREAM)
             for (int j = lane; j <= cur; j += 32) tk[j] = (j == 0 || j >= cur - 1);
         __syncwarp();
-        const int nforced = cur == 0 ? 1 : cur == 1 ? 2 : 3;
+        const int nforced = sel_nforced(cur);
         int32_t *out = sel_out + (((int64_t)b * a.T + t) * a.G + g) * a.n;
         int m = 0;
         int list[72];
@@ -360,23 +363,23 @@ template <typename T, int D, bool WG, bool STREAM> __global__ void __launch_boun
 // ============================================================================================
 // launcher
 // ============================================================================================
+template <typename T, int D, bool WG>
+static void select_launch(dim3 grid, const AttnArgs &a, int32_t *sel_out, bool stream) {
+    if (stream) mma_launch(k_select_mma<T, D, WG, true>, grid, 128, selscore_smem<D, WG, true>(a.hpg, a.NS, a.n), a, sel_out);
+    else mma_launch(k_select_mma<T, D, WG, false>, grid, 128, selscore_smem<D, WG, false>(a.hpg, a.NS, a.n), a, sel_out);
+    CUDA_LAUNCHED();
+}
 template <typename T, int D> void mma_select(const AttnArgs &a, int32_t *sel_out) {
     const RowsGeom rg = rows_geom(a.hpg);
     dim3 grid((a.Tn + rg.BQ - 1) / rg.BQ, a.G, a.B);
     const bool stream = g_nsa_cuda.select_stream && selscore_stream_fits(a.l, a.d, a.lsel);
     if constexpr (D % 64 == 0) {
         if (g_nsa_cuda.wgmma) {
-            if (stream)
-                mma_launch(k_select_mma<T, D, true, true>, grid, 128, selscore_smem<D, true, true>(a.hpg, a.NS, a.n), a, sel_out);
-            else mma_launch(k_select_mma<T, D, true, false>, grid, 128, selscore_smem<D, true, false>(a.hpg, a.NS, a.n), a, sel_out);
-            CUDA_LAUNCHED();
+            select_launch<T, D, true>(grid, a, sel_out, stream);
             return;
         }
     }
-    if (stream)
-        mma_launch(k_select_mma<T, D, false, true>, grid, 128, selscore_smem<D, false, true>(a.hpg, a.NS, a.n), a, sel_out);
-    else mma_launch(k_select_mma<T, D, false, false>, grid, 128, selscore_smem<D, false, false>(a.hpg, a.NS, a.n), a, sel_out);
-    CUDA_LAUNCHED();
+    select_launch<T, D, false>(grid, a, sel_out, stream);
 }
 
 #define NSA_INSTANTIATE_SELECT(D)                                       \

@@ -534,6 +534,14 @@ __device__ __forceinline__ void tma_load4(void *dst, const CUtensorMap *map, int
 // i - 1 + NST, once its consumers released i - 1), so an item's arrival never waits on the
 // consumers or on a later item's issue. One cp.async group a step (empty past the last item)
 // keeps the wait counts constant.
+// the ring's barriers, by threads 0 .. NST - 1 (a __syncthreads before first use): full for the
+// producer warpgroup's 128 threads, empty for the two consumer warpgroups' 8 warps
+template <int NST> __device__ __forceinline__ void ws_ring_init(uint32_t full, uint32_t empty, int tid) {
+    if (tid < NST) {
+        mbar_init(full + 8 * tid, 128);
+        mbar_init(empty + 8 * tid, 8);
+    }
+}
 template <int NST, typename Issue> __device__ __forceinline__ void ws_ring_produce(int n, uint32_t full, uint32_t empty, Issue issue) {
     for (int j = 0; j < NST; j++) {
         if (j < n) issue(j);
