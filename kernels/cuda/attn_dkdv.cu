@@ -281,7 +281,7 @@ template <typename T, int D, int BR> __global__ void __launch_bounds__(384, 1) k
     kv_tile_load<T, D, true, 64, 384>(Ks, Kg, Vs, Vg, ks, kb, kb + nk, tid);
     kv_tile_load<T, D, true, 64, 384>(Ks + 64 * D, Kg, Vs + 64 * D, Vg, ks, kb + 64, kb + nk, tid);
     cp_commit();
-    ws_ring_init<NST>(full, empty, tid);
+    ws_ring_init<NST>(full, empty, tid, 8);
     cp_wait<0>();
     wg_fence_proxy();
     __syncthreads();

@@ -173,7 +173,7 @@ template <typename T, int D, int BR> __global__ void __launch_bounds__(384, 1) k
     const int b = blockIdx.z, g = blockIdx.y / rg.nhb, hb = blockIdx.y % rg.nhb;
     const int tend = a.t0 + a.Tn;
     const RowsWsTiles wt = rows_ws_tiles<BR>(a, rg, tend);
-    ws_ring_init<NST>(full, empty, tid);
+    ws_ring_init<NST>(full, empty, tid, rows_ws_consumer_warps(wt, tend));
     // the chunks (selection: the union's table after the barriers; rows_chunks synchronises)
     const RowsChunks<BR> ch = rows_chunks<BR>(a, b, g, wt.tb[0], wt.tall, wt.kstart, wt.kend,
                                               reinterpret_cast<unsigned char *>(trow + 2 * 64) + 2 * NST * 8);
@@ -187,6 +187,7 @@ template <typename T, int D, int BR> __global__ void __launch_bounds__(384, 1) k
     wg_regs_inc<ROWS_WS_CONSUMER_REGS>();
     const int cw = wg - 1, ctid = tid & 127, warp = ctid >> 5, lane = tid & 31, gid = lane >> 2, tig = lane & 3;
     const RowsWsOwn own = rows_ws_own(wt, cw, tend);
+    if (!own.has) return;   // no rows (the last CTA's second tile): not counted in the ring
     const int tbase = own.tbase;
     T *Qc = Qs + cw * TILE;
     int *trc = trow + cw * 64;

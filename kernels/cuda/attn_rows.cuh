@@ -189,6 +189,8 @@ template <int BR> __device__ __forceinline__ RowsWsTiles rows_ws_tiles(const Att
     w.tall = w.tb[1] < tend ? w.tl[1] : w.tl[0];
     return w;
 }
+// the consumer warps that read the ring: 4 a tile with rows (the first always has some)
+__device__ __forceinline__ int rows_ws_consumer_warps(const RowsWsTiles &w, int tend) { return w.tb[1] < tend ? 8 : 4; }
 // consumer cw's own tile: positions tbase .. t_last (none where !has), keys [kst, ken); pall its
 // positions' bits in a chunk's selection mask shifted down by psh (bit q of the mask: position
 // tb[0] + q)

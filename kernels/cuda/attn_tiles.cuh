@@ -535,11 +535,12 @@ __device__ __forceinline__ void tma_load4(void *dst, const CUtensorMap *map, int
 // consumers or on a later item's issue. One cp.async group a step (empty past the last item)
 // keeps the wait counts constant.
 // the ring's barriers, by threads 0 .. NST - 1 (a __syncthreads before first use): full for the
-// producer warpgroup's 128 threads, empty for the two consumer warpgroups' 8 warps
-template <int NST> __device__ __forceinline__ void ws_ring_init(uint32_t full, uint32_t empty, int tid) {
+// producer warpgroup's 128 threads, empty for the consumer warps that take part (4 a consumer
+// warpgroup; a consumer warpgroup with nothing to do leaves before the ring, uncounted)
+template <int NST> __device__ __forceinline__ void ws_ring_init(uint32_t full, uint32_t empty, int tid, int consumer_warps) {
     if (tid < NST) {
         mbar_init(full + 8 * tid, 128);
-        mbar_init(empty + 8 * tid, 8);
+        mbar_init(empty + 8 * tid, consumer_warps);
     }
 }
 template <int NST, typename Issue> __device__ __forceinline__ void ws_ring_produce(int n, uint32_t full, uint32_t empty, Issue issue) {
@@ -575,10 +576,25 @@ template <int NST> __device__ __forceinline__ void ws_ring_release(uint32_t empt
 }
 
 // ---- launch ---------------------------------------------------------------------------------
-// Every launch: raise the kernel's dynamic shared-memory limit where it needs more than
-// 48 KiB, then launch on the backend's stream.
+// Every launch: raise the kernel's dynamic shared-memory limit to what it asks for (without,
+// dynamic plus the kernel's static shared memory may not pass 48 KiB: a request just under
+// 48 KiB fails to launch next to a kernel's own arrays), once a kernel and size, then launch
+// on the backend's stream.
 template <typename K> static void mma_smem_attr(K kernel, size_t bytes) {
-    if (bytes > 48 * 1024) cudaCheck(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+    struct Raised {
+        const void *fn;
+        size_t bytes;
+    };
+    static Raised raised[128];   // the kernels of this file launched so far, the limit each got
+    static int nraised;
+    if (bytes == 0) return;
+    const void *fn = reinterpret_cast<const void *>(kernel);
+    int i = 0;
+    while (i < nraised && raised[i].fn != fn) i++;
+    if (i < nraised && raised[i].bytes >= bytes) return;
+    cudaCheck(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+    if (i < nraised) raised[i].bytes = bytes;
+    else if (nraised < 128) raised[nraised++] = Raised{fn, bytes};
 }
 template <typename K, typename... A> static void mma_launch(K kernel, dim3 grid, int block, size_t sm, A... args) {
     mma_smem_attr(kernel, sm);
