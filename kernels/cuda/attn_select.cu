@@ -19,13 +19,13 @@
 // barriers; a chunk every row sees whole is not masked; the overlap weights come from a table
 // by i - j l'/d where d divides l' (the same floats, added in the same order). Shared: Q,
 // K double buffer, the P tile, Psum [BQ][KC], scores [BQ][NS], taken flags [BQ][NS].
-// STREAM (NSA_CUDA_SELECT_STREAM=1): the top-n is kept as the chunks go instead of from all NS
+// STREAM (select_stream_on, NSA_CUDA_SELECT_STREAM): the top-n is kept as the chunks go instead of from all NS
 // scores at the end. A block's score is final once no later chunk overlaps it (the blocks
 // before the next chunk's first one); its scores live in a ring of SEL_RING slots a position
 // until then, and each final one that is a candidate (1 .. cur - 2) and beats the position's
 // n - forced best so far (score higher; an equal score loses to the earlier, lower block) goes
-// into that sorted list, the lowest falling off. The same selection (for finite scores: the
-// top of the same order), in a fraction of the shared memory at long sequences ([BQ][SEL_RING]
+// into that sorted list, the lowest falling off (a NaN score ranks below every other). The same
+// selection (for scores that are not NaN: the top of the same order), in a fraction of the shared memory at long sequences ([BQ][SEL_RING]
 // scores and [BQ][n] list entries instead of [BQ][NS] scores and flags), so more CTAs an SM.
 // ============================================================================================
 #define SEL_PP 65   // P tile row pitch (floats)
@@ -54,6 +54,14 @@ __host__ __device__ __forceinline__ SelScoreLayout selscore_layout(int hpg, int 
 // blocks
 __host__ __device__ __forceinline__ bool selscore_stream_fits(int l, int d, int lsel) {
     return ((int64_t)ROWS_KC * d + l) / lsel + 2 <= SEL_RING;
+}
+// STREAM where it fits and NSA_CUDA_SELECT_STREAM asks (1), or by default (-1) where the group's
+// heads go through the P tile (HB not a multiple of 16: measured faster there at every length,
+// e.g. 12 q / 2 KV heads; where a warp's rows are one position's heads the scan at the end was
+// faster from 8k on)
+static inline bool select_stream_on(const AttnArgs &a) {
+    if (!selscore_stream_fits(a.l, a.d, a.lsel) || g_nsa_cuda.select_stream == 0) return false;
+    return g_nsa_cuda.select_stream > 0 || rows_geom(a.hpg).HB % 16 != 0;
 }
 // the blocks every position at block cur takes: 0, cur - 1 and cur (those that exist)
 __device__ __forceinline__ int sel_nforced(int cur) { return cur == 0 ? 1 : cur == 1 ? 2 : 3; }
@@ -149,8 +157,11 @@ template <typename T, int D, bool WG, bool STREAM> __global__ void __launch_boun
     const bool rows_live = rows_dead == 0;
     const int P = a.lsel / a.d, rlo = wr_lo, nr = wr_n;
     // STREAM: blocks jf .. jt are final: each warp takes its positions (tq = warp, warp + 4, ..),
-    // reads and clears their slots, and puts the candidates that beat the position's list into
-    // it (in ascending block order, so an equal score stays behind the earlier block)
+    // reads and clears their slots, 32 blocks at a time, and merges the candidates that beat the
+    // position's list into it at once: a candidate's place is the list entries at or above its
+    // score (earlier blocks: an equal score stays behind them) plus the new candidates above it
+    // (or equal and earlier), a list entry's place its own plus the new candidates strictly
+    // above it; whatever lands at K or beyond falls off
     auto finalize = [&](int jf, int jt) {
         for (int tq = warp; tq < BQ; tq += 4) {
             const int t = tbase + tq, cur = t / a.lsel, K = a.n - sel_nforced(cur);
@@ -163,38 +174,51 @@ template <typename T, int D, bool WG, bool STREAM> __global__ void __launch_boun
                 if (j <= jt) {
                     s = ring[j & (SW - 1)];
                     ring[j & (SW - 1)] = 0.f;
+                    if (s != s) s = -1.f;   // NaN: below every score (>= 0), so the order stays total
                 }
                 const bool cand = t < tend && j <= jt && j >= 1 && j <= cur - 2 && K > 0;
-                unsigned bal = __ballot_sync(0xffffffffu, cand && (m < K || s > ls[K - 1]));
-                while (bal) {
-                    const int src = __ffs(bal) - 1;
-                    bal &= bal - 1;
-                    const float sv = __shfl_sync(0xffffffffu, s, src);
-                    if (!(m < K || sv > ls[K - 1])) continue;   // the list's last may have risen
-                    // p: the entries that stay ahead (a score >= sv; equal ones are earlier blocks)
-                    int p = 0;
-                    for (int e0 = 0; e0 < m; e0 += 32) p += __popc(__ballot_sync(0xffffffffu, e0 + lane < m && ls[e0 + lane] >= sv));
-                    // entries p .. last - 1 one place down (full: the last falls off); at most 65
-                    // of them (n <= 67, nsa_cuda_select_blocks), 3 a lane
-                    const int last = m < K ? m : K - 1;
-                    float mv[3];
-                    int mb[3];
+                const unsigned bal = __ballot_sync(0xffffffffu, cand && (m < K || s > ls[K - 1]));
+                if (!bal) continue;
+                // the list entries (3 a lane: n <= 67, nsa_cuda_select_blocks)
+                float ev[3];
+                int eb[3], up[3];
 #pragma unroll
-                    for (int k = 0; k < 3; k++) {
-                        const int e = p + lane + 32 * k;
-                        if (e < last) mv[k] = ls[e], mb[k] = lb[e];
-                    }
-                    __syncwarp();
-#pragma unroll
-                    for (int k = 0; k < 3; k++) {
-                        const int e = p + lane + 32 * k;
-                        if (e < last) ls[e + 1] = mv[k], lb[e + 1] = mb[k];
-                    }
-                    if (lane == 0) ls[p] = sv, lb[p] = j0 + src;
-                    __syncwarp();
-                    if (m < K) m++;
+                for (int k = 0; k < 3; k++) {
+                    const int e = lane + 32 * k;
+                    ev[k] = e < m ? ls[e] : 0.f;
+                    eb[k] = e < m ? lb[e] : 0;
+                    up[k] = 0;
                 }
+                // the new candidates above this one (score higher, or equal and an earlier block)
+                // and above each list entry (strictly higher)
+                int above = 0;
+                for (unsigned r = bal; r; r &= r - 1) {
+                    const int src = __ffs(r) - 1;
+                    const float sv = __shfl_sync(0xffffffffu, s, src);
+                    above += sv > s || (sv == s && src < lane);
+#pragma unroll
+                    for (int k = 0; k < 3; k++) up[k] += sv > ev[k];
+                }
+                // the list entries at or above it: entries 0 .. lo - 1 (scores descending)
+                int lo = 0, hi = m;
+                while (lo < hi) {
+                    const int mid = (lo + hi) >> 1;
+                    if (ls[mid] >= s) lo = mid + 1;
+                    else hi = mid;
+                }
+                int ep[3];
+#pragma unroll
+                for (int k = 0; k < 3; k++) ep[k] = lane + 32 * k < m ? lane + 32 * k + up[k] : K;
+                __syncwarp();
+#pragma unroll
+                for (int k = 0; k < 3; k++)
+                    if (ep[k] < K) ls[ep[k]] = ev[k], lb[ep[k]] = eb[k];
+                const int np = lo + above;
+                if ((bal >> lane & 1u) && np < K) ls[np] = s, lb[np] = j;
+                __syncwarp();
+                m = m + __popc(bal) < K ? m + __popc(bal) : K;
             }
+            __syncwarp();   // every lane's read of lcount[tq] above (no merge where jf > jt)
             if (lane == 0) lcount[tq] = m;
             __syncwarp();
         }
@@ -372,7 +396,7 @@ static void select_launch(dim3 grid, const AttnArgs &a, int32_t *sel_out, bool s
 template <typename T, int D> void mma_select(const AttnArgs &a, int32_t *sel_out) {
     const RowsGeom rg = rows_geom(a.hpg);
     dim3 grid((a.Tn + rg.BQ - 1) / rg.BQ, a.G, a.B);
-    const bool stream = g_nsa_cuda.select_stream && selscore_stream_fits(a.l, a.d, a.lsel);
+    const bool stream = select_stream_on(a);
     if constexpr (D % 64 == 0) {
         if (g_nsa_cuda.wgmma) {
             select_launch<T, D, true>(grid, a, sel_out, stream);

@@ -1287,7 +1287,8 @@ int main(int argc, char **argv) {
         // group <= 8; the warpgroup-MMA kernels where this build and device have them);
         // 2: tensor cores, selection on tiles of one position; 3: tensor cores without the
         // warpgroup-MMA kernels (mma.sync only; run only where those exist; the selection's
-        // top-n kept as its scoring goes, NSA_CUDA_SELECT_STREAM, as in 7); 4: selection on
+        // top-n kept as its scoring goes wherever it fits, NSA_CUDA_SELECT_STREAM=1, as in 7;
+        // 8 never, the others by heads a group); 4: selection on
         // its tiles (never the rows kernels); 5 and 6: selection on the rows kernels wherever
         // they can (l' a multiple of 64), with and without warpgroup MMA; 7 and 8: the window
         // and compressed forward, dK/dV and dQ on the warp-specialised kernels wherever they can
@@ -1309,7 +1310,7 @@ int main(int argc, char **argv) {
             nsa_cuda_set_dkdv_ws(impl_dkdv_ws[impl]);
             nsa_cuda_set_dq_ws(impl_dkdv_ws[impl]);
             nsa_cuda_set_fwd_ws(impl_dkdv_ws[impl]);
-            nsa_cuda_set_select_stream(impl == 3 || impl == 7);
+            nsa_cuda_set_select_stream(impl == 3 || impl == 7 ? 1 : impl == 8 ? 0 : -1);
             snprintf(dn, sizeof dn, "%s/%s", precs[p], impl_name[impl]);
             for (int si = 0; si < NSHAPES; si++) {
                 if (g_small && shape_is_big(si)) continue;
@@ -1327,7 +1328,7 @@ int main(int argc, char **argv) {
         nsa_cuda_set_dkdv_ws(-1);
         nsa_cuda_set_dq_ws(-1);
         nsa_cuda_set_fwd_ws(-1);
-        nsa_cuda_set_select_stream(0);
+        nsa_cuda_set_select_stream(-1);
         printf("warpgroup-MMA (sm_90a) kernels: %s\n", have_wgmma ? "on" : "not in this build or device");
     }
     printf("\n%d checks, %d failed\n", g_rows, g_fail);
