@@ -224,6 +224,12 @@ template <typename T, int D, bool WG, bool STREAM> __global__ void __launch_boun
         }
     };
     int jfin = 0;   // STREAM: the first block not yet final
+    // the last selection block chunk c overlaps
+    auto chunk_jhi = [&](int c) {
+        const int il = (c + 1) * ROWS_KC - 1 < kend - 1 ? (c + 1) * ROWS_KC - 1 : kend - 1;
+        const int jh = (il * a.d + a.l - 1) / a.lsel;
+        return jh < a.NS - 1 ? jh : a.NS - 1;
+    };
     uint32_t qf[NKS][4];
     for (int c = 0; c < nchunks; c++) {
         const int buf = c & 1;
@@ -296,9 +302,7 @@ template <typename T, int D, bool WG, bool STREAM> __global__ void __launch_boun
         }
         // score[tq][j] += sum_{i in chunk} w(i, j) Psum[tq][i - kb], j over the chunk's blocks
         const int ilast = kb + ROWS_KC - 1 < kend - 1 ? kb + ROWS_KC - 1 : kend - 1;
-        const int jlo = kb * a.d / a.lsel;
-        int jhi = (ilast * a.d + a.l - 1) / a.lsel;
-        if (jhi > a.NS - 1) jhi = a.NS - 1;
+        const int jlo = kb * a.d / a.lsel, jhi = chunk_jhi(c);
         const int nj = jhi - jlo + 1;
         for (int it = own ? lane : tid; it < (own ? nj : BQ * nj); it += own ? 32 : 128) {
             const int tq = own ? warp : it / nj, j = jlo + (own ? it : it % nj);
@@ -321,8 +325,10 @@ template <typename T, int D, bool WG, bool STREAM> __global__ void __launch_boun
         }
         __syncthreads();
         if constexpr (STREAM) {
-            // the blocks before the next chunk's first are final
-            if (c + 1 < nchunks) {
+            // the blocks before the next chunk's first are final; they go into the lists only
+            // when the ring could not also hold the next chunk's blocks (about every third chunk
+            // where a chunk overlaps 17 blocks: fewer, fuller merges)
+            if (c + 1 < nchunks && chunk_jhi(c + 1) - jfin + 1 > SW) {
                 const int jnext = (kb + ROWS_KC) * a.d / a.lsel;
                 finalize(jfin, jnext - 1);
                 jfin = jnext;
