@@ -55,13 +55,10 @@ __host__ __device__ __forceinline__ SelScoreLayout selscore_layout(int hpg, int 
 __host__ __device__ __forceinline__ bool selscore_stream_fits(int l, int d, int lsel) {
     return ((int64_t)ROWS_KC * d + l) / lsel + 2 <= SEL_RING;
 }
-// STREAM where it fits and NSA_CUDA_SELECT_STREAM asks (1), or by default (-1) where the group's
-// heads go through the P tile (HB not a multiple of 16: measured faster there at every length,
-// e.g. 12 q / 2 KV heads; where a warp's rows are one position's heads the scan at the end was
-// faster from 8k on)
+// STREAM wherever it fits unless NSA_CUDA_SELECT_STREAM=0 (measured as fast as the scan or faster
+// at both benchmark shapes and every length)
 static inline bool select_stream_on(const AttnArgs &a) {
-    if (!selscore_stream_fits(a.l, a.d, a.lsel) || g_nsa_cuda.select_stream == 0) return false;
-    return g_nsa_cuda.select_stream > 0 || rows_geom(a.hpg).HB % 16 != 0;
+    return g_nsa_cuda.select_stream != 0 && selscore_stream_fits(a.l, a.d, a.lsel);
 }
 // the blocks every position at block cur takes: 0, cur - 1 and cur (those that exist)
 __device__ __forceinline__ int sel_nforced(int cur) { return cur == 0 ? 1 : cur == 1 ? 2 : 3; }

@@ -225,7 +225,7 @@ struct CudaKnobs {
     int dkdv_ws;       // NSA_CUDA_DKDV_WS -1/0/1 (default -1: by head size)
     int dq_ws;         // NSA_CUDA_DQ_WS -1/0/1 (default -1: by head size)
     int fwd_ws;        // NSA_CUDA_FWD_WS -1/0/1 (default -1: by branch and head size)
-    int select_stream; // NSA_CUDA_SELECT_STREAM -1/0/1 (default -1: by heads a group)
+    int select_stream; // NSA_CUDA_SELECT_STREAM -1/0/1 (default -1: wherever it fits, as 1)
     int stats;         // NSA_CUDA_STATS 0/1: peak device memory at exit
     int prof, prof_skip;   // NSA_CUDA_PROFILE 0/1, NSA_CUDA_PROFILE_SKIP >= 0
     int graph;         // NSA_CUDA_GRAPH 0/1 (default 1): recorded op sequences (graph_begin)

@@ -50,8 +50,8 @@ void nsa_cuda_set_dq_ws(int mode);
 void nsa_cuda_set_fwd_ws(int mode);
 // the selection's top-n kept as the scoring walks its chunks (a ring of block scores and a sorted
 // list a position in shared memory) instead of chosen from every block's score at the end, where
-// a chunk overlaps at most 62 selection blocks: -1 by heads a group (the default: where they are
-// not a multiple of 16), 0 never, 1 wherever it fits; NSA_CUDA_SELECT_STREAM=-1/0/1
+// a chunk overlaps at most 62 selection blocks: -1 or 1 wherever it fits (-1, the default), 0
+// never; NSA_CUDA_SELECT_STREAM=-1/0/1
 void nsa_cuda_set_select_stream(int mode);
 // positions whose rows share a tile of the selection forward at this geometry under the
 // current settings (dt, 16-byte aligned buffers): a non-finite key any of them selected

@@ -1291,8 +1291,9 @@ int main(int argc, char **argv) {
         // group <= 8; the warpgroup-MMA kernels where this build and device have them);
         // 2: tensor cores, selection on tiles of one position; 3: tensor cores without the
         // warpgroup-MMA kernels (mma.sync only; run only where those exist; the selection's
-        // top-n kept as its scoring goes wherever it fits, NSA_CUDA_SELECT_STREAM=1, as in 7;
-        // 8 never, the others by heads a group); 4: selection on
+        // top-n kept as its scoring goes wherever it fits, NSA_CUDA_SELECT_STREAM=1, as in 7 and
+        // by default in the others but 6 and 8, which scan every block's score at the end, without
+        // and with warpgroup MMA); 4: selection on
         // its tiles (never the rows kernels); 5 and 6: selection on the rows kernels wherever
         // they can (l' a multiple of 64), with and without warpgroup MMA; 7 and 8: the window
         // and compressed forward, dK/dV and dQ on the warp-specialised kernels wherever they can
@@ -1314,7 +1315,7 @@ int main(int argc, char **argv) {
             nsa_cuda_set_dkdv_ws(impl_dkdv_ws[impl]);
             nsa_cuda_set_dq_ws(impl_dkdv_ws[impl]);
             nsa_cuda_set_fwd_ws(impl_dkdv_ws[impl]);
-            nsa_cuda_set_select_stream(impl == 3 || impl == 7 ? 1 : impl == 8 ? 0 : -1);
+            nsa_cuda_set_select_stream(impl == 3 || impl == 7 ? 1 : impl == 6 || impl == 8 ? 0 : -1);
             snprintf(dn, sizeof dn, "%s/%s", precs[p], impl_name[impl]);
             for (int si = 0; si < NSHAPES; si++) {
                 if (g_small && shape_is_big(si)) continue;
