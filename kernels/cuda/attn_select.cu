@@ -37,16 +37,33 @@
 // scores [BQ][NS] and taken flags [BQ][NS] bytes (STREAM: the score ring [BQ][SEL_RING], the
 // lists' scores [BQ][n] and blocks [BQ][n], no flags). Sized to what the group needs, so that
 // three CTAs fit an SM at the paper shape.
+// PAD (NSA_CUDA_SELECT_PAD, 5 <= heads a group <= 15): each position's heads padded with zero
+// rows to 8 (two positions a warp: rows 0-7 and 8-15 of its 16) or to 16 (one position a warp),
+// so that the head sums are butterflies in registers and a warp alone sums and scores its
+// positions, as at 16 heads a group, instead of passing P through the shared P tile between
+// block barriers; 8 positions a CTA at 6 heads a group instead of 10, the P tile's 16 KB gone.
+// Otherwise the rows kernels' tile (rows_geom).
+__host__ __device__ __forceinline__ RowsGeom selscore_geom(int hpg, int pad) {
+    if (!pad || hpg < 5 || hpg > 15) return rows_geom(hpg);
+    RowsGeom r;
+    r.HB = hpg <= 8 ? 8 : 16;
+    r.BQ = 64 / r.HB;
+    r.nhb = 1;
+    return r;
+}
+// two positions a warp: PAD at 8 rows a position
+__host__ __device__ __forceinline__ bool selscore_pairs(const RowsGeom &rg, int pad) { return pad && rg.HB == 8; }
 struct SelScoreLayout {
     int psum, score, nfloat;   // offsets of Psum and score, 4-byte words before the flags
 };
-__host__ __device__ __forceinline__ SelScoreLayout selscore_layout(int hpg, int NS, bool stream, int n) {
-    const RowsGeom rg = rows_geom(hpg);
+__host__ __device__ __forceinline__ SelScoreLayout selscore_layout(int hpg, int pad, int NS, bool stream, int n) {
+    const RowsGeom rg = selscore_geom(hpg, pad);
     SelScoreLayout L;
-    const bool warp_rows = rg.HB % 16 == 0;
-    if (!warp_rows) L.psum = 64 * SEL_PP;
+    const bool warp_rows = rg.HB % 16 == 0, pairs = selscore_pairs(rg, pad);
+    if (pairs) L.psum = 0;   // Pw [8][KC] is Psum
+    else if (!warp_rows) L.psum = 64 * SEL_PP;
     else L.psum = rg.HB == 16 ? 0 : 4 * ROWS_KC;
-    L.score = warp_rows && rg.HB == 16 ? 4 * ROWS_KC : L.psum + rg.BQ * ROWS_KC;
+    L.score = pairs ? rg.BQ * ROWS_KC : warp_rows && rg.HB == 16 ? 4 * ROWS_KC : L.psum + rg.BQ * ROWS_KC;
     L.nfloat = L.score + (stream ? rg.BQ * (SEL_RING + 2 * n) : rg.BQ * NS);
     return L;
 }
@@ -67,25 +84,26 @@ __device__ __forceinline__ int sel_nforced(int cur) { return cur == 0 ? 1 : cur 
 template <int D, bool WG> __host__ __device__ constexpr size_t selscore_qk_bytes() {
     return WG ? 1024 + (size_t)(64 + 2 * ROWS_KC) * D * 2 : (size_t)(64 + 2 * ROWS_KC) * (D + 8) * 2;
 }
-template <int D, bool WG, bool STREAM> size_t selscore_smem(int hpg, int NS, int n) {
-    return selscore_qk_bytes<D, WG>() + (size_t)selscore_layout(hpg, NS, STREAM, n).nfloat * 4 +
-           (STREAM ? 0 : (size_t)rows_geom(hpg).BQ * NS) + 16;
+template <int D, bool WG, bool STREAM> size_t selscore_smem(int hpg, int pad, int NS, int n) {
+    return selscore_qk_bytes<D, WG>() + (size_t)selscore_layout(hpg, pad, NS, STREAM, n).nfloat * 4 +
+           (STREAM ? 0 : (size_t)selscore_geom(hpg, pad).BQ * NS) + 16;
 }
 
 // WG (sm_90a, D 64 or 128): S = Q Kc^T by one warpgroup MMA per 16-wide k-step from
 // swizzled shared tiles (wg_qkT) instead of mma.sync from padded ones; the rest is shared.
-template <typename T, int D, bool WG, bool STREAM> __global__ void __launch_bounds__(128) k_select_mma(AttnArgs a, int32_t *sel_out) {
+template <typename T, int D, bool WG, bool STREAM, bool PAD> __global__ void __launch_bounds__(128) k_select_mma(AttnArgs a, int32_t *sel_out) {
+    constexpr int pad = PAD;
     constexpr int DP = D + 8, NKS = D / 16;
     static_assert(!WG || D % 64 == 0, "swizzled atoms are 64 elements wide");
     extern __shared__ __align__(16) unsigned char smem_raw[];
     unsigned char *qk = WG ? reinterpret_cast<unsigned char *>(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023) : smem_raw;
     T *Qs = reinterpret_cast<T *>(qk);                                // [64][DP], or WG: atoms of 64 rows
     T *Ks = WG ? Qs + 64 * D : Qs + 64 * DP;                          // [2][KC][DP], or WG: [2][atoms]
-    const SelScoreLayout lay = selscore_layout(a.hpg, a.NS, STREAM, a.n);
+    const SelScoreLayout lay = selscore_layout(a.hpg, pad, a.NS, STREAM, a.n);
     float *Ps = reinterpret_cast<float *>(smem_raw + selscore_qk_bytes<D, WG>());   // [64][SEL_PP] or Pw [4][KC]
     float *Psum = Ps + lay.psum;                                      // [BQ][KC]
     float *score = Ps + lay.score;                                    // [BQ][NS] (STREAM: [BQ][SEL_RING])
-    const RowsGeom rg = rows_geom(a.hpg);
+    const RowsGeom rg = selscore_geom(a.hpg, pad);
     constexpr int SW = STREAM ? SEL_RING : 0;                          // STREAM: slots a position
     unsigned char *taken = reinterpret_cast<unsigned char *>(score + rg.BQ * a.NS);   // [BQ][NS] (not STREAM)
     float *lsc = score + rg.BQ * SW;                                   // STREAM: list scores [BQ][n]
@@ -105,14 +123,19 @@ template <typename T, int D, bool WG, bool STREAM> __global__ void __launch_boun
     // position) and the head sums are butterflies in registers; else P goes through Ps
     const bool warp_rows = HB % 16 == 0;
     const int wpp = HB / 16;
-    // HB 16: warp w's rows are position w, whose head sums and scores only warp w touches
-    const bool own = warp_rows && wpp == 1;
-    float *Pw = Ps;   // [4][KC] per-warp head sums (warp_rows; Psum is Pw when wpp == 1)
+    // PAD at 8 rows a position: warp w's rows are positions 2w and 2w + 1
+    const bool pairs = selscore_pairs(rg, pad);
+    // HB 16 (or pairs): warp w's rows are position w (2w, 2w + 1), whose head sums and scores
+    // only warp w touches
+    const bool own = (warp_rows && wpp == 1) || pairs;
+    const int ppw = pairs ? 2 : 1;   // own: positions a warp
+    float *Pw = Ps;   // [4][KC] per-warp head sums (warp_rows; Psum is Pw when wpp == 1), pairs [8][KC]
     if (tid < 64) {
-        int tq = tid / HB, t = tbase + tq;
-        bool ok = tq < BQ && t < tend;
+        const int tq = tid / HB, h = tid % HB, t = tbase + tq;
+        const bool ok = tq < BQ && t < tend;
         float l2 = -INFINITY;
-        if (ok) l2 = a.lse_in[((int64_t)b * a.T + t) * a.H + (int64_t)g * hpg + tid % HB] * MMA_LOG2E;
+        if (ok && h < hpg) l2 = a.lse_in[((int64_t)b * a.T + t) * a.H + (int64_t)g * hpg + h] * MMA_LOG2E;
+        else if (ok) l2 = INFINITY;   // PAD: a padding row (zero q), its p 0 below
         trow[tid] = ok && l2 != -INFINITY ? t : -1;
         l2s[tid] = l2;
     }
@@ -151,6 +174,7 @@ template <typename T, int D, bool WG, bool STREAM> __global__ void __launch_boun
     const int r0 = warp * 16 + gid;
     const int tr[2] = {trow[r0], trow[r0 + 8]};
     const float l2r[2] = {l2s[r0], l2s[r0 + 8]};
+    const bool padr[2] = {pad && l2r[0] == INFINITY, pad && l2r[1] == INFINITY};   // padding rows: p 0
     const bool rows_live = rows_dead == 0;
     const int P = a.lsel / a.d, rlo = wr_lo, nr = wr_n;
     // STREAM: blocks jf .. jt are final: each warp takes its positions (tq = warp, warp + 4, ..),
@@ -245,18 +269,37 @@ template <typename T, int D, bool WG, bool STREAM> __global__ void __launch_boun
 #pragma unroll
             for (int nt = 0; nt < 8; nt++)
 #pragma unroll
-                for (int e = 0; e < 4; e++) p[nt][e] = exp2f(s[nt][e] * a.scale_log2 - l2r[e >> 1]);
+                for (int e = 0; e < 4; e++) p[nt][e] = padr[e >> 1] ? 0.f : exp2f(s[nt][e] * a.scale_log2 - l2r[e >> 1]);
         } else {
 #pragma unroll
             for (int nt = 0; nt < 8; nt++)
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
                     const int key = kb + nt * 8 + 2 * tig + (e & 1), t = tr[e >> 1];
-                    p[nt][e] = rows_vis<BR_CMP>(a, t, key, kend, 0, tbase) ? exp2f(s[nt][e] * a.scale_log2 - l2r[e >> 1]) : 0.f;
+                    p[nt][e] = rows_vis<BR_CMP>(a, t, key, kend, 0, tbase) && !padr[e >> 1] ? exp2f(s[nt][e] * a.scale_log2 - l2r[e >> 1]) : 0.f;
                 }
         }
         // Psum[tq][kl] = sum over the position's heads of p (a fixed order either way)
-        if (warp_rows) {
+        if (pairs) {
+            // rows gid (position 2 warp) and gid + 8 (position 2 warp + 1): a butterfly over the
+            // 8 row groups (lane bits 2..4) for each
+#pragma unroll
+            for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+                for (int c = 0; c < 2; c++) {
+                    float v0 = p[nt][c], v1 = p[nt][c + 2];
+#pragma unroll
+                    for (int o = 4; o <= 16; o <<= 1) {
+                        v0 += __shfl_xor_sync(0xffffffffu, v0, o);
+                        v1 += __shfl_xor_sync(0xffffffffu, v1, o);
+                    }
+                    if (gid == 0) {
+                        Pw[(2 * warp) * ROWS_KC + nt * 8 + 2 * tig + c] = v0;
+                        Pw[(2 * warp + 1) * ROWS_KC + nt * 8 + 2 * tig + c] = v1;
+                    }
+                }
+            __syncwarp();   // the warp's two positions: their sums are its own
+        } else if (warp_rows) {
             // the warp's 16 rows are 16 heads of one position: rows g and g + 8 added,
             // then a butterfly over the 8 row groups (lane bits 2..4)
 #pragma unroll
@@ -301,8 +344,8 @@ template <typename T, int D, bool WG, bool STREAM> __global__ void __launch_boun
         const int ilast = kb + ROWS_KC - 1 < kend - 1 ? kb + ROWS_KC - 1 : kend - 1;
         const int jlo = kb * a.d / a.lsel, jhi = chunk_jhi(c);
         const int nj = jhi - jlo + 1;
-        for (int it = own ? lane : tid; it < (own ? nj : BQ * nj); it += own ? 32 : 128) {
-            const int tq = own ? warp : it / nj, j = jlo + (own ? it : it % nj);
+        for (int it = own ? lane : tid; it < (own ? ppw * nj : BQ * nj); it += own ? 32 : 128) {
+            const int tq = own ? warp * ppw + it / nj : it / nj, j = jlo + it % nj;
             const float *ps = Psum + tq * ROWS_KC - kb;
             float acc = 0.f;
             if (nr > 0) {   // the blocks i = j l'/d + r overlapping j, ascending, from the table
@@ -390,23 +433,30 @@ template <typename T, int D, bool WG, bool STREAM> __global__ void __launch_boun
 // ============================================================================================
 // launcher
 // ============================================================================================
+template <typename T, int D, bool WG, bool STREAM>
+static void select_launch_pad(dim3 grid, const AttnArgs &a, int32_t *sel_out, bool pad) {
+    if (pad) mma_launch(k_select_mma<T, D, WG, STREAM, true>, grid, 128, selscore_smem<D, WG, STREAM>(a.hpg, 1, a.NS, a.n), a, sel_out);
+    else mma_launch(k_select_mma<T, D, WG, STREAM, false>, grid, 128, selscore_smem<D, WG, STREAM>(a.hpg, 0, a.NS, a.n), a, sel_out);
+}
 template <typename T, int D, bool WG>
-static void select_launch(dim3 grid, const AttnArgs &a, int32_t *sel_out, bool stream) {
-    if (stream) mma_launch(k_select_mma<T, D, WG, true>, grid, 128, selscore_smem<D, WG, true>(a.hpg, a.NS, a.n), a, sel_out);
-    else mma_launch(k_select_mma<T, D, WG, false>, grid, 128, selscore_smem<D, WG, false>(a.hpg, a.NS, a.n), a, sel_out);
+static void select_launch(dim3 grid, const AttnArgs &a, int32_t *sel_out, bool stream, bool pad) {
+    if (stream) select_launch_pad<T, D, WG, true>(grid, a, sel_out, pad);
+    else select_launch_pad<T, D, WG, false>(grid, a, sel_out, pad);
     CUDA_LAUNCHED();
 }
 template <typename T, int D> void mma_select(const AttnArgs &a, int32_t *sel_out) {
-    const RowsGeom rg = rows_geom(a.hpg);
+    // PAD only where it changes the tile (5..15 heads a group)
+    const bool pad = g_nsa_cuda.select_pad > 0 && selscore_geom(a.hpg, 1).HB != rows_geom(a.hpg).HB;
+    const RowsGeom rg = selscore_geom(a.hpg, pad);
     dim3 grid((a.Tn + rg.BQ - 1) / rg.BQ, a.G, a.B);
     const bool stream = select_stream_on(a);
     if constexpr (D % 64 == 0) {
         if (g_nsa_cuda.wgmma) {
-            select_launch<T, D, true>(grid, a, sel_out, stream);
+            select_launch<T, D, true>(grid, a, sel_out, stream, pad);
             return;
         }
     }
-    select_launch<T, D, false>(grid, a, sel_out, stream);
+    select_launch<T, D, false>(grid, a, sel_out, stream, pad);
 }
 
 #define NSA_INSTANTIATE_SELECT(D)                                       \

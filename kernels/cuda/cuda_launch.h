@@ -53,6 +53,10 @@ void nsa_cuda_set_fwd_ws(int mode);
 // a chunk overlaps at most 62 selection blocks: -1 or 1 wherever it fits (-1, the default), 0
 // never; NSA_CUDA_SELECT_STREAM=-1/0/1
 void nsa_cuda_set_select_stream(int mode);
+// the selection scoring at 5..15 heads a group with each position's heads padded to 8 rows (two
+// positions a warp) or 16 (one), the head sums in registers instead of through the shared P tile:
+// 0 (default) or 1; NSA_CUDA_SELECT_PAD=0/1
+void nsa_cuda_set_select_pad(int on);
 // positions whose rows share a tile of the selection forward at this geometry under the
 // current settings (dt, 16-byte aligned buffers): a non-finite key any of them selected
 // reaches all of their rows (docs/cuda.md, Limits)

@@ -1247,6 +1247,7 @@ static const Shape SHAPES[] = {
     // over many merges (group of 6: on by default; group of 16: where impls force it)
     {1, 2048, 6, 1, 64, 8, 4, 16, 8, 64},
     {1, 2048, 16, 1, 64, 8, 4, 16, 8, 64},
+    {1, 200, 24, 2, 64, 32, 16, 64, 5, 48},    // group of 12: the scoring's heads padded to 16 where asked
 };
 #define NSHAPES ((int)(sizeof SHAPES / sizeof SHAPES[0]))
 static int shape_is_big(int si) { return si == 2 || si == 3 || si == 7 || si >= 9; }
@@ -1293,7 +1294,8 @@ int main(int argc, char **argv) {
         // warpgroup-MMA kernels (mma.sync only; run only where those exist; the selection's
         // top-n kept as its scoring goes wherever it fits, NSA_CUDA_SELECT_STREAM=1, as in 7 and
         // by default in the others but 6 and 8, which scan every block's score at the end, without
-        // and with warpgroup MMA); 4: selection on
+        // and with warpgroup MMA; 3, 7 and 8: the scoring's heads padded, NSA_CUDA_SELECT_PAD=1);
+        // 4: selection on
         // its tiles (never the rows kernels); 5 and 6: selection on the rows kernels wherever
         // they can (l' a multiple of 64), with and without warpgroup MMA; 7 and 8: the window
         // and compressed forward, dK/dV and dQ on the warp-specialised kernels wherever they can
@@ -1316,6 +1318,7 @@ int main(int argc, char **argv) {
             nsa_cuda_set_dq_ws(impl_dkdv_ws[impl]);
             nsa_cuda_set_fwd_ws(impl_dkdv_ws[impl]);
             nsa_cuda_set_select_stream(impl == 3 || impl == 7 ? 1 : impl == 6 || impl == 8 ? 0 : -1);
+            nsa_cuda_set_select_pad(impl == 3 || impl == 7 || impl == 8);
             snprintf(dn, sizeof dn, "%s/%s", precs[p], impl_name[impl]);
             for (int si = 0; si < NSHAPES; si++) {
                 if (g_small && shape_is_big(si)) continue;
@@ -1334,6 +1337,7 @@ int main(int argc, char **argv) {
         nsa_cuda_set_dq_ws(-1);
         nsa_cuda_set_fwd_ws(-1);
         nsa_cuda_set_select_stream(-1);
+        nsa_cuda_set_select_pad(0);
         printf("warpgroup-MMA (sm_90a) kernels: %s\n", have_wgmma ? "on" : "not in this build or device");
     }
     printf("\n%d checks, %d failed\n", g_rows, g_fail);
