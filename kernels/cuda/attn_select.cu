@@ -19,14 +19,15 @@
 // barriers; a chunk every row sees whole is not masked; the overlap weights come from a table
 // by i - j l'/d where d divides l' (the same floats, added in the same order). Shared: Q,
 // K double buffer, the P tile, Psum [BQ][KC], scores [BQ][NS], taken flags [BQ][NS].
-// STREAM (select_stream_on, NSA_CUDA_SELECT_STREAM): the top-n is kept as the chunks go instead of from all NS
-// scores at the end. A block's score is final once no later chunk overlaps it (the blocks
-// before the next chunk's first one); its scores live in a ring of SEL_RING slots a position
-// until then, and each final one that is a candidate (1 .. cur - 2) and beats the position's
-// n - forced best so far (score higher; an equal score loses to the earlier, lower block) goes
-// into that sorted list, the lowest falling off (a NaN score ranks below every other). The same
-// selection (for scores that are not NaN: the top of the same order), in a fraction of the shared memory at long sequences ([BQ][SEL_RING]
-// scores and [BQ][n] list entries instead of [BQ][NS] scores and flags), so more CTAs an SM.
+// STREAM (select_stream_on, NSA_CUDA_SELECT_STREAM): the top-n is kept as the chunks go instead
+// of from all NS scores at the end. A block's score is final once no later chunk overlaps it
+// (the blocks before the next chunk's first one); its scores live in a ring of SEL_RING slots a
+// position until then, and the final ones that are candidates (1 .. cur - 2) and beat the
+// position's n - forced best so far (score higher; an equal score loses to the earlier, lower
+// block) are merged into that sorted list, the lowest falling off (a NaN score ranks below every
+// other). The same selection (for scores that are not NaN: the top of the same order), in a
+// fraction of the shared memory at long sequences ([BQ][SEL_RING] scores and [BQ][n] list
+// entries instead of [BQ][NS] scores and flags), so more CTAs an SM.
 // ============================================================================================
 #define SEL_PP 65   // P tile row pitch (floats)
 #define SEL_WR_MAX 32   // the overlap weights' table: blocks i overlapping one selection block
