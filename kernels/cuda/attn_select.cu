@@ -90,6 +90,23 @@ template <int D, bool WG, bool STREAM> size_t selscore_smem(int hpg, int pad, in
            (STREAM ? 0 : (size_t)selscore_geom(hpg, pad).BQ * NS) + 16;
 }
 
+// The sums over a warp's 8 row groups (lane bits 2..4) of v[2 nt + c] (column nt 8 + 2 tig + c of
+// a 64-column fragment row), each lane left with two of them, out[c] for columns nt 8 + 2 tig + c
+// where nt is lane bits 2, 3, 4 read in reverse (returned): a reduce-scatter (8 + 4 + 2
+// shuffles instead of 16 x 3) pairing lanes in the order of a butterfly (bit 2, then 3, then 4),
+// so each sum is the same float additions of the same operands, bit for bit.
+__device__ __forceinline__ int rowgroup_sum_scatter(const float (&v)[16], float (&out)[2], int lane) {
+    const bool x = lane & 4, y = lane & 8, z = lane & 16;
+    float a[8], b[4];
+#pragma unroll
+    for (int k = 0; k < 8; k++) a[k] = (x ? v[k + 8] : v[k]) + __shfl_xor_sync(0xffffffffu, x ? v[k] : v[k + 8], 4);
+#pragma unroll
+    for (int k = 0; k < 4; k++) b[k] = (y ? a[k + 4] : a[k]) + __shfl_xor_sync(0xffffffffu, y ? a[k] : a[k + 4], 8);
+#pragma unroll
+    for (int k = 0; k < 2; k++) out[k] = (z ? b[k + 2] : b[k]) + __shfl_xor_sync(0xffffffffu, z ? b[k] : b[k + 2], 16);
+    return (int)z + 2 * (int)y + 4 * (int)x;
+}
+
 // WG (sm_90a, D 64 or 128): S = Q Kc^T by one warpgroup MMA per 16-wide k-step from
 // swizzled shared tiles (wg_qkT) instead of mma.sync from padded ones; the rest is shared.
 template <typename T, int D, bool WG, bool STREAM, bool PAD> __global__ void __launch_bounds__(128) k_select_mma(AttnArgs a, int32_t *sel_out) {
@@ -282,37 +299,31 @@ template <typename T, int D, bool WG, bool STREAM, bool PAD> __global__ void __l
         }
         // Psum[tq][kl] = sum over the position's heads of p (a fixed order either way)
         if (pairs) {
-            // rows gid (position 2 warp) and gid + 8 (position 2 warp + 1): a butterfly over the
-            // 8 row groups (lane bits 2..4) for each
+            // rows gid (position 2 warp) and gid + 8 (position 2 warp + 1): the sum over the 8
+            // row groups (lane bits 2..4) for each
 #pragma unroll
-            for (int nt = 0; nt < 8; nt++)
+            for (int r = 0; r < 2; r++) {
+                float v[16], o[2];
 #pragma unroll
-                for (int c = 0; c < 2; c++) {
-                    float v0 = p[nt][c], v1 = p[nt][c + 2];
+                for (int nt = 0; nt < 8; nt++)
 #pragma unroll
-                    for (int o = 4; o <= 16; o <<= 1) {
-                        v0 += __shfl_xor_sync(0xffffffffu, v0, o);
-                        v1 += __shfl_xor_sync(0xffffffffu, v1, o);
-                    }
-                    if (gid == 0) {
-                        Pw[(2 * warp) * ROWS_KC + nt * 8 + 2 * tig + c] = v0;
-                        Pw[(2 * warp + 1) * ROWS_KC + nt * 8 + 2 * tig + c] = v1;
-                    }
-                }
+                    for (int c = 0; c < 2; c++) v[2 * nt + c] = p[nt][c + 2 * r];
+                const int nt = rowgroup_sum_scatter(v, o, lane);
+                *reinterpret_cast<float2 *>(Pw + (2 * warp + r) * ROWS_KC + nt * 8 + 2 * tig) = make_float2(o[0], o[1]);
+            }
             __syncwarp();   // the warp's two positions: their sums are its own
         } else if (warp_rows) {
-            // the warp's 16 rows are 16 heads of one position: rows g and g + 8 added,
-            // then a butterfly over the 8 row groups (lane bits 2..4)
+            // the warp's 16 rows are 16 heads of one position: rows g and g + 8 added, then the
+            // sum over the 8 row groups (lane bits 2..4)
+            {
+                float v[16], o[2];
 #pragma unroll
-            for (int nt = 0; nt < 8; nt++)
+                for (int nt = 0; nt < 8; nt++)
 #pragma unroll
-                for (int c = 0; c < 2; c++) {
-                    float v = p[nt][c] + p[nt][c + 2];
-                    v += __shfl_xor_sync(0xffffffffu, v, 4);
-                    v += __shfl_xor_sync(0xffffffffu, v, 8);
-                    v += __shfl_xor_sync(0xffffffffu, v, 16);
-                    if (gid == 0) Pw[warp * ROWS_KC + nt * 8 + 2 * tig + c] = v;
-                }
+                    for (int c = 0; c < 2; c++) v[2 * nt + c] = p[nt][c] + p[nt][c + 2];
+                const int nt = rowgroup_sum_scatter(v, o, lane);
+                *reinterpret_cast<float2 *>(Pw + warp * ROWS_KC + nt * 8 + 2 * tig) = make_float2(o[0], o[1]);
+            }
             if (own) __syncwarp();   // one warp a position: its sums are its own
             else __syncthreads();
             if (wpp > 1) {   // a position spans wpp warps: add their sums in warp order
