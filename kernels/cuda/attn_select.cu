@@ -10,7 +10,7 @@
 // selection scores on tensor cores (bf16/fp16): a CTA owns BQ positions x the whole
 // group (hpg <= 64 heads): S = Q Kc^T per chunk of 64 compressed blocks as in
 // k_rows_fwd, p = exp(S - lse) from the compressed branch's saved lse, then the head
-// sums Psum[position][i] = sum_h p[h, i] (a butterfly over a warp's 16 rows when the
+// sums Psum[position][i] = sum_h p[h, i] (in registers over a warp's 16 rows when the
 // group's heads fill whole warps, else through the P tile, heads ascending, every
 // (position, block) pair in parallel), then per (position, selection block j)
 // score[j] += sum_i w(i, j) Psum[i] (blocks i and chunks in ascending order), and the
