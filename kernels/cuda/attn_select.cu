@@ -138,7 +138,7 @@ template <typename T, int D, bool WG, bool STREAM, bool PAD> __global__ void __l
     const int b = blockIdx.z, g = blockIdx.y;
     const int tbase = a.t0 + blockIdx.x * BQ, tend = a.t0 + a.Tn;
     // HB a multiple of 16: each warp's rows are heads of one position (wpp warps per
-    // position) and the head sums are butterflies in registers; else P goes through Ps
+    // position) and the head sums stay in registers (rowgroup_sum_scatter); else P goes through Ps
     const bool warp_rows = HB % 16 == 0;
     const int wpp = HB / 16;
     // PAD at 8 rows a position: warp w's rows are positions 2w and 2w + 1
