@@ -44,8 +44,9 @@
 // positions, as at 16 heads a group, instead of passing P through the shared P tile between
 // block barriers; 8 positions a CTA at 6 heads a group instead of 10, the P tile's 16 KB gone.
 // Otherwise the rows kernels' tile (rows_geom).
+__host__ __device__ __forceinline__ bool selscore_pads(int hpg) { return hpg >= 5 && hpg <= 15; }
 __host__ __device__ __forceinline__ RowsGeom selscore_geom(int hpg, int pad) {
-    if (!pad || hpg < 5 || hpg > 15) return rows_geom(hpg);
+    if (!pad || !selscore_pads(hpg)) return rows_geom(hpg);
     RowsGeom r;
     r.HB = hpg <= 8 ? 8 : 16;
     r.BQ = 64 / r.HB;
@@ -457,8 +458,7 @@ static void select_launch(dim3 grid, const AttnArgs &a, int32_t *sel_out, bool s
     CUDA_LAUNCHED();
 }
 template <typename T, int D> void mma_select(const AttnArgs &a, int32_t *sel_out) {
-    // PAD only where it changes the tile (5..15 heads a group)
-    const bool pad = g_nsa_cuda.select_pad > 0 && selscore_geom(a.hpg, 1).HB != rows_geom(a.hpg).HB;
+    const bool pad = g_nsa_cuda.select_pad > 0 && selscore_pads(a.hpg);
     const RowsGeom rg = selscore_geom(a.hpg, pad);
     dim3 grid((a.Tn + rg.BQ - 1) / rg.BQ, a.G, a.B);
     const bool stream = select_stream_on(a);

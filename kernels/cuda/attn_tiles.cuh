@@ -585,7 +585,7 @@ template <typename K> static void mma_smem_attr(K kernel, size_t bytes) {
         const void *fn;
         size_t bytes;
     };
-    static Raised raised[128];   // the kernels of this file launched so far, the limit each got
+    static Raised raised[128];   // this translation unit's kernels of this signature launched so far, the limit each got
     static int nraised;
     if (bytes == 0) return;
     const void *fn = reinterpret_cast<const void *>(kernel);

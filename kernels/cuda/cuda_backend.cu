@@ -225,7 +225,7 @@ struct CudaKnobs {
     int dkdv_ws;       // NSA_CUDA_DKDV_WS -1/0/1 (default -1: by head size)
     int dq_ws;         // NSA_CUDA_DQ_WS -1/0/1 (default -1: by head size)
     int fwd_ws;        // NSA_CUDA_FWD_WS -1/0/1 (default -1: by branch and head size)
-    int select_stream; // NSA_CUDA_SELECT_STREAM -1/0/1 (default -1: wherever it fits, as 1)
+    int select_stream; // NSA_CUDA_SELECT_STREAM 0/1 (default 1: wherever it fits)
     int select_pad;    // NSA_CUDA_SELECT_PAD 0/1 (default 0)
     int stats;         // NSA_CUDA_STATS 0/1: peak device memory at exit
     int prof, prof_skip;   // NSA_CUDA_PROFILE 0/1, NSA_CUDA_PROFILE_SKIP >= 0
@@ -233,7 +233,7 @@ struct CudaKnobs {
     int lanes;         // NSA_CUDA_LANES 1..16 (default 8): the most lanes lanes_open makes (1: none)
 };
 static int read_knobs(CudaKnobs *k, char *err, size_t errlen) {
-    *k = CudaKnobs{0, 0, 0, 1, -1, 1, -1, -1, -1, -1, 0, 0, 0, 0, 1, 8};
+    *k = CudaKnobs{0, 0, 0, 1, -1, 1, -1, -1, -1, 1, 0, 0, 0, 0, 1, 8};
     const struct { const char *name; long lo, hi; int *out; } ints[] = {
         {"NSA_CUDA_DEVICE", 0, 1023, &k->device},     {"NSA_CUDA_SYNC_CHECK", 0, 1, &k->sync_check},
         {"NSA_CUDA_SEL_PACK", 0, 1, &k->sel_pack},     {"NSA_CUDA_SEL_ROWS", -1, 1, &k->sel_rows},
@@ -241,7 +241,7 @@ static int read_knobs(CudaKnobs *k, char *err, size_t errlen) {
         {"NSA_CUDA_PROFILE", 0, 1, &k->prof},          {"NSA_CUDA_PROFILE_SKIP", 0, 1 << 30, &k->prof_skip},
         {"NSA_CUDA_GRAPH", 0, 1, &k->graph},          {"NSA_CUDA_LANES", 1, NSA_CUDA_MAX_LANES, &k->lanes},
         {"NSA_CUDA_DKDV_WS", -1, 1, &k->dkdv_ws},      {"NSA_CUDA_DQ_WS", -1, 1, &k->dq_ws},
-        {"NSA_CUDA_FWD_WS", -1, 1, &k->fwd_ws},         {"NSA_CUDA_SELECT_STREAM", -1, 1, &k->select_stream},
+        {"NSA_CUDA_FWD_WS", -1, 1, &k->fwd_ws},         {"NSA_CUDA_SELECT_STREAM", 0, 1, &k->select_stream},
         {"NSA_CUDA_SELECT_PAD", 0, 1, &k->select_pad},
     };
     for (const auto &v : ints)
@@ -348,7 +348,7 @@ extern "C" int nsa_cuda_get_attn_impl(void) { return g_nsa_cuda.attn_impl; }
 extern "C" void nsa_cuda_set_sel_pack(int on) { g_nsa_cuda.sel_pack = on; g_gen++; }
 extern "C" void nsa_cuda_set_sel_rows(int mode) { g_nsa_cuda.sel_rows = mode < 0 ? -1 : mode > 0; g_gen++; }
 extern "C" void nsa_cuda_set_dq_ws(int mode) { g_nsa_cuda.dq_ws = mode < 0 ? -1 : mode > 0; g_gen++; }
-extern "C" void nsa_cuda_set_select_stream(int mode) { g_nsa_cuda.select_stream = mode < 0 ? -1 : mode > 0; g_gen++; }
+extern "C" void nsa_cuda_set_select_stream(int on) { g_nsa_cuda.select_stream = on != 0; g_gen++; }
 extern "C" void nsa_cuda_set_select_pad(int on) { g_nsa_cuda.select_pad = on != 0; g_gen++; }
 extern "C" void nsa_cuda_set_fwd_ws(int mode) { g_nsa_cuda.fwd_ws = mode < 0 ? -1 : mode > 0; g_gen++; }
 extern "C" void nsa_cuda_set_dkdv_ws(int mode) { g_nsa_cuda.dkdv_ws = mode < 0 ? -1 : mode > 0; g_gen++; }

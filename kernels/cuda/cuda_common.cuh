@@ -60,7 +60,7 @@ struct NsaCudaCtx {
     int fwd_ws;          // the rows kernels' forward on the warp-specialised kernel: -1 by branch and
                          // head size, 0 never, 1 wherever it can (NSA_CUDA_FWD_WS)
     int select_stream;   // the selection's top-n kept as the scoring's chunks go (k_select_mma STREAM):
-                         // -1 (default) or 1 wherever a chunk's blocks fit its ring, 0 never
+                         // 1 (default) wherever a chunk's blocks fit its ring, 0 never
                          // (NSA_CUDA_SELECT_STREAM)
     int select_pad;      // the selection scoring with each position's heads padded to 8 or 16 rows
                          // where 5..15 heads a group (selscore_geom): 0 (default) or 1

@@ -50,9 +50,9 @@ void nsa_cuda_set_dq_ws(int mode);
 void nsa_cuda_set_fwd_ws(int mode);
 // the selection's top-n kept as the scoring walks its chunks (a ring of block scores and a sorted
 // list a position in shared memory) instead of chosen from every block's score at the end, where
-// a chunk overlaps at most 62 selection blocks: -1 or 1 wherever it fits (-1, the default), 0
-// never; NSA_CUDA_SELECT_STREAM=-1/0/1
-void nsa_cuda_set_select_stream(int mode);
+// a chunk overlaps at most 62 selection blocks: 1 (default) wherever it fits, 0 never;
+// NSA_CUDA_SELECT_STREAM=0/1
+void nsa_cuda_set_select_stream(int on);
 // the selection scoring at 5..15 heads a group with each position's heads padded to 8 rows (two
 // positions a warp) or 16 (one), the head sums in registers instead of through the shared P tile:
 // 0 (default) or 1; NSA_CUDA_SELECT_PAD=0/1

@@ -1291,17 +1291,15 @@ int main(int argc, char **argv) {
         // the rows kernels or on its own tiles by shape, tiles of 2 positions where heads per
         // group <= 8; the warpgroup-MMA kernels where this build and device have them);
         // 2: tensor cores, selection on tiles of one position; 3: tensor cores without the
-        // warpgroup-MMA kernels (mma.sync only; run only where those exist; the selection's
-        // top-n kept as its scoring goes wherever it fits, NSA_CUDA_SELECT_STREAM=1, as in 7 and
-        // by default in the others but 6 and 8, which scan every block's score at the end, without
-        // and with warpgroup MMA; 3, 7 and 8: the scoring's heads padded, NSA_CUDA_SELECT_PAD=1);
-        // 4: selection on
-        // its tiles (never the rows kernels); 5 and 6: selection on the rows kernels wherever
-        // they can (l' a multiple of 64), with and without warpgroup MMA; 7 and 8: the window
-        // and compressed forward, dK/dV and dQ on the warp-specialised kernels wherever they can
-        // (D 64 and 128; 7: the selection on the rows kernels wherever it can, its forward and
-        // dQ on the warp-specialised ones) and never (k_rows_fwd, the 64-key dK/dV kernel,
-        // k_rows_dq), only their cases
+        // warpgroup-MMA kernels (mma.sync only; run only where those exist); every impl but 6 and
+        // 8 keeps the selection's top-n as its scoring goes (the default), 6 and 8 scan every
+        // block's score at the end, without and with warpgroup MMA; 3, 7 and 8 pad the scoring's
+        // heads (NSA_CUDA_SELECT_PAD=1); 4: selection on its tiles (never the rows kernels); 5
+        // and 6: selection on the rows kernels wherever they can (l' a multiple of 64), with and
+        // without warpgroup MMA; 7 and 8: the window and compressed forward, dK/dV and dQ on
+        // the warp-specialised kernels wherever they can (D 64 and 128; 7: the selection on the
+        // rows kernels wherever it can, its forward and dQ on the warp-specialised ones) and never
+        // (k_rows_fwd, the 64-key dK/dV kernel, k_rows_dq), only their cases
         static const char *impl_name[9] = {"simple",   "mma",           "mma1",    "mma-sync",  "mma-tiles",
                                            "mma-rows", "mma-sync-rows", "mma-ws",  "mma-no-ws"};
         static const int impl_sel_rows[9] = {-1, -1, 0, -1, 0, 1, 1, 1, -1};
@@ -1317,7 +1315,7 @@ int main(int argc, char **argv) {
             nsa_cuda_set_dkdv_ws(impl_dkdv_ws[impl]);
             nsa_cuda_set_dq_ws(impl_dkdv_ws[impl]);
             nsa_cuda_set_fwd_ws(impl_dkdv_ws[impl]);
-            nsa_cuda_set_select_stream(impl == 3 || impl == 7 ? 1 : impl == 6 || impl == 8 ? 0 : -1);
+            nsa_cuda_set_select_stream(impl != 6 && impl != 8);
             nsa_cuda_set_select_pad(impl == 3 || impl == 7 || impl == 8);
             snprintf(dn, sizeof dn, "%s/%s", precs[p], impl_name[impl]);
             for (int si = 0; si < NSHAPES; si++) {
@@ -1336,7 +1334,7 @@ int main(int argc, char **argv) {
         nsa_cuda_set_dkdv_ws(-1);
         nsa_cuda_set_dq_ws(-1);
         nsa_cuda_set_fwd_ws(-1);
-        nsa_cuda_set_select_stream(-1);
+        nsa_cuda_set_select_stream(1);
         nsa_cuda_set_select_pad(0);
         printf("warpgroup-MMA (sm_90a) kernels: %s\n", have_wgmma ? "on" : "not in this build or device");
     }
