@@ -38,7 +38,7 @@
 // scores [BQ][NS] and taken flags [BQ][NS] bytes (STREAM: the score ring [BQ][SEL_RING], the
 // lists' scores [BQ][n] and blocks [BQ][n], no flags). Sized to what the group needs, so that
 // three CTAs fit an SM at the paper shape.
-// PAD (NSA_CUDA_SELECT_PAD, 5 <= heads a group <= 15): each position's heads padded with zero
+// PAD (by default; NSA_CUDA_SELECT_PAD=0 turns it off; 5 <= heads a group <= 15): each position's heads padded with zero
 // rows to 8 (two positions a warp: rows 0-7 and 8-15 of its 16) or to 16 (one position a warp),
 // so that the head sums are butterflies in registers and a warp alone sums and scores its
 // positions, as at 16 heads a group, instead of passing P through the shared P tile between

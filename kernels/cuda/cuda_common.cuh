@@ -63,7 +63,7 @@ struct NsaCudaCtx {
                          // 1 (default) wherever a chunk's blocks fit its ring, 0 never
                          // (NSA_CUDA_SELECT_STREAM)
     int select_pad;      // the selection scoring with each position's heads padded to 8 or 16 rows
-                         // where 5..15 heads a group (selscore_geom): 0 (default) or 1
+                         // where 5..15 heads a group (selscore_geom): 1 (default) or 0
                          // (NSA_CUDA_SELECT_PAD)
     int lane;            // the lane the ops go to (Backend.lane_use; 0: the backend's own stream, whose
                          // handle `stream` then is): its stream, scratch and GEMM workspace

@@ -1293,8 +1293,8 @@ int main(int argc, char **argv) {
         // 2: tensor cores, selection on tiles of one position; 3: tensor cores without the
         // warpgroup-MMA kernels (mma.sync only; run only where those exist); every impl but 6 and
         // 8 keeps the selection's top-n as its scoring goes (the default), 6 and 8 scan every
-        // block's score at the end, without and with warpgroup MMA; 3, 7 and 8 pad the scoring's
-        // heads (NSA_CUDA_SELECT_PAD=1); 4: selection on its tiles (never the rows kernels); 5
+        // block's score at the end, without and with warpgroup MMA; every impl but 2, 4 and 6 pads
+        // the scoring's heads (the default), 2, 4 and 6 do not (NSA_CUDA_SELECT_PAD=0); 4: selection on its tiles (never the rows kernels); 5
         // and 6: selection on the rows kernels wherever they can (l' a multiple of 64), with and
         // without warpgroup MMA; 7 and 8: the window and compressed forward, dK/dV and dQ on
         // the warp-specialised kernels wherever they can (D 64 and 128; 7: the selection on the
@@ -1316,7 +1316,7 @@ int main(int argc, char **argv) {
             nsa_cuda_set_dq_ws(impl_dkdv_ws[impl]);
             nsa_cuda_set_fwd_ws(impl_dkdv_ws[impl]);
             nsa_cuda_set_select_stream(impl != 6 && impl != 8);
-            nsa_cuda_set_select_pad(impl == 3 || impl == 7 || impl == 8);
+            nsa_cuda_set_select_pad(impl != 2 && impl != 4 && impl != 6);
             snprintf(dn, sizeof dn, "%s/%s", precs[p], impl_name[impl]);
             for (int si = 0; si < NSHAPES; si++) {
                 if (g_small && shape_is_big(si)) continue;
@@ -1335,7 +1335,7 @@ int main(int argc, char **argv) {
         nsa_cuda_set_dq_ws(-1);
         nsa_cuda_set_fwd_ws(-1);
         nsa_cuda_set_select_stream(1);
-        nsa_cuda_set_select_pad(0);
+        nsa_cuda_set_select_pad(1);
         printf("warpgroup-MMA (sm_90a) kernels: %s\n", have_wgmma ? "on" : "not in this build or device");
     }
     printf("\n%d checks, %d failed\n", g_rows, g_fail);
