@@ -11,21 +11,33 @@
 // ============================================================================================
 // shared by both kernels
 // ============================================================================================
-// A CTA's work: entry e (keys kb .. kb + nk - 1 of one (b, group)) and row chunk rc, rows
-// r_lo .. r_hi - 1 of the entry's flattened (t, head) list (none where r_lo >= nrows). Flat row f
-// is head f % hpg of position rb + f / hpg, or of list[f / hpg] for the selection branch (the
-// positions that selected the block, ascending).
+// A CTA's work: entry e (keys kb .. kb + nk - 1 of one (b, group)) and its row chunk c (partial
+// c of the entry), rows r_lo .. r_hi - 1 of the entry's flattened (t, head) list (none where
+// r_lo >= nrows). Flat row f is head f % hpg of position rb + f / hpg, or of list[f / hpg] for
+// the selection branch (the positions that selected the block, ascending). blockIdx.y is c, or
+// with rows_abs the group's row chunk (dkdv_row_chunks: the entry's chunk c = blockIdx.y - first,
+// none outside its chunks).
 struct DkdvWork {
-    int kb, nk, rb, nrows, r_lo, r_hi, b, g, hpg;
+    int kb, nk, rb, nrows, r_lo, r_hi, b, g, hpg, part;
     const int32_t *list;
 };
 template <int BR> __device__ __forceinline__ DkdvWork dkdv_work(const AttnArgs &a, int NKC) {
-    const int e = blockIdx.x, rc = blockIdx.y;
+    const int e = blockIdx.x;
     const int4 ch = a.chunks[e];
     DkdvWork w;
     w.kb = ch.x, w.nk = ch.y, w.rb = ch.z, w.nrows = ch.w;
-    w.r_lo = rc * a.rch;
-    w.r_hi = w.r_lo + a.rch < w.nrows ? w.r_lo + a.rch : w.nrows;
+    int c = blockIdx.y;
+    if (BR != BR_SEL && a.rows_abs) {
+        const DkdvChunk rc = dkdv_row_chunks(a, w.rb, w.nrows);
+        c -= rc.first;
+        const int r0 = w.rb * a.hpg;
+        w.r_lo = c < 0 || c >= rc.count ? w.nrows : (int)blockIdx.y * a.rch - r0 > 0 ? (int)blockIdx.y * a.rch - r0 : 0;
+        w.r_hi = ((int)blockIdx.y + 1) * a.rch - r0 < w.nrows ? ((int)blockIdx.y + 1) * a.rch - r0 : w.nrows;
+    } else {
+        w.r_lo = c * a.rch;
+        w.r_hi = w.r_lo + a.rch < w.nrows ? w.r_lo + a.rch : w.nrows;
+    }
+    w.part = a.chunk_part[e] + c;
     const int bg = e / NKC;
     w.b = bg / a.G, w.g = bg % a.G, w.hpg = a.hpg;
     w.list = BR == BR_SEL ? a.ilist + w.rb : NULL;
@@ -50,13 +62,13 @@ __device__ __forceinline__ void dkdv_probs(const AttnArgs &a, float (&s)[NRT][4]
             dp[nt][q] = p * (dp[nt][q] - db[row]);
         }
 }
-// a warp's dK (scaled) and dV sums, its keys kw .. kw + 15 of the CTA's KT, into the partial of
-// this CTA (entry blockIdx.x, row chunk blockIdx.y)
+// a warp's dK (scaled) and dV sums, its keys kw .. kw + 15 of the CTA's KT, into partial `part`
+// (DkdvWork.part: this CTA's)
 template <int D, int KT>
 __device__ __forceinline__ void dkdv_write_part(const AttnArgs &a, const float (&dka)[D / 8][4], const float (&dva)[D / 8][4], int kw,
-                                                int lane) {
+                                                int lane, int part) {
     const int gid = lane >> 2, tig = lane & 3;
-    float *pk = a.part + (int64_t)(a.chunk_part[blockIdx.x] + blockIdx.y) * 2 * KT * D;
+    float *pk = a.part + (int64_t)part * 2 * KT * D;
     float *pv = pk + KT * D;
 #pragma unroll
     for (int nt = 0; nt < D / 8; nt++)
@@ -222,7 +234,7 @@ template <typename T, int D, int KT, int BR, bool WG> __global__ void __launch_b
             }
         }
     }
-    dkdv_write_part<D, KT>(a, dka, dva, kw, lane);
+    dkdv_write_part<D, KT>(a, dka, dva, kw, lane, w.part);
 }
 
 // ============================================================================================
@@ -375,7 +387,7 @@ template <typename T, int D, int BR> __global__ void __launch_bounds__(384, 1) k
         wg_wait0();
         ws_ring_release<NST>(empty, it, lane);
     }
-    dkdv_write_part<D, KT>(a, dka, dva, kw, lane);
+    dkdv_write_part<D, KT>(a, dka, dva, kw, lane, w.part);
 }
 
 // ============================================================================================
@@ -391,7 +403,8 @@ template <typename T, int D, int KT, bool WG> static void dkdv_launch(const Attn
 }
 template <typename T, int D> void mma_attn_dkdv(const AttnArgs &a, int br) {
     const int NKC = a.nentries / (a.B * a.G);
-    int maxrows = br == BR_WIN ? (a.kt + a.w) * a.hpg : a.T * a.hpg;
+    // blockIdx.y: an entry's row chunk, or with rows_abs the group's (dkdv_work)
+    const int maxrows = a.rows_abs ? a.T * a.hpg : br == BR_WIN ? (a.kt + a.w) * a.hpg : a.T * a.hpg;
     dim3 grid(a.nentries, (maxrows + a.rch - 1) / a.rch);
     if constexpr (D % 64 == 0) {
         if (a.kt == WS_KT) {   // window / compressed where nsa_dkdv_ws_on

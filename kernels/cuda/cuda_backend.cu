@@ -227,13 +227,14 @@ struct CudaKnobs {
     int fwd_ws;        // NSA_CUDA_FWD_WS -1/0/1 (default -1: by branch and head size)
     int select_stream; // NSA_CUDA_SELECT_STREAM 0/1 (default 1: wherever it fits)
     int select_pad;    // NSA_CUDA_SELECT_PAD 0/1 (default 1: where 5..15 heads a group)
+    int dkdv_align;    // NSA_CUDA_DKDV_ALIGN 0/1 (default 1)
     int stats;         // NSA_CUDA_STATS 0/1: peak device memory at exit
     int prof, prof_skip;   // NSA_CUDA_PROFILE 0/1, NSA_CUDA_PROFILE_SKIP >= 0
     int graph;         // NSA_CUDA_GRAPH 0/1 (default 1): recorded op sequences (graph_begin)
     int lanes;         // NSA_CUDA_LANES 1..16 (default 8): the most lanes lanes_open makes (1: none)
 };
 static int read_knobs(CudaKnobs *k, char *err, size_t errlen) {
-    *k = CudaKnobs{0, 0, 0, 1, -1, 1, -1, -1, -1, 1, 1, 0, 0, 0, 1, 8};
+    *k = CudaKnobs{0, 0, 0, 1, -1, 1, -1, -1, -1, 1, 1, 1, 0, 0, 0, 1, 8};
     const struct { const char *name; long lo, hi; int *out; } ints[] = {
         {"NSA_CUDA_DEVICE", 0, 1023, &k->device},     {"NSA_CUDA_SYNC_CHECK", 0, 1, &k->sync_check},
         {"NSA_CUDA_SEL_PACK", 0, 1, &k->sel_pack},     {"NSA_CUDA_SEL_ROWS", -1, 1, &k->sel_rows},
@@ -242,7 +243,7 @@ static int read_knobs(CudaKnobs *k, char *err, size_t errlen) {
         {"NSA_CUDA_GRAPH", 0, 1, &k->graph},          {"NSA_CUDA_LANES", 1, NSA_CUDA_MAX_LANES, &k->lanes},
         {"NSA_CUDA_DKDV_WS", -1, 1, &k->dkdv_ws},      {"NSA_CUDA_DQ_WS", -1, 1, &k->dq_ws},
         {"NSA_CUDA_FWD_WS", -1, 1, &k->fwd_ws},         {"NSA_CUDA_SELECT_STREAM", 0, 1, &k->select_stream},
-        {"NSA_CUDA_SELECT_PAD", 0, 1, &k->select_pad},
+        {"NSA_CUDA_SELECT_PAD", 0, 1, &k->select_pad},   {"NSA_CUDA_DKDV_ALIGN", 0, 1, &k->dkdv_align},
     };
     for (const auto &v : ints)
         if (nsa_env_int(v.name, v.lo, v.hi, v.out, err, errlen) < 0) return -1;
@@ -307,6 +308,7 @@ extern "C" int nsa_cuda_init(const char **why) {
                 g_nsa_cuda.fwd_ws = k.fwd_ws;
                 g_nsa_cuda.select_stream = k.select_stream;
                 g_nsa_cuda.select_pad = k.select_pad;
+                g_nsa_cuda.dkdv_align = k.dkdv_align;
                 g_cap.on = k.graph;
                 g_lanes.s[0] = g_nsa_cuda.stream;
                 g_lanes.max = k.lanes;
@@ -350,6 +352,7 @@ extern "C" void nsa_cuda_set_sel_rows(int mode) { g_nsa_cuda.sel_rows = mode < 0
 extern "C" void nsa_cuda_set_dq_ws(int mode) { g_nsa_cuda.dq_ws = mode < 0 ? -1 : mode > 0; g_gen++; }
 extern "C" void nsa_cuda_set_select_stream(int on) { g_nsa_cuda.select_stream = on != 0; g_gen++; }
 extern "C" void nsa_cuda_set_select_pad(int on) { g_nsa_cuda.select_pad = on != 0; g_gen++; }
+extern "C" void nsa_cuda_set_dkdv_align(int on) { g_nsa_cuda.dkdv_align = on != 0; g_gen++; }
 extern "C" void nsa_cuda_set_fwd_ws(int mode) { g_nsa_cuda.fwd_ws = mode < 0 ? -1 : mode > 0; g_gen++; }
 extern "C" void nsa_cuda_set_dkdv_ws(int mode) { g_nsa_cuda.dkdv_ws = mode < 0 ? -1 : mode > 0; g_gen++; }
 extern "C" int nsa_cuda_set_wgmma(int on) {

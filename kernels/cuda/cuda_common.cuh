@@ -65,6 +65,9 @@ struct NsaCudaCtx {
     int select_pad;      // the selection scoring with each position's heads padded to 8 or 16 rows
                          // where 5..15 heads a group (selscore_geom): 1 (default) or 0
                          // (NSA_CUDA_SELECT_PAD)
+    int dkdv_align;      // the warp-specialised dK/dV's row chunks at the group's multiples where
+                         // the entries' rows are long (AttnArgs.rows_abs): 1 (default) or 0
+                         // (NSA_CUDA_DKDV_ALIGN)
     int lane;            // the lane the ops go to (Backend.lane_use; 0: the backend's own stream, whose
                          // handle `stream` then is): its stream, scratch and GEMM workspace
 };
@@ -333,11 +336,33 @@ struct AttnArgs {
     const int *chunk_part;      // per entry: first partial index
     float *part;                // partials [npart][2][KT][D]
     int nentries, kt, rch;      // entries, keys per entry, rows per partial
+    int rows_abs;               // row chunks at multiples of rch of the group's flattened rows (all
+                                // entries' chunk c the same rows), launched chunk by chunk
+                                // (dkdv_row_chunks); 0: from each entry's first row
     int B, T, H, G, D, hpg, NK;
     int l, d, lsel, n, w, NC, NS;
     int t0, Tn;
     float scale, scale_log2;
 };
+// The dK/dV kernels' row chunks of an entry whose rows are the flattened rows rb * hpg ..
+// rb * hpg + nrows - 1 of its group (rb: its first position; the window and compressed
+// branches): chunk c holds the entry's rows r_lo .. r_hi - 1 and takes partial c of the entry.
+// rows_abs 0: from the entry's first row, rch rows a chunk. rows_abs 1: at the group's multiples
+// of rch, so that the entries of a key range that see a row chunk read the same Q and dO rows;
+// launched with blockIdx.y the group's chunk (dkdv_work), the CTAs in flight (entries fastest)
+// walk the same rows together and read them from L2, where chunks from each entry's first row
+// read rows far apart (the compressed backward's dK/dV at the paper shape, S 64k: 3.6 % L2 hits).
+// Returns the entry's number of chunks (0 where it has no rows).
+struct DkdvChunk { int first, count; };
+__host__ __device__ __forceinline__ DkdvChunk dkdv_row_chunks(const AttnArgs &a, int rb, int nrows) {
+    DkdvChunk c;
+    if (nrows <= 0) { c.first = 0; c.count = 0; return c; }
+    if (!a.rows_abs) { c.first = 0; c.count = (nrows + a.rch - 1) / a.rch; return c; }
+    const int r0 = rb * a.hpg;
+    c.first = r0 / a.rch;
+    c.count = (r0 + nrows - 1) / a.rch - c.first + 1;
+    return c;
+}
 
 // Tensor-core kernels (attn_fwd.cu, attn_dq.cu, attn_dkdv.cu, attn_select.cu), instantiated for bf16/fp16 and D in
 // {16, 64, 128}; br is BR_CMP / BR_SEL / BR_WIN.

@@ -457,7 +457,7 @@ __global__ void k_chunk_build(int4 *chunks, int32_t *nrc, AttnArgs a, int br, in
     if (nk < 0) nk = 0;
     int nrows = rows * a.hpg;
     chunks[e] = make_int4(kb, nk, rb, nrows);
-    nrc[e] = (nrows + a.rch - 1) / a.rch;
+    nrc[e] = dkdv_row_chunks(a, rb, nrows).count;
 }
 
 // dK/dV: add the partials of every key in ascending row-chunk order, once
@@ -480,7 +480,8 @@ template <typename T> __global__ void k_reduce_parts(T *dk, T *dv, AttnArgs a, i
             kl = s % KT;
         }
         int ent = (b * a.G + g) * NKC + kc;
-        int nrc = (a.chunks[ent].w + a.rch - 1) / a.rch;
+        const int4 ch = a.chunks[ent];
+        const int nrc = dkdv_row_chunks(a, ch.z, ch.w).count;
         if (nrc == 0) continue;
         int base = a.chunk_part[ent];
         float sk = 0, sv = 0;
@@ -908,6 +909,11 @@ static void attn_bwd(int dt, int br, void *dq, void *dk, void *dv, const void *d
         int64_t rch = (bound_rows / 512 + 31) / 32 * 32;
         rch = rch < 128 ? 128 : rch > rch_max ? rch_max : rch;
         a.rch = (int)rch;
+        // row chunks at the group's multiples of rch where the entries' rows are long runs of
+        // positions (the compressed branch, a window of at least 4 chunks, the dense causal
+        // attention), on the warp-specialised kernel (D 128); the partials' bounds move, so the
+        // bits of dK/dV there differ from chunks taken from each entry's first row
+        a.rows_abs = g_nsa_cuda.dkdv_align && br != BR_SEL && a.kt == 128 && bound_rows >= (int64_t)E * 4 * rch;
         int4 *chunks = (int4 *)nsa_cuda_scratch(SCR_CHUNKS, (size_t)E * sizeof(int4) + 16);
         int32_t *nrcb = (int32_t *)nsa_cuda_scratch(SCR_RED0, (size_t)(2 * E + 2) * 4);
         int32_t *npart = nrcb + E;   // exclusive scan of nrc, [E+1]
@@ -918,7 +924,7 @@ static void attn_bwd(int dt, int br, void *dq, void *dk, void *dv, const void *d
         CUDA_LAUNCHED();
         a.chunk_part = npart;
         // upper bound of the number of partials (host side, no synchronisation)
-        int64_t bound = E + bound_rows / a.rch + 1;
+        int64_t bound = (a.rows_abs ? 2 * E : E) + bound_rows / a.rch + 1;
         a.part = (float *)nsa_cuda_scratch(SCR_PART, (size_t)bound * 2 * a.kt * g->D * 4);
         if (dt == NSA_DT_BF16) mma_dkdv<bf16>(a, br);
         else mma_dkdv<f16>(a, br);

@@ -1294,9 +1294,11 @@ int main(int argc, char **argv) {
         // warpgroup-MMA kernels (mma.sync only; run only where those exist); every impl but 6 and
         // 8 keeps the selection's top-n as its scoring goes (the default), 6 and 8 scan every
         // block's score at the end, without and with warpgroup MMA; every impl but 2, 4 and 6 pads
-        // the scoring's heads (the default), 2, 4 and 6 do not (NSA_CUDA_SELECT_PAD=0); 4: selection on its tiles (never the rows kernels); 5
-        // and 6: selection on the rows kernels wherever they can (l' a multiple of 64), with and
-        // without warpgroup MMA; 7 and 8: the window and compressed forward, dK/dV and dQ on
+        // the scoring's heads (the default), 2, 4 and 6 do not (NSA_CUDA_SELECT_PAD=0); 2 and 4
+        // chunk the warp-specialised dK/dV's rows from each key chunk's first row
+        // (NSA_CUDA_DKDV_ALIGN=0), the others at the group's multiples (the default); 4:
+        // selection on its tiles (never the rows kernels); 5 and 6: selection on the rows kernels
+        // wherever they can (l' a multiple of 64), with and without warpgroup MMA; 7 and 8: the window and compressed forward, dK/dV and dQ on
         // the warp-specialised kernels wherever they can (D 64 and 128; 7: the selection on the
         // rows kernels wherever it can, its forward and dQ on the warp-specialised ones) and never
         // (k_rows_fwd, the 64-key dK/dV kernel, k_rows_dq), only their cases
@@ -1317,6 +1319,7 @@ int main(int argc, char **argv) {
             nsa_cuda_set_fwd_ws(impl_dkdv_ws[impl]);
             nsa_cuda_set_select_stream(impl != 6 && impl != 8);
             nsa_cuda_set_select_pad(impl != 2 && impl != 4 && impl != 6);
+            nsa_cuda_set_dkdv_align(impl != 2 && impl != 4);
             snprintf(dn, sizeof dn, "%s/%s", precs[p], impl_name[impl]);
             for (int si = 0; si < NSHAPES; si++) {
                 if (g_small && shape_is_big(si)) continue;
@@ -1336,6 +1339,7 @@ int main(int argc, char **argv) {
         nsa_cuda_set_fwd_ws(-1);
         nsa_cuda_set_select_stream(1);
         nsa_cuda_set_select_pad(1);
+        nsa_cuda_set_dkdv_align(1);
         printf("warpgroup-MMA (sm_90a) kernels: %s\n", have_wgmma ? "on" : "not in this build or device");
     }
     printf("\n%d checks, %d failed\n", g_rows, g_fail);
