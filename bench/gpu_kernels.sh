@@ -61,7 +61,7 @@ if has ncu; then   # the attention kernels under Nsight Compute: where each one'
   if command -v ncu >/dev/null; then
     step ncu 300 ncu --clock-control none -k "regex:${NCU_KERNELS:-k_(rows|sel|dkdv|select|reduce)}" --launch-count 60 \
       --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
-      --section ComputeWorkloadAnalysis --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio" \
+      --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio" \
       --csv --page details \
       "./$B/bench/bench_cuda_attn" ${NCU_ARGS:---S 8192 --shape paper --reps 1}
     python3 bench/ncu_table.py "$LOG/ncu.log" >"$LOG/ncu_table.txt" 2>&1

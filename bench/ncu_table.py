@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 r"""bench/ncu_table.py NCU_CSV — one line per kernel launch of an Nsight Compute report exported
 with `ncu --csv --page details` (sections SpeedOfLight, Occupancy, LaunchStats, WarpStateStats,
-ComputeWorkloadAnalysis): duration, SM (compute) and memory throughput, DRAM throughput, the
-busiest pipe's utilisation, achieved occupancy, registers and shared memory, and the warp cycles
-per issued instruction. Kernels are named without their template arguments' noise (the first
+ComputeWorkloadAnalysis, MemoryWorkloadAnalysis): duration, SM (compute) and memory throughput,
+DRAM throughput, the busiest pipe's utilisation, achieved occupancy, registers and shared memory,
+the warp cycles per issued instruction and the L2 hit rate. A percentage column takes the metric
+only where ncu gives it in "%" (MemoryWorkloadAnalysis names its bytes a second "Memory
+Throughput" too). Kernels are named without their template arguments' noise (the first
 80 characters of the demangled name). Where the report also holds the stall metrics
 (`--metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio"`), a last
 column names the three largest stall reasons of the launch with their cycles per issued
@@ -24,7 +26,9 @@ METRICS = [
     ("smem KB", "Dynamic Shared Memory Per Block"),
     ("cyc/issue", "Warp Cycles Per Issued Instruction"),
     ("issue %", "Issue Slots Busy"),
+    ("L2 hit %", "L2 Hit Rate"),
 ]
+PERCENT = {n for h, n in METRICS if h.endswith("%")}
 
 
 STALL_PREFIX, STALL_SUFFIX = "smsp__average_warps_issue_stalled_", "_per_issue_active.ratio"
@@ -66,6 +70,8 @@ def main():
                 print("ncu_table.py: %s: unknown Duration unit '%s'" % (sys.argv[1], unit), file=sys.stderr)
                 return 2
             v *= scale[unit]
+        if name in PERCENT and unit != "%":   # the same name in other units (bytes a second)
+            continue
         if name == "Dynamic Shared Memory Per Block":
             v /= {"byte": 1024.0, "Kbyte": 1.0, "Mbyte": 1.0 / 1024}.get(unit, 1024.0)
         launches[key][name] = v

@@ -3,7 +3,8 @@
 # ncu 2025 writes it (quoted fields, thousands separators, durations in "ns", shared memory in
 # "Kbyte"): one line per launch, durations converted to microseconds whatever unit ncu used, a
 # row of another launch never mixed in, the three largest stall reasons where the report has the
-# stall metrics; an unknown duration unit, a missing file and a file with no kernel rows are
+# stall metrics; a percentage column from the "%" row where a name comes in two units; an
+# unknown duration unit, a missing file and a file with no kernel rows are
 # exit 2 with the file named.
 set -u
 TMP=$(mktemp -d)
@@ -47,6 +48,17 @@ check "a stall column in the header" grep -q 'top stalls (cycles an issue)' "$TM
 check "the three largest stalls of the dK/dV launch, largest first, without selected" \
   grep -qE '^void k_dkdv<.* +long_scoreboard 3\.04, wait 1\.72, barrier 0\.82$' "$TMP/out"
 check "a launch without stall metrics: -" grep -qE '^void k_reduce_parts<.* +-$' "$TMP/out"
+
+# MemoryWorkloadAnalysis names bytes a second "Memory Throughput" too: the column keeps the %
+{
+  cat "$TMP/ncu.csv"
+  row 2 "void k_rows_dq<__nv_bfloat16, 128, 2, 1>(AttnArgs)" "GPU Speed Of Light Throughput" "Memory Throughput" "%" "48.02"
+  row 2 "void k_rows_dq<__nv_bfloat16, 128, 2, 1>(AttnArgs)" "Memory Workload Analysis" "Memory Throughput" "Gbyte/second" "1,329.89"
+  row 2 "void k_rows_dq<__nv_bfloat16, 128, 2, 1>(AttnArgs)" "Memory Workload Analysis" "L2 Hit Rate" "%" "88.78"
+} >"$TMP/mem.csv"
+expect_exit "a report with the memory section" 0 python3 bench/ncu_table.py "$TMP/mem.csv"
+check "memory throughput in %, the L2 hit rate last" \
+  grep -qE '^void k_rows_dq<__nv_bfloat16, 128, 2, 1>\(AttnArgs\) +5820\.0 +- +48\.0 +- +- +136\.0 +- +- +- +88\.8$' "$TMP/out"
 
 sed 's/"Duration","ns"/"Duration","fortnight"/' "$TMP/ncu.csv" >"$TMP/unit.csv"
 expect_exit "an unknown duration unit" 2 python3 bench/ncu_table.py "$TMP/unit.csv"
