@@ -2,7 +2,7 @@
 # bench/gpu_kernels.sh — everything the CUDA backend needs checked and measured on a GPU
 # machine, in one command (device time is scarce: one call does it all).
 #
-#   PHASES="build ops model golden train sanitize ncu sdpa bench knobs e2e e2e_pack1 e2e_kvsplit goldenref" BUDGET=560 bash bench/gpu_kernels.sh
+#   PHASES="build ops model golden train sanitize ncu ncusrc sdpa bench knobs e2e e2e_pack1 e2e_kvsplit goldenref" BUDGET=560 bash bench/gpu_kernels.sh
 #
 # Each phase logs to its own file; a failing phase never stops the next; every phase
 # is cut at a deadline (BUDGET seconds after the start, default 560) so the summary
@@ -14,6 +14,10 @@
 #   OPS_GROUPS   the op groups of the ops phase (default: all of them)
 #   NCU_ARGS     arguments of bench_cuda_attn under Nsight Compute in the ncu phase (default: the
 #                paper shape at S 8192, one repetition); NCU_KERNELS the kernels' name regex
+#   NCU_SRC_KERNEL, NCU_SRC_ARGS  the ncusrc phase: one launch of the kernel whose name matches the
+#                regex (default k_dkdv_ws) in bench_cuda_attn NCU_SRC_ARGS (default the paper shape at S
+#                8192, one repetition) under Nsight Compute with program-counter sampling, then
+#                bench/ncu_source.py: its warp-stall samples by opcode and by SASS instruction
 #   SDPA_S       the lengths of the sdpa phase (default 8192,16384): our dense causal kernel and
 #                PyTorch's SDPA backends side by side (bench/sdpa_dense.py)
 #   KNOBS        the knobs phase: environment settings (default "NSA_CUDA_DKDV_WS=0 NSA_CUDA_DKDV_WS=1"),
@@ -67,6 +71,17 @@ if has ncu; then   # the attention kernels under Nsight Compute: where each one'
     python3 bench/ncu_table.py "$LOG/ncu.log" >"$LOG/ncu_table.txt" 2>&1
   else
     echo "ncu: not found" >"$LOG/ncu_table.txt"
+  fi
+fi
+if has ncusrc; then   # where one kernel's warps wait, instruction by instruction
+  if command -v ncu >/dev/null; then
+    step ncusrc 240 ncu --clock-control none -k "regex:${NCU_SRC_KERNEL:-k_dkdv_ws}" --launch-count 1 \
+      --section SourceCounters --section WarpStateStats -f -o "$LOG/ncusrc" \
+      "./$B/bench/bench_cuda_attn" ${NCU_SRC_ARGS:---S 8192 --shape paper --reps 1}
+    step ncusrc_page 120 ncu --import "$LOG/ncusrc.ncu-rep" --page source --print-source sass --csv
+    python3 bench/ncu_source.py "$LOG/ncusrc_page.log" 40 >"$LOG/ncusrc_table.txt" 2>&1
+  else
+    echo "ncu: not found" >"$LOG/ncusrc_table.txt"
   fi
 fi
 if has sdpa; then   # the dense causal anchor: ours beside SDPA's cuDNN, flash and efficient backends
@@ -129,6 +144,7 @@ done
 [ -f "$LOG/bench_b16_pack1.log" ] && { echo "---- bench m7c S=2048 B=16, one position per sel tile"; grep -E "sel|SUMMARY" "$LOG/bench_b16_pack1.log" | head -5; }
 [ -f "$LOG/sdpa.log" ] && { echo "---- dense causal: ours and SDPA (TFLOP/s forward / backward)"; grep -E "^\||SKIP|device:" "$LOG/sdpa.log" | head -20; }
 [ -f "$LOG/ncu_table.txt" ] && { echo "---- ncu"; cut -c1-260 "$LOG/ncu_table.txt" | head -40; }
+[ -f "$LOG/ncusrc_table.txt" ] && { echo "---- ncu source (${NCU_SRC_KERNEL:-k_dkdv_ws})"; cut -c1-200 "$LOG/ncusrc_table.txt" | head -70; }
 [ -f "$LOG/bench_attn.log" ] && { echo "---- bench_attn"; grep -E "SUMMARY|m7c +S=2048|peak|SKIP|rror" "$LOG/bench_attn.log" | head -30; }
 if ls "$LOG"/knob_*.log >/dev/null 2>&1; then
   # the settings in KNOBS order (the first is the reference), each one's rounds
