@@ -2,7 +2,7 @@
 # bench/gpu_kernels.sh — everything the CUDA backend needs checked and measured on a GPU
 # machine, in one command (device time is scarce: one call does it all).
 #
-#   PHASES="build ops model golden train sanitize ncu ncusrc sdpa bench knobs e2e e2e_pack1 e2e_kvsplit goldenref" BUDGET=560 bash bench/gpu_kernels.sh
+#   PHASES="build ops model golden train sanitize ncu ncusrc ncupeer sdpa bench knobs e2e e2e_pack1 e2e_kvsplit goldenref" BUDGET=560 bash bench/gpu_kernels.sh
 #
 # Each phase logs to its own file; a failing phase never stops the next; every phase
 # is cut at a deadline (BUDGET seconds after the start, default 560) so the summary
@@ -18,6 +18,10 @@
 #                regex (default k_dkdv_ws) in bench_cuda_attn NCU_SRC_ARGS (default the paper shape at S
 #                8192, one repetition) under Nsight Compute with program-counter sampling, then
 #                bench/ncu_source.py: its warp-stall samples by opcode and by SASS instruction
+#   NCU_PEER_DEST, NCU_PEER_ARGS  the ncupeer phase: a peer's kernels under Nsight Compute, as the
+#                ncu phase does ours (bench/peers/bench_peers.py --peers NCU_PEER_DEST, the folder
+#                bench/peers/stage.sh made; NCU_PEER_ARGS default flash_nsa at the paper shape, S
+#                65536, one repetition after one warm-up), the same table: where its time goes
 #   SDPA_S       the lengths of the sdpa phase (default 8192,16384): our dense causal kernel and
 #                PyTorch's SDPA backends side by side (bench/sdpa_dense.py)
 #   KNOBS        the knobs phase: environment settings (default "NSA_CUDA_DKDV_WS=0 NSA_CUDA_DKDV_WS=1"),
@@ -84,6 +88,20 @@ if has ncusrc; then   # where one kernel's warps wait, instruction by instructio
     echo "ncu: not found" >"$LOG/ncusrc_table.txt"
   fi
 fi
+if has ncupeer; then   # a peer's kernels, the same sections and table as ours in the ncu phase
+  if ! command -v ncu >/dev/null; then
+    echo "ncu: not found" >"$LOG/ncupeer_table.txt"
+  elif [ ! -f "${NCU_PEER_DEST:-}/PEERS.txt" ]; then
+    echo "ncupeer: NCU_PEER_DEST='${NCU_PEER_DEST:-}' has no PEERS.txt (bash bench/peers/stage.sh DEST, then carry it)" >"$LOG/ncupeer_table.txt"
+  else
+    step ncupeer 300 ncu --clock-control none --target-processes all --launch-count 200 \
+      --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
+      --section MemoryWorkloadAnalysis --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio" \
+      --csv --page details python3 bench/peers/bench_peers.py --peers "$NCU_PEER_DEST" \
+      ${NCU_PEER_ARGS:---S 65536 --shape paper --reps 1 --warmup 1 --only flash_nsa}
+    python3 bench/ncu_table.py "$LOG/ncupeer.log" >"$LOG/ncupeer_table.txt" 2>&1
+  fi
+fi
 if has sdpa; then   # the dense causal anchor: ours beside SDPA's cuDNN, flash and efficient backends
   step sdpa_ours 200 "./$B/bench/bench_cuda_attn" --shape both --S "${SDPA_S:-8192,16384}" --reps 5
   step sdpa 300 python3 bench/sdpa_dense.py --shape both --S "${SDPA_S:-8192,16384}" --reps 5 --ours "$LOG/sdpa_ours.log"
@@ -144,6 +162,7 @@ done
 [ -f "$LOG/bench_b16_pack1.log" ] && { echo "---- bench m7c S=2048 B=16, one position per sel tile"; grep -E "sel|SUMMARY" "$LOG/bench_b16_pack1.log" | head -5; }
 [ -f "$LOG/sdpa.log" ] && { echo "---- dense causal: ours and SDPA (TFLOP/s forward / backward)"; grep -E "^\||SKIP|device:" "$LOG/sdpa.log" | head -20; }
 [ -f "$LOG/ncu_table.txt" ] && { echo "---- ncu"; cut -c1-260 "$LOG/ncu_table.txt" | head -40; }
+[ -f "$LOG/ncupeer_table.txt" ] && { echo "---- ncu of a peer"; cut -c1-260 "$LOG/ncupeer_table.txt" | head -60; }
 [ -f "$LOG/ncusrc_table.txt" ] && { echo "---- ncu source (${NCU_SRC_KERNEL:-k_dkdv_ws})"; cut -c1-200 "$LOG/ncusrc_table.txt" | head -70; }
 [ -f "$LOG/bench_attn.log" ] && { echo "---- bench_attn"; grep -E "SUMMARY|m7c +S=2048|peak|SKIP|rror" "$LOG/bench_attn.log" | head -30; }
 if ls "$LOG"/knob_*.log >/dev/null 2>&1; then
