@@ -28,11 +28,13 @@ template <int BR> __device__ __forceinline__ DkdvWork dkdv_work(const AttnArgs &
     w.kb = ch.x, w.nk = ch.y, w.rb = ch.z, w.nrows = ch.w;
     int c = blockIdx.y;
     if (BR != BR_SEL && a.rows_abs) {
+        // the group's rows y rch .. (y + 1) rch - 1, counted from the entry's first row r0
         const DkdvChunk rc = dkdv_row_chunks(a, w.rb, w.nrows);
-        c -= rc.first;
-        const int r0 = w.rb * a.hpg;
-        w.r_lo = c < 0 || c >= rc.count ? w.nrows : (int)blockIdx.y * a.rch - r0 > 0 ? (int)blockIdx.y * a.rch - r0 : 0;
-        w.r_hi = ((int)blockIdx.y + 1) * a.rch - r0 < w.nrows ? ((int)blockIdx.y + 1) * a.rch - r0 : w.nrows;
+        const int y = blockIdx.y, r0 = w.rb * a.hpg;
+        c = y - rc.first;
+        w.r_lo = max(y * a.rch - r0, 0);
+        w.r_hi = min((y + 1) * a.rch - r0, w.nrows);
+        if (c < 0 || c >= rc.count) w.r_lo = w.nrows;   // none of the entry's rows
     } else {
         w.r_lo = c * a.rch;
         w.r_hi = w.r_lo + a.rch < w.nrows ? w.r_lo + a.rch : w.nrows;
