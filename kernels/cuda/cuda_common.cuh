@@ -65,9 +65,9 @@ struct NsaCudaCtx {
     int select_pad;      // the selection scoring with each position's heads padded to 8 or 16 rows
                          // where 5..15 heads a group (selscore_geom): 1 (default) or 0
                          // (NSA_CUDA_SELECT_PAD)
-    int dkdv_align;      // the warp-specialised dK/dV's row chunks at the group's multiples where
-                         // the entries' rows are long (AttnArgs.rows_abs): 1 (default) or 0
-                         // (NSA_CUDA_DKDV_ALIGN)
+    int dkdv_align;      // the dK/dV's row chunks at the group's multiples where the entries'
+                         // rows are long (AttnArgs.rows_abs): 1 (default) on the warp-specialised
+                         // kernel, 2 on the 64-key kernel too, 0 never (NSA_CUDA_DKDV_ALIGN)
     int lane;            // the lane the ops go to (Backend.lane_use; 0: the backend's own stream, whose
                          // handle `stream` then is): its stream, scratch and GEMM workspace
 };

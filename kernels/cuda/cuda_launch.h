@@ -60,8 +60,8 @@ void nsa_cuda_set_select_pad(int on);
 // the warp-specialised dK/dV's row chunks at the group's multiples of the chunk length where the
 // key chunks' rows are long runs of positions (compressed branch, dense causal), launched chunk
 // by chunk so that the CTAs in flight read the same Q and dO rows: 1 (default) or 0 (each key
-// chunk's rows chunked from its first row); NSA_CUDA_DKDV_ALIGN=0/1
-void nsa_cuda_set_dkdv_align(int on);
+// chunk's rows chunked from its first row; 2: on the 64-key kernel too); NSA_CUDA_DKDV_ALIGN=0/1/2
+void nsa_cuda_set_dkdv_align(int mode);
 // positions whose rows share a tile of the selection forward at this geometry under the
 // current settings (dt, 16-byte aligned buffers): a non-finite key any of them selected
 // reaches all of their rows (docs/cuda.md, Limits)

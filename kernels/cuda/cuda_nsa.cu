@@ -911,9 +911,11 @@ static void attn_bwd(int dt, int br, void *dq, void *dk, void *dv, const void *d
         a.rch = (int)rch;
         // row chunks at the group's multiples of rch where the entries' rows are long runs of
         // positions (the compressed branch, a window of at least 4 chunks, the dense causal
-        // attention), on the warp-specialised kernel (D 128); the partials' bounds move, so the
-        // bits of dK/dV there differ from chunks taken from each entry's first row
-        a.rows_abs = g_nsa_cuda.dkdv_align && br != BR_SEL && a.kt == 128 && bound_rows >= (int64_t)E * 4 * rch;
+        // attention), on the warp-specialised kernel (D 128; NSA_CUDA_DKDV_ALIGN=2: on the
+        // 64-key kernel too); the partials' bounds move, so the bits of dK/dV there differ from
+        // chunks taken from each entry's first row
+        a.rows_abs = (g_nsa_cuda.dkdv_align == 2 || (g_nsa_cuda.dkdv_align == 1 && a.kt == 128)) && br != BR_SEL &&
+                     a.kt >= 64 && bound_rows >= (int64_t)E * 4 * rch;
         int4 *chunks = (int4 *)nsa_cuda_scratch(SCR_CHUNKS, (size_t)E * sizeof(int4) + 16);
         int32_t *nrcb = (int32_t *)nsa_cuda_scratch(SCR_RED0, (size_t)(2 * E + 2) * 4);
         int32_t *npart = nrcb + E;   // exclusive scan of nrc, [E+1]

@@ -1296,7 +1296,8 @@ int main(int argc, char **argv) {
         // block's score at the end, without and with warpgroup MMA; every impl but 2, 4 and 6 pads
         // the scoring's heads (the default), 2, 4 and 6 do not (NSA_CUDA_SELECT_PAD=0); 2 and 4
         // chunk the warp-specialised dK/dV's rows from each key chunk's first row
-        // (NSA_CUDA_DKDV_ALIGN=0), the others at the group's multiples (the default); 4:
+        // (NSA_CUDA_DKDV_ALIGN=0), 3 and 8 the 64-key kernel's too at the group's multiples (2),
+        // the others the warp-specialised kernel's only (the default); 4:
         // selection on its tiles (never the rows kernels); 5 and 6: selection on the rows kernels
         // wherever they can (l' a multiple of 64), with and without warpgroup MMA; 7 and 8: the window and compressed forward, dK/dV and dQ on
         // the warp-specialised kernels wherever they can (D 64 and 128; 7: the selection on the
@@ -1319,7 +1320,7 @@ int main(int argc, char **argv) {
             nsa_cuda_set_fwd_ws(impl_dkdv_ws[impl]);
             nsa_cuda_set_select_stream(impl != 6 && impl != 8);
             nsa_cuda_set_select_pad(impl != 2 && impl != 4 && impl != 6);
-            nsa_cuda_set_dkdv_align(impl != 2 && impl != 4);
+            nsa_cuda_set_dkdv_align(impl == 2 || impl == 4 ? 0 : impl == 3 || impl == 8 ? 2 : 1);
             snprintf(dn, sizeof dn, "%s/%s", precs[p], impl_name[impl]);
             for (int si = 0; si < NSHAPES; si++) {
                 if (g_small && shape_is_big(si)) continue;
