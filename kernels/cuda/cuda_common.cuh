@@ -63,7 +63,7 @@ struct NsaCudaCtx {
                          // 1 (default) wherever a chunk's blocks fit its ring, 0 never
                          // (NSA_CUDA_SELECT_STREAM)
     int select_pad;      // the selection scoring with each position's heads padded to 8 or 16 rows
-                         // where 5..15 heads a group (selscore_geom): 1 (default) or 0
+                         // where 5..15 heads a group (selscore_geom): 0 (default) or 1
                          // (NSA_CUDA_SELECT_PAD)
     int dkdv_align;      // the dK/dV's row chunks at the group's multiples where the entries'
                          // rows are long (AttnArgs.rows_abs): 1 (default) on the warp-specialised

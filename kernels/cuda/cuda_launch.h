@@ -55,7 +55,7 @@ void nsa_cuda_set_fwd_ws(int mode);
 void nsa_cuda_set_select_stream(int on);
 // the selection scoring at 5..15 heads a group with each position's heads padded to 8 rows (two
 // positions a warp) or 16 (one), the head sums in registers instead of through the shared P tile:
-// 1 (default) or 0; NSA_CUDA_SELECT_PAD=0/1
+// 0 (default) or 1; NSA_CUDA_SELECT_PAD=0/1
 void nsa_cuda_set_select_pad(int on);
 // the warp-specialised dK/dV's row chunks at the group's multiples of the chunk length where the
 // key chunks' rows are long runs of positions (compressed branch, dense causal), launched chunk

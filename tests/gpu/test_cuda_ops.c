@@ -1294,7 +1294,7 @@ int main(int argc, char **argv) {
         // warpgroup-MMA kernels (mma.sync only; run only where those exist); every impl but 6 and
         // 8 keeps the selection's top-n as its scoring goes (the default), 6 and 8 scan every
         // block's score at the end, without and with warpgroup MMA; every impl but 2, 4 and 6 pads
-        // the scoring's heads (the default), 2, 4 and 6 do not (NSA_CUDA_SELECT_PAD=0); 2 and 4
+        // the scoring's heads (NSA_CUDA_SELECT_PAD=1), 2, 4 and 6 do not (the default); 2 and 4
         // chunk the warp-specialised dK/dV's rows from each key chunk's first row
         // (NSA_CUDA_DKDV_ALIGN=0), 3 and 8 the 64-key kernel's too at the group's multiples (2),
         // the others the warp-specialised kernel's only (the default); 4:
@@ -1339,7 +1339,7 @@ int main(int argc, char **argv) {
         nsa_cuda_set_dq_ws(-1);
         nsa_cuda_set_fwd_ws(-1);
         nsa_cuda_set_select_stream(1);
-        nsa_cuda_set_select_pad(1);
+        nsa_cuda_set_select_pad(0);
         nsa_cuda_set_dkdv_align(1);
         printf("warpgroup-MMA (sm_90a) kernels: %s\n", have_wgmma ? "on" : "not in this build or device");
     }
