@@ -32,6 +32,8 @@
 #define SEL_PP 65   // P tile row pitch (floats)
 #define SEL_WR_MAX 32   // the overlap weights' table: blocks i overlapping one selection block
 #define SEL_RING 64     // STREAM: a position's score slots (a power of 2 >= a chunk's blocks)
+#define SEL_SP 40       // PAD 2: a warp's staging tile's row pitch (floats; 8 mod 32: its float2
+                        // stores and its column reads are free of bank conflicts)
 // Float areas after Q and the K double buffer, in floats: the P tile [64][SEL_PP] only
 // where the head sums go through shared memory, the per-warp sums Pw [4][KC] where they
 // are butterflies, Psum [BQ][KC] (Pw itself when one warp is one position), then
@@ -65,10 +67,14 @@ __host__ __device__ __forceinline__ SelScoreLayout selscore_layout(int hpg, int 
     const RowsGeom rg = selscore_geom(hpg, pad);
     SelScoreLayout L;
     const bool warp_rows = rg.HB % 16 == 0, pairs = selscore_pairs(rg, pad);
-    if (pairs) L.psum = 0;   // Pw [8][KC] is Psum
+    if (pad == 2 && selscore_pads(hpg)) L.psum = 4 * 16 * SEL_SP;   // the warps' staging tiles [4][16][SEL_SP], then Psum
+    else if (pairs) L.psum = 0;   // Pw [8][KC] is Psum
     else if (!warp_rows) L.psum = 64 * SEL_PP;
     else L.psum = rg.HB == 16 ? 0 : 4 * ROWS_KC;
-    L.score = pairs ? rg.BQ * ROWS_KC : warp_rows && rg.HB == 16 ? 4 * ROWS_KC : L.psum + rg.BQ * ROWS_KC;
+    L.score = pad == 2 && selscore_pads(hpg) ? L.psum + rg.BQ * ROWS_KC
+              : pairs                         ? rg.BQ * ROWS_KC
+              : warp_rows && rg.HB == 16      ? 4 * ROWS_KC
+                                              : L.psum + rg.BQ * ROWS_KC;
     L.nfloat = L.score + (stream ? rg.BQ * (SEL_RING + 2 * n) : rg.BQ * NS);
     return L;
 }
@@ -113,7 +119,7 @@ __device__ __forceinline__ int rowgroup_sum_scatter(const float (&v)[16], float 
 
 // WG (sm_90a, D 64 or 128): S = Q Kc^T by one warpgroup MMA per 16-wide k-step from
 // swizzled shared tiles (wg_qkT) instead of mma.sync from padded ones; the rest is shared.
-template <typename T, int D, bool WG, bool STREAM, bool PAD> __global__ void __launch_bounds__(128) k_select_mma(AttnArgs a, int32_t *sel_out) {
+template <typename T, int D, bool WG, bool STREAM, int PAD> __global__ void __launch_bounds__(128) k_select_mma(AttnArgs a, int32_t *sel_out) {
     constexpr int pad = PAD;
     constexpr int DP = D + 8, NKS = D / 16;
     static_assert(!WG || D % 64 == 0, "swizzled atoms are 64 elements wide");
@@ -151,7 +157,9 @@ template <typename T, int D, bool WG, bool STREAM, bool PAD> __global__ void __l
     // only warp w touches
     const bool own = (warp_rows && wpp == 1) || pairs;
     const int ppw = pairs ? 2 : 1;   // own: positions a warp
-    float *Pw = Ps;   // [4][KC] per-warp head sums (warp_rows; Psum is Pw when wpp == 1), pairs [8][KC]
+    // [4][KC] per-warp head sums (warp_rows; Psum is Pw when wpp == 1), pairs [8][KC]; PAD 2:
+    // Psum, after the staging tiles
+    float *Pw = PAD == 2 ? Psum : Ps;
     if (tid < 64) {
         const int tq = tid / HB, h = tid % HB, t = tbase + tq;
         const bool ok = tq < BQ && t < tend;
@@ -302,7 +310,29 @@ template <typename T, int D, bool WG, bool STREAM, bool PAD> __global__ void __l
                 }
         }
         // Psum[tq][kl] = sum over the position's heads of p (a fixed order either way)
-        if (pairs) {
+        if constexpr (PAD == 2) {
+            // each position's heads added in ascending order from 0, as through the P tile (the
+            // same bits, so the same blocks as without PAD): the warp's 16 rows through its own
+            // staging tile, 32 columns at a time, each lane summing one column of each position
+            float *St = Ps + warp * 16 * SEL_SP;
+            const int rp = pairs ? 8 : 16;   // rows a position
+#pragma unroll
+            for (int half = 0; half < 2; half++) {
+#pragma unroll
+                for (int q = 0; q < 4; q++)
+#pragma unroll
+                    for (int rr = 0; rr < 2; rr++)
+                        *reinterpret_cast<float2 *>(St + (gid + 8 * rr) * SEL_SP + q * 8 + 2 * tig) =
+                            make_float2(p[half * 4 + q][2 * rr], p[half * 4 + q][2 * rr + 1]);
+                __syncwarp();
+                for (int r = 0; r < ppw; r++) {
+                    float acc = 0.f;
+                    for (int h = 0; h < hpg; h++) acc += St[(r * rp + h) * SEL_SP + lane];
+                    Pw[(ppw * warp + r) * ROWS_KC + half * 32 + lane] = acc;
+                }
+                __syncwarp();   // the tile's reads before the next half's stores; the sums are the warp's own
+            }
+        } else if (pairs) {
             // rows gid (position 2 warp) and gid + 8 (position 2 warp + 1): the sum over the 8
             // row groups (lane bits 2..4) for each
 #pragma unroll
@@ -450,18 +480,19 @@ template <typename T, int D, bool WG, bool STREAM, bool PAD> __global__ void __l
 // launcher
 // ============================================================================================
 template <typename T, int D, bool WG, bool STREAM>
-static void select_launch_pad(dim3 grid, const AttnArgs &a, int32_t *sel_out, bool pad) {
-    if (pad) mma_launch(k_select_mma<T, D, WG, STREAM, true>, grid, 128, selscore_smem<D, WG, STREAM>(a.hpg, 1, a.NS, a.n), a, sel_out);
-    else mma_launch(k_select_mma<T, D, WG, STREAM, false>, grid, 128, selscore_smem<D, WG, STREAM>(a.hpg, 0, a.NS, a.n), a, sel_out);
+static void select_launch_pad(dim3 grid, const AttnArgs &a, int32_t *sel_out, int pad) {
+    if (pad == 2) mma_launch(k_select_mma<T, D, WG, STREAM, 2>, grid, 128, selscore_smem<D, WG, STREAM>(a.hpg, 2, a.NS, a.n), a, sel_out);
+    else if (pad) mma_launch(k_select_mma<T, D, WG, STREAM, 1>, grid, 128, selscore_smem<D, WG, STREAM>(a.hpg, 1, a.NS, a.n), a, sel_out);
+    else mma_launch(k_select_mma<T, D, WG, STREAM, 0>, grid, 128, selscore_smem<D, WG, STREAM>(a.hpg, 0, a.NS, a.n), a, sel_out);
 }
 template <typename T, int D, bool WG>
-static void select_launch(dim3 grid, const AttnArgs &a, int32_t *sel_out, bool stream, bool pad) {
+static void select_launch(dim3 grid, const AttnArgs &a, int32_t *sel_out, bool stream, int pad) {
     if (stream) select_launch_pad<T, D, WG, true>(grid, a, sel_out, pad);
     else select_launch_pad<T, D, WG, false>(grid, a, sel_out, pad);
     CUDA_LAUNCHED();
 }
 template <typename T, int D> void mma_select(const AttnArgs &a, int32_t *sel_out) {
-    const bool pad = g_nsa_cuda.select_pad > 0 && selscore_pads(a.hpg);
+    const int pad = selscore_pads(a.hpg) ? g_nsa_cuda.select_pad : 0;
     const RowsGeom rg = selscore_geom(a.hpg, pad);
     dim3 grid((a.Tn + rg.BQ - 1) / rg.BQ, a.G, a.B);
     const bool stream = select_stream_on(a);

@@ -226,7 +226,7 @@ struct CudaKnobs {
     int dq_ws;         // NSA_CUDA_DQ_WS -1/0/1 (default -1: by head size)
     int fwd_ws;        // NSA_CUDA_FWD_WS -1/0/1 (default -1: by branch and head size)
     int select_stream; // NSA_CUDA_SELECT_STREAM 0/1 (default 1: wherever it fits)
-    int select_pad;    // NSA_CUDA_SELECT_PAD 0/1 (default 0)
+    int select_pad;    // NSA_CUDA_SELECT_PAD 0/1/2 (default 0)
     int dkdv_align;    // NSA_CUDA_DKDV_ALIGN 0/1/2 (default 1)
     int stats;         // NSA_CUDA_STATS 0/1: peak device memory at exit
     int prof, prof_skip;   // NSA_CUDA_PROFILE 0/1, NSA_CUDA_PROFILE_SKIP >= 0
@@ -243,7 +243,7 @@ static int read_knobs(CudaKnobs *k, char *err, size_t errlen) {
         {"NSA_CUDA_GRAPH", 0, 1, &k->graph},          {"NSA_CUDA_LANES", 1, NSA_CUDA_MAX_LANES, &k->lanes},
         {"NSA_CUDA_DKDV_WS", -1, 1, &k->dkdv_ws},      {"NSA_CUDA_DQ_WS", -1, 1, &k->dq_ws},
         {"NSA_CUDA_FWD_WS", -1, 1, &k->fwd_ws},         {"NSA_CUDA_SELECT_STREAM", 0, 1, &k->select_stream},
-        {"NSA_CUDA_SELECT_PAD", 0, 1, &k->select_pad},   {"NSA_CUDA_DKDV_ALIGN", 0, 2, &k->dkdv_align},
+        {"NSA_CUDA_SELECT_PAD", 0, 2, &k->select_pad},   {"NSA_CUDA_DKDV_ALIGN", 0, 2, &k->dkdv_align},
     };
     for (const auto &v : ints)
         if (nsa_env_int(v.name, v.lo, v.hi, v.out, err, errlen) < 0) return -1;
@@ -351,7 +351,7 @@ extern "C" void nsa_cuda_set_sel_pack(int on) { g_nsa_cuda.sel_pack = on; g_gen+
 extern "C" void nsa_cuda_set_sel_rows(int mode) { g_nsa_cuda.sel_rows = mode < 0 ? -1 : mode > 0; g_gen++; }
 extern "C" void nsa_cuda_set_dq_ws(int mode) { g_nsa_cuda.dq_ws = mode < 0 ? -1 : mode > 0; g_gen++; }
 extern "C" void nsa_cuda_set_select_stream(int on) { g_nsa_cuda.select_stream = on != 0; g_gen++; }
-extern "C" void nsa_cuda_set_select_pad(int on) { g_nsa_cuda.select_pad = on != 0; g_gen++; }
+extern "C" void nsa_cuda_set_select_pad(int mode) { g_nsa_cuda.select_pad = mode < 0 ? 0 : mode > 2 ? 2 : mode; g_gen++; }
 extern "C" void nsa_cuda_set_dkdv_align(int mode) { g_nsa_cuda.dkdv_align = mode < 0 ? 0 : mode > 2 ? 2 : mode; g_gen++; }
 extern "C" void nsa_cuda_set_fwd_ws(int mode) { g_nsa_cuda.fwd_ws = mode < 0 ? -1 : mode > 0; g_gen++; }
 extern "C" void nsa_cuda_set_dkdv_ws(int mode) { g_nsa_cuda.dkdv_ws = mode < 0 ? -1 : mode > 0; g_gen++; }

@@ -54,9 +54,11 @@ void nsa_cuda_set_fwd_ws(int mode);
 // NSA_CUDA_SELECT_STREAM=0/1
 void nsa_cuda_set_select_stream(int on);
 // the selection scoring at 5..15 heads a group with each position's heads padded to 8 rows (two
-// positions a warp) or 16 (one), the head sums in registers instead of through the shared P tile:
-// 0 (default) or 1; NSA_CUDA_SELECT_PAD=0/1
-void nsa_cuda_set_select_pad(int on);
+// positions a warp) or 16 (one), summed without the shared P tile's block barriers: 0 (default)
+// never; 1 the head sums as butterflies in registers (other low bits than 0: a near tie may pick
+// another block); 2 the heads added in the P tile's order through a warp's own staging tile
+// (the bits of 0); NSA_CUDA_SELECT_PAD=0/1/2
+void nsa_cuda_set_select_pad(int mode);
 // the warp-specialised dK/dV's row chunks at the group's multiples of the chunk length where the
 // key chunks' rows are long runs of positions (compressed branch, dense causal), launched chunk
 // by chunk so that the CTAs in flight read the same Q and dO rows: 1 (default) or 0 (each key

@@ -42,6 +42,7 @@
 
 static const Backend *CPU, *GPU;
 static const char *g_dtname = "";
+static int g_select_pad;   // the selection scoring's NSA_CUDA_SELECT_PAD mode of the current impl
 static int g_dt = NSA_DT_F32;   // the activation type of the GPU backend under test
 static double g_tol = 0;
 static int g_fail = 0, g_rows = 0, g_small = 0;
@@ -1041,11 +1042,27 @@ static double ns_select_err(Ctx *c, char *shape, size_t shn) {
         ties += ok;
     }
     free(qh); free(kh); free(lh); free(score);
+    // PAD 2 adds each position's heads in the P tile's order: the same blocks as without PAD,
+    // row for row, near ties included
+    int64_t pad_diff = 0;
+    if (g_select_pad == 2) {
+        int32_t *sel_p = malloc(sizeof(int32_t) * (size_t)c->ni);
+        nsa_cuda_set_select_pad(0);
+        GPU->select_blocks(c->ig, q->g, Kc->g, lse->g, &g, 0, g.T);
+        GPU->to_host(sel_p, c->ig, sizeof(int32_t) * (size_t)c->ni);
+        nsa_cuda_set_select_pad(2);
+        for (int64_t r = 0; r < rows; r++) pad_diff += memcmp(sel_p + r * g.n, sel_h + r * g.n, sizeof(int32_t) * (size_t)g.n) != 0;
+        free(sel_p);
+    }
     char base[160];
     snprintf(base, sizeof base, "%s", shape);
-    snprintf(shape, shn, "%s (%lld rows, %lld differ, %lld near-ties)", base, (long long)rows, (long long)mism,
-             (long long)ties);
-    return (double)(mism - ties);
+    if (g_select_pad == 2)
+        snprintf(shape, shn, "%s (%lld rows, %lld differ, %lld near-ties, %lld differ from PAD 0)", base, (long long)rows,
+                 (long long)mism, (long long)ties, (long long)pad_diff);
+    else
+        snprintf(shape, shn, "%s (%lld rows, %lld differ, %lld near-ties)", base, (long long)rows, (long long)mism,
+                 (long long)ties);
+    return (double)(mism - ties + pad_diff);
 }
 // the attention ops use the CPU's selection on both sides
 static void ns_shared_sel(Ctx *c) { GPU->from_host(c->ig, c->ic, sizeof(int32_t) * (size_t)c->ni); }
@@ -1293,8 +1310,10 @@ int main(int argc, char **argv) {
         // 2: tensor cores, selection on tiles of one position; 3: tensor cores without the
         // warpgroup-MMA kernels (mma.sync only; run only where those exist); every impl but 6 and
         // 8 keeps the selection's top-n as its scoring goes (the default), 6 and 8 scan every
-        // block's score at the end, without and with warpgroup MMA; every impl but 2, 4 and 6 pads
-        // the scoring's heads (NSA_CUDA_SELECT_PAD=1), 2, 4 and 6 do not (the default); 2 and 4
+        // block's score at the end, without and with warpgroup MMA; 2, 4 and 6 score
+        // the heads through the P tile (the default), 1, 5 and 7 padded with butterfly head sums
+        // (NSA_CUDA_SELECT_PAD=1), 3 and 8 padded with the heads added in the P tile's order (2:
+        // also checked against 0, the same blocks row for row); 2 and 4
         // chunk the warp-specialised dK/dV's rows from each key chunk's first row
         // (NSA_CUDA_DKDV_ALIGN=0), 3 and 8 the 64-key kernel's too at the group's multiples (2),
         // the others the warp-specialised kernel's only (the default); 4:
@@ -1319,7 +1338,8 @@ int main(int argc, char **argv) {
             nsa_cuda_set_dq_ws(impl_dkdv_ws[impl]);
             nsa_cuda_set_fwd_ws(impl_dkdv_ws[impl]);
             nsa_cuda_set_select_stream(impl != 6 && impl != 8);
-            nsa_cuda_set_select_pad(impl != 2 && impl != 4 && impl != 6);
+            g_select_pad = impl == 2 || impl == 4 || impl == 6 ? 0 : impl == 3 || impl == 8 ? 2 : 1;
+            nsa_cuda_set_select_pad(g_select_pad);
             nsa_cuda_set_dkdv_align(impl == 2 || impl == 4 ? 0 : impl == 3 || impl == 8 ? 2 : 1);
             snprintf(dn, sizeof dn, "%s/%s", precs[p], impl_name[impl]);
             for (int si = 0; si < NSHAPES; si++) {
@@ -1339,6 +1359,7 @@ int main(int argc, char **argv) {
         nsa_cuda_set_dq_ws(-1);
         nsa_cuda_set_fwd_ws(-1);
         nsa_cuda_set_select_stream(1);
+        g_select_pad = 0;
         nsa_cuda_set_select_pad(0);
         nsa_cuda_set_dkdv_align(1);
         printf("warpgroup-MMA (sm_90a) kernels: %s\n", have_wgmma ? "on" : "not in this build or device");
