@@ -70,11 +70,8 @@ __host__ __device__ __forceinline__ SelScoreLayout selscore_layout(int hpg, int 
     if (pad == 2 && selscore_pads(hpg)) L.psum = 4 * 16 * SEL_SP;   // the warps' staging tiles [4][16][SEL_SP], then Psum
     else if (pairs) L.psum = 0;   // Pw [8][KC] is Psum
     else if (!warp_rows) L.psum = 64 * SEL_PP;
-    else L.psum = rg.HB == 16 ? 0 : 4 * ROWS_KC;
-    L.score = pad == 2 && selscore_pads(hpg) ? L.psum + rg.BQ * ROWS_KC
-              : pairs                         ? rg.BQ * ROWS_KC
-              : warp_rows && rg.HB == 16      ? 4 * ROWS_KC
-                                              : L.psum + rg.BQ * ROWS_KC;
+    else L.psum = rg.HB == 16 ? 0 : 4 * ROWS_KC;   // Psum is Pw [4][KC] at one warp a position
+    L.score = L.psum + rg.BQ * ROWS_KC;
     L.nfloat = L.score + (stream ? rg.BQ * (SEL_RING + 2 * n) : rg.BQ * NS);
     return L;
 }
@@ -120,18 +117,17 @@ __device__ __forceinline__ int rowgroup_sum_scatter(const float (&v)[16], float 
 // WG (sm_90a, D 64 or 128): S = Q Kc^T by one warpgroup MMA per 16-wide k-step from
 // swizzled shared tiles (wg_qkT) instead of mma.sync from padded ones; the rest is shared.
 template <typename T, int D, bool WG, bool STREAM, int PAD> __global__ void __launch_bounds__(128) k_select_mma(AttnArgs a, int32_t *sel_out) {
-    constexpr int pad = PAD;
     constexpr int DP = D + 8, NKS = D / 16;
     static_assert(!WG || D % 64 == 0, "swizzled atoms are 64 elements wide");
     extern __shared__ __align__(16) unsigned char smem_raw[];
     unsigned char *qk = WG ? reinterpret_cast<unsigned char *>(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023) : smem_raw;
     T *Qs = reinterpret_cast<T *>(qk);                                // [64][DP], or WG: atoms of 64 rows
     T *Ks = WG ? Qs + 64 * D : Qs + 64 * DP;                          // [2][KC][DP], or WG: [2][atoms]
-    const SelScoreLayout lay = selscore_layout(a.hpg, pad, a.NS, STREAM, a.n);
+    const SelScoreLayout lay = selscore_layout(a.hpg, PAD, a.NS, STREAM, a.n);
     float *Ps = reinterpret_cast<float *>(smem_raw + selscore_qk_bytes<D, WG>());   // [64][SEL_PP] or Pw [4][KC]
     float *Psum = Ps + lay.psum;                                      // [BQ][KC]
     float *score = Ps + lay.score;                                    // [BQ][NS] (STREAM: [BQ][SEL_RING])
-    const RowsGeom rg = selscore_geom(a.hpg, pad);
+    const RowsGeom rg = selscore_geom(a.hpg, PAD);
     constexpr int SW = STREAM ? SEL_RING : 0;                          // STREAM: slots a position
     unsigned char *taken = reinterpret_cast<unsigned char *>(score + rg.BQ * a.NS);   // [BQ][NS] (not STREAM)
     float *lsc = score + rg.BQ * SW;                                   // STREAM: list scores [BQ][n]
@@ -152,7 +148,7 @@ template <typename T, int D, bool WG, bool STREAM, int PAD> __global__ void __la
     const bool warp_rows = HB % 16 == 0;
     const int wpp = HB / 16;
     // PAD at 8 rows a position: warp w's rows are positions 2w and 2w + 1
-    const bool pairs = selscore_pairs(rg, pad);
+    const bool pairs = selscore_pairs(rg, PAD);
     // HB 16 (or pairs): warp w's rows are position w (2w, 2w + 1), whose head sums and scores
     // only warp w touches
     const bool own = (warp_rows && wpp == 1) || pairs;
@@ -204,7 +200,7 @@ template <typename T, int D, bool WG, bool STREAM, int PAD> __global__ void __la
     const int r0 = warp * 16 + gid;
     const int tr[2] = {trow[r0], trow[r0 + 8]};
     const float l2r[2] = {l2s[r0], l2s[r0 + 8]};
-    const bool padr[2] = {pad && l2r[0] == INFINITY, pad && l2r[1] == INFINITY};   // padding rows: p 0
+    const bool padr[2] = {PAD && l2r[0] == INFINITY, PAD && l2r[1] == INFINITY};   // padding rows: p 0
     const bool rows_live = rows_dead == 0;
     const int P = a.lsel / a.d, rlo = wr_lo, nr = wr_n;
     // STREAM: blocks jf .. jt are final: each warp takes its positions (tq = warp, warp + 4, ..),
@@ -479,11 +475,14 @@ template <typename T, int D, bool WG, bool STREAM, int PAD> __global__ void __la
 // ============================================================================================
 // launcher
 // ============================================================================================
+template <typename T, int D, bool WG, bool STREAM, int PAD> static void select_launch_one(dim3 grid, const AttnArgs &a, int32_t *sel_out) {
+    mma_launch(k_select_mma<T, D, WG, STREAM, PAD>, grid, 128, selscore_smem<D, WG, STREAM>(a.hpg, PAD, a.NS, a.n), a, sel_out);
+}
 template <typename T, int D, bool WG, bool STREAM>
 static void select_launch_pad(dim3 grid, const AttnArgs &a, int32_t *sel_out, int pad) {
-    if (pad == 2) mma_launch(k_select_mma<T, D, WG, STREAM, 2>, grid, 128, selscore_smem<D, WG, STREAM>(a.hpg, 2, a.NS, a.n), a, sel_out);
-    else if (pad) mma_launch(k_select_mma<T, D, WG, STREAM, 1>, grid, 128, selscore_smem<D, WG, STREAM>(a.hpg, 1, a.NS, a.n), a, sel_out);
-    else mma_launch(k_select_mma<T, D, WG, STREAM, 0>, grid, 128, selscore_smem<D, WG, STREAM>(a.hpg, 0, a.NS, a.n), a, sel_out);
+    if (pad == 2) select_launch_one<T, D, WG, STREAM, 2>(grid, a, sel_out);
+    else if (pad) select_launch_one<T, D, WG, STREAM, 1>(grid, a, sel_out);
+    else select_launch_one<T, D, WG, STREAM, 0>(grid, a, sel_out);
 }
 template <typename T, int D, bool WG>
 static void select_launch(dim3 grid, const AttnArgs &a, int32_t *sel_out, bool stream, int pad) {

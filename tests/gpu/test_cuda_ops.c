@@ -1054,14 +1054,11 @@ static double ns_select_err(Ctx *c, char *shape, size_t shn) {
         for (int64_t r = 0; r < rows; r++) pad_diff += memcmp(sel_p + r * g.n, sel_h + r * g.n, sizeof(int32_t) * (size_t)g.n) != 0;
         free(sel_p);
     }
-    char base[160];
+    char base[160], padn[48] = "";
     snprintf(base, sizeof base, "%s", shape);
-    if (g_select_pad == 2)
-        snprintf(shape, shn, "%s (%lld rows, %lld differ, %lld near-ties, %lld differ from PAD 0)", base, (long long)rows,
-                 (long long)mism, (long long)ties, (long long)pad_diff);
-    else
-        snprintf(shape, shn, "%s (%lld rows, %lld differ, %lld near-ties)", base, (long long)rows, (long long)mism,
-                 (long long)ties);
+    if (g_select_pad == 2) snprintf(padn, sizeof padn, ", %lld differ from PAD 0", (long long)pad_diff);
+    snprintf(shape, shn, "%s (%lld rows, %lld differ, %lld near-ties%s)", base, (long long)rows, (long long)mism,
+             (long long)ties, padn);
     return (double)(mism - ties + pad_diff);
 }
 // the attention ops use the CPU's selection on both sides
@@ -1308,24 +1305,26 @@ int main(int argc, char **argv) {
         // the rows kernels or on its own tiles by shape, tiles of 2 positions where heads per
         // group <= 8; the warpgroup-MMA kernels where this build and device have them);
         // 2: tensor cores, selection on tiles of one position; 3: tensor cores without the
-        // warpgroup-MMA kernels (mma.sync only; run only where those exist); every impl but 6 and
-        // 8 keeps the selection's top-n as its scoring goes (the default), 6 and 8 scan every
-        // block's score at the end, without and with warpgroup MMA; 2, 4 and 6 score
-        // the heads through the P tile (the default), 1, 5 and 7 padded with butterfly head sums
-        // (NSA_CUDA_SELECT_PAD=1), 3 and 8 padded with the heads added in the P tile's order (2:
-        // also checked against 0, the same blocks row for row); 2 and 4
-        // chunk the warp-specialised dK/dV's rows from each key chunk's first row
-        // (NSA_CUDA_DKDV_ALIGN=0), 3 and 8 the 64-key kernel's too at the group's multiples (2),
-        // the others the warp-specialised kernel's only (the default); 4:
-        // selection on its tiles (never the rows kernels); 5 and 6: selection on the rows kernels
-        // wherever they can (l' a multiple of 64), with and without warpgroup MMA; 7 and 8: the window and compressed forward, dK/dV and dQ on
-        // the warp-specialised kernels wherever they can (D 64 and 128; 7: the selection on the
-        // rows kernels wherever it can, its forward and dQ on the warp-specialised ones) and never
-        // (k_rows_fwd, the 64-key dK/dV kernel, k_rows_dq), only their cases
+        // warpgroup-MMA kernels (mma.sync only; run only where those exist); 4: selection on its
+        // tiles (never the rows kernels); 5 and 6: selection on the rows kernels wherever they can
+        // (l' a multiple of 64), with and without warpgroup MMA; 7 and 8: the window and
+        // compressed forward, dK/dV and dQ on the warp-specialised kernels wherever they can (D 64
+        // and 128; 7: the selection on the rows kernels wherever it can, its forward and dQ on the
+        // warp-specialised ones) and never (k_rows_fwd, the 64-key dK/dV kernel, k_rows_dq), only
+        // their cases. Per impl besides (the tables below): the selection's top-n kept as its
+        // scoring goes (NSA_CUDA_SELECT_STREAM, the default) or the scan at the end (6, 8); the
+        // scoring's heads through the P tile (NSA_CUDA_SELECT_PAD 0, the default), padded with
+        // butterfly sums (1) or padded in the P tile's order (2, also checked against 0: the same
+        // blocks row for row); the dK/dV row chunks from each key chunk's first row
+        // (NSA_CUDA_DKDV_ALIGN 0), at the group's multiples on the warp-specialised kernel (1, the
+        // default) or on the 64-key kernel too (2)
         static const char *impl_name[9] = {"simple",   "mma",           "mma1",    "mma-sync",  "mma-tiles",
                                            "mma-rows", "mma-sync-rows", "mma-ws",  "mma-no-ws"};
         static const int impl_sel_rows[9] = {-1, -1, 0, -1, 0, 1, 1, 1, -1};
         static const int impl_dkdv_ws[9] = {-1, -1, -1, -1, -1, -1, -1, 1, 0};
+        static const int impl_select_stream[9] = {1, 1, 1, 1, 1, 1, 0, 1, 0};
+        static const int impl_select_pad[9] = {1, 1, 0, 2, 0, 1, 0, 1, 2};
+        static const int impl_dkdv_align[9] = {1, 1, 0, 2, 0, 1, 1, 1, 2};
         const int have_wgmma = nsa_cuda_set_wgmma(1);
         for (int impl = 0; impl < 9; impl++) {
             if (impl >= 1 && p == 0) continue;   // fp32 always uses the simple kernels
@@ -1337,10 +1336,10 @@ int main(int argc, char **argv) {
             nsa_cuda_set_dkdv_ws(impl_dkdv_ws[impl]);
             nsa_cuda_set_dq_ws(impl_dkdv_ws[impl]);
             nsa_cuda_set_fwd_ws(impl_dkdv_ws[impl]);
-            nsa_cuda_set_select_stream(impl != 6 && impl != 8);
-            g_select_pad = impl == 2 || impl == 4 || impl == 6 ? 0 : impl == 3 || impl == 8 ? 2 : 1;
+            nsa_cuda_set_select_stream(impl_select_stream[impl]);
+            g_select_pad = impl_select_pad[impl];
             nsa_cuda_set_select_pad(g_select_pad);
-            nsa_cuda_set_dkdv_align(impl == 2 || impl == 4 ? 0 : impl == 3 || impl == 8 ? 2 : 1);
+            nsa_cuda_set_dkdv_align(impl_dkdv_align[impl]);
             snprintf(dn, sizeof dn, "%s/%s", precs[p], impl_name[impl]);
             for (int si = 0; si < NSHAPES; si++) {
                 if (g_small && shape_is_big(si)) continue;
