@@ -65,13 +65,14 @@ if has profile; then   # per-op device time of m7c_125m training steps at the be
   step bench_b16 150 "./$B/bench/bench_cuda_attn" --S 2048 --B 16 --shape m7c --reps 5
   step bench_b16_pack1 150 env NSA_CUDA_SEL_PACK=0 "./$B/bench/bench_cuda_attn" --S 2048 --B 16 --shape m7c --reps 5
 fi
+# the sections and metrics bench/ncu_table.py reads (the ncu and ncupeer phases)
+NCU_DETAILS=(--section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats
+  --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis
+  --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio" --csv --page details)
 if has ncu; then   # the attention kernels under Nsight Compute: where each one's time goes
   if command -v ncu >/dev/null; then
     step ncu 300 ncu --clock-control none -k "regex:${NCU_KERNELS:-k_(rows|sel|dkdv|select|reduce)}" --launch-count 60 \
-      --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
-      --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio" \
-      --csv --page details \
-      "./$B/bench/bench_cuda_attn" ${NCU_ARGS:---S 8192 --shape paper --reps 1}
+      "${NCU_DETAILS[@]}" "./$B/bench/bench_cuda_attn" ${NCU_ARGS:---S 8192 --shape paper --reps 1}
     python3 bench/ncu_table.py "$LOG/ncu.log" >"$LOG/ncu_table.txt" 2>&1
   else
     echo "ncu: not found" >"$LOG/ncu_table.txt"
@@ -95,9 +96,7 @@ if has ncupeer; then   # a peer's kernels, the same sections and table as ours i
     echo "ncupeer: NCU_PEER_DEST='${NCU_PEER_DEST:-}' has no PEERS.txt (bash bench/peers/stage.sh DEST, then carry it)" >"$LOG/ncupeer_table.txt"
   else
     step ncupeer 300 ncu --clock-control none --target-processes all --launch-count 200 \
-      --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
-      --section MemoryWorkloadAnalysis --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio" \
-      --csv --page details python3 bench/peers/bench_peers.py --peers "$NCU_PEER_DEST" \
+      "${NCU_DETAILS[@]}" python3 bench/peers/bench_peers.py --peers "$NCU_PEER_DEST" \
       ${NCU_PEER_ARGS:---S 65536 --shape paper --reps 1 --warmup 1 --only flash_nsa}
     python3 bench/ncu_table.py "$LOG/ncupeer.log" >"$LOG/ncupeer_table.txt" 2>&1
   fi
