@@ -40,15 +40,15 @@
 // scores [BQ][NS] and taken flags [BQ][NS] bytes (STREAM: the score ring [BQ][SEL_RING], the
 // lists' scores [BQ][n] and blocks [BQ][n], no flags). Sized to what the group needs, so that
 // three CTAs fit an SM at the paper shape.
-// PAD (NSA_CUDA_SELECT_PAD=1, 5 <= heads a group <= 15; not the default: below): each position's heads padded with zero
+// PAD (NSA_CUDA_SELECT_PAD, 5 <= heads a group <= 15): each position's heads padded with zero
 // rows to 8 (two positions a warp: rows 0-7 and 8-15 of its 16) or to 16 (one position a warp),
-// so that the head sums are butterflies in registers and a warp alone sums and scores its
-// positions, as at 16 heads a group, instead of passing P through the shared P tile between
-// block barriers; 8 positions a CTA at 6 heads a group instead of 10, the P tile's 16 KB gone.
-// Otherwise the rows kernels' tile (rows_geom). Its head sums are a butterfly where the P tile's
-// add the heads in ascending order: other low bits of a score, so a near tie may pick another
-// block, and the GPU golden baselines (m7c_125m, 6 heads a group) are to be checked and, where
-// the bits moved, re-recorded before this becomes the default.
+// so that a warp alone sums and scores its positions, as at 16 heads a group, instead of passing
+// P through the shared P tile between block barriers; 8 positions a CTA at 6 heads a group
+// instead of 10, the P tile's 16 KB gone. Otherwise (0) the rows kernels' tile (rows_geom).
+// PAD 2 (the default) adds each position's heads in the P tile's ascending order through a
+// warp's own staging tile: the bits and blocks of 0 (m7c scoring, H200: 14 % faster at 2k and
+// 8k, 5 % at 64k). PAD 1 sums them as a butterfly in registers (25 % faster from 8k on), other
+// low bits of a score, so a near tie may pick another block than 0 and 2 would.
 __host__ __device__ __forceinline__ bool selscore_pads(int hpg) { return hpg >= 5 && hpg <= 15; }
 __host__ __device__ __forceinline__ RowsGeom selscore_geom(int hpg, int pad) {
     if (!pad || !selscore_pads(hpg)) return rows_geom(hpg);

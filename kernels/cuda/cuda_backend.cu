@@ -226,7 +226,7 @@ struct CudaKnobs {
     int dq_ws;         // NSA_CUDA_DQ_WS -1/0/1 (default -1: by head size)
     int fwd_ws;        // NSA_CUDA_FWD_WS -1/0/1 (default -1: by branch and head size)
     int select_stream; // NSA_CUDA_SELECT_STREAM 0/1 (default 1: wherever it fits)
-    int select_pad;    // NSA_CUDA_SELECT_PAD 0/1/2 (default 0)
+    int select_pad;    // NSA_CUDA_SELECT_PAD 0/1/2 (default 2)
     int dkdv_align;    // NSA_CUDA_DKDV_ALIGN 0/1/2 (default 1)
     int stats;         // NSA_CUDA_STATS 0/1: peak device memory at exit
     int prof, prof_skip;   // NSA_CUDA_PROFILE 0/1, NSA_CUDA_PROFILE_SKIP >= 0
@@ -234,7 +234,7 @@ struct CudaKnobs {
     int lanes;         // NSA_CUDA_LANES 1..16 (default 8): the most lanes lanes_open makes (1: none)
 };
 static int read_knobs(CudaKnobs *k, char *err, size_t errlen) {
-    *k = CudaKnobs{0, 0, 0, 1, -1, 1, -1, -1, -1, 1, 0, 1, 0, 0, 0, 1, 8};
+    *k = CudaKnobs{0, 0, 0, 1, -1, 1, -1, -1, -1, 1, 2, 1, 0, 0, 0, 1, 8};
     const struct { const char *name; long lo, hi; int *out; } ints[] = {
         {"NSA_CUDA_DEVICE", 0, 1023, &k->device},     {"NSA_CUDA_SYNC_CHECK", 0, 1, &k->sync_check},
         {"NSA_CUDA_SEL_PACK", 0, 1, &k->sel_pack},     {"NSA_CUDA_SEL_ROWS", -1, 1, &k->sel_rows},

@@ -63,8 +63,8 @@ struct NsaCudaCtx {
                          // 1 (default) wherever a chunk's blocks fit its ring, 0 never
                          // (NSA_CUDA_SELECT_STREAM)
     int select_pad;      // the selection scoring with each position's heads padded to 8 or 16 rows
-                         // where 5..15 heads a group (selscore_geom): 0 (default) never, 1 with
-                         // butterfly head sums, 2 with the P tile's order (NSA_CUDA_SELECT_PAD)
+                         // where 5..15 heads a group (selscore_geom): 0 never, 1 with butterfly
+                         // head sums, 2 (default) with the P tile's order (NSA_CUDA_SELECT_PAD)
     int dkdv_align;      // the dK/dV's row chunks at the group's multiples where the entries'
                          // rows are long (AttnArgs.rows_abs): 1 (default) on the warp-specialised
                          // kernel, 2 on the 64-key kernel too, 0 never (NSA_CUDA_DKDV_ALIGN)

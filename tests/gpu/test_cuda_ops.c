@@ -1323,7 +1323,7 @@ int main(int argc, char **argv) {
         static const int impl_sel_rows[9] = {-1, -1, 0, -1, 0, 1, 1, 1, -1};
         static const int impl_dkdv_ws[9] = {-1, -1, -1, -1, -1, -1, -1, 1, 0};
         static const int impl_select_stream[9] = {1, 1, 1, 1, 1, 1, 0, 1, 0};
-        static const int impl_select_pad[9] = {1, 1, 0, 2, 0, 1, 0, 1, 2};
+        static const int impl_select_pad[9] = {1, 2, 0, 2, 0, 1, 0, 1, 2};
         static const int impl_dkdv_align[9] = {1, 1, 0, 2, 0, 1, 1, 1, 2};
         const int have_wgmma = nsa_cuda_set_wgmma(1);
         for (int impl = 0; impl < 9; impl++) {
