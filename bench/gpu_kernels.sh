@@ -24,7 +24,8 @@
 #                65536, one repetition after one warm-up), the same table: where its time goes
 #   SDPA_S       the lengths of the sdpa phase (default 8192,16384): our dense causal kernel and
 #                PyTorch's SDPA backends side by side (bench/sdpa_dense.py)
-#   KNOBS        the knobs phase: environment settings (default "NSA_CUDA_DKDV_WS=0 NSA_CUDA_DKDV_WS=1"),
+#   KNOBS        the knobs phase: environment settings (default "NSA_CUDA_DKDV_WS=0 NSA_CUDA_DKDV_WS=1";
+#                a setting of several variables joins them with commas: A=1,B=2),
 #                bench_cuda_attn (BENCH_ARGS, default both shapes at S 8192 and 32768) under each,
 #                alternated ROUNDS (default 2) times; the summary is bench/knob_table.py's table
 #                (each op's times under each setting, the change against the first setting)
@@ -126,7 +127,8 @@ KNOBS=${KNOBS:-NSA_CUDA_DKDV_WS=0 NSA_CUDA_DKDV_WS=1} KNOB_ROUNDS=${ROUNDS:-2}
 if has knobs; then   # bench_cuda_attn under each setting of KNOBS, alternated ROUNDS times on one GPU
   for r in $(seq "$KNOB_ROUNDS"); do
     for kv in $KNOBS; do
-      step "knob_${kv}_$r" 300 env "$kv" "./$B/bench/bench_cuda_attn" ${BENCH_ARGS:---shape both --S 8192,32768 --reps 3}
+      # shellcheck disable=SC2086  # a setting's comma-joined assignments, split into env's arguments
+      step "knob_${kv}_$r" 300 env ${kv//,/ } "./$B/bench/bench_cuda_attn" ${BENCH_ARGS:---shape both --S 8192,32768 --reps 3}
     done
   done
 fi

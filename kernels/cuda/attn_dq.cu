@@ -10,6 +10,8 @@
 //    their keys streamed by a producer warpgroup.
 //  k_sel_dq (selection): a CTA per 16-row selection tile (attn_sel.cuh), the 4 warps splitting
 //    the selected blocks, their dQ partials added in warp order.
+//  k_sel_dq_tma (selection on sm_90a where NSA_CUDA_SEL_DQ_TMA asks, D 64 or 128): the same
+//    tiles fed by a ring of TMA copies, NW warps splitting each chunk's keys.
 // Instantiated for bf16/fp16 and D 16, 64, 128.
 #include "kernels/cuda/attn_pass.cuh"
 #include "kernels/cuda/attn_rows.cuh"
@@ -366,6 +368,102 @@ template <typename T, int D, int KT, int PACK> __global__ void __launch_bounds__
     }
 }
 
+
+// ============================================================================================
+// selection dQ on the Hopper tensor memory accelerator (sm_90a; D 64 or 128, blocks of whole
+// 32-key chunks): NW warps a CTA, the same tile rows as k_sel_dq
+// ============================================================================================
+// The NW warps walk the tile's chunks together through the TMA feed (attn_sel.cuh), warp w the
+// keys w * 32 / NW .. (w + 1) * 32 / NW - 1 of each: S and dP of its keys, dS, and its own dQ
+// sum += dS K over its keys of every chunk in order; the warps' sums added in warp order at the
+// end. NW 2 (16 keys a warp): 144 accumulator and fragment registers a thread at D 128
+// (NSA_CUDA_SEL_DQ_TMA=2); NW 1, the whole chunk a warp (=1).
+template <typename T, int D, int PACK, int NW, int NST>
+__global__ void __launch_bounds__(NW * 32) k_sel_dq_tma(AttnArgs a, const __grid_constant__ CUtensorMap mk,
+                                                       const __grid_constant__ CUtensorMap mv) {
+    constexpr int DP = D + 8, NKS = D / 16, NDT = D / 8, KW = SEL_TMA_KT / NW, NT = KW / 8;
+    static_assert(KW % 16 == 0, "dQ += dS K: 16 keys a k-step");
+    extern __shared__ __align__(16) unsigned char smem_raw[];   // the ring is aligned to 1024 by hand
+    __shared__ int ul[SEL_MAXU], uf[SEL_MAXU], nu_s;
+    __shared__ uint64_t bars[NST];
+    unsigned char *ring = reinterpret_cast<unsigned char *>(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
+    T *Qs = reinterpret_cast<T *>(ring + (size_t)NST * SEL_TMA_STAGE(D));   // [16][DP]
+    T *Ys = Qs + 16 * DP;                                                  // dO [16][DP]
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, gid = lane >> 2, tig = lane & 3;
+    const int nrt = PACK == 1 ? (a.hpg + 15) / 16 : 1;
+    const int g = blockIdx.y / nrt, rt = blockIdx.y % nrt, b = blockIdx.z;
+    const SelTile st = sel_tile<PACK>(a, blockIdx.x, rt);
+    if (tid < NST) mbar_init((uint32_t)__cvta_generic_to_shared(&bars[tid]));
+    if (warp == 0) sel_union_warp<PACK>(a, st, b, g, ul, uf, &nu_s, lane);
+    if (NW > 1) __syncthreads();   // the list and the barriers, seen by every warp
+    const int per = a.lsel / SEL_TMA_KT;
+    SelTmaFeed<T, D, NST, NW> feed{ring, (uint32_t)__cvta_generic_to_shared(bars), &mk, &mv, {ul, a.lsel, per, nu_s * per, st.tmax},
+                                   g, b, warp, lane, 0};
+    const int c0 = feed.start();   // the first copies in flight before the Q and dO tiles are asked for
+    sel_rows_load<T, D, NW * 32>(Qs, (const T *)a.q, Ys, (const T *)a.dout, a, st, b, g, tid);
+    cp_commit();
+    cp_wait<0>();
+    if (NW > 1) __syncthreads();
+    else __syncwarp();
+    uint32_t qf[NKS][4], yf[NKS][4];
+    frags_a<NKS, DP>(qf, Qs, 0, lane);
+    frags_a<NKS, DP>(yf, Ys, 0, lane);
+    float l2r[2], drr[2];
+    bool rv[2];
+    const int tr[2] = {st.t[0], st.t[1]};
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        int64_t R;
+        const bool ok = sel_row(a, st, b, g, gid + 8 * r, R);
+        l2r[r] = ok ? a.lse_in[R] * MMA_LOG2E : -INFINITY;
+        drr[r] = ok ? a.drow[R] : 0.f;
+        rv[r] = ok && l2r[r] != -INFINITY;
+    }
+    const int k0 = warp * KW;   // the warp's first key of a chunk
+    float dqa[NDT][4];
+    acc_zero(dqa);
+    int it = 0;
+    for (int c = c0; c < feed.ch.nch; c = feed.ch.next(c + 1), it++) {
+        const int fl = uf[c / per], kb = feed.ch.kb(c);
+        feed.wait(it, kb);
+        const T *Kw = feed.kst(it % NST), *Vw = feed.vst(it % NST);
+        float s[NT][4], dp[NT][4];
+        warp_abT_l<T, NKS, NT, SwzTile<SEL_TMA_KT>>(s, qf, Kw, k0, lane);
+        warp_abT_l<T, NKS, NT, SwzTile<SEL_TMA_KT>>(dp, yf, Vw, k0, lane);
+        sel_dscores<NT>(s, dp, kb + k0, rv, fl, tr, l2r, drr, a.scale_log2, tig);
+        mma_acc_kn_l<T, D, KW, SwzTile<SEL_TMA_KT>>(dqa, s, Kw, k0, lane);
+        feed.release(it);
+    }
+    if constexpr (NW > 1) {
+        // every copy was waited for and every warp is past the last chunk (release's barrier):
+        // the ring holds the other warps' sums [NW - 1][NDT][32 lanes][4]
+        float4 *Om = reinterpret_cast<float4 *>(ring);
+        if (warp > 0)
+#pragma unroll
+            for (int nt = 0; nt < NDT; nt++)
+                Om[((warp - 1) * NDT + nt) * 32 + lane] = make_float4(dqa[nt][0], dqa[nt][1], dqa[nt][2], dqa[nt][3]);
+        asm volatile("bar.sync 1, %0;\n" ::"n"(NW * 32) : "memory");
+        if (warp > 0) return;
+        for (int w = 1; w < NW; w++)
+#pragma unroll
+            for (int nt = 0; nt < NDT; nt++) {
+                const float4 o = Om[((w - 1) * NDT + nt) * 32 + lane];
+                dqa[nt][0] += o.x;
+                dqa[nt][1] += o.y;
+                dqa[nt][2] += o.z;
+                dqa[nt][3] += o.w;
+            }
+    }
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        int64_t R;
+        if (!sel_row(a, st, b, g, gid + 8 * r, R)) continue;
+        T *dq = (T *)a.dq + R * D;
+#pragma unroll
+        for (int nt = 0; nt < NDT; nt++) add2<T>(dq + nt * 8 + 2 * tig, a.scale * dqa[nt][2 * r], a.scale * dqa[nt][2 * r + 1]);
+    }
+}
+
 // ============================================================================================
 // launcher
 // ============================================================================================
@@ -375,8 +473,32 @@ template <typename T, int D> struct DqKernels {
     template <int KT, int P> static void sel(dim3 grid, const AttnArgs &a) {
         mma_launch(k_sel_dq<T, D, KT, P>, grid, 128, sel_smem<D, KT>(), a);
     }
-    // no TMA dQ: measured no faster than k_sel_dq (see k_sel_fwd_tma in attn_fwd.cu)
-    static bool sel_tma(dim3, const AttnArgs &, int) { return false; }
+    // the TMA dQ where NSA_CUDA_SEL_DQ_TMA (1 or 2: its warps a CTA) asks for it, this build's
+    // sm_90a code runs, D is 64 or 128 and blocks are whole 32-key chunks: then it runs wherever
+    // the selection's tiles would (sel_tma_first: also where the forward takes the rows kernels)
+    static bool sel_tma_first(const AttnArgs &a) {
+        return D % 64 == 0 && g_nsa_cuda.sel_dq_tma > 0 && g_nsa_cuda.wgmma && a.lsel % SEL_TMA_KT == 0;
+    }
+    template <int NW, int P> static void sel_tma_nst(dim3 grid, const AttnArgs &a, const CUtensorMap &mk, const CUtensorMap &mv) {
+        if constexpr (D % 64 == 0) {
+            const int nst = g_nsa_cuda.sel_tma_nst;
+            if (nst == 3) mma_launch(k_sel_dq_tma<T, D, P, NW, 3>, grid, NW * 32, sel_tma_smem<D, 3, 0>(), a, mk, mv);
+            else if (nst == 4) mma_launch(k_sel_dq_tma<T, D, P, NW, 4>, grid, NW * 32, sel_tma_smem<D, 4, 0>(), a, mk, mv);
+            else mma_launch(k_sel_dq_tma<T, D, P, NW, 2>, grid, NW * 32, sel_tma_smem<D, 2, 0>(), a, mk, mv);
+        }
+    }
+    static bool sel_tma(dim3 grid, const AttnArgs &a, int pack) {
+        CUtensorMap mk, mv;
+        if (!sel_tma_first(a) || !sel_tma_maps<T>(a, &mk, &mv)) return false;
+        if (g_nsa_cuda.sel_dq_tma == 2) {
+            if (pack) sel_tma_nst<2, 2>(grid, a, mk, mv);
+            else sel_tma_nst<2, 1>(grid, a, mk, mv);
+        } else {
+            if (pack) sel_tma_nst<1, 2>(grid, a, mk, mv);
+            else sel_tma_nst<1, 1>(grid, a, mk, mv);
+        }
+        return true;
+    }
     template <int BR> static void rows_k(dim3 grid, const AttnArgs &a, size_t extra) {
         if constexpr (D % 64 == 0) {
             // two position tiles a CTA (selection: their positions in one 64-bit mask)

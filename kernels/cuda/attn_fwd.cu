@@ -14,7 +14,6 @@
 #include "kernels/cuda/attn_pass.cuh"
 #include "kernels/cuda/attn_rows.cuh"
 #include "kernels/cuda/attn_sel.cuh"
-#include <cudaTypedefs.h>    // PFN_cuTensorMapEncodeTiled
 #include <type_traits>
 
 // ============================================================================================
@@ -348,129 +347,35 @@ template <typename T, int D, int KT, int PACK> __global__ void __launch_bounds__
 // selection forward on the Hopper tensor memory accelerator (sm_90; D 64 or 128, blocks of a
 // multiple of 64 keys): one warp a CTA, the same tile rows as k_sel_fwd
 // ============================================================================================
-// The warp walks every 32-key chunk of its tile's block list in order through NST stages of
-// K and V [32][D] in 128-byte-swizzle atoms (SwzTile<32>), each stage filled by one TMA tile
-// copy per atom (4-D tensor maps over k and v [B][NK][G][D], sel_tma_maps) completing on the
-// stage's mbarrier. A stage is refilled with the chunk NST ahead as soon as the warp has used
-// it, so NST - 1 chunks load while it computes (flash_nsa's selection kernels: 1-warp programs,
-// a ring of TMA loads). No partial softmax states to merge. Keys past the tile's last position
-// are zeroed after they land (masked, but 0 * NaN of a later position's bits would not be 0);
-// keys past the sequence come in as zeros from the copy. The dQ pass stays on k_sel_dq (H100,
-// bench/RESULTS.md): the same 1-warp design for dQ (three products a chunk, 253 registers at
-// D 128) was slower (paper shape 64k, selected backward 57.8 -> 73.5 ms), and so was a
-// warp-specialised one (a loader warp, 4 warps splitting each chunk's keys, 2-4 stages) at
-// D 128 (57.1 -> 72.5-73.2 ms); at D 64 it gained 0-8 % on the op and nothing end to end.
-// 32-key chunks in 2 stages: 6 CTAs an SM at D 128 (38 KB each), 11 at D 64; 64-key chunks (3
-// CTAs an SM at D 128) were slower (paper 64k 23.2 -> 19.4 ms with 32, bench/RESULTS.md), and
-// so were 3 stages of 64 keys
-#define SEL_TMA_KT 32
-#define SEL_TMA_NST 2
-template <int D> constexpr size_t sel_tma_smem() {
-    // 1024-byte alignment slack, the stages of K and V [64][D], the Q tile [16][D + 8]
-    return 1024 + (size_t)SEL_TMA_NST * 2 * SEL_TMA_KT * D * 2 + (size_t)16 * (D + 8) * 2;
-}
-
-#define SEL_TMA_STAGE(D) (2 * SEL_TMA_KT * (D) * 2)   // bytes of a stage: K then V [64][D]
-// A tile's chunks: chunk c covers keys kb(c) .. kb(c) + 63 of block ul[c / per]; chunks that
-// start after the tile's last position (tmax) are skipped
-struct SelChunks {
-    const int *ul;   // the tile's block list
-    int lsel, per, nch, tmax;
-    __device__ int kb(int c) const { return ul[c / per] * lsel + (c % per) * SEL_TMA_KT; }
-    __device__ int next(int c) const {
-        for (; c < nch; c++)
-            if (kb(c) <= tmax) return c;
-        return nch;
-    }
-};
-// one thread: the chunk at key k0 into a stage, one TMA copy per 64-column atom of K and V,
-// completing on bar
-template <int D>
-__device__ __forceinline__ void sel_tma_issue(unsigned char *stage, const CUtensorMap *mk, const CUtensorMap *mv, int g, int k0,
-                                              int b, uint32_t bar) {
-    mbar_expect_tx(bar, SEL_TMA_STAGE(D));
-#pragma unroll
-    for (int at = 0; at < D / 64; at++) {
-        tma_load4(stage + at * SEL_TMA_KT * 128, mk, at * 64, g, k0, b, bar);
-        tma_load4(stage + SEL_TMA_STAGE(D) / 2 + at * SEL_TMA_KT * 128, mv, at * 64, g, k0, b, bar);
-    }
-}
-// one warp: zero the K and V rows [r0, r1) of a landed stage (a key row is 128 contiguous bytes
-// in each atom, whatever the swizzle), then order those writes before a later TMA write to it
-template <int D> __device__ __forceinline__ void sel_tma_zero(unsigned char *stage, int r0, int r1, int lane) {
-    const int nz = r1 - r0;
-    if (nz <= 0) return;
-    for (int i = lane; i < nz * (D / 64) * 2 * 8; i += 32) {
-        const int ch = i & 7, row = r0 + (i >> 3) % nz, at = (i >> 3) / nz;
-        *reinterpret_cast<uint4 *>(stage + at * SEL_TMA_KT * 128 + row * 128 + ch * 16) = make_uint4(0, 0, 0, 0);
-    }
-    wg_fence_proxy();
-}
-
-// the forward's feed: one warp consumes and refills its own ring
-template <typename T, int D> struct SelTmaFeed {
-    static constexpr int NST = SEL_TMA_NST, STAGE = SEL_TMA_STAGE(D);
-    unsigned char *ring;       // NST stages, 1024-byte aligned
-    uint32_t bar;              // shared address of the NST mbarriers (8 bytes each)
-    const CUtensorMap *mk, *mv;
-    SelChunks ch;
-    int g, b, lane;
-    int pf;                    // the next chunk to load (nch: none)
-
-    __device__ const T *kst(int s) const { return reinterpret_cast<const T *>(ring + s * STAGE); }
-    __device__ const T *vst(int s) const { return reinterpret_cast<const T *>(ring + s * STAGE + STAGE / 2); }
-    __device__ void issue(int s) {   // lane 0
-        sel_tma_issue<D>(ring + s * STAGE, mk, mv, g, ch.kb(pf), b, bar + 8 * s);
-        pf = ch.next(pf + 1);
-    }
-    __device__ int start() {
-        pf = ch.next(0);
-        const int c0 = pf;
-        if (lane == 0)
-            for (int s = 0; s < NST && pf < ch.nch; s++) issue(s);
-        pf = __shfl_sync(0xffffffffu, pf, 0);
-        return c0;
-    }
-    // the it-th chunk (starting at key k0) is in stage it % NST: wait for it, zero its keys
-    // past tmax
-    __device__ void wait(int it, int k0) {
-        const int s = it % NST;
-        mbar_wait(bar + 8 * s, (uint32_t)(it / NST) & 1);
-        sel_tma_zero<D>(ring + s * STAGE, ch.tmax - k0 + 1, SEL_TMA_KT, lane);
-        __syncwarp();
-    }
-    // the warp is done with the it-th chunk: its stage takes the next chunk to load
-    __device__ void release(int it) {
-        __syncwarp();
-        if (lane == 0 && pf < ch.nch) issue(it % NST);
-        pf = __shfl_sync(0xffffffffu, pf, 0);
-    }
-};
-
-
-template <typename T, int D, int PACK>
+// The warp walks its tile's chunks through the TMA feed (attn_sel.cuh: NST stages of 32 keys,
+// NSA_CUDA_SEL_TMA_NST, 2 by default), as flash_nsa's selection kernels (1-warp programs, a ring
+// of TMA loads). No partial softmax states to merge. The Q tile is asked for after the first
+// copies are in flight. 32-key chunks in 2 stages: 6 CTAs an SM at D 128 (38 KB each), 11 at
+// D 64; 64-key chunks (3 CTAs an SM at D 128) were slower (paper 64k 23.2 -> 19.4 ms with 32,
+// bench/RESULTS.md), and so were 3 stages of 64 keys.
+template <typename T, int D, int PACK, int NST>
 __global__ void __launch_bounds__(32) k_sel_fwd_tma(AttnArgs a, const __grid_constant__ CUtensorMap mk,
                                                    const __grid_constant__ CUtensorMap mv) {
     constexpr int DP = D + 8, NKS = D / 16, NDT = D / 8, NT = SEL_TMA_KT / 8;
     extern __shared__ __align__(16) unsigned char smem_raw[];   // the ring is aligned to 1024 by hand
     __shared__ int ul[SEL_MAXU], uf[SEL_MAXU], nu_s;
-    __shared__ uint64_t bars[SEL_TMA_NST];
+    __shared__ uint64_t bars[NST];
     unsigned char *ring = reinterpret_cast<unsigned char *>(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
-    T *Qs = reinterpret_cast<T *>(ring + (size_t)SEL_TMA_NST * 2 * SEL_TMA_KT * D * 2);   // [16][DP]
+    T *Qs = reinterpret_cast<T *>(ring + (size_t)NST * SEL_TMA_STAGE(D));   // [16][DP]
     const int lane = threadIdx.x, gid = lane >> 2, tig = lane & 3;
     const int nrt = PACK == 1 ? (a.hpg + 15) / 16 : 1;
     const int g = blockIdx.y / nrt, rt = blockIdx.y % nrt, b = blockIdx.z;
     const SelTile st = sel_tile<PACK>(a, blockIdx.x, rt);
+    if (lane < NST) mbar_init((uint32_t)__cvta_generic_to_shared(&bars[lane]));
+    sel_union_warp<PACK>(a, st, b, g, ul, uf, &nu_s, lane);
+    const int per = a.lsel / SEL_TMA_KT;
+    SelTmaFeed<T, D, NST, 1> feed{ring, (uint32_t)__cvta_generic_to_shared(bars), &mk, &mv, {ul, a.lsel, per, nu_s * per, st.tmax},
+                                  g, b, 0, lane, 0};
+    const int c0 = feed.start();   // the first copies in flight before the Q tile is asked for
     sel_rows_load<T, D, 32>(Qs, (const T *)a.q, nullptr, nullptr, a, st, b, g, lane);
     cp_commit();
-    if (lane < SEL_TMA_NST) mbar_init((uint32_t)__cvta_generic_to_shared(&bars[lane]));
-    if (lane == 0) sel_union<PACK>(a, st, b, g, ul, uf, &nu_s);
     cp_wait<0>();
     __syncwarp();
-    const int per = a.lsel / SEL_TMA_KT;
-    SelTmaFeed<T, D> feed{ring, (uint32_t)__cvta_generic_to_shared(bars), &mk, &mv, {ul, a.lsel, per, nu_s * per, st.tmax},
-                          g, b, lane, 0};
-    const int c0 = feed.start();
     uint32_t qf[NKS][4];
     frags_a<NKS, DP>(qf, Qs, 0, lane);
     int64_t R_unused;
@@ -484,7 +389,7 @@ __global__ void __launch_bounds__(32) k_sel_fwd_tma(AttnArgs a, const __grid_con
     for (int c = c0; c < feed.ch.nch; c = feed.ch.next(c + 1), it++) {
         const int fl = uf[c / per], kb = feed.ch.kb(c);
         feed.wait(it, kb);
-        const T *Kw = feed.kst(it % SEL_TMA_NST), *Vw = feed.vst(it % SEL_TMA_NST);
+        const T *Kw = feed.kst(it % NST), *Vw = feed.vst(it % NST);
         float s[NT][4];
         warp_abT_l<T, NKS, NT, SwzTile<SEL_TMA_KT>>(s, qf, Kw, 0, lane);
         sel_online_softmax<NT, NDT>(s, oacc, m, lsum, kb, rv, fl, tr, a.scale_log2, tig);
@@ -517,40 +422,11 @@ __global__ void __launch_bounds__(32) k_sel_fwd_tma(AttnArgs a, const __grid_con
 // ============================================================================================
 // launcher
 // ============================================================================================
-// The TMA selection kernels' 4-D tensor maps over k and v [B][NK][G][D] (D innermost): a box
-// of 64 keys x 64 elements of one group, 128-byte swizzle, keys past NK read as zeros. False
-// where they cannot be made (no driver entry point, an address not 16-byte aligned): the
-// caller then runs the cp.async kernels.
-template <typename T> static bool sel_tma_maps(const AttnArgs &a, CUtensorMap *mk, CUtensorMap *mv) {
-    static PFN_cuTensorMapEncodeTiled_v12000 encode = nullptr;
-    static int state = 0;   // 0 untried, 1 found, -1 not available
-    if (state == 0) {
-        void *fn = nullptr;
-        cudaDriverEntryPointQueryResult q;
-        const bool ok = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q) == cudaSuccess &&
-                        q == cudaDriverEntryPointSuccess && fn;
-        encode = ok ? reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn) : nullptr;
-        state = ok ? 1 : -1;
-        if (!ok) {
-            (void)cudaGetLastError();
-            fprintf(stderr, "nsa cuda: cuTensorMapEncodeTiled not available: the selection branch uses its cp.async kernels\n");
-        }
-    }
-    if (state < 0 || (((uintptr_t)a.k | (uintptr_t)a.v) & 15)) return false;
-    const cuuint64_t dims[4] = {(cuuint64_t)a.D, (cuuint64_t)a.G, (cuuint64_t)a.NK, (cuuint64_t)a.B};
-    const cuuint64_t strides[3] = {(cuuint64_t)a.D * 2, (cuuint64_t)a.G * a.D * 2, (cuuint64_t)a.NK * a.G * a.D * 2};
-    const cuuint32_t box[4] = {64, 1, SEL_TMA_KT, 1}, elem[4] = {1, 1, 1, 1};
-    const CUtensorMapDataType dt = std::is_same<T, bf16>::value ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
-    for (int i = 0; i < 2; i++)
-        if (encode(i ? mv : mk, dt, 4, const_cast<void *>(i ? a.v : a.k), dims, strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                   CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
-            return false;
-    return true;
-}
 // the forward's kernel set for mma_attn_rows_pass (attn_pass.cuh): every query row of the
 // call's range [t0, t0 + Tn)
 template <typename T, int D> struct FwdKernels {
     static int rows(const AttnArgs &a) { return a.Tn; }
+    static bool sel_tma_first(const AttnArgs &) { return false; }   // the rows kernels where they are on
     template <int KT, int P> static void sel(dim3 grid, const AttnArgs &a) {
         mma_launch(k_sel_fwd<T, D, KT, P>, grid, 128, sel_smem<D, KT>(), a);
     }
@@ -560,8 +436,14 @@ template <typename T, int D> struct FwdKernels {
         if constexpr (D % 64 == 0) {
             CUtensorMap mk, mv;
             if (!g_nsa_cuda.wgmma || a.lsel % SEL_TMA_KT != 0 || !sel_tma_maps<T>(a, &mk, &mv)) return false;
-            if (pack) mma_launch(k_sel_fwd_tma<T, D, 2>, grid, 32, sel_tma_smem<D>(), a, mk, mv);
-            else mma_launch(k_sel_fwd_tma<T, D, 1>, grid, 32, sel_tma_smem<D>(), a, mk, mv);
+            switch (g_nsa_cuda.sel_tma_nst * 2 + (pack ? 1 : 0)) {
+            case 6: mma_launch(k_sel_fwd_tma<T, D, 1, 3>, grid, 32, sel_tma_smem<D, 3, 1>(), a, mk, mv); break;
+            case 7: mma_launch(k_sel_fwd_tma<T, D, 2, 3>, grid, 32, sel_tma_smem<D, 3, 1>(), a, mk, mv); break;
+            case 8: mma_launch(k_sel_fwd_tma<T, D, 1, 4>, grid, 32, sel_tma_smem<D, 4, 1>(), a, mk, mv); break;
+            case 9: mma_launch(k_sel_fwd_tma<T, D, 2, 4>, grid, 32, sel_tma_smem<D, 4, 1>(), a, mk, mv); break;
+            case 5: mma_launch(k_sel_fwd_tma<T, D, 2, 2>, grid, 32, sel_tma_smem<D, 2, 1>(), a, mk, mv); break;
+            default: mma_launch(k_sel_fwd_tma<T, D, 1, 2>, grid, 32, sel_tma_smem<D, 2, 1>(), a, mk, mv); break;
+            }
             return true;
         }
         return false;

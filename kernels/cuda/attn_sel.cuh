@@ -7,6 +7,8 @@
 #ifndef NSA_KERNELS_CUDA_ATTN_SEL_CUH
 #define NSA_KERNELS_CUDA_ATTN_SEL_CUH
 #include "kernels/cuda/attn_tiles.cuh"
+#include <cudaTypedefs.h>    // PFN_cuTensorMapEncodeTiled (sel_tma_maps)
+#include <type_traits>
 
 template <int D, int KT> constexpr size_t sel_smem() {
     // Q and dO tiles [16][DP] + per warp K and V [KT][DP]; the merge area reuses the K/V space
@@ -92,6 +94,30 @@ __device__ __forceinline__ void sel_union(const AttnArgs &a, const SelTile &st, 
     *nu = m;
 }
 #define SEL_MAXU 136   // 2 n + slack, n <= 64 (launcher)
+// sel_union by a warp: PACK 1 (or a tile of one position) its lanes read the list 32 entries
+// at a time and keep the valid ones in order (a ballot's prefix), the same list as sel_union's;
+// a pair's merge by lane 0. Ends with the list seen by the whole warp.
+template <int PACK>
+__device__ __forceinline__ void sel_union_warp(const AttnArgs &a, const SelTile &st, int b, int g, int *ul, int *uf, int *nu, int lane) {
+    if (PACK == 1 || st.t[1] < 0) {
+        const int32_t *sa = a.sel + (((int64_t)b * a.T + st.t[0]) * a.G + g) * a.n;
+        int m = 0;
+        for (int c0 = 0; c0 < a.n; c0 += 32) {
+            const int x = c0 + lane < a.n ? sa[c0 + lane] : -1;
+            const unsigned v = __ballot_sync(0xffffffffu, x >= 0);
+            if (x >= 0) {
+                const int at = m + __popc(v & ((1u << lane) - 1u));
+                ul[at] = x;
+                uf[at] = 3;
+            }
+            m += __popc(v);
+        }
+        if (lane == 0) *nu = m;
+    } else if (lane == 0) {
+        sel_union<PACK>(a, st, b, g, ul, uf, nu);
+    }
+    __syncwarp();
+}
 
 // One chunk of keys kb .. kb + 8 NT - 1 of a selection tile's online softmax, per warp: scores
 // s (accumulator n-tiles of Q.K^T) masked (row valid, block selected by the row's position,
@@ -138,5 +164,131 @@ __device__ __forceinline__ void sel_rows_load(T *dst, const T *src, Dst2 dst2, c
         off *= D;
         return ok;
     }, tid);
+}
+
+// ---- the TMA feed (sm_90a, D 64 or 128, blocks of whole 32-key chunks) ---------------------
+// k_sel_fwd_tma (attn_fwd.cu) and k_sel_dq_tma (attn_dq.cu) walk every 32-key chunk of their
+// tile's block list in order through NST stages of K and V [32][D] in 128-byte-swizzle atoms
+// (SwzTile<32>), each stage filled by one TMA tile copy per atom (4-D tensor maps over k and v
+// [B][NK][G][D], sel_tma_maps) completing on the stage's mbarrier. A stage is refilled with the
+// chunk NST ahead as soon as the CTA's NW warps are done with it, so NST - 1 chunks load while
+// they compute. Keys past the tile's last position are zeroed after they land (masked, but 0 *
+// NaN of a later position's bits would not be 0); keys past the sequence come in as zeros.
+#define SEL_TMA_KT 32
+#define SEL_TMA_STAGE(D) (2 * SEL_TMA_KT * (D) * 2)   // bytes of a stage: K then V [32][D]
+template <int D, int NST, int NW> constexpr size_t sel_tma_smem() {
+    // 1024-byte alignment slack, the stages, the Q tile [16][D + 8] (and dO's where NW > 1 or
+    // the dQ pass: every kernel with NW > 1 is a dQ kernel; the 1-warp dQ kernel asks for
+    // NW = 0)
+    return 1024 + (size_t)NST * SEL_TMA_STAGE(D) + (size_t)(NW == 1 ? 1 : 2) * 16 * (D + 8) * 2;
+}
+// A tile's chunks: chunk c covers keys kb(c) .. kb(c) + 31 of block ul[c / per]; chunks that
+// start after the tile's last position (tmax) are skipped
+struct SelChunks {
+    const int *ul;   // the tile's block list
+    int lsel, per, nch, tmax;
+    __device__ int kb(int c) const { return ul[c / per] * lsel + (c % per) * SEL_TMA_KT; }
+    __device__ int next(int c) const {
+        for (; c < nch; c++)
+            if (kb(c) <= tmax) return c;
+        return nch;
+    }
+};
+// one thread: the chunk at key k0 into a stage, one TMA copy per 64-column atom of K and V,
+// completing on bar
+template <int D>
+__device__ __forceinline__ void sel_tma_issue(unsigned char *stage, const CUtensorMap *mk, const CUtensorMap *mv, int g, int k0,
+                                              int b, uint32_t bar) {
+    mbar_expect_tx(bar, SEL_TMA_STAGE(D));
+#pragma unroll
+    for (int at = 0; at < D / 64; at++) {
+        tma_load4(stage + at * SEL_TMA_KT * 128, mk, at * 64, g, k0, b, bar);
+        tma_load4(stage + SEL_TMA_STAGE(D) / 2 + at * SEL_TMA_KT * 128, mv, at * 64, g, k0, b, bar);
+    }
+}
+// one warp: zero the K and V rows [r0, r1) of a landed stage (a key row is 128 contiguous bytes
+// in each atom, whatever the swizzle), then order those writes before a later TMA write to it
+template <int D> __device__ __forceinline__ void sel_tma_zero(unsigned char *stage, int r0, int r1, int lane) {
+    const int nz = r1 - r0;
+    if (nz <= 0) return;
+    for (int i = lane; i < nz * (D / 64) * 2 * 8; i += 32) {
+        const int ch = i & 7, row = r0 + (i >> 3) % nz, at = (i >> 3) / nz;
+        *reinterpret_cast<uint4 *>(stage + at * SEL_TMA_KT * 128 + row * 128 + ch * 16) = make_uint4(0, 0, 0, 0);
+    }
+    wg_fence_proxy();
+}
+
+// NW warps consume the ring together (warp w the keys w * 32 / NW .. of each chunk); lane 0 of
+// warp 0 fills it
+template <typename T, int D, int NST, int NW> struct SelTmaFeed {
+    static constexpr int STAGE = SEL_TMA_STAGE(D), KW = SEL_TMA_KT / NW;   // KW: keys a warp
+    unsigned char *ring;       // NST stages, 1024-byte aligned
+    uint32_t bar;              // shared address of the NST mbarriers (8 bytes each)
+    const CUtensorMap *mk, *mv;
+    SelChunks ch;
+    int g, b, warp, lane;
+    int pf;                    // the next chunk to load (nch: none), kept by warp 0
+
+    __device__ const T *kst(int s) const { return reinterpret_cast<const T *>(ring + s * STAGE); }
+    __device__ const T *vst(int s) const { return reinterpret_cast<const T *>(ring + s * STAGE + STAGE / 2); }
+    __device__ void issue(int s) {   // lane 0 of warp 0
+        sel_tma_issue<D>(ring + s * STAGE, mk, mv, g, ch.kb(pf), b, bar + 8 * s);
+        pf = ch.next(pf + 1);
+    }
+    // the first NST copies in flight (the mbarriers initialised and seen by lane 0 of warp 0);
+    // returns the first chunk
+    __device__ int start() {
+        pf = ch.next(0);
+        const int c0 = pf;
+        if (warp == 0 && lane == 0)
+            for (int s = 0; s < NST && pf < ch.nch; s++) issue(s);
+        return c0;
+    }
+    // the it-th chunk (starting at key k0) is in stage it % NST: wait for it, zero the warp's
+    // keys past tmax
+    __device__ void wait(int it, int k0) {
+        const int s = it % NST;
+        mbar_wait(bar + 8 * s, (uint32_t)(it / NST) & 1);
+        const int z0 = ch.tmax - k0 + 1;
+        sel_tma_zero<D>(ring + s * STAGE, z0 > warp * KW ? z0 : warp * KW, (warp + 1) * KW, lane);
+        __syncwarp();
+    }
+    // the warps are done with the it-th chunk: its stage takes the next chunk to load
+    __device__ void release(int it) {
+        if (NW > 1) asm volatile("bar.sync 1, %0;\n" ::"n"(NW * 32) : "memory");
+        else __syncwarp();
+        if (warp == 0 && lane == 0 && pf < ch.nch) issue(it % NST);
+    }
+};
+
+// The TMA selection kernels' 4-D tensor maps over k and v [B][NK][G][D] (D innermost): a box
+// of 64 keys x 64 elements of one group, 128-byte swizzle, keys past NK read as zeros. False
+// where they cannot be made (no driver entry point, an address not 16-byte aligned): the
+// caller then runs the cp.async kernels.
+template <typename T> static bool sel_tma_maps(const AttnArgs &a, CUtensorMap *mk, CUtensorMap *mv) {
+    static PFN_cuTensorMapEncodeTiled_v12000 encode = nullptr;
+    static int state = 0;   // 0 untried, 1 found, -1 not available
+    if (state == 0) {
+        void *fn = nullptr;
+        cudaDriverEntryPointQueryResult q;
+        const bool ok = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q) == cudaSuccess &&
+                        q == cudaDriverEntryPointSuccess && fn;
+        encode = ok ? reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn) : nullptr;
+        state = ok ? 1 : -1;
+        if (!ok) {
+            (void)cudaGetLastError();
+            fprintf(stderr, "nsa cuda: cuTensorMapEncodeTiled not available: the selection branch uses its cp.async kernels\n");
+        }
+    }
+    if (state < 0 || (((uintptr_t)a.k | (uintptr_t)a.v) & 15)) return false;
+    const cuuint64_t dims[4] = {(cuuint64_t)a.D, (cuuint64_t)a.G, (cuuint64_t)a.NK, (cuuint64_t)a.B};
+    const cuuint64_t strides[3] = {(cuuint64_t)a.D * 2, (cuuint64_t)a.G * a.D * 2, (cuuint64_t)a.NK * a.G * a.D * 2};
+    const cuuint32_t box[4] = {64, 1, SEL_TMA_KT, 1}, elem[4] = {1, 1, 1, 1};
+    const CUtensorMapDataType dt = std::is_same<T, bf16>::value ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+    for (int i = 0; i < 2; i++)
+        if (encode(i ? mv : mk, dt, 4, const_cast<void *>(i ? a.v : a.k), dims, strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                   CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
+            return false;
+    return true;
 }
 #endif

@@ -65,6 +65,9 @@ struct NsaCudaCtx {
     int select_pad;      // the selection scoring with each position's heads padded to 8 or 16 rows
                          // where 5..15 heads a group (selscore_geom): 0 never, 1 with butterfly
                          // head sums, 2 (default) with the P tile's order (NSA_CUDA_SELECT_PAD)
+    int sel_dq_tma;      // the selection dQ on k_sel_dq_tma: 0 (default) never, 1 or 2 its warps a
+                         // CTA, wherever it can (NSA_CUDA_SEL_DQ_TMA)
+    int sel_tma_nst;     // stages of the selection's TMA feed, 2 (default) to 4 (NSA_CUDA_SEL_TMA_NST)
     int dkdv_align;      // the dK/dV's row chunks at the group's multiples where the entries'
                          // rows are long (AttnArgs.rows_abs): 1 (default) on the warp-specialised
                          // kernel, 2 on the 64-key kernel too, 0 never (NSA_CUDA_DKDV_ALIGN)

@@ -54,9 +54,9 @@ void nsa_cuda_set_fwd_ws(int mode);
 // NSA_CUDA_SELECT_STREAM=0/1
 void nsa_cuda_set_select_stream(int on);
 // the selection scoring at 5..15 heads a group with each position's heads padded to 8 rows (two
-// positions a warp) or 16 (one), summed without the shared P tile's block barriers: 0 (default)
-// never; 1 the head sums as butterflies in registers (other low bits than 0: a near tie may pick
-// another block); 2 the heads added in the P tile's order through a warp's own staging tile
+// positions a warp) or 16 (one), summed without the shared P tile's block barriers: 0 never; 1
+// the head sums as butterflies in registers (other low bits than 0: a near tie may pick another
+// block); 2 (default) the heads added in the P tile's order through a warp's own staging tile
 // (the bits of 0); NSA_CUDA_SELECT_PAD=0/1/2
 void nsa_cuda_set_select_pad(int mode);
 // the warp-specialised dK/dV's row chunks at the group's multiples of the chunk length where the
@@ -64,6 +64,12 @@ void nsa_cuda_set_select_pad(int mode);
 // by chunk so that the CTAs in flight read the same Q and dO rows: 1 (default) or 0 (each key
 // chunk's rows chunked from its first row; 2: on the 64-key kernel too); NSA_CUDA_DKDV_ALIGN=0/1/2
 void nsa_cuda_set_dkdv_align(int mode);
+// the selection's dQ on its TMA kernel (k_sel_dq_tma) with nw warps a CTA (1 or 2; 0, the
+// default: never), wherever it can run (even where the forward takes the rows kernels);
+// NSA_CUDA_SEL_DQ_TMA=0/1/2
+void nsa_cuda_set_sel_dq_tma(int nw);
+// stages of the selection's TMA feed (forward and dQ), 2 (default) to 4; NSA_CUDA_SEL_TMA_NST
+void nsa_cuda_set_sel_tma_nst(int nst);
 // positions whose rows share a tile of the selection forward at this geometry under the
 // current settings (dt, 16-byte aligned buffers): a non-finite key any of them selected
 // reaches all of their rows (docs/cuda.md, Limits)

@@ -1317,7 +1317,9 @@ int main(int argc, char **argv) {
         // butterfly sums (1) or padded in the P tile's order (2, also checked against 0: the same
         // blocks row for row); the dK/dV row chunks from each key chunk's first row
         // (NSA_CUDA_DKDV_ALIGN 0), at the group's multiples on the warp-specialised kernel (1, the
-        // default) or on the 64-key kernel too (2)
+        // default) or on the 64-key kernel too (2); the selection's dQ on its TMA kernel with 1 or
+        // 2 warps (NSA_CUDA_SEL_DQ_TMA: 2, 4, 7) and the TMA feed's stages (NSA_CUDA_SEL_TMA_NST:
+        // 4 in 2, 3 in 4 and 7, else the default 2)
         static const char *impl_name[9] = {"simple",   "mma",           "mma1",    "mma-sync",  "mma-tiles",
                                            "mma-rows", "mma-sync-rows", "mma-ws",  "mma-no-ws"};
         static const int impl_sel_rows[9] = {-1, -1, 0, -1, 0, 1, 1, 1, -1};
@@ -1325,6 +1327,8 @@ int main(int argc, char **argv) {
         static const int impl_select_stream[9] = {1, 1, 1, 1, 1, 1, 0, 1, 0};
         static const int impl_select_pad[9] = {1, 2, 0, 2, 0, 1, 0, 1, 2};
         static const int impl_dkdv_align[9] = {1, 1, 0, 2, 0, 1, 1, 1, 2};
+        static const int impl_sel_dq_tma[9] = {0, 0, 1, 0, 2, 0, 0, 2, 0};
+        static const int impl_sel_tma_nst[9] = {2, 2, 4, 2, 3, 2, 2, 3, 2};
         const int have_wgmma = nsa_cuda_set_wgmma(1);
         for (int impl = 0; impl < 9; impl++) {
             if (impl >= 1 && p == 0) continue;   // fp32 always uses the simple kernels
@@ -1340,6 +1344,8 @@ int main(int argc, char **argv) {
             g_select_pad = impl_select_pad[impl];
             nsa_cuda_set_select_pad(g_select_pad);
             nsa_cuda_set_dkdv_align(impl_dkdv_align[impl]);
+            nsa_cuda_set_sel_dq_tma(impl_sel_dq_tma[impl]);
+            nsa_cuda_set_sel_tma_nst(impl_sel_tma_nst[impl]);
             snprintf(dn, sizeof dn, "%s/%s", precs[p], impl_name[impl]);
             for (int si = 0; si < NSHAPES; si++) {
                 if (g_small && shape_is_big(si)) continue;
@@ -1358,9 +1364,11 @@ int main(int argc, char **argv) {
         nsa_cuda_set_dq_ws(-1);
         nsa_cuda_set_fwd_ws(-1);
         nsa_cuda_set_select_stream(1);
-        g_select_pad = 0;
-        nsa_cuda_set_select_pad(0);
+        g_select_pad = 2;
+        nsa_cuda_set_select_pad(2);
         nsa_cuda_set_dkdv_align(1);
+        nsa_cuda_set_sel_dq_tma(0);
+        nsa_cuda_set_sel_tma_nst(2);
         printf("warpgroup-MMA (sm_90a) kernels: %s\n", have_wgmma ? "on" : "not in this build or device");
     }
     printf("\n%d checks, %d failed\n", g_rows, g_fail);
