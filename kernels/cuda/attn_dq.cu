@@ -10,8 +10,9 @@
 //    their keys streamed by a producer warpgroup.
 //  k_sel_dq (selection): a CTA per 16-row selection tile (attn_sel.cuh), the 4 warps splitting
 //    the selected blocks, their dQ partials added in warp order.
-//  k_sel_dq_tma (selection on sm_90a where NSA_CUDA_SEL_DQ_TMA asks, D 64 or 128): the same
-//    tiles fed by a ring of TMA copies, NW warps splitting each chunk's keys.
+//  k_sel_dq_tma (selection on sm_90a, D 64 or 128, where nsa_sel_dq_tma_warps gives it warps: 1
+//    at D 128 by default): the same tiles fed by a ring of TMA copies, NW warps splitting each
+//    chunk's keys.
 // Instantiated for bf16/fp16 and D 16, 64, 128.
 #include "kernels/cuda/attn_pass.cuh"
 #include "kernels/cuda/attn_rows.cuh"
@@ -473,11 +474,11 @@ template <typename T, int D> struct DqKernels {
     template <int KT, int P> static void sel(dim3 grid, const AttnArgs &a) {
         mma_launch(k_sel_dq<T, D, KT, P>, grid, 128, sel_smem<D, KT>(), a);
     }
-    // the TMA dQ where NSA_CUDA_SEL_DQ_TMA (1 or 2: its warps a CTA) asks for it, this build's
-    // sm_90a code runs, D is 64 or 128 and blocks are whole 32-key chunks: then it runs wherever
-    // the selection's tiles would (sel_tma_first: also where the forward takes the rows kernels)
+    // the TMA dQ where this build's sm_90a code runs, D is 64 or 128, blocks are whole 32-key
+    // chunks and nsa_sel_dq_tma_warps gives it warps: then it runs wherever the selection's
+    // tiles would (sel_tma_first: also where the forward takes the rows kernels)
     static bool sel_tma_first(const AttnArgs &a) {
-        return D % 64 == 0 && g_nsa_cuda.sel_dq_tma > 0 && g_nsa_cuda.wgmma && a.lsel % SEL_TMA_KT == 0;
+        return D % 64 == 0 && nsa_sel_dq_tma_warps(D) > 0 && g_nsa_cuda.wgmma && a.lsel % SEL_TMA_KT == 0;
     }
     template <int NW, int P> static void sel_tma_nst(dim3 grid, const AttnArgs &a, const CUtensorMap &mk, const CUtensorMap &mv) {
         if constexpr (D % 64 == 0) {
@@ -490,7 +491,7 @@ template <typename T, int D> struct DqKernels {
     static bool sel_tma(dim3 grid, const AttnArgs &a, int pack) {
         CUtensorMap mk, mv;
         if (!sel_tma_first(a) || !sel_tma_maps<T>(a, &mk, &mv)) return false;
-        if (g_nsa_cuda.sel_dq_tma == 2) {
+        if (nsa_sel_dq_tma_warps(D) == 2) {
             if (pack) sel_tma_nst<2, 2>(grid, a, mk, mv);
             else sel_tma_nst<2, 1>(grid, a, mk, mv);
         } else {

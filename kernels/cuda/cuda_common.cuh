@@ -65,8 +65,9 @@ struct NsaCudaCtx {
     int select_pad;      // the selection scoring with each position's heads padded to 8 or 16 rows
                          // where 5..15 heads a group (selscore_geom): 0 never, 1 with butterfly
                          // head sums, 2 (default) with the P tile's order (NSA_CUDA_SELECT_PAD)
-    int sel_dq_tma;      // the selection dQ on k_sel_dq_tma: 0 (default) never, 1 or 2 its warps a
-                         // CTA, wherever it can (NSA_CUDA_SEL_DQ_TMA)
+    int sel_dq_tma;      // the selection dQ on k_sel_dq_tma: -1 (default) by head size
+                         // (nsa_sel_dq_tma_warps), 0 never, 1 or 2 its warps a CTA wherever it
+                         // can (NSA_CUDA_SEL_DQ_TMA)
     int sel_tma_nst;     // stages of the selection's TMA feed, 2 (default) to 4 (NSA_CUDA_SEL_TMA_NST)
     int dkdv_align;      // the dK/dV's row chunks at the group's multiples where the entries'
                          // rows are long (AttnArgs.rows_abs): 1 (default) on the warp-specialised
@@ -289,6 +290,14 @@ static inline int nsa_sel_rows_on(int hpg, int D, int lsel, int NS, int n) {
     const double V = NS / 2.0, BQ = rows_geom(hpg).BQ;
     const double U = n >= V ? V : V * (1.0 - pow(1.0 - n / V, BQ));
     return U <= 3.0 * n;
+}
+// warps a CTA of the selection's TMA dQ (k_sel_dq_tma; 0: not used): NSA_CUDA_SEL_DQ_TMA where set,
+// else 1 at D 128 (one H200: paper shape selected backward 6.33 -> 5.77 ms at 8k, 52.3 -> 46.4 at
+// 64k; 2 warps 5.85 / 47.0) and 0 at D 64 (m7c: 0.93 -> 0.99 and 7.72 -> 8.04 ms with 1 warp,
+// bench/RESULTS.md). A function of the head size only, so a shape's bits depend on nothing else.
+static inline int nsa_sel_dq_tma_warps(int D) {
+    if (g_nsa_cuda.sel_dq_tma >= 0) return g_nsa_cuda.sel_dq_tma;
+    return D == 128 ? 1 : 0;
 }
 static inline int nsa_sel_pack_on(int hpg, int n) { return hpg <= 8 && n <= 64 && g_nsa_cuda.sel_pack; }
 // dK/dV of the window and compressed branches on the warp-specialised kernel (k_dkdv_ws, 128 keys

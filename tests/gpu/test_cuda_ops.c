@@ -1317,8 +1317,9 @@ int main(int argc, char **argv) {
         // butterfly sums (1) or padded in the P tile's order (2, also checked against 0: the same
         // blocks row for row); the dK/dV row chunks from each key chunk's first row
         // (NSA_CUDA_DKDV_ALIGN 0), at the group's multiples on the warp-specialised kernel (1, the
-        // default) or on the 64-key kernel too (2); the selection's dQ on its TMA kernel with 1 or
-        // 2 warps (NSA_CUDA_SEL_DQ_TMA: 2, 4, 7) and the TMA feed's stages (NSA_CUDA_SEL_TMA_NST:
+        // default) or on the 64-key kernel too (2); the selection's dQ on its TMA kernel by head size
+        // (NSA_CUDA_SEL_DQ_TMA -1, the default: 0, 1, 3), with 1 or 2 warps (2; 4, 7) or never (the
+        // others) and the TMA feed's stages (NSA_CUDA_SEL_TMA_NST:
         // 4 in 2, 3 in 4 and 7, else the default 2)
         static const char *impl_name[9] = {"simple",   "mma",           "mma1",    "mma-sync",  "mma-tiles",
                                            "mma-rows", "mma-sync-rows", "mma-ws",  "mma-no-ws"};
@@ -1327,7 +1328,7 @@ int main(int argc, char **argv) {
         static const int impl_select_stream[9] = {1, 1, 1, 1, 1, 1, 0, 1, 0};
         static const int impl_select_pad[9] = {1, 2, 0, 2, 0, 1, 0, 1, 2};
         static const int impl_dkdv_align[9] = {1, 1, 0, 2, 0, 1, 1, 1, 2};
-        static const int impl_sel_dq_tma[9] = {0, 0, 1, 0, 2, 0, 0, 2, 0};
+        static const int impl_sel_dq_tma[9] = {-1, -1, 1, -1, 2, 0, 0, 2, 0};
         static const int impl_sel_tma_nst[9] = {2, 2, 4, 2, 3, 2, 2, 3, 2};
         const int have_wgmma = nsa_cuda_set_wgmma(1);
         for (int impl = 0; impl < 9; impl++) {
@@ -1367,7 +1368,7 @@ int main(int argc, char **argv) {
         g_select_pad = 2;
         nsa_cuda_set_select_pad(2);
         nsa_cuda_set_dkdv_align(1);
-        nsa_cuda_set_sel_dq_tma(0);
+        nsa_cuda_set_sel_dq_tma(-1);
         nsa_cuda_set_sel_tma_nst(2);
         printf("warpgroup-MMA (sm_90a) kernels: %s\n", have_wgmma ? "on" : "not in this build or device");
     }
