@@ -11,8 +11,8 @@
 //  k_sel_dq (selection): a CTA per 16-row selection tile (attn_sel.cuh), the 4 warps splitting
 //    the selected blocks, their dQ partials added in warp order.
 //  k_sel_dq_tma (selection on sm_90a, D 64 or 128, where nsa_sel_dq_tma_warps gives it warps: 1
-//    at D 128 by default): the same tiles fed by a ring of TMA copies, NW warps splitting each
-//    chunk's keys.
+//    at D 128 by default where the rows tiles' blocks overlap little): the same tiles fed by a
+//    ring of TMA copies, NW warps splitting each chunk's keys.
 // Instantiated for bf16/fp16 and D 16, 64, 128.
 #include "kernels/cuda/attn_pass.cuh"
 #include "kernels/cuda/attn_rows.cuh"
@@ -478,7 +478,7 @@ template <typename T, int D> struct DqKernels {
     // chunks and nsa_sel_dq_tma_warps gives it warps: then it runs wherever the selection's
     // tiles would (sel_tma_first: also where the forward takes the rows kernels)
     static bool sel_tma_first(const AttnArgs &a) {
-        return D % 64 == 0 && nsa_sel_dq_tma_warps(D) > 0 && g_nsa_cuda.wgmma && a.lsel % SEL_TMA_KT == 0;
+        return D % 64 == 0 && nsa_sel_dq_tma_warps(D, a.hpg, a.NS, a.n) > 0 && g_nsa_cuda.wgmma && a.lsel % SEL_TMA_KT == 0;
     }
     template <int NW, int P> static void sel_tma_nst(dim3 grid, const AttnArgs &a, const CUtensorMap &mk, const CUtensorMap &mv) {
         if constexpr (D % 64 == 0) {
@@ -491,7 +491,7 @@ template <typename T, int D> struct DqKernels {
     static bool sel_tma(dim3 grid, const AttnArgs &a, int pack) {
         CUtensorMap mk, mv;
         if (!sel_tma_first(a) || !sel_tma_maps<T>(a, &mk, &mv)) return false;
-        if (nsa_sel_dq_tma_warps(D) == 2) {
+        if (nsa_sel_dq_tma_warps(D, a.hpg, a.NS, a.n) == 2) {
             if (pack) sel_tma_nst<2, 2>(grid, a, mk, mv);
             else sel_tma_nst<2, 1>(grid, a, mk, mv);
         } else {

@@ -228,7 +228,7 @@ struct CudaKnobs {
     int select_stream; // NSA_CUDA_SELECT_STREAM 0/1 (default 1: wherever it fits)
     int select_pad;    // NSA_CUDA_SELECT_PAD 0/1/2 (default 2)
     int dkdv_align;    // NSA_CUDA_DKDV_ALIGN 0/1/2 (default 1)
-    int sel_dq_tma;    // NSA_CUDA_SEL_DQ_TMA -1/0/1/2 (default -1: by head size)
+    int sel_dq_tma;    // NSA_CUDA_SEL_DQ_TMA -1/0/1/2 (default -1: by shape)
     int sel_tma_nst;   // NSA_CUDA_SEL_TMA_NST 2..4 (default 2)
     int stats;         // NSA_CUDA_STATS 0/1: peak device memory at exit
     int prof, prof_skip;   // NSA_CUDA_PROFILE 0/1, NSA_CUDA_PROFILE_SKIP >= 0

@@ -65,7 +65,7 @@ struct NsaCudaCtx {
     int select_pad;      // the selection scoring with each position's heads padded to 8 or 16 rows
                          // where 5..15 heads a group (selscore_geom): 0 never, 1 with butterfly
                          // head sums, 2 (default) with the P tile's order (NSA_CUDA_SELECT_PAD)
-    int sel_dq_tma;      // the selection dQ on k_sel_dq_tma: -1 (default) by head size
+    int sel_dq_tma;      // the selection dQ on k_sel_dq_tma: -1 (default) by shape
                          // (nsa_sel_dq_tma_warps), 0 never, 1 or 2 its warps a CTA wherever it
                          // can (NSA_CUDA_SEL_DQ_TMA)
     int sel_tma_nst;     // stages of the selection's TMA feed, 2 (default) to 4 (NSA_CUDA_SEL_TMA_NST)
@@ -284,20 +284,26 @@ __host__ __device__ __forceinline__ RowsGeom rows_geom(int hpg) {
 // past this bound. A function of the shape only, so the bits of a shape do not change with
 // anything else.
 #define SEL_ROWS_MAX_NS 2048
+// U / n: the estimated union of a rows tile's blocks over the n blocks of one position
+static inline double nsa_sel_union_ratio(int hpg, int NS, int n) {
+    const double V = NS / 2.0, BQ = rows_geom(hpg).BQ;
+    const double U = n >= V ? V : V * (1.0 - pow(1.0 - n / V, BQ));
+    return U / n;
+}
 static inline int nsa_sel_rows_on(int hpg, int D, int lsel, int NS, int n) {
     if (lsel % 64 != 0 || NS > SEL_ROWS_MAX_NS || !(D == 16 || D == 64 || D == 128)) return 0;
     if (g_nsa_cuda.sel_rows >= 0) return g_nsa_cuda.sel_rows;
-    const double V = NS / 2.0, BQ = rows_geom(hpg).BQ;
-    const double U = n >= V ? V : V * (1.0 - pow(1.0 - n / V, BQ));
-    return U <= 3.0 * n;
+    return nsa_sel_union_ratio(hpg, NS, n) <= 3.0;
 }
 // warps a CTA of the selection's TMA dQ (k_sel_dq_tma; 0: not used): NSA_CUDA_SEL_DQ_TMA where set,
-// else 1 at D 128 (one H200: paper shape selected backward 6.33 -> 5.77 ms at 8k, 52.3 -> 46.4 at
-// 64k; 2 warps 5.85 / 47.0) and 0 at D 64 (m7c: 0.93 -> 0.99 and 7.72 -> 8.04 ms with 1 warp,
-// bench/RESULTS.md). A function of the head size only, so a shape's bits depend on nothing else.
-static inline int nsa_sel_dq_tma_warps(int D) {
+// else 1 at D 128 where a rows tile's union is more than 1.5 n blocks (one H200: paper shape
+// selected backward 6.33 -> 5.77 ms at 8k, U/n 2.7, and 52.3 -> 46.4 at 64k; 2 warps 5.85 / 47.0;
+// at 2k, U/n 1.0, the rows kernel's dQ walks each block once for 4 positions: the paper shape's
+// total 1.84 ms there against 2.07 with the TMA dQ), 0 at D 64 (m7c: 0.93 -> 0.99 and 7.72 ->
+// 8.04 ms with 1 warp, bench/RESULTS.md). A function of the shape only.
+static inline int nsa_sel_dq_tma_warps(int D, int hpg, int NS, int n) {
     if (g_nsa_cuda.sel_dq_tma >= 0) return g_nsa_cuda.sel_dq_tma;
-    return D == 128 ? 1 : 0;
+    return D == 128 && nsa_sel_union_ratio(hpg, NS, n) > 1.5 ? 1 : 0;
 }
 static inline int nsa_sel_pack_on(int hpg, int n) { return hpg <= 8 && n <= 64 && g_nsa_cuda.sel_pack; }
 // dK/dV of the window and compressed branches on the warp-specialised kernel (k_dkdv_ws, 128 keys

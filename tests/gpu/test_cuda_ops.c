@@ -1317,7 +1317,7 @@ int main(int argc, char **argv) {
         // butterfly sums (1) or padded in the P tile's order (2, also checked against 0: the same
         // blocks row for row); the dK/dV row chunks from each key chunk's first row
         // (NSA_CUDA_DKDV_ALIGN 0), at the group's multiples on the warp-specialised kernel (1, the
-        // default) or on the 64-key kernel too (2); the selection's dQ on its TMA kernel by head size
+        // default) or on the 64-key kernel too (2); the selection's dQ on its TMA kernel by shape
         // (NSA_CUDA_SEL_DQ_TMA -1, the default: 0, 1, 3), with 1 or 2 warps (2; 4, 7) or never (the
         // others) and the TMA feed's stages (NSA_CUDA_SEL_TMA_NST:
         // 4 in 2, 3 in 4 and 7, else the default 2)
