@@ -254,6 +254,15 @@ template <typename T, int D, int KT, int BR, bool WG> __global__ void __launch_b
 // hold dK and dV (64 keys x D fp32 each) and the tile's S and dP; the producer gives its
 // registers to them (setmaxnreg). Rows are accumulated in the same order as k_dkdv, the partials
 // written and reduced the same way (k_reduce_parts, KT = 128).
+// TMA (NSA_CUDA_DKDV_TMA=1, where the group's heads divide 64): a tile of whole positions
+// inside the CTA's rows comes in as one TMA tile copy per 64-column atom of Q and dO (4-D maps
+// over q and dO [B][T][H][D], box 64 elements x the group's heads x 64 / hpg positions,
+// rows_tma_maps), its landing counted on the stage's full barrier (thread 0's arrival with the
+// bytes to expect, the others' plain arrivals once their row metadata is written), so the
+// producer refills a stage as soon as it is released, never waiting for a landing; any other
+// tile (the last, partial one: rows past the CTA's must read as zeros, not as a later
+// position's values) goes through the cp.async path, waited for before the arrivals. The same
+// tiles and order: the same bits.
 #define WS_KT 128
 #define WS_RT 64
 #define WS_NST 3
@@ -270,7 +279,9 @@ template <int D> constexpr size_t dkdv_ws_smem() {
     return 1024 + (size_t)2 * WS_KT * D * 2 + (size_t)WS_NST * 2 * WS_RT * D * 2 + (size_t)WS_NST * (3 * WS_RT + 2) * 4 + 2 * WS_NST * 8;
 }
 
-template <typename T, int D, int BR> __global__ void __launch_bounds__(384, 1) k_dkdv_ws(AttnArgs a, int NKC) {
+template <typename T, int D, int BR, bool TMA>
+__global__ void __launch_bounds__(384, 1) k_dkdv_ws(AttnArgs a, int NKC, const __grid_constant__ CUtensorMap mq,
+                                                    const __grid_constant__ CUtensorMap my) {
     constexpr int KT = WS_KT, RT = WS_RT, NST = WS_NST, NRT = RT / 8, NDT = D / 8, TILE = RT * D;
     constexpr uint32_t ATOM = RT * 128;   // bytes of a 64-row, 64-column swizzled atom
     static_assert(D % 64 == 0, "swizzled atoms are 64 elements wide");
@@ -304,15 +315,8 @@ template <typename T, int D, int BR> __global__ void __launch_bounds__(384, 1) k
     if (wg == 0) {
         // ---- producer: the rows' tiles through the ring (ws_ring_produce)
         wg_regs_dec<WS_PRODUCER_REGS>();
-        auto issue = [&](int j) {
-            const int s = j % NST, f0 = r_lo + j * RT;
-            auto row_at = [&](int r, int64_t &off) {
-                const int f = f0 + r;
-                if (f >= r_hi) return false;
-                off = (((int64_t)b * a.T + rb + f / hpg) * a.H + (int64_t)g * hpg + f % hpg) * D;
-                return true;
-            };
-            tile_load<T, D, true, RT, 128, RT>(Qs + s * TILE, (const T *)a.q, Ys + s * TILE, (const T *)a.dout, row_at, tid);
+        // the tile's rows' t, lse and Drow, and its live flags (threads 0 .. RT - 1)
+        auto issue_meta = [&](int s, int f0) {
             if (tid < RT) {
                 const int f = f0 + tid;
                 int t = -1;
@@ -332,7 +336,53 @@ template <typename T, int D, int BR> __global__ void __launch_bounds__(384, 1) k
                 if ((tid & 31) == 0) live[s * 2 + (tid >> 5)] = dead == 0u;
             }
         };
-        ws_ring_produce<NST>(ntiles, full, empty, issue);
+        // tile j's Q and dO rows by cp.async (rows past the CTA's as zeros) and its metadata
+        auto issue = [&](int j) {
+            const int s = j % NST, f0 = r_lo + j * RT;
+            auto row_at = [&](int r, int64_t &off) {
+                const int f = f0 + r;
+                if (f >= r_hi) return false;
+                off = (((int64_t)b * a.T + rb + f / hpg) * a.H + (int64_t)g * hpg + f % hpg) * D;
+                return true;
+            };
+            tile_load<T, D, true, RT, 128, RT>(Qs + s * TILE, (const T *)a.q, Ys + s * TILE, (const T *)a.dout, row_at, tid);
+            issue_meta(s, f0);
+        };
+        if constexpr (TMA) {
+            // tile j: whole positions inside the CTA's rows by TMA (thread 0), else the cp.async
+            // copies above, landed; then every thread's arrival but the TMA issuer's (its
+            // expect_tx arrived)
+            auto produce = [&](int j) {
+                const int s = j % NST, f0 = r_lo + j * RT;
+                const bool bulk = f0 + RT <= r_hi && f0 % hpg == 0;
+                const uint32_t bar = full + 8 * s;
+                if (bulk) {
+                    if (tid == 0) {
+                        mbar_expect_tx(bar, 2 * TILE * 2);
+                        const int t0 = rb + f0 / hpg;
+#pragma unroll
+                        for (int at = 0; at < D / 64; at++) {
+                            tma_load4(Qs + s * TILE + at * RT * 64, &mq, at * 64, g * hpg, t0, b, bar);
+                            tma_load4(Ys + s * TILE + at * RT * 64, &my, at * 64, g * hpg, t0, b, bar);
+                        }
+                    }
+                    issue_meta(s, f0);
+                } else {
+                    issue(j);
+                    cp_commit();
+                    cp_wait<0>();
+                    wg_fence_proxy();
+                }
+                if (!(bulk && tid == 0)) mbar_arrive(bar);
+            };
+            for (int j = 0; j < NST && j < ntiles; j++) produce(j);
+            for (int i = 0; i + NST < ntiles; i++) {
+                mbar_wait(empty + 8 * (i % NST), (uint32_t)(i / NST) & 1);
+                produce(i + NST);
+            }
+        } else {
+            ws_ring_produce<NST>(ntiles, full, empty, issue);
+        }
         return;
     }
 
@@ -403,6 +453,21 @@ template <typename T, int D, int KT, bool WG> static void dkdv_launch(const Attn
     else if (br == BR_CMP) mma_launch(k_dkdv<T, D, KT, BR_CMP, WG>, grid, KT * 2, sm, a, NKC);
     else mma_launch(k_dkdv<T, D, KT, BR_SEL, WG>, grid, KT * 2, sm, a, NKC);
 }
+// k_dkdv_ws's TMA maps over q and dO [B][T][H][D]: a box of 64 elements x the group's heads x
+// 64 / hpg positions (64 rows); false where the heads do not divide 64 or a map cannot be made
+template <typename T> static bool rows_tma_maps(const AttnArgs &a, CUtensorMap *mq, CUtensorMap *my) {
+    if (a.hpg < 1 || 64 % a.hpg != 0) return false;
+    const uint64_t dims[4] = {(uint64_t)a.D, (uint64_t)a.H, (uint64_t)a.T, (uint64_t)a.B};
+    const uint32_t box[4] = {64, (uint32_t)a.hpg, (uint32_t)(64 / a.hpg), 1};
+    return tma_map_4d<T>(mq, a.q, dims, box, "dK/dV reads its rows by cp.async") &&
+           tma_map_4d<T>(my, a.dout, dims, box, "dK/dV reads its rows by cp.async");
+}
+template <typename T, int D, bool TMA>
+static void dkdv_ws_launch(const AttnArgs &a, int br, dim3 grid, int NKC, const CUtensorMap &mq, const CUtensorMap &my) {
+    const size_t sm = dkdv_ws_smem<D>();
+    if (br == BR_WIN) mma_launch(k_dkdv_ws<T, D, BR_WIN, TMA>, grid, 384, sm, a, NKC, mq, my);
+    else mma_launch(k_dkdv_ws<T, D, BR_CMP, TMA>, grid, 384, sm, a, NKC, mq, my);
+}
 template <typename T, int D> void mma_attn_dkdv(const AttnArgs &a, int br) {
     const int NKC = a.nentries / (a.B * a.G);
     // blockIdx.y: an entry's row chunk, or with rows_abs the group's (dkdv_work)
@@ -410,9 +475,9 @@ template <typename T, int D> void mma_attn_dkdv(const AttnArgs &a, int br) {
     dim3 grid(a.nentries, (maxrows + a.rch - 1) / a.rch);
     if constexpr (D % 64 == 0) {
         if (a.kt == WS_KT) {   // window / compressed where nsa_dkdv_ws_on
-            const size_t sm = dkdv_ws_smem<D>();
-            if (br == BR_WIN) mma_launch(k_dkdv_ws<T, D, BR_WIN>, grid, 384, sm, a, NKC);
-            else mma_launch(k_dkdv_ws<T, D, BR_CMP>, grid, 384, sm, a, NKC);
+            CUtensorMap mq{}, my{};
+            if (g_nsa_cuda.dkdv_tma && rows_tma_maps<T>(a, &mq, &my)) dkdv_ws_launch<T, D, true>(a, br, grid, NKC, mq, my);
+            else dkdv_ws_launch<T, D, false>(a, br, grid, NKC, mq, my);
             CUDA_LAUNCHED();
             return;
         }

@@ -7,8 +7,6 @@
 #ifndef NSA_KERNELS_CUDA_ATTN_SEL_CUH
 #define NSA_KERNELS_CUDA_ATTN_SEL_CUH
 #include "kernels/cuda/attn_tiles.cuh"
-#include <cudaTypedefs.h>    // PFN_cuTensorMapEncodeTiled (sel_tma_maps)
-#include <type_traits>
 
 template <int D, int KT> constexpr size_t sel_smem() {
     // Q and dO tiles [16][DP] + per warp K and V [KT][DP]; the merge area reuses the K/V space
@@ -266,29 +264,9 @@ template <typename T, int D, int NST, int NW> struct SelTmaFeed {
 // where they cannot be made (no driver entry point, an address not 16-byte aligned): the
 // caller then runs the cp.async kernels.
 template <typename T> static bool sel_tma_maps(const AttnArgs &a, CUtensorMap *mk, CUtensorMap *mv) {
-    static PFN_cuTensorMapEncodeTiled_v12000 encode = nullptr;
-    static int state = 0;   // 0 untried, 1 found, -1 not available
-    if (state == 0) {
-        void *fn = nullptr;
-        cudaDriverEntryPointQueryResult q;
-        const bool ok = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q) == cudaSuccess &&
-                        q == cudaDriverEntryPointSuccess && fn;
-        encode = ok ? reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn) : nullptr;
-        state = ok ? 1 : -1;
-        if (!ok) {
-            (void)cudaGetLastError();
-            fprintf(stderr, "nsa cuda: cuTensorMapEncodeTiled not available: the selection branch uses its cp.async kernels\n");
-        }
-    }
-    if (state < 0 || (((uintptr_t)a.k | (uintptr_t)a.v) & 15)) return false;
-    const cuuint64_t dims[4] = {(cuuint64_t)a.D, (cuuint64_t)a.G, (cuuint64_t)a.NK, (cuuint64_t)a.B};
-    const cuuint64_t strides[3] = {(cuuint64_t)a.D * 2, (cuuint64_t)a.G * a.D * 2, (cuuint64_t)a.NK * a.G * a.D * 2};
-    const cuuint32_t box[4] = {64, 1, SEL_TMA_KT, 1}, elem[4] = {1, 1, 1, 1};
-    const CUtensorMapDataType dt = std::is_same<T, bf16>::value ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
-    for (int i = 0; i < 2; i++)
-        if (encode(i ? mv : mk, dt, 4, const_cast<void *>(i ? a.v : a.k), dims, strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                   CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
-            return false;
-    return true;
+    const uint64_t dims[4] = {(uint64_t)a.D, (uint64_t)a.G, (uint64_t)a.NK, (uint64_t)a.B};
+    const uint32_t box[4] = {64, 1, SEL_TMA_KT, 1};
+    return tma_map_4d<T>(mk, a.k, dims, box, "the selection branch uses its cp.async kernels") &&
+           tma_map_4d<T>(mv, a.v, dims, box, "the selection branch uses its cp.async kernels");
 }
 #endif

@@ -15,6 +15,8 @@
 #define NSA_KERNELS_CUDA_ATTN_TILES_CUH
 #include "kernels/cuda/cuda_common.cuh"
 #include <cuda.h>            // CUtensorMap (TMA copies)
+#include <cudaTypedefs.h>    // PFN_cuTensorMapEncodeTiled (tma_map_4d)
+#include <cstdio>
 #include <cstddef>           // std::nullptr_t: one tile or a pair (tile_load)
 #include <type_traits>
 
@@ -521,6 +523,36 @@ __device__ __forceinline__ void tma_load4(void *dst, const CUtensorMap *map, int
 #else
     __trap();
 #endif
+}
+
+// A 4-D tensor map (host) over a dense bf16/fp16 tensor at base with dims[0] innermost (its
+// elements 2 bytes, dims[0] x 2 bytes a row): box `box`, 128-byte swizzle, reads past dims as
+// zeros. False where it cannot be made (the driver's encoder not found: said once on stderr with
+// `fallback`, what the caller does instead; base not 16-byte aligned; the encoder refusing):
+// the caller then runs its cp.async path.
+template <typename T>
+static bool tma_map_4d(CUtensorMap *m, const void *base, const uint64_t (&dims)[4], const uint32_t (&box)[4], const char *fallback) {
+    static PFN_cuTensorMapEncodeTiled_v12000 encode = nullptr;
+    static int state = 0;   // 0 untried, 1 found, -1 not available
+    if (state == 0) {
+        void *fn = nullptr;
+        cudaDriverEntryPointQueryResult q;
+        const bool ok = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q) == cudaSuccess &&
+                        q == cudaDriverEntryPointSuccess && fn;
+        encode = ok ? reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn) : nullptr;
+        state = ok ? 1 : -1;
+        if (!ok) {
+            (void)cudaGetLastError();
+            fprintf(stderr, "nsa cuda: cuTensorMapEncodeTiled not available: %s\n", fallback);
+        }
+    }
+    if (state < 0 || ((uintptr_t)base & 15)) return false;
+    const cuuint64_t gd[4] = {dims[0], dims[1], dims[2], dims[3]};
+    const cuuint64_t gs[3] = {dims[0] * 2, dims[0] * dims[1] * 2, dims[0] * dims[1] * dims[2] * 2};
+    const cuuint32_t bx[4] = {box[0], box[1], box[2], box[3]}, elem[4] = {1, 1, 1, 1};
+    const CUtensorMapDataType dt = std::is_same<T, bf16>::value ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+    return encode(m, dt, 4, const_cast<void *>(base), gd, gs, bx, elem, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                  CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
 // ---- warp-specialised ring (sm_90) -------------------------------------------------------------

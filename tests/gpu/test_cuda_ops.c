@@ -1320,7 +1320,8 @@ int main(int argc, char **argv) {
         // default) or on the 64-key kernel too (2); the selection's dQ on its TMA kernel by shape
         // (NSA_CUDA_SEL_DQ_TMA -1, the default: 0, 1, 3), with 1 or 2 warps (2; 4, 7) or never (the
         // others) and the TMA feed's stages (NSA_CUDA_SEL_TMA_NST:
-        // 4 in 2, 3 in 4 and 7, else the default 2)
+        // 4 in 2, 3 in 4 and 7, else the default 2); the warp-specialised dK/dV's row tiles by TMA
+        // (NSA_CUDA_DKDV_TMA 1 in 7, else the default 0)
         static const char *impl_name[9] = {"simple",   "mma",           "mma1",    "mma-sync",  "mma-tiles",
                                            "mma-rows", "mma-sync-rows", "mma-ws",  "mma-no-ws"};
         static const int impl_sel_rows[9] = {-1, -1, 0, -1, 0, 1, 1, 1, -1};
@@ -1330,6 +1331,7 @@ int main(int argc, char **argv) {
         static const int impl_dkdv_align[9] = {1, 1, 0, 2, 0, 1, 1, 1, 2};
         static const int impl_sel_dq_tma[9] = {-1, -1, 1, -1, 2, 0, 0, 2, 0};
         static const int impl_sel_tma_nst[9] = {2, 2, 4, 2, 3, 2, 2, 3, 2};
+        static const int impl_dkdv_tma[9] = {0, 0, 0, 0, 0, 0, 0, 1, 0};
         const int have_wgmma = nsa_cuda_set_wgmma(1);
         for (int impl = 0; impl < 9; impl++) {
             if (impl >= 1 && p == 0) continue;   // fp32 always uses the simple kernels
@@ -1347,6 +1349,7 @@ int main(int argc, char **argv) {
             nsa_cuda_set_dkdv_align(impl_dkdv_align[impl]);
             nsa_cuda_set_sel_dq_tma(impl_sel_dq_tma[impl]);
             nsa_cuda_set_sel_tma_nst(impl_sel_tma_nst[impl]);
+            nsa_cuda_set_dkdv_tma(impl_dkdv_tma[impl]);
             snprintf(dn, sizeof dn, "%s/%s", precs[p], impl_name[impl]);
             for (int si = 0; si < NSHAPES; si++) {
                 if (g_small && shape_is_big(si)) continue;
@@ -1370,6 +1373,7 @@ int main(int argc, char **argv) {
         nsa_cuda_set_dkdv_align(1);
         nsa_cuda_set_sel_dq_tma(-1);
         nsa_cuda_set_sel_tma_nst(2);
+        nsa_cuda_set_dkdv_tma(0);
         printf("warpgroup-MMA (sm_90a) kernels: %s\n", have_wgmma ? "on" : "not in this build or device");
     }
     printf("\n%d checks, %d failed\n", g_rows, g_fail);
