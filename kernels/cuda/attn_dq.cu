@@ -319,14 +319,7 @@ template <typename T, int D, int KT, int PACK> __global__ void __launch_bounds__
     float l2r[2], drr[2];
     bool rv[2];
     const int tr[2] = {st.t[0], st.t[1]};
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-        int64_t R;
-        const bool ok = sel_row(a, st, b, g, gid + 8 * r, R);
-        l2r[r] = ok ? a.lse_in[R] * MMA_LOG2E : -INFINITY;
-        drr[r] = ok ? a.drow[R] : 0.f;
-        rv[r] = ok && l2r[r] != -INFINITY;
-    }
+    sel_dq_rows(a, st, b, g, gid, l2r, drr, rv);
     const int64_t ks = (int64_t)a.G * D;
     const T *Kg = (const T *)a.k + (int64_t)b * a.NK * ks + (int64_t)g * D;
     const T *Vg = (const T *)a.v + (int64_t)b * a.NK * ks + (int64_t)g * D;
@@ -412,14 +405,7 @@ __global__ void __launch_bounds__(NW * 32) k_sel_dq_tma(AttnArgs a, const __grid
     float l2r[2], drr[2];
     bool rv[2];
     const int tr[2] = {st.t[0], st.t[1]};
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-        int64_t R;
-        const bool ok = sel_row(a, st, b, g, gid + 8 * r, R);
-        l2r[r] = ok ? a.lse_in[R] * MMA_LOG2E : -INFINITY;
-        drr[r] = ok ? a.drow[R] : 0.f;
-        rv[r] = ok && l2r[r] != -INFINITY;
-    }
+    sel_dq_rows(a, st, b, g, gid, l2r, drr, rv);
     const int k0 = warp * KW;   // the warp's first key of a chunk
     float dqa[NDT][4];
     acc_zero(dqa);

@@ -152,6 +152,19 @@ __device__ __forceinline__ void sel_dscores(float (&s)[NT][4], const float (&dp)
             s[nt][e] = p * (dp[nt][e] - drr[r]);
         }
 }
+// dQ: a lane's rows gid and gid + 8 of the tile: their saved log-sum-exp in log2 units (l2r),
+// Drow (drr) and whether they exist and saw a key at all (rv)
+__device__ __forceinline__ void sel_dq_rows(const AttnArgs &a, const SelTile &st, int b, int g, int gid, float (&l2r)[2], float (&drr)[2],
+                                            bool (&rv)[2]) {
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        int64_t R;
+        const bool ok = sel_row(a, st, b, g, gid + 8 * r, R);
+        l2r[r] = ok ? a.lse_in[R] * MMA_LOG2E : -INFINITY;
+        drr[r] = ok ? a.drow[R] : 0.f;
+        rv[r] = ok && l2r[r] != -INFINITY;
+    }
+}
 // the tile's 16 rows (padding rows zero) of q (and of dO into dst2 where given) [B*T*H][D] into
 // [16][D + 8] shared tiles (cp.async), threads tid, tid + nth, ...
 template <typename T, int D, int NTH, typename Dst2>
