@@ -314,12 +314,10 @@ template <typename T, int D, int KT, int PACK> __global__ void __launch_bounds__
     cp_wait<0>();
     __syncthreads();
     uint32_t qf[NKS][4], yf[NKS][4];
-    frags_a<NKS, DP>(qf, Qs, 0, lane);
-    frags_a<NKS, DP>(yf, Ys, 0, lane);
     float l2r[2], drr[2];
     bool rv[2];
+    sel_dq_regs<NKS, DP>(qf, yf, Qs, Ys, a, st, b, g, lane, l2r, drr, rv);
     const int tr[2] = {st.t[0], st.t[1]};
-    sel_dq_rows(a, st, b, g, gid, l2r, drr, rv);
     const int64_t ks = (int64_t)a.G * D;
     const T *Kg = (const T *)a.k + (int64_t)b * a.NK * ks + (int64_t)g * D;
     const T *Vg = (const T *)a.v + (int64_t)b * a.NK * ks + (int64_t)g * D;
@@ -400,12 +398,10 @@ __global__ void __launch_bounds__(NW * 32) k_sel_dq_tma(AttnArgs a, const __grid
     if (NW > 1) __syncthreads();
     else __syncwarp();
     uint32_t qf[NKS][4], yf[NKS][4];
-    frags_a<NKS, DP>(qf, Qs, 0, lane);
-    frags_a<NKS, DP>(yf, Ys, 0, lane);
     float l2r[2], drr[2];
     bool rv[2];
+    sel_dq_regs<NKS, DP>(qf, yf, Qs, Ys, a, st, b, g, lane, l2r, drr, rv);
     const int tr[2] = {st.t[0], st.t[1]};
-    sel_dq_rows(a, st, b, g, gid, l2r, drr, rv);
     const int k0 = warp * KW;   // the warp's first key of a chunk
     float dqa[NDT][4];
     acc_zero(dqa);

@@ -152,14 +152,18 @@ __device__ __forceinline__ void sel_dscores(float (&s)[NT][4], const float (&dp)
             s[nt][e] = p * (dp[nt][e] - drr[r]);
         }
 }
-// dQ: a lane's rows gid and gid + 8 of the tile: their saved log-sum-exp in log2 units (l2r),
-// Drow (drr) and whether they exist and saw a key at all (rv)
-__device__ __forceinline__ void sel_dq_rows(const AttnArgs &a, const SelTile &st, int b, int g, int gid, float (&l2r)[2], float (&drr)[2],
-                                            bool (&rv)[2]) {
+// dQ: a lane's registers of its tile once the Q and dO tiles [16][DP] have landed: their A
+// fragments (qf, yf) and, for its rows gid and gid + 8, the saved log-sum-exp in log2 units
+// (l2r), Drow (drr) and whether the row exists and saw a key at all (rv)
+template <int NKS, int DP, typename T>
+__device__ __forceinline__ void sel_dq_regs(uint32_t (&qf)[NKS][4], uint32_t (&yf)[NKS][4], const T *Qs, const T *Ys, const AttnArgs &a,
+                                            const SelTile &st, int b, int g, int lane, float (&l2r)[2], float (&drr)[2], bool (&rv)[2]) {
+    frags_a<NKS, DP>(qf, Qs, 0, lane);
+    frags_a<NKS, DP>(yf, Ys, 0, lane);
 #pragma unroll
     for (int r = 0; r < 2; r++) {
         int64_t R;
-        const bool ok = sel_row(a, st, b, g, gid + 8 * r, R);
+        const bool ok = sel_row(a, st, b, g, (lane >> 2) + 8 * r, R);
         l2r[r] = ok ? a.lse_in[R] * MMA_LOG2E : -INFINITY;
         drr[r] = ok ? a.drow[R] : 0.f;
         rv[r] = ok && l2r[r] != -INFINITY;
