@@ -462,23 +462,22 @@ template <typename T, int D> struct DqKernels {
     static bool sel_tma_first(const AttnArgs &a) {
         return D % 64 == 0 && nsa_sel_dq_tma_warps(D, a.hpg, a.NS, a.n) > 0 && g_nsa_cuda.wgmma && a.lsel % SEL_TMA_KT == 0;
     }
-    template <int NW, int P> static void sel_tma_nst(dim3 grid, const AttnArgs &a, const CUtensorMap &mk, const CUtensorMap &mv) {
-        if constexpr (D % 64 == 0) {
-            const int nst = g_nsa_cuda.sel_tma_nst;
-            if (nst == 3) mma_launch(k_sel_dq_tma<T, D, P, NW, 3>, grid, NW * 32, sel_tma_smem<D, 3, 0>(), a, mk, mv);
-            else if (nst == 4) mma_launch(k_sel_dq_tma<T, D, P, NW, 4>, grid, NW * 32, sel_tma_smem<D, 4, 0>(), a, mk, mv);
-            else mma_launch(k_sel_dq_tma<T, D, P, NW, 2>, grid, NW * 32, sel_tma_smem<D, 2, 0>(), a, mk, mv);
-        }
+    template <int NW, int P> static void sel_tma_launch(dim3 grid, const AttnArgs &a, const CUtensorMap &mk, const CUtensorMap &mv) {
+        if constexpr (D % 64 == 0)
+            sel_tma_nst_dispatch([&](auto nst) {
+                constexpr int NST = decltype(nst)::value;
+                mma_launch(k_sel_dq_tma<T, D, P, NW, NST>, grid, NW * 32, sel_tma_smem<D, NST, 2>(), a, mk, mv);
+            });
     }
     static bool sel_tma(dim3 grid, const AttnArgs &a, int pack) {
         CUtensorMap mk, mv;
         if (!sel_tma_first(a) || !sel_tma_maps<T>(a, &mk, &mv)) return false;
         if (nsa_sel_dq_tma_warps(D, a.hpg, a.NS, a.n) == 2) {
-            if (pack) sel_tma_nst<2, 2>(grid, a, mk, mv);
-            else sel_tma_nst<2, 1>(grid, a, mk, mv);
+            if (pack) sel_tma_launch<2, 2>(grid, a, mk, mv);
+            else sel_tma_launch<2, 1>(grid, a, mk, mv);
         } else {
-            if (pack) sel_tma_nst<1, 2>(grid, a, mk, mv);
-            else sel_tma_nst<1, 1>(grid, a, mk, mv);
+            if (pack) sel_tma_launch<1, 2>(grid, a, mk, mv);
+            else sel_tma_launch<1, 1>(grid, a, mk, mv);
         }
         return true;
     }

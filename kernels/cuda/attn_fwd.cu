@@ -350,8 +350,8 @@ template <typename T, int D, int KT, int PACK> __global__ void __launch_bounds__
 // The warp walks its tile's chunks through the TMA feed (attn_sel.cuh: NST stages of 32 keys,
 // NSA_CUDA_SEL_TMA_NST, 2 by default), as flash_nsa's selection kernels (1-warp programs, a ring
 // of TMA loads). No partial softmax states to merge. The Q tile is asked for after the first
-// copies are in flight. 32-key chunks in 2 stages: 6 CTAs an SM at D 128 (38 KB each), 11 at
-// D 64; 64-key chunks (3 CTAs an SM at D 128) were slower (paper 64k 23.2 -> 19.4 ms with 32,
+// copies are in flight. 32-key chunks in 2 stages: 5 CTAs an SM at D 128 (40 KB each with the
+// static list; ncu: 7.7 % warp occupancy), 10 at D 64; 64-key chunks (3 CTAs an SM at D 128) were slower (paper 64k 23.2 -> 19.4 ms with 32,
 // bench/RESULTS.md), and so were 3 stages of 64 keys.
 template <typename T, int D, int PACK, int NST>
 __global__ void __launch_bounds__(32) k_sel_fwd_tma(AttnArgs a, const __grid_constant__ CUtensorMap mk,
@@ -436,14 +436,11 @@ template <typename T, int D> struct FwdKernels {
         if constexpr (D % 64 == 0) {
             CUtensorMap mk, mv;
             if (!g_nsa_cuda.wgmma || a.lsel % SEL_TMA_KT != 0 || !sel_tma_maps<T>(a, &mk, &mv)) return false;
-            switch (g_nsa_cuda.sel_tma_nst * 2 + (pack ? 1 : 0)) {
-            case 6: mma_launch(k_sel_fwd_tma<T, D, 1, 3>, grid, 32, sel_tma_smem<D, 3, 1>(), a, mk, mv); break;
-            case 7: mma_launch(k_sel_fwd_tma<T, D, 2, 3>, grid, 32, sel_tma_smem<D, 3, 1>(), a, mk, mv); break;
-            case 8: mma_launch(k_sel_fwd_tma<T, D, 1, 4>, grid, 32, sel_tma_smem<D, 4, 1>(), a, mk, mv); break;
-            case 9: mma_launch(k_sel_fwd_tma<T, D, 2, 4>, grid, 32, sel_tma_smem<D, 4, 1>(), a, mk, mv); break;
-            case 5: mma_launch(k_sel_fwd_tma<T, D, 2, 2>, grid, 32, sel_tma_smem<D, 2, 1>(), a, mk, mv); break;
-            default: mma_launch(k_sel_fwd_tma<T, D, 1, 2>, grid, 32, sel_tma_smem<D, 2, 1>(), a, mk, mv); break;
-            }
+            sel_tma_nst_dispatch([&](auto nst) {
+                constexpr int NST = decltype(nst)::value;
+                if (pack) mma_launch(k_sel_fwd_tma<T, D, 2, NST>, grid, 32, sel_tma_smem<D, NST, 1>(), a, mk, mv);
+                else mma_launch(k_sel_fwd_tma<T, D, 1, NST>, grid, 32, sel_tma_smem<D, NST, 1>(), a, mk, mv);
+            });
             return true;
         }
         return false;

@@ -191,11 +191,19 @@ __device__ __forceinline__ void sel_rows_load(T *dst, const T *src, Dst2 dst2, c
 // NaN of a later position's bits would not be 0); keys past the sequence come in as zeros.
 #define SEL_TMA_KT 32
 #define SEL_TMA_STAGE(D) (2 * SEL_TMA_KT * (D) * 2)   // bytes of a stage: K then V [32][D]
-template <int D, int NST, int NW> constexpr size_t sel_tma_smem() {
-    // 1024-byte alignment slack, the stages, the Q tile [16][D + 8] (and dO's where NW > 1 or
-    // the dQ pass: every kernel with NW > 1 is a dQ kernel; the 1-warp dQ kernel asks for
-    // NW = 0)
-    return 1024 + (size_t)NST * SEL_TMA_STAGE(D) + (size_t)(NW == 1 ? 1 : 2) * 16 * (D + 8) * 2;
+template <int D, int NST, int TILES> constexpr size_t sel_tma_smem() {
+    // 1024-byte alignment slack, the stages, the 16-row tiles [16][D + 8] (1: Q, the forward;
+    // 2: Q and dO, dQ)
+    return 1024 + (size_t)NST * SEL_TMA_STAGE(D) + (size_t)TILES * 16 * (D + 8) * 2;
+}
+// f(std::integral_constant<int, NST>) with the feed's stages NSA_CUDA_SEL_TMA_NST asks for (host:
+// the launchers pick their kernels' NST)
+template <typename F> static void sel_tma_nst_dispatch(F f) {
+    switch (g_nsa_cuda.sel_tma_nst) {
+    case 3: f(std::integral_constant<int, 3>{}); break;
+    case 4: f(std::integral_constant<int, 4>{}); break;
+    default: f(std::integral_constant<int, 2>{}); break;
+    }
 }
 // A tile's chunks: chunk c covers keys kb(c) .. kb(c) + 31 of block ul[c / per]; chunks that
 // start after the tile's last position (tmax) are skipped

@@ -301,7 +301,7 @@ static inline int nsa_sel_rows_on(int hpg, int D, int lsel, int NS, int n) {
 // else 1 at D 128 where a rows tile's union is more than 1.5 n blocks (one H200: paper shape
 // selected backward 6.33 -> 5.77 ms at 8k, U/n 2.7, and 52.3 -> 46.4 at 64k; 2 warps 5.85 / 47.0;
 // at 2k, U/n 1.0, the rows kernel's dQ walks each block once for 4 positions: the paper shape's
-// total 1.84 ms there against 2.07 with the TMA dQ), 0 at D 64 (m7c: 0.93 -> 0.99 and 7.72 ->
+// compressed + selected forward and backward 1.86 ms there against 2.08 with the TMA dQ), 0 at D 64 (m7c: 0.93 -> 0.99 and 7.72 ->
 // 8.04 ms with 1 warp, bench/RESULTS.md). A function of the shape only.
 static inline int nsa_sel_dq_tma_warps(int D, int hpg, int NS, int n) {
     if (g_nsa_cuda.sel_dq_tma >= 0) return g_nsa_cuda.sel_dq_tma;

@@ -65,8 +65,8 @@ void nsa_cuda_set_select_pad(int mode);
 // chunk's rows chunked from its first row; 2: on the 64-key kernel too); NSA_CUDA_DKDV_ALIGN=0/1/2
 void nsa_cuda_set_dkdv_align(int mode);
 // the selection's dQ on its TMA kernel (k_sel_dq_tma) with nw warps a CTA (1 or 2; 0 never;
-// -1, the default: 1 at D 128 where a rows tile's positions share few blocks, else 0), wherever it can run (even where the forward takes
-// the rows kernels); NSA_CUDA_SEL_DQ_TMA=-1/0/1/2
+// -1, the default: 1 at D 128 where a rows tile's positions share few blocks, else 0), wherever
+// it can run (even where the forward takes the rows kernels); NSA_CUDA_SEL_DQ_TMA=-1/0/1/2
 void nsa_cuda_set_sel_dq_tma(int nw);
 // the warp-specialised dK/dV's row tiles of whole positions by TMA where the group's heads divide
 // 64 (1; 0, the default: cp.async); the same bits either way; NSA_CUDA_DKDV_TMA=0/1

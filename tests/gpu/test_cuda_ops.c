@@ -1313,14 +1313,14 @@ int main(int argc, char **argv) {
         // warp-specialised ones) and never (k_rows_fwd, the 64-key dK/dV kernel, k_rows_dq), only
         // their cases. Per impl besides (the tables below): the selection's top-n kept as its
         // scoring goes (NSA_CUDA_SELECT_STREAM, the default) or the scan at the end (6, 8); the
-        // scoring's heads through the P tile (NSA_CUDA_SELECT_PAD 0, the default), padded with
-        // butterfly sums (1) or padded in the P tile's order (2, also checked against 0: the same
+        // scoring's heads through the P tile (NSA_CUDA_SELECT_PAD 0), padded with butterfly sums
+        // (1) or padded in the P tile's order (2, the default, also checked against 0: the same
         // blocks row for row); the dK/dV row chunks from each key chunk's first row
         // (NSA_CUDA_DKDV_ALIGN 0), at the group's multiples on the warp-specialised kernel (1, the
         // default) or on the 64-key kernel too (2); the selection's dQ on its TMA kernel by shape
         // (NSA_CUDA_SEL_DQ_TMA -1, the default: 0, 1, 3), with 1 or 2 warps (2; 4, 7) or never (the
-        // others) and the TMA feed's stages (NSA_CUDA_SEL_TMA_NST:
-        // 4 in 2, 3 in 4 and 7, else the default 2); the warp-specialised dK/dV's row tiles by TMA
+        // others) and the TMA feed's stages (NSA_CUDA_SEL_TMA_NST: 4 in 2, 3 in 4 and 7, else the
+        // default 2); the warp-specialised dK/dV's row tiles by TMA
         // (NSA_CUDA_DKDV_TMA 1 in 7, else the default 0)
         static const char *impl_name[9] = {"simple",   "mma",           "mma1",    "mma-sync",  "mma-tiles",
                                            "mma-rows", "mma-sync-rows", "mma-ws",  "mma-no-ws"};
