@@ -254,11 +254,12 @@ template <typename T, int D, int KT, int BR, bool WG> __global__ void __launch_b
 // hold dK and dV (64 keys x D fp32 each) and the tile's S and dP; the producer gives its
 // registers to them (setmaxnreg). Rows are accumulated in the same order as k_dkdv, the partials
 // written and reduced the same way (k_reduce_parts, KT = 128).
-// TMA (NSA_CUDA_DKDV_TMA=1, where the group's heads divide 64): a tile of whole positions
-// inside the CTA's rows comes in as one TMA tile copy per 64-column atom of Q and dO (4-D maps
-// over q and dO [B][T][H][D], box 64 elements x the group's heads x 64 / hpg positions,
-// rows_tma_maps), its landing counted on the stage's full barrier (thread 0's arrival with the
-// bytes to expect, the others' plain arrivals once their row metadata is written), so the
+// TMA (NSA_CUDA_DKDV_TMA=1, the default, where the group's heads divide 64): a tile of whole
+// positions inside the CTA's rows comes in as one TMA tile copy per 64-column atom of Q and dO
+// (4-D maps over q and dO [B][T][H][D], box 64 elements x the group's heads x 64 / hpg
+// positions, rows_tma_maps), its landing counted on the stage's full barrier (thread 0 adds the
+// bytes to expect before it issues; every producer thread arrives once its row metadata is
+// written, so the arrival releases that metadata to the consumers), so the
 // producer refills a stage as soon as it is released, never waiting for a landing; any other
 // tile (the last, partial one: rows past the CTA's must read as zeros, not as a later
 // position's values) goes through the cp.async path, waited for before the arrivals. The same
@@ -349,16 +350,16 @@ __global__ void __launch_bounds__(384, 1) k_dkdv_ws(AttnArgs a, int NKC, const _
             issue_meta(s, f0);
         };
         if constexpr (TMA) {
-            // tile j: whole positions inside the CTA's rows by TMA (thread 0), else the cp.async
-            // copies above, landed; then every thread's arrival but the TMA issuer's (its
-            // expect_tx arrived)
+            // tile j: whole positions inside the CTA's rows by TMA (thread 0 adds their bytes to
+            // the stage's count, then issues), else the cp.async copies above, landed; then every
+            // thread's arrival, after its metadata writes (the arrival releases them)
             auto produce = [&](int j) {
                 const int s = j % NST, f0 = r_lo + j * RT;
                 const bool bulk = f0 + RT <= r_hi && f0 % hpg == 0;
                 const uint32_t bar = full + 8 * s;
                 if (bulk) {
                     if (tid == 0) {
-                        mbar_expect_tx(bar, 2 * TILE * 2);
+                        mbar_add_tx(bar, 2 * TILE * (uint32_t)sizeof(T));
                         const int t0 = rb + f0 / hpg;
 #pragma unroll
                         for (int at = 0; at < D / 64; at++) {
@@ -373,7 +374,7 @@ __global__ void __launch_bounds__(384, 1) k_dkdv_ws(AttnArgs a, int NKC, const _
                     cp_wait<0>();
                     wg_fence_proxy();
                 }
-                if (!(bulk && tid == 0)) mbar_arrive(bar);
+                mbar_arrive(bar);
             };
             for (int j = 0; j < NST && j < ntiles; j++) produce(j);
             for (int i = 0; i + NST < ntiles; i++) {

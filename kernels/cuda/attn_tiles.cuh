@@ -498,9 +498,17 @@ __device__ __forceinline__ void mbar_arrive(uint32_t bar) {
     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
 #endif
 }
+// this thread's arrival with `bytes` more to land before the phase completes (a copy's issuer)
 __device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
 #if __CUDA_ARCH__ >= 900
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+#endif
+}
+// `bytes` more to land before the phase completes, without an arrival: the issuer arrives later,
+// after its own shared-memory writes of the stage (mbar_arrive)
+__device__ __forceinline__ void mbar_add_tx(uint32_t bar, uint32_t bytes) {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
 #endif
 }
 __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {

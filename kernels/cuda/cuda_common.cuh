@@ -69,7 +69,7 @@ struct NsaCudaCtx {
                          // (nsa_sel_dq_tma_warps), 0 never, 1 or 2 its warps a CTA wherever it
                          // can (NSA_CUDA_SEL_DQ_TMA)
     int dkdv_tma;        // k_dkdv_ws's whole-position row tiles by TMA where the group's heads divide
-                         // 64: 0 (default) never, 1 (NSA_CUDA_DKDV_TMA)
+                         // 64: 1 (default), 0 never (NSA_CUDA_DKDV_TMA)
     int sel_tma_nst;     // stages of the selection's TMA feed, 2 (default) to 4 (NSA_CUDA_SEL_TMA_NST)
     int dkdv_align;      // the dK/dV's row chunks at the group's multiples where the entries'
                          // rows are long (AttnArgs.rows_abs): 1 (default) on the warp-specialised

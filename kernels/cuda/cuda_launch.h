@@ -69,7 +69,7 @@ void nsa_cuda_set_dkdv_align(int mode);
 // it can run (even where the forward takes the rows kernels); NSA_CUDA_SEL_DQ_TMA=-1/0/1/2
 void nsa_cuda_set_sel_dq_tma(int nw);
 // the warp-specialised dK/dV's row tiles of whole positions by TMA where the group's heads divide
-// 64 (1; 0, the default: cp.async); the same bits either way; NSA_CUDA_DKDV_TMA=0/1
+// 64 (1, the default; 0: cp.async); the same bits either way; NSA_CUDA_DKDV_TMA=0/1
 void nsa_cuda_set_dkdv_tma(int on);
 // stages of the selection's TMA feed (forward and dQ), 2 (default) to 4; NSA_CUDA_SEL_TMA_NST
 void nsa_cuda_set_sel_tma_nst(int nst);
