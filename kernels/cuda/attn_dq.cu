@@ -379,8 +379,6 @@ __global__ void __launch_bounds__(NW * 32) k_sel_dq_tma(AttnArgs a, const __grid
     __shared__ int ul[SEL_MAXU], uf[SEL_MAXU], nu_s;
     __shared__ uint64_t bars[NST];
     unsigned char *ring = reinterpret_cast<unsigned char *>(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
-    T *Qs = reinterpret_cast<T *>(ring + (size_t)NST * SEL_TMA_STAGE(D));   // [16][DP]
-    T *Ys = Qs + 16 * DP;                                                  // dO [16][DP]
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, gid = lane >> 2, tig = lane & 3;
     const int nrt = PACK == 1 ? (a.hpg + 15) / 16 : 1;
     const int g = blockIdx.y / nrt, rt = blockIdx.y % nrt, b = blockIdx.z;
@@ -392,6 +390,7 @@ __global__ void __launch_bounds__(NW * 32) k_sel_dq_tma(AttnArgs a, const __grid
     SelTmaFeed<T, D, NST, NW> feed{ring, (uint32_t)__cvta_generic_to_shared(bars), &mk, &mv, {ul, a.lsel, per, nu_s * per, st.tmax},
                                    g, b, warp, lane, 0};
     const int c0 = feed.start();   // the first copies in flight before the Q and dO tiles are asked for
+    T *Qs = feed.stage_tile(), *Ys = Qs + 16 * DP;   // [16][DP] each, in the last stage until its first copy
     sel_rows_load<T, D, NW * 32>(Qs, (const T *)a.q, Ys, (const T *)a.dout, a, st, b, g, tid);
     cp_commit();
     cp_wait<0>();
@@ -401,6 +400,7 @@ __global__ void __launch_bounds__(NW * 32) k_sel_dq_tma(AttnArgs a, const __grid
     float l2r[2], drr[2];
     bool rv[2];
     sel_dq_regs<NKS, DP>(qf, yf, Qs, Ys, a, st, b, g, lane, l2r, drr, rv);
+    feed.start_last();   // the fragments are read: the staging area becomes the last stage
     const int tr[2] = {st.t[0], st.t[1]};
     const int k0 = warp * KW;   // the warp's first key of a chunk
     float dqa[NDT][4];
@@ -466,7 +466,7 @@ template <typename T, int D> struct DqKernels {
         if constexpr (D % 64 == 0)
             sel_tma_nst_dispatch([&](auto nst) {
                 constexpr int NST = decltype(nst)::value;
-                mma_launch(k_sel_dq_tma<T, D, P, NW, NST>, grid, NW * 32, sel_tma_smem<D, NST, 2>(), a, mk, mv);
+                mma_launch(k_sel_dq_tma<T, D, P, NW, NST>, grid, NW * 32, sel_tma_smem<D, NST>(), a, mk, mv);
             });
     }
     static bool sel_tma(dim3 grid, const AttnArgs &a, int pack) {

@@ -350,9 +350,10 @@ template <typename T, int D, int KT, int PACK> __global__ void __launch_bounds__
 // The warp walks its tile's chunks through the TMA feed (attn_sel.cuh: NST stages of 32 keys,
 // NSA_CUDA_SEL_TMA_NST, 2 by default), as flash_nsa's selection kernels (1-warp programs, a ring
 // of TMA loads). No partial softmax states to merge. The Q tile is asked for after the first
-// copies are in flight. 32-key chunks in 2 stages: 5 CTAs an SM at D 128 (40 KB each with the
-// static list; ncu: 7.7 % warp occupancy), 10 at D 64; 64-key chunks (3 CTAs an SM at D 128) were slower (paper 64k 23.2 -> 19.4 ms with 32,
-// bench/RESULTS.md), and so were 3 stages of 64 keys.
+// copies are in flight and staged in the last stage until that stage's first copy. 32-key chunks
+// in 2 stages: 35 KB a CTA at D 128 with the static list (6 CTAs an SM; 5 when the Q tile had
+// its own 4 KB), 19 KB at D 64; 64-key chunks (3 CTAs an SM at D 128) were slower (paper 64k 23.2
+// -> 19.4 ms with 32, bench/RESULTS.md), and so were 3 stages of 64 keys and 3 or 4 of 32.
 template <typename T, int D, int PACK, int NST>
 __global__ void __launch_bounds__(32) k_sel_fwd_tma(AttnArgs a, const __grid_constant__ CUtensorMap mk,
                                                    const __grid_constant__ CUtensorMap mv) {
@@ -361,7 +362,6 @@ __global__ void __launch_bounds__(32) k_sel_fwd_tma(AttnArgs a, const __grid_con
     __shared__ int ul[SEL_MAXU], uf[SEL_MAXU], nu_s;
     __shared__ uint64_t bars[NST];
     unsigned char *ring = reinterpret_cast<unsigned char *>(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
-    T *Qs = reinterpret_cast<T *>(ring + (size_t)NST * SEL_TMA_STAGE(D));   // [16][DP]
     const int lane = threadIdx.x, gid = lane >> 2, tig = lane & 3;
     const int nrt = PACK == 1 ? (a.hpg + 15) / 16 : 1;
     const int g = blockIdx.y / nrt, rt = blockIdx.y % nrt, b = blockIdx.z;
@@ -372,12 +372,14 @@ __global__ void __launch_bounds__(32) k_sel_fwd_tma(AttnArgs a, const __grid_con
     SelTmaFeed<T, D, NST, 1> feed{ring, (uint32_t)__cvta_generic_to_shared(bars), &mk, &mv, {ul, a.lsel, per, nu_s * per, st.tmax},
                                   g, b, 0, lane, 0};
     const int c0 = feed.start();   // the first copies in flight before the Q tile is asked for
+    T *Qs = feed.stage_tile();     // [16][DP], in the last stage until its first copy
     sel_rows_load<T, D, 32>(Qs, (const T *)a.q, nullptr, nullptr, a, st, b, g, lane);
     cp_commit();
     cp_wait<0>();
     __syncwarp();
     uint32_t qf[NKS][4];
     frags_a<NKS, DP>(qf, Qs, 0, lane);
+    feed.start_last();
     int64_t R_unused;
     const bool rv[2] = {sel_row(a, st, b, g, gid, R_unused), sel_row(a, st, b, g, gid + 8, R_unused)};
     const int tr[2] = {st.t[0], st.t[1]};
@@ -438,8 +440,8 @@ template <typename T, int D> struct FwdKernels {
             if (!g_nsa_cuda.wgmma || a.lsel % SEL_TMA_KT != 0 || !sel_tma_maps<T>(a, &mk, &mv)) return false;
             sel_tma_nst_dispatch([&](auto nst) {
                 constexpr int NST = decltype(nst)::value;
-                if (pack) mma_launch(k_sel_fwd_tma<T, D, 2, NST>, grid, 32, sel_tma_smem<D, NST, 1>(), a, mk, mv);
-                else mma_launch(k_sel_fwd_tma<T, D, 1, NST>, grid, 32, sel_tma_smem<D, NST, 1>(), a, mk, mv);
+                if (pack) mma_launch(k_sel_fwd_tma<T, D, 2, NST>, grid, 32, sel_tma_smem<D, NST>(), a, mk, mv);
+                else mma_launch(k_sel_fwd_tma<T, D, 1, NST>, grid, 32, sel_tma_smem<D, NST>(), a, mk, mv);
             });
             return true;
         }

@@ -191,10 +191,10 @@ __device__ __forceinline__ void sel_rows_load(T *dst, const T *src, Dst2 dst2, c
 // NaN of a later position's bits would not be 0); keys past the sequence come in as zeros.
 #define SEL_TMA_KT 32
 #define SEL_TMA_STAGE(D) (2 * SEL_TMA_KT * (D) * 2)   // bytes of a stage: K then V [32][D]
-template <int D, int NST, int TILES> constexpr size_t sel_tma_smem() {
-    // 1024-byte alignment slack, the stages, the 16-row tiles [16][D + 8] (1: Q, the forward;
-    // 2: Q and dO, dQ)
-    return 1024 + (size_t)NST * SEL_TMA_STAGE(D) + (size_t)TILES * 16 * (D + 8) * 2;
+template <int D, int NST> constexpr size_t sel_tma_smem() {
+    // 1024-byte alignment slack, the stages (the last one the Q and dO tiles' staging area
+    // before its first copy: SelTmaFeed::start)
+    return 1024 + (size_t)NST * SEL_TMA_STAGE(D);
 }
 // f(std::integral_constant<int, NST>) with the feed's stages NSA_CUDA_SEL_TMA_NST asks for (host:
 // the launchers pick their kernels' NST)
@@ -205,6 +205,8 @@ template <typename F> static void sel_tma_nst_dispatch(F f) {
     default: f(std::integral_constant<int, 2>{}); break;
     }
 }
+// the Q and dO tiles [16][D + 8] fit the last stage, where they are read into registers
+static_assert(2 * 16 * (64 + 8) * 2 <= SEL_TMA_STAGE(64) && 2 * 16 * (128 + 8) * 2 <= SEL_TMA_STAGE(128), "staging");
 // A tile's chunks: chunk c covers keys kb(c) .. kb(c) + 31 of block ul[c / per]; chunks that
 // start after the tile's last position (tmax) are skipped
 struct SelChunks {
@@ -258,14 +260,24 @@ template <typename T, int D, int NST, int NW> struct SelTmaFeed {
         sel_tma_issue<D>(ring + s * STAGE, mk, mv, g, ch.kb(pf), b, bar + 8 * s);
         pf = ch.next(pf + 1);
     }
-    // the first NST copies in flight (the mbarriers initialised and seen by lane 0 of warp 0);
-    // returns the first chunk
+    // the first NST - 1 copies in flight (the mbarriers initialised and seen by lane 0 of warp
+    // 0); the last stage is left to the Q / dO tiles' staging (stage_tile) until start_last.
+    // Returns the first chunk.
     __device__ int start() {
         pf = ch.next(0);
         const int c0 = pf;
         if (warp == 0 && lane == 0)
-            for (int s = 0; s < NST && pf < ch.nch; s++) issue(s);
+            for (int s = 0; s < NST - 1 && pf < ch.nch; s++) issue(s);
         return c0;
+    }
+    __device__ T *stage_tile() const { return reinterpret_cast<T *>(ring + (NST - 1) * STAGE); }
+    // every thread is done with the staging area (its fragments read): each orders its accesses
+    // before the async proxy's, the NW warps meet, then the last stage's first copy
+    __device__ void start_last() {
+        wg_fence_proxy();
+        if (NW > 1) asm volatile("bar.sync 1, %0;\n" ::"n"(NW * 32) : "memory");
+        else __syncwarp();
+        if (warp == 0 && lane == 0 && pf < ch.nch) issue(NST - 1);
     }
     // the it-th chunk (starting at key k0) is in stage it % NST: wait for it, zero the warp's
     // keys past tmax
