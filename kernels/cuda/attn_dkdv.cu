@@ -9,28 +9,28 @@
 #include "kernels/cuda/attn_tiles.cuh"
 
 // ============================================================================================
-// shared by the kernels
+// shared by both kernels
 // ============================================================================================
 // A CTA's work: entry e (keys kb .. kb + nk - 1 of one (b, group)) and its row chunk c (partial
 // c of the entry), rows r_lo .. r_hi - 1 of the entry's flattened (t, head) list (none where
 // r_lo >= nrows). Flat row f is head f % hpg of position rb + f / hpg, or of list[f / hpg] for
-// the selection branch (the positions that selected the block, ascending). y (the CTA's
-// blockIdx.y, or one chunk of its pair in k_sel_dkdv_ws) is c, or with rows_abs the group's row
-// chunk (dkdv_row_chunks: the entry's chunk c = y - first, none outside its chunks).
+// the selection branch (the positions that selected the block, ascending). blockIdx.y is c, or
+// with rows_abs the group's row chunk (dkdv_row_chunks: the entry's chunk c = blockIdx.y - first,
+// none outside its chunks).
 struct DkdvWork {
     int kb, nk, rb, nrows, r_lo, r_hi, b, g, hpg, part;
     const int32_t *list;
 };
-template <int BR> __device__ __forceinline__ DkdvWork dkdv_work(const AttnArgs &a, int NKC, int y) {
+template <int BR> __device__ __forceinline__ DkdvWork dkdv_work(const AttnArgs &a, int NKC) {
     const int e = blockIdx.x;
     const int4 ch = a.chunks[e];
     DkdvWork w;
     w.kb = ch.x, w.nk = ch.y, w.rb = ch.z, w.nrows = ch.w;
-    int c = y;
+    int c = blockIdx.y;
     if (BR != BR_SEL && a.rows_abs) {
         // the group's rows y rch .. (y + 1) rch - 1, counted from the entry's first row r0
         const DkdvChunk rc = dkdv_row_chunks(a, w.rb, w.nrows);
-        const int r0 = w.rb * a.hpg;
+        const int y = blockIdx.y, r0 = w.rb * a.hpg;
         c = y - rc.first;
         w.r_lo = max(y * a.rch - r0, 0);
         w.r_hi = min((y + 1) * a.rch - r0, w.nrows);
@@ -116,7 +116,7 @@ template <typename T, int D, int KT, int BR, bool WG> __global__ void __launch_b
     float *drs = l2s + 2 * RT;
     int *trs = reinterpret_cast<int *>(drs + 2 * RT);
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, gid = lane >> 2, tig = lane & 3;
-    const DkdvWork w = dkdv_work<BR>(a, NKC, blockIdx.y);
+    const DkdvWork w = dkdv_work<BR>(a, NKC);
     if (w.r_lo >= w.nrows) return;
     const int kb = w.kb, nk = w.nk, rb = w.rb, r_lo = w.r_lo, r_hi = w.r_hi, b = w.b, g = w.g, hpg = w.hpg;
     const int32_t *list = w.list;
@@ -298,7 +298,7 @@ __global__ void __launch_bounds__(384, 1) k_dkdv_ws(AttnArgs a, int NKC, const _
     int *live = reinterpret_cast<int *>(drs + NST * RT);   // [NST][2]: rows 0-31, 32-63 all live
     const uint32_t full = (uint32_t)__cvta_generic_to_shared(live + 2 * NST), empty = full + 8 * NST;
     const int tid = threadIdx.x, wg = tid >> 7;
-    const DkdvWork w = dkdv_work<BR>(a, NKC, blockIdx.y);
+    const DkdvWork w = dkdv_work<BR>(a, NKC);
     if (w.r_lo >= w.nrows) return;
     const int kb = w.kb, nk = w.nk, rb = w.rb, r_lo = w.r_lo, r_hi = w.r_hi, b = w.b, g = w.g, hpg = w.hpg;
     const int64_t ks = (int64_t)a.G * D;
@@ -444,128 +444,6 @@ __global__ void __launch_bounds__(384, 1) k_dkdv_ws(AttnArgs a, int NKC, const _
 }
 
 // ============================================================================================
-// warp-specialised selection kernel (sm_90a, D 64 or 128, blocks of 64 keys)
-// ============================================================================================
-// A CTA owns one selection block's 64 keys (entry e) and two of its row chunks, 2y and 2y + 1,
-// in three warpgroups: a producer streams both chunks' RT-row tiles of Q and dO and their t, lse
-// and Drow into a ring of SEL_WS_NST stages (stage i % NST holds tile i of both chunks); consumer
-// c computes chunk 2y + c exactly as k_dkdv does (the same tiles, products, order and partial:
-// the same bits), so two warpgroups' MMAs and exponentials interleave on the SM and no load
-// stands in a consumer's path. A consumer whose chunk has fewer tiles (or none) releases the
-// stages past its last unread. Registers as k_dkdv_ws (WS_PRODUCER_REGS, WS_CONSUMER_REGS).
-#define SEL_WS_NST 3
-template <int D> constexpr size_t sel_dkdv_ws_smem() {
-    constexpr int RT = dkdv_rt<D, true>();
-    // 1024-byte alignment slack, K and V [64][D] each, the ring's Q and dO [NST][2][RT][D] each,
-    // t, lse, Drow [NST][2][RT] each, then the full and empty barriers
-    return 1024 + (size_t)2 * 64 * D * 2 + (size_t)SEL_WS_NST * 2 * 2 * RT * D * 2 + (size_t)SEL_WS_NST * 2 * 3 * RT * 4 +
-           2 * SEL_WS_NST * 8;
-}
-template <typename T, int D> __global__ void __launch_bounds__(384, 1) k_sel_dkdv_ws(AttnArgs a, int NKC) {
-    constexpr int RT = dkdv_rt<D, true>(), NRT = RT / 8, NDT = D / 8, TILE = RT * D, NST = SEL_WS_NST;
-    constexpr int RT_ATOM = RT * 128;   // bytes of an RT-row atom
-    static_assert(D % 64 == 0, "swizzled atoms are 64 elements wide");
-    extern __shared__ __align__(16) unsigned char smem_raw[];
-    unsigned char *base = reinterpret_cast<unsigned char *>(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
-    T *Ks = reinterpret_cast<T *>(base);   // [64][D]
-    T *Vs = Ks + 64 * D;                    // [64][D]
-    T *Qs = Vs + 64 * D;                    // [NST][2][RT][D]: stage s, chunk c at (2 s + c) TILE
-    T *Ys = Qs + NST * 2 * TILE;            // [NST][2][RT][D]
-    int *trs = reinterpret_cast<int *>(Ys + NST * 2 * TILE);   // [NST][2][RT]
-    float *l2s = reinterpret_cast<float *>(trs + NST * 2 * RT);
-    float *drs = l2s + NST * 2 * RT;
-    const uint32_t full = (uint32_t)__cvta_generic_to_shared(drs + NST * 2 * RT), empty = full + 8 * NST;
-    const int tid = threadIdx.x, wg = tid >> 7;
-    const DkdvWork w0 = dkdv_work<BR_SEL>(a, NKC, 2 * blockIdx.y), w1 = dkdv_work<BR_SEL>(a, NKC, 2 * blockIdx.y + 1);
-    const int nt0 = w0.r_lo < w0.nrows ? (w0.r_hi - w0.r_lo + RT - 1) / RT : 0;
-    const int nt1 = w1.r_lo < w1.nrows ? (w1.r_hi - w1.r_lo + RT - 1) / RT : 0;
-    if (nt0 == 0) return;   // (chunk 2y + 1 exists only where 2y does)
-    const int n = nt0 > nt1 ? nt0 : nt1;
-    const int kb = w0.kb, nk = w0.nk, b = w0.b, g = w0.g, hpg = w0.hpg;
-    const int64_t ks = (int64_t)a.G * D;
-    const T *Kg = (const T *)a.k + (int64_t)b * a.NK * ks + (int64_t)g * D;
-    const T *Vg = (const T *)a.v + (int64_t)b * a.NK * ks + (int64_t)g * D;
-    kv_tile_load<T, D, true, 64, 384>(Ks, Kg, Vs, Vg, ks, kb, kb + nk, tid);
-    cp_commit();
-    ws_ring_init<NST>(full, empty, tid, 8);
-    cp_wait<0>();
-    wg_fence_proxy();
-    __syncthreads();
-
-    if (wg == 0) {
-        // ---- producer: tile i of both chunks into stage i % NST (ws_ring_produce)
-        wg_regs_dec<WS_PRODUCER_REGS>();
-        const int32_t *list = w0.list;
-        auto issue = [&](int i) {
-#pragma unroll
-            for (int c = 0; c < 2; c++) {
-                if (i >= (c ? nt1 : nt0)) continue;
-                const int f0 = (c ? w1.r_lo : w0.r_lo) + i * RT, r_hi = c ? w1.r_hi : w0.r_hi, slot = (i % NST) * 2 + c;
-                auto row_at = [&](int r, int64_t &off) {
-                    const int f = f0 + r;
-                    if (f >= r_hi) return false;
-                    off = (((int64_t)b * a.T + list[f / hpg]) * a.H + (int64_t)g * hpg + f % hpg) * D;
-                    return true;
-                };
-                tile_load<T, D, true, RT, 128, RT>(Qs + slot * TILE, (const T *)a.q, Ys + slot * TILE, (const T *)a.dout, row_at, tid);
-                if (tid < RT) {
-                    const int f = f0 + tid;
-                    int t = -1;
-                    float l2 = -INFINITY, dr = 0.f;
-                    if (f < r_hi) {
-                        t = list[f / hpg];
-                        const int64_t R = ((int64_t)b * a.T + t) * a.H + (int64_t)g * hpg + f % hpg;
-                        l2 = a.lse_in[R] * MMA_LOG2E;
-                        dr = a.drow[R];
-                        if (l2 == -INFINITY) t = -1;
-                    }
-                    trs[slot * RT + tid] = t;
-                    l2s[slot * RT + tid] = l2;
-                    drs[slot * RT + tid] = dr;
-                }
-            }
-        };
-        ws_ring_produce<NST>(n, full, empty, issue);
-        return;
-    }
-
-    // ---- consumers: warpgroup c takes chunk 2y + c's tiles, as k_dkdv
-    wg_regs_inc<WS_CONSUMER_REGS>();
-    const int c = wg - 1, warp = (tid >> 5) & 3, lane = tid & 31, gid = lane >> 2, tig = lane & 3;
-    const int ntc = c ? nt1 : nt0;
-    const int kw = warp * 16;   // this warp's first key (local)
-    const int key0 = kb + kw + gid;
-    const bool kv0 = kw + gid < nk, kv1 = kw + gid + 8 < nk;
-    const uint32_t sK = (uint32_t)__cvta_generic_to_shared(Ks), sV = (uint32_t)__cvta_generic_to_shared(Vs);
-    float dka[NDT][4], dva[NDT][4];
-    acc_zero(dka);
-    acc_zero(dva);
-    for (int it = 0; it < n; it++) {
-        ws_ring_wait<NST>(full, it);
-        if (it < ntc) {
-            const int slot = (it % NST) * 2 + c;
-            const uint32_t sQ = (uint32_t)__cvta_generic_to_shared(Qs + slot * TILE), sY = (uint32_t)__cvta_generic_to_shared(Ys + slot * TILE);
-            float sc[NRT][4], dp[NRT][4];
-            wg_two<T, D, RT, RT_ATOM>(sc, dp, sK, sQ, sV, sY);
-            dkdv_probs<BR_SEL>(a, sc, dp, trs + slot * RT, l2s + slot * RT, drs + slot * RT, key0, kv0, kv1, tig);
-            uint32_t pa[RT / 16][4], da[RT / 16][4];   // P^T and dS^T: the A of the second products
-#pragma unroll
-            for (int kk = 0; kk < RT / 16; kk++) {
-                acc_afrag<T>(pa[kk], sc[2 * kk], sc[2 * kk + 1]);
-                acc_afrag<T>(da[kk], dp[2 * kk], dp[2 * kk + 1]);
-            }
-            wg_fence();
-            wg_rs<T, D, RT>(dva, pa, sY, RT_ATOM);
-            wg_rs<T, D, RT>(dka, da, sQ, RT_ATOM);
-            wg_commit();
-            wg_wait0();
-        }
-        ws_ring_release<NST>(empty, it, lane);
-    }
-    if (ntc > 0) dkdv_write_part<D, 64>(a, dka, dva, kw, lane, c ? w1.part : w0.part);
-}
-
-// ============================================================================================
 // launcher
 // ============================================================================================
 // dK/dV: 64-key chunks (128 threads) for every branch, 16-key chunks (32 threads) for
@@ -601,12 +479,6 @@ template <typename T, int D> void mma_attn_dkdv(const AttnArgs &a, int br) {
             CUtensorMap mq{}, my{};
             if (g_nsa_cuda.dkdv_tma && rows_tma_maps<T>(a, &mq, &my)) dkdv_ws_launch<T, D, true>(a, br, grid, NKC, mq, my);
             else dkdv_ws_launch<T, D, false>(a, br, grid, NKC, mq, my);
-            CUDA_LAUNCHED();
-            return;
-        }
-        if (a.kt == 64 && g_nsa_cuda.wgmma && br == BR_SEL && g_nsa_cuda.sel_dkdv_ws) {
-            // a CTA two row chunks (grid.y pairs of them)
-            mma_launch(k_sel_dkdv_ws<T, D>, dim3(grid.x, (grid.y + 1) / 2), 384, sel_dkdv_ws_smem<D>(), a, NKC);
             CUDA_LAUNCHED();
             return;
         }

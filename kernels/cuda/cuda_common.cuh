@@ -70,8 +70,6 @@ struct NsaCudaCtx {
                          // can (NSA_CUDA_SEL_DQ_TMA)
     int dkdv_tma;        // k_dkdv_ws's whole-position row tiles by TMA where the group's heads divide
                          // 64: 1 (default), 0 never (NSA_CUDA_DKDV_TMA)
-    int sel_dkdv_ws;     // the selection's dK/dV on k_sel_dkdv_ws (sm_90a, D 64 or 128, blocks of 64
-                         // keys): 1 (default), 0 never: k_dkdv (NSA_CUDA_SEL_DKDV_WS)
     int sel_tma_nst;     // stages of the selection's TMA feed, 2 (default) to 4 (NSA_CUDA_SEL_TMA_NST)
     int dkdv_align;      // the dK/dV's row chunks at the group's multiples where the entries'
                          // rows are long (AttnArgs.rows_abs): 1 (default) on the warp-specialised
