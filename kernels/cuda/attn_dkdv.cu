@@ -350,37 +350,26 @@ __global__ void __launch_bounds__(384, 1) k_dkdv_ws(AttnArgs a, int NKC, const _
             issue_meta(s, f0);
         };
         if constexpr (TMA) {
-            // tile j: whole positions inside the CTA's rows by TMA (thread 0 adds their bytes to
-            // the stage's count, then issues), else the cp.async copies above, landed; then every
-            // thread's arrival, after its metadata writes (the arrival releases them)
-            auto produce = [&](int j) {
-                const int s = j % NST, f0 = r_lo + j * RT;
-                const bool bulk = f0 + RT <= r_hi && f0 % hpg == 0;
-                const uint32_t bar = full + 8 * s;
-                if (bulk) {
-                    if (tid == 0) {
-                        mbar_add_tx(bar, 2 * TILE * (uint32_t)sizeof(T));
-                        const int t0 = rb + f0 / hpg;
-#pragma unroll
-                        for (int at = 0; at < D / 64; at++) {
-                            tma_load4(Qs + s * TILE + at * RT * 64, &mq, at * 64, g * hpg, t0, b, bar);
-                            tma_load4(Ys + s * TILE + at * RT * 64, &my, at * 64, g * hpg, t0, b, bar);
-                        }
-                    }
-                    issue_meta(s, f0);
-                } else {
-                    issue(j);
-                    cp_commit();
-                    cp_wait<0>();
-                    wg_fence_proxy();
-                }
-                mbar_arrive(bar);
+            // tile j: whole positions inside the CTA's rows by TMA, its metadata by the threads
+            // above; any other tile by the cp.async copies of issue
+            auto bulk = [&](int j) {
+                const int f0 = r_lo + j * RT;
+                return f0 + RT <= r_hi && f0 % hpg == 0;
             };
-            for (int j = 0; j < NST && j < ntiles; j++) produce(j);
-            for (int i = 0; i + NST < ntiles; i++) {
-                mbar_wait(empty + 8 * (i % NST), (uint32_t)(i / NST) & 1);
-                produce(i + NST);
-            }
+            auto tma = [&](int j, uint32_t bar) {
+                const int s = j % NST, f0 = r_lo + j * RT;
+                if (tid == 0) {
+                    mbar_add_tx(bar, 2 * TILE * (uint32_t)sizeof(T));
+                    const int t0 = rb + f0 / hpg;
+#pragma unroll
+                    for (int at = 0; at < D / 64; at++) {
+                        tma_load4(Qs + s * TILE + at * RT * 64, &mq, at * 64, g * hpg, t0, b, bar);
+                        tma_load4(Ys + s * TILE + at * RT * 64, &my, at * 64, g * hpg, t0, b, bar);
+                    }
+                }
+                issue_meta(s, f0);
+            };
+            ws_ring_produce_tma<NST>(ntiles, full, empty, bulk, tma, issue);
         } else {
             ws_ring_produce<NST>(ntiles, full, empty, issue);
         }

@@ -156,7 +156,8 @@ template <int D> constexpr size_t rows_fwd_ws_smem() {
     return 1024 + (size_t)2 * 64 * D * 2 + (size_t)ROWS_WS_NST * 2 * ROWS_KC * D * 2 + (size_t)2 * 64 * 4 + 2 * ROWS_WS_NST * 8;
 }
 
-template <typename T, int D, int BR> __global__ void __launch_bounds__(384, 1) k_rows_fwd_ws(AttnArgs a) {
+template <typename T, int D, int BR, bool TMA>
+__global__ void __launch_bounds__(384, 1) k_rows_fwd_ws(AttnArgs a, const __grid_constant__ CUtensorMap mk, const __grid_constant__ CUtensorMap mv) {
     constexpr int NST = ROWS_WS_NST, NDT = D / 8, TILE = 64 * D, KTILE = ROWS_KC * D;
     constexpr uint32_t ATOM = 64 * 128;   // bytes of a 64-row, 64-column swizzled atom
     static_assert(D % 64 == 0 && ROWS_KC == 64, "64-row swizzled tiles");
@@ -178,7 +179,7 @@ template <typename T, int D, int BR> __global__ void __launch_bounds__(384, 1) k
                                               reinterpret_cast<unsigned char *>(trow + 2 * 64) + 2 * NST * 8);
     __syncthreads();
     if (wg == 0) {   // ---- producer: the chunks' K and V through the ring
-        rows_ws_produce<T, D, BR>(a, b, g, ch, wt.kend, Ks, Vs, full, empty, tid);
+        rows_ws_produce<T, D, BR, TMA>(a, b, g, ch, wt.kend, Ks, Vs, full, empty, tid, &mk, &mv);
         return;
     }
 
@@ -451,7 +452,11 @@ template <typename T, int D> struct FwdKernels {
         if constexpr (D % 64 == 0) {
             // two position tiles a CTA (selection: their positions in one 64-bit mask)
             if (nsa_fwd_ws_on(D, BR) && (BR != BR_SEL || 2 * rows_geom(a.hpg).BQ <= 64)) {
-                mma_launch(k_rows_fwd_ws<T, D, BR>, dim3((grid.x + 1) / 2, grid.y, grid.z), 384, rows_fwd_ws_smem<D>() + extra, a);
+                const dim3 g2((grid.x + 1) / 2, grid.y, grid.z);
+                const size_t sm = rows_fwd_ws_smem<D>() + extra;
+                CUtensorMap mk{}, mv{};
+                if (g_nsa_cuda.rows_tma && rows_kv_tma_maps<T>(a, &mk, &mv)) mma_launch(k_rows_fwd_ws<T, D, BR, true>, g2, 384, sm, a, mk, mv);
+                else mma_launch(k_rows_fwd_ws<T, D, BR, false>, g2, 384, sm, a, mk, mv);
                 return;
             }
             if (g_nsa_cuda.wgmma) {

@@ -219,10 +219,14 @@ template <int BR> __device__ __forceinline__ bool rows_ws_whole(const AttnArgs &
     return kb + ROWS_KC <= o.ken && sees_block<BR>(a, o.tbase, o.t_last, kb, kb + ROWS_KC - 1) && (BR != BR_SEL || mine == o.pall);
 }
 // the producer warpgroup (threads 0..127): every chunk's K and V [ROWS_KC][D] (swizzled atoms)
-// into stage c % ROWS_WS_NST of Ks and Vs, keys past kend zero
-template <typename T, int D, int BR>
+// into stage c % ROWS_WS_NST of Ks and Vs, keys past kend zero. TMA (maps mk, mv over k and v
+// [B][NK][G][D], box 64 elements x 1 group x ROWS_KC keys: rows_kv_tma_maps): a chunk wholly
+// before kend by one copy per 64-column atom of K and V (ws_ring_produce_tma), the chunk that
+// kend cuts by cp.async with its zeros: the same tiles, the same bits.
+template <typename T, int D, int BR, bool TMA>
 __device__ __forceinline__ void rows_ws_produce(const AttnArgs &a, int b, int g, const RowsChunks<BR> &ch, int kend, T *Ks, T *Vs,
-                                                uint32_t full, uint32_t empty, int tid) {
+                                                uint32_t full, uint32_t empty, int tid, const CUtensorMap *mk,
+                                                const CUtensorMap *mv) {
     constexpr int NST = ROWS_WS_NST, KTILE = ROWS_KC * D;
     wg_regs_dec<ROWS_WS_PRODUCER_REGS>();
     const int64_t ks = (int64_t)a.G * D;
@@ -232,7 +236,30 @@ __device__ __forceinline__ void rows_ws_produce(const AttnArgs &a, int b, int g,
         const int s = c % NST;
         kv_tile_load<T, D, true, ROWS_KC, 128>(Ks + s * KTILE, Kg, Vs + s * KTILE, Vg, ks, ch.kb(c), kend, tid);
     };
-    ws_ring_produce<NST>(ch.n, full, empty, issue);
+    if constexpr (TMA) {
+        auto bulk = [&](int c) { return ch.kb(c) + ROWS_KC <= kend; };
+        auto tma = [&](int c, uint32_t bar) {
+            if (tid != 0) return;
+            const int s = c % NST, kb = ch.kb(c);
+            mbar_add_tx(bar, 2 * KTILE * (uint32_t)sizeof(T));
+#pragma unroll
+            for (int at = 0; at < D / 64; at++) {
+                tma_load4(Ks + s * KTILE + at * ROWS_KC * 64, mk, at * 64, g, kb, b, bar);
+                tma_load4(Vs + s * KTILE + at * ROWS_KC * 64, mv, at * 64, g, kb, b, bar);
+            }
+        };
+        ws_ring_produce_tma<NST>(ch.n, full, empty, bulk, tma, issue);
+    } else {
+        ws_ring_produce<NST>(ch.n, full, empty, issue);
+    }
+}
+// the maps of rows_ws_produce's TMA copies (host); false where they cannot be made (the
+// cp.async copies then)
+template <typename T> static bool rows_kv_tma_maps(const AttnArgs &a, CUtensorMap *mk, CUtensorMap *mv) {
+    const uint64_t dims[4] = {(uint64_t)a.D, (uint64_t)a.G, (uint64_t)a.NK, (uint64_t)a.B};
+    const uint32_t box[4] = {64, 1, ROWS_KC, 1};
+    return tma_map_4d<T>(mk, a.k, dims, box, "the rows kernels read K and V by cp.async") &&
+           tma_map_4d<T>(mv, a.v, dims, box, "the rows kernels read K and V by cp.async");
 }
 
 // WG (sm_90a, D 64 or 128): both products by warpgroup MMA from swizzled Q, K and V tiles:

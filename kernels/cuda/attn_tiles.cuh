@@ -602,6 +602,32 @@ template <int NST, typename Issue> __device__ __forceinline__ void ws_ring_produ
         }
     }
 }
+// The producer of a ring whose items come in by TMA where they can: for item i where bulk(i),
+// tma(i, bar) (thread 0 adds the item's bytes to its stage's full barrier, mbar_add_tx, and
+// issues the copies; any thread may write the item's metadata), else issue(i) (this thread's
+// cp.async copies, then landed and made visible to the async proxy); then every producer
+// thread's arrival, which releases its own shared-memory writes of the item. A stage is
+// refilled as soon as its consumers release it: the producer never waits for a landing.
+template <int NST, typename Bulk, typename Tma, typename Issue>
+__device__ __forceinline__ void ws_ring_produce_tma(int n, uint32_t full, uint32_t empty, Bulk bulk, Tma tma, Issue issue) {
+    auto produce = [&](int i) {
+        const uint32_t bar = full + 8 * (i % NST);
+        if (bulk(i)) {
+            tma(i, bar);
+        } else {
+            issue(i);
+            cp_commit();
+            cp_wait<0>();
+            wg_fence_proxy();
+        }
+        mbar_arrive(bar);
+    };
+    for (int i = 0; i < NST && i < n; i++) produce(i);
+    for (int i = 0; i + NST < n; i++) {
+        mbar_wait(empty + 8 * (i % NST), (uint32_t)(i / NST) & 1);
+        produce(i + NST);
+    }
+}
 // consumer warpgroup cw's own barrier (named barrier 1 + cw, its 128 threads)
 __device__ __forceinline__ void ws_consumer_sync(int cw) {
     if (cw == 0) asm volatile("bar.sync 1, 128;\n" ::: "memory");

@@ -70,6 +70,8 @@ struct NsaCudaCtx {
                          // can (NSA_CUDA_SEL_DQ_TMA)
     int dkdv_tma;        // k_dkdv_ws's whole-position row tiles by TMA where the group's heads divide
                          // 64: 1 (default), 0 never (NSA_CUDA_DKDV_TMA)
+    int rows_tma;        // the warp-specialised rows kernels' K/V chunks by TMA where no key of the
+                         // chunk is past the tiles' last: 1 (default), 0 never (NSA_CUDA_ROWS_TMA)
     int sel_tma_nst;     // stages of the selection's TMA feed, 2 (default) to 4 (NSA_CUDA_SEL_TMA_NST)
     int dkdv_align;      // the dK/dV's row chunks at the group's multiples where the entries'
                          // rows are long (AttnArgs.rows_abs): 1 (default) on the warp-specialised

@@ -71,6 +71,10 @@ void nsa_cuda_set_sel_dq_tma(int nw);
 // the warp-specialised dK/dV's row tiles of whole positions by TMA where the group's heads divide
 // 64 (1, the default; 0: cp.async); the same bits either way; NSA_CUDA_DKDV_TMA=0/1
 void nsa_cuda_set_dkdv_tma(int on);
+// the warp-specialised rows kernels' (forward and dQ) K/V chunks by TMA where the whole chunk is
+// before the tiles' key end (1, the default; 0: cp.async); the same bits either way;
+// NSA_CUDA_ROWS_TMA=0/1
+void nsa_cuda_set_rows_tma(int on);
 // stages of the selection's TMA feed (forward and dQ), 2 (default) to 4; NSA_CUDA_SEL_TMA_NST
 void nsa_cuda_set_sel_tma_nst(int nst);
 // positions whose rows share a tile of the selection forward at this geometry under the

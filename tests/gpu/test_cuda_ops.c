@@ -198,7 +198,7 @@ typedef struct {
     char shape[160];        // the shape column of the report
 } Ctx;
 #define TOL_PREC (-1.0)     // the precision's tolerance (g_tol)
-enum { ONLY_SIMPLE = 1, ONLY_NOT_MMA1 = 2, ONLY_NC = 4, ONLY_WS = 8 };   // case conditions (NSA groups)
+enum { ONLY_SIMPLE = 1, ONLY_NOT_MMA1 = 2, ONLY_NC = 4, ONLY_WS = 8, ONLY_ROWS = 16 };   // case conditions (NSA groups)
 typedef struct {
     int slot;
     const char *name;
@@ -289,6 +289,7 @@ static int case_wanted(const Ctx *c, const OpCase *k) {
     if ((k->only & ONLY_NOT_MMA1) && c->impl == 2) return 0;
     if ((k->only & ONLY_NC) && c->g.NC <= 0) return 0;
     if ((k->only & ONLY_WS) && c->impl != 7) return 0;
+    if ((k->only & ONLY_ROWS) && c->impl != 5) return 0;
     // the warp-specialised kernel choices (impls 7, 8) change only the window and compressed backward
     if (c->impl >= 7 && k->filter && strcmp(k->filter, "cmp_attn") && strcmp(k->filter, "win_attn")) return 0;
     return 1;
@@ -1130,28 +1131,38 @@ static void ns_win_fwd(Ctx *c, const Backend *be, int gpu) {
 static void ns_win_bwd(Ctx *c, const Backend *be, int gpu) {
     be->win_attn_bwd(S(NS_DQ), S(NS_DK), S(NS_DV), S(NS_DOUT), S(NS_Q), S(NS_K), S(NS_V), S(NS_O), S(NS_LSE), &c->g);
 }
-// The warp-specialised dK/dV's row tiles by TMA (NSA_CUDA_DKDV_TMA=1) and by cp.async (0) from
-// the same inputs (the gradients to add to included): dQ, dK and dV with the same bits, as the
-// same tiles in the same order promise (arg: the branch, 0 cmp, 2 win). Runs on impl mma-ws,
-// which forces the kernel wherever D is a multiple of 64.
-static double ns_dkdv_tma_err(Ctx *c, char *shape, size_t shn) {
+// The warp-specialised kernels' tiles by TMA (NSA_CUDA_ROWS_TMA=1: the rows kernels' K/V chunks,
+// NSA_CUDA_DKDV_TMA=1: k_dkdv_ws's Q/dO row tiles) and by cp.async (both 0) from the same inputs
+// (the gradients to add to included): the forward's O and lse, the backward's dQ, dK and dV with
+// the same bits, as the same tiles in the same order promise (arg: the branch, 0 cmp, 1 sel,
+// 2 win). Runs on impl mma-ws (cmp, win), which forces those kernels wherever D is a multiple
+// of 64, and on mma-rows (sel: the rows kernels).
+static double ns_tma_same_err(Ctx *c, char *shape, size_t shn) {
     (void)shape; (void)shn;
-    const int cmp = g_case->arg == 0;
-    const int slots[3] = {NS_DQ, cmp ? NS_DKC : NS_DK, cmp ? NS_DVC : NS_DV};
-    if (cmp && c->g.NC <= 0) return 0;
-    int64_t n = 0, off[4];
-    for (int i = 0; i < 3; i++) off[i] = n, n += c->t[slots[i]].n;
-    off[3] = n;
+    const int br = g_case->arg;
+    const int slots[5] = {NS_O, NS_LSE, NS_DQ, br == 0 ? NS_DKC : NS_DK, br == 0 ? NS_DVC : NS_DV};
+    if (br == 0 && c->g.NC <= 0) return 0;
+    int64_t n = 0, off[6];
+    for (int i = 0; i < 5; i++) off[i] = n, n += c->t[slots[i]].n;
+    off[5] = n;
     double *in = malloc(sizeof(double) * (size_t)n * 3), *r[2] = {in + n, in + 2 * n};
-    for (int i = 0; i < 3; i++) GPU->act_to_f64(in + off[i], c->t[slots[i]].g, c->t[slots[i]].n);
+    for (int i = 0; i < 5; i++) GPU->act_to_f64(in + off[i], c->t[slots[i]].g, c->t[slots[i]].n);
     for (int pass = 0; pass < 2; pass++) {
-        for (int i = 0; i < 3; i++) GPU->act_from_f64(c->t[slots[i]].g, in + off[i], c->t[slots[i]].n);
+        nsa_cuda_set_rows_tma(pass == 0);
         nsa_cuda_set_dkdv_tma(pass == 0);
-        if (cmp) ns_cmp_bwd(c, GPU, 1);
+        if (br == 0) ns_cmp_fwd(c, GPU, 1);
+        else if (br == 1) ns_sel_fwd(c, GPU, 1);
+        else ns_win_fwd(c, GPU, 1);
+        for (int i = 0; i < 2; i++) GPU->act_to_f64(r[pass] + off[i], c->t[slots[i]].g, c->t[slots[i]].n);
+        for (int i = 0; i < 5; i++) GPU->act_from_f64(c->t[slots[i]].g, in + off[i], c->t[slots[i]].n);
+        if (br == 0) ns_cmp_bwd(c, GPU, 1);
+        else if (br == 1) ns_sel_bwd(c, GPU, 1);
         else ns_win_bwd(c, GPU, 1);
-        for (int i = 0; i < 3; i++) GPU->act_to_f64(r[pass] + off[i], c->t[slots[i]].g, c->t[slots[i]].n);
+        for (int i = 2; i < 5; i++) GPU->act_to_f64(r[pass] + off[i], c->t[slots[i]].g, c->t[slots[i]].n);
+        for (int i = 2; i < 5; i++) GPU->act_from_f64(c->t[slots[i]].g, in + off[i], c->t[slots[i]].n);
     }
-    nsa_cuda_set_dkdv_tma(0);   // impl mma-ws's own setting
+    nsa_cuda_set_rows_tma(c->impl != 7);   // the impl's own settings
+    nsa_cuda_set_dkdv_tma(c->impl != 7);
     const double err = memcmp(r[0], r[1], sizeof(double) * (size_t)n) ? INFINITY : 0;
     free(in);
     return err;
@@ -1209,8 +1220,8 @@ static const OpCase NSA_CASES[] = {
     {.setup = ns_shared_cmp_o},
     {.filter = "cmp_attn", .setup = ns_setup_cmp_bwd, .run = ns_cmp_bwd, .tol = TOL_PREC,
      .out = {OUT(NS_DQ, "cmp_attn_bwd.dq"), OUT_IF_NC(NS_DKC, "cmp_attn_bwd.dKc"), OUT_IF_NC(NS_DVC, "cmp_attn_bwd.dVc")}},
-    {.filter = "cmp_attn", .only = ONLY_WS | ONLY_NC, .setup = ns_setup_cmp_bwd, .err = ns_dkdv_tma_err,
-     .name = "cmp_attn_bwd(TMA rows = cp.async)", .tol = 0, .arg = 0},
+    {.filter = "cmp_attn", .only = ONLY_WS | ONLY_NC, .setup = ns_setup_cmp_bwd, .err = ns_tma_same_err,
+     .name = "cmp_attn(TMA tiles = cp.async)", .tol = 0, .arg = 0},
     {.setup = ns_cpu_select},
     {.filter = "select", .only = ONLY_NOT_MMA1, .err = ns_select_err, .name = "select_blocks", .tol = 0},
     {.setup = ns_shared_sel},
@@ -1219,12 +1230,14 @@ static const OpCase NSA_CASES[] = {
     {.filter = "sel_attn", .err = ns_sel_nan_err, .name = "sel_attn_fwd(NaN at the last key)", .tol = 0},
     {.filter = "sel_attn", .setup = ns_setup_bwd, .run = ns_sel_bwd, .tol = TOL_PREC,
      .out = {OUT(NS_DQ, "sel_attn_bwd.dq"), OUT(NS_DK, "sel_attn_bwd.dk"), OUT(NS_DV, "sel_attn_bwd.dv")}},
+    {.filter = "sel_attn", .only = ONLY_ROWS, .setup = ns_setup_bwd, .err = ns_tma_same_err,
+     .name = "sel_attn(TMA tiles = cp.async)", .tol = 0, .arg = 1},
     {.filter = "win_attn", .setup = ns_poison_o_lse, .run = ns_win_fwd, .tol = TOL_PREC,
      .out = {OUT(NS_O, "win_attn_fwd.o"), OUT(NS_LSE, "win_attn_fwd.lse")}},
     {.filter = "win_attn", .setup = ns_setup_bwd, .run = ns_win_bwd, .tol = TOL_PREC,
      .out = {OUT(NS_DQ, "win_attn_bwd.dq"), OUT(NS_DK, "win_attn_bwd.dk"), OUT(NS_DV, "win_attn_bwd.dv")}},
-    {.filter = "win_attn", .only = ONLY_WS, .setup = ns_setup_bwd, .err = ns_dkdv_tma_err,
-     .name = "win_attn_bwd(TMA rows = cp.async)", .tol = 0, .arg = 2},
+    {.filter = "win_attn", .only = ONLY_WS, .setup = ns_setup_bwd, .err = ns_tma_same_err,
+     .name = "win_attn(TMA tiles = cp.async)", .tol = 0, .arg = 2},
     {.filter = "rows", .setup = ns_poison_o_lse, .run = ns_rows_fwd, .err = ns_rows_err, .name = "cmp_attn_fwd(rows)",
      .tol = TOL_PREC, .arg = 0},
     {.filter = "rows", .setup = ns_poison_o_lse, .run = ns_rows_fwd, .err = ns_rows_err, .name = "sel_attn_fwd(rows)",
@@ -1352,7 +1365,8 @@ int main(int argc, char **argv) {
         // (NSA_CUDA_SEL_DQ_TMA -1, the default: 0, 1, 3), with 1 or 2 warps (2; 4, 7) or never (the
         // others) and the TMA feed's stages (NSA_CUDA_SEL_TMA_NST: 4 in 2, 3 in 4 and 7, else the
         // default 2); the warp-specialised dK/dV's row tiles by TMA
-        // (NSA_CUDA_DKDV_TMA 0 in 7: every tile by cp.async, else the default 1)
+        // and the rows kernels' K/V chunks (NSA_CUDA_DKDV_TMA, NSA_CUDA_ROWS_TMA 0 in 7: every tile by
+        // cp.async, else the default 1)
         static const char *impl_name[9] = {"simple",   "mma",           "mma1",    "mma-sync",  "mma-tiles",
                                            "mma-rows", "mma-sync-rows", "mma-ws",  "mma-no-ws"};
         static const int impl_sel_rows[9] = {-1, -1, 0, -1, 0, 1, 1, 1, -1};
@@ -1381,6 +1395,7 @@ int main(int argc, char **argv) {
             nsa_cuda_set_sel_dq_tma(impl_sel_dq_tma[impl]);
             nsa_cuda_set_sel_tma_nst(impl_sel_tma_nst[impl]);
             nsa_cuda_set_dkdv_tma(impl_dkdv_tma[impl]);
+            nsa_cuda_set_rows_tma(impl_dkdv_tma[impl]);
             snprintf(dn, sizeof dn, "%s/%s", precs[p], impl_name[impl]);
             for (int si = 0; si < NSHAPES; si++) {
                 if (g_small && shape_is_big(si)) continue;
@@ -1405,6 +1420,7 @@ int main(int argc, char **argv) {
         nsa_cuda_set_sel_dq_tma(-1);
         nsa_cuda_set_sel_tma_nst(2);
         nsa_cuda_set_dkdv_tma(1);
+        nsa_cuda_set_rows_tma(1);
         printf("warpgroup-MMA (sm_90a) kernels: %s\n", have_wgmma ? "on" : "not in this build or device");
     }
     printf("\n%d checks, %d failed\n", g_rows, g_fail);
