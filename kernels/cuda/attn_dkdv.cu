@@ -18,7 +18,7 @@
 // with rows_abs the group's row chunk (dkdv_row_chunks: the entry's chunk c = blockIdx.y - first,
 // none outside its chunks).
 struct DkdvWork {
-    int kb, nk, rb, nrows, r_lo, r_hi, b, g, hpg, part;
+    int kb, nk, rb, nrows, r_lo, r_hi, b, g, hpg;
     const int32_t *list;
 };
 template <int BR> __device__ __forceinline__ DkdvWork dkdv_work(const AttnArgs &a, int NKC) {
@@ -39,11 +39,22 @@ template <int BR> __device__ __forceinline__ DkdvWork dkdv_work(const AttnArgs &
         w.r_lo = c * a.rch;
         w.r_hi = w.r_lo + a.rch < w.nrows ? w.r_lo + a.rch : w.nrows;
     }
-    w.part = a.chunk_part[e] + c;
     const int bg = e / NKC;
     w.b = bg / a.G, w.g = bg % a.G, w.hpg = a.hpg;
     w.list = BR == BR_SEL ? a.ilist + w.rb : NULL;
     return w;
+}
+// the partial the CTA's chunk c (dkdv_work) writes, worked out where it is written: a register
+// holding it through the row loop cost the 64-key kernel at D 64 its third CTA an SM (170
+// registers a thread, 168 the most for three)
+template <int BR> __device__ __forceinline__ int dkdv_part(const AttnArgs &a) {
+    const int e = blockIdx.x;
+    int c = blockIdx.y;
+    if (BR != BR_SEL && a.rows_abs) {
+        const int4 ch = a.chunks[e];
+        c -= dkdv_row_chunks(a, ch.z, ch.w).first;
+    }
+    return a.chunk_part[e] + c;
 }
 // S^T and dP^T of a warp's 16 keys x a tile's rows into P^T and dS^T = P^T (dP^T - Drow): element
 // (nt, q) is key key0 + 8 (q >> 1), tile row nt*8 + 2*tig + (q & 1) (tb, lb, db: the tile's t,
@@ -65,7 +76,7 @@ __device__ __forceinline__ void dkdv_probs(const AttnArgs &a, float (&s)[NRT][4]
         }
 }
 // a warp's dK (scaled) and dV sums, its keys kw .. kw + 15 of the CTA's KT, into partial `part`
-// (DkdvWork.part: this CTA's)
+// (dkdv_part: this CTA's)
 template <int D, int KT>
 __device__ __forceinline__ void dkdv_write_part(const AttnArgs &a, const float (&dka)[D / 8][4], const float (&dva)[D / 8][4], int kw,
                                                 int lane, int part) {
@@ -88,6 +99,10 @@ __device__ __forceinline__ void dkdv_write_part(const AttnArgs &a, const float (
 // rows per tile: 64 with warpgroup MMA at D 64 (the first products m64n64k16, as in the rows
 // kernels), else 32 (D 128's accumulators leave no registers for 64)
 template <int D, bool WG> __host__ __device__ constexpr int dkdv_rt() { return WG && D == 64 ? 64 : 32; }
+// CTAs an SM the 64-key kernel is compiled for: 3 with warpgroup MMA at D 64 (at most 168
+// registers a thread; its 52 KB of shared memory fit three, and at 170 registers only two ran),
+// else 1 (no register cap)
+template <int D, bool WG> __host__ __device__ constexpr int dkdv_min_ctas() { return WG && D == 64 ? 3 : 0; }
 
 // WG: K and V (64-row atoms) and the Q / dO row tiles (RT-row atoms, RT * 128 bytes)
 // swizzled, after a 1024-byte alignment slack
@@ -100,7 +115,8 @@ template <int D, int KT, bool WG> constexpr size_t dkdv_smem() {
 // S^T = K Q^T and dP^T = V dO^T for the CTA's 64 keys x a tile's RT rows (wg_two), then
 // dV += P^T dO and dK += dS^T Q with P^T, dS^T from registers and dO, Q as transposed B
 // operands (wg_rs).
-template <typename T, int D, int KT, int BR, bool WG> __global__ void __launch_bounds__(KT * 2) k_dkdv(AttnArgs a, int NKC) {
+template <typename T, int D, int KT, int BR, bool WG>
+__global__ void __launch_bounds__(KT * 2, dkdv_min_ctas<D, WG>()) k_dkdv(AttnArgs a, int NKC) {
     constexpr int DP = D + 8, NKS = D / 16, NDT = D / 8, NW = KT / 16, NTH = NW * 32;
     static_assert(!WG || (KT == 64 && D % 64 == 0), "the warpgroup path: 64 keys, 64-element atoms");
     constexpr int KP = WG ? D : DP;                // elements per row as stored
@@ -236,7 +252,7 @@ template <typename T, int D, int KT, int BR, bool WG> __global__ void __launch_b
             }
         }
     }
-    dkdv_write_part<D, KT>(a, dka, dva, kw, lane, w.part);
+    dkdv_write_part<D, KT>(a, dka, dva, kw, lane, dkdv_part<BR>(a));
 }
 
 // ============================================================================================
@@ -429,7 +445,7 @@ __global__ void __launch_bounds__(384, 1) k_dkdv_ws(AttnArgs a, int NKC, const _
         wg_wait0();
         ws_ring_release<NST>(empty, it, lane);
     }
-    dkdv_write_part<D, KT>(a, dka, dva, kw, lane, w.part);
+    dkdv_write_part<D, KT>(a, dka, dva, kw, lane, dkdv_part<BR>(a));
 }
 
 // ============================================================================================
