@@ -101,7 +101,7 @@ __device__ __forceinline__ void dkdv_write_part(const AttnArgs &a, const float (
 template <int D, bool WG> __host__ __device__ constexpr int dkdv_rt() { return WG && D == 64 ? 64 : 32; }
 // CTAs an SM the 64-key kernel is compiled for: 3 with warpgroup MMA at D 64 (at most 168
 // registers a thread; its 52 KB of shared memory fit three, and at 170 registers only two ran),
-// else 1 (no register cap)
+// else 0 (no minimum: ptxas chooses the registers)
 template <int D, bool WG> __host__ __device__ constexpr int dkdv_min_ctas() { return WG && D == 64 ? 3 : 0; }
 
 // WG: K and V (64-row atoms) and the Q / dO row tiles (RT-row atoms, RT * 128 bytes)
