@@ -97,7 +97,8 @@ __device__ __forceinline__ void dkdv_write_part(const AttnArgs &a, const float (
 // kernel
 // ============================================================================================
 // rows per tile: 64 with warpgroup MMA at D 64 (the first products m64n64k16, as in the rows
-// kernels), else 32 (D 128's accumulators leave no registers for 64)
+// kernels), else 32; at D 128 with warpgroup MMA also 64 (NSA_CUDA_DKDV_RT64=1: 249 registers
+// a thread, no spills, two CTAs an SM as with 32)
 template <int D, bool WG> __host__ __device__ constexpr int dkdv_rt() { return WG && D == 64 ? 64 : 32; }
 // CTAs an SM the 64-key kernel is compiled for: 3 with warpgroup MMA at D 64 (at most 168
 // registers a thread; its 52 KB of shared memory fit three, and at 170 registers only two ran),
@@ -106,8 +107,7 @@ template <int D, bool WG> __host__ __device__ constexpr int dkdv_min_ctas() { re
 
 // WG: K and V (64-row atoms) and the Q / dO row tiles (RT-row atoms, RT * 128 bytes)
 // swizzled, after a 1024-byte alignment slack
-template <int D, int KT, bool WG> constexpr size_t dkdv_smem() {
-    constexpr int RT = dkdv_rt<D, WG>();
+template <int D, int KT, bool WG, int RT = dkdv_rt<D, WG>()> constexpr size_t dkdv_smem() {
     return WG ? 1024 + (size_t)(2 * KT + 4 * RT) * D * 2 + 2 * 3 * RT * 4 : (size_t)(2 * KT + 4 * RT) * (D + 8) * 2 + 2 * 3 * RT * 4;
 }
 
@@ -115,12 +115,12 @@ template <int D, int KT, bool WG> constexpr size_t dkdv_smem() {
 // S^T = K Q^T and dP^T = V dO^T for the CTA's 64 keys x a tile's RT rows (wg_two), then
 // dV += P^T dO and dK += dS^T Q with P^T, dS^T from registers and dO, Q as transposed B
 // operands (wg_rs).
-template <typename T, int D, int KT, int BR, bool WG>
+template <typename T, int D, int KT, int BR, bool WG, int RT = dkdv_rt<D, WG>()>
 __global__ void __launch_bounds__(KT * 2, dkdv_min_ctas<D, WG>()) k_dkdv(AttnArgs a, int NKC) {
     constexpr int DP = D + 8, NKS = D / 16, NDT = D / 8, NW = KT / 16, NTH = NW * 32;
     static_assert(!WG || (KT == 64 && D % 64 == 0), "the warpgroup path: 64 keys, 64-element atoms");
     constexpr int KP = WG ? D : DP;                // elements per row as stored
-    constexpr int RT = dkdv_rt<D, WG>(), NRT = RT / 8;   // rows per tile, their n-tiles
+    constexpr int NRT = RT / 8;                    // the rows per tile's n-tiles
     constexpr int RT_ATOM = RT * 128;              // WG: bytes of an RT-row atom (the row tiles)
     extern __shared__ __align__(16) unsigned char smem_raw[];
     unsigned char *base = WG ? reinterpret_cast<unsigned char *>(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023) : smem_raw;
@@ -453,11 +453,12 @@ __global__ void __launch_bounds__(384, 1) k_dkdv_ws(AttnArgs a, int NKC, const _
 // ============================================================================================
 // dK/dV: 64-key chunks (128 threads) for every branch, 16-key chunks (32 threads) for
 // selection blocks of 16 keys
-template <typename T, int D, int KT, bool WG> static void dkdv_launch(const AttnArgs &a, int br, dim3 grid, int NKC) {
-    const size_t sm = dkdv_smem<D, KT, WG>();
-    if (br == BR_WIN) mma_launch(k_dkdv<T, D, KT, BR_WIN, WG>, grid, KT * 2, sm, a, NKC);
-    else if (br == BR_CMP) mma_launch(k_dkdv<T, D, KT, BR_CMP, WG>, grid, KT * 2, sm, a, NKC);
-    else mma_launch(k_dkdv<T, D, KT, BR_SEL, WG>, grid, KT * 2, sm, a, NKC);
+template <typename T, int D, int KT, bool WG, int RT = dkdv_rt<D, WG>()>
+static void dkdv_launch(const AttnArgs &a, int br, dim3 grid, int NKC) {
+    const size_t sm = dkdv_smem<D, KT, WG, RT>();
+    if (br == BR_WIN) mma_launch(k_dkdv<T, D, KT, BR_WIN, WG, RT>, grid, KT * 2, sm, a, NKC);
+    else if (br == BR_CMP) mma_launch(k_dkdv<T, D, KT, BR_CMP, WG, RT>, grid, KT * 2, sm, a, NKC);
+    else mma_launch(k_dkdv<T, D, KT, BR_SEL, WG, RT>, grid, KT * 2, sm, a, NKC);
 }
 // k_dkdv_ws's TMA maps over q and dO [B][T][H][D]: a box of 64 elements x the group's heads x
 // 64 / hpg positions (64 rows); false where the heads do not divide 64 or a map cannot be made
@@ -488,7 +489,8 @@ template <typename T, int D> void mma_attn_dkdv(const AttnArgs &a, int br) {
             return;
         }
         if (a.kt == 64 && g_nsa_cuda.wgmma) {
-            dkdv_launch<T, D, 64, true>(a, br, grid, NKC);
+            if (D == 128 && g_nsa_cuda.dkdv_rt64) dkdv_launch<T, D, 64, true, 64>(a, br, grid, NKC);
+            else dkdv_launch<T, D, 64, true>(a, br, grid, NKC);
             CUDA_LAUNCHED();
             return;
         }

@@ -198,7 +198,7 @@ typedef struct {
     char shape[160];        // the shape column of the report
 } Ctx;
 #define TOL_PREC (-1.0)     // the precision's tolerance (g_tol)
-enum { ONLY_SIMPLE = 1, ONLY_NOT_MMA1 = 2, ONLY_NC = 4, ONLY_WS = 8, ONLY_ROWS = 16 };   // case conditions (NSA groups)
+enum { ONLY_SIMPLE = 1, ONLY_NOT_MMA1 = 2, ONLY_NC = 4, ONLY_WS = 8, ONLY_ROWS = 16, ONLY_MMA = 32 };   // case conditions (NSA groups)
 typedef struct {
     int slot;
     const char *name;
@@ -290,6 +290,7 @@ static int case_wanted(const Ctx *c, const OpCase *k) {
     if ((k->only & ONLY_NC) && c->g.NC <= 0) return 0;
     if ((k->only & ONLY_WS) && c->impl != 7) return 0;
     if ((k->only & ONLY_ROWS) && c->impl != 5) return 0;
+    if ((k->only & ONLY_MMA) && c->impl != 1) return 0;
     // the warp-specialised kernel choices (impls 7, 8) change only the window and compressed backward
     if (c->impl >= 7 && k->filter && strcmp(k->filter, "cmp_attn") && strcmp(k->filter, "win_attn")) return 0;
     return 1;
@@ -1131,15 +1132,25 @@ static void ns_win_fwd(Ctx *c, const Backend *be, int gpu) {
 static void ns_win_bwd(Ctx *c, const Backend *be, int gpu) {
     be->win_attn_bwd(S(NS_DQ), S(NS_DK), S(NS_DV), S(NS_DOUT), S(NS_Q), S(NS_K), S(NS_V), S(NS_O), S(NS_LSE), &c->g);
 }
-// The warp-specialised kernels' tiles by TMA (NSA_CUDA_ROWS_TMA=1: the rows kernels' K/V chunks,
-// NSA_CUDA_DKDV_TMA=1: k_dkdv_ws's Q/dO row tiles) and by cp.async (both 0) from the same inputs
-// (the gradients to add to included): the forward's O and lse, the backward's dQ, dK and dV with
-// the same bits, as the same tiles in the same order promise (arg: the branch, 0 cmp, 1 sel,
-// 2 win). Runs on impl mma-ws (cmp, win), which forces those kernels wherever D is a multiple
-// of 64, and on mma-rows (sel: the rows kernels).
-static double ns_tma_same_err(Ctx *c, char *shape, size_t shn) {
+// Two settings that promise the same bits, from the same inputs (the gradients to add to
+// included): the forward's O and lse, the backward's dQ, dK and dV. arg % 3: the branch (0 cmp,
+// 1 sel, 2 win); arg / 3: the settings. 0: the warp-specialised kernels' tiles by TMA
+// (NSA_CUDA_ROWS_TMA=1: the rows kernels' K/V chunks, NSA_CUDA_DKDV_TMA=1: k_dkdv_ws's Q/dO row
+// tiles) against cp.async (both 0): the same tiles in the same order; on impl mma-ws (cmp, win),
+// which forces those kernels wherever D is a multiple of 64, and on mma-rows (sel: the rows
+// kernels). 1: the 64-key dK/dV kernel's 64-row tiles at D 128 (NSA_CUDA_DKDV_RT64=1) against
+// 32 (0): the same rows in the same order through the same k-steps; on impl mma (sel).
+static void ns_same_set(int which, int on) {
+    if (which == 1) {
+        nsa_cuda_set_dkdv_rt64(on);
+        return;
+    }
+    nsa_cuda_set_rows_tma(on);
+    nsa_cuda_set_dkdv_tma(on);
+}
+static double ns_same_err(Ctx *c, char *shape, size_t shn) {
     (void)shape; (void)shn;
-    const int br = g_case->arg;
+    const int br = g_case->arg % 3, which = g_case->arg / 3;
     const int slots[5] = {NS_O, NS_LSE, NS_DQ, br == 0 ? NS_DKC : NS_DK, br == 0 ? NS_DVC : NS_DV};
     if (br == 0 && c->g.NC <= 0) return 0;
     int64_t n = 0, off[6];
@@ -1148,8 +1159,7 @@ static double ns_tma_same_err(Ctx *c, char *shape, size_t shn) {
     double *in = malloc(sizeof(double) * (size_t)n * 3), *r[2] = {in + n, in + 2 * n};
     for (int i = 0; i < 5; i++) GPU->act_to_f64(in + off[i], c->t[slots[i]].g, c->t[slots[i]].n);
     for (int pass = 0; pass < 2; pass++) {
-        nsa_cuda_set_rows_tma(pass == 0);
-        nsa_cuda_set_dkdv_tma(pass == 0);
+        ns_same_set(which, pass == 0);
         if (br == 0) ns_cmp_fwd(c, GPU, 1);
         else if (br == 1) ns_sel_fwd(c, GPU, 1);
         else ns_win_fwd(c, GPU, 1);
@@ -1161,8 +1171,7 @@ static double ns_tma_same_err(Ctx *c, char *shape, size_t shn) {
         for (int i = 2; i < 5; i++) GPU->act_to_f64(r[pass] + off[i], c->t[slots[i]].g, c->t[slots[i]].n);
         for (int i = 2; i < 5; i++) GPU->act_from_f64(c->t[slots[i]].g, in + off[i], c->t[slots[i]].n);
     }
-    nsa_cuda_set_rows_tma(c->impl != 7);   // the impl's own settings
-    nsa_cuda_set_dkdv_tma(c->impl != 7);
+    ns_same_set(which, which == 1 ? c->impl == 4 : c->impl != 7);   // the impl's own settings
     const double err = memcmp(r[0], r[1], sizeof(double) * (size_t)n) ? INFINITY : 0;
     free(in);
     return err;
@@ -1220,7 +1229,7 @@ static const OpCase NSA_CASES[] = {
     {.setup = ns_shared_cmp_o},
     {.filter = "cmp_attn", .setup = ns_setup_cmp_bwd, .run = ns_cmp_bwd, .tol = TOL_PREC,
      .out = {OUT(NS_DQ, "cmp_attn_bwd.dq"), OUT_IF_NC(NS_DKC, "cmp_attn_bwd.dKc"), OUT_IF_NC(NS_DVC, "cmp_attn_bwd.dVc")}},
-    {.filter = "cmp_attn", .only = ONLY_WS | ONLY_NC, .setup = ns_setup_cmp_bwd, .err = ns_tma_same_err,
+    {.filter = "cmp_attn", .only = ONLY_WS | ONLY_NC, .setup = ns_setup_cmp_bwd, .err = ns_same_err,
      .name = "cmp_attn(TMA tiles = cp.async)", .tol = 0, .arg = 0},
     {.setup = ns_cpu_select},
     {.filter = "select", .only = ONLY_NOT_MMA1, .err = ns_select_err, .name = "select_blocks", .tol = 0},
@@ -1230,13 +1239,15 @@ static const OpCase NSA_CASES[] = {
     {.filter = "sel_attn", .err = ns_sel_nan_err, .name = "sel_attn_fwd(NaN at the last key)", .tol = 0},
     {.filter = "sel_attn", .setup = ns_setup_bwd, .run = ns_sel_bwd, .tol = TOL_PREC,
      .out = {OUT(NS_DQ, "sel_attn_bwd.dq"), OUT(NS_DK, "sel_attn_bwd.dk"), OUT(NS_DV, "sel_attn_bwd.dv")}},
-    {.filter = "sel_attn", .only = ONLY_ROWS, .setup = ns_setup_bwd, .err = ns_tma_same_err,
+    {.filter = "sel_attn", .only = ONLY_ROWS, .setup = ns_setup_bwd, .err = ns_same_err,
      .name = "sel_attn(TMA tiles = cp.async)", .tol = 0, .arg = 1},
+    {.filter = "sel_attn", .only = ONLY_MMA, .setup = ns_setup_bwd, .err = ns_same_err,
+     .name = "sel_attn(64-row dK/dV tiles = 32)", .tol = 0, .arg = 4},
     {.filter = "win_attn", .setup = ns_poison_o_lse, .run = ns_win_fwd, .tol = TOL_PREC,
      .out = {OUT(NS_O, "win_attn_fwd.o"), OUT(NS_LSE, "win_attn_fwd.lse")}},
     {.filter = "win_attn", .setup = ns_setup_bwd, .run = ns_win_bwd, .tol = TOL_PREC,
      .out = {OUT(NS_DQ, "win_attn_bwd.dq"), OUT(NS_DK, "win_attn_bwd.dk"), OUT(NS_DV, "win_attn_bwd.dv")}},
-    {.filter = "win_attn", .only = ONLY_WS, .setup = ns_setup_bwd, .err = ns_tma_same_err,
+    {.filter = "win_attn", .only = ONLY_WS, .setup = ns_setup_bwd, .err = ns_same_err,
      .name = "win_attn(TMA tiles = cp.async)", .tol = 0, .arg = 2},
     {.filter = "rows", .setup = ns_poison_o_lse, .run = ns_rows_fwd, .err = ns_rows_err, .name = "cmp_attn_fwd(rows)",
      .tol = TOL_PREC, .arg = 0},
@@ -1366,7 +1377,8 @@ int main(int argc, char **argv) {
         // others) and the TMA feed's stages (NSA_CUDA_SEL_TMA_NST: 4 in 2, 3 in 4 and 7, else the
         // default 2); the warp-specialised dK/dV's row tiles by TMA
         // and the rows kernels' K/V chunks (NSA_CUDA_DKDV_TMA, NSA_CUDA_ROWS_TMA 0 in 7: every tile by
-        // cp.async, else the default 1)
+        // cp.async, else the default 1); the 64-key dK/dV's 64-row tiles at D 128 (NSA_CUDA_DKDV_RT64
+        // 1 in 4, else the default 0)
         static const char *impl_name[9] = {"simple",   "mma",           "mma1",    "mma-sync",  "mma-tiles",
                                            "mma-rows", "mma-sync-rows", "mma-ws",  "mma-no-ws"};
         static const int impl_sel_rows[9] = {-1, -1, 0, -1, 0, 1, 1, 1, -1};
@@ -1396,6 +1408,7 @@ int main(int argc, char **argv) {
             nsa_cuda_set_sel_tma_nst(impl_sel_tma_nst[impl]);
             nsa_cuda_set_dkdv_tma(impl_dkdv_tma[impl]);
             nsa_cuda_set_rows_tma(impl_dkdv_tma[impl]);
+            nsa_cuda_set_dkdv_rt64(impl == 4);
             snprintf(dn, sizeof dn, "%s/%s", precs[p], impl_name[impl]);
             for (int si = 0; si < NSHAPES; si++) {
                 if (g_small && shape_is_big(si)) continue;
@@ -1421,6 +1434,7 @@ int main(int argc, char **argv) {
         nsa_cuda_set_sel_tma_nst(2);
         nsa_cuda_set_dkdv_tma(1);
         nsa_cuda_set_rows_tma(1);
+        nsa_cuda_set_dkdv_rt64(0);
         printf("warpgroup-MMA (sm_90a) kernels: %s\n", have_wgmma ? "on" : "not in this build or device");
     }
     printf("\n%d checks, %d failed\n", g_rows, g_fail);
