@@ -256,10 +256,7 @@ __device__ __forceinline__ void rows_ws_produce(const AttnArgs &a, int b, int g,
 // the maps of rows_ws_produce's TMA copies (host); false where they cannot be made (the
 // cp.async copies then)
 template <typename T> static bool rows_kv_tma_maps(const AttnArgs &a, CUtensorMap *mk, CUtensorMap *mv) {
-    const uint64_t dims[4] = {(uint64_t)a.D, (uint64_t)a.G, (uint64_t)a.NK, (uint64_t)a.B};
-    const uint32_t box[4] = {64, 1, ROWS_KC, 1};
-    return tma_map_4d<T>(mk, a.k, dims, box, "the rows kernels read K and V by cp.async") &&
-           tma_map_4d<T>(mv, a.v, dims, box, "the rows kernels read K and V by cp.async");
+    return kv_tma_maps<T>(a, ROWS_KC, mk, mv, "the rows kernels read K and V by cp.async");
 }
 
 // WG (sm_90a, D 64 or 128): both products by warpgroup MMA from swizzled Q, K and V tiles:

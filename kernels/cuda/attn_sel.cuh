@@ -296,14 +296,9 @@ template <typename T, int D, int NST, int NW> struct SelTmaFeed {
     }
 };
 
-// The TMA selection kernels' 4-D tensor maps over k and v [B][NK][G][D] (D innermost): a box
-// of 64 keys x 64 elements of one group, 128-byte swizzle, keys past NK read as zeros. False
-// where they cannot be made (no driver entry point, an address not 16-byte aligned): the
-// caller then runs the cp.async kernels.
+// The TMA selection kernels' maps over k and v (kv_tma_maps): SEL_TMA_KT keys x 64 elements of
+// one group a box. False where they cannot be made: the caller then runs the cp.async kernels.
 template <typename T> static bool sel_tma_maps(const AttnArgs &a, CUtensorMap *mk, CUtensorMap *mv) {
-    const uint64_t dims[4] = {(uint64_t)a.D, (uint64_t)a.G, (uint64_t)a.NK, (uint64_t)a.B};
-    const uint32_t box[4] = {64, 1, SEL_TMA_KT, 1};
-    return tma_map_4d<T>(mk, a.k, dims, box, "the selection branch uses its cp.async kernels") &&
-           tma_map_4d<T>(mv, a.v, dims, box, "the selection branch uses its cp.async kernels");
+    return kv_tma_maps<T>(a, SEL_TMA_KT, mk, mv, "the selection branch uses its cp.async kernels");
 }
 #endif

@@ -1140,6 +1140,10 @@ static void ns_win_bwd(Ctx *c, const Backend *be, int gpu) {
 // which forces those kernels wherever D is a multiple of 64, and on mma-rows (sel: the rows
 // kernels). 1: the 64-key dK/dV kernel's 64-row tiles at D 128 (NSA_CUDA_DKDV_RT64=1) against
 // 32 (0): the same rows in the same order through the same k-steps; on impl mma (sel).
+// the impls' own settings of those (main): the TMA tiles everywhere but in mma-ws, the 64-row
+// dK/dV tiles only in mma-tiles
+static int impl_tma(int impl) { return impl != 7; }
+static int impl_dkdv_rt64(int impl) { return impl == 4; }
 static void ns_same_set(int which, int on) {
     if (which == 1) {
         nsa_cuda_set_dkdv_rt64(on);
@@ -1171,7 +1175,7 @@ static double ns_same_err(Ctx *c, char *shape, size_t shn) {
         for (int i = 2; i < 5; i++) GPU->act_to_f64(r[pass] + off[i], c->t[slots[i]].g, c->t[slots[i]].n);
         for (int i = 2; i < 5; i++) GPU->act_from_f64(c->t[slots[i]].g, in + off[i], c->t[slots[i]].n);
     }
-    ns_same_set(which, which == 1 ? c->impl == 4 : c->impl != 7);   // the impl's own settings
+    ns_same_set(which, which == 1 ? impl_dkdv_rt64(c->impl) : impl_tma(c->impl));   // the impl's own settings
     const double err = memcmp(r[0], r[1], sizeof(double) * (size_t)n) ? INFINITY : 0;
     free(in);
     return err;
@@ -1388,7 +1392,6 @@ int main(int argc, char **argv) {
         static const int impl_dkdv_align[9] = {1, 1, 0, 2, 0, 1, 1, 1, 2};
         static const int impl_sel_dq_tma[9] = {-1, -1, 1, -1, 2, 0, 0, 2, 0};
         static const int impl_sel_tma_nst[9] = {2, 2, 4, 2, 3, 2, 2, 3, 2};
-        static const int impl_dkdv_tma[9] = {1, 1, 1, 1, 1, 1, 1, 0, 1};
         const int have_wgmma = nsa_cuda_set_wgmma(1);
         for (int impl = 0; impl < 9; impl++) {
             if (impl >= 1 && p == 0) continue;   // fp32 always uses the simple kernels
@@ -1406,9 +1409,9 @@ int main(int argc, char **argv) {
             nsa_cuda_set_dkdv_align(impl_dkdv_align[impl]);
             nsa_cuda_set_sel_dq_tma(impl_sel_dq_tma[impl]);
             nsa_cuda_set_sel_tma_nst(impl_sel_tma_nst[impl]);
-            nsa_cuda_set_dkdv_tma(impl_dkdv_tma[impl]);
-            nsa_cuda_set_rows_tma(impl_dkdv_tma[impl]);
-            nsa_cuda_set_dkdv_rt64(impl == 4);
+            nsa_cuda_set_dkdv_tma(impl_tma(impl));
+            nsa_cuda_set_rows_tma(impl_tma(impl));
+            nsa_cuda_set_dkdv_rt64(impl_dkdv_rt64(impl));
             snprintf(dn, sizeof dn, "%s/%s", precs[p], impl_name[impl]);
             for (int si = 0; si < NSHAPES; si++) {
                 if (g_small && shape_is_big(si)) continue;
