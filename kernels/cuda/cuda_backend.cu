@@ -232,14 +232,14 @@ struct CudaKnobs {
     int sel_tma_nst;   // NSA_CUDA_SEL_TMA_NST 2..4 (default 2)
     int dkdv_tma;      // NSA_CUDA_DKDV_TMA 0/1 (default 1)
     int rows_tma;      // NSA_CUDA_ROWS_TMA 0/1 (default 1)
-    int dkdv_rt64;     // NSA_CUDA_DKDV_RT64 0/1 (default 0)
+    int dkdv_rt64;     // NSA_CUDA_DKDV_RT64 0/1 (default 1)
     int stats;         // NSA_CUDA_STATS 0/1: peak device memory at exit
     int prof, prof_skip;   // NSA_CUDA_PROFILE 0/1, NSA_CUDA_PROFILE_SKIP >= 0
     int graph;         // NSA_CUDA_GRAPH 0/1 (default 1): recorded op sequences (graph_begin)
     int lanes;         // NSA_CUDA_LANES 1..16 (default 8): the most lanes lanes_open makes (1: none)
 };
 static int read_knobs(CudaKnobs *k, char *err, size_t errlen) {
-    *k = CudaKnobs{0, 0, 0, 1, -1, 1, -1, -1, -1, 1, 2, 1, -1, 2, 1, 1, 0, 0, 0, 0, 1, 8};
+    *k = CudaKnobs{0, 0, 0, 1, -1, 1, -1, -1, -1, 1, 2, 1, -1, 2, 1, 1, 1, 0, 0, 0, 1, 8};
     const struct { const char *name; long lo, hi; int *out; } ints[] = {
         {"NSA_CUDA_DEVICE", 0, 1023, &k->device},     {"NSA_CUDA_SYNC_CHECK", 0, 1, &k->sync_check},
         {"NSA_CUDA_SEL_PACK", 0, 1, &k->sel_pack},     {"NSA_CUDA_SEL_ROWS", -1, 1, &k->sel_rows},

@@ -76,7 +76,7 @@ void nsa_cuda_set_dkdv_tma(int on);
 // NSA_CUDA_ROWS_TMA=0/1
 void nsa_cuda_set_rows_tma(int on);
 // the 64-key dK/dV kernel's row tiles at D 128 with warpgroup MMA (the selection's dK/dV): 64 rows
-// (1) or 32 (0, the default); NSA_CUDA_DKDV_RT64=0/1
+// (1, the default) or 32 (0); the same bits either way; NSA_CUDA_DKDV_RT64=0/1
 void nsa_cuda_set_dkdv_rt64(int on);
 // stages of the selection's TMA feed (forward and dQ), 2 (default) to 4; NSA_CUDA_SEL_TMA_NST
 void nsa_cuda_set_sel_tma_nst(int nst);

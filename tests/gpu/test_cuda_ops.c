@@ -1141,9 +1141,9 @@ static void ns_win_bwd(Ctx *c, const Backend *be, int gpu) {
 // kernels). 1: the 64-key dK/dV kernel's 64-row tiles at D 128 (NSA_CUDA_DKDV_RT64=1) against
 // 32 (0): the same rows in the same order through the same k-steps; on impl mma (sel).
 // the impls' own settings of those (main): the TMA tiles everywhere but in mma-ws, the 64-row
-// dK/dV tiles only in mma-tiles
+// dK/dV tiles everywhere but in mma-tiles
 static int impl_tma(int impl) { return impl != 7; }
-static int impl_dkdv_rt64(int impl) { return impl == 4; }
+static int impl_dkdv_rt64(int impl) { return impl != 4; }
 static void ns_same_set(int which, int on) {
     if (which == 1) {
         nsa_cuda_set_dkdv_rt64(on);
@@ -1382,7 +1382,7 @@ int main(int argc, char **argv) {
         // default 2); the warp-specialised dK/dV's row tiles by TMA
         // and the rows kernels' K/V chunks (NSA_CUDA_DKDV_TMA, NSA_CUDA_ROWS_TMA 0 in 7: every tile by
         // cp.async, else the default 1); the 64-key dK/dV's 64-row tiles at D 128 (NSA_CUDA_DKDV_RT64
-        // 1 in 4, else the default 0)
+        // 0 in 4: 32-row tiles, else the default 1)
         static const char *impl_name[9] = {"simple",   "mma",           "mma1",    "mma-sync",  "mma-tiles",
                                            "mma-rows", "mma-sync-rows", "mma-ws",  "mma-no-ws"};
         static const int impl_sel_rows[9] = {-1, -1, 0, -1, 0, 1, 1, 1, -1};
@@ -1437,7 +1437,7 @@ int main(int argc, char **argv) {
         nsa_cuda_set_sel_tma_nst(2);
         nsa_cuda_set_dkdv_tma(1);
         nsa_cuda_set_rows_tma(1);
-        nsa_cuda_set_dkdv_rt64(0);
+        nsa_cuda_set_dkdv_rt64(1);
         printf("warpgroup-MMA (sm_90a) kernels: %s\n", have_wgmma ? "on" : "not in this build or device");
     }
     printf("\n%d checks, %d failed\n", g_rows, g_fail);
