@@ -28,12 +28,22 @@
 // other). The same selection (for scores that are not NaN: the top of the same order), in a
 // fraction of the shared memory at long sequences ([BQ][SEL_RING] scores and [BQ][n] list
 // entries instead of [BQ][NS] scores and flags), so more CTAs an SM.
+// POS (select_pos_on, NSA_CUDA_SELECT_POS; with STREAM and warpgroup MMA): the tile's 64 rows are
+// 64 consecutive positions of one head, and each chunk walks the group's heads in turn, their Q
+// tiles resident in shared memory: S_h = Q_h Kc^T, Psum += exp(S_h - lse_h) in registers, heads
+// ascending from 0 (the P tile's order: the same Psum bits, so the same blocks, as PAD 0 and 2).
+// Each K chunk then serves 64 positions instead of BQ, the head sums cost one add an element
+// instead of shuffles or a staging tile, no row is padding, and the next head's product is in
+// flight while this one's exponentials run. Tiles are taken last position first (the causal
+// tail: the longest key ranges start first).
 // ============================================================================================
 #define SEL_PP 65   // P tile row pitch (floats)
 #define SEL_WR_MAX 32   // the overlap weights' table: blocks i overlapping one selection block
 #define SEL_RING 64     // STREAM: a position's score slots (a power of 2 >= a chunk's blocks)
 #define SEL_SP 40       // PAD 2: a warp's staging tile's row pitch (floats; 8 mod 32: its float2
                         // stores and its column reads are free of bank conflicts)
+#define SEL_POS_PP 72   // POS: Psum's row pitch (floats; 8 mod 32: the accumulators' float2 stores
+                        // in two wavefronts)
 // Float areas after Q and the K double buffer, in floats: the P tile [64][SEL_PP] only
 // where the head sums go through shared memory, the per-warp sums Pw [4][KC] where they
 // are butterflies, Psum [BQ][KC] (Pw itself when one warp is one position), then
@@ -62,10 +72,19 @@ __host__ __device__ __forceinline__ RowsGeom selscore_geom(int hpg, int pad) {
 __host__ __device__ __forceinline__ bool selscore_pairs(const RowsGeom &rg, int pad) { return pad && rg.HB == 8; }
 struct SelScoreLayout {
     int psum, score, nfloat;   // offsets of Psum and score, 4-byte words before the flags
+    int pp;                    // Psum's row pitch (floats)
 };
-__host__ __device__ __forceinline__ SelScoreLayout selscore_layout(int hpg, int pad, int NS, bool stream, int n) {
-    const RowsGeom rg = selscore_geom(hpg, pad);
+__host__ __device__ __forceinline__ SelScoreLayout selscore_layout(int hpg, int pad, int NS, bool stream, int n, bool pos = false) {
     SelScoreLayout L;
+    L.pp = ROWS_KC;
+    if (pos) {   // Psum [64][SEL_POS_PP], the score ring [64][SEL_RING], the lists [64][n] x 2
+        L.psum = 0;
+        L.pp = SEL_POS_PP;
+        L.score = 64 * SEL_POS_PP;
+        L.nfloat = L.score + 64 * (SEL_RING + 2 * n);
+        return L;
+    }
+    const RowsGeom rg = selscore_geom(hpg, pad);
     const bool warp_rows = rg.HB % 16 == 0, pairs = selscore_pairs(rg, pad);
     if (pad == 2 && selscore_pads(hpg)) L.psum = 4 * 16 * SEL_SP;   // the warps' staging tiles [4][16][SEL_SP], then Psum
     else if (pairs) L.psum = 0;   // Pw [8][KC] is Psum
@@ -87,14 +106,32 @@ static inline bool select_stream_on(const AttnArgs &a) {
 }
 // the blocks every position at block cur takes: 0, cur - 1 and cur (those that exist)
 __device__ __forceinline__ int sel_nforced(int cur) { return cur == 0 ? 1 : cur == 1 ? 2 : 3; }
-// Q and the K double buffer: padded rows for ldmatrix, or (WG) swizzled atoms behind a
-// 1024-byte alignment slack
-template <int D, bool WG> __host__ __device__ constexpr size_t selscore_qk_bytes() {
-    return WG ? 1024 + (size_t)(64 + 2 * ROWS_KC) * D * 2 : (size_t)(64 + 2 * ROWS_KC) * (D + 8) * 2;
+// Q (POS: the group's hpg head tiles) and the K double buffer: padded rows for ldmatrix, or (WG)
+// swizzled atoms behind a 1024-byte alignment slack
+template <int D, bool WG> __host__ __device__ constexpr size_t selscore_qk_bytes(int qtiles = 1) {
+    return WG ? 1024 + (size_t)(64 * qtiles + 2 * ROWS_KC) * D * 2 : (size_t)(64 * qtiles + 2 * ROWS_KC) * (D + 8) * 2;
 }
-template <int D, bool WG, bool STREAM> size_t selscore_smem(int hpg, int pad, int NS, int n) {
-    return selscore_qk_bytes<D, WG>() + (size_t)selscore_layout(hpg, pad, NS, STREAM, n).nfloat * 4 +
+template <int D, bool WG, bool STREAM, bool POS = false> size_t selscore_smem(int hpg, int pad, int NS, int n) {
+    return selscore_qk_bytes<D, WG>(POS ? hpg : 1) + (size_t)selscore_layout(hpg, pad, NS, STREAM, n, POS).nfloat * 4 +
            (STREAM ? 0 : (size_t)selscore_geom(hpg, pad).BQ * NS) + 16;
+}
+// POS can run where the streaming top-n runs with warpgroup MMA, two CTAs fit an SM (m7c's 6 heads
+// at D 64: 107 KB a CTA) and the kernel is compiled for the group's heads (2, 3, 4 or 6 at D 64, 2
+// at D 128). It runs there (NSA_CUDA_SELECT_POS -1, the default) where its tiles number at least
+// SEL_POS_MIN_TILES_SM an SM (one and a half waves of two CTAs an SM): the causal key ranges make
+// the tiles unequal, and at short lengths too few of them leave SMs idle. m7c's scoring on one
+// H200 (132 SMs), POS against the BQ-position tiles: 2k (64 tiles) 3x slower, 8k (256) 1.3x
+// slower, 16k (512) 7 % faster, 32k 15 %, 64k 24 %. 1 wherever it can, 0 never.
+template <int D> __host__ __device__ constexpr bool select_pos_heads(int hpg) {
+    return D == 64 ? hpg == 2 || hpg == 3 || hpg == 4 || hpg == 6 : D == 128 && hpg == 2;
+}
+#define SEL_POS_MIN_TILES_SM 3
+template <int D> static inline bool select_pos_on(const AttnArgs &a, bool stream) {
+    if (g_nsa_cuda.select_pos == 0 || !g_nsa_cuda.wgmma || !select_pos_heads<D>(a.hpg) || !stream ||
+        selscore_smem<D, true, true, true>(a.hpg, 0, a.NS, a.n) > 109 * 1024)
+        return false;
+    const int64_t tiles = (int64_t)(a.Tn + 63) / 64 * a.G * a.B;
+    return g_nsa_cuda.select_pos == 1 || tiles >= (int64_t)SEL_POS_MIN_TILES_SM * g_nsa_cuda.sms;
 }
 
 // The sums over a warp's 8 row groups (lane bits 2..4) of v[2 nt + c] (column nt 8 + 2 tig + c of
@@ -114,27 +151,86 @@ __device__ __forceinline__ int rowgroup_sum_scatter(const float (&v)[16], float 
     return (int)z + 2 * (int)y + 4 * (int)x;
 }
 
+// POS: a chunk's head sums Psum[r][kl] = sum over the group's heads h, ascending from 0, of
+// p = exp(S_h - lse_h) where position row r sees key kb + kl, else 0 (whole: every row sees every
+// key of the chunk), S_h = Q_h Kc^T from head h's resident Q tile; head h + 1's product is
+// issued before head h's exponentials (two accumulator sets), then the sums go to Psum
+// [64][SEL_POS_PP]. The same p and the same additions as the P tile's (PAD 0), bit for bit.
+// NH: the group's heads, known at compile time (so that ptxas can keep the next head's product in
+// flight through this head's exponentials instead of serialising them)
+template <typename T, int D, int NH>
+__device__ __forceinline__ void select_pos_psum(const AttnArgs &a, float *Psum, const T *Qs, const T *Kb, const float *l2s,
+                                                const int (&tr)[2], int kb, int kend, bool whole, int tbase, int warp, int lane) {
+    const int gid = lane >> 2, tig = lane & 3, r0 = warp * 16 + gid;
+    const uint32_t sK = (uint32_t)__cvta_generic_to_shared(Kb), sQ = (uint32_t)__cvta_generic_to_shared(Qs);
+    constexpr uint32_t QT = 64 * D * 2;   // a head's Q tile, bytes
+    float acc[8][4], s2[2][8][4];
+#pragma unroll
+    for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) acc[nt][e] = 0.f;
+    auto add = [&](const float (&s)[8][4], int h) {
+        const float l2[2] = {l2s[h * 64 + r0], l2s[h * 64 + r0 + 8]};
+        if (whole) {
+#pragma unroll
+            for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) acc[nt][e] += exp2f(s[nt][e] * a.scale_log2 - l2[e >> 1]);
+        } else {
+#pragma unroll
+            for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int key = kb + nt * 8 + 2 * tig + (e & 1);
+                    acc[nt][e] += rows_vis<BR_CMP>(a, tr[e >> 1], key, kend, 0, tbase) ? exp2f(s[nt][e] * a.scale_log2 - l2[e >> 1]) : 0.f;
+                }
+        }
+    };
+    wg_qkT_issue<T, D>(s2[0], sQ, sK);
+#pragma unroll
+    for (int h = 0; h < NH; h++) {
+        if (h + 1 < NH) {
+            wg_qkT_issue<T, D>(s2[(h + 1) & 1], sQ + (h + 1) * QT, sK);
+            wg_wait1();
+        } else {
+            wg_wait0();
+        }
+        add(s2[h & 1], h);
+    }
+#pragma unroll
+    for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+        for (int rr = 0; rr < 2; rr++)
+            *reinterpret_cast<float2 *>(Psum + (r0 + 8 * rr) * SEL_POS_PP + nt * 8 + 2 * tig) = make_float2(acc[nt][2 * rr], acc[nt][2 * rr + 1]);
+}
+
 // WG (sm_90a, D 64 or 128): S = Q Kc^T by one warpgroup MMA per 16-wide k-step from
 // swizzled shared tiles (wg_qkT) instead of mma.sync from padded ones; the rest is shared.
-template <typename T, int D, bool WG, bool STREAM, int PAD> __global__ void __launch_bounds__(128) k_select_mma(AttnArgs a, int32_t *sel_out) {
+// NH > 0: POS at NH heads a group.
+template <typename T, int D, bool WG, bool STREAM, int PAD, int NH = 0>
+__global__ void __launch_bounds__(128) k_select_mma(AttnArgs a, int32_t *sel_out) {
+    constexpr bool POS = NH > 0;
     constexpr int DP = D + 8, NKS = D / 16;
     static_assert(!WG || D % 64 == 0, "swizzled atoms are 64 elements wide");
+    static_assert(!POS || (WG && STREAM && PAD == 0), "POS: warpgroup MMA, the streaming top-n, no padding");
     extern __shared__ __align__(16) unsigned char smem_raw[];
     unsigned char *qk = WG ? reinterpret_cast<unsigned char *>(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023) : smem_raw;
-    T *Qs = reinterpret_cast<T *>(qk);                                // [64][DP], or WG: atoms of 64 rows
-    T *Ks = WG ? Qs + 64 * D : Qs + 64 * DP;                          // [2][KC][DP], or WG: [2][atoms]
-    const SelScoreLayout lay = selscore_layout(a.hpg, PAD, a.NS, STREAM, a.n);
-    float *Ps = reinterpret_cast<float *>(smem_raw + selscore_qk_bytes<D, WG>());   // [64][SEL_PP] or Pw [4][KC]
-    float *Psum = Ps + lay.psum;                                      // [BQ][KC]
+    const int qtiles = POS ? a.hpg : 1;
+    T *Qs = reinterpret_cast<T *>(qk);                                // [64][DP], or WG: atoms of 64 rows (POS: [hpg] tiles)
+    T *Ks = WG ? Qs + qtiles * 64 * D : Qs + 64 * DP;                 // [2][KC][DP], or WG: [2][atoms]
+    const SelScoreLayout lay = selscore_layout(a.hpg, PAD, a.NS, STREAM, a.n, POS);
+    float *Ps = reinterpret_cast<float *>(smem_raw + selscore_qk_bytes<D, WG>(qtiles));   // [64][SEL_PP] or Pw [4][KC]
+    float *Psum = Ps + lay.psum;                                      // [BQ][pp]
     float *score = Ps + lay.score;                                    // [BQ][NS] (STREAM: [BQ][SEL_RING])
-    const RowsGeom rg = selscore_geom(a.hpg, PAD);
+    // POS: 64 positions a tile, one head a row tile (hb = the head)
+    const RowsGeom rg = POS ? RowsGeom{1, 64, a.hpg} : selscore_geom(a.hpg, PAD);
     constexpr int SW = STREAM ? SEL_RING : 0;                          // STREAM: slots a position
     unsigned char *taken = reinterpret_cast<unsigned char *>(score + rg.BQ * a.NS);   // [BQ][NS] (not STREAM)
     float *lsc = score + rg.BQ * SW;                                   // STREAM: list scores [BQ][n]
     int *lblk = reinterpret_cast<int *>(lsc + rg.BQ * a.n);             // STREAM: list blocks [BQ][n]
     __shared__ int lcount[64];                                         // STREAM: list lengths [BQ]
     __shared__ int trow[64];
-    __shared__ float l2s[64];
+    __shared__ float l2s[POS ? 64 * NH : 64];                         // POS: [NH][64]
     // w(i, j) = overlap_num(i, j) / d by r = i - j l'/d where d divides l' (the same floats as
     // computed per pair): wr[r - rlo] for r in [rlo, rlo + nr), nr = 0 where d does not
     __shared__ float wr[SEL_WR_MAX];
@@ -142,7 +238,7 @@ template <typename T, int D, bool WG, bool STREAM, int PAD> __global__ void __la
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, gid = lane >> 2, tig = lane & 3;
     const int hpg = a.hpg, HB = rg.HB, BQ = rg.BQ;
     const int b = blockIdx.z, g = blockIdx.y;
-    const int tbase = a.t0 + blockIdx.x * BQ, tend = a.t0 + a.Tn;
+    const int tbase = a.t0 + (POS ? gridDim.x - 1 - blockIdx.x : blockIdx.x) * BQ, tend = a.t0 + a.Tn;
     // HB a multiple of 16: each warp's rows are heads of one position (wpp warps per
     // position) and the head sums stay in registers (rowgroup_sum_scatter); else P goes through Ps
     const bool warp_rows = HB % 16 == 0;
@@ -165,6 +261,11 @@ template <typename T, int D, bool WG, bool STREAM, int PAD> __global__ void __la
         trow[tid] = ok && l2 != -INFINITY ? t : -1;
         l2s[tid] = l2;
     }
+    if constexpr (POS)   // the other heads' lse: [h][position]
+        for (int i = 64 + tid; i < hpg * 64; i += 128) {
+            const int h = i / 64, t = tbase + i % 64;
+            l2s[i] = t < tend ? a.lse_in[((int64_t)b * a.T + t) * a.H + (int64_t)g * hpg + h] * MMA_LOG2E : -INFINITY;
+        }
     for (int i = tid; i < BQ * (STREAM ? SW : a.NS); i += 128) score[i] = 0.f;
     if (STREAM && tid < 64) lcount[tid] = 0;
     if (tid == 0) {
@@ -184,7 +285,9 @@ template <typename T, int D, bool WG, bool STREAM, int PAD> __global__ void __la
     // any of the tile's BQ x HB rows past the positions or with no key (rows past them, hpg not
     // dividing 64, are never summed)
     if (tid < BQ * HB && trow[tid] < 0) rows_dead = 1;
-    rows_tile_load<T, D, WG>(Qs, (const T *)a.q, nullptr, nullptr, a, rg, b, g, 0, tbase, tend);   // the group's heads: one tile
+    // the group's heads: one tile (POS: a tile a head)
+    for (int hb = 0; hb < qtiles; hb++)
+        rows_tile_load<T, D, WG>(Qs + hb * 64 * D, (const T *)a.q, nullptr, nullptr, a, rg, b, g, hb, tbase, tend);
     const int t_last = tbase + BQ - 1 < tend - 1 ? tbase + BQ - 1 : tend - 1;
     const int kend = cmp_visible(t_last, a.l, a.d, a.NC);
     const int nchunks = (kend + ROWS_KC - 1) / ROWS_KC;
@@ -286,6 +389,12 @@ template <typename T, int D, bool WG, bool STREAM, int PAD> __global__ void __la
         if (WG) wg_fence_proxy();   // this thread's copies, visible to the warpgroup MMA
         __syncthreads();
         const int kb = c * ROWS_KC;
+        if constexpr (POS) {
+            select_pos_psum<T, D, NH>(a, Psum, Qs, Ks + buf * ROWS_KC * D, l2s, tr, kb, kend,
+                                  rows_live && kb + ROWS_KC <= kend && sees_block<BR_CMP>(a, tbase, t_last, kb, kb + ROWS_KC - 1),
+                                  tbase, warp, lane);
+            __syncthreads();
+        } else {
         float s[8][4];
         rows_qkT<T, D, WG>(s, qf, Qs, Ks + buf * ROWS_KC * (WG ? D : DP), c, warp, lane);
         // p = exp(S - lse) where the row sees the block, else 0 (no test where every row sees
@@ -382,13 +491,21 @@ template <typename T, int D, bool WG, bool STREAM, int PAD> __global__ void __la
             }
             __syncthreads();
         }
+        }   // !POS
         // score[tq][j] += sum_{i in chunk} w(i, j) Psum[tq][i - kb], j over the chunk's blocks
         const int ilast = kb + ROWS_KC - 1 < kend - 1 ? kb + ROWS_KC - 1 : kend - 1;
         const int jlo = kb * a.d / a.lsel, jhi = chunk_jhi(c);
         const int nj = jhi - jlo + 1;
-        for (int it = own ? lane : tid; it < (own ? ppw * nj : BQ * nj); it += own ? 32 : 128) {
-            const int tq = own ? warp * ppw + it / nj : it / nj, j = jlo + it % nj;
-            const float *ps = Psum + tq * ROWS_KC - kb;
+        // item it is (position it / nj, block jlo + it % nj), stepped without a division an item
+        const int it0 = own ? lane : tid, step = own ? 32 : 128;
+        int iq = it0 / nj, ij = it0 % nj;
+        const int dq = step / nj, dj = step % nj;
+        for (int it = it0; it < (own ? ppw * nj : BQ * nj); it += step) {
+            const int tq = own ? warp * ppw + iq : iq, j = jlo + ij;
+            iq += dq;
+            ij += dj;
+            if (ij >= nj) ij -= nj, iq++;
+            const float *ps = Psum + tq * lay.pp - kb;
             float acc = 0.f;
             if (nr > 0) {   // the blocks i = j l'/d + r overlapping j, ascending, from the table
                 for (int r = 0; r < nr; r++) {
@@ -434,16 +551,32 @@ template <typename T, int D, bool WG, bool STREAM, int PAD> __global__ void __la
         __syncwarp();
         const int nforced = sel_nforced(cur);
         int32_t *out = sel_out + (((int64_t)b * a.T + t) * a.G + g) * a.n;
+        if constexpr (STREAM) {
+            // the forced blocks (0, cur - 1, cur: entries 0 .. nforced - 1) and the list kept as the
+            // chunks went (the rest), each lane writing its entries at their ranks among them (the
+            // blocks are distinct: ascending order; the first n where the forced ones outnumber n), -1
+            // after them
+            const int m = nforced + lcount[tq];
+            const int *lb = lblk + tq * a.n;
+            auto entry = [&](int e) { return e == 0 ? 0 : e < nforced ? (nforced == 2 ? cur : cur - 2 + e) : lb[e - nforced]; };
+            for (int e = lane; e < (m > a.n ? m : a.n); e += 32) {
+                if (e >= m) {
+                    out[e] = -1;
+                    continue;
+                }
+                const int v = entry(e);
+                int r = 0;
+                for (int e2 = 0; e2 < m; e2++) r += entry(e2) < v;
+                if (r < a.n) out[r] = v;
+            }
+            continue;
+        }
         int m = 0;
         int list[72];
         list[m++] = 0;
         if (cur >= 2) list[m++] = cur - 1;
         if (cur >= 1) list[m++] = cur;
-        if constexpr (STREAM) {   // the list kept as the chunks went
-            if (lane == 0)
-                for (int e = 0; e < lcount[tq]; e++) list[m++] = lblk[tq * a.n + e];
-        }
-        for (int c = 0; c < a.n - nforced && !STREAM; c++) {
+        for (int c = 0; c < a.n - nforced; c++) {
             int best = -1;
             float bs = 0.f;
             for (int j = 1 + lane; j <= cur - 2; j += 32)
@@ -475,6 +608,10 @@ template <typename T, int D, bool WG, bool STREAM, int PAD> __global__ void __la
 // ============================================================================================
 // launcher
 // ============================================================================================
+template <typename T, int D, int NH> static void select_pos_launch(const AttnArgs &a, int32_t *sel_out) {
+    const dim3 grid((a.Tn + 63) / 64, a.G, a.B);
+    mma_launch(k_select_mma<T, D, true, true, 0, NH>, grid, 128, selscore_smem<D, true, true, true>(NH, 0, a.NS, a.n), a, sel_out);
+}
 template <typename T, int D, bool WG, bool STREAM, int PAD> static void select_launch_one(dim3 grid, const AttnArgs &a, int32_t *sel_out) {
     mma_launch(k_select_mma<T, D, WG, STREAM, PAD>, grid, 128, selscore_smem<D, WG, STREAM>(a.hpg, PAD, a.NS, a.n), a, sel_out);
 }
@@ -496,6 +633,16 @@ template <typename T, int D> void mma_select(const AttnArgs &a, int32_t *sel_out
     dim3 grid((a.Tn + rg.BQ - 1) / rg.BQ, a.G, a.B);
     const bool stream = select_stream_on(a);
     if constexpr (D % 64 == 0) {
+        if (select_pos_on<D>(a, stream)) {   // 64 positions a tile, the group's heads in turn
+            if (a.hpg == 2) select_pos_launch<T, D, 2>(a, sel_out);
+            if constexpr (D == 64) {
+                if (a.hpg == 3) select_pos_launch<T, D, 3>(a, sel_out);
+                if (a.hpg == 4) select_pos_launch<T, D, 4>(a, sel_out);
+                if (a.hpg == 6) select_pos_launch<T, D, 6>(a, sel_out);
+            }
+            CUDA_LAUNCHED();
+            return;
+        }
         if (g_nsa_cuda.wgmma) {
             select_launch<T, D, true>(grid, a, sel_out, stream, pad);
             return;

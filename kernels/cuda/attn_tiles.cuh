@@ -167,6 +167,7 @@ __device__ __forceinline__ void wg_fence_proxy() { asm volatile("fence.proxy.asy
 __device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wg_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_wait1() { asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory"); }
 // d[64 x 64] += A[64 x 16] . B[64 x 16]^T (both K-major), fp32 accumulate
 template <typename T> __device__ __forceinline__ void wgmma_64x64x16(float (&d)[8][4], uint64_t da, uint64_t db);
 template <> __device__ __forceinline__ void wgmma_64x64x16<bf16>(float (&d)[8][4], uint64_t da, uint64_t db) {
@@ -238,6 +239,7 @@ template <int N> __device__ __forceinline__ void wg_regs_inc() {}
 __device__ __forceinline__ void wg_fence() { __trap(); }
 __device__ __forceinline__ void wg_commit() {}
 __device__ __forceinline__ void wg_wait0() {}
+__device__ __forceinline__ void wg_wait1() {}
 template <typename T> __device__ __forceinline__ void wgmma_64x64x16(float (&)[8][4], uint64_t, uint64_t) { __trap(); }
 template <typename T> __device__ __forceinline__ void wgmma_64x64x16_first(float (&)[8][4], uint64_t, uint64_t) { __trap(); }
 template <typename T> __device__ __forceinline__ void wgmma_64x32x16(float (&)[4][4], uint64_t, uint64_t) { __trap(); }

@@ -233,13 +233,14 @@ struct CudaKnobs {
     int dkdv_tma;      // NSA_CUDA_DKDV_TMA 0/1 (default 1)
     int rows_tma;      // NSA_CUDA_ROWS_TMA 0/1 (default 1)
     int dkdv_rt64;     // NSA_CUDA_DKDV_RT64 0/1 (default 1)
+    int select_pos;    // NSA_CUDA_SELECT_POS -1/0/1 (default -1: by shape)
     int stats;         // NSA_CUDA_STATS 0/1: peak device memory at exit
     int prof, prof_skip;   // NSA_CUDA_PROFILE 0/1, NSA_CUDA_PROFILE_SKIP >= 0
     int graph;         // NSA_CUDA_GRAPH 0/1 (default 1): recorded op sequences (graph_begin)
     int lanes;         // NSA_CUDA_LANES 1..16 (default 8): the most lanes lanes_open makes (1: none)
 };
 static int read_knobs(CudaKnobs *k, char *err, size_t errlen) {
-    *k = CudaKnobs{0, 0, 0, 1, -1, 1, -1, -1, -1, 1, 2, 1, -1, 2, 1, 1, 1, 0, 0, 0, 1, 8};
+    *k = CudaKnobs{0, 0, 0, 1, -1, 1, -1, -1, -1, 1, 2, 1, -1, 2, 1, 1, 1, -1, 0, 0, 0, 1, 8};
     const struct { const char *name; long lo, hi; int *out; } ints[] = {
         {"NSA_CUDA_DEVICE", 0, 1023, &k->device},     {"NSA_CUDA_SYNC_CHECK", 0, 1, &k->sync_check},
         {"NSA_CUDA_SEL_PACK", 0, 1, &k->sel_pack},     {"NSA_CUDA_SEL_ROWS", -1, 1, &k->sel_rows},
@@ -251,7 +252,7 @@ static int read_knobs(CudaKnobs *k, char *err, size_t errlen) {
         {"NSA_CUDA_SELECT_PAD", 0, 2, &k->select_pad},   {"NSA_CUDA_DKDV_ALIGN", 0, 2, &k->dkdv_align},
         {"NSA_CUDA_SEL_DQ_TMA", -1, 2, &k->sel_dq_tma},   {"NSA_CUDA_SEL_TMA_NST", 2, 4, &k->sel_tma_nst},
         {"NSA_CUDA_DKDV_TMA", 0, 1, &k->dkdv_tma},       {"NSA_CUDA_ROWS_TMA", 0, 1, &k->rows_tma},
-        {"NSA_CUDA_DKDV_RT64", 0, 1, &k->dkdv_rt64},
+        {"NSA_CUDA_DKDV_RT64", 0, 1, &k->dkdv_rt64},     {"NSA_CUDA_SELECT_POS", -1, 1, &k->select_pos},
     };
     for (const auto &v : ints)
         if (nsa_env_int(v.name, v.lo, v.hi, v.out, err, errlen) < 0) return -1;
@@ -322,6 +323,7 @@ extern "C" int nsa_cuda_init(const char **why) {
                 g_nsa_cuda.dkdv_tma = k.dkdv_tma;
                 g_nsa_cuda.rows_tma = k.rows_tma;
                 g_nsa_cuda.dkdv_rt64 = k.dkdv_rt64;
+                g_nsa_cuda.select_pos = k.select_pos;
                 g_cap.on = k.graph;
                 g_lanes.s[0] = g_nsa_cuda.stream;
                 g_lanes.max = k.lanes;
@@ -364,6 +366,7 @@ extern "C" void nsa_cuda_set_sel_pack(int on) { g_nsa_cuda.sel_pack = on; g_gen+
 extern "C" void nsa_cuda_set_sel_rows(int mode) { g_nsa_cuda.sel_rows = mode < 0 ? -1 : mode > 0; g_gen++; }
 extern "C" void nsa_cuda_set_dq_ws(int mode) { g_nsa_cuda.dq_ws = mode < 0 ? -1 : mode > 0; g_gen++; }
 extern "C" void nsa_cuda_set_select_stream(int on) { g_nsa_cuda.select_stream = on != 0; g_gen++; }
+extern "C" void nsa_cuda_set_select_pos(int mode) { g_nsa_cuda.select_pos = mode < 0 ? -1 : mode != 0; g_gen++; }
 extern "C" void nsa_cuda_set_select_pad(int mode) { g_nsa_cuda.select_pad = mode < 0 ? 0 : mode > 2 ? 2 : mode; g_gen++; }
 extern "C" void nsa_cuda_set_dkdv_align(int mode) { g_nsa_cuda.dkdv_align = mode < 0 ? 0 : mode > 2 ? 2 : mode; g_gen++; }
 extern "C" void nsa_cuda_set_sel_dq_tma(int nw) { g_nsa_cuda.sel_dq_tma = nw < -1 ? -1 : nw > 2 ? 2 : nw; g_gen++; }

@@ -62,6 +62,9 @@ struct NsaCudaCtx {
     int select_stream;   // the selection's top-n kept as the scoring's chunks go (k_select_mma STREAM):
                          // 1 (default) wherever a chunk's blocks fit its ring, 0 never
                          // (NSA_CUDA_SELECT_STREAM)
+    int select_pos;      // the selection scoring on tiles of 64 positions of one head, heads looped
+                         // (k_select_mma POS): -1 (default) by shape, 1 wherever it can, 0 never
+                         // (NSA_CUDA_SELECT_POS)
     int select_pad;      // the selection scoring with each position's heads padded to 8 or 16 rows
                          // where 5..15 heads a group (selscore_geom): 0 never, 1 with butterfly
                          // head sums, 2 (default) with the P tile's order (NSA_CUDA_SELECT_PAD)

@@ -53,6 +53,12 @@ void nsa_cuda_set_fwd_ws(int mode);
 // a chunk overlaps at most 62 selection blocks: 1 (default) wherever it fits, 0 never;
 // NSA_CUDA_SELECT_STREAM=0/1
 void nsa_cuda_set_select_stream(int on);
+// the selection scoring on tiles of 64 positions of one head, the group's heads in turn (their
+// Q tiles resident), where the streaming top-n runs with warpgroup MMA and two CTAs fit an SM:
+// -1 (default) there when its tiles fill the GPU several times over, 1 wherever it can, 0 never;
+// the same blocks either way where the scoring adds a position's heads in ascending order
+// (NSA_CUDA_SELECT_PAD 0 or 2); NSA_CUDA_SELECT_POS=-1/0/1
+void nsa_cuda_set_select_pos(int mode);
 // the selection scoring at 5..15 heads a group with each position's heads padded to 8 rows (two
 // positions a warp) or 16 (one), summed without the shared P tile's block barriers: 0 never; 1
 // the head sums as butterflies in registers (other low bits than 0: a near tie may pick another

@@ -43,6 +43,7 @@
 static const Backend *CPU, *GPU;
 static const char *g_dtname = "";
 static int g_select_pad;   // the selection scoring's NSA_CUDA_SELECT_PAD mode of the current impl
+static int g_select_pos;   // the selection scoring's NSA_CUDA_SELECT_POS of the current impl
 static int g_dt = NSA_DT_F32;   // the activation type of the GPU backend under test
 static double g_tol = 0;
 static int g_fail = 0, g_rows = 0, g_small = 0;
@@ -1045,16 +1046,25 @@ static double ns_select_err(Ctx *c, char *shape, size_t shn) {
         ties += ok;
     }
     free(qh); free(kh); free(lh); free(score);
-    // PAD 2 adds each position's heads in the P tile's order: the same blocks as without PAD,
-    // row for row, near ties included
+    // PAD 2 adds each position's heads in the P tile's order, and so does POS (64 positions of one
+    // head a tile, where it runs): the same blocks as the P tile without either, row for row, near
+    // ties included. Checked: this impl's run (PAD 2, POS as the impl sets it) and PAD 2 without
+    // POS, each against PAD 0 without POS.
     int64_t pad_diff = 0;
     if (g_select_pad == 2) {
-        int32_t *sel_p = malloc(sizeof(int32_t) * (size_t)c->ni);
+        int32_t *sel_p = malloc(sizeof(int32_t) * (size_t)c->ni * 2), *sel_2 = sel_p + c->ni;
+        nsa_cuda_set_select_pos(0);
+        GPU->select_blocks(c->ig, q->g, Kc->g, lse->g, &g, 0, g.T);
+        GPU->to_host(sel_2, c->ig, sizeof(int32_t) * (size_t)c->ni);
         nsa_cuda_set_select_pad(0);
         GPU->select_blocks(c->ig, q->g, Kc->g, lse->g, &g, 0, g.T);
         GPU->to_host(sel_p, c->ig, sizeof(int32_t) * (size_t)c->ni);
         nsa_cuda_set_select_pad(2);
-        for (int64_t r = 0; r < rows; r++) pad_diff += memcmp(sel_p + r * g.n, sel_h + r * g.n, sizeof(int32_t) * (size_t)g.n) != 0;
+        nsa_cuda_set_select_pos(g_select_pos);
+        for (int64_t r = 0; r < rows; r++) {
+            pad_diff += memcmp(sel_p + r * g.n, sel_h + r * g.n, sizeof(int32_t) * (size_t)g.n) != 0;
+            pad_diff += memcmp(sel_p + r * g.n, sel_2 + r * g.n, sizeof(int32_t) * (size_t)g.n) != 0;
+        }
         free(sel_p);
     }
     char base[160], padn[48] = "";
@@ -1376,7 +1386,9 @@ int main(int argc, char **argv) {
         // (1) or padded in the P tile's order (2, the default, also checked against 0: the same
         // blocks row for row); the dK/dV row chunks from each key chunk's first row
         // (NSA_CUDA_DKDV_ALIGN 0), at the group's multiples on the warp-specialised kernel (1, the
-        // default) or on the 64-key kernel too (2); the selection's dQ on its TMA kernel by shape
+        // default) or on the 64-key kernel too (2); the scoring on tiles of 64 positions of one
+        // head (NSA_CUDA_SELECT_POS 0 in mma-ws, else 1: wherever it can, the test's lengths being
+        // short of the default's); the selection's dQ on its TMA kernel by shape
         // (NSA_CUDA_SEL_DQ_TMA -1, the default: 0, 1, 3), with 1 or 2 warps (2; 4, 7) or never (the
         // others) and the TMA feed's stages (NSA_CUDA_SEL_TMA_NST: 4 in 2, 3 in 4 and 7, else the
         // default 2); the warp-specialised dK/dV's row tiles by TMA
@@ -1389,6 +1401,7 @@ int main(int argc, char **argv) {
         static const int impl_dkdv_ws[9] = {-1, -1, -1, -1, -1, -1, -1, 1, 0};
         static const int impl_select_stream[9] = {1, 1, 1, 1, 1, 1, 0, 1, 0};
         static const int impl_select_pad[9] = {1, 2, 0, 2, 0, 1, 0, 1, 2};
+        static const int impl_select_pos[9] = {1, 1, 1, 1, 1, 1, 1, 0, 1};
         static const int impl_dkdv_align[9] = {1, 1, 0, 2, 0, 1, 1, 1, 2};
         static const int impl_sel_dq_tma[9] = {-1, -1, 1, -1, 2, 0, 0, 2, 0};
         static const int impl_sel_tma_nst[9] = {2, 2, 4, 2, 3, 2, 2, 3, 2};
@@ -1406,6 +1419,8 @@ int main(int argc, char **argv) {
             nsa_cuda_set_select_stream(impl_select_stream[impl]);
             g_select_pad = impl_select_pad[impl];
             nsa_cuda_set_select_pad(g_select_pad);
+            g_select_pos = impl_select_pos[impl];
+            nsa_cuda_set_select_pos(g_select_pos);
             nsa_cuda_set_dkdv_align(impl_dkdv_align[impl]);
             nsa_cuda_set_sel_dq_tma(impl_sel_dq_tma[impl]);
             nsa_cuda_set_sel_tma_nst(impl_sel_tma_nst[impl]);
@@ -1432,6 +1447,8 @@ int main(int argc, char **argv) {
         nsa_cuda_set_select_stream(1);
         g_select_pad = 2;
         nsa_cuda_set_select_pad(2);
+        g_select_pos = -1;
+        nsa_cuda_set_select_pos(-1);
         nsa_cuda_set_dkdv_align(1);
         nsa_cuda_set_sel_dq_tma(-1);
         nsa_cuda_set_sel_tma_nst(2);
