@@ -96,8 +96,9 @@ __device__ __forceinline__ void dkdv_write_part(const AttnArgs &a, const float (
 // ============================================================================================
 // kernel
 // ============================================================================================
-// rows per tile: 64 with warpgroup MMA at D 64 (the first products m64n64k16, as in the rows
-// kernels), else 32; at D 128 with warpgroup MMA 64 by default (NSA_CUDA_DKDV_RT64=1: 249
+// rows per tile the kernel is instantiated with unless its launcher asks for others: 64 with
+// warpgroup MMA at D 64 (the first products m64n64k16, as in the rows kernels), else 32. At D
+// 128 with warpgroup MMA the launcher asks for 64 by default (NSA_CUDA_DKDV_RT64=1: 249
 // registers a thread, no spills, two CTAs an SM as with 32; the selection's dK/dV 7 % faster)
 template <int D, bool WG> __host__ __device__ constexpr int dkdv_rt() { return WG && D == 64 ? 64 : 32; }
 // CTAs an SM the 64-key kernel is compiled for: 3 with warpgroup MMA at D 64 (at most 168

@@ -122,12 +122,20 @@ template <int D, bool WG, bool STREAM, bool POS = false> size_t selscore_smem(in
 // the tiles unequal, and at short lengths too few of them leave SMs idle. m7c's scoring on one
 // H200 (132 SMs), POS against the BQ-position tiles: 2k (64 tiles) 3x slower, 8k (256) 1.3x
 // slower, 16k (512) 7 % faster, 32k 15 %, 64k 24 %. 1 wherever it can, 0 never.
-template <int D> __host__ __device__ constexpr bool select_pos_heads(int hpg) {
-    return D == 64 ? hpg == 2 || hpg == 3 || hpg == 4 || hpg == 6 : D == 128 && hpg == 2;
+// f(std::integral_constant<int, hpg>) where the kernel is compiled for hpg heads (then true), else
+// false: the one list of those head counts, for the choice and the launch
+template <int D, typename F> static bool select_pos_heads(int hpg, F &&f) {
+    if (hpg == 2) return f(std::integral_constant<int, 2>{}), true;
+    if constexpr (D == 64) {
+        if (hpg == 3) return f(std::integral_constant<int, 3>{}), true;
+        if (hpg == 4) return f(std::integral_constant<int, 4>{}), true;
+        if (hpg == 6) return f(std::integral_constant<int, 6>{}), true;
+    }
+    return false;
 }
 #define SEL_POS_MIN_TILES_SM 3
 template <int D> static inline bool select_pos_on(const AttnArgs &a, bool stream) {
-    if (g_nsa_cuda.select_pos == 0 || !g_nsa_cuda.wgmma || !select_pos_heads<D>(a.hpg) || !stream ||
+    if (g_nsa_cuda.select_pos == 0 || !g_nsa_cuda.wgmma || !select_pos_heads<D>(a.hpg, [](auto) {}) || !stream ||
         selscore_smem<D, true, true, true>(a.hpg, 0, a.NS, a.n) > 109 * 1024)
         return false;
     const int64_t tiles = (int64_t)(a.Tn + 63) / 64 * a.G * a.B;
@@ -634,12 +642,7 @@ template <typename T, int D> void mma_select(const AttnArgs &a, int32_t *sel_out
     const bool stream = select_stream_on(a);
     if constexpr (D % 64 == 0) {
         if (select_pos_on<D>(a, stream)) {   // 64 positions a tile, the group's heads in turn
-            if (a.hpg == 2) select_pos_launch<T, D, 2>(a, sel_out);
-            if constexpr (D == 64) {
-                if (a.hpg == 3) select_pos_launch<T, D, 3>(a, sel_out);
-                if (a.hpg == 4) select_pos_launch<T, D, 4>(a, sel_out);
-                if (a.hpg == 6) select_pos_launch<T, D, 6>(a, sel_out);
-            }
+            select_pos_heads<D>(a.hpg, [&](auto nh) { select_pos_launch<T, D, decltype(nh)::value>(a, sel_out); });
             CUDA_LAUNCHED();
             return;
         }

@@ -55,7 +55,7 @@ void nsa_cuda_set_fwd_ws(int mode);
 void nsa_cuda_set_select_stream(int on);
 // the selection scoring on tiles of 64 positions of one head, the group's heads in turn (their
 // Q tiles resident), where the streaming top-n runs with warpgroup MMA and two CTAs fit an SM:
-// -1 (default) there when its tiles fill the GPU several times over, 1 wherever it can, 0 never;
+// -1 (default) there when its 64-position tiles number at least 3 an SM, 1 wherever it can, 0 never;
 // the same blocks either way where the scoring adds a position's heads in ascending order
 // (NSA_CUDA_SELECT_PAD 0 or 2); NSA_CUDA_SELECT_POS=-1/0/1
 void nsa_cuda_set_select_pos(int mode);

@@ -1069,7 +1069,7 @@ static double ns_select_err(Ctx *c, char *shape, size_t shn) {
     }
     char base[160], padn[48] = "";
     snprintf(base, sizeof base, "%s", shape);
-    if (g_select_pad == 2) snprintf(padn, sizeof padn, ", %lld differ from PAD 0", (long long)pad_diff);
+    if (g_select_pad == 2) snprintf(padn, sizeof padn, ", %lld differ from the P tile's", (long long)pad_diff);
     snprintf(shape, shn, "%s (%lld rows, %lld differ, %lld near-ties%s)", base, (long long)rows, (long long)mism,
              (long long)ties, padn);
     return (double)(mism - ties + pad_diff);
