@@ -2,7 +2,7 @@
 # bench/gpu_kernels.sh — everything the CUDA backend needs checked and measured on a GPU
 # machine, in one command (device time is scarce: one call does it all).
 #
-#   PHASES="build ops model golden train sanitize ncu ncusrc ncupeer sdpa bench knobs e2e e2e_pack1 e2e_kvsplit goldenref" BUDGET=560 bash bench/gpu_kernels.sh
+#   PHASES="build ops model golden train sanitize ncu ncusrc ncupeer sdpa bench knobs ab abattn e2e e2e_pack1 e2e_kvsplit goldenref" BUDGET=560 bash bench/gpu_kernels.sh
 #
 # Each phase logs to its own file; a failing phase never stops the next; every phase
 # is cut at a deadline (BUDGET seconds after the start, default 560) so the summary
@@ -33,6 +33,9 @@
 #                archive <commit>` unpacked there), both built alike, ROUNDS (default 3) alternations
 #                of the end-to-end run (batch 1 and 16) and the per-op profile of a batch-16 step:
 #                a speed change between two commits told from the machine's drift
+#                The abattn phase: the same two trees' bench_cuda_attn (BENCH_ARGS) alternated ROUNDS
+#                (default 2) times, REF first; the summary is bench/knob_table.py's table (each op's
+#                times in both trees, this tree's change against REF's)
 set -u
 . "$(dirname "$0")/gpu_lib.sh"   # gpu_run_begin, has, step
 gpu_run_begin "build ops model golden train sanitize profile bench e2e"
@@ -122,6 +125,18 @@ if has ab; then   # this tree beside REF, alternated on the same GPU
     echo "ab: REF='${REF:-}' is not a folder (the other tree to compare with)" >"$LOG/ab_configure.log"
   fi
 fi
+if has abattn; then   # the attention ops of this tree beside REF's, alternated on the same GPU
+  if [ -d "${REF:-}" ]; then
+    step abattn_configure 120 cmake -S "$REF" -B "$REF/$B" -DCMAKE_CUDA_ARCHITECTURES=90a -DNSA_WERROR=ON
+    step abattn_build 420 cmake --build "$REF/$B" -j16 --target bench_cuda_attn
+    for r in $(seq "${ROUNDS:-2}"); do
+      step "knob_ref_$r" 300 "$REF/$B/bench/bench_cuda_attn" ${BENCH_ARGS:---shape both --S 8192,32768 --reps 3}
+      step "knob_head_$r" 300 "./$B/bench/bench_cuda_attn" ${BENCH_ARGS:---shape both --S 8192,32768 --reps 3}
+    done
+  else
+    echo "abattn: REF='${REF:-}' is not a folder (the other tree to compare with)" >"$LOG/abattn_configure.log"
+  fi
+fi
 has bench && step bench_attn 300 "./$B/bench/bench_cuda_attn" ${BENCH_ARGS:-}
 KNOBS=${KNOBS:-NSA_CUDA_DKDV_WS=0 NSA_CUDA_DKDV_WS=1} KNOB_ROUNDS=${ROUNDS:-2}
 if has knobs; then   # bench_cuda_attn under each setting of KNOBS, alternated ROUNDS times on one GPU
@@ -167,7 +182,9 @@ done
 [ -f "$LOG/ncusrc_table.txt" ] && { echo "---- ncu source (${NCU_SRC_KERNEL:-k_dkdv_ws})"; cut -c1-200 "$LOG/ncusrc_table.txt" | head -70; }
 [ -f "$LOG/bench_attn.log" ] && { echo "---- bench_attn"; grep -E "SUMMARY|m7c +S=2048|peak|SKIP|rror" "$LOG/bench_attn.log" | head -30; }
 if ls "$LOG"/knob_*.log >/dev/null 2>&1; then
-  # the settings in KNOBS order (the first is the reference), each one's rounds
+  # the settings in KNOBS order (the first is the reference), each one's rounds; abattn: REF, then
+  # this tree
+  has abattn && KNOBS="ref head"
   kf=(); for kv in $KNOBS; do
     for r in $(seq "$KNOB_ROUNDS"); do [ -f "$LOG/knob_${kv}_$r.log" ] && kf+=("$LOG/knob_${kv}_$r.log"); done; done
   echo "---- knobs: bench_cuda_attn under each setting, alternated (ms, lowest-highest; ops that moved > 1 %)"

@@ -211,8 +211,10 @@ static_assert(2 * 16 * (64 + 8) * 2 <= SEL_TMA_STAGE(64) && 2 * 16 * (128 + 8) *
 // start after the tile's last position (tmax) are skipped
 struct SelChunks {
     const int *ul;   // the tile's block list
-    int lsel, per, nch, tmax;
-    __device__ int kb(int c) const { return ul[c / per] * lsel + (c % per) * SEL_TMA_KT; }
+    int lsel;
+    ChunkPer per;
+    int nch, tmax;
+    __device__ int kb(int c) const { return ul[per.blk(c)] * lsel + per.sub(c) * SEL_TMA_KT; }
     __device__ int next(int c) const {
         for (; c < nch; c++)
             if (kb(c) <= tmax) return c;

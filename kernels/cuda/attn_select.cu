@@ -94,6 +94,14 @@ __host__ __device__ __forceinline__ SelScoreLayout selscore_layout(int hpg, int 
     L.nfloat = L.score + (stream ? rg.BQ * (SEL_RING + 2 * n) : rg.BQ * NS);
     return L;
 }
+// 2^x by the SFU alone (ex2.approx.ftz): exp2f's value wherever it is normal, 0 where it would be
+// subnormal (below 2^-126), without exp2f's rescaling around it (a compare and two multiplies an
+// element). The scoring's p feed only block sums that are ranked, so a p below 2^-126 counts as 0.
+__device__ __forceinline__ float sel_exp2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
 // STREAM fits where a chunk of ROWS_KC compressed blocks overlaps at most SEL_RING selection
 // blocks
 __host__ __device__ __forceinline__ bool selscore_stream_fits(int l, int d, int lsel) {
@@ -183,14 +191,14 @@ __device__ __forceinline__ void select_pos_psum(const AttnArgs &a, float *Psum, 
 #pragma unroll
             for (int nt = 0; nt < 8; nt++)
 #pragma unroll
-                for (int e = 0; e < 4; e++) acc[nt][e] += exp2f(s[nt][e] * a.scale_log2 - l2[e >> 1]);
+                for (int e = 0; e < 4; e++) acc[nt][e] += sel_exp2(s[nt][e] * a.scale_log2 - l2[e >> 1]);
         } else {
 #pragma unroll
             for (int nt = 0; nt < 8; nt++)
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
                     const int key = kb + nt * 8 + 2 * tig + (e & 1);
-                    acc[nt][e] += rows_vis<BR_CMP>(a, tr[e >> 1], key, kend, 0, tbase) ? exp2f(s[nt][e] * a.scale_log2 - l2[e >> 1]) : 0.f;
+                    acc[nt][e] += rows_vis<BR_CMP>(a, tr[e >> 1], key, kend, 0, tbase) ? sel_exp2(s[nt][e] * a.scale_log2 - l2[e >> 1]) : 0.f;
                 }
         }
     };
@@ -215,8 +223,11 @@ __device__ __forceinline__ void select_pos_psum(const AttnArgs &a, float *Psum, 
 // WG (sm_90a, D 64 or 128): S = Q Kc^T by one warpgroup MMA per 16-wide k-step from
 // swizzled shared tiles (wg_qkT) instead of mma.sync from padded ones; the rest is shared.
 // NH > 0: POS at NH heads a group.
+// tma (WG): each K chunk by one TMA copy per 64-column atom (mk: select_k_tma_map), issued by
+// thread 0 and awaited on its buffer's mbarrier, instead of every thread's cp.async copies and
+// their address arithmetic.
 template <typename T, int D, bool WG, bool STREAM, int PAD, int NH = 0>
-__global__ void __launch_bounds__(128) k_select_mma(AttnArgs a, int32_t *sel_out) {
+__global__ void __launch_bounds__(128) k_select_mma(AttnArgs a, int32_t *sel_out, const __grid_constant__ CUtensorMap mk, int tma) {
     constexpr bool POS = NH > 0;
     constexpr int DP = D + 8, NKS = D / 16;
     static_assert(!WG || D % 64 == 0, "swizzled atoms are 64 elements wide");
@@ -243,6 +254,7 @@ __global__ void __launch_bounds__(128) k_select_mma(AttnArgs a, int32_t *sel_out
     // computed per pair): wr[r - rlo] for r in [rlo, rlo + nr), nr = 0 where d does not
     __shared__ float wr[SEL_WR_MAX];
     __shared__ int wr_lo, wr_n, rows_dead;
+    __shared__ uint64_t kbar[2];   // tma: the K buffers' barriers
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, gid = lane >> 2, tig = lane & 3;
     const int hpg = a.hpg, HB = rg.HB, BQ = rg.BQ;
     const int b = blockIdx.z, g = blockIdx.y;
@@ -288,6 +300,10 @@ __global__ void __launch_bounds__(128) k_select_mma(AttnArgs a, int32_t *sel_out
         wr_lo = lo;
         wr_n = n;
         rows_dead = 0;
+        if (WG && tma) {
+            mbar_init((uint32_t)__cvta_generic_to_shared(&kbar[0]));
+            mbar_init((uint32_t)__cvta_generic_to_shared(&kbar[1]));
+        }
     }
     __syncthreads();
     // any of the tile's BQ x HB rows past the positions or with no key (rows past them, hpg not
@@ -301,10 +317,27 @@ __global__ void __launch_bounds__(128) k_select_mma(AttnArgs a, int32_t *sel_out
     const int nchunks = (kend + ROWS_KC - 1) / ROWS_KC;
     const int64_t ks = (int64_t)a.G * D;
     const T *Kg = (const T *)a.k + (int64_t)b * a.NK * ks + (int64_t)g * D;
-    // K chunks alternate between the two halves of the K area (no V needed)
+    // K chunks alternate between the two halves of the K area (no V needed). By TMA the rows past
+    // kend are the keys there, not zeros (every product with them is masked: p = 0 by a select);
+    // past NK they read as zeros.
     auto load_k = [&](int c, int buf) {
+        if (WG && tma) {
+            if (tid == 0) {
+                const uint32_t bar = (uint32_t)__cvta_generic_to_shared(&kbar[buf]);
+                mbar_expect_tx(bar, ROWS_KC * D * (uint32_t)sizeof(T));
+#pragma unroll
+                for (int at = 0; at < D / 64; at++)
+                    tma_load4(Ks + buf * ROWS_KC * D + at * ROWS_KC * 64, &mk, at * 64, g, c * ROWS_KC, b, bar);
+            }
+            return;
+        }
         kv_tile_load<T, D, WG, ROWS_KC, 128>(Ks + buf * ROWS_KC * (WG ? D : DP), Kg, nullptr, nullptr, ks, c * ROWS_KC, kend, tid);
     };
+    if (WG && tma) {   // the Q tiles (cp.async) in place before the first chunk's copy is awaited
+        cp_commit();
+        cp_wait<0>();
+        wg_fence_proxy();
+    }
     if (nchunks > 0) load_k(0, 0);
     cp_commit();
     __syncthreads();
@@ -348,15 +381,20 @@ __global__ void __launch_bounds__(128) k_select_mma(AttnArgs a, int32_t *sel_out
                     up[k] = 0;
                 }
                 // the new candidates above this one (score higher, or equal and an earlier block)
-                // and above each list entry (strictly higher)
+                // and above each list entry (strictly higher), over the registers that hold entries
+                // (one up to 32 of them); without branches in the candidate loop
                 int above = 0;
-                for (unsigned r = bal; r; r &= r - 1) {
-                    const int src = __ffs(r) - 1;
-                    const float sv = __shfl_sync(0xffffffffu, s, src);
-                    above += sv > s || (sv == s && src < lane);
+                auto count = [&](auto nk) {
+                    for (unsigned r = bal; r; r &= r - 1) {
+                        const int src = __ffs(r) - 1;
+                        const float sv = __shfl_sync(0xffffffffu, s, src);
+                        above += (int)(sv > s) | ((int)(sv == s) & (int)(src < lane));
 #pragma unroll
-                    for (int k = 0; k < 3; k++) up[k] += sv > ev[k];
-                }
+                        for (int k = 0; k < decltype(nk)::value; k++) up[k] += (int)(sv > ev[k]);
+                    }
+                };
+                if (m <= 32) count(std::integral_constant<int, 1>{});
+                else count(std::integral_constant<int, 3>{});
                 // the list entries at or above it: entries 0 .. lo - 1 (scores descending)
                 int lo = 0, hi = m;
                 while (lo < hi) {
@@ -392,9 +430,13 @@ __global__ void __launch_bounds__(128) k_select_mma(AttnArgs a, int32_t *sel_out
     for (int c = 0; c < nchunks; c++) {
         const int buf = c & 1;
         if (c + 1 < nchunks) load_k(c + 1, buf ^ 1);
-        cp_commit();
-        cp_wait<1>();
-        if (WG) wg_fence_proxy();   // this thread's copies, visible to the warpgroup MMA
+        if (WG && tma) {
+            mbar_wait((uint32_t)__cvta_generic_to_shared(&kbar[buf]), (uint32_t)(c >> 1) & 1);
+        } else {
+            cp_commit();
+            cp_wait<1>();
+            if (WG) wg_fence_proxy();   // this thread's copies, visible to the warpgroup MMA
+        }
         __syncthreads();
         const int kb = c * ROWS_KC;
         if constexpr (POS) {
@@ -412,14 +454,14 @@ __global__ void __launch_bounds__(128) k_select_mma(AttnArgs a, int32_t *sel_out
 #pragma unroll
             for (int nt = 0; nt < 8; nt++)
 #pragma unroll
-                for (int e = 0; e < 4; e++) p[nt][e] = padr[e >> 1] ? 0.f : exp2f(s[nt][e] * a.scale_log2 - l2r[e >> 1]);
+                for (int e = 0; e < 4; e++) p[nt][e] = padr[e >> 1] ? 0.f : sel_exp2(s[nt][e] * a.scale_log2 - l2r[e >> 1]);
         } else {
 #pragma unroll
             for (int nt = 0; nt < 8; nt++)
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
                     const int key = kb + nt * 8 + 2 * tig + (e & 1), t = tr[e >> 1];
-                    p[nt][e] = rows_vis<BR_CMP>(a, t, key, kend, 0, tbase) && !padr[e >> 1] ? exp2f(s[nt][e] * a.scale_log2 - l2r[e >> 1]) : 0.f;
+                    p[nt][e] = rows_vis<BR_CMP>(a, t, key, kend, 0, tbase) && !padr[e >> 1] ? sel_exp2(s[nt][e] * a.scale_log2 - l2r[e >> 1]) : 0.f;
                 }
         }
         // Psum[tq][kl] = sum over the position's heads of p (a fixed order either way)
@@ -616,12 +658,24 @@ __global__ void __launch_bounds__(128) k_select_mma(AttnArgs a, int32_t *sel_out
 // ============================================================================================
 // launcher
 // ============================================================================================
+// the map of the warpgroup kernels' TMA copies of K chunks: k [B][NK][G][D], a box of 64 elements
+// x 1 group x ROWS_KC keys; 0 where it cannot be made (the kernel then copies by cp.async)
+template <typename T> static int select_k_tma_map(const AttnArgs &a, CUtensorMap *mk) {
+    const uint64_t dims[4] = {(uint64_t)a.D, (uint64_t)a.G, (uint64_t)a.NK, (uint64_t)a.B};
+    const uint32_t box[4] = {64, 1, (uint32_t)ROWS_KC, 1};
+    return tma_map_4d<T>(mk, a.k, dims, box, "the selection scoring reads K by cp.async") ? 1 : 0;
+}
 template <typename T, int D, int NH> static void select_pos_launch(const AttnArgs &a, int32_t *sel_out) {
     const dim3 grid((a.Tn + 63) / 64, a.G, a.B);
-    mma_launch(k_select_mma<T, D, true, true, 0, NH>, grid, 128, selscore_smem<D, true, true, true>(NH, 0, a.NS, a.n), a, sel_out);
+    CUtensorMap mk{};
+    const int tma = select_k_tma_map<T>(a, &mk);
+    mma_launch(k_select_mma<T, D, true, true, 0, NH>, grid, 128, selscore_smem<D, true, true, true>(NH, 0, a.NS, a.n), a, sel_out, mk, tma);
 }
 template <typename T, int D, bool WG, bool STREAM, int PAD> static void select_launch_one(dim3 grid, const AttnArgs &a, int32_t *sel_out) {
-    mma_launch(k_select_mma<T, D, WG, STREAM, PAD>, grid, 128, selscore_smem<D, WG, STREAM>(a.hpg, PAD, a.NS, a.n), a, sel_out);
+    CUtensorMap mk{};
+    int tma = 0;
+    if constexpr (WG) tma = select_k_tma_map<T>(a, &mk);
+    mma_launch(k_select_mma<T, D, WG, STREAM, PAD>, grid, 128, selscore_smem<D, WG, STREAM>(a.hpg, PAD, a.NS, a.n), a, sel_out, mk, tma);
 }
 template <typename T, int D, bool WG, bool STREAM>
 static void select_launch_pad(dim3 grid, const AttnArgs &a, int32_t *sel_out, int pad) {
