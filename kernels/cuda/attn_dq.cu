@@ -323,15 +323,15 @@ template <typename T, int D, int KT, int PACK> __global__ void __launch_bounds__
     const T *Kg = (const T *)a.k + (int64_t)b * a.NK * ks + (int64_t)g * D;
     const T *Vg = (const T *)a.v + (int64_t)b * a.NK * ks + (int64_t)g * D;
     T *Kw = KV + warp * 2 * KT * DP, *Vw = Kw + KT * DP;
-    const ChunkPer per = ChunkPer::of(a.lsel / KT);
-    const int nch = nu_s * per.per;
+    const PowDiv per = PowDiv::of(a.lsel / KT);
+    const int nch = nu_s * per.v;
 
     float dqa[NDT][4];
     acc_zero(dqa);
 
     for (int c = warp; c < nch; c += 4) {
-        const int j = ul[per.blk(c)], fl = uf[per.blk(c)];
-        const int kb = j * a.lsel + per.sub(c) * KT;
+        const int j = ul[per.div(c)], fl = uf[per.div(c)];
+        const int kb = j * a.lsel + per.mod(c) * KT;
         if (kb > st.tmax) continue;
         sel_load_block<T, D, KT>(Kw, Vw, Kg, Vg, ks, kb, st.tmax, lane);
         float s[NT][4], dp[NT][4];
@@ -388,8 +388,8 @@ __global__ void __launch_bounds__(NW * 32) k_sel_dq_tma(AttnArgs a, const __grid
     if (tid < NST) mbar_init((uint32_t)__cvta_generic_to_shared(&bars[tid]));
     if (warp == 0) sel_union_warp<PACK>(a, st, b, g, ul, uf, &nu_s, lane);
     if (NW > 1) __syncthreads();   // the list and the barriers, seen by every warp
-    const ChunkPer per = ChunkPer::of(a.lsel / SEL_TMA_KT);
-    SelTmaFeed<T, D, NST, NW> feed{ring, (uint32_t)__cvta_generic_to_shared(bars), &mk, &mv, {ul, a.lsel, per, nu_s * per.per, st.tmax},
+    const PowDiv per = PowDiv::of(a.lsel / SEL_TMA_KT);
+    SelTmaFeed<T, D, NST, NW> feed{ring, (uint32_t)__cvta_generic_to_shared(bars), &mk, &mv, {ul, a.lsel, per, nu_s * per.v, st.tmax},
                                    g, b, warp, lane, 0};
     const int c0 = feed.start();   // the first copies in flight before the Q and dO tiles are asked for
     T *Qs = feed.stage_tile(), *Ys = Qs + 16 * DP;   // [16][DP] each, in the last stage until its first copy
@@ -409,7 +409,7 @@ __global__ void __launch_bounds__(NW * 32) k_sel_dq_tma(AttnArgs a, const __grid
     acc_zero(dqa);
     int it = 0;
     for (int c = c0; c < feed.ch.nch; c = feed.ch.next(c + 1), it++) {
-        const int fl = uf[per.blk(c)], kb = feed.ch.kb(c);
+        const int fl = uf[per.div(c)], kb = feed.ch.kb(c);
         feed.wait(it, kb);
         const T *Kw = feed.kst(it % NST), *Vw = feed.vst(it % NST);
         float s[NT][4], dp[NT][4];

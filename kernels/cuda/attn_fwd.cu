@@ -277,8 +277,8 @@ template <typename T, int D, int KT, int PACK> __global__ void __launch_bounds__
     const T *Kg = (const T *)a.k + (int64_t)b * a.NK * ks + (int64_t)g * D;
     const T *Vg = (const T *)a.v + (int64_t)b * a.NK * ks + (int64_t)g * D;
     T *Kw = KV + warp * 2 * KT * DP, *Vw = Kw + KT * DP;
-    const ChunkPer per = ChunkPer::of(a.lsel / KT);
-    const int nch = nu_s * per.per;
+    const PowDiv per = PowDiv::of(a.lsel / KT);
+    const int nch = nu_s * per.v;
     int64_t R_unused;
     const bool rv[2] = {sel_row(a, st, b, g, gid, R_unused), sel_row(a, st, b, g, gid + 8, R_unused)};
     const int tr[2] = {st.t[0], st.t[1]};
@@ -288,8 +288,8 @@ template <typename T, int D, int KT, int PACK> __global__ void __launch_bounds__
     acc_zero(oacc);
 
     for (int c = warp; c < nch; c += 4) {
-        const int j = ul[per.blk(c)], fl = uf[per.blk(c)];
-        const int kb = j * a.lsel + per.sub(c) * KT;
+        const int j = ul[per.div(c)], fl = uf[per.div(c)];
+        const int kb = j * a.lsel + per.mod(c) * KT;
         if (kb > st.tmax) continue;
         sel_load_block<T, D, KT>(Kw, Vw, Kg, Vg, ks, kb, st.tmax, lane);
         float s[NT][4];
@@ -370,8 +370,8 @@ __global__ void __launch_bounds__(32) k_sel_fwd_tma(AttnArgs a, const __grid_con
     const SelTile st = sel_tile<PACK>(a, blockIdx.x, rt);
     if (lane < NST) mbar_init((uint32_t)__cvta_generic_to_shared(&bars[lane]));
     sel_union_warp<PACK>(a, st, b, g, ul, uf, &nu_s, lane);
-    const ChunkPer per = ChunkPer::of(a.lsel / SEL_TMA_KT);
-    SelTmaFeed<T, D, NST, 1> feed{ring, (uint32_t)__cvta_generic_to_shared(bars), &mk, &mv, {ul, a.lsel, per, nu_s * per.per, st.tmax},
+    const PowDiv per = PowDiv::of(a.lsel / SEL_TMA_KT);
+    SelTmaFeed<T, D, NST, 1> feed{ring, (uint32_t)__cvta_generic_to_shared(bars), &mk, &mv, {ul, a.lsel, per, nu_s * per.v, st.tmax},
                                   g, b, 0, lane, 0};
     const int c0 = feed.start();   // the first copies in flight before the Q tile is asked for
     T *Qs = feed.stage_tile();     // [16][DP], in the last stage until its first copy
@@ -391,7 +391,7 @@ __global__ void __launch_bounds__(32) k_sel_fwd_tma(AttnArgs a, const __grid_con
     acc_zero(oacc);
     int it = 0;
     for (int c = c0; c < feed.ch.nch; c = feed.ch.next(c + 1), it++) {
-        const int fl = uf[per.blk(c)], kb = feed.ch.kb(c);
+        const int fl = uf[per.div(c)], kb = feed.ch.kb(c);
         feed.wait(it, kb);
         const T *Kw = feed.kst(it % NST), *Vw = feed.vst(it % NST);
         float s[NT][4];

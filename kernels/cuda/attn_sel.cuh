@@ -212,9 +212,9 @@ static_assert(2 * 16 * (64 + 8) * 2 <= SEL_TMA_STAGE(64) && 2 * 16 * (128 + 8) *
 struct SelChunks {
     const int *ul;   // the tile's block list
     int lsel;
-    ChunkPer per;
+    PowDiv per;   // chunks a block
     int nch, tmax;
-    __device__ int kb(int c) const { return ul[per.blk(c)] * lsel + per.sub(c) * SEL_TMA_KT; }
+    __device__ int kb(int c) const { return ul[per.div(c)] * lsel + per.mod(c) * SEL_TMA_KT; }
     __device__ int next(int c) const {
         for (; c < nch; c++)
             if (kb(c) <= tmax) return c;

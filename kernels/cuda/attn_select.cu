@@ -347,6 +347,7 @@ __global__ void __launch_bounds__(128) k_select_mma(AttnArgs a, int32_t *sel_out
     const bool padr[2] = {PAD && l2r[0] == INFINITY, PAD && l2r[1] == INFINITY};   // padding rows: p 0
     const bool rows_live = rows_dead == 0;
     const int P = a.lsel / a.d, rlo = wr_lo, nr = wr_n;
+    const PowDiv lsd = PowDiv::of(a.lsel);   // a key's selection block: lsd.div(key)
     // STREAM: blocks jf .. jt are final: each warp takes its positions (tq = warp, warp + 4, ..),
     // reads and clears their slots, 32 blocks at a time, and merges the candidates that beat the
     // position's list into it at once: a candidate's place is the list entries at or above its
@@ -355,7 +356,7 @@ __global__ void __launch_bounds__(128) k_select_mma(AttnArgs a, int32_t *sel_out
     // above it; whatever lands at K or beyond falls off
     auto finalize = [&](int jf, int jt) {
         for (int tq = warp; tq < BQ; tq += 4) {
-            const int t = tbase + tq, cur = t / a.lsel, K = a.n - sel_nforced(cur);
+            const int t = tbase + tq, cur = lsd.div(t), K = a.n - sel_nforced(cur);
             float *ring = score + tq * SW, *ls = lsc + tq * a.n;
             int *lb = lblk + tq * a.n;
             int m = lcount[tq];
@@ -423,7 +424,7 @@ __global__ void __launch_bounds__(128) k_select_mma(AttnArgs a, int32_t *sel_out
     // the last selection block chunk c overlaps
     auto chunk_jhi = [&](int c) {
         const int il = (c + 1) * ROWS_KC - 1 < kend - 1 ? (c + 1) * ROWS_KC - 1 : kend - 1;
-        const int jh = (il * a.d + a.l - 1) / a.lsel;
+        const int jh = lsd.div(il * a.d + a.l - 1);
         return jh < a.NS - 1 ? jh : a.NS - 1;
     };
     uint32_t qf[NKS][4];
@@ -544,17 +545,10 @@ __global__ void __launch_bounds__(128) k_select_mma(AttnArgs a, int32_t *sel_out
         }   // !POS
         // score[tq][j] += sum_{i in chunk} w(i, j) Psum[tq][i - kb], j over the chunk's blocks
         const int ilast = kb + ROWS_KC - 1 < kend - 1 ? kb + ROWS_KC - 1 : kend - 1;
-        const int jlo = kb * a.d / a.lsel, jhi = chunk_jhi(c);
+        const int jlo = lsd.div(kb * a.d), jhi = chunk_jhi(c);
         const int nj = jhi - jlo + 1;
-        // item it is (position it / nj, block jlo + it % nj), stepped without a division an item
-        const int it0 = own ? lane : tid, step = own ? 32 : 128;
-        int iq = it0 / nj, ij = it0 % nj;
-        const int dq = step / nj, dj = step % nj;
-        for (int it = it0; it < (own ? ppw * nj : BQ * nj); it += step) {
-            const int tq = own ? warp * ppw + iq : iq, j = jlo + ij;
-            iq += dq;
-            ij += dj;
-            if (ij >= nj) ij -= nj, iq++;
+        // the item (position tq, block j): each one thread's, whichever
+        auto item = [&](int tq, int j) {
             const float *ps = Psum + tq * lay.pp - kb;
             float acc = 0.f;
             if (nr > 0) {   // the blocks i = j l'/d + r overlapping j, ascending, from the table
@@ -571,6 +565,21 @@ __global__ void __launch_bounds__(128) k_select_mma(AttnArgs a, int32_t *sel_out
             }
             if constexpr (STREAM) score[tq * SW + (j & (SW - 1))] += acc;
             else score[tq * a.NS + j] += acc;
+        };
+        if (own) {   // the warp's positions, a lane a block
+            for (int r = 0; r < ppw; r++)
+                for (int jj = lane; jj < nj; jj += 32) item(warp * ppw + r, jlo + jj);
+        } else if (POS) {   // 64 positions: two threads a position, alternate blocks
+            for (int jj = tid & 1; jj < nj; jj += 2) item(tid >> 1, jlo + jj);
+        } else {   // item it is (position it / nj, block jlo + it % nj), stepped without a division an item
+            int iq = tid / nj, ij = tid % nj;
+            const int dq = 128 / nj, dj = 128 % nj;
+            for (int it = tid; it < BQ * nj; it += 128) {
+                item(iq, jlo + ij);
+                iq += dq;
+                ij += dj;
+                if (ij >= nj) ij -= nj, iq++;
+            }
         }
         __syncthreads();
         if constexpr (STREAM) {
@@ -578,7 +587,7 @@ __global__ void __launch_bounds__(128) k_select_mma(AttnArgs a, int32_t *sel_out
             // when the ring could not also hold the next chunk's blocks (about every third chunk
             // where a chunk overlaps 17 blocks: fewer, fuller merges)
             if (c + 1 < nchunks && chunk_jhi(c + 1) - jfin + 1 > SW) {
-                const int jnext = (kb + ROWS_KC) * a.d / a.lsel;
+                const int jnext = lsd.div((kb + ROWS_KC) * a.d);
                 finalize(jfin, jnext - 1);
                 jfin = jnext;
             }
@@ -586,14 +595,14 @@ __global__ void __launch_bounds__(128) k_select_mma(AttnArgs a, int32_t *sel_out
     }
     cp_wait<0>();
     if constexpr (STREAM) {   // the rest, up to the tile's last candidate (untouched blocks: 0)
-        finalize(jfin, t_last / a.lsel - 2);
+        finalize(jfin, lsd.div(t_last) - 2);
         __syncthreads();
     }
     // top-n per position: warp w takes positions w, w+4, ...
     for (int tq = warp; tq < BQ; tq += 4) {
         const int t = tbase + tq;
         if (t >= tend) break;
-        const int cur = t / a.lsel;
+        const int cur = lsd.div(t);
         float *sc = score + tq * a.NS;
         unsigned char *tk = taken + tq * a.NS;
         if constexpr (!STREAM)

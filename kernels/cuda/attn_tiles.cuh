@@ -485,21 +485,21 @@ __device__ __forceinline__ void online_softmax_step(float (&s)[NT][4], float (&o
         }
 }
 
-// ---- a selection block's chunks -----------------------------------------------------------
-// Chunk c of a list of selection blocks, per chunks a block (l' / keys a chunk): block c / per,
-// chunk c % per of it, by a shift and a mask where per is a power of two (1, 2 or 4 at the usual
-// block sizes), else by the division (an integer division is some twenty instructions, and the
-// chunk loops take it several times a chunk)
-struct ChunkPer {
-    int per, sh;   // sh: log2(per) where per is a power of two, else -1
-    __host__ __device__ __forceinline__ static ChunkPer of(int per) {
-        ChunkPer p{per, -1};
-        if (per > 0 && (per & (per - 1)) == 0)
-            for (p.sh = 0; (1 << p.sh) < per; p.sh++) {}
+// ---- division by a shape's length ----------------------------------------------------------
+// x / v and x % v (x >= 0) by a shift and a mask where v is a power of two (l' = 64, l' / keys a
+// chunk = 1, 2 or 4 at the usual sizes), else by the division: an integer division is some twenty
+// instructions, and the chunk loops take several a chunk (a chunk of a selection block list:
+// block c / per, its chunk c % per; a key's selection block: k / l')
+struct PowDiv {
+    int v, sh;   // sh: log2(v) where v is a power of two, else -1
+    __host__ __device__ __forceinline__ static PowDiv of(int v) {
+        PowDiv p{v, -1};
+        if (v > 0 && (v & (v - 1)) == 0)
+            for (p.sh = 0; (1 << p.sh) < v; p.sh++) {}
         return p;
     }
-    __device__ __forceinline__ int blk(int c) const { return sh >= 0 ? c >> sh : c / per; }
-    __device__ __forceinline__ int sub(int c) const { return sh >= 0 ? c & (per - 1) : c % per; }
+    __device__ __forceinline__ int div(int x) const { return sh >= 0 ? x >> sh : x / v; }
+    __device__ __forceinline__ int mod(int x) const { return sh >= 0 ? x & (v - 1) : x % v; }
 };
 
 // ---- mbarrier and TMA (sm_90) ------------------------------------------------------------
