@@ -181,15 +181,18 @@ done
 [ -f "$LOG/ncupeer_table.txt" ] && { echo "---- ncu of a peer"; cut -c1-260 "$LOG/ncupeer_table.txt" | head -60; }
 [ -f "$LOG/ncusrc_table.txt" ] && { echo "---- ncu source (${NCU_SRC_KERNEL:-k_dkdv_ws})"; cut -c1-200 "$LOG/ncusrc_table.txt" | head -70; }
 [ -f "$LOG/bench_attn.log" ] && { echo "---- bench_attn"; grep -E "SUMMARY|m7c +S=2048|peak|SKIP|rror" "$LOG/bench_attn.log" | head -30; }
-if ls "$LOG"/knob_*.log >/dev/null 2>&1; then
-  # the settings in KNOBS order (the first is the reference), each one's rounds; abattn: REF, then
-  # this tree
-  has abattn && KNOBS="ref head"
-  kf=(); for kv in $KNOBS; do
+# knob_table.py over the logs of SETTINGS (the first is the reference), each one's rounds
+knob_summary() {
+  local title=$1 kv r kf=(); shift
+  for kv in "$@"; do
     for r in $(seq "$KNOB_ROUNDS"); do [ -f "$LOG/knob_${kv}_$r.log" ] && kf+=("$LOG/knob_${kv}_$r.log"); done; done
-  echo "---- knobs: bench_cuda_attn under each setting, alternated (ms, lowest-highest; ops that moved > 1 %)"
+  [ ${#kf[@]} -gt 0 ] || return 0
+  echo "---- $title (ms, lowest-highest; ops that moved > 1 %)"
   python3 bench/knob_table.py "${kf[@]}" 2>&1 | head -60
-fi
+}
+# shellcheck disable=SC2086  # the settings, one a word
+has knobs && knob_summary "knobs: bench_cuda_attn under each setting, alternated" $KNOBS
+has abattn && knob_summary "abattn: bench_cuda_attn of REF (ref) and this tree (head), alternated" ref head
 if ls "$LOG"/ab_*_e2e_*.log >/dev/null 2>&1; then
   echo "---- ab: this tree (head) beside REF (ref), m7c_125m S=2048, alternated"
   for f in $(ls "$LOG"/ab_*_e2e_*.log | sort -t_ -k4n); do grep -E "^(1|16) " "$f" | sed "s|^|$(basename "$f" .log) |"; done
