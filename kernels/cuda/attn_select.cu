@@ -667,12 +667,11 @@ __global__ void __launch_bounds__(128) k_select_mma(AttnArgs a, int32_t *sel_out
 // ============================================================================================
 // launcher
 // ============================================================================================
-// the map of the warpgroup kernels' TMA copies of K chunks: k [B][NK][G][D], a box of 64 elements
-// x 1 group x ROWS_KC keys; 0 where it cannot be made (the kernel then copies by cp.async)
+// the map of the warpgroup kernels' TMA copies of K chunks (ROWS_KC keys a box); 0 where it cannot
+// be made or NSA_CUDA_ROWS_TMA=0 (the knob of the rows kernels' K/V chunks): the kernel then
+// copies by cp.async
 template <typename T> static int select_k_tma_map(const AttnArgs &a, CUtensorMap *mk) {
-    const uint64_t dims[4] = {(uint64_t)a.D, (uint64_t)a.G, (uint64_t)a.NK, (uint64_t)a.B};
-    const uint32_t box[4] = {64, 1, (uint32_t)ROWS_KC, 1};
-    return tma_map_4d<T>(mk, a.k, dims, box, "the selection scoring reads K by cp.async") ? 1 : 0;
+    return g_nsa_cuda.rows_tma && kv_tma_map<T>(a, a.k, ROWS_KC, mk, "the selection scoring reads K by cp.async") ? 1 : 0;
 }
 template <typename T, int D, int NH> static void select_pos_launch(const AttnArgs &a, int32_t *sel_out) {
     const dim3 grid((a.Tn + 63) / 64, a.G, a.B);

@@ -581,13 +581,18 @@ static bool tma_map_4d(CUtensorMap *m, const void *base, const uint64_t (&dims)[
     return encode(m, dt, 4, const_cast<void *>(base), gd, gs, bx, elem, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                   CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
-// tma_map_4d's maps over k and v [B][NK][G][D]: a box of 64 elements x 1 group x `keys` keys
-// (the TMA feeds' K/V chunks), keys past NK read as zeros; false as tma_map_4d
-template <typename T>
-static bool kv_tma_maps(const AttnArgs &a, int keys, CUtensorMap *mk, CUtensorMap *mv, const char *fallback) {
+// tma_map_4d's map over a key-indexed tensor [B][NK][G][D] at base (k or v): a box of 64 elements
+// x 1 group x `keys` keys (the TMA feeds' K/V chunks), keys past NK read as zeros; false as
+// tma_map_4d
+template <typename T> static bool kv_tma_map(const AttnArgs &a, const void *base, int keys, CUtensorMap *m, const char *fallback) {
     const uint64_t dims[4] = {(uint64_t)a.D, (uint64_t)a.G, (uint64_t)a.NK, (uint64_t)a.B};
     const uint32_t box[4] = {64, 1, (uint32_t)keys, 1};
-    return tma_map_4d<T>(mk, a.k, dims, box, fallback) && tma_map_4d<T>(mv, a.v, dims, box, fallback);
+    return tma_map_4d<T>(m, base, dims, box, fallback);
+}
+// the maps over k and v
+template <typename T>
+static bool kv_tma_maps(const AttnArgs &a, int keys, CUtensorMap *mk, CUtensorMap *mv, const char *fallback) {
+    return kv_tma_map<T>(a, a.k, keys, mk, fallback) && kv_tma_map<T>(a, a.v, keys, mv, fallback);
 }
 
 // ---- warp-specialised ring (sm_90) -------------------------------------------------------------

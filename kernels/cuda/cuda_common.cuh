@@ -74,7 +74,8 @@ struct NsaCudaCtx {
     int dkdv_tma;        // k_dkdv_ws's whole-position row tiles by TMA where the group's heads divide
                          // 64: 1 (default), 0 never (NSA_CUDA_DKDV_TMA)
     int rows_tma;        // the warp-specialised rows kernels' K/V chunks by TMA where no key of the
-                         // chunk is past the tiles' last: 1 (default), 0 never (NSA_CUDA_ROWS_TMA)
+                         // chunk is past the tiles' last, and the selection scoring's K chunks:
+                         // 1 (default), 0 never (NSA_CUDA_ROWS_TMA)
     int dkdv_rt64;       // the 64-key dK/dV kernel's row tiles at D 128 with warpgroup MMA: 64 rows (1),
                          // 32 (0); default 1 (NSA_CUDA_DKDV_RT64)
     int sel_tma_nst;     // stages of the selection's TMA feed, 2 (default) to 4 (NSA_CUDA_SEL_TMA_NST)

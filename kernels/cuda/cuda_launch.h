@@ -78,8 +78,8 @@ void nsa_cuda_set_sel_dq_tma(int nw);
 // 64 (1, the default; 0: cp.async); the same bits either way; NSA_CUDA_DKDV_TMA=0/1
 void nsa_cuda_set_dkdv_tma(int on);
 // the warp-specialised rows kernels' (forward and dQ) K/V chunks by TMA where the whole chunk is
-// before the tiles' key end (1, the default; 0: cp.async); the same bits either way;
-// NSA_CUDA_ROWS_TMA=0/1
+// before the tiles' key end, and the selection scoring's K chunks (1, the default; 0: cp.async);
+// the same bits either way; NSA_CUDA_ROWS_TMA=0/1
 void nsa_cuda_set_rows_tma(int on);
 // the 64-key dK/dV kernel's row tiles at D 128 with warpgroup MMA (the selection's dK/dV): 64 rows
 // (1, the default) or 32 (0); the same bits either way; NSA_CUDA_DKDV_RT64=0/1

@@ -1394,8 +1394,8 @@ int main(int argc, char **argv) {
         // short of the default's); the selection's dQ on its TMA kernel by shape
         // (NSA_CUDA_SEL_DQ_TMA -1, the default: 0, 1, 3), with 1 or 2 warps (2; 4, 7) or never (the
         // others) and the TMA feed's stages (NSA_CUDA_SEL_TMA_NST: 4 in 2, 3 in 4 and 7, else the
-        // default 2); the warp-specialised dK/dV's row tiles by TMA
-        // and the rows kernels' K/V chunks (NSA_CUDA_DKDV_TMA, NSA_CUDA_ROWS_TMA 0 in 7: every tile by
+        // default 2); the warp-specialised dK/dV's row tiles by TMA, the rows kernels' K/V chunks
+        // and the scoring's K chunks (NSA_CUDA_DKDV_TMA, NSA_CUDA_ROWS_TMA 0 in 7: every tile by
         // cp.async, else the default 1); the 64-key dK/dV's 64-row tiles at D 128 (NSA_CUDA_DKDV_RT64
         // 0 in 4: 32-row tiles, else the default 1)
         static const char *impl_name[9] = {"simple",   "mma",           "mma1",    "mma-sync",  "mma-tiles",
