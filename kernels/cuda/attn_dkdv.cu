@@ -59,8 +59,10 @@ template <int BR> __device__ __forceinline__ int dkdv_part(const AttnArgs &a) {
 // S^T and dP^T of a warp's 16 keys x a tile's rows into P^T and dS^T = P^T (dP^T - Drow): element
 // (nt, q) is key key0 + 8 (q >> 1), tile row nt*8 + 2*tig + (q & 1) (tb, lb, db: the tile's t,
 // lse and Drow); zero where the row does not exist, the key is past the chunk (kv0, kv1) or the
-// row does not see it
-template <int BR, int NRT>
+// row does not see it. lb in log2 units (a row whose lse is -inf has t = -1), or RAW: the saved
+// lse itself, taken to log2 units here (the same product, rounded alone) and a row whose lse is
+// -inf masked here
+template <int BR, int NRT, bool RAW = false>
 __device__ __forceinline__ void dkdv_probs(const AttnArgs &a, float (&s)[NRT][4], float (&dp)[NRT][4], const int *tb, const float *lb,
                                            const float *db, int key0, bool kv0, bool kv1, int tig) {
 #pragma unroll
@@ -69,8 +71,9 @@ __device__ __forceinline__ void dkdv_probs(const AttnArgs &a, float (&s)[NRT][4]
         for (int q = 0; q < 4; q++) {
             const int row = nt * 8 + 2 * tig + (q & 1), t = tb[row];
             const int key = key0 + 8 * (q >> 1);
-            const bool vis = t >= 0 && ((q >> 1) ? kv1 : kv0) && sees<BR>(a, t, key);
-            const float p = vis ? exp2f(s[nt][q] * a.scale_log2 - lb[row]) : 0.f;
+            const float l2 = RAW ? __fmul_rn(lb[row], MMA_LOG2E) : lb[row];
+            const bool vis = t >= 0 && (!RAW || l2 != -INFINITY) && ((q >> 1) ? kv1 : kv0) && sees<BR>(a, t, key);
+            const float p = vis ? exp2f(s[nt][q] * a.scale_log2 - l2) : 0.f;
             s[nt][q] = p;
             dp[nt][q] = p * (dp[nt][q] - db[row]);
         }
@@ -106,10 +109,11 @@ template <int D, bool WG> __host__ __device__ constexpr int dkdv_rt() { return W
 // else 0 (no minimum: ptxas chooses the registers)
 template <int D, bool WG> __host__ __device__ constexpr int dkdv_min_ctas() { return WG && D == 64 ? 3 : 0; }
 
-// WG: K and V (64-row atoms) and the Q / dO row tiles (RT-row atoms, RT * 128 bytes)
-// swizzled, after a 1024-byte alignment slack
+// K, V, two buffers of the Q / dO row tiles, then two buffers of the rows' lse, Drow, t (4
+// bytes each), global row index (8 bytes), its t and its list entry (4 bytes each). WG: the tiles swizzled (K and V in 64-row atoms,
+// the row tiles in RT-row atoms of RT * 128 bytes) after a 1024-byte alignment slack
 template <int D, int KT, bool WG, int RT = dkdv_rt<D, WG>()> constexpr size_t dkdv_smem() {
-    return WG ? 1024 + (size_t)(2 * KT + 4 * RT) * D * 2 + 2 * 3 * RT * 4 : (size_t)(2 * KT + 4 * RT) * (D + 8) * 2 + 2 * 3 * RT * 4;
+    return WG ? 1024 + (size_t)(2 * KT + 4 * RT) * D * 2 + 2 * 7 * RT * 4 : (size_t)(2 * KT + 4 * RT) * (D + 8) * 2 + 2 * 7 * RT * 4;
 }
 
 // WG (sm_90a, KT 64, D 64 or 128): every product by warpgroup MMA from swizzled tiles.
@@ -120,6 +124,7 @@ template <typename T, int D, int KT, int BR, bool WG, int RT = dkdv_rt<D, WG>()>
 __global__ void __launch_bounds__(KT * 2, dkdv_min_ctas<D, WG>()) k_dkdv(AttnArgs a, int NKC) {
     constexpr int DP = D + 8, NKS = D / 16, NDT = D / 8, NW = KT / 16, NTH = NW * 32;
     static_assert(!WG || (KT == 64 && D % 64 == 0), "the warpgroup path: 64 keys, 64-element atoms");
+    static_assert(RT <= NTH, "a thread owns each row of a tile");
     constexpr int KP = WG ? D : DP;                // elements per row as stored
     constexpr int NRT = RT / 8;                    // the rows per tile's n-tiles
     constexpr int RT_ATOM = RT * 128;              // WG: bytes of an RT-row atom (the row tiles)
@@ -129,9 +134,12 @@ __global__ void __launch_bounds__(KT * 2, dkdv_min_ctas<D, WG>()) k_dkdv(AttnArg
     T *Vs = Ks + KT * KP;
     T *Qs = Vs + KT * KP;                       // [2][RT][KP]
     T *Ys = Qs + 2 * RT * KP;              // [2][RT][KP]
-    float *l2s = reinterpret_cast<float *>(Ys + 2 * RT * KP);   // [2][RT]
-    float *drs = l2s + 2 * RT;
-    int *trs = reinterpret_cast<int *>(drs + 2 * RT);
+    float *l2s = reinterpret_cast<float *>(Ys + 2 * RT * KP);   // [2][RT] the rows' lse as saved
+    float *drs = l2s + 2 * RT;                                   // [2][RT] Drow
+    int *trs = reinterpret_cast<int *>(drs + 2 * RT);            // [2][RT] t (-1: no row)
+    int64_t *rix = reinterpret_cast<int64_t *>(trs + 2 * RT);    // [2][RT] global row (-1: none)
+    int *tix = reinterpret_cast<int *>(rix + 2 * RT);             // [2][RT] its t, for trs
+    int *lpx = tix + 2 * RT;                                      // [2][RT] its list entry
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, gid = lane >> 2, tig = lane & 3;
     const DkdvWork w = dkdv_work<BR>(a, NKC);
     if (w.r_lo >= w.nrows) return;
@@ -141,36 +149,71 @@ __global__ void __launch_bounds__(KT * 2, dkdv_min_ctas<D, WG>()) k_dkdv(AttnArg
     const T *Kg = (const T *)a.k + (int64_t)b * a.NK * ks + (int64_t)g * D;
     const T *Vg = (const T *)a.v + (int64_t)b * a.NK * ks + (int64_t)g * D;
     kv_tile_load<T, D, WG, KT, NTH>(Ks, Kg, Vs, Vg, ks, kb, kb + nk, tid);
-    // the rows' tiles of Q and dO (RT-row atoms) and their t, lse and Drow, rows f0 .. of the
-    // CTA's flattened (t, head) list
-    auto load_rows = [&](int it, int buf) {
-        const int f0 = r_lo + it * RT;
-        auto row_at = [&](int r, int64_t &off) {
-            const int f = f0 + r;
-            if (f >= r_hi) return false;
-            const int ti = f / hpg, hh = f % hpg, t = list ? list[ti] : rb + ti;
-            off = (((int64_t)b * a.T + t) * a.H + (int64_t)g * hpg + hh) * D;
-            return true;
-        };
-        tile_load<T, D, WG, RT, NTH, RT>(Qs + buf * RT * KP, (const T *)a.q, Ys + buf * RT * KP, (const T *)a.dout, row_at, tid);
-        for (int r = tid; r < RT; r += NTH) {
-            int f = f0 + r, t = -1;
-            float l2 = -INFINITY, dr = 0.f;
-            if (f < r_hi) {
-                int ti = f / hpg, hh = f % hpg;
-                t = list ? list[ti] : rb + ti;
-                int64_t R = ((int64_t)b * a.T + t) * a.H + (int64_t)g * hpg + hh;
-                l2 = a.lse_in[R] * MMA_LOG2E;
-                dr = a.drow[R];
-                if (l2 == -INFINITY) t = -1;
-            }
-            trs[buf * RT + r] = t;
-            l2s[buf * RT + r] = l2;
-            drs[buf * RT + r] = dr;
+    // Row tiles in a pipeline with nothing but copies in flight: thread r < RT owns row r of every
+    // tile. Two tiles ahead it works out the row's global index and position (rix, tix) from the
+    // entry's list, whose entry it copied a tile before that (lpx); one tile ahead every thread
+    // copies the tile's Q and dO rows at those indices and thread r the row's lse and Drow, all by
+    // cp.async, so no load is waited for in the loop but the copies. Tile `it` computes from
+    // buffer it & 1.
+    const int ntiles = (r_hi - r_lo + RT - 1) / RT;
+    const bool own = tid < RT;
+    auto row_pos = [&](int it, int &ti, int &hh) {   // row tid of tile it: false past the CTA's rows
+        const int f = r_lo + it * RT + tid;
+        ti = f / hpg;
+        hh = f - ti * hpg;
+        return f < r_hi;
+    };
+    auto list_copy = [&](int it, int buf) {   // the row's list entry (selection) of tile it into lpx[buf]
+        int ti, hh;
+        if (list && it < ntiles && row_pos(it, ti, hh)) cp4(lpx + buf * RT + tid, list + ti);
+    };
+    auto row_meta = [&](int it, int lv, int &t, int64_t &R) {   // the row's t and global row
+        int ti, hh;
+        t = -1;
+        R = -1;
+        if (it < ntiles && row_pos(it, ti, hh)) {
+            t = list ? lv : rb + ti;
+            R = ((int64_t)b * a.T + t) * a.H + (int64_t)g * hpg + hh;
         }
     };
-    const int ntiles = (r_hi - r_lo + RT - 1) / RT;
-    load_rows(0, 0);
+    auto issue_rows = [&](int buf) {   // the tile at rix[buf] into buffer buf
+        const int64_t *rx = rix + buf * RT;
+        tile_load<T, D, WG, RT, NTH, RT>(Qs + buf * RT * KP, (const T *)a.q, Ys + buf * RT * KP, (const T *)a.dout,
+                                         [&](int r, int64_t &off) {
+                                             const int64_t x = rx[r];
+                                             off = x * D;
+                                             return x >= 0;
+                                         }, tid);
+        if (own) {
+            const int64_t R = rx[tid];
+            trs[buf * RT + tid] = tix[buf * RT + tid];
+            if (R >= 0) {
+                cp4(l2s + buf * RT + tid, a.lse_in + R);
+                cp4(drs + buf * RT + tid, a.drow + R);
+            } else {
+                l2s[buf * RT + tid] = -INFINITY;
+                drs[buf * RT + tid] = 0.f;
+            }
+        }
+    };
+    auto own_meta = [&](int it, int buf) {   // tile it's row from its list entry in lpx[buf]
+        int t;
+        int64_t R;
+        row_meta(it, lpx[buf * RT + tid], t, R);
+        rix[buf * RT + tid] = R;
+        tix[buf * RT + tid] = t;
+    };
+    if (own) {
+        list_copy(0, 0);
+        list_copy(1, 1);
+        cp_commit();
+        cp_wait<0>();
+        own_meta(0, 0);
+        own_meta(1, 1);
+        list_copy(2, 0);
+    }
+    __syncthreads();   // rix[0], rix[1] written
+    issue_rows(0);
     cp_commit();
 
     float dka[NDT][4], dva[NDT][4];
@@ -182,10 +225,13 @@ __global__ void __launch_bounds__(KT * 2, dkdv_min_ctas<D, WG>()) k_dkdv(AttnArg
 
     for (int it = 0; it < ntiles; it++) {
         const int buf = it & 1;
-        __syncthreads();   // buffer buf^1 free (its last reader finished at it-1)
-        if (it + 1 < ntiles) load_rows(it + 1, buf ^ 1);
+        __syncthreads();   // buffer buf^1 free (its last reader finished at it-1), rix[buf^1] written
+        if (it + 1 < ntiles) issue_rows(buf ^ 1);
+        if (own) list_copy(it + 3, buf ^ 1);
         cp_commit();
-        cp_wait<1>();
+        cp_wait<1>();   // tile it, and tile it + 2's list entries
+        // tile it + 2's rows (rix[buf] was read for tile it before the barrier)
+        if (own) own_meta(it + 2, buf);
         if (WG) wg_fence_proxy();   // this thread's copies, visible to the warpgroup MMA
         __syncthreads();
         const T *Qb = Qs + buf * RT * KP, *Yb = Ys + buf * RT * KP;
@@ -218,7 +264,7 @@ __global__ void __launch_bounds__(KT * 2, dkdv_min_ctas<D, WG>()) k_dkdv(AttnArg
                 }
             }
         }
-        dkdv_probs<BR>(a, s, dp, tb, lb, db, key0, kv0, kv1, tig);
+        dkdv_probs<BR, NRT, true>(a, s, dp, tb, lb, db, key0, kv0, kv1, tig);
         if constexpr (WG) {
             // dV += P^T dO, dK += dS^T Q by warpgroup MMA: P^T and dS^T from registers,
             // dO and Q as transposed B operands
