@@ -388,10 +388,9 @@ __global__ void __launch_bounds__(NW * 32) k_sel_dq_tma(AttnArgs a, const __grid
     if (tid < NST) mbar_init((uint32_t)__cvta_generic_to_shared(&bars[tid]));
     if (warp == 0) sel_union_warp<PACK>(a, st, b, g, ul, uf, &nu_s, lane);
     if (NW > 1) __syncthreads();   // the list and the barriers, seen by every warp
-    const PowDiv per = PowDiv::of(a.lsel / SEL_TMA_KT);
-    SelTmaFeed<T, D, NST, NW> feed{ring, (uint32_t)__cvta_generic_to_shared(bars), &mk, &mv, {ul, a.lsel, per, nu_s * per.v, st.tmax},
-                                   g, b, warp, lane, 0};
-    const int c0 = feed.start();   // the first copies in flight before the Q and dO tiles are asked for
+    SelTmaFeed<T, D, NST, NW> feed{ring, (uint32_t)__cvta_generic_to_shared(bars), &mk, &mv, SelChunks::of(ul, nu_s, a.lsel, st.tmax),
+                                   g, b, warp, lane};
+    feed.start();   // the first copies in flight before the Q and dO tiles are asked for
     T *Qs = feed.stage_tile(), *Ys = Qs + 16 * DP;   // [16][DP] each, in the last stage until its first copy
     sel_rows_load<T, D, NW * 32>(Qs, (const T *)a.q, Ys, (const T *)a.dout, a, st, b, g, tid);
     cp_commit();
@@ -407,9 +406,9 @@ __global__ void __launch_bounds__(NW * 32) k_sel_dq_tma(AttnArgs a, const __grid
     const int k0 = warp * KW;   // the warp's first key of a chunk
     float dqa[NDT][4];
     acc_zero(dqa);
-    int it = 0;
-    for (int c = c0; c < feed.ch.nch; c = feed.ch.next(c + 1), it++) {
-        const int fl = uf[per.div(c)], kb = feed.ch.kb(c);
+    SelCursor cur;   // the chunk of the list walked
+    for (int it = 0; it < feed.ch.nch; it++, cur.step(feed.ch)) {
+        const int fl = uf[cur.i], kb = cur.kb(feed.ch);
         feed.wait(it, kb);
         const T *Kw = feed.kst(it % NST), *Vw = feed.vst(it % NST);
         float s[NT][4], dp[NT][4];

@@ -370,10 +370,9 @@ __global__ void __launch_bounds__(32) k_sel_fwd_tma(AttnArgs a, const __grid_con
     const SelTile st = sel_tile<PACK>(a, blockIdx.x, rt);
     if (lane < NST) mbar_init((uint32_t)__cvta_generic_to_shared(&bars[lane]));
     sel_union_warp<PACK>(a, st, b, g, ul, uf, &nu_s, lane);
-    const PowDiv per = PowDiv::of(a.lsel / SEL_TMA_KT);
-    SelTmaFeed<T, D, NST, 1> feed{ring, (uint32_t)__cvta_generic_to_shared(bars), &mk, &mv, {ul, a.lsel, per, nu_s * per.v, st.tmax},
-                                  g, b, 0, lane, 0};
-    const int c0 = feed.start();   // the first copies in flight before the Q tile is asked for
+    SelTmaFeed<T, D, NST, 1> feed{ring, (uint32_t)__cvta_generic_to_shared(bars), &mk, &mv, SelChunks::of(ul, nu_s, a.lsel, st.tmax),
+                                  g, b, 0, lane};
+    feed.start();   // the first copies in flight before the Q tile is asked for
     T *Qs = feed.stage_tile();     // [16][DP], in the last stage until its first copy
     sel_rows_load<T, D, 32>(Qs, (const T *)a.q, nullptr, nullptr, a, st, b, g, lane);
     cp_commit();
@@ -389,9 +388,9 @@ __global__ void __launch_bounds__(32) k_sel_fwd_tma(AttnArgs a, const __grid_con
     float m[2] = {-INFINITY, -INFINITY}, lsum[2] = {0.f, 0.f};
     float oacc[NDT][4];
     acc_zero(oacc);
-    int it = 0;
-    for (int c = c0; c < feed.ch.nch; c = feed.ch.next(c + 1), it++) {
-        const int fl = uf[per.div(c)], kb = feed.ch.kb(c);
+    SelCursor cur;   // the chunk of the list walked
+    for (int it = 0; it < feed.ch.nch; it++, cur.step(feed.ch)) {
+        const int fl = uf[cur.i], kb = cur.kb(feed.ch);
         feed.wait(it, kb);
         const T *Kw = feed.kst(it % NST), *Vw = feed.vst(it % NST);
         float s[NT][4];

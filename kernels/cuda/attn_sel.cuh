@@ -207,18 +207,32 @@ template <typename F> static void sel_tma_nst_dispatch(F f) {
 }
 // the Q and dO tiles [16][D + 8] fit the last stage, where they are read into registers
 static_assert(2 * 16 * (64 + 8) * 2 <= SEL_TMA_STAGE(64) && 2 * 16 * (128 + 8) * 2 <= SEL_TMA_STAGE(128), "staging");
-// A tile's chunks: chunk c covers keys kb(c) .. kb(c) + 31 of block ul[c / per]; chunks that
-// start after the tile's last position (tmax) are skipped
+// A tile's chunks in order: chunk j of block ul[i] covers keys ul[i] l' + 32 j .. + 31. The
+// walk ends before the first chunk that starts after the tile's last position (tmax): under the
+// lists' ascending order (kernels/ops.h) only the last block can hold such chunks, so nch counts
+// the chunks before them (a block out of that order is walked whole: its keys past tmax are
+// zeroed and masked, the same sums). A cursor (SelCursor) steps block and chunk without dividing.
 struct SelChunks {
     const int *ul;   // the tile's block list
-    int lsel;
-    PowDiv per;   // chunks a block
-    int nch, tmax;
-    __device__ int kb(int c) const { return ul[per.div(c)] * lsel + per.mod(c) * SEL_TMA_KT; }
-    __device__ int next(int c) const {
-        for (; c < nch; c++)
-            if (kb(c) <= tmax) return c;
-        return nch;
+    int lsel, per;   // l', chunks a block
+    int nch, tmax;   // chunks to walk, the tile's last position
+    __device__ static SelChunks of(const int *ul, int nu, int lsel, int tmax) {
+        SelChunks ch{ul, lsel, lsel / SEL_TMA_KT, 0, tmax};
+        if (nu > 0) {
+            const int d = tmax - ul[nu - 1] * lsel, last = d < 0 ? 0 : d / SEL_TMA_KT + 1;
+            ch.nch = (nu - 1) * ch.per + (last < ch.per ? last : ch.per);
+        }
+        return ch;
+    }
+};
+struct SelCursor {
+    int i = 0, j = 0;   // block index in the list, chunk of the block
+    __device__ int kb(const SelChunks &ch) const { return ch.ul[i] * ch.lsel + j * SEL_TMA_KT; }
+    __device__ void step(const SelChunks &ch) {
+        if (++j == ch.per) {
+            j = 0;
+            i++;
+        }
     }
 };
 // one thread: the chunk at key k0 into a stage, one TMA copy per 64-column atom of K and V,
@@ -254,23 +268,22 @@ template <typename T, int D, int NST, int NW> struct SelTmaFeed {
     const CUtensorMap *mk, *mv;
     SelChunks ch;
     int g, b, warp, lane;
-    int pf;                    // the next chunk to load (nch: none), kept by warp 0
+    int pn;                    // chunks asked for so far, kept by lane 0 of warp 0 with their cursor
+    SelCursor pc;
 
     __device__ const T *kst(int s) const { return reinterpret_cast<const T *>(ring + s * STAGE); }
     __device__ const T *vst(int s) const { return reinterpret_cast<const T *>(ring + s * STAGE + STAGE / 2); }
     __device__ void issue(int s) {   // lane 0 of warp 0
-        sel_tma_issue<D>(ring + s * STAGE, mk, mv, g, ch.kb(pf), b, bar + 8 * s);
-        pf = ch.next(pf + 1);
+        sel_tma_issue<D>(ring + s * STAGE, mk, mv, g, pc.kb(ch), b, bar + 8 * s);
+        pc.step(ch);
+        pn++;
     }
     // the first NST - 1 copies in flight (the mbarriers initialised and seen by lane 0 of warp
-    // 0); the last stage is left to the Q / dO tiles' staging (stage_tile) until start_last.
-    // Returns the first chunk.
-    __device__ int start() {
-        pf = ch.next(0);
-        const int c0 = pf;
+    // 0); the last stage is left to the Q / dO tiles' staging (stage_tile) until start_last
+    __device__ void start() {
+        pn = 0;
         if (warp == 0 && lane == 0)
-            for (int s = 0; s < NST - 1 && pf < ch.nch; s++) issue(s);
-        return c0;
+            for (int s = 0; s < NST - 1 && pn < ch.nch; s++) issue(s);
     }
     __device__ T *stage_tile() const { return reinterpret_cast<T *>(ring + (NST - 1) * STAGE); }
     // every thread is done with the staging area (its fragments read): each orders its accesses
@@ -279,7 +292,7 @@ template <typename T, int D, int NST, int NW> struct SelTmaFeed {
         wg_fence_proxy();
         if (NW > 1) asm volatile("bar.sync 1, %0;\n" ::"n"(NW * 32) : "memory");
         else __syncwarp();
-        if (warp == 0 && lane == 0 && pf < ch.nch) issue(NST - 1);
+        if (warp == 0 && lane == 0 && pn < ch.nch) issue(NST - 1);
     }
     // the it-th chunk (starting at key k0) is in stage it % NST: wait for it, zero the warp's
     // keys past tmax
@@ -294,7 +307,7 @@ template <typename T, int D, int NST, int NW> struct SelTmaFeed {
     __device__ void release(int it) {
         if (NW > 1) asm volatile("bar.sync 1, %0;\n" ::"n"(NW * 32) : "memory");
         else __syncwarp();
-        if (warp == 0 && lane == 0 && pf < ch.nch) issue(it % NST);
+        if (warp == 0 && lane == 0 && pn < ch.nch) issue(it % NST);
     }
 };
 
