@@ -9,7 +9,7 @@ check() { local name=$1; shift; if "$@"; then ok "$name"; else bad "$name"; fi; 
 # caller's scratch folder; the last lines shown on a FAIL)
 expect_exit() { local name=$1 want=$2; shift 2
   "$@" >"$TMP/out" 2>&1; local rc=$?
-  if [ "$rc" = "$want" ]; then ok "$name (exit $rc)"; else bad "$name: exit $rc, want $want"; tail -5 "$TMP/out"; fi; }
+  if [ "$rc" = "$want" ]; then ok "$name (exit $rc)"; else bad "$name: exit $rc, want $want"; grep -E "^(\[[0-9]+/[0-9]+\] )?(ERROR|FAIL) " "$TMP/out" | head -5; tail -5 "$TMP/out"; fi; }
 # has FILE TEXT: FILE contains TEXT (fixed string)
 has() { grep -qF -- "$2" "$1"; }
 # finish: the counts, and exit 0 only when nothing failed
