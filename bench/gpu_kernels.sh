@@ -36,6 +36,9 @@
 #                The abattn phase: the same two trees' bench_cuda_attn (BENCH_ARGS) alternated ROUNDS
 #                (default 2) times, REF first; the summary is bench/knob_table.py's table (each op's
 #                times in both trees, this tree's change against REF's)
+#   ALSO         the abattn phase: more trees beside REF and this one, "NAME=DIR ..." (NAME a word:
+#                letters, digits, -), each built alike and run after this tree in every round; the
+#                table gets a column and a change against REF for each
 set -u
 . "$(dirname "$0")/gpu_lib.sh"   # gpu_run_begin, has, step
 gpu_run_begin "build ops model golden train sanitize profile bench e2e"
@@ -125,13 +128,30 @@ if has ab; then   # this tree beside REF, alternated on the same GPU
     echo "ab: REF='${REF:-}' is not a folder (the other tree to compare with)" >"$LOG/ab_configure.log"
   fi
 fi
-if has abattn; then   # the attention ops of this tree beside REF's, alternated on the same GPU
+ALSO_NAMES=()   # the abattn phase's other trees (ALSO), in their order
+if has abattn; then   # the attention ops of this tree beside REF's (and ALSO's), alternated on the same GPU
   if [ -d "${REF:-}" ]; then
-    step abattn_configure 120 cmake -S "$REF" -B "$REF/$B" -DCMAKE_CUDA_ARCHITECTURES=90a -DNSA_WERROR=ON
-    step abattn_build 420 cmake --build "$REF/$B" -j16 --target bench_cuda_attn
+    declare -A abdir=([ref]="$REF")
+    for t in ${ALSO:-}; do   # NAME=DIR, NAME a word other than ref and head
+      name=${t%%=*} dir=${t#*=}
+      if [ "$name" = "$t" ] || ! [[ $name =~ ^[A-Za-z0-9-]+$ ]] || [ "$name" = ref ] || [ "$name" = head ] || [ ! -d "$dir" ]; then
+        echo "abattn: ALSO entry '$t' is not NAME=DIR with NAME a word (letters, digits, -; not ref or head) and DIR a folder: left out" >>"$LOG/abattn_also.log"
+        continue
+      fi
+      abdir[$name]=$dir
+      ALSO_NAMES+=("$name")
+    done
+    for name in ref "${ALSO_NAMES[@]}"; do
+      dir=${abdir[$name]}
+      step "abattn_configure_$name" 120 cmake -S "$dir" -B "$dir/$B" -DCMAKE_CUDA_ARCHITECTURES=90a -DNSA_WERROR=ON
+      step "abattn_build_$name" 420 cmake --build "$dir/$B" -j16 --target bench_cuda_attn
+    done
     for r in $(seq "${ROUNDS:-2}"); do
       step "knob_ref_$r" 300 "$REF/$B/bench/bench_cuda_attn" ${BENCH_ARGS:---shape both --S 8192,32768 --reps 3}
       step "knob_head_$r" 300 "./$B/bench/bench_cuda_attn" ${BENCH_ARGS:---shape both --S 8192,32768 --reps 3}
+      for name in "${ALSO_NAMES[@]}"; do
+        step "knob_${name}_$r" 300 "${abdir[$name]}/$B/bench/bench_cuda_attn" ${BENCH_ARGS:---shape both --S 8192,32768 --reps 3}
+      done
     done
   else
     echo "abattn: REF='${REF:-}' is not a folder (the other tree to compare with)" >"$LOG/abattn_configure.log"
@@ -192,7 +212,7 @@ knob_summary() {
 }
 # shellcheck disable=SC2086  # the settings, one a word
 has knobs && knob_summary "knobs: bench_cuda_attn under each setting, alternated" $KNOBS
-has abattn && knob_summary "abattn: bench_cuda_attn of REF (ref) and this tree (head), alternated" ref head
+has abattn && knob_summary "abattn: bench_cuda_attn of REF (ref), this tree (head)${ALSO:+ and the ALSO trees}, alternated" ref head "${ALSO_NAMES[@]}"
 if ls "$LOG"/ab_*_e2e_*.log >/dev/null 2>&1; then
   echo "---- ab: this tree (head) beside REF (ref), m7c_125m S=2048, alternated"
   for f in $(ls "$LOG"/ab_*_e2e_*.log | sort -t_ -k4n); do grep -E "^(1|16) " "$f" | sed "s|^|$(basename "$f" .log) |"; done
