@@ -128,10 +128,12 @@ if has ab; then   # this tree beside REF, alternated on the same GPU
     echo "ab: REF='${REF:-}' is not a folder (the other tree to compare with)" >"$LOG/ab_configure.log"
   fi
 fi
+# bench_cuda_attn's arguments in the phases that compare settings or trees (knobs, abattn)
+CMP_ARGS=${BENCH_ARGS:---shape both --S 8192,32768 --reps 3}
 ALSO_NAMES=()   # the abattn phase's other trees (ALSO), in their order
 if has abattn; then   # the attention ops of this tree beside REF's (and ALSO's), alternated on the same GPU
   if [ -d "${REF:-}" ]; then
-    declare -A abdir=([ref]="$REF")
+    declare -A abdir=([ref]="$REF" [head]=.)
     for t in ${ALSO:-}; do   # NAME=DIR, NAME a word other than ref and head
       name=${t%%=*} dir=${t#*=}
       if [ "$name" = "$t" ] || ! [[ $name =~ ^[A-Za-z0-9-]+$ ]] || [ "$name" = ref ] || [ "$name" = head ] || [ ! -d "$dir" ]; then
@@ -147,10 +149,9 @@ if has abattn; then   # the attention ops of this tree beside REF's (and ALSO's)
       step "abattn_build_$name" 420 cmake --build "$dir/$B" -j16 --target bench_cuda_attn
     done
     for r in $(seq "${ROUNDS:-2}"); do
-      step "knob_ref_$r" 300 "$REF/$B/bench/bench_cuda_attn" ${BENCH_ARGS:---shape both --S 8192,32768 --reps 3}
-      step "knob_head_$r" 300 "./$B/bench/bench_cuda_attn" ${BENCH_ARGS:---shape both --S 8192,32768 --reps 3}
-      for name in "${ALSO_NAMES[@]}"; do
-        step "knob_${name}_$r" 300 "${abdir[$name]}/$B/bench/bench_cuda_attn" ${BENCH_ARGS:---shape both --S 8192,32768 --reps 3}
+      for name in ref head "${ALSO_NAMES[@]}"; do
+        # shellcheck disable=SC2086  # the arguments, one a word
+        step "knob_${name}_$r" 300 "${abdir[$name]}/$B/bench/bench_cuda_attn" $CMP_ARGS
       done
     done
   else
@@ -163,7 +164,7 @@ if has knobs; then   # bench_cuda_attn under each setting of KNOBS, alternated R
   for r in $(seq "$KNOB_ROUNDS"); do
     for kv in $KNOBS; do
       # shellcheck disable=SC2086  # a setting's comma-joined assignments, split into env's arguments
-      step "knob_${kv}_$r" 300 env ${kv//,/ } "./$B/bench/bench_cuda_attn" ${BENCH_ARGS:---shape both --S 8192,32768 --reps 3}
+      step "knob_${kv}_$r" 300 env ${kv//,/ } "./$B/bench/bench_cuda_attn" $CMP_ARGS
     done
   done
 fi

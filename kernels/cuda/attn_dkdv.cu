@@ -101,7 +101,7 @@ __device__ __forceinline__ void dkdv_write_part(const AttnArgs &a, const float (
 // ============================================================================================
 // rows per tile the kernel is instantiated with unless its launcher asks for others: 64 with
 // warpgroup MMA at D 64 (the first products m64n64k16, as in the rows kernels), else 32. At D
-// 128 with warpgroup MMA the launcher asks for 64 by default (NSA_CUDA_DKDV_RT64=1: 249
+// 128 with warpgroup MMA the launcher asks for 64 by default (NSA_CUDA_DKDV_RT64=1: 240
 // registers a thread, no spills, two CTAs an SM as with 32; the selection's dK/dV 7 % faster)
 template <int D, bool WG> __host__ __device__ constexpr int dkdv_rt() { return WG && D == 64 ? 64 : 32; }
 // CTAs an SM the 64-key kernel is compiled for: 3 with warpgroup MMA at D 64 (at most 168
@@ -110,8 +110,9 @@ template <int D, bool WG> __host__ __device__ constexpr int dkdv_rt() { return W
 template <int D, bool WG> __host__ __device__ constexpr int dkdv_min_ctas() { return WG && D == 64 ? 3 : 0; }
 
 // K, V, two buffers of the Q / dO row tiles, then two buffers of the rows' lse, Drow, t (4
-// bytes each), global row index (8 bytes), its t and its list entry (4 bytes each). WG: the tiles swizzled (K and V in 64-row atoms,
-// the row tiles in RT-row atoms of RT * 128 bytes) after a 1024-byte alignment slack
+// bytes each), global row index (8 bytes), its t and its list entry (4 bytes each). WG: the
+// tiles swizzled (K and V in 64-row atoms, the row tiles in RT-row atoms of RT * 128 bytes)
+// after a 1024-byte alignment slack
 template <int D, int KT, bool WG, int RT = dkdv_rt<D, WG>()> constexpr size_t dkdv_smem() {
     return WG ? 1024 + (size_t)(2 * KT + 4 * RT) * D * 2 + 2 * 7 * RT * 4 : (size_t)(2 * KT + 4 * RT) * (D + 8) * 2 + 2 * 7 * RT * 4;
 }

@@ -1331,8 +1331,8 @@ static const Shape SHAPES[] = {
     {1, 2048, 6, 1, 64, 8, 4, 16, 8, 64},
     {1, 2048, 16, 1, 64, 8, 4, 16, 8, 64},
     {1, 200, 24, 2, 64, 32, 16, 64, 5, 48},    // group of 12: the scoring's heads padded to 16 where asked
-    // l' = 96: three 32-key chunks a block (six of 16), so the selection kernels' chunk index by
-    // division, not by shift
+    // l' = 96: six 16-key chunks a block, so the cp.async selection kernels' chunk index by
+    // division, not by shift; three of 32 for the TMA kernels' cursor
     {1, 600, 16, 1, 128, 32, 16, 96, 5, 96},
 };
 #define NSHAPES ((int)(sizeof SHAPES / sizeof SHAPES[0]))
