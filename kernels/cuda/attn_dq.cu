@@ -162,7 +162,7 @@ template <typename T, int D, int BR, bool WG> __global__ void __launch_bounds__(
 // ============================================================================================
 // Two consumer warpgroups own a 64-row tile each (position tiles 2x and 2x + 1 of the rows grid)
 // and share the key chunks of the two tiles' key ranges, which a producer warpgroup streams (K
-// and V, ROWS_KC keys) through a ring of ROWS_WS_NST stages, with the barriers of k_dkdv_ws
+// and V, ROWS_KC keys) through a ring of ROWS_DQ_WS_NST stages, with the barriers of k_dkdv_ws
 // (attn_dkdv.cu): per chunk S = Q K^T and dP = dO V^T (m64n64k16 from shared memory, the first
 // k-step writing the accumulators), dS in registers (no mask where every row of the tile sees
 // every key of the chunk), dQ += dS K (K as a transposed B operand). A chunk outside a
@@ -175,15 +175,15 @@ template <typename T, int D, int BR, bool WG> __global__ void __launch_bounds__(
 // in the same order as in k_rows_dq. Registers: as k_dkdv_ws (setmaxnreg 40 / 232).
 template <int D> constexpr size_t rows_dq_ws_smem() {
     // 1024-byte alignment slack, Q and dO of both tiles [2][64][D] each, the ring's K and V
-    // [ROWS_WS_NST][64][D] each, both tiles' t, lse, Drow [2][64] each and live flags, the
+    // [ROWS_DQ_WS_NST][64][D] each, both tiles' t, lse, Drow [2][64] each and live flags, the
     // barriers (then, selection, the union's table: sel_rows_table_bytes)
-    return 1024 + (size_t)2 * 2 * 64 * D * 2 + (size_t)ROWS_WS_NST * 2 * ROWS_KC * D * 2 + (size_t)2 * (3 * 64 + 1) * 4 +
-           2 * ROWS_WS_NST * 8;
+    return 1024 + (size_t)2 * 2 * 64 * D * 2 + (size_t)ROWS_DQ_WS_NST * 2 * ROWS_KC * D * 2 + (size_t)2 * (3 * 64 + 1) * 4 +
+           2 * ROWS_DQ_WS_NST * 8;
 }
 
 template <typename T, int D, int BR, bool TMA>
 __global__ void __launch_bounds__(384, 1) k_rows_dq_ws(AttnArgs a, const __grid_constant__ CUtensorMap mk, const __grid_constant__ CUtensorMap mv) {
-    constexpr int NST = ROWS_WS_NST, NDT = D / 8, TILE = 64 * D, KTILE = ROWS_KC * D;
+    constexpr int NST = ROWS_DQ_WS_NST, NDT = D / 8, TILE = 64 * D, KTILE = ROWS_KC * D;
     constexpr uint32_t ATOM = 64 * 128;   // bytes of a 64-row, 64-column swizzled atom
     static_assert(D % 64 == 0 && ROWS_KC == 64, "64-row swizzled tiles");
     extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -210,7 +210,7 @@ __global__ void __launch_bounds__(384, 1) k_rows_dq_ws(AttnArgs a, const __grid_
     const int nchunks = ch.n;
     __syncthreads();
     if (wg == 0) {   // ---- producer: the chunks' K and V through the ring
-        rows_ws_produce<T, D, BR, TMA>(a, b, g, ch, wt.kend, Ks, Vs, full, empty, tid, &mk, &mv);
+        rows_ws_produce<T, D, BR, TMA, NST>(a, b, g, ch, wt.kend, Ks, Vs, full, empty, tid, &mk, &mv);
         return;
     }
 

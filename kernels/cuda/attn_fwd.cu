@@ -151,14 +151,15 @@ template <typename T, int D, int BR, bool WG> __global__ void __launch_bounds__(
 // rounding). Selection: the union of both tiles' selected blocks (2 BQ <= 64 positions).
 template <int D> constexpr size_t rows_fwd_ws_smem() {
     // 1024-byte alignment slack, Q of both tiles [2][64][D], the ring's K and V
-    // [ROWS_WS_NST][64][D] each, both tiles' t [2][64], the barriers (then, selection, the
-    // union's table: sel_rows_table_bytes)
-    return 1024 + (size_t)2 * 64 * D * 2 + (size_t)ROWS_WS_NST * 2 * ROWS_KC * D * 2 + (size_t)2 * 64 * 4 + 2 * ROWS_WS_NST * 8;
+    // [NST][64][D] each, both tiles' t [2][64], the barriers (then, selection, the union's table:
+    // sel_rows_table_bytes)
+    constexpr int NST = rows_fwd_ws_nst<D>();
+    return 1024 + (size_t)2 * 64 * D * 2 + (size_t)NST * 2 * ROWS_KC * D * 2 + (size_t)2 * 64 * 4 + 2 * NST * 8;
 }
 
 template <typename T, int D, int BR, bool TMA>
 __global__ void __launch_bounds__(384, 1) k_rows_fwd_ws(AttnArgs a, const __grid_constant__ CUtensorMap mk, const __grid_constant__ CUtensorMap mv) {
-    constexpr int NST = ROWS_WS_NST, NDT = D / 8, TILE = 64 * D, KTILE = ROWS_KC * D;
+    constexpr int NST = rows_fwd_ws_nst<D>(), NDT = D / 8, TILE = 64 * D, KTILE = ROWS_KC * D;
     constexpr uint32_t ATOM = 64 * 128;   // bytes of a 64-row, 64-column swizzled atom
     static_assert(D % 64 == 0 && ROWS_KC == 64, "64-row swizzled tiles");
     extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -179,7 +180,7 @@ __global__ void __launch_bounds__(384, 1) k_rows_fwd_ws(AttnArgs a, const __grid
                                               reinterpret_cast<unsigned char *>(trow + 2 * 64) + 2 * NST * 8);
     __syncthreads();
     if (wg == 0) {   // ---- producer: the chunks' K and V through the ring
-        rows_ws_produce<T, D, BR, TMA>(a, b, g, ch, wt.kend, Ks, Vs, full, empty, tid, &mk, &mv);
+        rows_ws_produce<T, D, BR, TMA, NST>(a, b, g, ch, wt.kend, Ks, Vs, full, empty, tid, &mk, &mv);
         return;
     }
 
@@ -206,48 +207,73 @@ __global__ void __launch_bounds__(384, 1) k_rows_fwd_ws(AttnArgs a, const __grid
     float m[2] = {-INFINITY, -INFINITY}, lsum[2] = {0.f, 0.f};
     float oacc[NDT][4];
     acc_zero(oacc);
-    for (int c = 0; c < ch.n; c++) {
-        const int s = c % NST, kb = ch.kb(c);
-        const uint64_t pm = ch.pm(c), mine = BR == BR_SEL ? (pm >> own.psh) & own.pall : 0;
-        ws_ring_wait<NST>(full, c);
-        if (rows_ws_takes<BR>(own, kb, mine)) {
-            const uint32_t sK = (uint32_t)__cvta_generic_to_shared(Ks + s * KTILE), sV = (uint32_t)__cvta_generic_to_shared(Vs + s * KTILE);
-            float sc[8][4];
-            wg_qkT_issue<T, D>(sc, sQ, sK);
+    // the chunk's scores in log2 units, masked where a row does not see a key (not where every
+    // row sees every key of the chunk: the same values; rows past the tile's positions are never
+    // written), and this lane's row maxima
+    auto scores = [&](float (&sc)[8][4], int kb, uint64_t pm, uint64_t mine, float (&mx)[2]) {
+        mx[0] = mx[1] = -INFINITY;
+        if (rows_ws_whole<BR>(a, own, kb, mine)) {
+#pragma unroll
+            for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    sc[nt][e] *= a.scale_log2;
+                    mx[e >> 1] = fmaxf(mx[e >> 1], sc[nt][e]);
+                }
+        } else {
+#pragma unroll
+            for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int key = kb + nt * 8 + 2 * tig + (e & 1), t = tr[e >> 1];
+                    const bool vis = rows_vis<BR>(a, t, key, own.ken, pm, wt.tb[0]);
+                    sc[nt][e] = vis ? sc[nt][e] * a.scale_log2 : -INFINITY;
+                    mx[e >> 1] = fmaxf(mx[e >> 1], sc[nt][e]);
+                }
+        }
+    };
+    auto stage_of = [&](const T *base, int c) { return (uint32_t)__cvta_generic_to_shared(base + (c % NST) * KTILE); };
+    if constexpr (BR == BR_SEL || !rows_fwd_ws_overlap<D>()) {
+        rows_ws_walk<BR, NST>(ch, own, full, empty, lane, [&](int c, int kb, uint64_t pm, uint64_t mine) {
+            float sc[8][4], mx[2];
+            wg_qkT_issue<T, D>(sc, sQ, stage_of(Ks, c));
             wg_wait0();
-            // every row sees every key of the chunk: no mask (the same values as the masked path;
-            // rows past the tile's positions are never written)
-            const bool all = rows_ws_whole<BR>(a, own, kb, mine);
-            float mx[2] = {-INFINITY, -INFINITY};
-            if (all) {
-#pragma unroll
-                for (int nt = 0; nt < 8; nt++)
-#pragma unroll
-                    for (int e = 0; e < 4; e++) {
-                        sc[nt][e] *= a.scale_log2;
-                        mx[e >> 1] = fmaxf(mx[e >> 1], sc[nt][e]);
-                    }
-            } else {
-#pragma unroll
-                for (int nt = 0; nt < 8; nt++)
-#pragma unroll
-                    for (int e = 0; e < 4; e++) {
-                        const int key = kb + nt * 8 + 2 * tig + (e & 1), t = tr[e >> 1];
-                        const bool vis = rows_vis<BR>(a, t, key, own.ken, pm, wt.tb[0]);
-                        sc[nt][e] = vis ? sc[nt][e] * a.scale_log2 : -INFINITY;
-                        mx[e >> 1] = fmaxf(mx[e >> 1], sc[nt][e]);
-                    }
-            }
+            scores(sc, kb, pm, mine, mx);
             online_softmax_step<8, NDT>(sc, oacc, m, lsum, mx);
             uint32_t pa[4][4];
 #pragma unroll
             for (int kk = 0; kk < 4; kk++) acc_afrag<T>(pa[kk], sc[2 * kk], sc[2 * kk + 1]);
             wg_fence();
-            wg_rs<T, D, ROWS_KC>(oacc, pa, sV, ATOM);
+            wg_rs<T, D, ROWS_KC>(oacc, pa, stage_of(Vs, c), ATOM);
             wg_commit();
             wg_wait0();
+        });
+    } else {
+        // The tile's chunks are one run of the ring's (its keys [kst, ken)). Along the run a
+        // chunk's O += P V runs while the next chunk's softmax does (ws_ring_run_overlap: O
+        // rescaled once that P V is done; the same bits), so a consumer holds its last chunk a step
+        // longer (4 stages, rows_fwd_ws_nst: the producer is still two chunks ahead).
+        int c0, c1;
+        rows_ws_run<BR>(ch, own, c0, c1);
+        for (int c = 0; c < c0; c++) ws_ring_pass<NST>(full, empty, c, lane);
+        if (c0 < c1) {
+            float sc[8][4], alpha[2];
+            uint32_t pa[4][4];   // the held chunk's P (A fragments)
+            ws_ring_run_overlap<NST>(
+                c0, c1, full, empty, lane, [&](int c) { wg_qkT_issue<T, D>(sc, sQ, stage_of(Ks, c)); },
+                [&](int c) {
+                    float mx[2];
+                    scores(sc, ch.kb(c), 0, 0, mx);
+                    online_softmax_probs<8>(sc, m, lsum, mx, alpha);
+                },
+                [&](int) {
+                    acc_scale_rows<NDT>(oacc, alpha);
+#pragma unroll
+                    for (int kk = 0; kk < 4; kk++) acc_afrag<T>(pa[kk], sc[2 * kk], sc[2 * kk + 1]);
+                },
+                [&](int c) { wg_rs<T, D, ROWS_KC>(oacc, pa, stage_of(Vs, c), ATOM); }, [&]() { acc_pin<NDT>(oacc); });
         }
-        ws_ring_release<NST>(empty, c, lane);
+        for (int c = c1; c < ch.n; c++) ws_ring_pass<NST>(full, empty, c, lane);
     }
     rows_fwd_out<T, D>(a, rg, b, g, hb, r0, tr, tig, oacc, m, lsum);
 }

@@ -162,11 +162,18 @@ __device__ __forceinline__ RowsChunks<BR> rows_chunks(const AttnArgs &a, int b, 
 }
 
 // ---- the warp-specialised rows kernels (k_rows_fwd_ws in attn_fwd.cu, k_rows_dq_ws in
-// attn_dq.cu): a CTA of three warpgroups, a producer streaming K and V chunks through a ring of
-// ROWS_WS_NST stages (ws_ring_produce) to two consumers that own position tiles 2x and 2x + 1
-// of the rows grid. Registers as k_dkdv_ws (a consumer's setmaxnreg increase takes only what
-// the producer gave back).
-#define ROWS_WS_NST 3
+// attn_dq.cu): a CTA of three warpgroups, a producer streaming K and V chunks through a ring
+// (ws_ring_produce) to two consumers that own position tiles 2x and 2x + 1 of the rows grid.
+// Registers as k_dkdv_ws (a consumer's setmaxnreg increase takes only what the producer gave
+// back).
+// the rings' stages. The forward at D 128 overlaps a chunk's P V with the next chunk's softmax
+// (rows_fwd_ws_overlap), its consumer holding its last chunk until the next one's first product
+// has come: 4 stages; at D 64 it walks one chunk at a time, as the dQ does (each chunk released
+// after its products): 3. (One H200, alternated: the overlap moved the dense causal forward
+// -5.7 % / -2.6 % at the paper shape 8k / 32k, the window forward +1.2 % / +2.9 % at m7c.)
+#define ROWS_DQ_WS_NST 3
+template <int D> __host__ __device__ constexpr bool rows_fwd_ws_overlap() { return D == 128; }
+template <int D> __host__ __device__ constexpr int rows_fwd_ws_nst() { return rows_fwd_ws_overlap<D>() ? 4 : 3; }
 #define ROWS_WS_PRODUCER_REGS 40
 #define ROWS_WS_CONSUMER_REGS 232
 // the two tiles' positions tb .. tl and key ranges [ks, ke) (tile 1: none at the end of the
@@ -214,20 +221,40 @@ __device__ __forceinline__ RowsWsOwn rows_ws_own(const RowsWsTiles &w, int cw, i
 template <int BR> __device__ __forceinline__ bool rows_ws_takes(const RowsWsOwn &o, int kb, uint64_t mine) {
     return BR == BR_SEL ? mine != 0 && kb <= o.t_last : kb < o.ken && kb + ROWS_KC > o.kst && o.has;
 }
+// a consumer's walk of the ring's chunks, one after another: each waited for, f(c, kb, pm, mine)
+// where the tile takes it (selection: mine, the tile's positions that selected it), each released
+template <int BR, int NST, typename F>
+__device__ __forceinline__ void rows_ws_walk(const RowsChunks<BR> &ch, const RowsWsOwn &o, uint32_t full, uint32_t empty, int lane,
+                                             F f) {
+    for (int c = 0; c < ch.n; c++) {
+        const int kb = ch.kb(c);
+        const uint64_t pm = ch.pm(c), mine = BR == BR_SEL ? (pm >> o.psh) & o.pall : 0;
+        ws_ring_wait<NST>(full, c);
+        if (rows_ws_takes<BR>(o, kb, mine)) f(c, kb, pm, mine);
+        ws_ring_release<NST>(empty, c, lane);
+    }
+}
+// a consumer's chunks outside the window and compressed branches' run: the chunks [c0, c1)
+// the tile takes are one run of the ring's (its keys [kst, ken))
+template <int BR> __device__ __forceinline__ void rows_ws_run(const RowsChunks<BR> &ch, const RowsWsOwn &o, int &c0, int &c1) {
+    static_assert(BR != BR_SEL, "a selection tile's chunks are no run");
+    for (c0 = 0; c0 < ch.n && !rows_ws_takes<BR>(o, ch.kb(c0), 0); c0++) {}
+    for (c1 = c0; c1 < ch.n && rows_ws_takes<BR>(o, ch.kb(c1), 0); c1++) {}
+}
 // does every row of the tile see every key of the chunk at kb (no mask needed)?
 template <int BR> __device__ __forceinline__ bool rows_ws_whole(const AttnArgs &a, const RowsWsOwn &o, int kb, uint64_t mine) {
     return kb + ROWS_KC <= o.ken && sees_block<BR>(a, o.tbase, o.t_last, kb, kb + ROWS_KC - 1) && (BR != BR_SEL || mine == o.pall);
 }
 // the producer warpgroup (threads 0..127): every chunk's K and V [ROWS_KC][D] (swizzled atoms)
-// into stage c % ROWS_WS_NST of Ks and Vs, keys past kend zero. TMA (maps mk, mv over k and v
+// into stage c % NST of Ks and Vs, keys past kend zero. TMA (maps mk, mv over k and v
 // [B][NK][G][D], box 64 elements x 1 group x ROWS_KC keys: rows_kv_tma_maps): a chunk wholly
 // before kend by one copy per 64-column atom of K and V (ws_ring_produce_tma), the chunk that
 // kend cuts by cp.async with its zeros: the same tiles, the same bits.
-template <typename T, int D, int BR, bool TMA>
+template <typename T, int D, int BR, bool TMA, int NST>
 __device__ __forceinline__ void rows_ws_produce(const AttnArgs &a, int b, int g, const RowsChunks<BR> &ch, int kend, T *Ks, T *Vs,
                                                 uint32_t full, uint32_t empty, int tid, const CUtensorMap *mk,
                                                 const CUtensorMap *mv) {
-    constexpr int NST = ROWS_WS_NST, KTILE = ROWS_KC * D;
+    constexpr int KTILE = ROWS_KC * D;
     wg_regs_dec<ROWS_WS_PRODUCER_REGS>();
     const int64_t ks = (int64_t)a.G * D;
     const T *Kg = (const T *)a.k + (int64_t)b * a.NK * ks + (int64_t)g * D;

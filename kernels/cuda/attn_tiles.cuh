@@ -459,12 +459,12 @@ template <int BR> __device__ __forceinline__ bool sees_block(const AttnArgs &a, 
 
 // One chunk's online-softmax step for a warp's 16 rows (rows gid and gid + 8 of the mma.sync
 // fragments), after masking: s holds the chunk's scores in log2 units (-inf where masked) and
-// mx this lane's maxima of them per row. The running max m and sum lsum are updated, oacc
-// rescaled, and s replaced by the probabilities exp2(s - m) (a row that has seen no key yet
-// keeps m = -inf and gets zeros).
-template <int NT, int NDT>
-__device__ __forceinline__ void online_softmax_step(float (&s)[NT][4], float (&oacc)[NDT][4], float (&m)[2], float (&lsum)[2],
-                                                    float (&mx)[2]) {
+// mx this lane's maxima of them per row. The running max m and sum lsum are updated, s replaced
+// by the probabilities exp2(s - m) (a row that has seen no key yet keeps m = -inf and gets
+// zeros), and alpha set to the factor of each row's earlier sums, for the output accumulator
+// (acc_scale_rows) whenever that is free to change (a warpgroup MMA into it may still be running).
+template <int NT>
+__device__ __forceinline__ void online_softmax_probs(float (&s)[NT][4], float (&m)[2], float (&lsum)[2], float (&mx)[2], float (&alpha)[2]) {
     float muse[2];
 #pragma unroll
     for (int r = 0; r < 2; r++) {
@@ -472,14 +472,9 @@ __device__ __forceinline__ void online_softmax_step(float (&s)[NT][4], float (&o
         mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
         const float mnew = fmaxf(m[r], mx[r]);
         muse[r] = mnew == -INFINITY ? 0.f : mnew;
-        const float alpha = exp2f(m[r] - muse[r]);
+        alpha[r] = exp2f(m[r] - muse[r]);
         m[r] = mnew;
-        lsum[r] *= alpha;
-#pragma unroll
-        for (int i = 0; i < NDT; i++) {
-            oacc[i][2 * r] *= alpha;
-            oacc[i][2 * r + 1] *= alpha;
-        }
+        lsum[r] *= alpha[r];
     }
 #pragma unroll
     for (int nt = 0; nt < NT; nt++)
@@ -488,6 +483,32 @@ __device__ __forceinline__ void online_softmax_step(float (&s)[NT][4], float (&o
             s[nt][e] = exp2f(s[nt][e] - muse[e >> 1]);
             lsum[e >> 1] += s[nt][e];
         }
+}
+// rows gid and gid + 8 of an accumulator [NDT n-tiles][4] times alpha[0], alpha[1]
+template <int NDT> __device__ __forceinline__ void acc_scale_rows(float (&acc)[NDT][4], const float (&alpha)[2]) {
+#pragma unroll
+    for (int i = 0; i < NDT; i++) {
+        acc[i][0] *= alpha[0];
+        acc[i][1] *= alpha[0];
+        acc[i][2] *= alpha[1];
+        acc[i][3] *= alpha[1];
+    }
+}
+// the step whole: probabilities, then the accumulator rescaled
+template <int NT, int NDT>
+__device__ __forceinline__ void online_softmax_step(float (&s)[NT][4], float (&oacc)[NDT][4], float (&m)[2], float (&lsum)[2],
+                                                    float (&mx)[2]) {
+    float alpha[2];
+    online_softmax_probs<NT>(s, m, lsum, mx, alpha);
+    acc_scale_rows<NDT>(oacc, alpha);
+}
+// the accumulator's registers pinned here: a use after this point is not moved above it (after
+// a wgmma wait, so that no read of an accumulator a warpgroup MMA was writing comes earlier)
+template <int NDT> __device__ __forceinline__ void acc_pin(float (&acc)[NDT][4]) {
+#pragma unroll
+    for (int i = 0; i < NDT; i++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) asm volatile("" : "+f"(acc[i][e])::"memory");
 }
 
 // ---- division by a shape's length ----------------------------------------------------------
@@ -676,6 +697,50 @@ template <int NST> __device__ __forceinline__ void ws_ring_wait(uint32_t full, i
 template <int NST> __device__ __forceinline__ void ws_ring_release(uint32_t empty, int i, int lane) {
     __syncwarp();
     if (lane == 0) mbar_arrive(empty + 8 * (i % NST));
+}
+// A consumer's run of items [c0, c1) in which an item's second product overlaps the next item's
+// elementwise work (sm_90a warpgroup MMA): first(c) issues item c's first products as one commit
+// group (its fence included), mid(c) works on their results in the item's own registers, hold(c)
+// makes them the operand of its second product (and anything else that must wait for the
+// previous second product: an output rescale), second(c) issues that product for the held item
+// (no commit), pin() pins its accumulator after a wait. Item c's second product is issued right
+// after item c + 1's first products and waited for after mid(c + 1); then the item is released.
+// The same operations in the same order as one item after another. No warpgroup MMA under a
+// branch here: ptxas would serialise every one of the kernel's.
+template <int NST, typename First, typename Mid, typename Hold, typename Second, typename Pin>
+__device__ __forceinline__ void ws_ring_run_overlap(int c0, int c1, uint32_t full, uint32_t empty, int lane, First first, Mid mid, Hold hold,
+                                                    Second second, Pin pin) {
+    ws_ring_wait<NST>(full, c0);
+    first(c0);
+    wg_wait0();
+    mid(c0);
+    hold(c0);
+    int pend = c0;
+    for (int c = c0 + 1; c < c1; c++) {
+        ws_ring_wait<NST>(full, c);
+        first(c);   // its fence covers what hold wrote
+        second(pend);
+        wg_commit();
+        wg_wait1();   // item c's first products; the held item's second still running
+        mid(c);
+        wg_wait0();
+        pin();
+        ws_ring_release<NST>(empty, pend, lane);
+        hold(c);
+        pend = c;
+    }
+    wg_fence();
+    second(pend);
+    wg_commit();
+    wg_wait0();
+    pin();
+    ws_ring_release<NST>(empty, pend, lane);
+}
+// a consumer passing item i over: waited for all the same (its release must not count toward the
+// stage's earlier use), then released
+template <int NST> __device__ __forceinline__ void ws_ring_pass(uint32_t full, uint32_t empty, int i, int lane) {
+    ws_ring_wait<NST>(full, i);
+    ws_ring_release<NST>(empty, i, lane);
 }
 
 // ---- launch ---------------------------------------------------------------------------------
