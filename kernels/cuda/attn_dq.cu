@@ -207,7 +207,6 @@ __global__ void __launch_bounds__(384, 1) k_rows_dq_ws(AttnArgs a, const __grid_
     // the chunks (selection: the union's table after the barriers; rows_chunks synchronises)
     const RowsChunks<BR> ch = rows_chunks<BR>(a, b, g, wt.tb[0], wt.tall, wt.kstart, wt.kend,
                                               reinterpret_cast<unsigned char *>(live + 2) + 2 * NST * 8);
-    const int nchunks = ch.n;
     __syncthreads();
     if (wg == 0) {   // ---- producer: the chunks' K and V through the ring
         rows_ws_produce<T, D, BR, TMA, NST>(a, b, g, ch, wt.kend, Ks, Vs, full, empty, tid, &mk, &mv);
@@ -251,46 +250,41 @@ __global__ void __launch_bounds__(384, 1) k_rows_dq_ws(AttnArgs a, const __grid_
     const uint32_t sQ = (uint32_t)__cvta_generic_to_shared(Qc), sY = (uint32_t)__cvta_generic_to_shared(Yc);
     float dqa[NDT][4];
     acc_zero(dqa);
-    for (int c = 0; c < nchunks; c++) {
-        const int s = c % NST, kb = ch.kb(c);
-        const uint64_t pm = ch.pm(c), mine = BR == BR_SEL ? (pm >> own.psh) & own.pall : 0;
-        ws_ring_wait<NST>(full, c);
-        if (rows_ws_takes<BR>(own, kb, mine)) {
-            const uint32_t sK = (uint32_t)__cvta_generic_to_shared(Ks + s * KTILE), sV = (uint32_t)__cvta_generic_to_shared(Vs + s * KTILE);
-            float sc[8][4], dp[8][4];
-            wg_two_issue<T, D, ATOM>(sc, dp, sQ, sK, sY, sV);
-            wg_wait0();
-            // every row sees every key of the chunk: no mask (the same values as the masked path)
-            const bool all = rows_live && rows_ws_whole<BR>(a, own, kb, mine);
-            if (all) {
+    rows_ws_walk<BR, NST>(ch, own, full, empty, lane, [&](int c, int kb, uint64_t pm, uint64_t mine) {
+        const int s = c % NST;
+        const uint32_t sK = (uint32_t)__cvta_generic_to_shared(Ks + s * KTILE), sV = (uint32_t)__cvta_generic_to_shared(Vs + s * KTILE);
+        float sc[8][4], dp[8][4];
+        wg_two_issue<T, D, ATOM>(sc, dp, sQ, sK, sY, sV);
+        wg_wait0();
+        // every row sees every key of the chunk: no mask (the same values as the masked path)
+        const bool all = rows_live && rows_ws_whole<BR>(a, own, kb, mine);
+        if (all) {
 #pragma unroll
-                for (int nt = 0; nt < 8; nt++)
+            for (int nt = 0; nt < 8; nt++)
 #pragma unroll
-                    for (int e = 0; e < 4; e++) {
-                        const float p = exp2f(sc[nt][e] * a.scale_log2 - l2r[e >> 1]);
-                        sc[nt][e] = p * (dp[nt][e] - drr[e >> 1]);   // dS
-                    }
-            } else {
+                for (int e = 0; e < 4; e++) {
+                    const float p = exp2f(sc[nt][e] * a.scale_log2 - l2r[e >> 1]);
+                    sc[nt][e] = p * (dp[nt][e] - drr[e >> 1]);   // dS
+                }
+        } else {
 #pragma unroll
-                for (int nt = 0; nt < 8; nt++)
+            for (int nt = 0; nt < 8; nt++)
 #pragma unroll
-                    for (int e = 0; e < 4; e++) {
-                        const int key = kb + nt * 8 + 2 * tig + (e & 1), t = tr[e >> 1];
-                        const bool vis = rows_vis<BR>(a, t, key, own.ken, pm, wt.tb[0]);
-                        const float p = vis ? exp2f(sc[nt][e] * a.scale_log2 - l2r[e >> 1]) : 0.f;
-                        sc[nt][e] = p * (dp[nt][e] - drr[e >> 1]);   // dS
-                    }
-            }
-            uint32_t da[4][4];
-#pragma unroll
-            for (int kk = 0; kk < 4; kk++) acc_afrag<T>(da[kk], sc[2 * kk], sc[2 * kk + 1]);
-            wg_fence();
-            wg_rs<T, D, ROWS_KC>(dqa, da, sK, ATOM);
-            wg_commit();
-            wg_wait0();
+                for (int e = 0; e < 4; e++) {
+                    const int key = kb + nt * 8 + 2 * tig + (e & 1), t = tr[e >> 1];
+                    const bool vis = rows_vis<BR>(a, t, key, own.ken, pm, wt.tb[0]);
+                    const float p = vis ? exp2f(sc[nt][e] * a.scale_log2 - l2r[e >> 1]) : 0.f;
+                    sc[nt][e] = p * (dp[nt][e] - drr[e >> 1]);   // dS
+                }
         }
-        ws_ring_release<NST>(empty, c, lane);
-    }
+        uint32_t da[4][4];
+#pragma unroll
+        for (int kk = 0; kk < 4; kk++) acc_afrag<T>(da[kk], sc[2 * kk], sc[2 * kk + 1]);
+        wg_fence();
+        wg_rs<T, D, ROWS_KC>(dqa, da, sK, ATOM);
+        wg_commit();
+        wg_wait0();
+    });
     rows_dq_add<T, D>(a, rg, b, g, hb, r0, tr, tig, dqa);
 }
 

@@ -165,8 +165,9 @@ __device__ __forceinline__ RowsChunks<BR> rows_chunks(const AttnArgs &a, int b, 
 // attn_dq.cu): a CTA of three warpgroups, a producer streaming K and V chunks through a ring
 // (ws_ring_produce) to two consumers that own position tiles 2x and 2x + 1 of the rows grid.
 // Registers as k_dkdv_ws (a consumer's setmaxnreg increase takes only what the producer gave
-// back).
-// the rings' stages. The forward at D 128 overlaps a chunk's P V with the next chunk's softmax
+// back). A consumer walks the ring's chunks one at a time (rows_ws_walk) or, the forward at D
+// 128, overlapping them (ws_ring_run_overlap).
+// The rings' stages. The forward at D 128 overlaps a chunk's P V with the next chunk's softmax
 // (rows_fwd_ws_overlap), its consumer holding its last chunk until the next one's first product
 // has come: 4 stages; at D 64 it walks one chunk at a time, as the dQ does (each chunk released
 // after its products): 3. (One H200, alternated: the overlap moved the dense causal forward
