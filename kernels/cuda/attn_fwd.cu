@@ -149,23 +149,27 @@ template <typename T, int D, int BR, bool WG> __global__ void __launch_bounds__(
 // in k_rows_fwd; window: the chunks start where the first tile's keys start, so the second
 // tile's chunks may fall elsewhere than k_rows_fwd's (other bits, same values within
 // rounding). Selection: the union of both tiles' selected blocks (2 BQ <= 64 positions).
-template <int D> constexpr size_t rows_fwd_ws_smem() {
+// KC: the keys of a chunk, ROWS_KC or (D 128, window and compressed, rows_fwd_kc) 128: S = Q K^T
+// by m64n128k16, the chunk's K and V in 128-row atoms; the softmax's running maxima move at
+// other keys, so other bits than with 64-key chunks (the same values within rounding).
+template <int D, int KC = ROWS_KC> constexpr size_t rows_fwd_ws_smem() {
     // 1024-byte alignment slack, Q of both tiles [2][64][D], the ring's K and V
-    // [NST][64][D] each, both tiles' t [2][64], the barriers (then, selection, the union's table:
+    // [NST][KC][D] each, both tiles' t [2][64], the barriers (then, selection, the union's table:
     // sel_rows_table_bytes)
-    constexpr int NST = rows_fwd_ws_nst<D>();
-    return 1024 + (size_t)2 * 64 * D * 2 + (size_t)NST * 2 * ROWS_KC * D * 2 + (size_t)2 * 64 * 4 + 2 * NST * 8;
+    constexpr int NST = rows_fwd_ws_nst<D, KC>();
+    return 1024 + (size_t)2 * 64 * D * 2 + (size_t)NST * 2 * KC * D * 2 + (size_t)2 * 64 * 4 + 2 * NST * 8;
 }
 
-template <typename T, int D, int BR, bool TMA>
+template <typename T, int D, int BR, bool TMA, int KC>
 __global__ void __launch_bounds__(384, 1) k_rows_fwd_ws(AttnArgs a, const __grid_constant__ CUtensorMap mk, const __grid_constant__ CUtensorMap mv) {
-    constexpr int NST = rows_fwd_ws_nst<D>(), NDT = D / 8, TILE = 64 * D, KTILE = ROWS_KC * D;
-    constexpr uint32_t ATOM = 64 * 128;   // bytes of a 64-row, 64-column swizzled atom
+    constexpr int NST = rows_fwd_ws_nst<D, KC>(), NDT = D / 8, TILE = 64 * D, KTILE = KC * D, NT = KC / 8;
+    constexpr uint32_t ATOM = KC * 128;   // bytes of a KC-row, 64-column swizzled atom of K or V
     static_assert(D % 64 == 0 && ROWS_KC == 64, "64-row swizzled tiles");
+    static_assert(KC == ROWS_KC || (KC == 128 && BR != BR_SEL && rows_fwd_ws_overlap<D>()), "128-key chunks: the overlapped run");
     extern __shared__ __align__(16) unsigned char smem_raw[];
     unsigned char *base = reinterpret_cast<unsigned char *>(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
     T *Qs = reinterpret_cast<T *>(base);   // [2][64][D]: consumer c's rows at Qs + c TILE
-    T *Ks = Qs + 2 * TILE;                  // [NST][ROWS_KC][D]
+    T *Ks = Qs + 2 * TILE;                  // [NST][KC][D]
     T *Vs = Ks + NST * KTILE;
     int *trow = reinterpret_cast<int *>(Vs + NST * KTILE);   // [2][64]
     const uint32_t full = (uint32_t)__cvta_generic_to_shared(trow + 2 * 64), empty = full + 8 * NST;
@@ -176,7 +180,7 @@ __global__ void __launch_bounds__(384, 1) k_rows_fwd_ws(AttnArgs a, const __grid
     const RowsWsTiles wt = rows_ws_tiles<BR>(a, rg, tend);
     ws_ring_init<NST>(full, empty, tid, rows_ws_consumer_warps(wt, tend));
     // the chunks (selection: the union's table after the barriers; rows_chunks synchronises)
-    const RowsChunks<BR> ch = rows_chunks<BR>(a, b, g, wt.tb[0], wt.tall, wt.kstart, wt.kend,
+    const RowsChunks<BR, KC> ch = rows_chunks<BR, KC>(a, b, g, wt.tb[0], wt.tall, wt.kstart, wt.kend,
                                               reinterpret_cast<unsigned char *>(trow + 2 * 64) + 2 * NST * 8);
     __syncthreads();
     if (wg == 0) {   // ---- producer: the chunks' K and V through the ring
@@ -210,11 +214,11 @@ __global__ void __launch_bounds__(384, 1) k_rows_fwd_ws(AttnArgs a, const __grid
     // the chunk's scores in log2 units, masked where a row does not see a key (not where every
     // row sees every key of the chunk: the same values; rows past the tile's positions are never
     // written), and this lane's row maxima
-    auto scores = [&](float (&sc)[8][4], int kb, uint64_t pm, uint64_t mine, float (&mx)[2]) {
+    auto scores = [&](float (&sc)[NT][4], int kb, uint64_t pm, uint64_t mine, float (&mx)[2]) {
         mx[0] = mx[1] = -INFINITY;
-        if (rows_ws_whole<BR>(a, own, kb, mine)) {
+        if (rows_ws_whole<BR, KC>(a, own, kb, mine)) {
 #pragma unroll
-            for (int nt = 0; nt < 8; nt++)
+            for (int nt = 0; nt < NT; nt++)
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
                     sc[nt][e] *= a.scale_log2;
@@ -222,7 +226,7 @@ __global__ void __launch_bounds__(384, 1) k_rows_fwd_ws(AttnArgs a, const __grid
                 }
         } else {
 #pragma unroll
-            for (int nt = 0; nt < 8; nt++)
+            for (int nt = 0; nt < NT; nt++)
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
                     const int key = kb + nt * 8 + 2 * tig + (e & 1), t = tr[e >> 1];
@@ -234,6 +238,7 @@ __global__ void __launch_bounds__(384, 1) k_rows_fwd_ws(AttnArgs a, const __grid
     };
     auto stage_of = [&](const T *base, int c) { return (uint32_t)__cvta_generic_to_shared(base + (c % NST) * KTILE); };
     if constexpr (BR == BR_SEL || !rows_fwd_ws_overlap<D>()) {
+        static_assert(KC == ROWS_KC, "one chunk at a time: 64 keys");
         rows_ws_walk<BR, NST>(ch, own, full, empty, lane, [&](int c, int kb, uint64_t pm, uint64_t mine) {
             float sc[8][4], mx[2];
             wg_qkT_issue<T, D>(sc, sQ, stage_of(Ks, c));
@@ -254,24 +259,24 @@ __global__ void __launch_bounds__(384, 1) k_rows_fwd_ws(AttnArgs a, const __grid
         // rescaled once that P V is done; the same bits), so a consumer holds its last chunk a step
         // longer (4 stages, rows_fwd_ws_nst: the producer is still two chunks ahead).
         int c0, c1;
-        rows_ws_run<BR>(ch, own, c0, c1);
+        rows_ws_run(ch, own, c0, c1);
         for (int c = 0; c < c0; c++) ws_ring_pass<NST>(full, empty, c, lane);
         if (c0 < c1) {
-            float sc[8][4], alpha[2];
-            uint32_t pa[4][4];   // the held chunk's P (A fragments)
+            float sc[NT][4], alpha[2];
+            uint32_t pa[KC / 16][4];   // the held chunk's P (A fragments)
             ws_ring_run_overlap<NST>(
-                c0, c1, full, empty, lane, [&](int c) { wg_qkT_issue<T, D>(sc, sQ, stage_of(Ks, c)); },
+                c0, c1, full, empty, lane, [&](int c) { wg_qkT_issue<T, D, KC>(sc, sQ, stage_of(Ks, c)); },
                 [&](int c) {
                     float mx[2];
                     scores(sc, ch.kb(c), 0, 0, mx);
-                    online_softmax_probs<8>(sc, m, lsum, mx, alpha);
+                    online_softmax_probs<NT>(sc, m, lsum, mx, alpha);
                 },
                 [&](int) {
                     acc_scale_rows<NDT>(oacc, alpha);
 #pragma unroll
-                    for (int kk = 0; kk < 4; kk++) acc_afrag<T>(pa[kk], sc[2 * kk], sc[2 * kk + 1]);
+                    for (int kk = 0; kk < KC / 16; kk++) acc_afrag<T>(pa[kk], sc[2 * kk], sc[2 * kk + 1]);
                 },
-                [&](int c) { wg_rs<T, D, ROWS_KC>(oacc, pa, stage_of(Vs, c), ATOM); }, [&]() { acc_pin<NDT>(oacc); });
+                [&](int c) { wg_rs<T, D, KC>(oacc, pa, stage_of(Vs, c), ATOM); }, [&]() { acc_pin<NDT>(oacc); });
         }
         for (int c = c1; c < ch.n; c++) ws_ring_pass<NST>(full, empty, c, lane);
     }
@@ -479,10 +484,20 @@ template <typename T, int D> struct FwdKernels {
             // two position tiles a CTA (selection: their positions in one 64-bit mask)
             if (nsa_fwd_ws_on(D, BR) && (BR != BR_SEL || 2 * rows_geom(a.hpg).BQ <= 64)) {
                 const dim3 g2((grid.x + 1) / 2, grid.y, grid.z);
-                const size_t sm = rows_fwd_ws_smem<D>() + extra;
                 CUtensorMap mk{}, mv{};
-                if (g_nsa_cuda.rows_tma && rows_kv_tma_maps<T>(a, &mk, &mv)) mma_launch(k_rows_fwd_ws<T, D, BR, true>, g2, 384, sm, a, mk, mv);
-                else mma_launch(k_rows_fwd_ws<T, D, BR, false>, g2, 384, sm, a, mk, mv);
+                if constexpr (D == 128 && BR != BR_SEL) {
+                    if (nsa_fwd_kc(D, BR) == 128) {
+                        const size_t sm = rows_fwd_ws_smem<D, 128>() + extra;
+                        if (g_nsa_cuda.rows_tma && rows_kv_tma_maps<T, 128>(a, &mk, &mv))
+                            mma_launch(k_rows_fwd_ws<T, D, BR, true, 128>, g2, 384, sm, a, mk, mv);
+                        else mma_launch(k_rows_fwd_ws<T, D, BR, false, 128>, g2, 384, sm, a, mk, mv);
+                        return;
+                    }
+                }
+                const size_t sm = rows_fwd_ws_smem<D>() + extra;
+                if (g_nsa_cuda.rows_tma && rows_kv_tma_maps<T>(a, &mk, &mv))
+                    mma_launch(k_rows_fwd_ws<T, D, BR, true, ROWS_KC>, g2, 384, sm, a, mk, mv);
+                else mma_launch(k_rows_fwd_ws<T, D, BR, false, ROWS_KC>, g2, 384, sm, a, mk, mv);
                 return;
             }
             if (g_nsa_cuda.wgmma) {

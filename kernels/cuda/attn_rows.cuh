@@ -129,22 +129,24 @@ template <int D, bool WG> __host__ __device__ constexpr size_t rows_dq_smem() {
 
 // The chunks a rows kernel walks: n of them; kb(c) is the first key of chunk c and pm(c)
 // (selection) the mask of the tile's positions that selected chunk c's block. Window and
-// compressed: ROWS_KC-key chunks from kstart. Selection: the union of the tile's selected
-// blocks (sel_rows_union, its table at `table` in shared memory), l' / ROWS_KC chunks a block.
-template <int BR> struct RowsChunks {
+// compressed: KC-key chunks from kstart (KC: ROWS_KC, or 128 in the forward at D 128,
+// rows_fwd_kc). Selection: the union of the tile's selected blocks (sel_rows_union, its table
+// at `table` in shared memory), l' / ROWS_KC chunks a block.
+template <int BR, int KC = ROWS_KC> struct RowsChunks {
+    static_assert(KC == ROWS_KC || BR != BR_SEL, "a selection chunk is ROWS_KC keys of a block");
     int n, per, kstart, lsel;
     const int *selj;
     const uint64_t *selm;
     __device__ __forceinline__ int kb(int c) const {
-        return BR == BR_SEL ? selj[c / per] * lsel + (c % per) * ROWS_KC : kstart + c * ROWS_KC;
+        return BR == BR_SEL ? selj[c / per] * lsel + (c % per) * ROWS_KC : kstart + c * KC;
     }
     __device__ __forceinline__ uint64_t pm(int c) const { return BR == BR_SEL ? selm[c / per] : 0; }
 };
 // Every thread of the CTA calls it (selection: it synchronises)
-template <int BR>
-__device__ __forceinline__ RowsChunks<BR> rows_chunks(const AttnArgs &a, int b, int g, int tbase, int t_last, int kstart, int kend,
-                                                      unsigned char *table) {
-    RowsChunks<BR> rc;
+template <int BR, int KC = ROWS_KC>
+__device__ __forceinline__ RowsChunks<BR, KC> rows_chunks(const AttnArgs &a, int b, int g, int tbase, int t_last, int kstart, int kend,
+                                                          unsigned char *table) {
+    RowsChunks<BR, KC> rc;
     rc.kstart = kstart;
     rc.lsel = a.lsel;
     rc.per = BR == BR_SEL ? a.lsel / ROWS_KC : 1;
@@ -156,7 +158,7 @@ __device__ __forceinline__ RowsChunks<BR> rows_chunks(const AttnArgs &a, int b, 
         sel_rows_union(a, b, g, tbase, t_last - tbase + 1, selm, selj, nu);
         rc.n = *nu * rc.per;
     } else {
-        rc.n = kend > kstart ? (kend - kstart + ROWS_KC - 1) / ROWS_KC : 0;
+        rc.n = kend > kstart ? (kend - kstart + KC - 1) / KC : 0;
     }
     return rc;
 }
@@ -172,9 +174,14 @@ __device__ __forceinline__ RowsChunks<BR> rows_chunks(const AttnArgs &a, int b, 
 // has come: 4 stages; at D 64 it walks one chunk at a time, as the dQ does (each chunk released
 // after its products): 3. (One H200, alternated: the overlap moved the dense causal forward
 // -5.7 % / -2.6 % at the paper shape 8k / 32k, the window forward +1.2 % / +2.9 % at m7c.)
+// With 128-key chunks (the forward at D 128 off the selection, NSA_CUDA_FWD_KC: S = Q K^T one
+// m64n128k16 a k-step instead of two m64n64k16 reading Q twice) a stage is twice the keys and
+// 3 stages fill the shared memory: 225.6 KB a CTA.
 #define ROWS_DQ_WS_NST 3
 template <int D> __host__ __device__ constexpr bool rows_fwd_ws_overlap() { return D == 128; }
-template <int D> __host__ __device__ constexpr int rows_fwd_ws_nst() { return rows_fwd_ws_overlap<D>() ? 4 : 3; }
+template <int D, int KC = ROWS_KC> __host__ __device__ constexpr int rows_fwd_ws_nst() {
+    return KC == 128 ? 3 : rows_fwd_ws_overlap<D>() ? 4 : 3;
+}
 #define ROWS_WS_PRODUCER_REGS 40
 #define ROWS_WS_CONSUMER_REGS 232
 // the two tiles' positions tb .. tl and key ranges [ks, ke) (tile 1: none at the end of the
@@ -218,9 +225,10 @@ __device__ __forceinline__ RowsWsOwn rows_ws_own(const RowsWsTiles &w, int cw, i
     o.pall = o.has ? (2ull << (o.t_last - o.tbase)) - 1 : 0;
     return o;
 }
-// does the tile take the chunk at key kb (selection: mine, the tile's bits of the chunk's mask)?
-template <int BR> __device__ __forceinline__ bool rows_ws_takes(const RowsWsOwn &o, int kb, uint64_t mine) {
-    return BR == BR_SEL ? mine != 0 && kb <= o.t_last : kb < o.ken && kb + ROWS_KC > o.kst && o.has;
+// does the tile take the KC-key chunk at key kb (selection: mine, the tile's bits of the chunk's
+// mask)?
+template <int BR, int KC = ROWS_KC> __device__ __forceinline__ bool rows_ws_takes(const RowsWsOwn &o, int kb, uint64_t mine) {
+    return BR == BR_SEL ? mine != 0 && kb <= o.t_last : kb < o.ken && kb + KC > o.kst && o.has;
 }
 // a consumer's walk of the ring's chunks, one after another: each waited for, f(c, kb, pm, mine)
 // where the tile takes it (selection: mine, the tile's positions that selected it), each released
@@ -237,43 +245,45 @@ __device__ __forceinline__ void rows_ws_walk(const RowsChunks<BR> &ch, const Row
 }
 // a consumer's chunks outside the window and compressed branches' run: the chunks [c0, c1)
 // the tile takes are one run of the ring's (its keys [kst, ken))
-template <int BR> __device__ __forceinline__ void rows_ws_run(const RowsChunks<BR> &ch, const RowsWsOwn &o, int &c0, int &c1) {
+template <int BR, int KC>
+__device__ __forceinline__ void rows_ws_run(const RowsChunks<BR, KC> &ch, const RowsWsOwn &o, int &c0, int &c1) {
     static_assert(BR != BR_SEL, "a selection tile's chunks are no run");
-    for (c0 = 0; c0 < ch.n && !rows_ws_takes<BR>(o, ch.kb(c0), 0); c0++) {}
-    for (c1 = c0; c1 < ch.n && rows_ws_takes<BR>(o, ch.kb(c1), 0); c1++) {}
+    for (c0 = 0; c0 < ch.n && !rows_ws_takes<BR, KC>(o, ch.kb(c0), 0); c0++) {}
+    for (c1 = c0; c1 < ch.n && rows_ws_takes<BR, KC>(o, ch.kb(c1), 0); c1++) {}
 }
-// does every row of the tile see every key of the chunk at kb (no mask needed)?
-template <int BR> __device__ __forceinline__ bool rows_ws_whole(const AttnArgs &a, const RowsWsOwn &o, int kb, uint64_t mine) {
-    return kb + ROWS_KC <= o.ken && sees_block<BR>(a, o.tbase, o.t_last, kb, kb + ROWS_KC - 1) && (BR != BR_SEL || mine == o.pall);
+// does every row of the tile see every key of the KC-key chunk at kb (no mask needed)?
+template <int BR, int KC = ROWS_KC>
+__device__ __forceinline__ bool rows_ws_whole(const AttnArgs &a, const RowsWsOwn &o, int kb, uint64_t mine) {
+    return kb + KC <= o.ken && sees_block<BR>(a, o.tbase, o.t_last, kb, kb + KC - 1) && (BR != BR_SEL || mine == o.pall);
 }
-// the producer warpgroup (threads 0..127): every chunk's K and V [ROWS_KC][D] (swizzled atoms)
-// into stage c % NST of Ks and Vs, keys past kend zero. TMA (maps mk, mv over k and v
-// [B][NK][G][D], box 64 elements x 1 group x ROWS_KC keys: rows_kv_tma_maps): a chunk wholly
+// the producer warpgroup (threads 0..127): every chunk's K and V [KC][D] (swizzled atoms of KC
+// rows) into stage c % NST of Ks and Vs, keys past kend zero. TMA (maps mk, mv over k and v
+// [B][NK][G][D], box 64 elements x 1 group x KC keys: rows_kv_tma_maps): a chunk wholly
 // before kend by one copy per 64-column atom of K and V (ws_ring_produce_tma), the chunk that
 // kend cuts by cp.async with its zeros: the same tiles, the same bits.
-template <typename T, int D, int BR, bool TMA, int NST>
-__device__ __forceinline__ void rows_ws_produce(const AttnArgs &a, int b, int g, const RowsChunks<BR> &ch, int kend, T *Ks, T *Vs,
+template <typename T, int D, int BR, bool TMA, int NST, int KC>
+__device__ __forceinline__ void rows_ws_produce(const AttnArgs &a, int b, int g, const RowsChunks<BR, KC> &ch, int kend, T *Ks, T *Vs,
                                                 uint32_t full, uint32_t empty, int tid, const CUtensorMap *mk,
                                                 const CUtensorMap *mv) {
-    constexpr int KTILE = ROWS_KC * D;
+    constexpr int KTILE = KC * D;
     wg_regs_dec<ROWS_WS_PRODUCER_REGS>();
     const int64_t ks = (int64_t)a.G * D;
     const T *Kg = (const T *)a.k + (int64_t)b * a.NK * ks + (int64_t)g * D;
     const T *Vg = (const T *)a.v + (int64_t)b * a.NK * ks + (int64_t)g * D;
     auto issue = [&](int c) {
         const int s = c % NST;
-        kv_tile_load<T, D, true, ROWS_KC, 128>(Ks + s * KTILE, Kg, Vs + s * KTILE, Vg, ks, ch.kb(c), kend, tid);
+        kv_tile_load<T, D, true, KC, 128, KC>(Ks + s * KTILE, Kg, Vs + s * KTILE, Vg, ks, ch.kb(c), kend, tid);
     };
     if constexpr (TMA) {
-        auto bulk = [&](int c) { return ch.kb(c) + ROWS_KC <= kend; };
+        auto bulk = [&](int c) { return ch.kb(c) + KC <= kend; };
         auto tma = [&](int c, uint32_t bar) {
             if (tid != 0) return;
             const int s = c % NST, kb = ch.kb(c);
             mbar_add_tx(bar, 2 * KTILE * (uint32_t)sizeof(T));
 #pragma unroll
             for (int at = 0; at < D / 64; at++) {
-                tma_load4(Ks + s * KTILE + at * ROWS_KC * 64, mk, at * 64, g, kb, b, bar);
-                tma_load4(Vs + s * KTILE + at * ROWS_KC * 64, mv, at * 64, g, kb, b, bar);
+                tma_load4(Ks + s * KTILE + at * KC * 64, mk, at * 64, g, kb, b, bar);
+                tma_load4(Vs + s * KTILE + at * KC * 64, mv, at * 64, g, kb, b, bar);
             }
         };
         ws_ring_produce_tma<NST>(ch.n, full, empty, bulk, tma, issue);
@@ -283,8 +293,8 @@ __device__ __forceinline__ void rows_ws_produce(const AttnArgs &a, int b, int g,
 }
 // the maps of rows_ws_produce's TMA copies (host); false where they cannot be made (the
 // cp.async copies then)
-template <typename T> static bool rows_kv_tma_maps(const AttnArgs &a, CUtensorMap *mk, CUtensorMap *mv) {
-    return kv_tma_maps<T>(a, ROWS_KC, mk, mv, "the rows kernels read K and V by cp.async");
+template <typename T, int KC = ROWS_KC> static bool rows_kv_tma_maps(const AttnArgs &a, CUtensorMap *mk, CUtensorMap *mv) {
+    return kv_tma_maps<T>(a, KC, mk, mv, "the rows kernels read K and V by cp.async");
 }
 
 // WG (sm_90a, D 64 or 128): both products by warpgroup MMA from swizzled Q, K and V tiles:

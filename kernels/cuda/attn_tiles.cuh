@@ -197,6 +197,30 @@ template <> __device__ __forceinline__ void wgmma_64x64x16_first<f16>(float (&d)
                  : "=f"(d[0][0]), "=f"(d[0][1]), "=f"(d[0][2]), "=f"(d[0][3]), "=f"(d[1][0]), "=f"(d[1][1]), "=f"(d[1][2]), "=f"(d[1][3]), "=f"(d[2][0]), "=f"(d[2][1]), "=f"(d[2][2]), "=f"(d[2][3]), "=f"(d[3][0]), "=f"(d[3][1]), "=f"(d[3][2]), "=f"(d[3][3]), "=f"(d[4][0]), "=f"(d[4][1]), "=f"(d[4][2]), "=f"(d[4][3]), "=f"(d[5][0]), "=f"(d[5][1]), "=f"(d[5][2]), "=f"(d[5][3]), "=f"(d[6][0]), "=f"(d[6][1]), "=f"(d[6][2]), "=f"(d[6][3]), "=f"(d[7][0]), "=f"(d[7][1]), "=f"(d[7][2]), "=f"(d[7][3])
                  : "l"(da), "l"(db), "n"(0));
 }
+// d[64 x 128] += A[64 x 16] . B[128 x 16]^T (both K-major: B a 128-row swizzled tile), fp32
+// accumulate; _first: the first k-step, d written only
+template <typename T> __device__ __forceinline__ void wgmma_64x128x16(float (&d)[16][4], uint64_t da, uint64_t db);
+template <> __device__ __forceinline__ void wgmma_64x128x16<bf16>(float (&d)[16][4], uint64_t da, uint64_t db) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\nwgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+                 : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]), "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]), "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]), "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]), "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]), "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]), "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]), "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]), "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])
+                 : "l"(da), "l"(db), "r"(1));
+}
+template <> __device__ __forceinline__ void wgmma_64x128x16<f16>(float (&d)[16][4], uint64_t da, uint64_t db) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\nwgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+                 : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]), "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]), "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]), "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]), "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]), "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]), "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]), "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]), "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])
+                 : "l"(da), "l"(db), "r"(1));
+}
+template <typename T> __device__ __forceinline__ void wgmma_64x128x16_first(float (&d)[16][4], uint64_t da, uint64_t db);
+template <> __device__ __forceinline__ void wgmma_64x128x16_first<bf16>(float (&d)[16][4], uint64_t da, uint64_t db) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\nwgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+                 : "=f"(d[0][0]), "=f"(d[0][1]), "=f"(d[0][2]), "=f"(d[0][3]), "=f"(d[1][0]), "=f"(d[1][1]), "=f"(d[1][2]), "=f"(d[1][3]), "=f"(d[2][0]), "=f"(d[2][1]), "=f"(d[2][2]), "=f"(d[2][3]), "=f"(d[3][0]), "=f"(d[3][1]), "=f"(d[3][2]), "=f"(d[3][3]), "=f"(d[4][0]), "=f"(d[4][1]), "=f"(d[4][2]), "=f"(d[4][3]), "=f"(d[5][0]), "=f"(d[5][1]), "=f"(d[5][2]), "=f"(d[5][3]), "=f"(d[6][0]), "=f"(d[6][1]), "=f"(d[6][2]), "=f"(d[6][3]), "=f"(d[7][0]), "=f"(d[7][1]), "=f"(d[7][2]), "=f"(d[7][3]), "=f"(d[8][0]), "=f"(d[8][1]), "=f"(d[8][2]), "=f"(d[8][3]), "=f"(d[9][0]), "=f"(d[9][1]), "=f"(d[9][2]), "=f"(d[9][3]), "=f"(d[10][0]), "=f"(d[10][1]), "=f"(d[10][2]), "=f"(d[10][3]), "=f"(d[11][0]), "=f"(d[11][1]), "=f"(d[11][2]), "=f"(d[11][3]), "=f"(d[12][0]), "=f"(d[12][1]), "=f"(d[12][2]), "=f"(d[12][3]), "=f"(d[13][0]), "=f"(d[13][1]), "=f"(d[13][2]), "=f"(d[13][3]), "=f"(d[14][0]), "=f"(d[14][1]), "=f"(d[14][2]), "=f"(d[14][3]), "=f"(d[15][0]), "=f"(d[15][1]), "=f"(d[15][2]), "=f"(d[15][3])
+                 : "l"(da), "l"(db), "n"(0));
+}
+template <> __device__ __forceinline__ void wgmma_64x128x16_first<f16>(float (&d)[16][4], uint64_t da, uint64_t db) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\nwgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+                 : "=f"(d[0][0]), "=f"(d[0][1]), "=f"(d[0][2]), "=f"(d[0][3]), "=f"(d[1][0]), "=f"(d[1][1]), "=f"(d[1][2]), "=f"(d[1][3]), "=f"(d[2][0]), "=f"(d[2][1]), "=f"(d[2][2]), "=f"(d[2][3]), "=f"(d[3][0]), "=f"(d[3][1]), "=f"(d[3][2]), "=f"(d[3][3]), "=f"(d[4][0]), "=f"(d[4][1]), "=f"(d[4][2]), "=f"(d[4][3]), "=f"(d[5][0]), "=f"(d[5][1]), "=f"(d[5][2]), "=f"(d[5][3]), "=f"(d[6][0]), "=f"(d[6][1]), "=f"(d[6][2]), "=f"(d[6][3]), "=f"(d[7][0]), "=f"(d[7][1]), "=f"(d[7][2]), "=f"(d[7][3]), "=f"(d[8][0]), "=f"(d[8][1]), "=f"(d[8][2]), "=f"(d[8][3]), "=f"(d[9][0]), "=f"(d[9][1]), "=f"(d[9][2]), "=f"(d[9][3]), "=f"(d[10][0]), "=f"(d[10][1]), "=f"(d[10][2]), "=f"(d[10][3]), "=f"(d[11][0]), "=f"(d[11][1]), "=f"(d[11][2]), "=f"(d[11][3]), "=f"(d[12][0]), "=f"(d[12][1]), "=f"(d[12][2]), "=f"(d[12][3]), "=f"(d[13][0]), "=f"(d[13][1]), "=f"(d[13][2]), "=f"(d[13][3]), "=f"(d[14][0]), "=f"(d[14][1]), "=f"(d[14][2]), "=f"(d[14][3]), "=f"(d[15][0]), "=f"(d[15][1]), "=f"(d[15][2]), "=f"(d[15][3])
+                 : "l"(da), "l"(db), "n"(0));
+}
 // d[64 x 32] += A[64 x 16] . B[32 x 16]^T (both K-major), fp32 accumulate
 template <typename T> __device__ __forceinline__ void wgmma_64x32x16(float (&d)[4][4], uint64_t da, uint64_t db);
 template <> __device__ __forceinline__ void wgmma_64x32x16<bf16>(float (&d)[4][4], uint64_t da, uint64_t db) {
@@ -248,6 +272,8 @@ __device__ __forceinline__ void wg_wait1() {}
 template <typename T> __device__ __forceinline__ void wgmma_64x64x16(float (&)[8][4], uint64_t, uint64_t) { __trap(); }
 template <typename T> __device__ __forceinline__ void wgmma_64x64x16_first(float (&)[8][4], uint64_t, uint64_t) { __trap(); }
 template <typename T> __device__ __forceinline__ void wgmma_64x32x16(float (&)[4][4], uint64_t, uint64_t) { __trap(); }
+template <typename T> __device__ __forceinline__ void wgmma_64x128x16(float (&)[16][4], uint64_t, uint64_t) { __trap(); }
+template <typename T> __device__ __forceinline__ void wgmma_64x128x16_first(float (&)[16][4], uint64_t, uint64_t) { __trap(); }
 template <typename T> __device__ __forceinline__ void wgmma_rs_64x64x16_tb(float (&)[8][4], const uint32_t (&)[4], uint64_t) { __trap(); }
 template <typename T> __device__ __forceinline__ void wgmma_rs_64x128x16_tb(float (&)[16][4], const uint32_t (&)[4], uint64_t) { __trap(); }
 #endif
@@ -313,15 +339,22 @@ __device__ __forceinline__ void wg_two_issue(float (&s)[8][4], float (&p)[8][4],
     }
     wg_commit();
 }
-// S[64 x 64] = A . B^T over D as wg_qkT, issued as one commit group without waiting (the
-// caller's wg_wait0); the first k-step writes the accumulators
-template <typename T, int D> __device__ __forceinline__ void wg_qkT_issue(float (&d)[8][4], uint32_t sA, uint32_t sB) {
+// S[64 x N] = A . B^T over D as wg_qkT, issued as one commit group without waiting (the
+// caller's wg_wait0); the first k-step writes the accumulators. N 64, or 128: B a 128-row tile
+// (its atoms 128 rows x 64 columns, 16 KiB apart), one m64n128k16 a k-step
+template <typename T, int D, int N = 64> __device__ __forceinline__ void wg_qkT_issue(float (&d)[N / 8][4], uint32_t sA, uint32_t sB) {
+    static_assert(N == 64 || N == 128, "m64n64k16 or m64n128k16");
     wg_fence();
 #pragma unroll
     for (int kk = 0; kk < D / 16; kk++) {
-        const uint32_t off = (kk / 4) * WG_ATOM_BYTES + (kk % 4) * 32;
-        if (kk == 0) wgmma_64x64x16_first<T>(d, wg_desc(sA + off), wg_desc(sB + off));
-        else wgmma_64x64x16<T>(d, wg_desc(sA + off), wg_desc(sB + off));
+        const uint32_t off = (kk / 4) * WG_ATOM_BYTES + (kk % 4) * 32, offb = (kk / 4) * (N * 128) + (kk % 4) * 32;
+        if constexpr (N == 128) {
+            if (kk == 0) wgmma_64x128x16_first<T>(d, wg_desc(sA + off), wg_desc(sB + offb));
+            else wgmma_64x128x16<T>(d, wg_desc(sA + off), wg_desc(sB + offb));
+        } else {
+            if (kk == 0) wgmma_64x64x16_first<T>(d, wg_desc(sA + off), wg_desc(sB + offb));
+            else wgmma_64x64x16<T>(d, wg_desc(sA + off), wg_desc(sB + offb));
+        }
     }
     wg_commit();
 }
@@ -373,10 +406,11 @@ __device__ __forceinline__ void tile_load(void *dst, const T *src, Dst2 dst2, co
     }
 }
 // rows kb .. kb + ROWS - 1 of two key-major tensors (K and V: rows ks elements apart) into
-// their tiles (V: none where Vd is the literal nullptr); rows at or past kend read as zeros
-template <typename T, int D, bool SWZ, int ROWS, int NTH, typename Vdst>
+// their tiles (V: none where Vd is the literal nullptr; SWZ: atoms of ATOM_ROWS rows); rows at
+// or past kend read as zeros
+template <typename T, int D, bool SWZ, int ROWS, int NTH, int ATOM_ROWS = 64, typename Vdst>
 __device__ __forceinline__ void kv_tile_load(void *Kd, const T *Kg, Vdst Vd, const T *Vg, int64_t ks, int kb, int kend, int tid) {
-    tile_load<T, D, SWZ, ROWS, NTH>(Kd, Kg, Vd, Vg, [&](int r, int64_t &off) {
+    tile_load<T, D, SWZ, ROWS, NTH, ATOM_ROWS>(Kd, Kg, Vd, Vg, [&](int r, int64_t &off) {
         off = (int64_t)(kb + r) * ks;
         return kb + r < kend;
     }, tid);

@@ -59,6 +59,8 @@ struct NsaCudaCtx {
                          // 0 never, 1 wherever it can (NSA_CUDA_DQ_WS)
     int fwd_ws;          // the rows kernels' forward on the warp-specialised kernel: -1 by branch and
                          // head size, 0 never, 1 wherever it can (NSA_CUDA_FWD_WS)
+    int fwd_kc128;       // that kernel's key chunks at D 128, window and compressed: -1 (default) by
+                         // head size (nsa_fwd_kc), 0 64 keys, 1 128 keys (NSA_CUDA_FWD_KC128)
     int select_stream;   // the selection's top-n kept as the scoring's chunks go (k_select_mma STREAM):
                          // 1 (default) wherever a chunk's blocks fit its ring, 0 never
                          // (NSA_CUDA_SELECT_STREAM)
@@ -345,6 +347,14 @@ static inline int nsa_fwd_ws_on(int D, int br) {
     if (!g_nsa_cuda.wgmma || !(D == 64 || D == 128)) return 0;
     if (g_nsa_cuda.fwd_ws >= 0) return g_nsa_cuda.fwd_ws;
     return br == BR_WIN || (br == BR_CMP && D == 128);
+}
+// The keys of k_rows_fwd_ws's chunks for branch br: 128 at D 128 off the selection where
+// NSA_CUDA_FWD_KC128 says so (-1, the default: NSA_FWD_KC128_DEFAULT), else 64
+#define NSA_FWD_KC128_DEFAULT 0
+static inline int nsa_fwd_kc(int D, int br) {
+    if (D != 128 || br == BR_SEL) return 64;
+    const int on = g_nsa_cuda.fwd_kc128 >= 0 ? g_nsa_cuda.fwd_kc128 : NSA_FWD_KC128_DEFAULT;
+    return on ? 128 : 64;
 }
 
 // Everything an attention kernel needs; pointers are device pointers.

@@ -1397,7 +1397,8 @@ int main(int argc, char **argv) {
         // default 2); the warp-specialised dK/dV's row tiles by TMA, the rows kernels' K/V chunks
         // and the scoring's K chunks (NSA_CUDA_DKDV_TMA, NSA_CUDA_ROWS_TMA 0 in 7: every tile by
         // cp.async, else the default 1); the 64-key dK/dV's 64-row tiles at D 128 (NSA_CUDA_DKDV_RT64
-        // 0 in 4: 32-row tiles, else the default 1)
+        // 0 in 4: 32-row tiles, else the default 1); the warp-specialised rows forward's key chunks
+        // at D 128 (NSA_CUDA_FWD_KC128: 128 keys in 7, 64 in 4, else the default)
         static const char *impl_name[9] = {"simple",   "mma",           "mma1",    "mma-sync",  "mma-tiles",
                                            "mma-rows", "mma-sync-rows", "mma-ws",  "mma-no-ws"};
         static const int impl_sel_rows[9] = {-1, -1, 0, -1, 0, 1, 1, 1, -1};
@@ -1408,6 +1409,7 @@ int main(int argc, char **argv) {
         static const int impl_dkdv_align[9] = {1, 1, 0, 2, 0, 1, 1, 1, 2};
         static const int impl_sel_dq_tma[9] = {-1, -1, 1, -1, 2, 0, 0, 2, 0};
         static const int impl_sel_tma_nst[9] = {2, 2, 4, 2, 3, 2, 2, 3, 2};
+        static const int impl_fwd_kc128[9] = {-1, -1, -1, -1, 0, -1, -1, 1, -1};
         const int have_wgmma = nsa_cuda_set_wgmma(1);
         for (int impl = 0; impl < 9; impl++) {
             if (impl >= 1 && p == 0) continue;   // fp32 always uses the simple kernels
@@ -1430,6 +1432,7 @@ int main(int argc, char **argv) {
             nsa_cuda_set_dkdv_tma(impl_tma(impl));
             nsa_cuda_set_rows_tma(impl_tma(impl));
             nsa_cuda_set_dkdv_rt64(impl_dkdv_rt64(impl));
+            nsa_cuda_set_fwd_kc128(impl_fwd_kc128[impl]);
             snprintf(dn, sizeof dn, "%s/%s", precs[p], impl_name[impl]);
             for (int si = 0; si < NSHAPES; si++) {
                 if (g_small && shape_is_big(si)) continue;
@@ -1458,6 +1461,7 @@ int main(int argc, char **argv) {
         nsa_cuda_set_dkdv_tma(1);
         nsa_cuda_set_rows_tma(1);
         nsa_cuda_set_dkdv_rt64(1);
+        nsa_cuda_set_fwd_kc128(-1);
         printf("warpgroup-MMA (sm_90a) kernels: %s\n", have_wgmma ? "on" : "not in this build or device");
     }
     printf("\n%d checks, %d failed\n", g_rows, g_fail);
