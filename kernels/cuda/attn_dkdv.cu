@@ -73,7 +73,7 @@ __device__ __forceinline__ void dkdv_probs(const AttnArgs &a, float (&s)[NRT][4]
             const int key = key0 + 8 * (q >> 1);
             const float l2 = RAW ? __fmul_rn(lb[row], MMA_LOG2E) : lb[row];
             const bool vis = t >= 0 && (!RAW || l2 != -INFINITY) && ((q >> 1) ? kv1 : kv0) && sees<BR>(a, t, key);
-            const float p = vis ? exp2f(s[nt][q] * a.scale_log2 - l2) : 0.f;
+            const float p = vis ? exp2_ftz(s[nt][q] * a.scale_log2 - l2) : 0.f;
             s[nt][q] = p;
             dp[nt][q] = p * (dp[nt][q] - db[row]);
         }
@@ -473,7 +473,7 @@ __global__ void __launch_bounds__(384, 1) k_dkdv_ws(AttnArgs a, int NKC, const _
 #pragma unroll
                 for (int q = 0; q < 4; q++) {
                     const int row = nt * 8 + 2 * tig + (q & 1);
-                    const float p = exp2f(sc[nt][q] * a.scale_log2 - lb[row]);
+                    const float p = exp2_ftz(sc[nt][q] * a.scale_log2 - lb[row]);
                     sc[nt][q] = p;
                     dp[nt][q] = p * (dp[nt][q] - db[row]);
                 }

@@ -132,7 +132,7 @@ template <typename T, int D, int BR, bool WG> __global__ void __launch_bounds__(
                 for (int e = 0; e < 4; e++) {
                     const int key = kb + nt * 8 + 2 * tig + (e & 1), t = tr[e >> 1];
                     const bool vis = rows_vis<BR>(a, t, key, kend, pm, tbase);
-                    const float p = vis ? exp2f(s[nt][e] * a.scale_log2 - l2r[e >> 1]) : 0.f;
+                    const float p = vis ? exp2_ftz(s[nt][e] * a.scale_log2 - l2r[e >> 1]) : 0.f;
                     s[nt][e] = p * (dp[nt][e] - drr[e >> 1]);   // dS
                 }
             if constexpr (WG) {
@@ -263,7 +263,7 @@ __global__ void __launch_bounds__(384, 1) k_rows_dq_ws(AttnArgs a, const __grid_
             for (int nt = 0; nt < 8; nt++)
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
-                    const float p = exp2f(sc[nt][e] * a.scale_log2 - l2r[e >> 1]);
+                    const float p = exp2_ftz(sc[nt][e] * a.scale_log2 - l2r[e >> 1]);
                     sc[nt][e] = p * (dp[nt][e] - drr[e >> 1]);   // dS
                 }
         } else {
@@ -273,7 +273,7 @@ __global__ void __launch_bounds__(384, 1) k_rows_dq_ws(AttnArgs a, const __grid_
                 for (int e = 0; e < 4; e++) {
                     const int key = kb + nt * 8 + 2 * tig + (e & 1), t = tr[e >> 1];
                     const bool vis = rows_vis<BR>(a, t, key, own.ken, pm, wt.tb[0]);
-                    const float p = vis ? exp2f(sc[nt][e] * a.scale_log2 - l2r[e >> 1]) : 0.f;
+                    const float p = vis ? exp2_ftz(sc[nt][e] * a.scale_log2 - l2r[e >> 1]) : 0.f;
                     sc[nt][e] = p * (dp[nt][e] - drr[e >> 1]);   // dS
                 }
         }

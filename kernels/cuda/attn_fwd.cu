@@ -486,7 +486,7 @@ template <typename T, int D> struct FwdKernels {
                 const dim3 g2((grid.x + 1) / 2, grid.y, grid.z);
                 CUtensorMap mk{}, mv{};
                 if constexpr (D == 128 && BR != BR_SEL) {
-                    if (nsa_fwd_kc(D, BR) == 128) {
+                    if (nsa_fwd_kc(a, D, BR) == 128) {
                         const size_t sm = rows_fwd_ws_smem<D, 128>() + extra;
                         if (g_nsa_cuda.rows_tma && rows_kv_tma_maps<T, 128>(a, &mk, &mv))
                             mma_launch(k_rows_fwd_ws<T, D, BR, true, 128>, g2, 384, sm, a, mk, mv);

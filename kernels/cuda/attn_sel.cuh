@@ -148,7 +148,7 @@ __device__ __forceinline__ void sel_dscores(float (&s)[NT][4], const float (&dp)
         for (int e = 0; e < 4; e++) {
             const int key = kb + nt * 8 + 2 * tig + (e & 1), r = e >> 1;
             const bool vis = rv[r] && ((fl >> r) & 1) && key <= tr[r];
-            const float p = vis ? exp2f(s[nt][e] * scale_log2 - l2r[r]) : 0.f;
+            const float p = vis ? exp2_ftz(s[nt][e] * scale_log2 - l2r[r]) : 0.f;
             s[nt][e] = p * (dp[nt][e] - drr[r]);
         }
 }

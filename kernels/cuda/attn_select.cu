@@ -94,14 +94,6 @@ __host__ __device__ __forceinline__ SelScoreLayout selscore_layout(int hpg, int 
     L.nfloat = L.score + (stream ? rg.BQ * (SEL_RING + 2 * n) : rg.BQ * NS);
     return L;
 }
-// 2^x by the SFU alone (ex2.approx.ftz): exp2f's value wherever it is normal, 0 where it would be
-// subnormal (below 2^-126), without exp2f's rescaling around it (a compare and two multiplies an
-// element). The scoring's p feed only block sums that are ranked, so a p below 2^-126 counts as 0.
-__device__ __forceinline__ float sel_exp2(float x) {
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-    return y;
-}
 // STREAM fits where a chunk of ROWS_KC compressed blocks overlaps at most SEL_RING selection
 // blocks
 __host__ __device__ __forceinline__ bool selscore_stream_fits(int l, int d, int lsel) {
@@ -191,14 +183,14 @@ __device__ __forceinline__ void select_pos_psum(const AttnArgs &a, float *Psum, 
 #pragma unroll
             for (int nt = 0; nt < 8; nt++)
 #pragma unroll
-                for (int e = 0; e < 4; e++) acc[nt][e] += sel_exp2(s[nt][e] * a.scale_log2 - l2[e >> 1]);
+                for (int e = 0; e < 4; e++) acc[nt][e] += exp2_ftz(s[nt][e] * a.scale_log2 - l2[e >> 1]);
         } else {
 #pragma unroll
             for (int nt = 0; nt < 8; nt++)
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
                     const int key = kb + nt * 8 + 2 * tig + (e & 1);
-                    acc[nt][e] += rows_vis<BR_CMP>(a, tr[e >> 1], key, kend, 0, tbase) ? sel_exp2(s[nt][e] * a.scale_log2 - l2[e >> 1]) : 0.f;
+                    acc[nt][e] += rows_vis<BR_CMP>(a, tr[e >> 1], key, kend, 0, tbase) ? exp2_ftz(s[nt][e] * a.scale_log2 - l2[e >> 1]) : 0.f;
                 }
         }
     };
@@ -455,14 +447,14 @@ __global__ void __launch_bounds__(128) k_select_mma(AttnArgs a, int32_t *sel_out
 #pragma unroll
             for (int nt = 0; nt < 8; nt++)
 #pragma unroll
-                for (int e = 0; e < 4; e++) p[nt][e] = padr[e >> 1] ? 0.f : sel_exp2(s[nt][e] * a.scale_log2 - l2r[e >> 1]);
+                for (int e = 0; e < 4; e++) p[nt][e] = padr[e >> 1] ? 0.f : exp2_ftz(s[nt][e] * a.scale_log2 - l2r[e >> 1]);
         } else {
 #pragma unroll
             for (int nt = 0; nt < 8; nt++)
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
                     const int key = kb + nt * 8 + 2 * tig + (e & 1), t = tr[e >> 1];
-                    p[nt][e] = rows_vis<BR_CMP>(a, t, key, kend, 0, tbase) && !padr[e >> 1] ? sel_exp2(s[nt][e] * a.scale_log2 - l2r[e >> 1]) : 0.f;
+                    p[nt][e] = rows_vis<BR_CMP>(a, t, key, kend, 0, tbase) && !padr[e >> 1] ? exp2_ftz(s[nt][e] * a.scale_log2 - l2r[e >> 1]) : 0.f;
                 }
         }
         // Psum[tq][kl] = sum over the position's heads of p (a fixed order either way)

@@ -491,6 +491,17 @@ template <int BR> __device__ __forceinline__ bool sees_block(const AttnArgs &a, 
 }
 
 
+// 2^x by the SFU alone (ex2.approx.ftz): exp2f's value wherever it is normal (the same SFU
+// instruction), 0 where it would be subnormal (below 2^-126), without exp2f's rescaling around
+// it (a compare and two multiplies an element). An attention probability below 2^-126 is lost
+// beside the row's largest (1 in the forward's running sums, at least 1 / the row's keys in the
+// backward's P): a row's sum, output and gradient terms do not move by it.
+__device__ __forceinline__ float exp2_ftz(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
 // One chunk's online-softmax step for a warp's 16 rows (rows gid and gid + 8 of the mma.sync
 // fragments), after masking: s holds the chunk's scores in log2 units (-inf where masked) and
 // mx this lane's maxima of them per row. The running max m and sum lsum are updated, s replaced
@@ -506,7 +517,7 @@ __device__ __forceinline__ void online_softmax_probs(float (&s)[NT][4], float (&
         mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
         const float mnew = fmaxf(m[r], mx[r]);
         muse[r] = mnew == -INFINITY ? 0.f : mnew;
-        alpha[r] = exp2f(m[r] - muse[r]);
+        alpha[r] = exp2_ftz(m[r] - muse[r]);
         m[r] = mnew;
         lsum[r] *= alpha[r];
     }
@@ -514,12 +525,15 @@ __device__ __forceinline__ void online_softmax_probs(float (&s)[NT][4], float (&
     for (int nt = 0; nt < NT; nt++)
 #pragma unroll
         for (int e = 0; e < 4; e++) {
-            s[nt][e] = exp2f(s[nt][e] - muse[e >> 1]);
+            s[nt][e] = exp2_ftz(s[nt][e] - muse[e >> 1]);
             lsum[e >> 1] += s[nt][e];
         }
 }
-// rows gid and gid + 8 of an accumulator [NDT n-tiles][4] times alpha[0], alpha[1]
+// rows gid and gid + 8 of an accumulator [NDT n-tiles][4] times alpha[0], alpha[1]; passed over
+// where every factor of the warp is 1 (no row's maximum moved: most chunks of a long row), the
+// same bits. A whole warp calls it.
 template <int NDT> __device__ __forceinline__ void acc_scale_rows(float (&acc)[NDT][4], const float (&alpha)[2]) {
+    if (!__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) return;
 #pragma unroll
     for (int i = 0; i < NDT; i++) {
         acc[i][0] *= alpha[0];

@@ -60,7 +60,7 @@ struct NsaCudaCtx {
     int fwd_ws;          // the rows kernels' forward on the warp-specialised kernel: -1 by branch and
                          // head size, 0 never, 1 wherever it can (NSA_CUDA_FWD_WS)
     int fwd_kc128;       // that kernel's key chunks at D 128, window and compressed: -1 (default) by
-                         // head size (nsa_fwd_kc), 0 64 keys, 1 128 keys (NSA_CUDA_FWD_KC128)
+                         // shape (nsa_fwd_kc), 0 64 keys, 1 128 keys (NSA_CUDA_FWD_KC128)
     int select_stream;   // the selection's top-n kept as the scoring's chunks go (k_select_mma STREAM):
                          // 1 (default) wherever a chunk's blocks fit its ring, 0 never
                          // (NSA_CUDA_SELECT_STREAM)
@@ -348,14 +348,6 @@ static inline int nsa_fwd_ws_on(int D, int br) {
     if (g_nsa_cuda.fwd_ws >= 0) return g_nsa_cuda.fwd_ws;
     return br == BR_WIN || (br == BR_CMP && D == 128);
 }
-// The keys of k_rows_fwd_ws's chunks for branch br: 128 at D 128 off the selection where
-// NSA_CUDA_FWD_KC128 says so (-1, the default: NSA_FWD_KC128_DEFAULT), else 64
-#define NSA_FWD_KC128_DEFAULT 0
-static inline int nsa_fwd_kc(int D, int br) {
-    if (D != 128 || br == BR_SEL) return 64;
-    const int on = g_nsa_cuda.fwd_kc128 >= 0 ? g_nsa_cuda.fwd_kc128 : NSA_FWD_KC128_DEFAULT;
-    return on ? 128 : 64;
-}
 
 // Everything an attention kernel needs; pointers are device pointers.
 struct AttnArgs {
@@ -382,6 +374,15 @@ struct AttnArgs {
     int t0, Tn;
     float scale, scale_log2;
 };
+// The keys of k_rows_fwd_ws's chunks for branch br at head size D: 128 at D 128 off the selection
+// where NSA_CUDA_FWD_KC128=1, or by default where the rows see every key before them (the window
+// as long as the call's rows: the dense causal attention; its runs start at key 0, so a 128-key
+// chunk is cut at most once a tile: H200, bench/RESULTS.md), else 64
+static inline int nsa_fwd_kc(const AttnArgs &a, int D, int br) {
+    if (D != 128 || br == BR_SEL) return 64;
+    const int on = g_nsa_cuda.fwd_kc128 >= 0 ? g_nsa_cuda.fwd_kc128 : br == BR_WIN && a.w >= a.t0 + a.Tn;
+    return on ? 128 : 64;
+}
 // The dK/dV kernels' row chunks of an entry whose rows are the flattened rows rb * hpg ..
 // rb * hpg + nrows - 1 of its group (rb: its first position; the window and compressed
 // branches): chunk c holds the entry's rows r_lo .. r_hi - 1 and takes partial c of the entry.

@@ -82,8 +82,9 @@ void nsa_cuda_set_dkdv_tma(int on);
 // the same bits either way; NSA_CUDA_ROWS_TMA=0/1
 void nsa_cuda_set_rows_tma(int on);
 // the warp-specialised rows forward's key chunks at D 128, window and compressed branches: 128
-// keys (1), 64 (0) or by head size (-1, the default); other bits (the softmax's running maxima
-// move at other keys); NSA_CUDA_FWD_KC128=-1/0/1
+// keys (1), 64 (0) or by shape (-1, the default: 128 where the window covers every row's keys,
+// the dense causal attention); other bits (the softmax's running maxima move at other keys);
+// NSA_CUDA_FWD_KC128=-1/0/1
 void nsa_cuda_set_fwd_kc128(int mode);
 // the 64-key dK/dV kernel's row tiles at D 128 with warpgroup MMA (the selection's dK/dV): 64 rows
 // (1, the default) or 32 (0); the same bits either way; NSA_CUDA_DKDV_RT64=0/1
