@@ -529,11 +529,8 @@ __device__ __forceinline__ void online_softmax_probs(float (&s)[NT][4], float (&
             lsum[e >> 1] += s[nt][e];
         }
 }
-// rows gid and gid + 8 of an accumulator [NDT n-tiles][4] times alpha[0], alpha[1]; passed over
-// where every factor of the warp is 1 (no row's maximum moved: most chunks of a long row), the
-// same bits. A whole warp calls it.
+// rows gid and gid + 8 of an accumulator [NDT n-tiles][4] times alpha[0], alpha[1]
 template <int NDT> __device__ __forceinline__ void acc_scale_rows(float (&acc)[NDT][4], const float (&alpha)[2]) {
-    if (!__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) return;
 #pragma unroll
     for (int i = 0; i < NDT; i++) {
         acc[i][0] *= alpha[0];
