@@ -149,7 +149,7 @@ template <typename T, int D, int BR, bool WG> __global__ void __launch_bounds__(
 // in k_rows_fwd; window: the chunks start where the first tile's keys start, so the second
 // tile's chunks may fall elsewhere than k_rows_fwd's (other bits, same values within
 // rounding). Selection: the union of both tiles' selected blocks (2 BQ <= 64 positions).
-// KC: the keys of a chunk, ROWS_KC or (D 128, window and compressed, rows_fwd_kc) 128: S = Q K^T
+// KC: the keys of a chunk, ROWS_KC or (D 128, window and compressed, nsa_fwd_kc) 128: S = Q K^T
 // by m64n128k16, the chunk's K and V in 128-row atoms; the softmax's running maxima move at
 // other keys, so other bits than with 64-key chunks (the same values within rounding).
 template <int D, int KC = ROWS_KC> constexpr size_t rows_fwd_ws_smem() {

@@ -130,7 +130,7 @@ template <int D, bool WG> __host__ __device__ constexpr size_t rows_dq_smem() {
 // The chunks a rows kernel walks: n of them; kb(c) is the first key of chunk c and pm(c)
 // (selection) the mask of the tile's positions that selected chunk c's block. Window and
 // compressed: KC-key chunks from kstart (KC: ROWS_KC, or 128 in the forward at D 128,
-// rows_fwd_kc). Selection: the union of the tile's selected blocks (sel_rows_union, its table
+// nsa_fwd_kc). Selection: the union of the tile's selected blocks (sel_rows_union, its table
 // at `table` in shared memory), l' / ROWS_KC chunks a block.
 template <int BR, int KC = ROWS_KC> struct RowsChunks {
     static_assert(KC == ROWS_KC || BR != BR_SEL, "a selection chunk is ROWS_KC keys of a block");
@@ -174,9 +174,9 @@ __device__ __forceinline__ RowsChunks<BR, KC> rows_chunks(const AttnArgs &a, int
 // has come: 4 stages; at D 64 it walks one chunk at a time, as the dQ does (each chunk released
 // after its products): 3. (One H200, alternated: the overlap moved the dense causal forward
 // -5.7 % / -2.6 % at the paper shape 8k / 32k, the window forward +1.2 % / +2.9 % at m7c.)
-// With 128-key chunks (the forward at D 128 off the selection, NSA_CUDA_FWD_KC: S = Q K^T one
+// With 128-key chunks (the forward at D 128 off the selection, NSA_CUDA_FWD_KC128: S = Q K^T one
 // m64n128k16 a k-step instead of two m64n64k16 reading Q twice) a stage is twice the keys and
-// 3 stages fill the shared memory: 225.6 KB a CTA.
+// 3 stages fill the shared memory: 225.5 KiB a CTA.
 #define ROWS_DQ_WS_NST 3
 template <int D> __host__ __device__ constexpr bool rows_fwd_ws_overlap() { return D == 128; }
 template <int D, int KC = ROWS_KC> __host__ __device__ constexpr int rows_fwd_ws_nst() {
