@@ -484,20 +484,21 @@ template <typename T, int D> struct FwdKernels {
             // two position tiles a CTA (selection: their positions in one 64-bit mask)
             if (nsa_fwd_ws_on(D, BR) && (BR != BR_SEL || 2 * rows_geom(a.hpg).BQ <= 64)) {
                 const dim3 g2((grid.x + 1) / 2, grid.y, grid.z);
-                CUtensorMap mk{}, mv{};
+                auto launch = [&](auto kc) {   // KC keys a chunk (nsa_fwd_kc)
+                    constexpr int KC = decltype(kc)::value;
+                    const size_t sm = rows_fwd_ws_smem<D, KC>() + extra;
+                    CUtensorMap mk{}, mv{};
+                    if (g_nsa_cuda.rows_tma && rows_kv_tma_maps<T, KC>(a, &mk, &mv))
+                        mma_launch(k_rows_fwd_ws<T, D, BR, true, KC>, g2, 384, sm, a, mk, mv);
+                    else mma_launch(k_rows_fwd_ws<T, D, BR, false, KC>, g2, 384, sm, a, mk, mv);
+                };
                 if constexpr (D == 128 && BR != BR_SEL) {
                     if (nsa_fwd_kc(a, D, BR) == 128) {
-                        const size_t sm = rows_fwd_ws_smem<D, 128>() + extra;
-                        if (g_nsa_cuda.rows_tma && rows_kv_tma_maps<T, 128>(a, &mk, &mv))
-                            mma_launch(k_rows_fwd_ws<T, D, BR, true, 128>, g2, 384, sm, a, mk, mv);
-                        else mma_launch(k_rows_fwd_ws<T, D, BR, false, 128>, g2, 384, sm, a, mk, mv);
+                        launch(std::integral_constant<int, 128>{});
                         return;
                     }
                 }
-                const size_t sm = rows_fwd_ws_smem<D>() + extra;
-                if (g_nsa_cuda.rows_tma && rows_kv_tma_maps<T>(a, &mk, &mv))
-                    mma_launch(k_rows_fwd_ws<T, D, BR, true, ROWS_KC>, g2, 384, sm, a, mk, mv);
-                else mma_launch(k_rows_fwd_ws<T, D, BR, false, ROWS_KC>, g2, 384, sm, a, mk, mv);
+                launch(std::integral_constant<int, ROWS_KC>{});
                 return;
             }
             if (g_nsa_cuda.wgmma) {
