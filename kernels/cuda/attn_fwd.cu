@@ -160,8 +160,12 @@ template <int D, int KC = ROWS_KC> constexpr size_t rows_fwd_ws_smem() {
     return 1024 + (size_t)2 * 64 * D * 2 + (size_t)NST * 2 * KC * D * 2 + (size_t)2 * 64 * 4 + 2 * NST * 8;
 }
 
+// pingpong (the overlapped run only, both consumers with rows): the consumers issue their
+// products in turns (WsTurns), one chunk of the ring a turn, passed-over chunks included, plus
+// one: the same operations in the same order, so the same bits.
 template <typename T, int D, int BR, bool TMA, int KC>
-__global__ void __launch_bounds__(384, 1) k_rows_fwd_ws(AttnArgs a, const __grid_constant__ CUtensorMap mk, const __grid_constant__ CUtensorMap mv) {
+__global__ void __launch_bounds__(384, 1) k_rows_fwd_ws(AttnArgs a, const __grid_constant__ CUtensorMap mk, const __grid_constant__ CUtensorMap mv,
+                                                        int pingpong) {
     constexpr int NST = rows_fwd_ws_nst<D, KC>(), NDT = D / 8, TILE = 64 * D, KTILE = KC * D, NT = KC / 8;
     constexpr uint32_t ATOM = KC * 128;   // bytes of a KC-row, 64-column swizzled atom of K or V
     static_assert(D % 64 == 0 && ROWS_KC == 64, "64-row swizzled tiles");
@@ -260,12 +264,16 @@ __global__ void __launch_bounds__(384, 1) k_rows_fwd_ws(AttnArgs a, const __grid
         // longer (4 stages, rows_fwd_ws_nst: the producer is still two chunks ahead).
         int c0, c1;
         rows_ws_run(ch, own, c0, c1);
-        for (int c = 0; c < c0; c++) ws_ring_pass<NST>(full, empty, c, lane);
+        WsTurns turns = ws_turns(pingpong && rows_ws_consumer_warps(wt, tend) == 8, cw, ch.n + 1);
+        for (int c = 0; c < c0; c++) {
+            ws_ring_pass<NST>(full, empty, c, lane);
+            turns.idle();
+        }
         if (c0 < c1) {
             float sc[NT][4], alpha[2];
             uint32_t pa[KC / 16][4];   // the held chunk's P (A fragments)
             ws_ring_run_overlap<NST>(
-                c0, c1, full, empty, lane, [&](int c) { wg_qkT_issue<T, D, KC>(sc, sQ, stage_of(Ks, c)); },
+                c0, c1, full, empty, lane, turns, [&](int c) { wg_qkT_issue<T, D, KC>(sc, sQ, stage_of(Ks, c)); },
                 [&](int c) {
                     float mx[2];
                     scores(sc, ch.kb(c), 0, 0, mx);
@@ -277,8 +285,13 @@ __global__ void __launch_bounds__(384, 1) k_rows_fwd_ws(AttnArgs a, const __grid
                     for (int kk = 0; kk < KC / 16; kk++) acc_afrag<T>(pa[kk], sc[2 * kk], sc[2 * kk + 1]);
                 },
                 [&](int c) { wg_rs<T, D, KC>(oacc, pa, stage_of(Vs, c), ATOM); }, [&]() { acc_pin<NDT>(oacc); });
+        } else {
+            turns.idle();   // the run's extra turn
         }
-        for (int c = c1; c < ch.n; c++) ws_ring_pass<NST>(full, empty, c, lane);
+        for (int c = c1; c < ch.n; c++) {
+            ws_ring_pass<NST>(full, empty, c, lane);
+            turns.idle();
+        }
     }
     rows_fwd_out<T, D>(a, rg, b, g, hb, r0, tr, tig, oacc, m, lsum);
 }
@@ -484,13 +497,14 @@ template <typename T, int D> struct FwdKernels {
             // two position tiles a CTA (selection: their positions in one 64-bit mask)
             if (nsa_fwd_ws_on(D, BR) && (BR != BR_SEL || 2 * rows_geom(a.hpg).BQ <= 64)) {
                 const dim3 g2((grid.x + 1) / 2, grid.y, grid.z);
+                const int pp = nsa_fwd_pingpong();
                 auto launch = [&](auto kc) {   // KC keys a chunk (nsa_fwd_kc)
                     constexpr int KC = decltype(kc)::value;
                     const size_t sm = rows_fwd_ws_smem<D, KC>() + extra;
                     CUtensorMap mk{}, mv{};
                     if (g_nsa_cuda.rows_tma && rows_kv_tma_maps<T, KC>(a, &mk, &mv))
-                        mma_launch(k_rows_fwd_ws<T, D, BR, true, KC>, g2, 384, sm, a, mk, mv);
-                    else mma_launch(k_rows_fwd_ws<T, D, BR, false, KC>, g2, 384, sm, a, mk, mv);
+                        mma_launch(k_rows_fwd_ws<T, D, BR, true, KC>, g2, 384, sm, a, mk, mv, pp);
+                    else mma_launch(k_rows_fwd_ws<T, D, BR, false, KC>, g2, 384, sm, a, mk, mv, pp);
                 };
                 if constexpr (D == 128 && BR != BR_SEL) {
                     if (nsa_fwd_kc(a, D, BR) == 128) {

@@ -743,6 +743,39 @@ template <int NST> __device__ __forceinline__ void ws_ring_release(uint32_t empt
     __syncwarp();
     if (lane == 0) mbar_arrive(empty + 8 * (i % NST));
 }
+// Turns of the two consumer warpgroups at issuing their warpgroup MMAs (ping-pong, as
+// FlashAttention-3 schedules its warpgroups): a consumer issues an item's products only in its
+// turn and hands the turn over as soon as they are issued, so that one consumer's elementwise work
+// runs under the other's products instead of both issuing at once. Named barriers 3 (consumer 0's
+// turn) and 4 (consumer 1's), 256 threads each: the consumer taking its turn syncs on its own, the
+// other's hand-over arrives there. Each consumer takes exactly n turns (ws_turns: n fixed by the
+// caller, the same for both); consumer 1 hands over once before consumer 0's first turn and not
+// after its own last, so no arrival is left pending at the end. Off: no barrier at all. Both
+// consumers must take part (a CTA whose second consumer has no rows runs with it off).
+struct WsTurns {
+    bool on;
+    int cw, taken, n;
+    __device__ __forceinline__ void take() const {
+        if (!on) return;
+        if (cw == 0) asm volatile("bar.sync 3, 256;\n" ::: "memory");
+        else asm volatile("bar.sync 4, 256;\n" ::: "memory");
+    }
+    __device__ __forceinline__ void hand_over() {
+        if (!on) return;
+        taken++;
+        if (cw == 0) asm volatile("bar.arrive 4, 256;\n" ::: "memory");
+        else if (taken < n) asm volatile("bar.arrive 3, 256;\n" ::: "memory");
+    }
+    __device__ __forceinline__ void idle() {   // a turn with nothing to issue
+        take();
+        hand_over();
+    }
+};
+__device__ __forceinline__ WsTurns ws_turns(bool on, int cw, int n) {
+    WsTurns t{on, cw, 0, n};
+    if (on && cw == 1) asm volatile("bar.arrive 3, 256;\n" ::: "memory");
+    return t;
+}
 // A consumer's run of items [c0, c1) in which an item's second product overlaps the next item's
 // elementwise work (sm_90a warpgroup MMA): first(c) issues item c's first products as one commit
 // group (its fence included), mid(c) works on their results in the item's own registers, hold(c)
@@ -751,21 +784,26 @@ template <int NST> __device__ __forceinline__ void ws_ring_release(uint32_t empt
 // (no commit), pin() pins its accumulator after a wait. Item c's second product is issued right
 // after item c + 1's first products and waited for after mid(c + 1); then the item is released.
 // The same operations in the same order as one item after another. No warpgroup MMA under a
-// branch here: ptxas would serialise every one of the kernel's.
+// branch here: ptxas would serialise every one of the kernel's. Every issue is a turn (WsTurns):
+// c1 - c0 + 1 of them.
 template <int NST, typename First, typename Mid, typename Hold, typename Second, typename Pin>
-__device__ __forceinline__ void ws_ring_run_overlap(int c0, int c1, uint32_t full, uint32_t empty, int lane, First first, Mid mid, Hold hold,
-                                                    Second second, Pin pin) {
+__device__ __forceinline__ void ws_ring_run_overlap(int c0, int c1, uint32_t full, uint32_t empty, int lane, WsTurns &turns, First first,
+                                                    Mid mid, Hold hold, Second second, Pin pin) {
     ws_ring_wait<NST>(full, c0);
+    turns.take();
     first(c0);
+    turns.hand_over();
     wg_wait0();
     mid(c0);
     hold(c0);
     int pend = c0;
     for (int c = c0 + 1; c < c1; c++) {
         ws_ring_wait<NST>(full, c);
+        turns.take();
         first(c);   // its fence covers what hold wrote
         second(pend);
         wg_commit();
+        turns.hand_over();
         wg_wait1();   // item c's first products; the held item's second still running
         mid(c);
         wg_wait0();
@@ -774,9 +812,11 @@ __device__ __forceinline__ void ws_ring_run_overlap(int c0, int c1, uint32_t ful
         hold(c);
         pend = c;
     }
+    turns.take();
     wg_fence();
     second(pend);
     wg_commit();
+    turns.hand_over();
     wg_wait0();
     pin();
     ws_ring_release<NST>(empty, pend, lane);

@@ -226,6 +226,7 @@ struct CudaKnobs {
     int dq_ws;         // NSA_CUDA_DQ_WS -1/0/1 (default -1: by head size)
     int fwd_ws;        // NSA_CUDA_FWD_WS -1/0/1 (default -1: by branch and head size)
     int fwd_kc128;     // NSA_CUDA_FWD_KC128 -1/0/1 (default -1: by shape)
+    int fwd_pingpong;  // NSA_CUDA_FWD_PINGPONG -1/0/1 (default -1: off)
     int select_stream; // NSA_CUDA_SELECT_STREAM 0/1 (default 1: wherever it fits)
     int select_pad;    // NSA_CUDA_SELECT_PAD 0/1/2 (default 2)
     int dkdv_align;    // NSA_CUDA_DKDV_ALIGN 0/1/2 (default 1)
@@ -241,7 +242,7 @@ struct CudaKnobs {
     int lanes;         // NSA_CUDA_LANES 1..16 (default 8): the most lanes lanes_open makes (1: none)
 };
 static int read_knobs(CudaKnobs *k, char *err, size_t errlen) {
-    *k = CudaKnobs{0, 0, 0, 1, -1, 1, -1, -1, -1, -1, 1, 2, 1, -1, 2, 1, 1, 1, -1, 0, 0, 0, 1, 8};
+    *k = CudaKnobs{0, 0, 0, 1, -1, 1, -1, -1, -1, -1, -1, 1, 2, 1, -1, 2, 1, 1, 1, -1, 0, 0, 0, 1, 8};
     const struct { const char *name; long lo, hi; int *out; } ints[] = {
         {"NSA_CUDA_DEVICE", 0, 1023, &k->device},     {"NSA_CUDA_SYNC_CHECK", 0, 1, &k->sync_check},
         {"NSA_CUDA_SEL_PACK", 0, 1, &k->sel_pack},     {"NSA_CUDA_SEL_ROWS", -1, 1, &k->sel_rows},
@@ -254,7 +255,7 @@ static int read_knobs(CudaKnobs *k, char *err, size_t errlen) {
         {"NSA_CUDA_SEL_DQ_TMA", -1, 2, &k->sel_dq_tma},   {"NSA_CUDA_SEL_TMA_NST", 2, 4, &k->sel_tma_nst},
         {"NSA_CUDA_DKDV_TMA", 0, 1, &k->dkdv_tma},       {"NSA_CUDA_ROWS_TMA", 0, 1, &k->rows_tma},
         {"NSA_CUDA_DKDV_RT64", 0, 1, &k->dkdv_rt64},     {"NSA_CUDA_SELECT_POS", -1, 1, &k->select_pos},
-        {"NSA_CUDA_FWD_KC128", -1, 1, &k->fwd_kc128},
+        {"NSA_CUDA_FWD_KC128", -1, 1, &k->fwd_kc128},   {"NSA_CUDA_FWD_PINGPONG", -1, 1, &k->fwd_pingpong},
     };
     for (const auto &v : ints)
         if (nsa_env_int(v.name, v.lo, v.hi, v.out, err, errlen) < 0) return -1;
@@ -318,6 +319,7 @@ extern "C" int nsa_cuda_init(const char **why) {
                 g_nsa_cuda.dq_ws = k.dq_ws;
                 g_nsa_cuda.fwd_ws = k.fwd_ws;
                 g_nsa_cuda.fwd_kc128 = k.fwd_kc128;
+                g_nsa_cuda.fwd_pingpong = k.fwd_pingpong;
                 g_nsa_cuda.select_stream = k.select_stream;
                 g_nsa_cuda.select_pad = k.select_pad;
                 g_nsa_cuda.dkdv_align = k.dkdv_align;
@@ -376,6 +378,7 @@ extern "C" void nsa_cuda_set_sel_dq_tma(int nw) { g_nsa_cuda.sel_dq_tma = nw < -
 extern "C" void nsa_cuda_set_dkdv_tma(int on) { g_nsa_cuda.dkdv_tma = on != 0; g_gen++; }
 extern "C" void nsa_cuda_set_rows_tma(int on) { g_nsa_cuda.rows_tma = on != 0; g_gen++; }
 extern "C" void nsa_cuda_set_fwd_kc128(int mode) { g_nsa_cuda.fwd_kc128 = mode < 0 ? -1 : mode != 0; g_gen++; }
+extern "C" void nsa_cuda_set_fwd_pingpong(int mode) { g_nsa_cuda.fwd_pingpong = mode < 0 ? -1 : mode != 0; g_gen++; }
 extern "C" void nsa_cuda_set_dkdv_rt64(int on) { g_nsa_cuda.dkdv_rt64 = on != 0; g_gen++; }
 extern "C" void nsa_cuda_set_sel_tma_nst(int nst) { g_nsa_cuda.sel_tma_nst = nst < 2 ? 2 : nst > 4 ? 4 : nst; g_gen++; }
 extern "C" void nsa_cuda_set_fwd_ws(int mode) { g_nsa_cuda.fwd_ws = mode < 0 ? -1 : mode > 0; g_gen++; }

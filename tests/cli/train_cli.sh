@@ -47,7 +47,7 @@ else
   for kv in NSA_CUDA_SEL_ROWS=yes NSA_CUDA_SEL_ROWS=2 NSA_CUDA_WGMMA=on NSA_CUDA_DEVICE=-1 NSA_CUDA_PROFILE_SKIP=x \
             NSA_CUDA_STATS=10 NSA_CUDA_FWD_WS=2 NSA_CUDA_DQ_WS=-2 NSA_CUDA_DKDV_WS=y NSA_CUDA_SELECT_STREAM=-2 \
             NSA_CUDA_SELECT_PAD=3 NSA_CUDA_DKDV_ALIGN=3 NSA_CUDA_SEL_DQ_TMA=3 NSA_CUDA_SEL_TMA_NST=1 NSA_CUDA_DKDV_TMA=2 \
-            NSA_CUDA_ROWS_TMA=3 NSA_CUDA_DKDV_RT64=2 NSA_CUDA_SELECT_POS=-2 NSA_CUDA_FWD_KC128=2; do
+            NSA_CUDA_ROWS_TMA=3 NSA_CUDA_DKDV_RT64=2 NSA_CUDA_SELECT_POS=-2 NSA_CUDA_FWD_KC128=2 NSA_CUDA_FWD_PINGPONG=3; do
     expect_rc "$kv" 2 env "$kv" "$BIN" $TINY --backend cuda --steps 1 --out "$TMP/knob"
     check "$kv is named, with the range it wants" grep -q "backend 'cuda': $kv: expected a whole number in \[" "$TMP/err"
   done

@@ -1149,14 +1149,21 @@ static void ns_win_bwd(Ctx *c, const Backend *be, int gpu) {
 // tiles) against cp.async (both 0): the same tiles in the same order; on impl mma-ws (cmp, win),
 // which forces those kernels wherever D is a multiple of 64, and on mma-rows (sel: the rows
 // kernels). 1: the 64-key dK/dV kernel's 64-row tiles at D 128 (NSA_CUDA_DKDV_RT64=1) against
-// 32 (0): the same rows in the same order through the same k-steps; on impl mma (sel).
+// 32 (0): the same rows in the same order through the same k-steps; on impl mma (sel). 2: the
+// warp-specialised rows forward's consumers in turns (NSA_CUDA_FWD_PINGPONG=1) against together
+// (0): the same products in the same order; on impl mma-ws (cmp, win).
 // the impls' own settings of those (main): the TMA tiles everywhere but in mma-ws, the 64-row
-// dK/dV tiles everywhere but in mma-tiles
+// dK/dV tiles everywhere but in mma-tiles, the consumers in turns in mma-tiles and mma-ws
 static int impl_tma(int impl) { return impl != 7; }
 static int impl_dkdv_rt64(int impl) { return impl != 4; }
+static int impl_fwd_pingpong(int impl) { return impl == 4 || impl == 7 ? 1 : -1; }
 static void ns_same_set(int which, int on) {
     if (which == 1) {
         nsa_cuda_set_dkdv_rt64(on);
+        return;
+    }
+    if (which == 2) {
+        nsa_cuda_set_fwd_pingpong(on);
         return;
     }
     nsa_cuda_set_rows_tma(on);
@@ -1185,7 +1192,9 @@ static double ns_same_err(Ctx *c, char *shape, size_t shn) {
         for (int i = 2; i < 5; i++) GPU->act_to_f64(r[pass] + off[i], c->t[slots[i]].g, c->t[slots[i]].n);
         for (int i = 2; i < 5; i++) GPU->act_from_f64(c->t[slots[i]].g, in + off[i], c->t[slots[i]].n);
     }
-    ns_same_set(which, which == 1 ? impl_dkdv_rt64(c->impl) : impl_tma(c->impl));   // the impl's own settings
+    // the impl's own settings
+    if (which == 2) nsa_cuda_set_fwd_pingpong(impl_fwd_pingpong(c->impl));
+    else ns_same_set(which, which == 1 ? impl_dkdv_rt64(c->impl) : impl_tma(c->impl));
     const double err = memcmp(r[0], r[1], sizeof(double) * (size_t)n) ? INFINITY : 0;
     free(in);
     return err;
@@ -1245,6 +1254,8 @@ static const OpCase NSA_CASES[] = {
      .out = {OUT(NS_DQ, "cmp_attn_bwd.dq"), OUT_IF_NC(NS_DKC, "cmp_attn_bwd.dKc"), OUT_IF_NC(NS_DVC, "cmp_attn_bwd.dVc")}},
     {.filter = "cmp_attn", .only = ONLY_WS | ONLY_NC, .setup = ns_setup_cmp_bwd, .err = ns_same_err,
      .name = "cmp_attn(TMA tiles = cp.async)", .tol = 0, .arg = 0},
+    {.filter = "cmp_attn", .only = ONLY_WS | ONLY_NC, .setup = ns_setup_cmp_bwd, .err = ns_same_err,
+     .name = "cmp_attn(forward consumers in turns = together)", .tol = 0, .arg = 6},
     {.setup = ns_cpu_select},
     {.filter = "select", .only = ONLY_NOT_MMA1, .err = ns_select_err, .name = "select_blocks", .tol = 0},
     {.setup = ns_shared_sel},
@@ -1263,6 +1274,8 @@ static const OpCase NSA_CASES[] = {
      .out = {OUT(NS_DQ, "win_attn_bwd.dq"), OUT(NS_DK, "win_attn_bwd.dk"), OUT(NS_DV, "win_attn_bwd.dv")}},
     {.filter = "win_attn", .only = ONLY_WS, .setup = ns_setup_bwd, .err = ns_same_err,
      .name = "win_attn(TMA tiles = cp.async)", .tol = 0, .arg = 2},
+    {.filter = "win_attn", .only = ONLY_WS, .setup = ns_setup_bwd, .err = ns_same_err,
+     .name = "win_attn(forward consumers in turns = together)", .tol = 0, .arg = 8},
     {.filter = "rows", .setup = ns_poison_o_lse, .run = ns_rows_fwd, .err = ns_rows_err, .name = "cmp_attn_fwd(rows)",
      .tol = TOL_PREC, .arg = 0},
     {.filter = "rows", .setup = ns_poison_o_lse, .run = ns_rows_fwd, .err = ns_rows_err, .name = "sel_attn_fwd(rows)",
@@ -1402,7 +1415,8 @@ int main(int argc, char **argv) {
         // and the scoring's K chunks (NSA_CUDA_DKDV_TMA, NSA_CUDA_ROWS_TMA 0 in 7: every tile by
         // cp.async, else the default 1); the 64-key dK/dV's 64-row tiles at D 128 (NSA_CUDA_DKDV_RT64
         // 0 in 4: 32-row tiles, else the default 1); the warp-specialised rows forward's key chunks
-        // at D 128 (NSA_CUDA_FWD_KC128: 128 keys in 7, 64 in 4, else the default)
+        // at D 128 (NSA_CUDA_FWD_KC128: 128 keys in 7, 64 in 4, else the default) and its consumers
+        // in turns (NSA_CUDA_FWD_PINGPONG: on in 7 and 4, else the default, off)
         static const char *impl_name[9] = {"simple",   "mma",           "mma1",    "mma-sync",  "mma-tiles",
                                            "mma-rows", "mma-sync-rows", "mma-ws",  "mma-no-ws"};
         static const int impl_sel_rows[9] = {-1, -1, 0, -1, 0, 1, 1, 1, -1};
@@ -1437,6 +1451,7 @@ int main(int argc, char **argv) {
             nsa_cuda_set_rows_tma(impl_tma(impl));
             nsa_cuda_set_dkdv_rt64(impl_dkdv_rt64(impl));
             nsa_cuda_set_fwd_kc128(impl_fwd_kc128[impl]);
+            nsa_cuda_set_fwd_pingpong(impl_fwd_pingpong(impl));
             snprintf(dn, sizeof dn, "%s/%s", precs[p], impl_name[impl]);
             for (int si = 0; si < NSHAPES; si++) {
                 if (g_small && shape_is_big(si)) continue;
@@ -1466,6 +1481,7 @@ int main(int argc, char **argv) {
         nsa_cuda_set_rows_tma(1);
         nsa_cuda_set_dkdv_rt64(1);
         nsa_cuda_set_fwd_kc128(-1);
+        nsa_cuda_set_fwd_pingpong(-1);
         printf("warpgroup-MMA (sm_90a) kernels: %s\n", have_wgmma ? "on" : "not in this build or device");
     }
     printf("\n%d checks, %d failed\n", g_rows, g_fail);
