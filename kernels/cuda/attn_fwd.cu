@@ -497,9 +497,9 @@ template <typename T, int D> struct FwdKernels {
             // two position tiles a CTA (selection: their positions in one 64-bit mask)
             if (nsa_fwd_ws_on(D, BR) && (BR != BR_SEL || 2 * rows_geom(a.hpg).BQ <= 64)) {
                 const dim3 g2((grid.x + 1) / 2, grid.y, grid.z);
-                const int pp = nsa_fwd_pingpong();
                 auto launch = [&](auto kc) {   // KC keys a chunk (nsa_fwd_kc)
                     constexpr int KC = decltype(kc)::value;
+                    const int pp = nsa_fwd_pingpong(KC);
                     const size_t sm = rows_fwd_ws_smem<D, KC>() + extra;
                     CUtensorMap mk{}, mv{};
                     if (g_nsa_cuda.rows_tma && rows_kv_tma_maps<T, KC>(a, &mk, &mv))

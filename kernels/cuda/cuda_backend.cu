@@ -226,7 +226,7 @@ struct CudaKnobs {
     int dq_ws;         // NSA_CUDA_DQ_WS -1/0/1 (default -1: by head size)
     int fwd_ws;        // NSA_CUDA_FWD_WS -1/0/1 (default -1: by branch and head size)
     int fwd_kc128;     // NSA_CUDA_FWD_KC128 -1/0/1 (default -1: by shape)
-    int fwd_pingpong;  // NSA_CUDA_FWD_PINGPONG -1/0/1 (default -1: off)
+    int fwd_pingpong;  // NSA_CUDA_FWD_PINGPONG -1/0/1 (default -1: by chunk size)
     int select_stream; // NSA_CUDA_SELECT_STREAM 0/1 (default 1: wherever it fits)
     int select_pad;    // NSA_CUDA_SELECT_PAD 0/1/2 (default 2)
     int dkdv_align;    // NSA_CUDA_DKDV_ALIGN 0/1/2 (default 1)

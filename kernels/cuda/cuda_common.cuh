@@ -60,8 +60,8 @@ struct NsaCudaCtx {
     int fwd_ws;          // the rows kernels' forward on the warp-specialised kernel: -1 by branch and
                          // head size, 0 never, 1 wherever it can (NSA_CUDA_FWD_WS)
     int fwd_pingpong;    // that kernel's consumers issuing their products in turns where they overlap
-                         // (D 128, window and compressed): -1 (default) and 0 no, 1 yes
-                         // (NSA_CUDA_FWD_PINGPONG)
+                         // (D 128, window and compressed): -1 (default) by chunk size
+                         // (nsa_fwd_pingpong), 0 no, 1 yes (NSA_CUDA_FWD_PINGPONG)
     int fwd_kc128;       // that kernel's key chunks at D 128, window and compressed: -1 (default) by
                          // shape (nsa_fwd_kc), 0 64 keys, 1 128 keys (NSA_CUDA_FWD_KC128)
     int select_stream;   // the selection's top-n kept as the scoring's chunks go (k_select_mma STREAM):
@@ -381,9 +381,12 @@ struct AttnArgs {
 // where NSA_CUDA_FWD_KC128=1, or by default where the rows see every key before them (the window
 // as long as the call's rows: the dense causal attention; its runs start at key 0, so a 128-key
 // chunk is cut at most once a tile: H200, bench/RESULTS.md), else 64
-// k_rows_fwd_ws's consumers in turns (its overlapped runs: D 128, window and compressed) where
-// NSA_CUDA_FWD_PINGPONG=1; off by default (unset, -1 or 0)
-static inline int nsa_fwd_pingpong() { return g_nsa_cuda.fwd_pingpong > 0; }
+// k_rows_fwd_ws's consumers in turns (its overlapped runs: D 128, window and compressed) on its
+// chunks of kc keys: NSA_CUDA_FWD_PINGPONG=0/1 forces; unset or -1: on the 128-key chunks (the
+// dense causal attention: forward 8-12 % faster at the paper shape, S 8k and 32k, H200), off on
+// the 64-key ones (the compressed forward up to 7 % slower there: a turn a 64-key chunk costs
+// more than it hides, bench/RESULTS.md). The same bits either way.
+static inline int nsa_fwd_pingpong(int kc) { return g_nsa_cuda.fwd_pingpong >= 0 ? g_nsa_cuda.fwd_pingpong : kc == 128; }
 static inline int nsa_fwd_kc(const AttnArgs &a, int D, int br) {
     if (D != 128 || br == BR_SEL) return 64;
     const int on = g_nsa_cuda.fwd_kc128 >= 0 ? g_nsa_cuda.fwd_kc128 : br == BR_WIN && a.w >= a.t0 + a.Tn;

@@ -87,8 +87,8 @@ void nsa_cuda_set_rows_tma(int on);
 // NSA_CUDA_FWD_KC128=-1/0/1
 void nsa_cuda_set_fwd_kc128(int mode);
 // the warp-specialised rows forward's two consumers issuing their products in turns where they
-// overlap them (D 128, window and compressed): 1; off: 0 or -1 (the default); the same bits;
-// NSA_CUDA_FWD_PINGPONG=-1/0/1
+// overlap them (D 128, window and compressed): 1 on, 0 off, -1 (the default) on its 128-key chunks
+// only (nsa_fwd_pingpong); the same bits; NSA_CUDA_FWD_PINGPONG=-1/0/1
 void nsa_cuda_set_fwd_pingpong(int mode);
 // the 64-key dK/dV kernel's row tiles at D 128 with warpgroup MMA (the selection's dK/dV): 64 rows
 // (1, the default) or 32 (0); the same bits either way; NSA_CUDA_DKDV_RT64=0/1

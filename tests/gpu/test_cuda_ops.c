@@ -1153,10 +1153,12 @@ static void ns_win_bwd(Ctx *c, const Backend *be, int gpu) {
 // warp-specialised rows forward's consumers in turns (NSA_CUDA_FWD_PINGPONG=1) against together
 // (0): the same products in the same order; on impl mma-ws (cmp, win).
 // the impls' own settings of those (main): the TMA tiles everywhere but in mma-ws, the 64-row
-// dK/dV tiles everywhere but in mma-tiles, the consumers in turns in mma-tiles and mma-ws
+// dK/dV tiles everywhere but in mma-tiles, the consumers in turns in mma-tiles (on its 64-key
+// chunks, where the default has them off) and not in mma-ws (its 128-key chunks, where the
+// default has them on)
 static int impl_tma(int impl) { return impl != 7; }
 static int impl_dkdv_rt64(int impl) { return impl != 4; }
-static int impl_fwd_pingpong(int impl) { return impl == 4 || impl == 7 ? 1 : -1; }
+static int impl_fwd_pingpong(int impl) { return impl == 4 ? 1 : impl == 7 ? 0 : -1; }
 static void ns_same_set(int which, int on) {
     if (which == 1) {
         nsa_cuda_set_dkdv_rt64(on);
@@ -1416,7 +1418,8 @@ int main(int argc, char **argv) {
         // cp.async, else the default 1); the 64-key dK/dV's 64-row tiles at D 128 (NSA_CUDA_DKDV_RT64
         // 0 in 4: 32-row tiles, else the default 1); the warp-specialised rows forward's key chunks
         // at D 128 (NSA_CUDA_FWD_KC128: 128 keys in 7, 64 in 4, else the default) and its consumers
-        // in turns (NSA_CUDA_FWD_PINGPONG: on in 7 and 4, else the default, off)
+        // in turns (NSA_CUDA_FWD_PINGPONG: on in 4, off in 7, else the default: on the 128-key
+        // chunks only)
         static const char *impl_name[9] = {"simple",   "mma",           "mma1",    "mma-sync",  "mma-tiles",
                                            "mma-rows", "mma-sync-rows", "mma-ws",  "mma-no-ws"};
         static const int impl_sel_rows[9] = {-1, -1, 0, -1, 0, 1, 1, 1, -1};
