@@ -1,7 +1,7 @@
 // kernels/cuda/attn_fwd.cu — the attention forward of the three NSA branches on tensor cores
 // (flash-style: scores live in registers, never a T x T matrix), then its launcher:
 //
-//  k_rows_fwd (compressed, window; selection where nsa_sel_rows_on): 64 query rows a CTA
+//  k_rows_fwd (compressed, window; selection where nsa_sel_fwd_rows_on): 64 query rows a CTA
 //    (attn_rows.cuh) walking its keys in 64-key chunks, online softmax.
 //  k_rows_fwd_ws (where nsa_fwd_ws_on): two such tiles a CTA on two consumer warpgroups, their
 //    keys streamed by a producer warpgroup (as k_rows_dq_ws).
@@ -473,7 +473,8 @@ __global__ void __launch_bounds__(32) k_sel_fwd_tma(AttnArgs a, const __grid_con
 // call's range [t0, t0 + Tn)
 template <typename T, int D> struct FwdKernels {
     static int rows(const AttnArgs &a) { return a.Tn; }
-    static bool sel_tma_first(const AttnArgs &) { return false; }   // the rows kernels where they are on
+    // the TMA kernel where the rows kernels are on but not for the forward (nsa_sel_fwd_rows_on)
+    static bool sel_tma_first(const AttnArgs &a) { return !nsa_sel_fwd_rows_on(a.hpg, D, a.lsel, a.NS, a.n); }
     template <int KT, int P> static void sel(dim3 grid, const AttnArgs &a) {
         mma_launch(k_sel_fwd<T, D, KT, P>, grid, 128, sel_smem<D, KT>(), a);
     }

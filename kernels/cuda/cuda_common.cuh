@@ -310,6 +310,18 @@ static inline int nsa_sel_rows_on(int hpg, int D, int lsel, int NS, int n) {
     if (g_nsa_cuda.sel_rows >= 0) return g_nsa_cuda.sel_rows;
     return nsa_sel_union_ratio(hpg, NS, n) <= 3.0;
 }
+// The selection forward on the rows kernels: where nsa_sel_rows_on says so and, by default, the
+// union is at most 1.5 n blocks wherever the forward's TMA kernel runs (k_sel_fwd_tma: sm_90a
+// warpgroup-MMA builds, D 64 or 128, l' a multiple of its 32-key chunks). That kernel streams each
+// position's n blocks once and computes no masked keys, where a rows tile computes U / n times
+// the products: one H200, sel forward rows -> TMA at the paper shape 1.98 -> 1.55 ms at 8k (U/n
+// 2.7), 0.273 -> 0.351 at 2k (1.0), m7c 2k 0.069 -> 0.082 (1.0). NSA_CUDA_SEL_ROWS=0/1 forces
+// both passes. A function of the shape only.
+static inline int nsa_sel_fwd_rows_on(int hpg, int D, int lsel, int NS, int n) {
+    if (!nsa_sel_rows_on(hpg, D, lsel, NS, n)) return 0;
+    if (g_nsa_cuda.sel_rows >= 0 || !g_nsa_cuda.wgmma || D % 64 != 0 || lsel % 32 != 0) return 1;
+    return nsa_sel_union_ratio(hpg, NS, n) <= 1.5;
+}
 // warps a CTA of the selection's TMA dQ (k_sel_dq_tma; 0: not used): NSA_CUDA_SEL_DQ_TMA where set,
 // else 1 at D 128 where a rows tile's union is more than 1.5 n blocks (one H200: paper shape
 // selected backward 6.33 -> 5.77 ms at 8k, U/n 2.7, and 52.3 -> 46.4 at 64k; 2 warps 5.85 / 47.0;

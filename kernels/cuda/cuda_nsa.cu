@@ -822,7 +822,7 @@ static int use_mma(int dt, const NsaGeom *g, int br, const void *p0, const void 
 extern "C" int nsa_cuda_sel_tile_positions(int dt, const NsaGeom *g) {
     const int hpg = g->H / g->G;
     if (!use_mma(dt, g, BR_SEL, NULL, NULL, NULL, NULL, NULL)) return 1;   // the simple kernels: a row each
-    if (nsa_sel_rows_on(hpg, g->D, g->lsel, g->NS, g->n)) return rows_geom(hpg).BQ;
+    if (nsa_sel_fwd_rows_on(hpg, g->D, g->lsel, g->NS, g->n)) return rows_geom(hpg).BQ;
     return nsa_sel_pack_on(hpg, g->n) ? 2 : 1;
 }
 
