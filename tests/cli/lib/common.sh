@@ -9,7 +9,16 @@ check() { local name=$1; shift; if "$@"; then ok "$name"; else bad "$name"; fi; 
 # caller's scratch folder; the last lines shown on a FAIL)
 expect_exit() { local name=$1 want=$2; shift 2
   "$@" >"$TMP/out" 2>&1; local rc=$?
-  if [ "$rc" = "$want" ]; then ok "$name (exit $rc)"; else bad "$name: exit $rc, want $want"; grep -E "^(\[[0-9]+/[0-9]+\] )?(ERROR|FAIL) " "$TMP/out" | head -5; tail -5 "$TMP/out"; fi; }
+  if [ "$rc" = "$want" ]; then ok "$name (exit $rc)"; else bad "$name: exit $rc, want $want"; grep -E "^(\[[0-9]+/[0-9]+\] )?(ERROR|FAIL) " "$TMP/out" | head -5; tail -5 "$TMP/out"; report_failures "$TMP/out"; fi; }
+# report_failures OUT: where OUT (an nsa-harness run's output) names its report ("RESULTS: PATH"),
+# the report's sections of the cases that did not pass (their evidence: a launcher's or a rank's
+# last lines), 30 lines each at most, so that a failure seen once under load says why in the
+# test's own log (the test's folder is gone when it ends)
+report_failures() {
+  local r; r=$(sed -n 's/^RESULTS: //p' "$1" | tail -1)
+  [ -n "$r" ] && [ -f "$r" ] || return 0
+  awk '/^## / { p = / — (FAIL|HANG|CRASH|ERROR)$/; n = 0 } p && n++ < 30' "$r"
+}
 # has FILE TEXT: FILE contains TEXT (fixed string)
 has() { grep -qF -- "$2" "$1"; }
 # finish: the counts, and exit 0 only when nothing failed
