@@ -15,11 +15,11 @@
 #   ./run_all.sh test     build everything in build/ and run every test (ctest); GPU-only
 #                         tests show as SKIP where no GPU is usable. Beside the main ctest, a
 #                         background lane at the lowest CPU priority runs the unit tests, the
-#                         sanitizer build and the command-line tests that judge no time (not
-#                         RUN_SERIAL); then the sanitizer and fuzzing stage: a clang
-#                         ASan+UBSan build in build-asan (-DNSA_FUZZ=ON, CPU only) runs the
-#                         kernels/trainer unit tests, a short scenario run and the four
-#                         fuzzers (README "Tests"). A lane test that timed out (a loaded
+#                         sanitizer build, the command-line tests that judge no time (not
+#                         RUN_SERIAL) and the four fuzzers; then the sanitizer and fuzzing
+#                         stage: the clang ASan+UBSan build in build-asan (-DNSA_FUZZ=ON, CPU
+#                         only) ran the kernels/trainer unit tests and the fuzzers in the lane,
+#                         and runs a short scenario run in the foreground (README "Tests"). A lane test that timed out (a loaded
 #                         machine gives the lane almost no CPU) is run once more in the
 #                         foreground, saying so (tools/timeout_retry.sh). The last line says
 #                         PASS, or FAIL and what failed.
@@ -235,10 +235,15 @@ san_probe() {   # can clang build and link an ASan+UBSan libFuzzer target here?
 #      longer; one per core at a time, each trainer with one OpenMP thread (OMP_NUM_THREADS=1;
 #      a run that sets its own keeps it): two teams of every core collapse, and the tiny ci
 #      model gains little from a second thread (test_gradcheck: 16 s with 2 threads, 19 s with
-#      1; two at once 71 s with 2 threads each, 20 s with 1); log $BUILD/bg_cli.log.
+#      1; two at once 71 s with 2 threads each, 20 s with 1); log $BUILD/bg_cli.log;
+#   5. the fuzzers of $ASAN, one per core: the lane ends well before the main ctest (a clean
+#      clone on 2 cores: 95 s before it), so their wall-clock budget (NSA_FUZZ_SECONDS each)
+#      runs beside the main ctest's last tests instead of after it, about 50 s off the whole
+#      run; at nice 10 they take the CPU those tests leave idle (they mostly wait on ranks and
+#      Python); each fuzzer's last line, printed after the main ctest, says how many inputs it
+#      ran; log $ASAN/fuzz.log.
 # After the main ctest, in the foreground: the lane's results, then the sanitized scenario
-# run with test_rendezvous, test_ddp and test_stackdump, then the fuzzers (full priority: a fuzzer's
-# budget is wall-clock seconds).
+# run with test_rendezvous, test_ddp and test_stackdump.
 ASAN=${NSA_ASAN_BUILD_DIR:-build-asan}
 san_state=skip lane_pid=
 SAN_BG_EXCLUDE='^(test_gradcheck|test_rendezvous|test_ddp|test_stackdump)$'
@@ -295,6 +300,12 @@ bg_lane() {
   if [ -n "$cli" ]; then
     OMP_NUM_THREADS=1 ctest --test-dir "$B" --output-on-failure --no-tests=error -j"$j" -R "$cli" >"$B/bg_cli.log" 2>&1
     echo $? >"$B/bg_cli.rc"
+  fi
+  if [ "$st" = ready ] && [ "$(cat "$A/build.rc" 2>/dev/null)" = 0 ]; then
+    ctest --test-dir "$A" --output-on-failure --no-tests=error -L fuzz -j"$j" >"$A/fuzz.log" 2>&1
+    echo $? >"$A/fuzz.rc"
+    # each fuzzer's own last line (its inputs run), before a later ctest in $A replaces the log
+    grep -hE '^(PASS|FAIL)  fuzz_' "$A/Testing/Temporary/LastTest.log" >"$A/fuzz_lines.log" 2>/dev/null
   fi
   return 0
 }
@@ -374,15 +385,17 @@ sanitize_finish() {
     failures+=("the sanitized scenario run and timed unit tests (log $ASAN/fg.log): ${names:-see the log}")
   fi
   t2=$(date +%s)
-  # the fuzzers, one per core (each is single-threaded), NSA_FUZZ_SECONDS each
-  if ! ctest --test-dir "$ASAN" --output-on-failure --no-tests=error -L fuzz -j"$jobs" 2>&1 | tee "$ASAN/fuzz.log"; then
+  # the fuzzers, one per core (each is single-threaded), NSA_FUZZ_SECONDS each: run in the lane
+  echo "the fuzzers (run in the background, log $ASAN/fuzz.log):"
+  if [ -f "$ASAN/fuzz.log" ]; then ctest_lines "$ASAN/fuzz.log"; fi
+  if [ -f "$ASAN/fuzz_lines.log" ]; then sed 's/^/  /' "$ASAN/fuzz_lines.log"; fi
+  if [ "$(cat "$ASAN/fuzz.rc" 2>/dev/null)" != 0 ]; then
     rc=1
     names=$(failed_tests "$ASAN/fuzz.log")
     failures+=("the fuzzers (log $ASAN/fuzz.log): ${names:-see the log}")
   fi
-  t3=$(date +%s)
-  echo "==== sanitizer + fuzzing stage: build and unit tests in the background of the main tests;" \
-       "scenario run + 3 timed unit tests $((t2 - t1)) s, fuzzers $((t3 - t2)) s; $([ $rc = 0 ] && echo PASS || echo FAIL) ===="
+  echo "==== sanitizer + fuzzing stage: build, unit tests and fuzzers in the background of the main tests;" \
+       "scenario run + 3 timed unit tests $((t2 - t1)) s; $([ $rc = 0 ] && echo PASS || echo FAIL) ===="
   return $rc
 }
 
@@ -409,7 +422,8 @@ for t in tests:
     main_ex=$(printf '%s\n' "$bg_re" "$cli_re" | sed -n 's/^^(\(.*\))\$$/\1/p' | paste -sd'|' -)
     [ -z "$main_ex" ] || main_ex="^($main_ex)\$"
     rm -f "$BUILD/bg_unit.log" "$BUILD/bg_unit.rc" "$BUILD/bg_cli.log" "$BUILD/bg_cli.rc" \
-          "$ASAN/build.rc" "$ASAN/build.end" "$ASAN/unit.log" "$ASAN/unit.rc"
+          "$ASAN/build.rc" "$ASAN/build.end" "$ASAN/unit.log" "$ASAN/unit.rc" "$ASAN/fuzz.log" "$ASAN/fuzz.rc" \
+          "$ASAN/fuzz_lines.log"
     lowprio=(nice -n 10)
     command -v setsid >/dev/null 2>&1 && lowprio=(setsid -w nice -n 10)
     "${lowprio[@]}" bash -c "$(declare -f bg_lane bg_lane_asan lsan_tracer_retry); SAN_BG_EXCLUDE='$SAN_BG_EXCLUDE'; bg_lane \"\$@\"" \
