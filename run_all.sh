@@ -238,7 +238,7 @@ san_probe() {   # can clang build and link an ASan+UBSan libFuzzer target here?
 #      1; two at once 71 s with 2 threads each, 20 s with 1); log $BUILD/bg_cli.log;
 #   5. the fuzzers of $ASAN, one per core: the lane ends well before the main ctest (a clean
 #      clone on 2 cores: 95 s before it), so their wall-clock budget (NSA_FUZZ_SECONDS each)
-#      runs beside the main ctest's last tests instead of after it, about 50 s off the whole
+#      runs beside the main ctest's last tests instead of after it, 60 s off the whole
 #      run; at nice 10 they take the CPU those tests leave idle (they mostly wait on ranks and
 #      Python); each fuzzer's last line, printed after the main ctest, says how many inputs it
 #      ran; log $ASAN/fuzz.log.

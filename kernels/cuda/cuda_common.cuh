@@ -393,17 +393,17 @@ struct AttnArgs {
 // where NSA_CUDA_FWD_KC128=1, or by default where the rows see every key before them (the window
 // as long as the call's rows: the dense causal attention; its runs start at key 0, so a 128-key
 // chunk is cut at most once a tile: H200, bench/RESULTS.md), else 64
-// k_rows_fwd_ws's consumers in turns (its overlapped runs: D 128, window and compressed) on its
-// chunks of kc keys: NSA_CUDA_FWD_PINGPONG=0/1 forces; unset or -1: on the 128-key chunks (the
-// dense causal attention: forward 8-12 % faster at the paper shape, S 8k and 32k, H200), off on
-// the 64-key ones (the compressed forward up to 7 % slower there: a turn a 64-key chunk costs
-// more than it hides, bench/RESULTS.md). The same bits either way.
-static inline int nsa_fwd_pingpong(int kc) { return g_nsa_cuda.fwd_pingpong >= 0 ? g_nsa_cuda.fwd_pingpong : kc == 128; }
 static inline int nsa_fwd_kc(const AttnArgs &a, int D, int br) {
     if (D != 128 || br == BR_SEL) return 64;
     const int on = g_nsa_cuda.fwd_kc128 >= 0 ? g_nsa_cuda.fwd_kc128 : br == BR_WIN && a.w >= a.t0 + a.Tn;
     return on ? 128 : 64;
 }
+// k_rows_fwd_ws's consumers in turns (its overlapped runs: D 128, window and compressed) on its
+// chunks of kc keys: NSA_CUDA_FWD_PINGPONG=0/1 forces; unset or -1: on the 128-key chunks (the
+// dense causal attention: forward 8-12 % faster at the paper shape, S 8k and 32k, H200), off on
+// the 64-key ones (the compressed forward 7.4 % slower at S 32k: a turn a 64-key chunk costs
+// more than it hides, bench/RESULTS.md). The same bits either way.
+static inline int nsa_fwd_pingpong(int kc) { return g_nsa_cuda.fwd_pingpong >= 0 ? g_nsa_cuda.fwd_pingpong : kc == 128; }
 // The dK/dV kernels' row chunks of an entry whose rows are the flattened rows rb * hpg ..
 // rb * hpg + nrows - 1 of its group (rb: its first position; the window and compressed
 // branches): chunk c holds the entry's rows r_lo .. r_hi - 1 and takes partial c of the entry.
