@@ -130,7 +130,7 @@ __global__ void __launch_bounds__(KT * 2, dkdv_min_ctas<D, WG>()) k_dkdv(AttnArg
     constexpr int NRT = RT / 8;                    // the rows per tile's n-tiles
     constexpr int RT_ATOM = RT * 128;              // WG: bytes of an RT-row atom (the row tiles)
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    unsigned char *base = WG ? reinterpret_cast<unsigned char *>(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023) : smem_raw;
+    unsigned char *base = WG ? smem_align1024(smem_raw) : smem_raw;
     T *Ks = reinterpret_cast<T *>(base);
     T *Vs = Ks + KT * KP;
     T *Qs = Vs + KT * KP;                       // [2][RT][KP]
@@ -179,7 +179,7 @@ __global__ void __launch_bounds__(KT * 2, dkdv_min_ctas<D, WG>()) k_dkdv(AttnArg
     };
     auto issue_rows = [&](int buf) {   // the tile at rix[buf] into buffer buf
         const int64_t *rx = rix + buf * RT;
-        tile_load<T, D, WG, RT, NTH, RT>(Qs + buf * RT * KP, (const T *)a.q, Ys + buf * RT * KP, (const T *)a.dout,
+        tile_load<T, D, WG, RT, NTH, RT, true>(Qs + buf * RT * KP, (const T *)a.q, Ys + buf * RT * KP, (const T *)a.dout,
                                          [&](int r, int64_t &off) {
                                              const int64_t x = rx[r];
                                              off = x * D;
@@ -224,44 +224,63 @@ __global__ void __launch_bounds__(KT * 2, dkdv_min_ctas<D, WG>()) k_dkdv(AttnArg
     const int key0 = kb + kw + gid;
     const bool kv0 = kw + gid < nk, kv1 = kw + gid + 8 < nk;
 
+    // EARLY (warpgroup MMA, 64-row tiles): a tile's S^T and dP^T are issued first and the next
+    // tile's copies while they run, one barrier a tile; otherwise the copies first, then the
+    // products, two barriers a tile
+    constexpr bool EARLY = WG && RT == 64;
     for (int it = 0; it < ntiles; it++) {
         const int buf = it & 1;
-        __syncthreads();   // buffer buf^1 free (its last reader finished at it-1), rix[buf^1] written
-        if (it + 1 < ntiles) issue_rows(buf ^ 1);
-        if (own) list_copy(it + 3, buf ^ 1);
-        cp_commit();
-        cp_wait<1>();   // tile it, and tile it + 2's list entries
-        // tile it + 2's rows (rix[buf] was read for tile it before the barrier)
-        if (own) own_meta(it + 2, buf);
-        if (WG) wg_fence_proxy();   // this thread's copies, visible to the warpgroup MMA
-        __syncthreads();
         const T *Qb = Qs + buf * RT * KP, *Yb = Ys + buf * RT * KP;
         const int *tb = trs + buf * RT;
         const float *lb = l2s + buf * RT, *db = drs + buf * RT;
         float s[NRT][4], dp[NRT][4];
-        if constexpr (WG) {
-            wg_two<T, D, RT, RT_ATOM>(s, dp, (uint32_t)__cvta_generic_to_shared(Ks), (uint32_t)__cvta_generic_to_shared(Qb),
-                                      (uint32_t)__cvta_generic_to_shared(Vs), (uint32_t)__cvta_generic_to_shared(Yb));
+        if constexpr (EARLY) {
+            cp_wait<0>();   // tile it (its copies issued during tile it - 1), tile it + 2's list entries
+            wg_fence_proxy();
+            // tile it in place for every warp; buffer buf^1 and rix[buf] free (their last readers,
+            // tile it - 1's products and copies, are past); rix[buf^1] written
+            __syncthreads();
+            wg_two_issue<T, D, RT_ATOM>(s, dp, (uint32_t)__cvta_generic_to_shared(Ks), (uint32_t)__cvta_generic_to_shared(Qb),
+                                        (uint32_t)__cvta_generic_to_shared(Vs), (uint32_t)__cvta_generic_to_shared(Yb));
+            if (it + 1 < ntiles) issue_rows(buf ^ 1);
+            if (own) list_copy(it + 3, buf ^ 1);
+            cp_commit();
+            if (own) own_meta(it + 2, buf);
+            wg_wait0();
         } else {
-            static_assert(WG || RT == 32, "mma.sync: 32-row tiles");
+            __syncthreads();   // buffer buf^1 free (its last reader finished at it-1), rix[buf^1] written
+            if (it + 1 < ntiles) issue_rows(buf ^ 1);
+            if (own) list_copy(it + 3, buf ^ 1);
+            cp_commit();
+            cp_wait<1>();   // tile it, and tile it + 2's list entries
+            // tile it + 2's rows (rix[buf] was read for tile it before the barrier)
+            if (own) own_meta(it + 2, buf);
+            if (WG) wg_fence_proxy();   // this thread's copies, visible to the warpgroup MMA
+            __syncthreads();
+            if constexpr (WG) {
+                wg_two<T, D, RT, RT_ATOM>(s, dp, (uint32_t)__cvta_generic_to_shared(Ks), (uint32_t)__cvta_generic_to_shared(Qb),
+                                          (uint32_t)__cvta_generic_to_shared(Vs), (uint32_t)__cvta_generic_to_shared(Yb));
+            } else {
+                static_assert(WG || RT == 32, "mma.sync: 32-row tiles");
 #pragma unroll
-            for (int i = 0; i < 4; i++)
+                for (int i = 0; i < 4; i++)
 #pragma unroll
-                for (int q = 0; q < 4; q++) s[i][q] = dp[i][q] = 0.f;
+                    for (int q = 0; q < 4; q++) s[i][q] = dp[i][q] = 0.f;
 #pragma unroll
-            for (int kk = 0; kk < NKS; kk++) {
-                uint32_t ka[4], va[4];
-                frag_a<DP>(ka, Ks, kw, kk * 16, lane);
-                frag_a<DP>(va, Vs, kw, kk * 16, lane);
+                for (int kk = 0; kk < NKS; kk++) {
+                    uint32_t ka[4], va[4];
+                    frag_a<DP>(ka, Ks, kw, kk * 16, lane);
+                    frag_a<DP>(va, Vs, kw, kk * 16, lane);
 #pragma unroll
-                for (int np = 0; np < 2; np++) {
-                    uint32_t bf[4];
-                    frag_b_nk<DP>(bf, Qb, np * 16, kk * 16, lane);
-                    mma16816<T>(s[2 * np], ka, bf[0], bf[1]);
-                    mma16816<T>(s[2 * np + 1], ka, bf[2], bf[3]);
-                    frag_b_nk<DP>(bf, Yb, np * 16, kk * 16, lane);
-                    mma16816<T>(dp[2 * np], va, bf[0], bf[1]);
-                    mma16816<T>(dp[2 * np + 1], va, bf[2], bf[3]);
+                    for (int np = 0; np < 2; np++) {
+                        uint32_t bf[4];
+                        frag_b_nk<DP>(bf, Qb, np * 16, kk * 16, lane);
+                        mma16816<T>(s[2 * np], ka, bf[0], bf[1]);
+                        mma16816<T>(s[2 * np + 1], ka, bf[2], bf[3]);
+                        frag_b_nk<DP>(bf, Yb, np * 16, kk * 16, lane);
+                        mma16816<T>(dp[2 * np], va, bf[0], bf[1]);
+                        mma16816<T>(dp[2 * np + 1], va, bf[2], bf[3]);
+                    }
                 }
             }
         }
@@ -351,7 +370,7 @@ __global__ void __launch_bounds__(384, 1) k_dkdv_ws(AttnArgs a, int NKC, const _
     constexpr uint32_t ATOM = RT * 128;   // bytes of a 64-row, 64-column swizzled atom
     static_assert(D % 64 == 0, "swizzled atoms are 64 elements wide");
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    unsigned char *base = reinterpret_cast<unsigned char *>(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
+    unsigned char *base = smem_align1024(smem_raw);
     T *Ks = reinterpret_cast<T *>(base);   // [2][64][D]: consumer c's keys at Ks + c 64 D
     T *Vs = Ks + KT * D;
     T *Qs = Vs + KT * D;                    // [NST][RT][D]

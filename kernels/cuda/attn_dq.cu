@@ -49,7 +49,7 @@ template <typename T, int D, int BR, bool WG> __global__ void __launch_bounds__(
     constexpr int KH = WG && D == 64 ? ROWS_KC : 32;
     static_assert(!WG || D % 64 == 0, "swizzled atoms are 64 elements wide");
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    unsigned char *qk = WG ? reinterpret_cast<unsigned char *>(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023) : smem_raw;
+    unsigned char *qk = WG ? smem_align1024(smem_raw) : smem_raw;
     constexpr int QP = WG ? D : DP;        // elements per row as stored
     T *Qs = reinterpret_cast<T *>(qk);
     T *Ys = Qs + 64 * QP;                  // dO
@@ -187,7 +187,7 @@ __global__ void __launch_bounds__(384, 1) k_rows_dq_ws(AttnArgs a, const __grid_
     constexpr uint32_t ATOM = 64 * 128;   // bytes of a 64-row, 64-column swizzled atom
     static_assert(D % 64 == 0 && ROWS_KC == 64, "64-row swizzled tiles");
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    unsigned char *base = reinterpret_cast<unsigned char *>(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
+    unsigned char *base = smem_align1024(smem_raw);
     T *Qs = reinterpret_cast<T *>(base);   // [2][64][D]: consumer c's rows at Qs + c TILE
     T *Ys = Qs + 2 * TILE;                  // dO, the same
     T *Ks = Ys + 2 * TILE;                  // [NST][ROWS_KC][D]
@@ -374,7 +374,7 @@ __global__ void __launch_bounds__(NW * 32) k_sel_dq_tma(AttnArgs a, const __grid
     extern __shared__ __align__(16) unsigned char smem_raw[];   // the ring is aligned to 1024 by hand
     __shared__ int ul[SEL_MAXU], uf[SEL_MAXU], nu_s;
     __shared__ uint64_t bars[NST];
-    unsigned char *ring = reinterpret_cast<unsigned char *>(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
+    unsigned char *ring = smem_align1024(smem_raw);
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, gid = lane >> 2, tig = lane & 3;
     const int nrt = PACK == 1 ? (a.hpg + 15) / 16 : 1;
     const int g = blockIdx.y / nrt, rt = blockIdx.y % nrt, b = blockIdx.z;

@@ -52,7 +52,7 @@ template <typename T, int D, int BR, bool WG> __global__ void __launch_bounds__(
     constexpr int DP = D + 8, NKS = D / 16, NDT = D / 8;
     static_assert(!WG || D % 64 == 0, "swizzled atoms are 64 elements wide");
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    unsigned char *qk = WG ? reinterpret_cast<unsigned char *>(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023) : smem_raw;
+    unsigned char *qk = WG ? smem_align1024(smem_raw) : smem_raw;
     constexpr int QP = WG ? D : DP;        // elements per Q/K row as stored
     T *Qs = reinterpret_cast<T *>(qk);
     T *Ks = Qs + 64 * QP;                  // [2][KC][QP]
@@ -171,7 +171,7 @@ __global__ void __launch_bounds__(384, 1) k_rows_fwd_ws(AttnArgs a, const __grid
     static_assert(D % 64 == 0 && ROWS_KC == 64, "64-row swizzled tiles");
     static_assert(KC == ROWS_KC || (KC == 128 && BR != BR_SEL && rows_fwd_ws_overlap<D>()), "128-key chunks: the overlapped run");
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    unsigned char *base = reinterpret_cast<unsigned char *>(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
+    unsigned char *base = smem_align1024(smem_raw);
     T *Qs = reinterpret_cast<T *>(base);   // [2][64][D]: consumer c's rows at Qs + c TILE
     T *Ks = Qs + 2 * TILE;                  // [NST][KC][D]
     T *Vs = Ks + NST * KTILE;
@@ -407,7 +407,7 @@ __global__ void __launch_bounds__(32) k_sel_fwd_tma(AttnArgs a, const __grid_con
     extern __shared__ __align__(16) unsigned char smem_raw[];   // the ring is aligned to 1024 by hand
     __shared__ int ul[SEL_MAXU], uf[SEL_MAXU], nu_s;
     __shared__ uint64_t bars[NST];
-    unsigned char *ring = reinterpret_cast<unsigned char *>(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
+    unsigned char *ring = smem_align1024(smem_raw);
     const int lane = threadIdx.x, gid = lane >> 2, tig = lane & 3;
     const int nrt = PACK == 1 ? (a.hpg + 15) / 16 : 1;
     const int g = blockIdx.y / nrt, rt = blockIdx.y % nrt, b = blockIdx.z;

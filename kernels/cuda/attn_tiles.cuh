@@ -76,6 +76,14 @@ __device__ __forceinline__ void ldsm4t(uint32_t *r, const void *p) {
                  : "r"(a)
                  : "memory");
 }
+// The dynamic shared memory's first 1024-byte aligned byte (the swizzled tiles' alignment), as
+// smem plus an offset: the compiler still knows every pointer derived from it is shared, so its
+// loads and stores are LDS / STS. Aligning the address through an integer loses that, and every
+// access through it becomes a generic LD / ST.
+__device__ __forceinline__ unsigned char *smem_align1024(unsigned char *smem) {
+    const uint32_t s = (uint32_t)__cvta_generic_to_shared(smem);
+    return smem + ((1024u - (s & 1023u)) & 1023u);
+}
 // 16-byte global -> shared copy; pred false zero-fills the destination
 __device__ __forceinline__ void cp16(void *s, const void *g, bool pred) {
     uint32_t sa = (uint32_t)__cvta_generic_to_shared(s);
@@ -389,20 +397,40 @@ template <int D, bool SWZ, int ATOM_ROWS = 64> __device__ __forceinline__ uint32
 // costs is settled at compile time: the pair, the trip count (unrolled), and, where NTH is a
 // multiple of the row's D / 8 chunks, a thread's chunk column (fixed) and rows (a stride); the
 // row test is the caller's own 32-bit comparison.
-template <typename T, int D, bool SWZ, int ROWS, int NTH, int ATOM_ROWS = 64, typename Dst2, typename RowAt>
+// ROWS_FIRST: every row's test and offset first, then the copies, for a row_at that reads shared
+// memory (a row's global index), which a copy issued before it would otherwise hold back (the
+// copies' memory clobbers); off by default: the offsets' registers cost a warp-specialised
+// producer spills.
+template <typename T, int D, bool SWZ, int ROWS, int NTH, int ATOM_ROWS = 64, bool ROWS_FIRST = false, typename Dst2, typename RowAt>
 __device__ __forceinline__ void tile_load(void *dst, const T *src, Dst2 dst2, const T *src2, RowAt row_at, int tid) {
     constexpr int CH = D / 8, N = ROWS * CH, IT = (N + NTH - 1) / NTH;
     constexpr bool PAIR = !std::is_same<Dst2, std::nullptr_t>::value, COL_FIXED = NTH % CH == 0;
-#pragma unroll
-    for (int j = 0; j < IT; j++) {
-        const int i = tid + j * NTH;
-        if (N % NTH != 0 && i >= N) break;
-        const int r = COL_FIXED ? tid / CH + j * (NTH / CH) : i / CH, cc = COL_FIXED ? tid % CH : i % CH;
-        int64_t off = 0;
-        const bool ok = row_at(r, off);
+    auto row_of = [&](int j) { return COL_FIXED ? tid / CH + j * (NTH / CH) : (tid + j * NTH) / CH; };
+    auto copy = [&](int j, bool ok, int64_t off) {
+        const int r = row_of(j), cc = COL_FIXED ? tid % CH : (tid + j * NTH) % CH;
         const uint32_t o = tile_off<D, SWZ, ATOM_ROWS>(r, cc);
         cp16(reinterpret_cast<unsigned char *>(dst) + o, ok ? src + off + cc * 8 : src, ok);
         if constexpr (PAIR) cp16(reinterpret_cast<unsigned char *>(dst2) + o, ok ? src2 + off + cc * 8 : src2, ok);
+    };
+    if constexpr (ROWS_FIRST) {
+        int64_t off[IT];
+        bool ok[IT];
+#pragma unroll
+        for (int j = 0; j < IT; j++) {
+            off[j] = 0;
+            ok[j] = (N % NTH == 0 || tid + j * NTH < N) && row_at(row_of(j), off[j]);
+        }
+#pragma unroll
+        for (int j = 0; j < IT; j++)
+            if (N % NTH == 0 || tid + j * NTH < N) copy(j, ok[j], off[j]);
+    } else {
+#pragma unroll
+        for (int j = 0; j < IT; j++) {
+            if (N % NTH != 0 && tid + j * NTH >= N) break;
+            int64_t off = 0;
+            const bool ok = row_at(row_of(j), off);
+            copy(j, ok, off);
+        }
     }
 }
 // rows kb .. kb + ROWS - 1 of two key-major tensors (K and V: rows ks elements apart) into
