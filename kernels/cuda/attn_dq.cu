@@ -41,7 +41,7 @@ __device__ __forceinline__ void rows_dq_add(const AttnArgs &a, const RowsGeom &r
 // and dP = dO V^T over the chunk's 64 keys at D 64, 32 keys at a time at D 128 (wg_two),
 // then dQ += dS K with dS from registers and the same keys of K as a transposed
 // B operand (wg_rs). mma.sync: 32 keys a pass.
-template <typename T, int D, int BR, bool WG> __global__ void __launch_bounds__(128) k_rows_dq(AttnArgs a) {
+template <typename T, int D, int BR, bool WG> __global__ void __launch_bounds__(128, WG && D == 64 ? 4 : 0) k_rows_dq(AttnArgs a) {
     constexpr int DP = D + 8, NKS = D / 16, NDT = D / 8;
     // keys a pass: the whole chunk with warpgroup MMA at D 64, else halves (at D 128 the whole
     // chunk was faster for the selection and window dQ but slower for the compressed one:
@@ -99,13 +99,31 @@ template <typename T, int D, int BR, bool WG> __global__ void __launch_bounds__(
     acc_zero(dqa);
     uint32_t qf[NKS][4], yf[NKS][4];
 
+    // EARLY (warpgroup MMA, the whole chunk a pass): a chunk's S and dP are issued first and the
+    // next chunk's copies while they run, one barrier a chunk; otherwise the copies first, then
+    // the products, two barriers a chunk
+    constexpr bool EARLY = WG && KH == ROWS_KC;
     for (int c = 0; c < nchunks; c++) {
         const int buf = c & 1;
-        if (c + 1 < nchunks) load_chunk(buf ^ 1, ch.kb(c + 1));
-        cp_commit();
-        cp_wait<1>();
-        if (WG) wg_fence_proxy();   // this thread's copies, visible to the warpgroup MMA
-        __syncthreads();
+        float se[KH / 8][4], dpe[KH / 8][4];   // EARLY: S and dP, issued before the copies
+        if constexpr (EARLY) {
+            cp_wait<0>();   // chunk c (its copies issued during chunk c - 1)
+            wg_fence_proxy();
+            __syncthreads();   // chunk c in place for every warp; buffer buf^1 free (chunk c - 1 is past)
+            wg_two_issue<T, D, WG_ATOM_BYTES>(se, dpe, (uint32_t)__cvta_generic_to_shared(Qs),
+                                              (uint32_t)__cvta_generic_to_shared(Ks + buf * ROWS_KC * QP),
+                                              (uint32_t)__cvta_generic_to_shared(Ys),
+                                              (uint32_t)__cvta_generic_to_shared(Vs + buf * ROWS_KC * QP));
+            if (c + 1 < nchunks) load_chunk(buf ^ 1, ch.kb(c + 1));
+            cp_commit();
+            wg_wait0();
+        } else {
+            if (c + 1 < nchunks) load_chunk(buf ^ 1, ch.kb(c + 1));
+            cp_commit();
+            cp_wait<1>();
+            if (WG) wg_fence_proxy();   // this thread's copies, visible to the warpgroup MMA
+            __syncthreads();
+        }
         const uint64_t pm = ch.pm(c);
         if (!WG && c == 0) {
             frags_a<NKS, DP>(qf, Qs, warp * 16, lane);
@@ -116,7 +134,12 @@ template <typename T, int D, int BR, bool WG> __global__ void __launch_bounds__(
         for (int half = 0; half < ROWS_KC / KH; half++) {
             const int kb = ch.kb(c) + half * KH;
             float s[KH / 8][4], dp[KH / 8][4];
-            if constexpr (WG) {
+            if constexpr (EARLY) {
+#pragma unroll
+                for (int nt = 0; nt < KH / 8; nt++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++) s[nt][e] = se[nt][e], dp[nt][e] = dpe[nt][e];
+            } else if constexpr (WG) {
                 // S and dP over the pass's KH keys, KH rows of each atom (a half: 4096 bytes
                 // further); the whole chunk gives the same bits as two halves: the same k-steps
                 wg_two<T, D, KH, WG_ATOM_BYTES>(s, dp, (uint32_t)__cvta_generic_to_shared(Qs),
@@ -151,7 +174,7 @@ template <typename T, int D, int BR, bool WG> __global__ void __launch_bounds__(
                 mma_acc_kn<T, D, 32, DP>(dqa, s, Kb, half * 32, lane);
             }
         }
-        __syncthreads();
+        if constexpr (!EARLY) __syncthreads();
     }
     cp_wait<0>();
     rows_dq_add<T, D>(a, rg, b, g, hb, r0, tr, tig, dqa);
