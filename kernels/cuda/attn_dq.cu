@@ -11,8 +11,8 @@
 //  k_sel_dq (selection): a CTA per 16-row selection tile (attn_sel.cuh), the 4 warps splitting
 //    the selected blocks, their dQ partials added in warp order.
 //  k_sel_dq_tma (selection on sm_90a, D 64 or 128, where nsa_sel_dq_tma_warps gives it warps: 1
-//    at D 128 by default where the rows tiles' blocks overlap little): the same tiles fed by a
-//    ring of TMA copies, NW warps splitting each chunk's keys.
+//    by default where the rows tiles' blocks overlap little): the same tiles fed by a ring of TMA
+//    copies, NW warps splitting each chunk's keys.
 // Instantiated for bf16/fp16 and D 16, 64, 128.
 #include "kernels/cuda/attn_pass.cuh"
 #include "kernels/cuda/attn_rows.cuh"

@@ -323,14 +323,16 @@ static inline int nsa_sel_fwd_rows_on(int hpg, int D, int lsel, int NS, int n) {
     return nsa_sel_union_ratio(hpg, NS, n) <= 1.5;
 }
 // warps a CTA of the selection's TMA dQ (k_sel_dq_tma; 0: not used): NSA_CUDA_SEL_DQ_TMA where set,
-// else 1 at D 128 where a rows tile's union is more than 1.5 n blocks (one H200: paper shape
-// selected backward 6.33 -> 5.77 ms at 8k, U/n 2.7, and 52.3 -> 46.4 at 64k; 2 warps 5.85 / 47.0;
-// at 2k, U/n 1.0, the rows kernel's dQ walks each block once for 4 positions: the paper shape's
-// compressed + selected forward and backward 1.86 ms there against 2.08 with the TMA dQ), 0 at D 64 (m7c: 0.93 -> 0.99 and 7.72 ->
-// 8.04 ms with 1 warp, bench/RESULTS.md). A function of the shape only.
+// else 1 where a rows tile's union is more than 1.5 n blocks (one H200: paper shape selected
+// backward 6.33 -> 5.77 ms at 8k, U/n 2.7, and 52.3 -> 46.4 at 64k; 2 warps 5.85 / 47.0; m7c,
+// D 64, against the 4-warp k_sel_dq: 0.813 -> 0.623 ms at 8k, U/n 3.8, and 6.76 -> 4.81 at 64k;
+// 2 warps 0.648 / 5.01). At U/n 1.0 (2k) the rows kernel's dQ walks each block once for several
+// positions: the paper shape's compressed + selected forward and backward 1.86 ms there against
+// 2.08 with the TMA dQ, m7c's selected backward 0.168 against 0.187 (bench/RESULTS.md). A
+// function of the shape only.
 static inline int nsa_sel_dq_tma_warps(int D, int hpg, int NS, int n) {
     if (g_nsa_cuda.sel_dq_tma >= 0) return g_nsa_cuda.sel_dq_tma;
-    return D == 128 && nsa_sel_union_ratio(hpg, NS, n) > 1.5 ? 1 : 0;
+    return (D == 64 || D == 128) && nsa_sel_union_ratio(hpg, NS, n) > 1.5 ? 1 : 0;
 }
 static inline int nsa_sel_pack_on(int hpg, int n) { return hpg <= 8 && n <= 64 && g_nsa_cuda.sel_pack; }
 // dK/dV of the window and compressed branches on the warp-specialised kernel (k_dkdv_ws, 128 keys
