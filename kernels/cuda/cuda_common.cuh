@@ -325,8 +325,8 @@ static inline int nsa_sel_fwd_rows_on(int hpg, int D, int lsel, int NS, int n) {
 // warps a CTA of the selection's TMA dQ (k_sel_dq_tma; 0: not used): NSA_CUDA_SEL_DQ_TMA where set,
 // else 1 where a rows tile's union is more than 1.5 n blocks (one H200: paper shape selected
 // backward 6.33 -> 5.77 ms at 8k, U/n 2.7, and 52.3 -> 46.4 at 64k; 2 warps 5.85 / 47.0; m7c,
-// D 64, against the 4-warp k_sel_dq: 0.813 -> 0.623 ms at 8k, U/n 3.8, and 6.76 -> 4.81 at 64k;
-// 2 warps 0.648 / 5.01). At U/n 1.0 (2k) the rows kernel's dQ walks each block once for several
+// D 64, against the 4-warp k_sel_dq: 0.813 -> 0.622 ms at 8k, U/n 3.8, and 6.76 -> 4.80 at 64k;
+// 2 warps 0.645 / 4.96). At U/n 1.0 (2k) the rows kernel's dQ walks each block once for several
 // positions: the paper shape's compressed + selected forward and backward 1.86 ms there against
 // 2.08 with the TMA dQ, m7c's selected backward 0.168 against 0.187 (bench/RESULTS.md). A
 // function of the shape only.
