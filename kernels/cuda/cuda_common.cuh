@@ -328,7 +328,7 @@ static inline int nsa_sel_fwd_rows_on(int hpg, int D, int lsel, int NS, int n) {
 // D 64, against the 4-warp k_sel_dq: 0.813 -> 0.622 ms at 8k, U/n 3.8, and 6.76 -> 4.80 at 64k;
 // 2 warps 0.645 / 4.96). At U/n 1.0 (2k) the rows kernel's dQ walks each block once for several
 // positions: the paper shape's compressed + selected forward and backward 1.86 ms there against
-// 2.08 with the TMA dQ, m7c's selected backward 0.168 against 0.187 (bench/RESULTS.md). A
+// 2.08 with the TMA dQ, m7c's selected backward 0.168 against 0.186 (bench/RESULTS.md). A
 // function of the shape only.
 static inline int nsa_sel_dq_tma_warps(int D, int hpg, int NS, int n) {
     if (g_nsa_cuda.sel_dq_tma >= 0) return g_nsa_cuda.sel_dq_tma;
