@@ -69,7 +69,7 @@ template <typename T, int D, int BR, bool WG> __global__ void __launch_bounds__(
         if (ok) {
             int64_t R = ((int64_t)b * a.T + t) * a.H + (int64_t)g * hpg + h;
             l2 = a.lse_in[R] * MMA_LOG2E;
-            dr = a.drow[R];
+            dr = drow_of<T, D>(a, R);
         }
         trow[tid] = ok && l2 != -INFINITY ? t : -1;
         lse2[tid] = l2;
@@ -254,7 +254,7 @@ __global__ void __launch_bounds__(384, 1) k_rows_dq_ws(AttnArgs a, const __grid_
         float l2 = -INFINITY, dr = 0.f;
         if (ok) {
             l2 = a.lse_in[R] * MMA_LOG2E;
-            dr = a.drow[R];
+            dr = drow_of<T, D>(a, R);
         }
         const bool lv = ok && l2 != -INFINITY;
         trc[ctid] = lv ? tbase + tq : -1;
@@ -334,7 +334,7 @@ template <typename T, int D, int KT, int PACK> __global__ void __launch_bounds__
     uint32_t qf[NKS][4], yf[NKS][4];
     float l2r[2], drr[2];
     bool rv[2];
-    sel_dq_regs<NKS, DP>(qf, yf, Qs, Ys, a, st, b, g, lane, l2r, drr, rv);
+    sel_dq_regs<NKS, DP, D>(qf, yf, Qs, Ys, a, st, b, g, lane, l2r, drr, rv, warp == 0);
     const int tr[2] = {st.t[0], st.t[1]};
     const int64_t ks = (int64_t)a.G * D;
     const T *Kg = (const T *)a.k + (int64_t)b * a.NK * ks + (int64_t)g * D;
@@ -417,7 +417,7 @@ __global__ void __launch_bounds__(NW * 32) k_sel_dq_tma(AttnArgs a, const __grid
     uint32_t qf[NKS][4], yf[NKS][4];
     float l2r[2], drr[2];
     bool rv[2];
-    sel_dq_regs<NKS, DP>(qf, yf, Qs, Ys, a, st, b, g, lane, l2r, drr, rv);
+    sel_dq_regs<NKS, DP, D>(qf, yf, Qs, Ys, a, st, b, g, lane, l2r, drr, rv, warp == 0);
     feed.start_last();   // the fragments are read: the staging area becomes the last stage
     const int tr[2] = {st.t[0], st.t[1]};
     const int k0 = warp * KW;   // the warp's first key of a chunk

@@ -154,18 +154,29 @@ __device__ __forceinline__ void sel_dscores(float (&s)[NT][4], const float (&dp)
 }
 // dQ: a lane's registers of its tile once the Q and dO tiles [16][DP] have landed: their A
 // fragments (qf, yf) and, for its rows gid and gid + 8, the saved log-sum-exp in log2 units
-// (l2r), Drow (drr) and whether the row exists and saw a key at all (rv)
-template <int NKS, int DP, typename T>
+// (l2r), Drow (drr: worked out from dO and O where drow_out is set, and written there by the warp
+// with write_drow) and whether the row exists and saw a key at all (rv)
+template <int NKS, int DP, int D, typename T>
 __device__ __forceinline__ void sel_dq_regs(uint32_t (&qf)[NKS][4], uint32_t (&yf)[NKS][4], const T *Qs, const T *Ys, const AttnArgs &a,
-                                            const SelTile &st, int b, int g, int lane, float (&l2r)[2], float (&drr)[2], bool (&rv)[2]) {
+                                            const SelTile &st, int b, int g, int lane, float (&l2r)[2], float (&drr)[2], bool (&rv)[2],
+                                            bool write_drow) {
     frags_a<NKS, DP>(qf, Qs, 0, lane);
     frags_a<NKS, DP>(yf, Ys, 0, lane);
+    float dmine = 0.f;   // drow_out: the quad's lanes 0, 1 sum row gid's Drow, lanes 2, 3 row gid + 8's
+    if (a.drow_out) {
+        int64_t R;
+        const int tig = lane & 3;
+        const bool ok = sel_row(a, st, b, g, (lane >> 2) + 8 * (tig >> 1), R);
+        dmine = row_drow_pair<T, D>((const T *)a.dout, (const T *)a.o, R, tig & 1, ok);
+        if (ok && (tig & 1) == 0 && write_drow) a.drow_out[R] = dmine;
+    }
 #pragma unroll
     for (int r = 0; r < 2; r++) {
         int64_t R;
         const bool ok = sel_row(a, st, b, g, (lane >> 2) + 8 * r, R);
         l2r[r] = ok ? a.lse_in[R] * MMA_LOG2E : -INFINITY;
-        drr[r] = ok ? a.drow[R] : 0.f;
+        const float dq = a.drow_out ? __shfl_sync(0xffffffffu, dmine, (lane & ~3) + 2 * r) : 0.f;
+        drr[r] = ok ? (a.drow_out ? dq : a.drow[R]) : 0.f;
         rv[r] = ok && l2r[r] != -INFINITY;
     }
 }

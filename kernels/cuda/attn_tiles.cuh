@@ -505,6 +505,52 @@ __device__ __forceinline__ void quad_sum2(float (&v)[2]) {
     }
 }
 
+// rowsum(dO * O) of row R as k_drow (cuda_nsa.cu) sums it, so with its bits: partial s (0..7) is a
+// chain of fused multiply-adds over elements s, s + 8, .. ascending, and the row's sum is ((p0 +
+// p1) + (p2 + p3)) + ((p4 + p5) + (p6 + p7)). One thread, the eight partials from 16-byte loads.
+// dout and o 16-byte aligned, D % 8 == 0.
+template <typename T, int D> __device__ __forceinline__ float row_drow(const T *dout, const T *o, int64_t R) {
+    float p[8];
+#pragma unroll
+    for (int s = 0; s < 8; s++) p[s] = 0.f;
+    const uint4 *y = reinterpret_cast<const uint4 *>(dout + R * D), *x = reinterpret_cast<const uint4 *>(o + R * D);
+#pragma unroll
+    for (int c = 0; c < D / 8; c++) {
+        const uint4 yv = y[c], xv = x[c];
+        const T *ye = reinterpret_cast<const T *>(&yv), *xe = reinterpret_cast<const T *>(&xv);
+#pragma unroll
+        for (int s = 0; s < 8; s++) p[s] += tof(ye[s]) * tof(xe[s]);
+    }
+    return ((p[0] + p[1]) + (p[2] + p[3])) + ((p[4] + p[5]) + (p[6] + p[7]));
+}
+// the same sum by two lanes (lane ^ 1 the other half): half 0 the partials 0-3, half 1 the
+// partials 4-7, from 8-byte loads; each lane returns the row's sum ((p0 + p1) + (p2 + p3)) + ((p4 +
+// p5) + (p6 + p7)) (its own half's sum plus the other's: the same bits either way round). Every
+// lane of the warp calls it; ok false: no loads, and the sum is not used
+template <typename T, int D> __device__ __forceinline__ float row_drow_pair(const T *dout, const T *o, int64_t R, int half, bool ok) {
+    float p[4] = {0.f, 0.f, 0.f, 0.f};
+    if (ok) {
+        const uint2 *y = reinterpret_cast<const uint2 *>(dout + R * D + 4 * half), *x = reinterpret_cast<const uint2 *>(o + R * D + 4 * half);
+#pragma unroll
+        for (int c = 0; c < D / 8; c++) {
+            const uint2 yv = y[2 * c], xv = x[2 * c];
+            const T *ye = reinterpret_cast<const T *>(&yv), *xe = reinterpret_cast<const T *>(&xv);
+#pragma unroll
+            for (int s = 0; s < 4; s++) p[s] += tof(ye[s]) * tof(xe[s]);
+        }
+    }
+    const float mine = (p[0] + p[1]) + (p[2] + p[3]);
+    return mine + __shfl_xor_sync(0xffffffffu, mine, 1);
+}
+// a dQ kernel's Drow of its row R, the one thread that owns the row: worked out and written to
+// drow_out where it is set, else read from drow
+template <typename T, int D> __device__ __forceinline__ float drow_of(const AttnArgs &a, int64_t R) {
+    if (!a.drow_out) return a.drow[R];
+    const float dr = row_drow<T, D>((const T *)a.dout, (const T *)a.o, R);
+    a.drow_out[R] = dr;
+    return dr;
+}
+
 // does query t see key s (a key of the branch's K: token or compressed block)?
 template <int BR> __device__ __forceinline__ bool sees(const AttnArgs &a, int t, int s) {
     if (BR == BR_WIN) return s <= t && s > t - a.w;

@@ -374,6 +374,9 @@ struct AttnArgs {
     const void *dout;           // backward: dO [B,T,H,D]
     const float *lse_in;        // backward / selection: fp32 lse
     const float *drow;          // backward: rowsum(dO * O) [B,T,H]
+    float *drow_out;            // backward: where set, the dQ kernels work out each of their rows'
+                                // rowsum(dO * O) from dout and o (row_drow), use it and write it here
+                                // for dK/dV (drow = drow_out); o is then the forward's output
     void *dq, *dk, *dv;         // backward outputs (+=)
     const int32_t *sel;         // [B,T,G,n]
     // inverted selection index (sel backward): per (b,g,j) count and offset into list

@@ -918,12 +918,20 @@ static void attn_bwd(int dt, int br, void *dq, void *dk, void *dv, const void *d
     const int64_t rows = (int64_t)g->B * g->T * g->H;
     a.lse_in = nsa_cuda_stat_read(dt, lse, rows, SCR_STAT0);
     float *drow = (float *)nsa_cuda_scratch(SCR_DROW, (size_t)rows * 4);
-    DISPATCH_DT(dt, T, k_drow<T><<<(unsigned)((rows * 8 + 255) / 256), 256, 0, NSA_STREAM>>>(drow, (const T *)dout,
-                                                                                           (const T *)o, rows, g->D));
-    CUDA_LAUNCHED();
+    const bool mma = use_mma(dt, g, br, q, k, v, dout, dq) && nsa_aligned16(dk) && nsa_aligned16(dv);
+    if (mma && nsa_aligned16(dout) && nsa_aligned16(o)) {
+        // the dQ kernels work out each row's Drow as they take the row (row_drow: k_drow's sums)
+        // and write it for dK/dV: one read of dO and O fewer
+        a.drow_out = drow;
+        a.o = const_cast<void *>(o);
+    } else {
+        DISPATCH_DT(dt, T, k_drow<T><<<(unsigned)((rows * 8 + 255) / 256), 256, 0, NSA_STREAM>>>(drow, (const T *)dout,
+                                                                                               (const T *)o, rows, g->D));
+        CUDA_LAUNCHED();
+    }
     a.drow = drow;
     if (br == BR_SEL) build_index(a);
-    if (use_mma(dt, g, br, q, k, v, dout, dq) && nsa_aligned16(dk) && nsa_aligned16(dv)) {
+    if (mma) {
         // dQ: query-centric, recomputing P and dP
         if (dt == NSA_DT_BF16) mma_dq<bf16>(a, br);
         else mma_dq<f16>(a, br);
