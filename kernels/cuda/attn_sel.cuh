@@ -175,8 +175,8 @@ __device__ __forceinline__ void sel_dq_regs(uint32_t (&qf)[NKS][4], uint32_t (&y
         int64_t R;
         const bool ok = sel_row(a, st, b, g, (lane >> 2) + 8 * r, R);
         l2r[r] = ok ? a.lse_in[R] * MMA_LOG2E : -INFINITY;
-        const float dq = a.drow_out ? __shfl_sync(0xffffffffu, dmine, (lane & ~3) + 2 * r) : 0.f;
-        drr[r] = ok ? (a.drow_out ? dq : a.drow[R]) : 0.f;
+        const float dr = a.drow_out ? __shfl_sync(0xffffffffu, dmine, (lane & ~3) + 2 * r) : 0.f;   // lane 2r of the quad's sum
+        drr[r] = ok ? (a.drow_out ? dr : a.drow[R]) : 0.f;
         rv[r] = ok && l2r[r] != -INFINITY;
     }
 }
